@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages gpuplane needs to build and test. Idempotent: quiet and fast
+# when everything is already there. Must run as root (or with sudo available).
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake ninja-build pkg-config git
+  libboost-dev libssl-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev sqlite3
+  libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  curl procps
+)
+# Extra groups can be requested: SETUP_EXTRA="postgres browser" scripts/setup.sh
+for extra in ${SETUP_EXTRA:-}; do
+  case "$extra" in
+    postgres) PKGS+=(postgresql libpq-dev) ;;
+    browser) PKGS+=(chromium nodejs npm) ;;
+    net) PKGS+=(nftables iproute2 iputils-ping) ;;
+  esac
+done
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+echo "setup: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq >/dev/null
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "setup: done" >&2

@@ -1,0 +1,452 @@
+// Request dispatch: route matching, authentication, tenant/project resolution, authorization,
+// body parsing, the error mapping to problem+json, audit of denials and rejected mutations,
+// metrics and the access log.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <charconv>
+#include <chrono>
+
+#include "api/router.h"
+#include "common/crypto.h"
+
+namespace gp::api {
+namespace {
+
+int http_status(ErrorCode c) {
+  switch (c) {
+    case ErrorCode::kInvalidArgument: return 400;
+    case ErrorCode::kUnauthenticated: return 401;
+    case ErrorCode::kPermissionDenied: return 403;
+    case ErrorCode::kTenantSuspended: return 403;
+    case ErrorCode::kNotFound: return 404;
+    case ErrorCode::kMethodNotAllowed: return 405;
+    case ErrorCode::kConflict: return 409;
+    case ErrorCode::kQuotaExceeded: return 409;
+    case ErrorCode::kPreconditionFailed: return 412;
+    case ErrorCode::kPayloadTooLarge: return 413;
+    case ErrorCode::kUnsupportedMedia: return 415;
+    case ErrorCode::kUnprocessable: return 422;
+    case ErrorCode::kPreconditionRequired: return 428;
+    case ErrorCode::kResourceExhausted: return 429;
+    case ErrorCode::kUnavailable: return 503;
+    case ErrorCode::kInternal: return 500;
+  }
+  return 500;
+}
+
+std::string_view status_title(int status) {
+  switch (status) {
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 409: return "Conflict";
+    case 412: return "Precondition Failed";
+    case 413: return "Payload Too Large";
+    case 415: return "Unsupported Media Type";
+    case 422: return "Unprocessable Content";
+    case 428: return "Precondition Required";
+    case 429: return "Too Many Requests";
+    case 503: return "Service Unavailable";
+    default: return "Internal Server Error";
+  }
+}
+
+HttpResponse problem(const Error& e, const std::string& request_id) {
+  int status = http_status(e.code);
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/problem+json";
+  std::string code(error_code_name(e.code));
+  Json body = {{"type", "https://gpuplane.dev/problems/" + code},
+               {"title", status_title(status)},
+               {"status", status},
+               {"detail", e.message},
+               {"code", code},
+               {"request_id", request_id}};
+  r.body = body.dump();
+  if (status == 401) r.headers.emplace_back("WWW-Authenticate", "Bearer");
+  return r;
+}
+
+bool valid_request_id(std::string_view s) {
+  if (s.empty() || s.size() > 64) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+      return false;
+  return true;
+}
+
+std::vector<std::string_view> split_path(std::string_view p) {
+  std::vector<std::string_view> out;
+  size_t i = 0;
+  while (i < p.size()) {
+    if (p[i] == '/') {
+      ++i;
+      continue;
+    }
+    size_t j = p.find('/', i);
+    if (j == std::string_view::npos) j = p.size();
+    out.push_back(p.substr(i, j - i));
+    i = j;
+  }
+  return out;
+}
+
+bool match(const Route& route, const std::vector<std::string_view>& segs,
+           std::map<std::string, std::string>* params) {
+  auto pat = split_path(route.pattern);
+  if (pat.size() != segs.size()) return false;
+  std::map<std::string, std::string> out;
+  for (size_t i = 0; i < pat.size(); ++i) {
+    if (pat[i].front() == '{') {
+      if (segs[i].empty() || segs[i].size() > 128) return false;
+      out[std::string(pat[i].substr(1, pat[i].size() - 2))] = std::string(segs[i]);
+    } else if (pat[i] != segs[i]) {
+      return false;
+    }
+  }
+  *params = std::move(out);
+  return true;
+}
+
+}  // namespace
+
+Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSource& ids,
+         Limits limits)
+    : store_(store), audit_(audit), clock_(clock), ids_(ids), limits_(limits),
+      authn_(store, clock) {
+  for (auto table : {system_routes(), tenancy_routes(), identity_routes()})
+    for (auto& r : table) routes_.push_back(std::move(r));
+}
+
+Api::~Api() = default;
+
+const std::vector<Route>& Api::routes() const { return routes_; }
+
+namespace {
+
+// Records a denied or rejected request in its own transaction (nothing else was written).
+void audit_failure(Api& api, const Call& call, const Route* route, std::string_view outcome,
+                   const Error& e) {
+  audit::Entry entry;
+  entry.actor = call.who.authenticated() ? call.who.id : "anonymous";
+  entry.tenant_id = call.tenant ? call.tenant->id : call.who.tenant_id.value_or("");
+  entry.action = route ? route->action : fmt::format("{} {}", call.req.method, "unmatched");
+  entry.resource = call.req.path.substr(0, 512);
+  entry.outcome = std::string(outcome);
+  entry.request_id = call.request_id;
+  entry.source = call.req.remote;
+  entry.detail = {{"code", error_code_name(e.code)}, {"reason", e.message.substr(0, 300)}};
+  auto r = api.store().write([&](store::Tx& tx) -> Result<void> {
+    GP_TRY_VOID(api.audit().append(tx, entry));
+    return ok();
+  });
+  if (!r) spdlog::error("audit write failed for request {}: {}", call.request_id, r.error().message);
+}
+
+}  // namespace
+
+HttpResponse Api::handle(HttpRequest req) {
+  auto started = std::chrono::steady_clock::now();
+  if (req.path.empty()) parse_target(req);
+  std::string request_id;
+  if (auto h = req.header("x-request-id"); h && valid_request_id(*h))
+    request_id = std::string(*h);
+  else
+    request_id = ids_.next("req");
+
+  Call call{req, nullptr, {}, request_id, {}, {}, {}, {}};
+  const Route* route = nullptr;
+  std::string route_label = "unmatched";
+  bool audited = false;  // a denial already went into the audit trail
+  auto deny = [&](std::string_view outcome, const Error& e) {
+    audit_failure(*this, call, route, outcome, e);
+    audited = true;
+  };
+
+  auto dispatch = [&]() -> Result<Reply> {
+    if (req.query_error) return fail(Error::invalid(*req.query_error));
+    auto segs = split_path(req.path);
+    std::string allowed;
+    for (const auto& r : routes_) {
+      std::map<std::string, std::string> params;
+      if (!match(r, segs, &params)) continue;
+      if (r.method != req.method) {
+        allowed += (allowed.empty() ? "" : ", ") + r.method;
+        continue;
+      }
+      route = &r;
+      call.route = &r;
+      call.params = std::move(params);
+      break;
+    }
+    if (!route) {
+      if (!allowed.empty())
+        return fail(ErrorCode::kMethodNotAllowed,
+                    fmt::format("method {} not allowed here; allowed: {}", req.method, allowed));
+      return fail(Error::not_found(fmt::format("no such endpoint: {}", req.path.substr(0, 200))));
+    }
+    route_label = route->pattern;
+    for (const auto& [k, _] : req.query) {
+      if (std::find(route->query_params.begin(), route->query_params.end(), k) ==
+          route->query_params.end())
+        return fail(Error::invalid(fmt::format("unknown query parameter '{}'", k.substr(0, 64))));
+    }
+
+    // Authentication.
+    if (route->access != Access::kPublic) {
+      auto auth = req.header("authorization");
+      Result<iam::Principal> who = fail(Error::unauthenticated("missing bearer token"));
+      if (auth) {
+        if (auth->size() > 7 && (auth->starts_with("Bearer ") || auth->starts_with("bearer ")))
+          who = authn_.authenticate(auth->substr(7));
+        else
+          who = fail(Error::unauthenticated("Authorization must be 'Bearer <token>'"));
+      }
+      if (!who) {
+        deny("denied", who.error());
+        return fail(who.error());
+      }
+      call.who = std::move(*who);
+    }
+
+    // Tenant and project from the path; anything the principal cannot reach is 404.
+    Error hidden = Error::not_found("not found");
+    if (auto t = call.params.find("tenant"); t != call.params.end()) {
+      std::optional<tenancy::Tenant> tenant;
+      GP_TRY_VOID(store_.read([&](store::Tx& tx) -> Result<void> {
+        tenant = GP_TRY(tenancy::find_tenant(tx, t->second));
+        return ok();
+      }));
+      if (!tenant) return fail(Error::not_found("tenant not found"));
+      if (!call.who.reaches_tenant(tenant->id)) {
+        call.tenant = tenant;  // recorded under the target tenant for its admins to see
+        deny("denied", Error::not_found("principal cannot reach this tenant"));
+        call.tenant.reset();
+        return fail(Error::not_found("tenant not found"));
+      }
+      call.tenant = std::move(tenant);
+      if (auto p = call.params.find("project"); p != call.params.end()) {
+        GP_TRY_VOID(store_.read([&](store::Tx& tx) -> Result<void> {
+          call.project = GP_TRY(tenancy::find_project(tx, call.tenant_scope(), p->second));
+          return ok();
+        }));
+        if (!call.project) return fail(Error::not_found("project not found"));
+      }
+    }
+
+    if (route->access == Access::kPermission) {
+      auto d = iam::authorize(call.who, route->permission, call.scope());
+      if (d != iam::Decision::kAllow) {
+        Error e = d == iam::Decision::kHidden
+                      ? Error::not_found("not found")
+                      : Error::denied(fmt::format("missing permission {} at this scope",
+                                                  iam::permission_name(route->permission)));
+        deny("denied", e);
+        return fail(e);
+      }
+    }
+
+    if (route->mutation && req.method == "POST" && call.tenant &&
+        call.tenant->state != tenancy::TenantState::kActive) {
+      Error e{ErrorCode::kTenantSuspended,
+              fmt::format("tenant is {}: nothing can be created in it",
+                          tenancy::state_name(call.tenant->state))};
+      deny("denied", e);
+      return fail(e);
+    }
+
+    if (!route->request_schema.empty()) {
+      auto ct = req.header("content-type");
+      if (!ct || !(ct->starts_with("application/json") || ct->starts_with("application/merge-patch+json")))
+        return fail(ErrorCode::kUnsupportedMedia, "Content-Type must be application/json");
+      if (req.body.size() > limits_.max_body_bytes)
+        return fail(ErrorCode::kPayloadTooLarge, "request body too large");
+      call.body = GP_TRY(parse_json(req.body));
+    }
+    return route->handler(*this, call);
+  };
+
+  Result<Reply> result = fail(Error::internal("unhandled"));
+  try {
+    result = dispatch();
+  } catch (const std::exception& e) {
+    spdlog::error("request {} failed: {}", request_id, e.what());
+    result = fail(Error::internal("internal error"));
+  }
+
+  HttpResponse resp;
+  if (result) {
+    Reply& r = *result;
+    resp.status = r.status;
+    resp.content_type = r.content_type;
+    resp.body = r.raw ? std::move(*r.raw) : (r.body.is_null() ? "" : r.body.dump());
+    resp.headers = std::move(r.headers);
+    if (r.etag_version) resp.headers.emplace_back("ETag", fmt::format("\"{}\"", *r.etag_version));
+  } else {
+    const Error& e = result.error();
+    // Failed mutations are audited too; denials were recorded where they happened. A request
+    // for a tenant that does not exist has no tenant to record against.
+    bool missing_tenant = call.params.contains("tenant") && !call.tenant;
+    bool denial =
+        e.code == ErrorCode::kUnauthenticated || e.code == ErrorCode::kPermissionDenied;
+    if (route && !audited && !missing_tenant && (route->mutation || denial)) {
+      audit_failure(*this, call, route, denial ? "denied" : "rejected", e);
+    }
+    resp = problem(e, request_id);
+    if (e.code == ErrorCode::kInternal) spdlog::error("request {}: {}", request_id, e.message);
+  }
+  resp.headers.emplace_back("X-Request-Id", request_id);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  metrics_.observe(req.method, route_label, resp.status, secs);
+  spdlog::info("request id={} method={} route={} status={} ms={:.2f} principal={} remote={}",
+               request_id, req.method, route_label, resp.status, secs * 1000,
+               call.who.authenticated() ? call.who.id : "-", req.remote);
+  return resp;
+}
+
+// ---- Call helpers ----
+
+iam::Scope Call::scope() const {
+  iam::Scope s;
+  if (tenant) s.tenant_id = tenant->id;
+  if (project) s.project_id = project->id;
+  return s;
+}
+
+tenancy::Owner Call::owner() const {
+  if (!tenant) return std::nullopt;
+  return tenancy::TenantScope(tenant->id);
+}
+
+tenancy::TenantScope Call::tenant_scope() const { return tenancy::TenantScope(tenant->id); }
+
+std::optional<int64_t> Call::if_match() const {
+  auto h = req.header("if-match");
+  if (!h) return std::nullopt;
+  std::string_view v = *h;
+  if (v.starts_with("W/")) v.remove_prefix(2);
+  if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
+  try {
+    return std::stoll(std::string(v));
+  } catch (...) {
+    return -1;  // matches no version: 412
+  }
+}
+
+Reply json_reply(int status, Json body, std::optional<int64_t> etag) {
+  Reply r;
+  r.status = status;
+  r.body = std::move(body);
+  r.etag_version = etag;
+  return r;
+}
+
+Result<tenancy::PageRequest> page_request(const Api& api, const Call& call) {
+  tenancy::PageRequest p;
+  if (auto l = call.req.query.find("limit"); l != call.req.query.end()) {
+    int v = 0;
+    auto [ptr, ec] = std::from_chars(l->second.data(), l->second.data() + l->second.size(), v);
+    if (ec != std::errc() || ptr != l->second.data() + l->second.size() || v < 1 ||
+        v > api.limits().max_page)
+      return fail(Error::invalid(fmt::format("limit must be 1 to {}", api.limits().max_page)));
+    p.limit = v;
+  }
+  if (auto a = call.req.query.find("after"); a != call.req.query.end()) {
+    if (a->second.size() > 64) return fail(Error::invalid("after is not a valid cursor"));
+    p.after = a->second;
+  }
+  return p;
+}
+
+ObjectReader body_reader(const Call& call, std::string_view what) {
+  static const Json kEmpty = Json::object();
+  return ObjectReader(call.body ? *call.body : kEmpty, what);
+}
+
+Result<void> require(const Call& call, iam::Permission p, const iam::Scope& where) {
+  switch (iam::authorize(call.who, p, where)) {
+    case iam::Decision::kAllow: return ok();
+    case iam::Decision::kHidden: return fail(Error::not_found("not found"));
+    case iam::Decision::kDeny: break;
+  }
+  return fail(Error::denied(
+      fmt::format("missing permission {} at this scope", iam::permission_name(p))));
+}
+
+std::string resource_path(const Call& call) { return call.req.path; }
+
+Handler read_tx(TxHandler fn) {
+  return [fn = std::move(fn)](Api& api, Call& call) -> Result<Reply> {
+    Result<Reply> out = fail(Error::internal("no reply"));
+    auto r = api.store().read([&](store::Tx& tx) -> Result<void> {
+      out = fn(api, call, tx);
+      return ok();
+    });
+    if (!r) return fail(r.error());
+    return out;
+  };
+}
+
+Handler write_tx(MutationHandler fn) {
+  return [fn = std::move(fn)](Api& api, Call& call) { return run_mutation(api, call, fn); };
+}
+
+Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
+  std::optional<std::string> key;
+  if (auto h = call.req.header("idempotency-key")) {
+    if (h->empty() || h->size() > 128)
+      return fail(Error::invalid("Idempotency-Key must be 1 to 128 characters"));
+    key = std::string(*h);
+  }
+  std::string principal = call.who.authenticated() ? call.who.id : "anonymous";
+  std::string req_hash =
+      hex_encode(sha256(fmt::format("{}\n{}\n{}", call.req.method, call.req.path, call.req.body)));
+  Reply out;
+  bool replayed = false;
+  GP_TRY_VOID(api.store().write([&](store::Tx& tx) -> Result<void> {
+    if (key) {
+      auto row = GP_TRY(tx.query_one(
+          "SELECT request_hash, status, body FROM idempotency_keys WHERE principal_id = ? AND "
+          "idem_key = ?",
+          {principal, *key}));
+      if (row) {
+        if (row->text(0) != req_hash)
+          return fail(ErrorCode::kUnprocessable,
+                      "Idempotency-Key was already used with a different request");
+        out.status = int(row->integer(1));
+        out.raw = row->text(2);
+        replayed = true;
+        return ok();
+      }
+    }
+    Mutation m = GP_TRY(fn(api, call, tx));
+    audit::Entry e;
+    e.actor = principal;
+    e.tenant_id = m.tenant_id ? *m.tenant_id : call.tenant ? call.tenant->id : "";
+    e.action = call.route->action;
+    e.resource = m.resource.empty() ? call.req.path : m.resource;
+    e.outcome = "success";
+    e.request_id = call.request_id;
+    e.source = call.req.remote;
+    e.detail = std::move(m.detail);
+    GP_TRY_VOID(api.audit().append(tx, e));
+    out = std::move(m.reply);
+    if (key) {
+      std::string body = out.raw ? *out.raw : out.body.dump();
+      GP_TRY_VOID(tx.exec(
+          "INSERT INTO idempotency_keys (principal_id, idem_key, method, path, request_hash, "
+          "status, body, created_at) VALUES (?,?,?,?,?,?,?,?)",
+          {principal, *key, call.req.method, call.req.path, req_hash, int64_t(out.status), body,
+           to_unix_micros(api.clock().now())}));
+    }
+    return ok();
+  }));
+  if (replayed) out.headers.emplace_back("Idempotent-Replayed", "true");
+  return out;
+}
+
+}  // namespace gp::api

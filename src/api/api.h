@@ -1,0 +1,89 @@
+// The HTTP API: router, authentication, authorization on every route, problem+json errors,
+// idempotency, audit of every mutation and denial, metrics; and the Boost.Beast server that
+// carries it. Public header of the api module.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "api/http.h"
+#include "api/metrics.h"
+#include "audit/audit.h"
+#include "common/clock.h"
+#include "common/ids.h"
+#include "common/json.h"
+#include "iam/iam.h"
+#include "store/store.h"
+
+namespace gp::api {
+
+struct Limits {
+  size_t max_body_bytes = 1 << 20;     // 1 MiB
+  size_t max_header_bytes = 16 << 10;  // 16 KiB
+  int max_connections = 512;
+  std::chrono::milliseconds header_timeout{10000};  // whole request head must arrive in this
+  std::chrono::milliseconds body_timeout{30000};
+  std::chrono::milliseconds idle_timeout{60000};  // keep-alive between requests
+  Duration session_ttl = std::chrono::hours(12);
+  int max_page = 1000;
+};
+
+struct Route;  // api/router.h
+
+class Api {
+ public:
+  Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSource& ids,
+      Limits limits = {});
+  ~Api();
+
+  HttpResponse handle(HttpRequest req);
+
+  Metrics& metrics() { return metrics_; }
+  const Limits& limits() const { return limits_; }
+  const std::vector<Route>& routes() const;
+  Json openapi() const;
+  void set_ready(bool ready) { ready_ = ready; }
+  bool ready() const { return ready_; }
+
+  // Internals shared by the route handlers (api/*.cpp).
+  store::Store& store() { return store_; }
+  audit::AuditLog& audit() { return audit_; }
+  const Clock& clock() const { return clock_; }
+  IdSource& ids() { return ids_; }
+  const iam::Authenticator& authenticator() const { return authn_; }
+
+ private:
+  store::Store& store_;
+  audit::AuditLog& audit_;
+  const Clock& clock_;
+  IdSource& ids_;
+  Limits limits_;
+  iam::Authenticator authn_;
+  Metrics metrics_;
+  std::atomic<bool> ready_{true};
+  std::vector<Route> routes_;
+};
+
+// Serves an Api over HTTP/1.1 on a TCP port: one coroutine per connection, header and body
+// deadlines, size limits, a connection cap, and graceful shutdown.
+class Server {
+ public:
+  Server(Api& api, std::string address, uint16_t port, int threads);
+  ~Server();
+  // Binds; returns the bound port (useful with port 0).
+  Result<uint16_t> start();
+  // Stops accepting, lets in-flight requests finish for up to `grace`, then closes the rest.
+  void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
+  void wait();
+  int active_connections() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace gp::api

@@ -1,0 +1,215 @@
+// System endpoints (health, readiness, metrics, OpenAPI), login/logout/whoami, and the audit
+// trail (listing per platform or tenant, and server-side verification).
+#include <fmt/format.h>
+
+#include "api/router.h"
+
+namespace gp::api {
+namespace {
+
+Reply text_reply(std::string body, std::string content_type = "text/plain; charset=utf-8") {
+  Reply r;
+  r.raw = std::move(body);
+  r.content_type = std::move(content_type);
+  return r;
+}
+
+Json principal_json(const iam::Principal& p) {
+  Json bindings = Json::array();
+  for (const auto& b : p.bindings)
+    bindings.push_back({{"id", b.id},
+                        {"role", iam::role_name(b.role)},
+                        {"tenant_id", b.tenant_id ? Json(*b.tenant_id) : Json(nullptr)},
+                        {"project_id", b.project_id ? Json(*b.project_id) : Json(nullptr)}});
+  return {{"kind", p.kind == iam::PrincipalKind::kUser ? "user" : "service_account"},
+          {"id", p.id},
+          {"name", p.name},
+          {"tenant_id", p.tenant_id ? Json(*p.tenant_id) : Json(nullptr)},
+          {"credential_id", p.credential_id},
+          {"role_bindings", bindings}};
+}
+
+Result<Reply> login(Api& api, Call& call) {
+  auto r = body_reader(call, "login");
+  std::string username = r.string("username", 63);
+  std::string password = r.string("password", 256);
+  GP_TRY_VOID(r.finish());
+  // The slow password check runs outside the write transaction.
+  std::string user_id;
+  GP_TRY_VOID(api.store().read([&](store::Tx& tx) -> Result<void> {
+    user_id = GP_TRY(tenancy::check_password(tx, username, password));
+    return ok();
+  }));
+  // Login authenticates by password, so the session's owner is the audit actor.
+  call.who.id = user_id;
+  call.who.kind = iam::PrincipalKind::kUser;
+  return run_mutation(api, call, [&](Api& api, Call&, store::Tx& tx) -> Result<Mutation> {
+    tenancy::World w{api.clock(), api.ids()};
+    auto s = GP_TRY(tenancy::create_session(tx, w, user_id, api.limits().session_ttl));
+    auto principal = GP_TRY(api.authenticator().load_principal(tx, "user", user_id));
+    Mutation m;
+    m.reply = json_reply(201, {{"token", s.token},
+                               {"session_id", s.id},
+                               {"expires_at", format_rfc3339(from_unix_micros(s.expires_at))},
+                               {"principal", principal_json(principal)}});
+    m.resource = "sessions/" + s.id;
+    m.tenant_id = principal.tenant_id;
+    return m;
+  });
+}
+
+Result<Reply> audit_list(Api& api, Call& call, store::Tx& tx) {
+  audit::Query q;
+  if (call.tenant) q.tenant_id = call.tenant->id;
+  auto page = GP_TRY(page_request(api, call));
+  q.limit = page.limit;
+  if (page.after) {
+    try {
+      q.after = std::stoll(*page.after);
+    } catch (...) {
+      return fail(Error::invalid("after must be a sequence number"));
+    }
+  }
+  auto get = [&](const char* k) -> std::optional<std::string> {
+    auto it = call.req.query.find(k);
+    if (it == call.req.query.end()) return std::nullopt;
+    return it->second;
+  };
+  q.actor = get("actor");
+  q.action = get("action");
+  q.outcome = get("outcome");
+  if (!call.tenant) {
+    if (auto t = get("tenant")) q.tenant_id = *t;
+  }
+  auto records = GP_TRY(api.audit().list(tx, q));
+  Json items = Json::array();
+  for (const auto& r : records) items.push_back(audit::record_to_json(r));
+  Json next = records.size() == size_t(q.limit) ? Json(std::to_string(records.back().seq))
+                                                 : Json(nullptr);
+  return json_reply(200, {{"items", items}, {"next", next}});
+}
+
+}  // namespace
+
+std::vector<Route> system_routes() {
+  std::vector<Route> routes;
+  routes.push_back({.method = "GET",
+                    .pattern = "/healthz",
+                    .action = "system.healthz",
+                    .access = Access::kPublic,
+                    .handler = [](Api&, Call&) -> Result<Reply> { return text_reply("ok\n"); },
+                    .summary = "Liveness: the process is serving."});
+  routes.push_back({.method = "GET",
+                    .pattern = "/readyz",
+                    .action = "system.readyz",
+                    .access = Access::kPublic,
+                    .handler = [](Api& api, Call&) -> Result<Reply> {
+                      bool store_ok = api.store()
+                                          .read([](store::Tx& tx) -> Result<void> {
+                                            GP_TRY_VOID(tx.query("SELECT 1"));
+                                            return ok();
+                                          })
+                                          .has_value();
+                      if (!api.ready() || !store_ok)
+                        return fail(Error::unavailable(store_ok ? "shutting down"
+                                                                : "store unreachable"));
+                      Reply r = json_reply(200, {{"status", "ready"},
+                                                 {"role", "leader"},
+                                                 {"store", api.store().engine()}});
+                      return r;
+                    },
+                    .summary = "Readiness: the store answers and the server accepts work."});
+  routes.push_back({.method = "GET",
+                    .pattern = "/metrics",
+                    .action = "system.metrics",
+                    .access = Access::kPublic,
+                    .handler = [](Api& api, Call&) -> Result<Reply> {
+                      return text_reply(api.metrics().render(),
+                                        "text/plain; version=0.0.4; charset=utf-8");
+                    },
+                    .summary = "Prometheus metrics."});
+  routes.push_back({.method = "GET",
+                    .pattern = "/v1/openapi.json",
+                    .action = "system.openapi",
+                    .access = Access::kPublic,
+                    .handler = [](Api& api, Call&) -> Result<Reply> {
+                      return json_reply(200, api.openapi());
+                    },
+                    .summary = "This API's OpenAPI 3 document."});
+  routes.push_back({.method = "POST",
+                    .pattern = "/v1/auth/login",
+                    .action = "session.create",
+                    .access = Access::kPublic,
+                    .mutation = true,
+                    .handler = login,
+                    .summary = "Log in with username and password; returns a session token.",
+                    .request_schema = "LoginRequest",
+                    .response_schema = "LoginResponse",
+                    .success_status = 201});
+  routes.push_back({.method = "POST",
+                    .pattern = "/v1/auth/logout",
+                    .action = "session.delete",
+                    .access = Access::kAuthenticated,
+                    .mutation = true,
+                    .handler = write_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Mutation> {
+                      if (!call.who.credential_id.starts_with("ses_"))
+                        return fail(Error::invalid("logout ends login sessions; revoke API keys "
+                                                   "with DELETE on the key"));
+                      tenancy::World w{api.clock(), api.ids()};
+                      GP_TRY_VOID(tenancy::revoke_session(tx, w, call.who.credential_id));
+                      Mutation m;
+                      m.reply.status = 204;
+                      m.resource = "sessions/" + call.who.credential_id;
+                      m.tenant_id = call.who.tenant_id;
+                      return m;
+                    }),
+                    .summary = "End the current login session.",
+                    .success_status = 204});
+  routes.push_back({.method = "GET",
+                    .pattern = "/v1/whoami",
+                    .action = "session.whoami",
+                    .access = Access::kAuthenticated,
+                    .handler = [](Api&, Call& call) -> Result<Reply> {
+                      return json_reply(200, principal_json(call.who));
+                    },
+                    .summary = "The calling principal and its role bindings.",
+                    .response_schema = "Principal"});
+  routes.push_back({.method = "GET",
+                    .pattern = "/v1/audit",
+                    .action = "audit.list",
+                    .permission = iam::Permission::kAuditRead,
+                    .handler = read_tx(audit_list),
+                    .query_params = {"limit", "after", "actor", "action", "outcome", "tenant"},
+                    .summary = "The whole audit trail (platform auditors and admins).",
+                    .response_schema = "AuditRecord[]"});
+  routes.push_back({.method = "GET",
+                    .pattern = "/v1/tenants/{tenant}/audit",
+                    .action = "audit.list",
+                    .permission = iam::Permission::kAuditRead,
+                    .handler = read_tx(audit_list),
+                    .query_params = {"limit", "after", "actor", "action", "outcome"},
+                    .summary = "The tenant's own audit records.",
+                    .response_schema = "AuditRecord[]"});
+  routes.push_back(
+      {.method = "GET",
+       .pattern = "/v1/audit/verify",
+       .action = "audit.verify",
+       .permission = iam::Permission::kAuditRead,
+       .handler = [](Api& api, Call&) -> Result<Reply> {
+         auto verifier = GP_TRY(audit::Verifier::from_public_pem(api.audit().signer().public_pem()));
+         auto rep = GP_TRY(audit::verify_store(api.store(), verifier));
+         return json_reply(200, {{"ok", rep.ok},
+                                 {"records_checked", rep.records_checked},
+                                 {"checkpoints_checked", rep.checkpoints_checked},
+                                 {"first_bad_seq", rep.first_bad_seq ? Json(*rep.first_bad_seq)
+                                                                     : Json(nullptr)},
+                                 {"reason", rep.reason},
+                                 {"last_seq", rep.last_seq},
+                                 {"head_hash", rep.head_hash}});
+       },
+       .summary = "Verify the hash chain and signed checkpoints of the whole trail.",
+       .response_schema = "AuditVerification"});
+  return routes;
+}
+
+}  // namespace gp::api

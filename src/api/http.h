@@ -1,0 +1,36 @@
+// Transport-neutral HTTP request and response, so the API can be exercised without sockets
+// and the server stays a thin adapter over Boost.Beast.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gp::api {
+
+struct HttpRequest {
+  std::string method;  // upper case
+  std::string target;  // raw request target
+  std::string path;    // decoded path without the query
+  std::map<std::string, std::string> query;
+  std::vector<std::pair<std::string, std::string>> headers;  // names lower case
+  std::string body;
+  std::string remote;  // client address
+  std::optional<std::string> query_error;  // set when the query string could not be decoded
+
+  std::optional<std::string_view> header(std::string_view lower_name) const;
+};
+
+struct HttpResponse {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string body;
+};
+
+// Splits "path?query" and percent-decodes both; sets query_error on malformed escapes.
+void parse_target(HttpRequest& req);
+
+}  // namespace gp::api

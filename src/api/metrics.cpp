@@ -1,0 +1,52 @@
+#include "api/metrics.h"
+
+#include <fmt/format.h>
+
+namespace gp::api {
+
+void Metrics::observe(const std::string& method, const std::string& route, int status,
+                      double seconds) {
+  std::lock_guard lock(mu_);
+  auto& s = series_[{method, route, status}];
+  ++s.count;
+  s.sum += seconds;
+  for (size_t i = 0; i < kBuckets.size(); ++i)
+    if (seconds <= kBuckets[i]) ++s.buckets[i];
+}
+
+void Metrics::set_gauge(const std::string& name, double value) {
+  std::lock_guard lock(mu_);
+  gauges_[name] = value;
+}
+
+std::string Metrics::render() const {
+  std::lock_guard lock(mu_);
+  std::string out;
+  out += "# HELP gpuplane_http_requests_total HTTP requests by route template and status.\n";
+  out += "# TYPE gpuplane_http_requests_total counter\n";
+  for (const auto& [k, s] : series_) {
+    const auto& [method, route, status] = k;
+    out += fmt::format("gpuplane_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{}\"}} {}\n",
+                       method, route, status, s.count);
+  }
+  out += "# HELP gpuplane_http_request_duration_seconds Request latency.\n";
+  out += "# TYPE gpuplane_http_request_duration_seconds histogram\n";
+  for (const auto& [k, s] : series_) {
+    const auto& [method, route, status] = k;
+    std::string labels = fmt::format("method=\"{}\",route=\"{}\",status=\"{}\"", method, route, status);
+    for (size_t i = 0; i < kBuckets.size(); ++i)
+      out += fmt::format("gpuplane_http_request_duration_seconds_bucket{{{},le=\"{}\"}} {}\n",
+                         labels, kBuckets[i], s.buckets[i]);
+    out += fmt::format("gpuplane_http_request_duration_seconds_bucket{{{},le=\"+Inf\"}} {}\n", labels,
+                       s.count);
+    out += fmt::format("gpuplane_http_request_duration_seconds_sum{{{}}} {}\n", labels, s.sum);
+    out += fmt::format("gpuplane_http_request_duration_seconds_count{{{}}} {}\n", labels, s.count);
+  }
+  for (const auto& [name, v] : gauges_) {
+    out += fmt::format("# TYPE gpuplane_{} gauge\n", name);
+    out += fmt::format("gpuplane_{} {}\n", name, v);
+  }
+  return out;
+}
+
+}  // namespace gp::api

@@ -1,0 +1,33 @@
+// Prometheus metrics for the API: request counts and a latency histogram by route template and
+// status, rendered in the text exposition format with the gpuplane_ prefix. Label cardinality is
+// bounded by the route table (templates, never raw paths).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <string>
+
+namespace gp::api {
+
+class Metrics {
+ public:
+  static constexpr std::array<double, 12> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                                      0.05,   0.1,   0.25,   0.5,   1.0,  2.5};
+  void observe(const std::string& method, const std::string& route, int status, double seconds);
+  void set_gauge(const std::string& name, double value);
+  std::string render() const;
+
+ private:
+  struct Series {
+    uint64_t count = 0;
+    double sum = 0;
+    std::array<uint64_t, kBuckets.size()> buckets{};
+  };
+  mutable std::mutex mu_;
+  std::map<std::tuple<std::string, std::string, int>, Series> series_;
+  std::map<std::string, double> gauges_;
+};
+
+}  // namespace gp::api

@@ -1,0 +1,237 @@
+// The OpenAPI 3 document, generated from the route table so that it cannot drift from the
+// router; the component schemas are checked against real responses by tests/api.
+#include <fmt/format.h>
+
+#include "api/router.h"
+
+namespace gp::api {
+namespace {
+
+Json str() { return {{"type", "string"}}; }
+Json nstr() { return {{"type", {"string", "null"}}}; }
+Json integer() { return {{"type", "integer"}}; }
+Json time_str() { return {{"type", "string"}, {"format", "date-time"}}; }
+Json ntime() { return {{"type", {"string", "null"}}, {"format", "date-time"}}; }
+Json enum_of(std::vector<std::string> v) { return {{"type", "string"}, {"enum", v}}; }
+
+Json object(Json props, std::vector<std::string> required) {
+  return {{"type", "object"},
+          {"properties", std::move(props)},
+          {"required", std::move(required)},
+          {"additionalProperties", false}};
+}
+
+const std::vector<std::string> kClasses = {"internal", "standard", "sensitive", "regulated"};
+
+Json schemas() {
+  Json s;
+  Json labels = {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}};
+  s["Tenant"] = object({{"id", str()},
+                        {"name", str()},
+                        {"display_name", str()},
+                        {"isolation_class", enum_of(kClasses)},
+                        {"state", enum_of({"active", "suspended", "offboarding"})},
+                        {"labels", labels},
+                        {"created_at", time_str()},
+                        {"updated_at", time_str()},
+                        {"version", integer()},
+                        {"admin", {{"type", "object"}}}},
+                       {"id", "name", "display_name", "isolation_class", "state", "labels",
+                        "created_at", "updated_at", "version"});
+  s["UserCreate"] = object({{"username", str()},
+                            {"display_name", str()},
+                            {"email", str()},
+                            {"password", {{"type", "string"}, {"minLength", 12}}}},
+                           {"username"});
+  s["TenantCreate"] = object({{"name", str()},
+                              {"display_name", str()},
+                              {"isolation_class", enum_of(kClasses)},
+                              {"labels", labels},
+                              {"admin", {{"$ref", "#/components/schemas/UserCreate"}}}},
+                             {"name"});
+  s["TenantPatch"] = object({{"display_name", str()},
+                             {"isolation_class", enum_of(kClasses)},
+                             {"state", enum_of({"active", "suspended"})},
+                             {"labels", labels}},
+                            {});
+  s["Project"] = object({{"id", str()},
+                         {"tenant_id", str()},
+                         {"name", str()},
+                         {"display_name", str()},
+                         {"created_at", time_str()},
+                         {"updated_at", time_str()},
+                         {"version", integer()}},
+                        {"id", "tenant_id", "name", "display_name", "created_at", "updated_at",
+                         "version"});
+  s["ProjectCreate"] = object({{"name", str()}, {"display_name", str()}}, {"name"});
+  s["ProjectPatch"] = object({{"display_name", str()}}, {});
+  s["User"] = object({{"id", str()},
+                      {"tenant_id", nstr()},
+                      {"username", str()},
+                      {"display_name", str()},
+                      {"email", str()},
+                      {"state", enum_of({"active", "disabled", "deleted"})},
+                      {"created_at", time_str()},
+                      {"updated_at", time_str()},
+                      {"version", integer()}},
+                     {"id", "tenant_id", "username", "display_name", "email", "state",
+                      "created_at", "updated_at", "version"});
+  s["UserPatch"] = object({{"display_name", str()},
+                           {"email", str()},
+                           {"password", str()},
+                           {"state", enum_of({"active", "disabled"})}},
+                          {});
+  s["ServiceAccount"] = object({{"id", str()},
+                                {"tenant_id", nstr()},
+                                {"name", str()},
+                                {"description", str()},
+                                {"state", str()},
+                                {"created_at", time_str()},
+                                {"updated_at", time_str()},
+                                {"version", integer()}},
+                               {"id", "tenant_id", "name", "description", "state", "created_at",
+                                "updated_at", "version"});
+  s["ServiceAccountCreate"] = object({{"name", str()}, {"description", str()}}, {"name"});
+  s["ApiKey"] = object({{"id", str()},
+                        {"tenant_id", nstr()},
+                        {"owner_kind", enum_of({"user", "service_account"})},
+                        {"owner_id", str()},
+                        {"name", str()},
+                        {"state", enum_of({"active", "expired", "revoked"})},
+                        {"created_at", time_str()},
+                        {"expires_at", ntime()},
+                        {"revoked_at", ntime()},
+                        {"token", {{"type", "string"}, {"description", "Shown once, at creation."}}}},
+                       {"id", "tenant_id", "owner_kind", "owner_id", "name", "state",
+                        "created_at", "expires_at", "revoked_at"});
+  s["ApiKeyCreate"] = object({{"name", str()},
+                              {"owner_kind", enum_of({"user", "service_account"})},
+                              {"owner_id", str()},
+                              {"expires_at", time_str()},
+                              {"ttl_seconds", integer()}},
+                             {});
+  s["RoleBinding"] = object({{"id", str()},
+                             {"tenant_id", nstr()},
+                             {"project_id", nstr()},
+                             {"subject_kind", enum_of({"user", "service_account"})},
+                             {"subject_id", str()},
+                             {"role", str()},
+                             {"created_at", time_str()}},
+                            {"id", "tenant_id", "project_id", "subject_kind", "subject_id",
+                             "role", "created_at"});
+  std::vector<std::string> roles;
+  for (auto r : iam::all_roles()) roles.emplace_back(iam::role_name(r));
+  s["RoleBindingCreate"] = object({{"role", enum_of(roles)},
+                                   {"subject_kind", enum_of({"user", "service_account"})},
+                                   {"subject_id", str()},
+                                   {"project", str()}},
+                                  {"role", "subject_kind", "subject_id"});
+  s["LoginRequest"] = object({{"username", str()}, {"password", str()}}, {"username", "password"});
+  s["Principal"] = object({{"kind", enum_of({"user", "service_account"})},
+                           {"id", str()},
+                           {"name", str()},
+                           {"tenant_id", nstr()},
+                           {"credential_id", str()},
+                           {"role_bindings", {{"type", "array"}}}},
+                          {"kind", "id", "name", "tenant_id", "credential_id", "role_bindings"});
+  s["LoginResponse"] = object({{"token", str()},
+                               {"session_id", str()},
+                               {"expires_at", time_str()},
+                               {"principal", {{"$ref", "#/components/schemas/Principal"}}}},
+                              {"token", "session_id", "expires_at", "principal"});
+  s["AuditRecord"] = object({{"seq", integer()},
+                             {"time", time_str()},
+                             {"actor", str()},
+                             {"tenant_id", nstr()},
+                             {"action", str()},
+                             {"resource", str()},
+                             {"outcome", enum_of({"success", "denied", "rejected", "error"})},
+                             {"request_id", str()},
+                             {"source", str()},
+                             {"detail", {}},
+                             {"hash", str()}},
+                            {"seq", "time", "actor", "tenant_id", "action", "resource", "outcome",
+                             "request_id", "source", "detail", "hash"});
+  s["AuditVerification"] = object({{"ok", {{"type", "boolean"}}},
+                                   {"records_checked", integer()},
+                                   {"checkpoints_checked", integer()},
+                                   {"first_bad_seq", {{"type", {"integer", "null"}}}},
+                                   {"reason", str()},
+                                   {"last_seq", integer()},
+                                   {"head_hash", str()}},
+                                  {"ok", "records_checked", "checkpoints_checked", "first_bad_seq",
+                                   "reason", "last_seq", "head_hash"});
+  s["Problem"] = object({{"type", str()},
+                         {"title", str()},
+                         {"status", integer()},
+                         {"detail", str()},
+                         {"code", str()},
+                         {"request_id", str()}},
+                        {"type", "title", "status", "detail", "code", "request_id"});
+  return s;
+}
+
+Json ref(const std::string& name) { return {{"$ref", "#/components/schemas/" + name}}; }
+
+Json response_schema(const std::string& name) {
+  if (name.ends_with("[]")) {
+    std::string item = name.substr(0, name.size() - 2);
+    return object({{"items", {{"type", "array"}, {"items", ref(item)}}}, {"next", nstr()}},
+                  {"items", "next"});
+  }
+  return ref(name);
+}
+
+}  // namespace
+
+Json Api::openapi() const {
+  Json paths = Json::object();
+  for (const auto& r : routes_) {
+    Json op;
+    op["operationId"] = fmt::format("{}:{}", r.action, r.pattern);
+    op["summary"] = r.summary;
+    Json params = Json::array();
+    for (size_t p = r.pattern.find('{'); p != std::string::npos; p = r.pattern.find('{', p + 1)) {
+      auto end = r.pattern.find('}', p);
+      params.push_back({{"name", r.pattern.substr(p + 1, end - p - 1)},
+                        {"in", "path"},
+                        {"required", true},
+                        {"schema", str()}});
+    }
+    for (const auto& q : r.query_params)
+      params.push_back({{"name", q}, {"in", "query"}, {"required", false}, {"schema", str()}});
+    if (r.mutation && r.method == "POST")
+      params.push_back(
+          {{"name", "Idempotency-Key"}, {"in", "header"}, {"required", false}, {"schema", str()}});
+    if (r.method == "PATCH" || r.method == "DELETE")
+      params.push_back({{"name", "If-Match"}, {"in", "header"}, {"required", false}, {"schema", str()}});
+    if (!params.empty()) op["parameters"] = params;
+    if (!r.request_schema.empty())
+      op["requestBody"] = {{"required", true},
+                           {"content", {{"application/json", {{"schema", ref(r.request_schema)}}}}}};
+    Json ok_resp = {{"description", "Success"}};
+    if (!r.response_schema.empty())
+      ok_resp["content"] = {{"application/json", {{"schema", response_schema(r.response_schema)}}}};
+    Json problem = {{"description", "Error"},
+                    {"content", {{"application/problem+json", {{"schema", ref("Problem")}}}}}};
+    op["responses"] = {{std::to_string(r.success_status), ok_resp}, {"default", problem}};
+    if (r.access == Access::kPublic)
+      op["security"] = Json::array();
+    else
+      op["x-gpuplane-permission"] = r.access == Access::kPermission
+                                        ? std::string(iam::permission_name(r.permission))
+                                        : std::string("authenticated");
+    std::string method = r.method;
+    std::transform(method.begin(), method.end(), method.begin(), ::tolower);
+    paths[r.pattern][method] = op;
+  }
+  return {{"openapi", "3.1.0"},
+          {"info", {{"title", "gpuplane API"}, {"version", "0.1.0"}}},
+          {"paths", paths},
+          {"components",
+           {{"schemas", schemas()},
+            {"securitySchemes", {{"bearer", {{"type", "http"}, {"scheme", "bearer"}}}}}}},
+          {"security", {{{"bearer", Json::array()}}}}};
+}
+
+}  // namespace gp::api

@@ -1,0 +1,106 @@
+// Private to the api module: the route table and the per-request context handlers receive.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/api.h"
+#include "tenancy/tenancy.h"
+
+namespace gp::api {
+
+// What a handler answers. `body` is serialized as JSON unless `raw` is set.
+struct Reply {
+  int status = 200;
+  Json body;
+  std::optional<std::string> raw;
+  std::string content_type = "application/json";
+  std::optional<int64_t> etag_version;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+// A mutation's outcome: the reply plus what goes into its audit record.
+struct Mutation {
+  Reply reply;
+  std::string resource;  // audit resource path; the request path when empty
+  Json detail = Json::object();
+  std::optional<std::string> tenant_id;  // audit tenant when the path names none
+};
+
+enum class Access {
+  kPublic,         // no credential needed
+  kAuthenticated,  // any valid credential; the handler checks further
+  kPermission,     // `permission` at the route's scope (tenant/project from the path)
+};
+
+struct Route;
+
+struct Call {
+  const HttpRequest& req;
+  const Route* route;
+  std::map<std::string, std::string> params;  // path parameters
+  std::string request_id;
+  iam::Principal who;
+  std::optional<tenancy::Tenant> tenant;    // resolved {tenant}
+  std::optional<tenancy::Project> project;  // resolved {project}
+  std::optional<Json> body;                 // parsed JSON body (POST/PATCH)
+
+  // The scope the route acts at (tenant and project from the path).
+  iam::Scope scope() const;
+  tenancy::Owner owner() const;  // tenant scope or platform
+  tenancy::TenantScope tenant_scope() const;
+  std::optional<int64_t> if_match() const;
+  const std::string& param(const std::string& name) const { return params.at(name); }
+};
+
+using Handler = std::function<Result<Reply>(Api&, Call&)>;
+using TxHandler = std::function<Result<Reply>(Api&, Call&, store::Tx&)>;
+using MutationHandler = std::function<Result<Mutation>(Api&, Call&, store::Tx&)>;
+
+struct Route {
+  std::string method;
+  std::string pattern;  // "/v1/tenants/{tenant}/projects/{project}"
+  std::string action;   // audit action and OpenAPI operationId: "project.get"
+  Access access = Access::kPermission;
+  iam::Permission permission = iam::Permission::kTenantRead;
+  bool mutation = false;
+  Handler handler;
+  std::vector<std::string> query_params;  // accepted query parameters
+  // OpenAPI description
+  std::string summary;
+  std::string request_schema;   // component name, "" if none
+  std::string response_schema;  // component name ("X" or "X[]" for a page)
+  int success_status = 200;
+};
+
+// Wraps a read-only handler in a store read transaction.
+Handler read_tx(TxHandler fn);
+// Runs a mutation in one write transaction together with its audit record and, when the
+// request carries an Idempotency-Key, the stored response for replays.
+Handler write_tx(MutationHandler fn);
+Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn);
+
+// Route tables per area, concatenated by the Api constructor.
+std::vector<Route> system_routes();
+std::vector<Route> tenancy_routes();
+std::vector<Route> identity_routes();
+
+// Helpers for handlers.
+Reply json_reply(int status, Json body, std::optional<int64_t> etag = std::nullopt);
+Result<tenancy::PageRequest> page_request(const Api& api, const Call& call);
+template <typename T, typename F>
+Json page_json(const tenancy::Page<T>& page, F&& to_json) {
+  Json items = Json::array();
+  for (const auto& item : page.items) items.push_back(to_json(item));
+  return {{"items", items}, {"next", page.next ? Json(*page.next) : Json(nullptr)}};
+}
+// Requires a parsed body; returns a reader for it.
+ObjectReader body_reader(const Call& call, std::string_view what);
+// Checks a permission at an explicit scope; 404 for hidden, 403 for denied.
+Result<void> require(const Call& call, iam::Permission p, const iam::Scope& where);
+std::string resource_path(const Call& call);
+
+}  // namespace gp::api

@@ -1,0 +1,255 @@
+// HTTP/1.1 server over Boost.Beast: one C++20 coroutine per connection on its own strand.
+// Slow clients cost a socket, not a thread: each read has a deadline (request head, body, and
+// keep-alive idle), sizes are capped before buffering, and the number of connections is capped.
+// Handlers run on the I/O threads; they are short (SQLite on local disk).
+#include <utility>  // boost/asio/awaitable.hpp forgets it (Boost 1.74)
+
+#include <boost/asio.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <condition_variable>
+#include <list>
+#include <mutex>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+#include "api/api.h"
+
+namespace gp::api {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+struct Conn {
+  explicit Conn(tcp::socket s) : stream(std::move(s)) {}
+  beast::tcp_stream stream;
+  bool busy = false;  // touched only on the connection's strand
+};
+
+http::response<http::string_body> to_beast(HttpResponse&& r, unsigned version, bool keep_alive) {
+  http::response<http::string_body> res{static_cast<http::status>(r.status), version};
+  res.set(http::field::server, "gpuplane");
+  if (!r.body.empty() || r.status != 204) res.set(http::field::content_type, r.content_type);
+  for (auto& [k, v] : r.headers) res.set(k, v);
+  res.body() = std::move(r.body);
+  res.keep_alive(keep_alive);
+  res.prepare_payload();
+  return res;
+}
+
+HttpResponse plain_problem(int status, std::string_view code, std::string_view detail) {
+  HttpResponse r;
+  r.status = status;
+  r.content_type = "application/problem+json";
+  r.body = Json{{"type", "https://gpuplane.dev/problems/" + std::string(code)},
+                {"title", status == 413 ? "Payload Too Large"
+                          : status == 431 ? "Request Header Fields Too Large"
+                          : status == 503 ? "Service Unavailable"
+                                          : "Bad Request"},
+                {"status", status},
+                {"detail", detail},
+                {"code", code},
+                {"request_id", ""}}
+               .dump();
+  return r;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Api& api;
+  std::string address;
+  uint16_t port;
+  int threads;
+  asio::io_context ioc;
+  std::optional<tcp::acceptor> acceptor;
+  std::vector<std::thread> workers;
+  std::atomic<int> active{0};
+  std::atomic<bool> stopping{false};
+  std::mutex mu;
+  std::condition_variable drained;
+  std::list<std::weak_ptr<Conn>> conns;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+
+  Impl(Api& a, std::string addr, uint16_t p, int t)
+      : api(a), address(std::move(addr)), port(p), threads(t) {}
+
+  asio::awaitable<void> accept_loop() {
+    for (;;) {
+      boost::system::error_code ec;
+      tcp::socket socket = co_await acceptor->async_accept(
+          asio::make_strand(ioc), asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        if (stopping || ec == asio::error::operation_aborted) co_return;
+        spdlog::warn("accept failed: {}", ec.message());
+        continue;
+      }
+      auto conn = std::make_shared<Conn>(std::move(socket));
+      if (active.load() >= api.limits().max_connections) {
+        asio::co_spawn(conn->stream.get_executor(), reject_busy(conn), asio::detached);
+        continue;
+      }
+      ++active;
+      {
+        std::lock_guard lock(mu);
+        std::erase_if(conns, [](const auto& w) { return w.expired(); });
+        conns.push_back(conn);
+      }
+      asio::co_spawn(conn->stream.get_executor(), session(conn), asio::detached);
+    }
+  }
+
+  asio::awaitable<void> reject_busy(std::shared_ptr<Conn> conn) {
+    boost::system::error_code ec;
+    conn->stream.expires_after(std::chrono::seconds(2));
+    auto res = to_beast(plain_problem(503, "unavailable", "too many connections"), 11, false);
+    res.set(http::field::retry_after, "1");
+    co_await http::async_write(conn->stream, res, asio::redirect_error(asio::use_awaitable, ec));
+    conn->stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+  }
+
+  asio::awaitable<void> session(std::shared_ptr<Conn> conn) {
+    const Limits& limits = api.limits();
+    beast::flat_buffer buffer;
+    boost::system::error_code ec;
+    std::string remote;
+    {
+      auto ep = conn->stream.socket().remote_endpoint(ec);
+      if (!ec) remote = ep.address().to_string();
+    }
+    bool first = true;
+    while (!stopping) {
+      http::request_parser<http::string_body> parser;
+      parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
+      parser.body_limit(limits.max_body_bytes);
+      // The first request head must arrive within header_timeout; later ones may wait idle.
+      conn->stream.expires_after(first ? limits.header_timeout : limits.idle_timeout);
+      co_await http::async_read_header(conn->stream, buffer, parser,
+                                       asio::redirect_error(asio::use_awaitable, ec));
+      if (!ec && !parser.is_done()) {
+        conn->busy = true;
+        conn->stream.expires_after(limits.body_timeout);
+        co_await http::async_read(conn->stream, buffer, parser,
+                                  asio::redirect_error(asio::use_awaitable, ec));
+      }
+      conn->busy = true;
+      first = false;
+      if (ec) {
+        std::optional<HttpResponse> err;
+        if (ec == http::error::header_limit)
+          err = plain_problem(431, "header_too_large", "request head exceeds the limit");
+        else if (ec == http::error::body_limit)
+          err = plain_problem(413, "payload_too_large", "request body exceeds the limit");
+        else if (ec.category() == http::make_error_code(http::error::end_of_stream).category() &&
+                 ec != http::error::end_of_stream && ec != http::error::partial_message)
+          err = plain_problem(400, "invalid_argument", "malformed HTTP request");
+        if (err) {
+          conn->stream.expires_after(std::chrono::seconds(5));
+          auto res = to_beast(std::move(*err), 11, false);
+          co_await http::async_write(conn->stream, res,
+                                     asio::redirect_error(asio::use_awaitable, ec));
+        }
+        break;
+      }
+      auto& msg = parser.get();
+      HttpRequest req;
+      req.method = std::string(msg.method_string());
+      req.target = std::string(msg.target());
+      for (const auto& f : msg) {
+        std::string name(f.name_string());
+        std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+        req.headers.emplace_back(std::move(name), std::string(f.value()));
+      }
+      req.body = std::move(msg.body());
+      req.remote = remote;
+      HttpResponse resp = api.handle(std::move(req));
+      bool keep_alive = msg.keep_alive() && !stopping;
+      auto res = to_beast(std::move(resp), msg.version(), keep_alive);
+      conn->stream.expires_after(limits.body_timeout);
+      co_await http::async_write(conn->stream, res, asio::redirect_error(asio::use_awaitable, ec));
+      conn->busy = false;
+      if (ec || !keep_alive) break;
+    }
+    conn->stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    conn->stream.close();
+    if (--active == 0) {
+      std::lock_guard lock(mu);  // pairs with the predicate check in stop()
+      drained.notify_all();
+    }
+  }
+};
+
+Server::Server(Api& api, std::string address, uint16_t port, int threads)
+    : impl_(std::make_unique<Impl>(api, std::move(address), port, threads)) {}
+
+Server::~Server() {
+  if (!impl_->workers.empty()) stop(std::chrono::milliseconds(0));
+}
+
+Result<uint16_t> Server::start() {
+  auto& m = *impl_;
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(m.address, ec);
+  if (ec) return fail(Error::invalid("bad listen address: " + m.address));
+  tcp::endpoint ep(addr, m.port);
+  m.acceptor.emplace(m.ioc);
+  m.acceptor->open(ep.protocol(), ec);
+  if (!ec) m.acceptor->set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) m.acceptor->bind(ep, ec);
+  if (!ec) m.acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    return fail(Error::unavailable(fmt::format("cannot listen on {}:{}: {}", m.address, m.port,
+                                               ec.message())));
+  uint16_t bound = m.acceptor->local_endpoint().port();
+  m.work.emplace(m.ioc.get_executor());
+  asio::co_spawn(m.ioc, m.accept_loop(), asio::detached);
+  for (int i = 0; i < std::max(1, m.threads); ++i) m.workers.emplace_back([&m] { m.ioc.run(); });
+  return bound;
+}
+
+void Server::stop(std::chrono::milliseconds grace) {
+  auto& m = *impl_;
+  if (m.workers.empty()) return;
+  m.stopping = true;
+  m.api.set_ready(false);
+  asio::post(m.ioc, [&m] {
+    boost::system::error_code ec;
+    if (m.acceptor) m.acceptor->close(ec);
+  });
+  // Idle keep-alive connections are closed now; busy ones finish their request first.
+  {
+    std::lock_guard lock(m.mu);
+    for (auto& w : m.conns) {
+      if (auto c = w.lock()) {
+        asio::post(c->stream.get_executor(), [c] {
+          if (!c->busy) c->stream.socket().cancel();
+        });
+      }
+    }
+  }
+  {
+    std::unique_lock lock(m.mu);
+    m.drained.wait_for(lock, grace, [&] { return m.active.load() == 0; });
+  }
+  m.work.reset();
+  m.ioc.stop();
+  for (auto& t : m.workers) t.join();
+  m.workers.clear();
+}
+
+void Server::wait() {
+  for (auto& t : impl_->workers)
+    if (t.joinable()) t.join();
+}
+
+int Server::active_connections() const { return impl_->active.load(); }
+
+}  // namespace gp::api

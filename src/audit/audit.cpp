@@ -1,0 +1,128 @@
+#include "audit/audit.h"
+
+#include <fmt/format.h>
+
+namespace gp::audit {
+
+AuditLog::AuditLog(const Clock& clock, Signer signer, int64_t checkpoint_every)
+    : clock_(clock), signer_(std::move(signer)), checkpoint_every_(checkpoint_every) {}
+
+Result<int64_t> AuditLog::append(store::Tx& tx, const Entry& e) {
+  // The head is read inside the transaction: writes are serialized by the store, and a rolled
+  // back append leaves nothing behind to correct.
+  auto head = GP_TRY(tx.query_one("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"));
+  Record r;
+  r.seq = head ? head->integer(0) + 1 : 1;
+  r.prev_hash = head ? head->text(1) : std::string(kGenesisHash);
+  r.time_us = to_unix_micros(clock_.now());
+  r.actor = e.actor;
+  r.tenant_id = e.tenant_id;
+  r.action = e.action;
+  r.resource = e.resource;
+  r.outcome = e.outcome;
+  r.request_id = e.request_id;
+  r.source = e.source;
+  r.detail = e.detail.empty() ? "" : e.detail.dump();
+  r.hash = compute_hash(r);
+  GP_TRY_VOID(
+      tx.exec("INSERT INTO audit_log (seq, time_us, actor, tenant_id, action, resource, outcome, "
+              "request_id, source, detail, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+              {r.seq, r.time_us, r.actor, r.tenant_id, r.action, r.resource, r.outcome,
+               r.request_id, r.source, r.detail, r.prev_hash, r.hash}));
+  if (checkpoint_every_ > 0 && r.seq % checkpoint_every_ == 0) GP_TRY_VOID(checkpoint(tx));
+  return r.seq;
+}
+
+Result<void> AuditLog::checkpoint(store::Tx& tx) {
+  auto head = GP_TRY(tx.query_one("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"));
+  if (!head) return ok();
+  auto last = GP_TRY(tx.query_one("SELECT MAX(seq) FROM audit_checkpoints"));
+  if (last && !last->is_null(0) && last->integer(0) >= head->integer(0)) return ok();
+  Checkpoint c;
+  c.seq = head->integer(0);
+  c.hash = head->text(1);
+  c.time_us = to_unix_micros(clock_.now());
+  c.key_id = signer_.key_id();
+  c.signature = signer_.sign(checkpoint_message(c.seq, c.hash, c.time_us, c.key_id));
+  GP_TRY_VOID(tx.exec(
+      "INSERT INTO audit_checkpoints (seq, hash, time_us, key_id, signature) VALUES (?,?,?,?,?)",
+      {c.seq, c.hash, c.time_us, c.key_id, c.signature}));
+  return ok();
+}
+
+namespace {
+constexpr std::string_view kCols =
+    "seq, time_us, actor, tenant_id, action, resource, outcome, request_id, source, detail, "
+    "prev_hash, hash";
+Record record_from(const store::Row& row) {
+  Record r;
+  r.seq = row.integer(0);
+  r.time_us = row.integer(1);
+  r.actor = row.text(2);
+  r.tenant_id = row.text(3);
+  r.action = row.text(4);
+  r.resource = row.text(5);
+  r.outcome = row.text(6);
+  r.request_id = row.text(7);
+  r.source = row.text(8);
+  r.detail = row.text(9);
+  r.prev_hash = row.text(10);
+  r.hash = row.text(11);
+  return r;
+}
+}  // namespace
+
+Result<std::vector<Record>> AuditLog::list(store::Tx& tx, const Query& q) const {
+  std::string where = "seq > ?";
+  store::Params params{q.after};
+  auto add = [&](std::string_view col, const std::optional<std::string>& v) {
+    if (!v) return;
+    where += fmt::format(" AND {} = ?", col);
+    params.push_back(*v);
+  };
+  add("tenant_id", q.tenant_id);
+  add("actor", q.actor);
+  add("action", q.action);
+  add("outcome", q.outcome);
+  params.push_back(int64_t(q.limit));
+  auto rows = GP_TRY(tx.query(
+      fmt::format("SELECT {} FROM audit_log WHERE {} ORDER BY seq LIMIT ?", kCols, where), params));
+  std::vector<Record> out;
+  out.reserve(rows.size());
+  for (const auto& row : rows) out.push_back(record_from(row));
+  return out;
+}
+
+Json record_to_json(const Record& r) {
+  Json detail = r.detail.empty() ? Json::object() : Json::parse(r.detail, nullptr, false);
+  return {{"seq", r.seq},
+          {"time", format_rfc3339(from_unix_micros(r.time_us))},
+          {"actor", r.actor},
+          {"tenant_id", r.tenant_id.empty() ? Json(nullptr) : Json(r.tenant_id)},
+          {"action", r.action},
+          {"resource", r.resource},
+          {"outcome", r.outcome},
+          {"request_id", r.request_id},
+          {"source", r.source},
+          {"detail", detail.is_discarded() ? Json(r.detail) : detail},
+          {"hash", r.hash}};
+}
+
+Result<VerifyReport> verify_store(store::Store& store, const Verifier& verifier) {
+  std::vector<Record> records;
+  std::vector<Checkpoint> checkpoints;
+  GP_TRY_VOID(store.read([&](store::Tx& tx) -> Result<void> {
+    // Storage order (rowid), not seq order: a reordering of rows must be visible to verify.
+    auto rows = GP_TRY(tx.query(fmt::format("SELECT {} FROM audit_log ORDER BY rowid", kCols)));
+    for (const auto& row : rows) records.push_back(record_from(row));
+    auto cps = GP_TRY(tx.query(
+        "SELECT seq, hash, time_us, key_id, signature FROM audit_checkpoints ORDER BY seq"));
+    for (const auto& c : cps)
+      checkpoints.push_back(
+          Checkpoint{c.integer(0), c.text(1), c.integer(2), c.text(3), c.text(4)});
+    return ok();
+  }));
+  return verify(records, checkpoints, verifier);
+}
+
+}  // namespace gp::audit

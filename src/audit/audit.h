@@ -1,0 +1,63 @@
+// The audit trail: every mutation and every denied request, written in the same store
+// transaction as the change it describes, hash-chained (SHA-256 over the previous hash and a
+// canonical encoding) and sealed by Ed25519-signed checkpoints, so that any edit, deletion or
+// reordering of rows is found by verify(), also offline from the database file alone.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "audit/chain.h"
+#include "audit/signer.h"
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/result.h"
+#include "store/store.h"
+
+namespace gp::audit {
+
+// What a caller supplies; seq, time and hashes are filled in by append().
+struct Entry {
+  std::string actor;      // principal id, or "anonymous"
+  std::string tenant_id;  // "" for platform-level
+  std::string action;     // "tenant.create", "project.get", ...
+  std::string resource;   // "/v1/tenants/ten_x/projects"
+  std::string outcome;    // "success" | "denied" | "rejected" | "error"
+  std::string request_id;
+  std::string source;  // client address
+  Json detail = Json::object();
+};
+
+struct Query {
+  std::optional<std::string> tenant_id;  // only this tenant's records
+  std::optional<std::string> actor, action, outcome;
+  int64_t after = 0;  // seq cursor
+  int limit = 100;
+};
+
+class AuditLog {
+ public:
+  // Signs a checkpoint every `checkpoint_every` records, inside the appending transaction.
+  AuditLog(const Clock& clock, Signer signer, int64_t checkpoint_every = 1000);
+
+  // Appends within the caller's write transaction; returns the record's seq.
+  Result<int64_t> append(store::Tx& tx, const Entry& entry);
+  // Signs a checkpoint over the current head if it has moved since the last one.
+  Result<void> checkpoint(store::Tx& tx);
+  Result<std::vector<Record>> list(store::Tx& tx, const Query& q) const;
+
+  const Signer& signer() const { return signer_; }
+
+ private:
+  const Clock& clock_;
+  Signer signer_;
+  int64_t checkpoint_every_;
+};
+
+Json record_to_json(const Record& r);
+
+// Reads every record and checkpoint in storage order and verifies the chain.
+Result<VerifyReport> verify_store(store::Store& store, const Verifier& verifier);
+
+}  // namespace gp::audit

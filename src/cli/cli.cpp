@@ -1,0 +1,444 @@
+#include "cli/cli.h"
+
+#include <fmt/format.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/http_client.h"
+#include "common/json.h"
+
+namespace gp::cli {
+namespace {
+
+// Where the CLI finds its endpoint and token: flags, then environment, then the config file
+// written by `gpuplane login`.
+struct ClientConfig {
+  std::string endpoint;
+  std::string token;
+  std::string output = "table";
+  std::string config_path;
+};
+
+std::string default_config_path() {
+  if (const char* p = std::getenv("GPUPLANE_CONFIG")) return p;
+  const char* home = std::getenv("HOME");
+  return std::string(home ? home : ".") + "/.config/gpuplane/config.json";
+}
+
+void resolve(ClientConfig& c) {
+  if (c.config_path.empty()) c.config_path = default_config_path();
+  Json file;
+  std::ifstream in(c.config_path);
+  if (in) file = Json::parse(in, nullptr, false);
+  if (c.endpoint.empty()) {
+    if (const char* e = std::getenv("GPUPLANE_ENDPOINT")) c.endpoint = e;
+    else if (file.is_object() && file.contains("endpoint")) c.endpoint = file.value("endpoint", "");
+    else c.endpoint = "http://127.0.0.1:8080";
+  }
+  if (c.token.empty()) {
+    if (const char* t = std::getenv("GPUPLANE_TOKEN")) c.token = t;
+    else if (file.is_object()) c.token = file.value("token", "");
+  }
+}
+
+std::string url_encode(std::string_view s) {
+  std::string out;
+  for (unsigned char ch : s) {
+    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~')
+      out.push_back(char(ch));
+    else
+      out += fmt::format("%{:02X}", ch);
+  }
+  return out;
+}
+
+// Sends a request and prints errors; returns the parsed body, or nullopt after printing.
+std::optional<Json> call(ClientConfig& c, std::string_view method, const std::string& target,
+                         const Json& body = nullptr, bool auth = true) {
+  resolve(c);
+  auto ep = parse_endpoint(c.endpoint);
+  if (!ep) {
+    std::cerr << "error: " << ep.error().message << "\n";
+    return std::nullopt;
+  }
+  std::vector<std::pair<std::string, std::string>> headers;
+  if (auth && !c.token.empty()) headers.emplace_back("Authorization", "Bearer " + c.token);
+  auto res = http_request(*ep, method, target, body.is_null() ? "" : body.dump(), headers);
+  if (!res) {
+    std::cerr << "error: " << res.error().message << "\n";
+    return std::nullopt;
+  }
+  Json j = res->body.empty() ? Json(nullptr) : Json::parse(res->body, nullptr, false);
+  if (res->status >= 400) {
+    if (j.is_object() && j.contains("detail"))
+      std::cerr << fmt::format("error: {} ({}, HTTP {})\n", j.value("detail", ""),
+                               j.value("code", ""), res->status);
+    else
+      std::cerr << fmt::format("error: HTTP {}\n", res->status);
+    if (res->status == 401 && c.token.empty())
+      std::cerr << "hint: run `gpuplane login` or set GPUPLANE_TOKEN\n";
+    return std::nullopt;
+  }
+  return j.is_discarded() ? Json(res->body) : j;
+}
+
+std::string cell(const Json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+void print_table(const std::vector<Json>& rows, const std::vector<std::string>& cols) {
+  std::vector<size_t> width(cols.size());
+  for (size_t i = 0; i < cols.size(); ++i) width[i] = cols[i].size();
+  for (const auto& r : rows)
+    for (size_t i = 0; i < cols.size(); ++i)
+      width[i] = std::max(width[i], cell(r.value(cols[i], Json(nullptr))).size());
+  auto line = [&](auto get) {
+    std::string s;
+    for (size_t i = 0; i < cols.size(); ++i) {
+      std::string v = get(i);
+      s += v;
+      if (i + 1 < cols.size()) s += std::string(width[i] - v.size() + 2, ' ');
+    }
+    std::cout << s << "\n";
+  };
+  line([&](size_t i) {
+    std::string h = cols[i];
+    std::transform(h.begin(), h.end(), h.begin(), ::toupper);
+    return h;
+  });
+  for (const auto& r : rows) line([&](size_t i) { return cell(r.value(cols[i], Json(nullptr))); });
+}
+
+void print(const ClientConfig& c, const Json& j, const std::vector<std::string>& cols) {
+  if (c.output == "json") {
+    std::cout << j.dump(2) << "\n";
+    return;
+  }
+  if (j.is_object() && j.contains("items")) {
+    std::vector<Json> rows(j["items"].begin(), j["items"].end());
+    print_table(rows, cols);
+    if (!j["next"].is_null())
+      std::cout << fmt::format("(more: --after {})\n", j["next"].get<std::string>());
+    return;
+  }
+  if (j.is_object()) {
+    size_t w = 0;
+    for (auto it = j.begin(); it != j.end(); ++it) w = std::max(w, it.key().size());
+    for (auto it = j.begin(); it != j.end(); ++it)
+      std::cout << fmt::format("{:<{}}  {}\n", it.key() + ":", w + 1,
+                               it->is_object() || it->is_array() ? it->dump() : cell(*it));
+    return;
+  }
+  std::cout << cell(j) << "\n";
+}
+
+std::string read_password(const std::string& prompt, bool from_stdin) {
+  std::string pw;
+  if (from_stdin || !isatty(STDIN_FILENO)) {
+    std::getline(std::cin, pw);
+    return pw;
+  }
+  std::cerr << prompt;
+  termios old{};
+  tcgetattr(STDIN_FILENO, &old);
+  termios quiet = old;
+  quiet.c_lflag &= ~ECHO;
+  tcsetattr(STDIN_FILENO, TCSANOW, &quiet);
+  std::getline(std::cin, pw);
+  tcsetattr(STDIN_FILENO, TCSANOW, &old);
+  std::cerr << "\n";
+  return pw;
+}
+
+// A resource reachable at /v1/<path> or /v1/tenants/<t>/<path>.
+struct Noun {
+  std::string name;     // CLI noun
+  std::string path;     // URL segment
+  std::string scoping;  // "platform" | "tenant-optional" | "tenant-required"
+  std::vector<std::string> columns;
+};
+
+std::string collection(const Noun& n, const std::string& tenant) {
+  if (n.scoping == "platform") return "/v1/" + n.path;
+  if (tenant.empty()) return "/v1/" + n.path;
+  return "/v1/tenants/" + url_encode(tenant) + "/" + n.path;
+}
+
+int add_noun(CLI::App& app, ClientConfig& c, const Noun& n,
+             std::function<void(CLI::App*, std::shared_ptr<Json>)> create_flags, int* rc) {
+  auto* cmd = app.add_subcommand(n.name, "Manage " + n.path);
+  cmd->require_subcommand(1);
+  auto tenant = std::make_shared<std::string>();
+  auto add_tenant = [&](CLI::App* sub) {
+    if (n.scoping == "platform") return;
+    auto* opt = sub->add_option("--tenant,-t", *tenant, "Tenant id or name");
+    if (n.scoping == "tenant-required") opt->required();
+  };
+  if (create_flags) {
+    auto body = std::make_shared<Json>(Json::object());
+    auto* create = cmd->add_subcommand("create", "Create a " + n.name);
+    add_tenant(create);
+    create_flags(create, body);
+    create->callback([&c, n, tenant, body, rc] {
+      auto r = call(c, "POST", collection(n, *tenant), *body);
+      if (!r) {
+        *rc = 1;
+        return;
+      }
+      print(c, *r, n.columns);
+      if (r->contains("token"))
+        std::cerr << "\nThe token above is shown only once: store it now.\n";
+    });
+  }
+  auto* list = cmd->add_subcommand("list", "List " + n.path);
+  add_tenant(list);
+  auto limit = std::make_shared<int>(100);
+  auto after = std::make_shared<std::string>();
+  list->add_option("--limit", *limit, "Page size (1-1000)");
+  list->add_option("--after", *after, "Cursor from the previous page");
+  list->callback([&c, n, tenant, limit, after, rc] {
+    std::string target = fmt::format("{}?limit={}", collection(n, *tenant), *limit);
+    if (!after->empty()) target += "&after=" + url_encode(*after);
+    auto r = call(c, "GET", target);
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    print(c, *r, n.columns);
+  });
+  auto id = std::make_shared<std::string>();
+  auto* get = cmd->add_subcommand("get", "Show one " + n.name);
+  add_tenant(get);
+  get->add_option("id", *id, "Id or name")->required();
+  get->callback([&c, n, tenant, id, rc] {
+    auto r = call(c, "GET", collection(n, *tenant) + "/" + url_encode(*id));
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    print(c, *r, n.columns);
+  });
+  auto* del = cmd->add_subcommand("delete", "Delete (revoke) a " + n.name);
+  add_tenant(del);
+  del->add_option("id", *id, "Id or name")->required();
+  del->callback([&c, n, tenant, id, rc] {
+    auto r = call(c, "DELETE", collection(n, *tenant) + "/" + url_encode(*id));
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    if (r->is_object()) print(c, *r, n.columns);
+    else std::cout << n.name << " " << *id << " deleted\n";
+  });
+  return 0;
+}
+
+// Binds a CLI option to a JSON body field, set only when given.
+template <typename T>
+void field(CLI::App* app, std::shared_ptr<Json> body, const std::string& flag,
+           const std::string& key, const std::string& help, bool required = false) {
+  auto holder = std::make_shared<T>();
+  auto* opt = app->add_option(flag, *holder, help);
+  if (required) opt->required();
+  app->parse_complete_callback([body, holder, opt, key] {
+    if (opt->count() > 0) (*body)[key] = *holder;
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gpuplane: a multi-tenant GPU control plane"};
+  app.require_subcommand(1);
+  ClientConfig c;
+  int rc = 0;
+  app.add_option("--endpoint", c.endpoint, "API endpoint (env GPUPLANE_ENDPOINT)");
+  app.add_option("--token", c.token, "Bearer token (env GPUPLANE_TOKEN)");
+  app.add_option("--output,-o", c.output, "table or json")->check(CLI::IsMember({"table", "json"}));
+  app.add_option("--config", c.config_path, "Config file (env GPUPLANE_CONFIG)");
+
+  ServeOptions so;
+  auto* serve = app.add_subcommand("serve", "Run the control plane");
+  serve->add_option("--data", so.data_dir, "Data directory (SQLite store, audit key)");
+  serve->add_option("--listen", so.listen, "host:port to listen on (port 0 picks one)");
+  serve->add_option("--port-file", so.port_file, "Write the bound port here");
+  serve->add_option("--bootstrap-password-file", so.bootstrap_password_file,
+                    "First start: the admin password comes from this file");
+  serve->add_option("--bootstrap-credential-file", so.bootstrap_credential_file,
+                    "First start: write the admin credential here (0600) instead of stdout");
+  serve->add_option("--log-level", so.log_level, "trace, debug, info, warn, error");
+  serve->add_option("--log-format", so.log_format, "text or json")
+      ->check(CLI::IsMember({"text", "json"}));
+  serve->add_option("--threads", so.threads, "I/O threads")->check(CLI::Range(1, 256));
+  serve->add_option("--max-connections", so.max_connections, "Connection cap")
+      ->check(CLI::Range(1, 100000));
+  serve->add_option("--checkpoint-every", so.checkpoint_every, "Audit records per checkpoint")
+      ->check(CLI::Range(1, 1000000));
+  serve->add_option("--checkpoint-seconds", so.checkpoint_seconds, "Seconds between checkpoints")
+      ->check(CLI::Range(1, 86400));
+  serve->callback([&] { rc = run_serve(so); });
+
+  // audit
+  auto* audit = app.add_subcommand("audit", "Read and verify the audit trail");
+  audit->require_subcommand(1);
+  auto* verify = audit->add_subcommand("verify", "Verify the trail offline from a data directory");
+  std::string verify_dir;
+  verify->add_option("--data", verify_dir, "Data directory of a (stopped or running) server")
+      ->required();
+  verify->callback([&] { rc = run_audit_verify(verify_dir, c.output == "json"); });
+  auto* alist = audit->add_subcommand("list", "List audit records");
+  std::string atenant, aafter, aactor, aaction, aoutcome;
+  int alimit = 100;
+  alist->add_option("--tenant,-t", atenant, "Only this tenant (tenant admins: their own)");
+  alist->add_option("--limit", alimit, "Page size");
+  alist->add_option("--after", aafter, "Sequence cursor");
+  alist->add_option("--actor", aactor, "Filter by actor id");
+  alist->add_option("--action", aaction, "Filter by action (tenant.create, ...)");
+  alist->add_option("--outcome", aoutcome, "success, denied, rejected");
+  alist->callback([&] {
+    std::string target = atenant.empty() ? "/v1/audit" : "/v1/tenants/" + url_encode(atenant) + "/audit";
+    target += fmt::format("?limit={}", alimit);
+    if (!aafter.empty()) target += "&after=" + url_encode(aafter);
+    if (!aactor.empty()) target += "&actor=" + url_encode(aactor);
+    if (!aaction.empty()) target += "&action=" + url_encode(aaction);
+    if (!aoutcome.empty()) target += "&outcome=" + url_encode(aoutcome);
+    auto r = call(c, "GET", target);
+    if (!r) {
+      rc = 1;
+      return;
+    }
+    print(c, *r, {"seq", "time", "actor", "tenant_id", "action", "outcome", "resource"});
+  });
+
+  // login / whoami
+  auto* login = app.add_subcommand("login", "Log in and save a session token to the config file");
+  std::string username;
+  bool pw_stdin = false;
+  login->add_option("--username,-u", username, "Username")->required();
+  login->add_flag("--password-stdin", pw_stdin, "Read the password from standard input");
+  login->callback([&] {
+    std::string pw = read_password("Password: ", pw_stdin);
+    auto r = call(c, "POST", "/v1/auth/login", {{"username", username}, {"password", pw}}, false);
+    if (!r) {
+      rc = 1;
+      return;
+    }
+    std::filesystem::create_directories(std::filesystem::path(c.config_path).parent_path());
+    {
+      std::ofstream out(c.config_path, std::ios::trunc);
+      out << Json{{"endpoint", c.endpoint}, {"token", (*r)["token"]}}.dump(2) << "\n";
+    }
+    std::filesystem::permissions(c.config_path, std::filesystem::perms::owner_read |
+                                                    std::filesystem::perms::owner_write);
+    std::cout << fmt::format("logged in as {} (session expires {}); token saved to {}\n", username,
+                             (*r)["expires_at"].get<std::string>(), c.config_path);
+  });
+  auto* whoami = app.add_subcommand("whoami", "Show the calling principal");
+  whoami->callback([&] {
+    auto r = call(c, "GET", "/v1/whoami");
+    if (!r) {
+      rc = 1;
+      return;
+    }
+    print(c, *r, {});
+  });
+
+  // Tenants: create takes class and an optional first admin.
+  {
+    Noun n{"tenant", "tenants", "platform",
+           {"id", "name", "isolation_class", "state", "created_at"}};
+    add_noun(app, c, n,
+             [](CLI::App* create, std::shared_ptr<Json> body) {
+               auto name = std::make_shared<std::string>();
+               create->add_option("name", *name, "Tenant name (DNS label)")->required();
+               field<std::string>(create, body, "--display-name", "display_name", "Display name");
+               field<std::string>(create, body, "--class", "isolation_class",
+                                  "internal, standard, sensitive or regulated");
+               auto admin = std::make_shared<std::string>();
+               auto email = std::make_shared<std::string>();
+               create->add_option("--admin", *admin, "Create this tenant-admin user");
+               create->add_option("--admin-email", *email, "The admin's email");
+               create->parse_complete_callback([body, name, admin, email] {
+                 (*body)["name"] = *name;
+                 if (!admin->empty()) {
+                   (*body)["admin"] = {{"username", *admin}};
+                   if (!email->empty()) (*body)["admin"]["email"] = *email;
+                 }
+               });
+             },
+             &rc);
+    auto* t = app.get_subcommand("tenant");
+    for (auto [verb, state] : {std::pair{"suspend", "suspended"}, std::pair{"resume", "active"}}) {
+      auto* sub = t->add_subcommand(verb, std::string(verb) + " a tenant");
+      auto id = std::make_shared<std::string>();
+      sub->add_option("id", *id, "Tenant id or name")->required();
+      sub->callback([&c, id, state = std::string(state), &rc] {
+        auto r = call(c, "PATCH", "/v1/tenants/" + url_encode(*id), {{"state", state}});
+        if (!r) {
+          rc = 1;
+          return;
+        }
+        print(c, *r, {});
+      });
+    }
+  }
+  add_noun(app, c, {"project", "projects", "tenant-required", {"id", "name", "display_name", "created_at"}},
+           [](CLI::App* create, std::shared_ptr<Json> body) {
+             field<std::string>(create, body, "name", "name", "Project name", true);
+             field<std::string>(create, body, "--display-name", "display_name", "Display name");
+           },
+           &rc);
+  add_noun(app, c, {"user", "users", "tenant-optional", {"id", "username", "email", "state", "tenant_id"}},
+           [](CLI::App* create, std::shared_ptr<Json> body) {
+             field<std::string>(create, body, "username", "username", "Username", true);
+             field<std::string>(create, body, "--email", "email", "Email");
+             field<std::string>(create, body, "--display-name", "display_name", "Display name");
+             auto pw = std::make_shared<bool>(false);
+             create->add_flag("--password-stdin", *pw, "Read an initial password from stdin");
+             create->parse_complete_callback([body, pw] {
+               if (*pw) (*body)["password"] = read_password("Password: ", true);
+             });
+           },
+           &rc);
+  add_noun(app, c, {"service-account", "service-accounts", "tenant-optional", {"id", "name", "state", "tenant_id"}},
+           [](CLI::App* create, std::shared_ptr<Json> body) {
+             field<std::string>(create, body, "name", "name", "Name", true);
+             field<std::string>(create, body, "--description", "description", "Description");
+           },
+           &rc);
+  add_noun(app, c, {"api-key", "api-keys", "tenant-optional", {"id", "name", "owner_kind", "owner_id", "state", "expires_at", "token"}},
+           [](CLI::App* create, std::shared_ptr<Json> body) {
+             field<std::string>(create, body, "--name", "name", "Key name");
+             field<std::string>(create, body, "--owner-kind", "owner_kind", "user or service_account");
+             field<std::string>(create, body, "--owner-id", "owner_id", "Owner id (default: yourself)");
+             field<int64_t>(create, body, "--ttl", "ttl_seconds", "Lifetime in seconds");
+             field<std::string>(create, body, "--expires-at", "expires_at", "RFC 3339 expiry");
+           },
+           &rc);
+  add_noun(app, c, {"role-binding", "role-bindings", "tenant-optional", {"id", "role", "subject_kind", "subject_id", "project_id"}},
+           [](CLI::App* create, std::shared_ptr<Json> body) {
+             field<std::string>(create, body, "--role", "role", "Role name", true);
+             field<std::string>(create, body, "--subject-kind", "subject_kind", "user or service_account", true);
+             field<std::string>(create, body, "--subject-id", "subject_id", "Subject id", true);
+             field<std::string>(create, body, "--project", "project", "Project (for project roles)");
+           },
+           &rc);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return rc;
+}
+
+}  // namespace gp::cli

@@ -1,0 +1,26 @@
+// Private to the cli module.
+#pragma once
+
+#include <string>
+
+namespace gp::cli {
+
+struct ServeOptions {
+  std::string data_dir = "./var";
+  std::string listen = "127.0.0.1:8080";
+  std::string port_file;
+  std::string bootstrap_password_file;
+  std::string bootstrap_credential_file;
+  std::string log_level = "info";
+  std::string log_format = "text";
+  int threads = 4;
+  int max_connections = 512;
+  int checkpoint_every = 1000;
+  int checkpoint_seconds = 60;
+  int grace_ms = 5000;
+};
+
+int run_serve(const ServeOptions& o);
+int run_audit_verify(const std::string& data_dir, bool json);
+
+}  // namespace gp::cli

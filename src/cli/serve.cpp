@@ -1,0 +1,207 @@
+// `gpuplane serve`: opens the store, loads the audit signing key, bootstraps the first
+// platform admin, and serves the API until SIGTERM/SIGINT, then drains and exits.
+#include <fmt/format.h>
+#include <signal.h>
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <thread>
+
+#include "api/api.h"
+#include "cli/commands.h"
+#include "tenancy/tenancy.h"
+
+namespace gp::cli {
+
+namespace {
+
+Result<std::string> read_secret_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return fail(Error::invalid("cannot read " + path));
+  std::string s;
+  std::getline(in, s);
+  while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+Result<void> write_private_file(const std::string& path, const std::string& content) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return fail(Error::invalid("cannot write " + path));
+    out << content;
+  }
+  ::chmod(tmp.c_str(), 0600);
+  std::filesystem::rename(tmp, path);
+  return ok();
+}
+
+}  // namespace
+
+void setup_logging(const std::string& level, const std::string& format) {
+  auto logger = spdlog::stderr_logger_mt("gpuplane");
+  spdlog::set_default_logger(logger);
+  if (format == "json")
+    spdlog::set_pattern(
+        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%v"})", spdlog::pattern_time_type::utc);
+  else
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %v", spdlog::pattern_time_type::utc);
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+int run_serve(const ServeOptions& o) {
+  setup_logging(o.log_level, o.log_format);
+  std::error_code fs_ec;
+  std::filesystem::create_directories(o.data_dir, fs_ec);
+  ::chmod(o.data_dir.c_str(), 0700);
+  auto store = store::open_sqlite({.path = o.data_dir + "/gpuplane.db"});
+  if (!store) {
+    spdlog::critical("store: {}", store.error().message);
+    return 1;
+  }
+  auto signer = audit::load_or_create(o.data_dir);
+  if (!signer) {
+    spdlog::critical("audit signing key: {}", signer.error().message);
+    return 1;
+  }
+  SystemClock clock;
+  RandomIdSource ids;
+  audit::AuditLog audit_log(clock, std::move(*signer), o.checkpoint_every);
+
+  std::optional<std::string> password;
+  if (!o.bootstrap_password_file.empty()) {
+    auto p = read_secret_file(o.bootstrap_password_file);
+    if (!p) {
+      spdlog::critical("{}", p.error().message);
+      return 1;
+    }
+    password = *p;
+  }
+  std::optional<tenancy::Bootstrap> boot;
+  auto br = (*store)->write([&](store::Tx& tx) -> Result<void> {
+    tenancy::World w{clock, ids};
+    boot = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, password));
+    if (boot) {
+      audit::Entry e{"system", "", "platform.bootstrap", "/v1/users/admin", "success", "bootstrap",
+                     "local", {{"username", boot->username}}};
+      GP_TRY_VOID(audit_log.append(tx, e));
+    }
+    return ok();
+  });
+  if (!br) {
+    spdlog::critical("bootstrap: {}", br.error().message);
+    return 1;
+  }
+
+  api::Limits limits;
+  limits.max_connections = o.max_connections;
+  api::Api api(**store, audit_log, clock, ids, limits);
+  auto colon = o.listen.rfind(':');
+  std::string host = o.listen.substr(0, colon);
+  int port = colon == std::string::npos ? 8080 : std::atoi(o.listen.c_str() + colon + 1);
+  api::Server server(api, host, uint16_t(port), o.threads);
+
+  // Block the signals before threads start so only sigwait sees them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  auto bound = server.start();
+  if (!bound) {
+    spdlog::critical("{}", bound.error().message);
+    return 1;
+  }
+  if (boot) {
+    std::string text = fmt::format(
+        "username: {}\npassword: {}\napi_key: {}\n", boot->username, boot->password, boot->api_key);
+    if (!o.bootstrap_credential_file.empty()) {
+      (void)write_private_file(o.bootstrap_credential_file, text);
+      std::cout << "Bootstrap platform-admin credential written to " << o.bootstrap_credential_file
+                << " (mode 0600; shown once)\n";
+    } else {
+      std::cout << "Bootstrap platform-admin credential (shown once, store it now):\n" << text;
+    }
+  }
+  std::string endpoint = fmt::format("http://{}:{}", host, *bound);
+  if (!o.port_file.empty()) (void)write_private_file(o.port_file, std::to_string(*bound) + "\n");
+  std::cout << "gpuplane serving on " << endpoint << " (data: " << o.data_dir << ")" << std::endl;
+  spdlog::info("listening on {} store=sqlite data={}", endpoint, o.data_dir);
+
+  // Time-based audit checkpoints, so a quiet trail is still sealed regularly.
+  std::atomic<bool> done{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  std::thread checkpointer([&] {
+    std::unique_lock lock(mu);
+    while (!cv.wait_for(lock, std::chrono::seconds(o.checkpoint_seconds), [&] { return done.load(); })) {
+      auto r = (*store)->write([&](store::Tx& tx) { return audit_log.checkpoint(tx); });
+      if (!r) spdlog::error("audit checkpoint failed: {}", r.error().message);
+    }
+  });
+
+  int sig = 0;
+  sigwait(&set, &sig);
+  spdlog::info("signal {} received: draining", sig);
+  server.stop(std::chrono::milliseconds(o.grace_ms));
+  {
+    std::lock_guard lock(mu);
+    done = true;
+  }
+  cv.notify_all();
+  checkpointer.join();
+  auto r = (*store)->write([&](store::Tx& tx) { return audit_log.checkpoint(tx); });
+  if (!r) spdlog::error("final audit checkpoint failed: {}", r.error().message);
+  spdlog::info("stopped");
+  return 0;
+}
+
+int run_audit_verify(const std::string& data_dir, bool json) {
+  auto store = store::open_sqlite({.path = data_dir + "/gpuplane.db", .read_connections = 1,
+                                   .read_only = true});
+  if (!store) {
+    std::cerr << "error: " << store.error().message << "\n";
+    return 2;
+  }
+  std::ifstream pub(data_dir + "/" + std::string(audit::kPublicKeyFile));
+  std::string pem((std::istreambuf_iterator<char>(pub)), std::istreambuf_iterator<char>());
+  auto verifier = audit::Verifier::from_public_pem(pem);
+  if (!verifier) {
+    std::cerr << "error: audit public key: " << verifier.error().message << "\n";
+    return 2;
+  }
+  auto rep = audit::verify_store(**store, *verifier);
+  if (!rep) {
+    std::cerr << "error: " << rep.error().message << "\n";
+    return 2;
+  }
+  if (json) {
+    std::cout << Json{{"ok", rep->ok},
+                      {"records_checked", rep->records_checked},
+                      {"checkpoints_checked", rep->checkpoints_checked},
+                      {"first_bad_seq",
+                       rep->first_bad_seq ? Json(*rep->first_bad_seq) : Json(nullptr)},
+                      {"reason", rep->reason},
+                      {"last_seq", rep->last_seq},
+                      {"head_hash", rep->head_hash}}
+                     .dump(2)
+              << "\n";
+  } else if (rep->ok) {
+    std::cout << fmt::format("audit trail OK: {} records, {} signed checkpoints, head {} at seq {}\n",
+                             rep->records_checked, rep->checkpoints_checked, rep->head_hash,
+                             rep->last_seq);
+  } else {
+    std::cout << fmt::format("audit trail BROKEN at record {}: {}\n({} records verified before it)\n",
+                             rep->first_bad_seq.value_or(0), rep->reason, rep->last_seq);
+  }
+  return rep->ok ? 0 : 1;
+}
+
+}  // namespace gp::cli

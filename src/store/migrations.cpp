@@ -1,0 +1,134 @@
+// Schema migrations. Never edit a released migration: add a new one. SQL stays within what
+// both SQLite and PostgreSQL accept (TEXT, BIGINT, expression indexes, no AUTOINCREMENT).
+#include "store/store.h"
+
+namespace gp::store {
+
+const std::vector<Migration>& migrations() {
+  static const std::vector<Migration> kMigrations = {
+      {1, "tenancy_identity_audit", R"SQL(
+CREATE TABLE tenants (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  display_name TEXT NOT NULL,
+  isolation_class TEXT NOT NULL,
+  state TEXT NOT NULL,
+  labels TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+);
+CREATE TABLE projects (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  name TEXT NOT NULL,
+  display_name TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL,
+  UNIQUE (tenant_id, name)
+);
+CREATE TABLE users (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT REFERENCES tenants(id),
+  username TEXT NOT NULL UNIQUE,
+  display_name TEXT NOT NULL,
+  email TEXT NOT NULL,
+  password_hash TEXT,
+  external_subject TEXT,
+  state TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+);
+CREATE INDEX users_tenant ON users (tenant_id, id);
+CREATE TABLE service_accounts (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT REFERENCES tenants(id),
+  name TEXT NOT NULL,
+  description TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX service_accounts_name ON service_accounts (COALESCE(tenant_id, ''), name);
+CREATE TABLE api_keys (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT REFERENCES tenants(id),
+  owner_kind TEXT NOT NULL,
+  owner_id TEXT NOT NULL,
+  name TEXT NOT NULL,
+  secret_hash TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  expires_at BIGINT,
+  revoked_at BIGINT,
+  last_used_at BIGINT
+);
+CREATE INDEX api_keys_tenant ON api_keys (tenant_id, id);
+CREATE INDEX api_keys_owner ON api_keys (owner_id);
+CREATE TABLE sessions (
+  id TEXT PRIMARY KEY,
+  user_id TEXT NOT NULL REFERENCES users(id),
+  secret_hash TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL,
+  revoked_at BIGINT
+);
+CREATE INDEX sessions_user ON sessions (user_id);
+CREATE TABLE role_bindings (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT REFERENCES tenants(id),
+  project_id TEXT REFERENCES projects(id),
+  subject_kind TEXT NOT NULL,
+  subject_id TEXT NOT NULL,
+  role TEXT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE UNIQUE INDEX role_bindings_unique ON role_bindings
+  (subject_kind, subject_id, role, COALESCE(tenant_id, ''), COALESCE(project_id, ''));
+CREATE INDEX role_bindings_subject ON role_bindings (subject_id);
+CREATE INDEX role_bindings_tenant ON role_bindings (tenant_id, id);
+CREATE TABLE audit_log (
+  seq BIGINT PRIMARY KEY,
+  time_us BIGINT NOT NULL,
+  actor TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  action TEXT NOT NULL,
+  resource TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  request_id TEXT NOT NULL,
+  source TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  prev_hash TEXT NOT NULL,
+  hash TEXT NOT NULL
+);
+CREATE INDEX audit_log_tenant ON audit_log (tenant_id, seq);
+CREATE TABLE audit_checkpoints (
+  seq BIGINT PRIMARY KEY,
+  hash TEXT NOT NULL,
+  time_us BIGINT NOT NULL,
+  key_id TEXT NOT NULL,
+  signature TEXT NOT NULL
+);
+CREATE TABLE idempotency_keys (
+  principal_id TEXT NOT NULL,
+  idem_key TEXT NOT NULL,
+  method TEXT NOT NULL,
+  path TEXT NOT NULL,
+  request_hash TEXT NOT NULL,
+  status BIGINT NOT NULL,
+  body TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (principal_id, idem_key)
+);
+CREATE TABLE meta (
+  key TEXT PRIMARY KEY,
+  value TEXT NOT NULL
+)
+)SQL"},
+  };
+  return kMigrations;
+}
+
+}  // namespace gp::store

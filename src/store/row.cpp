@@ -1,0 +1,46 @@
+#include <fmt/format.h>
+
+#include "store/store.h"
+
+namespace gp::store {
+
+int64_t Row::integer(size_t i) const {
+  const Value& v = cols_.at(i);
+  if (auto p = std::get_if<int64_t>(&v)) return *p;
+  if (auto d = std::get_if<double>(&v)) return int64_t(*d);
+  if (auto s = std::get_if<std::string>(&v)) return std::stoll(*s);
+  return 0;
+}
+
+double Row::real(size_t i) const {
+  const Value& v = cols_.at(i);
+  if (auto d = std::get_if<double>(&v)) return *d;
+  if (auto p = std::get_if<int64_t>(&v)) return double(*p);
+  if (auto s = std::get_if<std::string>(&v)) return std::stod(*s);
+  return 0;
+}
+
+const std::string& Row::text(size_t i) const {
+  static const std::string kEmpty;
+  const Value& v = cols_.at(i);
+  if (auto s = std::get_if<std::string>(&v)) return *s;
+  return kEmpty;
+}
+
+std::optional<std::string> Row::opt_text(size_t i) const {
+  if (is_null(i)) return std::nullopt;
+  return text(i);
+}
+
+std::optional<int64_t> Row::opt_integer(size_t i) const {
+  if (is_null(i)) return std::nullopt;
+  return integer(i);
+}
+
+Result<std::optional<Row>> Tx::query_one(std::string_view sql, const Params& params) {
+  auto rows = GP_TRY(query(sql, params));
+  if (rows.empty()) return std::optional<Row>();
+  return std::optional<Row>(std::move(rows.front()));
+}
+
+}  // namespace gp::store

@@ -1,0 +1,264 @@
+// SQLite implementation of Store: WAL mode, synchronous=FULL, foreign keys on. One writer
+// connection guarded by a mutex (SQLite allows one writer at a time anyway) and a small pool of
+// reader connections, each with a prepared-statement cache.
+#include <fmt/format.h>
+#include <sqlite3.h>
+
+#include <condition_variable>
+#include <mutex>
+#include <unordered_map>
+
+#include "store/store.h"
+
+namespace gp::store {
+namespace {
+
+class Connection {
+ public:
+  static Result<std::unique_ptr<Connection>> open(const std::string& path, bool read_only) {
+    sqlite3* db = nullptr;
+    int flags = read_only ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+    flags |= SQLITE_OPEN_NOMUTEX;
+    int rc = sqlite3_open_v2(path.c_str(), &db, flags, nullptr);
+    auto conn = std::unique_ptr<Connection>(new Connection(db));
+    if (rc != SQLITE_OK)
+      return fail(Error::unavailable(
+          fmt::format("cannot open {}: {}", path, db ? sqlite3_errmsg(db) : "out of memory")));
+    sqlite3_busy_timeout(db, 10000);
+    sqlite3_extended_result_codes(db, 1);
+    return conn;
+  }
+  ~Connection() {
+    for (auto& [_, stmt] : cache_) sqlite3_finalize(stmt);
+    sqlite3_close_v2(db_);
+  }
+
+  Result<void> exec_script(std::string_view sql) {
+    char* err = nullptr;
+    std::string s(sql);
+    if (sqlite3_exec(db_, s.c_str(), nullptr, nullptr, &err) != SQLITE_OK) {
+      std::string msg = err ? err : "unknown error";
+      sqlite3_free(err);
+      return fail(Error::internal(fmt::format("sqlite: {}", msg)));
+    }
+    return ok();
+  }
+
+  Result<std::vector<Row>> run(std::string_view sql, const Params& params, int64_t* changes) {
+    sqlite3_stmt* stmt = nullptr;
+    auto it = cache_.find(std::string(sql));
+    if (it != cache_.end()) {
+      stmt = it->second;
+    } else {
+      int rc = sqlite3_prepare_v3(db_, sql.data(), int(sql.size()), SQLITE_PREPARE_PERSISTENT,
+                                  &stmt, nullptr);
+      if (rc != SQLITE_OK)
+        return fail(Error::internal(fmt::format("sqlite prepare: {} in: {}", sqlite3_errmsg(db_),
+                                                sql)));
+      cache_.emplace(std::string(sql), stmt);
+    }
+    sqlite3_reset(stmt);
+    sqlite3_clear_bindings(stmt);
+    for (size_t i = 0; i < params.size(); ++i) {
+      int idx = int(i) + 1;
+      const Value& v = params[i];
+      if (std::holds_alternative<Null>(v)) {
+        sqlite3_bind_null(stmt, idx);
+      } else if (auto p = std::get_if<int64_t>(&v)) {
+        sqlite3_bind_int64(stmt, idx, *p);
+      } else if (auto d = std::get_if<double>(&v)) {
+        sqlite3_bind_double(stmt, idx, *d);
+      } else {
+        const auto& s = std::get<std::string>(v);
+        sqlite3_bind_text(stmt, idx, s.data(), int(s.size()), SQLITE_STATIC);
+      }
+    }
+    std::vector<Row> rows;
+    for (;;) {
+      int rc = sqlite3_step(stmt);
+      if (rc == SQLITE_DONE) break;
+      if (rc != SQLITE_ROW) {
+        int base = rc & 0xff;
+        std::string msg = sqlite3_errmsg(db_);
+        sqlite3_reset(stmt);
+        if (rc == SQLITE_CONSTRAINT_UNIQUE || rc == SQLITE_CONSTRAINT_PRIMARYKEY)
+          return fail(Error::conflict(fmt::format("{}: {}", kUniqueViolation, msg)));
+        if (base == SQLITE_CONSTRAINT)
+          return fail(Error::invalid(fmt::format("constraint violated: {}", msg)));
+        if (base == SQLITE_BUSY || base == SQLITE_LOCKED || base == SQLITE_FULL ||
+            base == SQLITE_IOERR)
+          return fail(Error::unavailable(fmt::format("store unavailable: {}", msg)));
+        return fail(Error::internal(fmt::format("sqlite step: {}", msg)));
+      }
+      int n = sqlite3_column_count(stmt);
+      std::vector<Value> cols;
+      cols.reserve(n);
+      for (int c = 0; c < n; ++c) {
+        switch (sqlite3_column_type(stmt, c)) {
+          case SQLITE_NULL: cols.emplace_back(Null{}); break;
+          case SQLITE_INTEGER: cols.emplace_back(int64_t(sqlite3_column_int64(stmt, c))); break;
+          case SQLITE_FLOAT: cols.emplace_back(sqlite3_column_double(stmt, c)); break;
+          default: {
+            auto p = reinterpret_cast<const char*>(sqlite3_column_text(stmt, c));
+            cols.emplace_back(std::string(p ? p : "", size_t(sqlite3_column_bytes(stmt, c))));
+          }
+        }
+      }
+      rows.emplace_back(std::move(cols));
+    }
+    if (changes) *changes = sqlite3_changes64(db_);
+    sqlite3_reset(stmt);
+    return rows;
+  }
+
+  sqlite3* db() { return db_; }
+
+ private:
+  explicit Connection(sqlite3* db) : db_(db) {}
+  sqlite3* db_;
+  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+};
+
+class SqliteTx final : public Tx {
+ public:
+  explicit SqliteTx(Connection& c) : c_(c) {}
+  Result<int64_t> exec(std::string_view sql, const Params& params) override {
+    int64_t changes = 0;
+    GP_TRY_VOID(c_.run(sql, params, &changes));
+    return changes;
+  }
+  Result<std::vector<Row>> query(std::string_view sql, const Params& params) override {
+    return c_.run(sql, params, nullptr);
+  }
+
+ private:
+  Connection& c_;
+};
+
+class SqliteStore final : public Store {
+ public:
+  static Result<std::unique_ptr<Store>> open(const SqliteOptions& o) {
+    auto store = std::unique_ptr<SqliteStore>(new SqliteStore());
+    store->path_ = o.path;
+    store->writer_ = GP_TRY(Connection::open(o.path, o.read_only));
+    if (!o.read_only) {
+      GP_TRY_VOID(store->writer_->exec_script(
+          "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"));
+      GP_TRY_VOID(store->migrate());
+    }
+    for (int i = 0; i < std::max(1, o.read_connections); ++i) {
+      auto c = GP_TRY(Connection::open(o.path, o.read_only));
+      GP_TRY_VOID(c->exec_script("PRAGMA foreign_keys=ON;"));
+      store->readers_.push_back(std::move(c));
+      store->free_readers_.push_back(store->readers_.back().get());
+    }
+    return std::unique_ptr<Store>(std::move(store));
+  }
+
+  Result<void> write(const std::function<Result<void>(Tx&)>& fn) override {
+    std::lock_guard lock(write_mu_);
+    return in_tx(*writer_, "BEGIN IMMEDIATE", fn);
+  }
+
+  Result<void> read(const std::function<Result<void>(Tx&)>& fn) override {
+    Connection* c = acquire_reader();
+    auto r = in_tx(*c, "BEGIN", fn);
+    release_reader(c);
+    return r;
+  }
+
+  std::string_view engine() const override { return "sqlite"; }
+
+  Result<void> backup_to(const std::string& path) override {
+    // VACUUM INTO writes a consistent, compacted copy while readers and writers continue.
+    Connection* c = acquire_reader();
+    sqlite3_stmt* stmt = nullptr;
+    Result<void> r = ok();
+    if (sqlite3_prepare_v2(c->db(), "VACUUM INTO ?", -1, &stmt, nullptr) != SQLITE_OK) {
+      r = fail(Error::internal(sqlite3_errmsg(c->db())));
+    } else {
+      sqlite3_bind_text(stmt, 1, path.c_str(), -1, SQLITE_TRANSIENT);
+      if (sqlite3_step(stmt) != SQLITE_DONE)
+        r = fail(Error::internal(fmt::format("backup failed: {}", sqlite3_errmsg(c->db()))));
+      sqlite3_finalize(stmt);
+    }
+    release_reader(c);
+    return r;
+  }
+
+ private:
+  SqliteStore() = default;
+
+  Result<void> in_tx(Connection& c, const char* begin,
+                     const std::function<Result<void>(Tx&)>& fn) {
+    GP_TRY_VOID(c.exec_script(begin));
+    SqliteTx tx(c);
+    auto r = fn(tx);
+    if (!r) {
+      (void)c.exec_script("ROLLBACK");
+      return r;
+    }
+    auto commit = c.exec_script("COMMIT");
+    if (!commit) {
+      (void)c.exec_script("ROLLBACK");
+      return fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
+    }
+    return ok();
+  }
+
+  Result<void> migrate() {
+    GP_TRY_VOID(writer_->exec_script(
+        "CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, name TEXT "
+        "NOT NULL, applied_at INTEGER NOT NULL)"));
+    for (const auto& m : migrations()) {
+      auto done = GP_TRY(writer_->run("SELECT 1 FROM schema_migrations WHERE version = ?",
+                                      {int64_t(m.version)}, nullptr));
+      if (!done.empty()) continue;
+      GP_TRY_VOID(writer_->exec_script("BEGIN IMMEDIATE"));
+      auto r = writer_->exec_script(m.sql);
+      if (r) {
+        auto ins = writer_->run("INSERT INTO schema_migrations VALUES (?, ?, strftime('%s','now'))",
+                                {int64_t(m.version), std::string(m.name)}, nullptr);
+        if (!ins) r = fail(ins.error());
+      }
+      if (!r) {
+        (void)writer_->exec_script("ROLLBACK");
+        return fail(Error::internal(
+            fmt::format("migration {} ({}) failed: {}", m.version, m.name, r.error().message)));
+      }
+      GP_TRY_VOID(writer_->exec_script("COMMIT"));
+    }
+    return ok();
+  }
+
+  Connection* acquire_reader() {
+    std::unique_lock lock(pool_mu_);
+    pool_cv_.wait(lock, [&] { return !free_readers_.empty(); });
+    Connection* c = free_readers_.back();
+    free_readers_.pop_back();
+    return c;
+  }
+  void release_reader(Connection* c) {
+    {
+      std::lock_guard lock(pool_mu_);
+      free_readers_.push_back(c);
+    }
+    pool_cv_.notify_one();
+  }
+
+  std::string path_;
+  std::mutex write_mu_;
+  std::unique_ptr<Connection> writer_;
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::vector<std::unique_ptr<Connection>> readers_;
+  std::vector<Connection*> free_readers_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> open_sqlite(const SqliteOptions& options) {
+  return SqliteStore::open(options);
+}
+
+}  // namespace gp::store

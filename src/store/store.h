@@ -1,0 +1,91 @@
+// The store: durable state behind one small SQL interface, so that SQLite (embedded, default)
+// and PostgreSQL (HA) are interchangeable without touching callers. SQL handed to a Tx uses `?`
+// placeholders and the portable subset both engines accept; each engine translates as needed.
+//
+// Contract: write() runs its function inside one serializable transaction and commits only if
+// the function succeeds; a commit that returns is durable (fsynced). Concurrent write() calls
+// are serialized. read() sees a consistent snapshot and never blocks writers.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "common/result.h"
+
+namespace gp::store {
+
+struct Null {};
+using Value = std::variant<Null, int64_t, double, std::string>;
+
+// Converts an optional into a Value (NULL when empty).
+template <typename T>
+Value opt(const std::optional<T>& v) {
+  if (!v) return Null{};
+  return Value(*v);
+}
+
+class Row {
+ public:
+  explicit Row(std::vector<Value> cols) : cols_(std::move(cols)) {}
+  size_t size() const { return cols_.size(); }
+  bool is_null(size_t i) const { return std::holds_alternative<Null>(cols_.at(i)); }
+  int64_t integer(size_t i) const;
+  double real(size_t i) const;
+  const std::string& text(size_t i) const;  // "" for NULL
+  std::optional<std::string> opt_text(size_t i) const;
+  std::optional<int64_t> opt_integer(size_t i) const;
+
+ private:
+  std::vector<Value> cols_;
+};
+
+using Params = std::vector<Value>;
+
+class Tx {
+ public:
+  virtual ~Tx() = default;
+  // Executes a statement; returns the number of rows changed.
+  virtual Result<int64_t> exec(std::string_view sql, const Params& params = {}) = 0;
+  virtual Result<std::vector<Row>> query(std::string_view sql, const Params& params = {}) = 0;
+  // Convenience: first row, or nullopt.
+  Result<std::optional<Row>> query_one(std::string_view sql, const Params& params = {});
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  virtual Result<void> write(const std::function<Result<void>(Tx&)>& fn) = 0;
+  virtual Result<void> read(const std::function<Result<void>(Tx&)>& fn) = 0;
+  // "sqlite" or "postgres"
+  virtual std::string_view engine() const = 0;
+  // A consistent copy of the whole store, taken while serving.
+  virtual Result<void> backup_to(const std::string& path) = 0;
+};
+
+struct SqliteOptions {
+  std::string path;          // database file
+  int read_connections = 4;  // pool for read()
+  bool read_only = false;    // open without migrating (offline tools)
+};
+
+Result<std::unique_ptr<Store>> open_sqlite(const SqliteOptions& options);
+
+// Numbered schema migrations, applied in order at open; each runs in its own transaction and
+// is recorded in schema_migrations.
+struct Migration {
+  int version;
+  std::string_view name;
+  std::string_view sql;  // one or more statements separated by ';'
+};
+const std::vector<Migration>& migrations();
+
+// A unique-constraint violation is reported as ErrorCode::kConflict with this prefix.
+inline constexpr std::string_view kUniqueViolation = "unique constraint violated";
+
+}  // namespace gp::store

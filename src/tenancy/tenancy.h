@@ -1,0 +1,240 @@
+// Tenancy: tenants, projects, users, service accounts, API keys and role bindings, as
+// repository functions over a store transaction. Callers (the API layer) compose one
+// transaction per mutation with its audit record. Tenant-owned rows are only reachable through
+// a TenantScope, which the API layer builds after authorizing the principal for that tenant.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/ids.h"
+#include "common/json.h"
+#include "common/result.h"
+#include "iam/iam.h"
+#include "store/store.h"
+
+namespace gp::tenancy {
+
+enum class IsolationClass { kInternal, kStandard, kSensitive, kRegulated };
+std::string_view class_name(IsolationClass c);
+std::optional<IsolationClass> parse_class(std::string_view s);
+
+enum class TenantState { kActive, kSuspended, kOffboarding };
+std::string_view state_name(TenantState s);
+std::optional<TenantState> parse_state(std::string_view s);
+
+// Proof that the caller was authorized for this tenant. Only the API layer constructs it.
+class TenantScope {
+ public:
+  explicit TenantScope(std::string tenant_id) : tenant_id_(std::move(tenant_id)) {}
+  const std::string& tenant_id() const { return tenant_id_; }
+
+ private:
+  std::string tenant_id_;
+};
+
+struct Tenant {
+  std::string id, name, display_name;
+  IsolationClass isolation_class = IsolationClass::kStandard;
+  TenantState state = TenantState::kActive;
+  std::map<std::string, std::string> labels;
+  int64_t created_at = 0, updated_at = 0, version = 1;
+  Json to_json() const;
+};
+
+struct Project {
+  std::string id, tenant_id, name, display_name;
+  int64_t created_at = 0, updated_at = 0, version = 1;
+  Json to_json() const;
+};
+
+struct User {
+  std::string id;
+  std::optional<std::string> tenant_id;
+  std::string username, display_name, email, state = "active";
+  int64_t created_at = 0, updated_at = 0, version = 1;
+  Json to_json() const;
+};
+
+struct ServiceAccount {
+  std::string id;
+  std::optional<std::string> tenant_id;
+  std::string name, description, state = "active";
+  int64_t created_at = 0, updated_at = 0, version = 1;
+  Json to_json() const;
+};
+
+struct ApiKey {
+  std::string id;
+  std::optional<std::string> tenant_id;
+  std::string owner_kind, owner_id, name;
+  int64_t created_at = 0;
+  std::optional<int64_t> expires_at, revoked_at;
+  Json to_json(int64_t now_us) const;
+};
+
+struct Binding {
+  std::string id;
+  std::optional<std::string> tenant_id, project_id;
+  std::string subject_kind, subject_id, role;
+  int64_t created_at = 0;
+  Json to_json() const;
+};
+
+template <typename T>
+struct Page {
+  std::vector<T> items;
+  std::optional<std::string> next;  // cursor for ?after=
+};
+
+struct PageRequest {
+  std::optional<std::string> after;
+  int limit = 100;
+};
+
+// Where a platform-or-tenant object lives: nullopt = platform.
+using Owner = std::optional<TenantScope>;
+
+// The environment repositories need: time and id generation, both injected.
+struct World {
+  const Clock& clock;
+  IdSource& ids;
+  int64_t now() const { return to_unix_micros(clock.now()); }
+};
+
+// ---- tenants (platform-level objects) ----
+struct TenantSpec {
+  std::string name, display_name;
+  IsolationClass isolation_class = IsolationClass::kStandard;
+  std::map<std::string, std::string> labels;
+};
+Result<TenantSpec> parse_tenant_spec(ObjectReader& r);
+Result<Tenant> create_tenant(store::Tx& tx, const World& w, const TenantSpec& spec);
+// Resolves an id ("ten_...") or a name.
+Result<std::optional<Tenant>> find_tenant(store::Tx& tx, std::string_view id_or_name);
+Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
+                                  const std::optional<std::vector<std::string>>& only_ids);
+struct TenantPatch {
+  std::optional<std::string> display_name;
+  std::optional<IsolationClass> isolation_class;
+  std::optional<TenantState> state;
+  std::optional<std::map<std::string, std::string>> labels;
+};
+Result<TenantPatch> parse_tenant_patch(ObjectReader& r);
+Result<Tenant> update_tenant(store::Tx& tx, const World& w, const TenantScope& scope,
+                             const TenantPatch& patch, std::optional<int64_t> if_match);
+// Offboarding: the tenant moves to state offboarding; its keys and sessions are revoked.
+Result<Tenant> offboard_tenant(store::Tx& tx, const World& w, const TenantScope& scope,
+                               std::optional<int64_t> if_match);
+
+// ---- projects ----
+struct ProjectSpec {
+  std::string name, display_name;
+};
+Result<ProjectSpec> parse_project_spec(ObjectReader& r);
+Result<Project> create_project(store::Tx& tx, const World& w, const TenantScope& s,
+                               const ProjectSpec& spec);
+Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
+                                            std::string_view id_or_name);
+Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const PageRequest& page,
+                                    const std::optional<std::vector<std::string>>& only_ids);
+Result<Project> update_project(store::Tx& tx, const World& w, const TenantScope& s,
+                               const std::string& id, const std::optional<std::string>& display,
+                               std::optional<int64_t> if_match);
+Result<void> delete_project(store::Tx& tx, const TenantScope& s, const std::string& id);
+
+// ---- users ----
+struct UserSpec {
+  std::string username, display_name, email;
+  std::optional<std::string> password;
+};
+Result<UserSpec> parse_user_spec(ObjectReader& r);
+Result<User> create_user(store::Tx& tx, const World& w, const Owner& owner, const UserSpec& spec);
+Result<std::optional<User>> find_user(store::Tx& tx, const Owner& owner,
+                                      std::string_view id_or_username);
+Result<Page<User>> list_users(store::Tx& tx, const Owner& owner, const PageRequest& page);
+// Disables the user, revokes its keys and sessions and removes its role bindings.
+Result<void> delete_user(store::Tx& tx, const World& w, const Owner& owner, const std::string& id);
+struct UserPatch {
+  std::optional<std::string> display_name, email, password, state;
+};
+Result<UserPatch> parse_user_patch(ObjectReader& r);
+Result<User> update_user(store::Tx& tx, const World& w, const Owner& owner,
+                         const std::string& id, const UserPatch& patch,
+                         std::optional<int64_t> if_match);
+// Password login. Returns the user id on success; the same error for unknown user and wrong
+// password, so usernames cannot be probed.
+Result<std::string> check_password(store::Tx& tx, std::string_view username,
+                                   std::string_view password);
+
+// ---- service accounts ----
+struct ServiceAccountSpec {
+  std::string name, description;
+};
+Result<ServiceAccountSpec> parse_service_account_spec(ObjectReader& r);
+Result<ServiceAccount> create_service_account(store::Tx& tx, const World& w, const Owner& owner,
+                                              const ServiceAccountSpec& spec);
+Result<std::optional<ServiceAccount>> find_service_account(store::Tx& tx, const Owner& owner,
+                                                           std::string_view id_or_name);
+Result<Page<ServiceAccount>> list_service_accounts(store::Tx& tx, const Owner& owner,
+                                                   const PageRequest& page);
+Result<void> delete_service_account(store::Tx& tx, const World& w, const Owner& owner,
+                                    const std::string& id);
+
+// ---- API keys ----
+struct ApiKeySpec {
+  std::string name;
+  std::string owner_kind;  // "user" | "service_account"; defaults to the caller
+  std::string owner_id;
+  std::optional<int64_t> expires_at;  // unix micros
+};
+Result<ApiKeySpec> parse_api_key_spec(ObjectReader& r, const World& w);
+struct CreatedKey {
+  ApiKey key;
+  std::string token;  // shown once
+};
+Result<CreatedKey> create_api_key(store::Tx& tx, const World& w, const Owner& owner,
+                                  const ApiKeySpec& spec);
+Result<std::optional<ApiKey>> find_api_key(store::Tx& tx, const Owner& owner,
+                                           std::string_view id);
+Result<Page<ApiKey>> list_api_keys(store::Tx& tx, const Owner& owner, const PageRequest& page,
+                                   const std::optional<std::string>& owner_id);
+Result<void> revoke_api_key(store::Tx& tx, const World& w, const Owner& owner,
+                            const std::string& id);
+
+// ---- sessions (login) ----
+struct CreatedSession {
+  std::string id, token;
+  int64_t expires_at;
+};
+Result<CreatedSession> create_session(store::Tx& tx, const World& w, const std::string& user_id,
+                                      Duration ttl);
+Result<void> revoke_session(store::Tx& tx, const World& w, const std::string& id);
+
+// ---- role bindings ----
+struct BindingSpec {
+  iam::Role role;
+  std::string subject_kind, subject_id;
+  std::optional<std::string> project;  // id or name, for project roles
+};
+Result<BindingSpec> parse_binding_spec(ObjectReader& r);
+// `where` must already be resolved (project id) and checked with iam::may_grant.
+Result<Binding> create_binding(store::Tx& tx, const World& w, const Owner& owner,
+                               const iam::Scope& where, const BindingSpec& spec);
+Result<std::optional<Binding>> find_binding(store::Tx& tx, const Owner& owner,
+                                            std::string_view id);
+Result<Page<Binding>> list_bindings(store::Tx& tx, const Owner& owner, const PageRequest& page);
+Result<void> delete_binding(store::Tx& tx, const Owner& owner, const std::string& id);
+
+// Makes sure a platform-admin exists. On first start, creates user "admin" with the given
+// password (or a generated one) plus an API key, and returns the credentials to print once.
+struct Bootstrap {
+  std::string username, password, api_key;
+};
+Result<std::optional<Bootstrap>> bootstrap_platform_admin(store::Tx& tx, const World& w,
+                                                          std::optional<std::string> password);
+
+}  // namespace gp::tenancy
