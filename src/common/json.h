@@ -27,6 +27,7 @@ class ObjectReader {
  public:
   // `what` names the object in messages ("tenant", "body").
   ObjectReader(const Json& j, std::string_view what);
+  ObjectReader(Json&&, std::string_view) = delete;  // the reader keeps a reference
 
   std::string string(std::string_view key, size_t max_len = 256);
   std::optional<std::string> optional_string(std::string_view key, size_t max_len = 256);

@@ -1,0 +1,115 @@
+#include <gtest/gtest.h>
+
+#include "common/clock.h"
+#include "common/crypto.h"
+#include "common/ids.h"
+#include "common/json.h"
+
+namespace gp {
+namespace {
+
+TEST(ParseJson, RejectsMalformedInvalidUtf8AndDeepNesting) {
+  EXPECT_TRUE(parse_json(R"({"a": [1, 2, {"b": null}]})").has_value());
+  EXPECT_EQ(parse_json("{\"a\": ").error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(parse_json("{} {}").error().code, ErrorCode::kInvalidArgument);
+  EXPECT_EQ(parse_json("{\"a\": \"\xff\xfe\"}").error().message, "request body is not valid UTF-8");
+  std::string deep(100, '[');
+  deep += std::string(100, ']');
+  EXPECT_NE(parse_json(deep).error().message.find("nesting"), std::string::npos);
+  std::string ok_depth(kMaxJsonDepth, '[');
+  ok_depth += std::string(kMaxJsonDepth, ']');
+  EXPECT_TRUE(parse_json(ok_depth).has_value());
+}
+
+TEST(ObjectReader, ReportsUnknownFieldsWrongTypesAndRanges) {
+  Json j = {{"name", "x"}, {"count", 5}, {"extra", true}};
+  {
+    ObjectReader r(j, "thing");
+    EXPECT_EQ(r.string("name"), "x");
+    EXPECT_EQ(r.integer("count", 0, 10), 5);
+    auto f = r.finish();
+    ASSERT_FALSE(f);
+    EXPECT_EQ(f.error().message, "unknown field 'extra' in thing");
+  }
+  {
+    ObjectReader r(j, "thing");
+    r.integer("name", 0, 1);
+    r.optional_bool("extra");
+    r.integer("count", 0, 1);
+    EXPECT_EQ(r.finish().error().message, "field 'name': must be an integer");
+  }
+  {
+    ObjectReader r(j, "thing");
+    r.string("name");
+    r.optional_bool("extra");
+    r.integer("count", 0, 4);
+    EXPECT_EQ(r.finish().error().message, "field 'count': must be between 0 and 4");
+  }
+  {
+    Json arr = Json::array();
+    ObjectReader r(arr, "body");
+    EXPECT_EQ(r.finish().error().message, "body must be a JSON object");
+  }
+  {
+    Json empty = Json::object();
+    ObjectReader r(empty, "body");
+    r.string("name");
+    EXPECT_EQ(r.finish().error().message, "field 'name' is required");
+  }
+  {
+    Json long_name = {{"name", std::string(300, 'a')}};
+    ObjectReader r(long_name, "body");
+    r.string("name", 63);
+    EXPECT_EQ(r.finish().error().message, "field 'name': longer than 63 characters");
+  }
+}
+
+TEST(DnsLabel, AcceptsOnlyLowercaseLabels) {
+  EXPECT_TRUE(validate_dns_label("name", "acme-1"));
+  for (const std::string& bad : std::vector<std::string>{"", "Acme", "1acme", "acme-", "ac_me", "a.b", std::string(64, 'a')})
+    EXPECT_FALSE(validate_dns_label("name", bad)) << bad;
+}
+
+TEST(Utf8, RejectsOverlongsSurrogatesAndTruncation) {
+  EXPECT_TRUE(is_valid_utf8("héllo \xe2\x82\xac \xf0\x9f\x98\x80"));
+  EXPECT_FALSE(is_valid_utf8("\xc0\xaf"));          // overlong '/'
+  EXPECT_FALSE(is_valid_utf8("\xed\xa0\x80"));      // surrogate
+  EXPECT_FALSE(is_valid_utf8("\xe2\x82"));          // truncated
+  EXPECT_FALSE(is_valid_utf8("\xf4\x90\x80\x80"));  // > U+10FFFF
+}
+
+TEST(Encoding, HexAndBase64UrlRoundTrip) {
+  std::string bytes = random_bytes(37);
+  EXPECT_EQ(*hex_decode(hex_encode(bytes)), bytes);
+  EXPECT_EQ(*base64url_decode(base64url_encode(bytes)), bytes);
+  EXPECT_EQ(base64url_encode("\xfb\xff"), "-_8");
+  EXPECT_FALSE(hex_decode("zz"));
+  EXPECT_EQ(hex_encode(sha256("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+TEST(Clock, Rfc3339RoundTripAndOffsets) {
+  TimePoint t;
+  ASSERT_TRUE(parse_rfc3339("2026-11-29T22:49:10.5Z", &t));
+  EXPECT_EQ(format_rfc3339(t), "2026-11-29T22:49:10.500000Z");
+  TimePoint u;
+  ASSERT_TRUE(parse_rfc3339("2026-11-30T00:49:10.5+02:00", &u));
+  EXPECT_EQ(t, u);
+  for (auto bad : {"2026-13-01T00:00:00Z", "2026-02-30T00:00:00Z", "2026-11-29 22:49:10Z",
+                   "2026-11-29T22:49:10", "2026-11-29T22:49:10Zjunk"})
+    EXPECT_FALSE(parse_rfc3339(bad, &t)) << bad;
+}
+
+TEST(Ids, SeededSourceIsReproducibleAndPrefixed) {
+  SeededIdSource a(7), b(7);
+  std::string x = a.next("ten");
+  EXPECT_EQ(x, b.next("ten"));
+  EXPECT_EQ(x.size(), 4u + 16u);
+  EXPECT_TRUE(x.starts_with("ten_"));
+  EXPECT_NE(a.next("ten"), x);
+  RandomIdSource r;
+  EXPECT_NE(r.next("k"), r.next("k"));
+}
+
+}  // namespace
+}  // namespace gp

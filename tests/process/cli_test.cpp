@@ -1,0 +1,216 @@
+// The CLI end to end: the real binary against a real server, configured the ways a user would
+// (GPUPLANE_ENDPOINT/GPUPLANE_TOKEN, flags, or the config file `login` writes). Reads as a
+// transcript of one tenant's onboarding.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include "process/process_util.h"
+
+namespace gp::proc {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+bool contains(const std::string& haystack, std::string_view needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// A failed command: exit code 1 and exactly one line on stderr, starting "error: ".
+::testing::AssertionResult fails_with(const RunResult& r, std::string_view fragment) {
+  auto err = lines(r.err);
+  if (r.exit_code != 1)
+    return ::testing::AssertionFailure() << "exit code " << r.exit_code << ", want 1; stderr: "
+                                         << r.err;
+  if (err.size() != 1 || !err[0].starts_with("error: "))
+    return ::testing::AssertionFailure() << "want one 'error: ...' line on stderr, got: " << r.err;
+  if (!contains(err[0], fragment))
+    return ::testing::AssertionFailure() << "stderr lacks '" << fragment << "': " << r.err;
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult succeeds(const RunResult& r) {
+  if (r.exit_code == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "exit code " << r.exit_code << (r.timed_out ? " (timed out)" : "")
+                                       << "\nstdout: " << r.out << "\nstderr: " << r.err;
+}
+
+Json parse(const RunResult& r) {
+  Json j = Json::parse(r.out, nullptr, false);
+  EXPECT_FALSE(j.is_discarded()) << "not JSON: " << r.out;
+  return j.is_discarded() ? Json::object() : j;
+}
+
+class Cli : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(server_.start()); }
+  void TearDown() override { EXPECT_EQ(server_.terminate(), 0) << server_.log(); }
+
+  // The platform admin, configured through the environment.
+  RunResult admin(const std::vector<std::string>& args,
+                  std::optional<std::string> stdin_data = std::nullopt) {
+    return run_gpuplane(args,
+                        {{"GPUPLANE_ENDPOINT", server_.endpoint()},
+                         {"GPUPLANE_TOKEN", server_.admin().api_key}},
+                        std::move(stdin_data));
+  }
+
+  TempDir tmp_;
+  Server server_{tmp_.path() / "data"};
+};
+
+TEST_F(Cli, OnboardsATenantEndToEnd) {
+  // A tenant with a class and a first admin.
+  auto created = admin({"tenant", "create", "acme", "--class", "sensitive", "--admin", "alice"});
+  ASSERT_TRUE(succeeds(created));
+  EXPECT_TRUE(contains(created.out, "acme")) << created.out;
+
+  auto tenants = admin({"-o", "json", "tenant", "list"});
+  ASSERT_TRUE(succeeds(tenants));
+  Json acme;
+  for (const auto& t : parse(tenants)["items"])
+    if (t["name"] == "acme") acme = t;
+  ASSERT_TRUE(acme.is_object()) << tenants.out;
+  EXPECT_EQ(acme["isolation_class"], "sensitive") << "--class was not sent";
+  EXPECT_EQ(acme["state"], "active");
+  auto alice = server_.admin_request("GET", "/v1/tenants/acme/users/alice");
+  ASSERT_TRUE(alice);
+  EXPECT_EQ(alice->status, 200) << "--admin alice was not created: " << alice->body;
+
+  // A project, listed as a table.
+  ASSERT_TRUE(succeeds(admin({"project", "create", "ml", "--tenant", "acme"})));
+  auto projects = admin({"project", "list", "--tenant", "acme"});
+  ASSERT_TRUE(succeeds(projects));
+  auto rows = lines(projects.out);
+  ASSERT_EQ(rows.size(), 2u) << projects.out;
+  EXPECT_TRUE(rows[0].starts_with("ID")) << rows[0];
+  EXPECT_TRUE(contains(rows[1], " ml ")) << rows[1];
+
+  // A user whose initial password comes from stdin.
+  const std::string password = "bob-secret-password-42";
+  auto bob = admin({"-o", "json", "user", "create", "bob", "--tenant", "acme", "--password-stdin"},
+                   password + "\n");
+  ASSERT_TRUE(succeeds(bob));
+  std::string bob_id = parse(bob).value("id", "");
+  ASSERT_TRUE(bob_id.starts_with("usr_")) << bob.out;
+  EXPECT_FALSE(contains(bob.out, password));
+
+  // bob logs in; the session token goes to a private config file, which alone is enough after.
+  fs::path config = tmp_.path() / "bob" / "config.json";
+  auto login = run_gpuplane({"login", "-u", "bob", "--password-stdin"},
+                            {{"GPUPLANE_CONFIG", config.string()},
+                             {"GPUPLANE_ENDPOINT", server_.endpoint()}},
+                            password + "\n");
+  ASSERT_TRUE(succeeds(login));
+  EXPECT_TRUE(contains(login.out, "logged in as bob")) << login.out;
+  struct stat st {};
+  ASSERT_EQ(::stat(config.c_str(), &st), 0) << "no config file at " << config;
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << std::oct << (st.st_mode & 0777);
+  Json saved = Json::parse(read_file(config), nullptr, false);
+  EXPECT_EQ(saved.value("endpoint", ""), server_.endpoint());
+  EXPECT_FALSE(saved.value("token", "").empty()) << saved.dump();
+
+  auto as_bob = [&](const std::vector<std::string>& args) {
+    return run_gpuplane(args, {{"GPUPLANE_CONFIG", config.string()}});
+  };
+  auto whoami = as_bob({"-o", "json", "whoami"});
+  ASSERT_TRUE(succeeds(whoami));
+  EXPECT_EQ(parse(whoami).value("id", ""), bob_id) << whoami.out;
+
+  // bob makes himself an API key; its secret is shown once, with a warning.
+  auto key = as_bob({"-o", "json", "api-key", "create", "--tenant", "acme"});
+  ASSERT_TRUE(succeeds(key));
+  std::string token = parse(key).value("token", "");
+  EXPECT_TRUE(token.starts_with("key_")) << key.out;
+  EXPECT_TRUE(contains(key.err, "shown only once")) << key.err;
+  auto by_key = run_gpuplane({"--endpoint", server_.endpoint(), "--token", token, "whoami"});
+  ASSERT_TRUE(succeeds(by_key));
+  EXPECT_TRUE(contains(by_key.out, bob_id)) << by_key.out;
+
+  // bob becomes a member of project ml.
+  auto binding = admin({"-o", "json", "role-binding", "create", "--tenant", "acme", "--role",
+                        "project-member", "--subject-kind", "user", "--subject-id", bob_id,
+                        "--project", "ml"});
+  ASSERT_TRUE(succeeds(binding));
+  Json b = parse(binding);
+  EXPECT_EQ(b.value("role", ""), "project-member") << binding.out;
+  EXPECT_EQ(b.value("subject_id", ""), bob_id) << binding.out;
+  EXPECT_TRUE(b.value("project_id", "").starts_with("prj_")) << binding.out;
+  auto roles = as_bob({"-o", "json", "whoami"});
+  ASSERT_TRUE(succeeds(roles));
+  EXPECT_TRUE(contains(roles.out, "project-member")) << roles.out;
+
+  // Suspension, with the flags instead of the environment; nothing more can be created.
+  auto suspend = run_gpuplane({"--endpoint", server_.endpoint(), "--token",
+                               server_.admin().api_key, "tenant", "suspend", "acme"});
+  ASSERT_TRUE(succeeds(suspend));
+  EXPECT_TRUE(contains(suspend.out, "suspended")) << suspend.out;
+  auto refused = admin({"project", "create", "ml2", "--tenant", "acme"});
+  EXPECT_TRUE(fails_with(refused, "tenant_suspended"));
+  EXPECT_TRUE(refused.out.empty()) << refused.out;
+
+  // The trail shows all of it.
+  auto audit = admin({"audit", "list", "--limit", "1000"});
+  ASSERT_TRUE(succeeds(audit));
+  EXPECT_TRUE(audit.out.starts_with("SEQ")) << audit.out;
+  for (std::string_view action :
+       {"tenant.create", "project.create", "user.create", "session.create", "api_key.create",
+        "role_binding.create", "tenant.update"})
+    EXPECT_TRUE(contains(audit.out, action)) << action << " missing from:\n" << audit.out;
+  EXPECT_TRUE(contains(audit.out, "denied")) << "the suspended create is not audited";
+}
+
+TEST_F(Cli, FailuresExitOneWithOneErrorLine) {
+  auto bad_token = run_gpuplane(
+      {"--endpoint", server_.endpoint(), "--token", "key_not_a_real_key", "tenant", "list"});
+  EXPECT_TRUE(fails_with(bad_token, "HTTP 401"));
+
+  EXPECT_TRUE(fails_with(admin({"tenant", "get", "no-such-tenant"}), "HTTP 404"));
+  EXPECT_TRUE(fails_with(admin({"tenant", "create", "Not_A_Dns_Label"}), "HTTP 400"));
+
+  // Nothing listens on port 1.
+  auto unreachable =
+      run_gpuplane({"--endpoint", "http://127.0.0.1:1", "--token", "x", "tenant", "list"});
+  EXPECT_TRUE(fails_with(unreachable, "cannot reach 127.0.0.1:1"));
+
+  // Without any token the error comes with a hint on what to do.
+  auto anonymous = run_gpuplane({"--endpoint", server_.endpoint(), "tenant", "list"});
+  EXPECT_EQ(anonymous.exit_code, 1);
+  auto err = lines(anonymous.err);
+  ASSERT_EQ(err.size(), 2u) << anonymous.err;
+  EXPECT_TRUE(err[0].starts_with("error: ")) << err[0];
+  EXPECT_TRUE(err[1].starts_with("hint: ")) << err[1];
+}
+
+TEST(CliUsage, UsageErrorsExitNonZeroWithoutCallingTheServer) {
+  const std::vector<std::vector<std::string>> cases = {
+      {},                                     // no command
+      {"tenant"},                             // no verb
+      {"tenant", "frobnicate"},               // unknown verb
+      {"project", "create", "ml"},            // --tenant is required
+      {"-o", "yaml", "tenant", "list"},       // not an output format
+      {"tenant", "list", "--no-such-flag"},   // unknown flag
+      {"audit", "verify"},                    // --data is required
+  };
+  for (auto args : cases) {
+    std::string shown;
+    for (const auto& a : args) shown += a + " ";
+    SCOPED_TRACE("gpuplane " + shown);
+    // An endpoint where nothing listens: a usage error must stop before any request.
+    args.insert(args.begin(), {"--endpoint", "http://127.0.0.1:1"});
+    auto r = run_gpuplane(args);
+    EXPECT_NE(r.exit_code, 0) << r.out << r.err;
+    EXPECT_NE(r.exit_code, -1) << "did not run";
+    EXPECT_FALSE(contains(r.err, "cannot reach")) << r.err;
+    EXPECT_FALSE(r.out.empty() && r.err.empty()) << "no message at all";
+  }
+}
+
+}  // namespace
+}  // namespace gp::proc

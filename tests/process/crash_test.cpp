@@ -1,0 +1,162 @@
+// Durability under SIGKILL: a create acknowledged with 201 has been committed, together with its
+// audit record, before the reply was sent, so killing the server mid-load loses neither.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "process/process_util.h"
+
+namespace gp::proc {
+namespace {
+
+constexpr int kClients = 4;
+constexpr int kCycles = 3;
+constexpr auto kLoadTime = 1500ms;
+constexpr int kEnoughAcks = 3000;  // stop a cycle's load early on a fast machine
+
+// Four clients creating projects as fast as they can until told to stop or the server dies.
+// Every name that came back 201 is recorded; requests cut off by the kill are only counted.
+class ProjectLoad {
+ public:
+  ProjectLoad(const Server& server, std::string tenant_id, std::vector<int>& next_index)
+      : server_(server), tenant_(std::move(tenant_id)), next_index_(next_index) {}
+
+  void start() {
+    for (int t = 0; t < kClients; ++t) threads_.emplace_back([this, t] { client(t); });
+  }
+
+  // Waits until kLoadTime has passed or kEnoughAcks creates were acknowledged.
+  void wait_for_load() {
+    std::unique_lock lock(mu_);
+    cv_.wait_for(lock, kLoadTime, [&] { return acked_.size() >= size_t(kEnoughAcks); });
+  }
+
+  void stop() {
+    stop_ = true;
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+  std::vector<std::string> acked() const {
+    std::lock_guard lock(mu_);
+    return acked_;
+  }
+  // Clients whose request failed without an answer: the requests in flight at the kill.
+  int cut_off() const { return cut_off_; }
+  // Any answer other than 201 while the server was up: the load itself must be clean.
+  std::vector<std::string> unexpected() const {
+    std::lock_guard lock(mu_);
+    return unexpected_;
+  }
+
+ private:
+  void client(int thread) {
+    std::string target = "/v1/tenants/" + tenant_ + "/projects";
+    while (!stop_) {
+      std::string name = "p-" + std::to_string(thread) + "-" + std::to_string(next_index_[thread]++);
+      auto r = server_.request("POST", target, {{"name", name}}, server_.admin().api_key, 5000);
+      std::lock_guard lock(mu_);
+      if (!r) {
+        ++cut_off_;  // killed under us: not acknowledged, and the server is gone
+        return;
+      }
+      if if (r->status == 201) {
+        acked_.push_back(name);
+        if (acked_.size() >= size_t(kEnoughAcks)) cv_.notify_all();
+      } else {
+        unexpected_.push_back(name + ": HTTP " + std::to_string(r->status) + " " + r->body);
+      }
+    }
+  }
+
+  const Server& server_;
+  std::string tenant_;
+  std::vector<int>& next_index_;  // per thread, kept across cycles so names never repeat
+  std::atomic<bool> stop_{false};
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::string> acked_;
+  std::vector<std::string> unexpected_;
+  std::atomic<int> cut_off_{0};
+  std::vector<std::thread> threads_;
+};
+
+TEST(ProcessCrash, AcknowledgedCreatesSurviveSigkillWithTheirAuditRecords) {
+  TempDir tmp;
+  Server server(tmp.path() / "data");
+  ASSERT_TRUE(server.start());
+
+  auto t = server.admin_request("POST", "/v1/tenants", {{"name", "crash"}});
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_EQ(t->status, 201) << t->body;
+  std::string tenant_id = Json::parse(t->body)["id"].get<std::string>();
+  const std::string projects = "/v1/tenants/" + tenant_id + "/projects";
+
+  std::set<std::string> all_acked;
+  std::vector<int> next_index(kClients, 0);
+  for (int cycle = 1; cycle <= kCycles; ++cycle) {
+    SCOPED_TRACE("kill/restart cycle " + std::to_string(cycle));
+    ProjectLoad load(server, tenant_id, next_index);
+    load.start();
+    load.wait_for_load();
+    server.kill();  // the clients are still sending: some requests die in flight
+    load.stop();
+
+    auto acked = load.acked();
+    std::cout << "[ crash    ] cycle " << cycle << ": " << acked.size()
+              << " creates acknowledged, " << load.cut_off()
+              << " requests in flight at SIGKILL\n";
+    EXPECT_TRUE(load.unexpected().empty()) << "first: " << load.unexpected().front();
+    ASSERT_GT(acked.size(), 0u) << "no create was acknowledged; server log:\n" << server.log();
+    all_acked.insert(acked.begin(), acked.end());
+
+    ASSERT_TRUE(server.start()) << "restart after SIGKILL failed";
+
+    // Every acknowledged project, from this cycle and all earlier ones, is there.
+    auto listed = list_all(server, projects);
+    ASSERT_TRUE(listed) << listed.error().message;
+    std::set<std::string> present;
+    for (const auto& p : *listed) present.insert(p["name"].get<std::string>());
+    std::vector<std::string> lost;
+    for (const auto& name : all_acked)
+      if (!present.contains(name)) lost.push_back(name);
+    EXPECT_TRUE(lost.empty()) << lost.size() << " acknowledged projects lost, e.g. "
+                              << lost.front();
+
+    // The trail is intact after the crash...
+    auto verify = run_gpuplane({"audit", "verify", "--data", server.data_dir().string()});
+    EXPECT_EQ(verify.exit_code, 0) << verify.out << verify.err;
+    EXPECT_NE(verify.out.find("audit trail OK"), std::string::npos) << verify.out;
+
+    // ...and holds exactly one project.create record per project that exists: the record
+    // commits with the project or not at all.
+    auto records = list_all(server, "/v1/audit", "&action=project.create&outcome=success");
+    ASSERT_TRUE(records) << records.error().message;
+    std::map<std::string, int> audited;
+    for (const auto& r : *records) ++audited[r["detail"].value("name", "")];
+    std::vector<std::string> unaudited, phantom;
+    for (const auto& name : present)
+      if (audited[name] != 1) unaudited.push_back(name);
+    for (const auto& [name, n] : audited)
+      if (!present.contains(name)) phantom.push_back(name);
+    EXPECT_TRUE(unaudited.empty()) << unaudited.size()
+                                   << " projects without exactly one audit record, e.g. "
+                                   << unaudited.front();
+    EXPECT_TRUE(phantom.empty()) << phantom.size()
+                                 << " audit records for projects that do not exist, e.g. "
+                                 << phantom.front();
+    if (::testing::Test::HasFailure()) break;
+  }
+  std::cout << "[ crash    ] " << all_acked.size() << " creates acknowledged in total\n";
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+}  // namespace
+}  // namespace gp::proc

@@ -1,0 +1,157 @@
+// Helpers for tests that run the real `gpuplane` binary as a child process: spawning with
+// captured output, waiting with a deadline, signalling, private temp dirs, and a server
+// fixture that boots `gpuplane serve` on port 0 and reads back its port and admin credential.
+// Every wait is bounded, so a hung child fails the test instead of hanging it.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/http_client.h"
+#include "common/json.h"
+
+namespace gp::proc {
+
+using namespace std::chrono_literals;
+
+// A fresh directory under $TMPDIR (or /tmp), removed with everything in it on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+
+  const std::filesystem::path& path() const { return path_; }
+  std::string str(const std::string& child = "") const;  // path()/child as a string
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Reads a whole file; "" when it does not exist.
+std::string read_file(const std::filesystem::path& path);
+
+struct SpawnOptions {
+  // Environment changes over the parent's: a value sets the variable, nullopt removes it.
+  // Variables named GPUPLANE_* are never inherited, so the host's settings cannot leak in.
+  std::map<std::string, std::optional<std::string>> env;
+  std::optional<std::string> stdin_data;  // else stdin is /dev/null
+  std::filesystem::path stdout_path;      // required: where stdout goes
+  std::filesystem::path stderr_path;      // required: where stderr goes
+};
+
+// A child started with fork/execve. The destructor SIGKILLs and reaps it if still running.
+class Child {
+ public:
+  // Returns nullopt (and prints why) if the program could not be started.
+  static std::optional<Child> spawn(const std::string& program,
+                                    const std::vector<std::string>& args,
+                                    const SpawnOptions& options);
+  Child(Child&& other) noexcept;
+  Child& operator=(Child&& other) noexcept;
+  ~Child();
+
+  pid_t pid() const { return pid_; }
+  bool running() const { return pid_ > 0 && !status_; }
+  // Waits until the child exits or `timeout` passes. Returns its exit code (128 + signal number
+  // when killed by a signal), or nullopt on timeout.
+  std::optional<int> wait_for(std::chrono::milliseconds timeout);
+  // Sends `signal` if the child is still running.
+  void signal(int signal);
+  // The exit status as returned by wait_for, once the child has been reaped.
+  std::optional<int> exit_code() const { return status_; }
+  bool killed_by_signal() const { return signaled_; }
+
+  std::string stdout_text() const { return read_file(stdout_path_); }
+  std::string stderr_text() const { return read_file(stderr_path_); }
+
+ private:
+  Child() = default;
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+  bool signaled_ = false;
+  std::filesystem::path stdout_path_, stderr_path_;
+};
+
+// The first executable `name` on $PATH; "" if none.
+std::string find_program(const std::string& name);
+
+// Absolute path of the gpuplane binary, from GP_BINARY (set by CTest). Empty if unset.
+std::string gpuplane_binary();
+
+struct RunResult {
+  int exit_code = -1;  // -1 when it could not start or timed out
+  bool timed_out = false;
+  std::string out, err;
+};
+
+// Runs `program args...` to completion (killed after `timeout`), capturing stdout and stderr.
+RunResult run(const std::string& program, const std::vector<std::string>& args,
+              std::map<std::string, std::optional<std::string>> env = {},
+              std::optional<std::string> stdin_data = std::nullopt,
+              std::chrono::milliseconds timeout = 20s);
+
+// Runs `gpuplane args...` as a CLI. GPUPLANE_CONFIG points at a file that does not exist
+// unless `env` says otherwise, so the user's own config is never read.
+RunResult run_gpuplane(const std::vector<std::string>& args,
+                       std::map<std::string, std::optional<std::string>> env = {},
+                       std::optional<std::string> stdin_data = std::nullopt,
+                       std::chrono::milliseconds timeout = 20s);
+
+// The first-start admin credential from --bootstrap-credential-file.
+struct Credential {
+  std::string username, password, api_key;
+};
+
+// `gpuplane serve` on 127.0.0.1:0 over one data directory. start() may be called again after
+// kill() or terminate() to restart the server on the same data; the bootstrap credential is
+// kept from the first start.
+class Server {
+ public:
+  explicit Server(std::filesystem::path data_dir, std::vector<std::string> extra_args = {});
+  ~Server();
+
+  // Starts the server and waits (bounded) for its port file. False, with a test failure
+  // describing the child's stderr, if it does not come up.
+  [[nodiscard]] bool start(std::chrono::milliseconds timeout = 15s);
+  // SIGKILL: no shutdown code runs. Returns once the process is reaped.
+  void kill();
+  // SIGTERM and wait for a clean exit; returns the exit code (nullopt on timeout).
+  std::optional<int> terminate(std::chrono::milliseconds timeout = 15s);
+
+  const std::filesystem::path& data_dir() const { return data_dir_; }
+  uint16_t port() const { return port_; }
+  std::string endpoint() const;  // http://127.0.0.1:<port>
+  const Credential& admin() const { return admin_; }
+  std::string log() const;  // the current run's stderr
+
+  // One HTTP request with `token` as bearer (none if empty); the body is JSON text.
+  Result<cli::ClientResponse> request(std::string_view method, std::string_view target,
+                                      const Json& body = nullptr, const std::string& token = "",
+                                      int timeout_ms = 10000) const;
+  // As request() with the admin API key.
+  Result<cli::ClientResponse> admin_request(std::string_view method, std::string_view target,
+                                            const Json& body = nullptr) const;
+
+ private:
+  std::filesystem::path data_dir_;
+  std::vector<std::string> extra_args_;
+  std::optional<Child> child_;
+  uint16_t port_ = 0;
+  Credential admin_;
+  int runs_ = 0;
+};
+
+// Follows `next` cursors over a list endpoint (`target` without query), returning every item.
+// `query` is appended after limit=1000 (e.g. "&action=project.create").
+Result<std::vector<Json>> list_all(const Server& server, const std::string& target,
+                                   const std::string& query = "");
+
+}  // namespace gp::proc

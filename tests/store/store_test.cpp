@@ -1,0 +1,104 @@
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace gp::store {
+namespace {
+
+using gp::testing::TempDir;
+
+TEST(SqliteStore, MigrationsAreAppliedOnceAndRecorded) {
+  TempDir dir;
+  {
+    auto s = gp::testing::open_store(dir);
+  }
+  auto s = gp::testing::open_store(dir);  // reopening must not re-run migrations
+  int64_t applied = 0;
+  ASSERT_TRUE(s->read([&](Tx& tx) -> Result<void> {
+    auto row = GP_TRY(tx.query_one("SELECT COUNT(*) FROM schema_migrations"));
+    applied = row->integer(0);
+    return ok();
+  }));
+  EXPECT_EQ(applied, int64_t(migrations().size()));
+}
+
+TEST(SqliteStore, FailedWriteRollsBackEverything) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  auto r = s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.exec("INSERT INTO meta (key, value) VALUES ('a', '1')"));
+    return fail(Error::invalid("changed my mind"));
+  });
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "changed my mind");
+  int64_t n = -1;
+  ASSERT_TRUE(s->read([&](Tx& tx) -> Result<void> {
+    n = GP_TRY(tx.query_one("SELECT COUNT(*) FROM meta"))->integer(0);
+    return ok();
+  }));
+  EXPECT_EQ(n, 0);
+}
+
+TEST(SqliteStore, UniqueViolationIsConflictAndForeignKeysHold) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  ASSERT_TRUE(s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.exec("INSERT INTO meta VALUES ('k', 'v')"));
+    return ok();
+  }));
+  auto dup = s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.exec("INSERT INTO meta VALUES ('k', 'w')"));
+    return ok();
+  });
+  ASSERT_FALSE(dup);
+  EXPECT_EQ(dup.error().code, ErrorCode::kConflict);
+  auto orphan = s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.exec(
+        "INSERT INTO projects (id, tenant_id, name, display_name, created_at, updated_at, version) "
+        "VALUES ('prj_x', 'ten_missing', 'p', 'p', 0, 0, 1)"));
+    return ok();
+  });
+  ASSERT_FALSE(orphan);
+  EXPECT_EQ(orphan.error().code, ErrorCode::kInvalidArgument);
+}
+
+TEST(SqliteStore, ValuesRoundTripWithTypes) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  ASSERT_TRUE(s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.exec("CREATE TABLE t (a BIGINT, b TEXT, c REAL, d TEXT)"));
+    GP_TRY_VOID(tx.exec("INSERT INTO t VALUES (?, ?, ?, ?)",
+                        {int64_t(1) << 60, std::string("x\0y", 3), 2.5, Null{}}));
+    return ok();
+  }));
+  ASSERT_TRUE(s->read([&](Tx& tx) -> Result<void> {
+    auto row = *GP_TRY(tx.query_one("SELECT a, b, c, d FROM t"));
+    EXPECT_EQ(row.integer(0), int64_t(1) << 60);
+    EXPECT_EQ(row.text(1), std::string("x\0y", 3));
+    EXPECT_DOUBLE_EQ(row.real(2), 2.5);
+    EXPECT_TRUE(row.is_null(3));
+    EXPECT_FALSE(row.opt_text(3));
+    return ok();
+  }));
+}
+
+TEST(SqliteStore, BackupIsAConsistentCopy) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  ASSERT_TRUE(s->write([](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.exec("INSERT INTO meta VALUES ('k', 'v')"));
+    return ok();
+  }));
+  ASSERT_TRUE(s->backup_to(dir.file("copy.db")));
+  auto copy = open_sqlite({.path = dir.file("copy.db"), .read_only = true});
+  ASSERT_TRUE(copy);
+  std::string v;
+  ASSERT_TRUE((*copy)->read([&](Tx& tx) -> Result<void> {
+    v = GP_TRY(tx.query_one("SELECT value FROM meta WHERE key='k'"))->text(0);
+    return ok();
+  }));
+  EXPECT_EQ(v, "v");
+}
+
+}  // namespace
+}  // namespace gp::store

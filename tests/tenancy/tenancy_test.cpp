@@ -1,0 +1,203 @@
+#include "tenancy/tenancy.h"
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace gp::tenancy {
+namespace {
+
+using gp::testing::TempDir;
+
+class TenancyTest : public ::testing::Test {
+ protected:
+  TenancyTest() : store_(gp::testing::open_store(dir_)) {}
+
+  template <typename F>
+  auto write(F&& f) {
+    std::optional<std::remove_cvref_t<decltype(*f(std::declval<store::Tx&>()))>> out;
+    auto r = store_->write([&](store::Tx& tx) -> Result<void> {
+      out = GP_TRY(f(tx));
+      return ok();
+    });
+    EXPECT_TRUE(r) << (r ? "" : r.error().message);
+    return *out;
+  }
+  template <typename F>
+  Error write_error(F&& f) {
+    auto r = store_->write([&](store::Tx& tx) -> Result<void> {
+      GP_TRY_VOID(f(tx));
+      return ok();
+    });
+    EXPECT_FALSE(r);
+    return r ? Error::internal("succeeded") : r.error();
+  }
+  Tenant tenant(const std::string& name) {
+    return write([&](store::Tx& tx) { return create_tenant(tx, w_, {name, "", {}, {}}); });
+  }
+
+  TempDir dir_;
+  std::unique_ptr<store::Store> store_;
+  ManualClock clock_{from_unix_micros(1'800'000'000'000'000)};
+  SeededIdSource ids_{1};
+  World w_{clock_, ids_};
+};
+
+TEST_F(TenancyTest, TenantNamesAreUniqueAndValidated) {
+  tenant("acme");
+  EXPECT_EQ(write_error([&](store::Tx& tx) { return create_tenant(tx, w_, {"acme", "", {}, {}}); })
+                .code,
+            ErrorCode::kConflict);
+  EXPECT_EQ(write_error([&](store::Tx& tx) { return create_tenant(tx, w_, {"Acme!", "", {}, {}}); })
+                .code,
+            ErrorCode::kInvalidArgument);
+}
+
+TEST_F(TenancyTest, ProjectsAreOnlyVisibleThroughTheirTenantScope) {
+  auto a = tenant("a");
+  auto b = tenant("b");
+  auto pa = write([&](store::Tx& tx) { return create_project(tx, w_, TenantScope(a.id), {"ml", ""}); });
+  // Same name in another tenant is fine; lookup by id through the wrong scope finds nothing.
+  write([&](store::Tx& tx) { return create_project(tx, w_, TenantScope(b.id), {"ml", ""}); });
+  auto via_b = write([&](store::Tx& tx) { return find_project(tx, TenantScope(b.id), pa.id); });
+  EXPECT_FALSE(via_b);
+  auto via_a = write([&](store::Tx& tx) { return find_project(tx, TenantScope(a.id), "ml"); });
+  ASSERT_TRUE(via_a);
+  EXPECT_EQ(via_a->id, pa.id);
+  EXPECT_EQ(write_error([&](store::Tx& tx) { return delete_project(tx, TenantScope(b.id), pa.id); })
+                .code,
+            ErrorCode::kNotFound);
+}
+
+TEST_F(TenancyTest, PaginationVisitsEveryItemOnce) {
+  auto a = tenant("a");
+  for (int i = 0; i < 23; ++i)
+    write([&](store::Tx& tx) {
+      return create_project(tx, w_, TenantScope(a.id), {"p" + std::to_string(i), ""});
+    });
+  std::set<std::string> seen;
+  PageRequest page{std::nullopt, 10};
+  int pages = 0;
+  for (;;) {
+    auto p = write([&](store::Tx& tx) { return list_projects(tx, TenantScope(a.id), page, std::nullopt); });
+    ++pages;
+    for (const auto& x : p.items) EXPECT_TRUE(seen.insert(x.id).second);
+    if (!p.next) break;
+    page.after = p.next;
+  }
+  EXPECT_EQ(seen.size(), 23u);
+  EXPECT_EQ(pages, 3);
+}
+
+TEST_F(TenancyTest, IfMatchGuardsUpdates) {
+  auto a = tenant("a");
+  TenantPatch patch;
+  patch.display_name = "Acme Corp";
+  EXPECT_EQ(write_error([&](store::Tx& tx) { return update_tenant(tx, w_, TenantScope(a.id), patch, 7); })
+                .code,
+            ErrorCode::kPreconditionFailed);
+  auto t = write([&](store::Tx& tx) { return update_tenant(tx, w_, TenantScope(a.id), patch, 1); });
+  EXPECT_EQ(t.version, 2);
+  EXPECT_EQ(t.display_name, "Acme Corp");
+}
+
+class AuthTest : public TenancyTest {
+ protected:
+  Result<iam::Principal> auth(const std::string& token) {
+    return iam::Authenticator(*store_, clock_).authenticate(token);
+  }
+};
+
+TEST_F(AuthTest, KeysExpireAndRevocationTakesEffectAtOnce) {
+  auto a = tenant("a");
+  TenantScope s(a.id);
+  auto u = write([&](store::Tx& tx) { return create_user(tx, w_, s, {"alice", "", "", {}}); });
+  auto key = write([&](store::Tx& tx) {
+    return create_api_key(tx, w_, s, {"k", "user", u.id, w_.now() + 60'000'000});
+  });
+  auto p = auth(key.token);
+  ASSERT_TRUE(p);
+  EXPECT_EQ(p->id, u.id);
+  EXPECT_EQ(p->tenant_id, a.id);
+  clock_.advance(std::chrono::seconds(61));
+  EXPECT_EQ(auth(key.token).error().message, "credential has expired");
+
+  auto key2 = write([&](store::Tx& tx) { return create_api_key(tx, w_, s, {"k2", "user", u.id, {}}); });
+  ASSERT_TRUE(auth(key2.token));
+  write([&](store::Tx& tx) -> Result<int> {
+    GP_TRY_VOID(revoke_api_key(tx, w_, s, key2.key.id));
+    return 0;
+  });
+  EXPECT_EQ(auth(key2.token).error().message, "credential has been revoked");
+  // A wrong secret for a real key id is refused the same way as an unknown key.
+  std::string forged = key2.key.id + "." + std::string(43, 'A');
+  EXPECT_EQ(auth(forged).error().message, "unknown or invalid credential");
+}
+
+TEST_F(AuthTest, OffboardingRevokesEveryCredentialOfTheTenant) {
+  auto a = tenant("a");
+  TenantScope s(a.id);
+  auto u = write([&](store::Tx& tx) { return create_user(tx, w_, s, {"alice", "", "", {}}); });
+  auto key = write([&](store::Tx& tx) { return create_api_key(tx, w_, s, {"k", "user", u.id, {}}); });
+  auto sess = write([&](store::Tx& tx) { return create_session(tx, w_, u.id, std::chrono::hours(1)); });
+  ASSERT_TRUE(auth(sess.token));
+  write([&](store::Tx& tx) { return offboard_tenant(tx, w_, s, std::nullopt); });
+  EXPECT_FALSE(auth(key.token));
+  EXPECT_FALSE(auth(sess.token));
+}
+
+TEST_F(AuthTest, DeletedUserLosesKeysAndBindings) {
+  auto a = tenant("a");
+  TenantScope s(a.id);
+  auto u = write([&](store::Tx& tx) { return create_user(tx, w_, s, {"alice", "", "", {}}); });
+  write([&](store::Tx& tx) {
+    return create_binding(tx, w_, s, iam::Scope::tenant(a.id),
+                          {iam::Role::kTenantAdmin, "user", u.id, {}});
+  });
+  auto key = write([&](store::Tx& tx) { return create_api_key(tx, w_, s, {"k", "user", u.id, {}}); });
+  ASSERT_EQ(auth(key.token)->bindings.size(), 1u);
+  write([&](store::Tx& tx) -> Result<int> {
+    GP_TRY_VOID(delete_user(tx, w_, s, u.id));
+    return 0;
+  });
+  EXPECT_FALSE(auth(key.token));
+  // The username is free again.
+  write([&](store::Tx& tx) { return create_user(tx, w_, s, {"alice", "", "", {}}); });
+}
+
+TEST_F(TenancyTest, BindingsOnlyForSubjectsOfTheSameTenant) {
+  auto a = tenant("a");
+  auto b = tenant("b");
+  auto ub = write([&](store::Tx& tx) { return create_user(tx, w_, TenantScope(b.id), {"bob", "", "", {}}); });
+  auto e = write_error([&](store::Tx& tx) {
+    return create_binding(tx, w_, TenantScope(a.id), iam::Scope::tenant(a.id),
+                          {iam::Role::kTenantAdmin, "user", ub.id, {}});
+  });
+  EXPECT_EQ(e.code, ErrorCode::kInvalidArgument);
+}
+
+TEST_F(TenancyTest, PasswordCheckDoesNotRevealWhichPartWasWrong) {
+  write([&](store::Tx& tx) {
+    return create_user(tx, w_, std::nullopt, {"carol", "", "", std::string("a good long password")});
+  });
+  auto good = write([&](store::Tx& tx) { return check_password(tx, "carol", "a good long password"); });
+  EXPECT_TRUE(good.starts_with("usr_"));
+  auto wrong_pw = write_error([&](store::Tx& tx) { return check_password(tx, "carol", "nope nope nope"); });
+  auto no_user = write_error([&](store::Tx& tx) { return check_password(tx, "dave", "nope nope nope"); });
+  EXPECT_EQ(wrong_pw.message, no_user.message);
+  EXPECT_EQ(wrong_pw.code, ErrorCode::kUnauthenticated);
+}
+
+TEST_F(TenancyTest, BootstrapHappensOnce) {
+  auto first = write([&](store::Tx& tx) { return bootstrap_platform_admin(tx, w_, std::nullopt); });
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->username, "admin");
+  auto p = iam::Authenticator(*store_, clock_).authenticate(first->api_key);
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->has_platform_role());
+  auto second = write([&](store::Tx& tx) { return bootstrap_platform_admin(tx, w_, std::nullopt); });
+  EXPECT_FALSE(second);
+}
+
+}  // namespace
+}  // namespace gp::tenancy
