@@ -67,7 +67,7 @@ class ProjectLoad {
         ++cut_off_;  // killed under us: not acknowledged, and the server is gone
         return;
       }
-      if if (r->status == 201) {
+      if (r->status == 201) {
         acked_.push_back(name);
         if (acked_.size() >= size_t(kEnoughAcks)) cv_.notify_all();
       } else {
