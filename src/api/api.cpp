@@ -118,7 +118,7 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
          Limits limits)
     : store_(store), audit_(audit), clock_(clock), ids_(ids), limits_(limits),
       authn_(store, clock) {
-  for (auto table : {system_routes(), tenancy_routes(), identity_routes()})
+  for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes()})
     for (auto& r : table) routes_.push_back(std::move(r));
 }
 
@@ -211,6 +211,13 @@ HttpResponse Api::handle(HttpRequest req) {
         return fail(who.error());
       }
       call.who = std::move(*who);
+      bool node = call.who.kind == iam::PrincipalKind::kNode;
+      if (node != (route->access == Access::kNode)) {
+        Error e = Error::denied(node ? "node credentials are accepted only by /v1/agent routes"
+                                     : "this route accepts only node agent credentials");
+        deny("denied", e);
+        return fail(e);
+      }
     }
 
     // Tenant and project from the path; anything the principal cannot reach is 404.
@@ -345,8 +352,8 @@ Reply json_reply(int status, Json body, std::optional<int64_t> etag) {
   return r;
 }
 
-Result<tenancy::PageRequest> page_request(const Api& api, const Call& call) {
-  tenancy::PageRequest p;
+Result<PageRequest> page_request(const Api& api, const Call& call) {
+  PageRequest p;
   if (auto l = call.req.query.find("limit"); l != call.req.query.end()) {
     int v = 0;
     auto [ptr, ec] = std::from_chars(l->second.data(), l->second.data() + l->second.size(), v);
@@ -425,7 +432,7 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
     }
     Mutation m = GP_TRY(fn(api, call, tx));
     audit::Entry e;
-    e.actor = principal;
+    e.actor = m.actor.value_or(principal);
     e.tenant_id = m.tenant_id ? *m.tenant_id : call.tenant ? call.tenant->id : "";
     e.action = call.route->action;
     e.resource = m.resource.empty() ? call.req.path : m.resource;
@@ -433,7 +440,7 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
     e.request_id = call.request_id;
     e.source = call.req.remote;
     e.detail = std::move(m.detail);
-    GP_TRY_VOID(api.audit().append(tx, e));
+    if (m.audited) GP_TRY_VOID(api.audit().append(tx, e));
     out = std::move(m.reply);
     if (key) {
       std::string body = out.raw ? *out.raw : out.body.dump();

@@ -16,6 +16,7 @@
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/json.h"
+#include "common/page.h"
 #include "iam/iam.h"
 #include "store/store.h"
 
@@ -42,6 +43,10 @@ class Api {
 
   HttpResponse handle(HttpRequest req);
 
+  // Periodic work of the control plane: marks nodes that missed heartbeats for longer than
+  // `node_timeout` as failed (audited) and signs an audit checkpoint when `checkpoint` is set.
+  Result<void> housekeeping(Duration node_timeout, bool checkpoint);
+
   Metrics& metrics() { return metrics_; }
   const Limits& limits() const { return limits_; }
   const std::vector<Route>& routes() const;
@@ -54,6 +59,7 @@ class Api {
   audit::AuditLog& audit() { return audit_; }
   const Clock& clock() const { return clock_; }
   IdSource& ids() { return ids_; }
+  World world() { return World{clock_, ids_}; }
   const iam::Authenticator& authenticator() const { return authn_; }
 
  private:

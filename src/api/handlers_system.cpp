@@ -21,7 +21,10 @@ Json principal_json(const iam::Principal& p) {
                         {"role", iam::role_name(b.role)},
                         {"tenant_id", b.tenant_id ? Json(*b.tenant_id) : Json(nullptr)},
                         {"project_id", b.project_id ? Json(*b.project_id) : Json(nullptr)}});
-  return {{"kind", p.kind == iam::PrincipalKind::kUser ? "user" : "service_account"},
+  std::string kind = p.kind == iam::PrincipalKind::kUser             ? "user"
+                     : p.kind == iam::PrincipalKind::kServiceAccount ? "service_account"
+                                                                     : "node";
+  return {{"kind", kind},
           {"id", p.id},
           {"name", p.name},
           {"tenant_id", p.tenant_id ? Json(*p.tenant_id) : Json(nullptr)},
@@ -44,7 +47,7 @@ Result<Reply> login(Api& api, Call& call) {
   call.who.id = user_id;
   call.who.kind = iam::PrincipalKind::kUser;
   return run_mutation(api, call, [&](Api& api, Call&, store::Tx& tx) -> Result<Mutation> {
-    tenancy::World w{api.clock(), api.ids()};
+    World w = api.world();
     auto s = GP_TRY(tenancy::create_session(tx, w, user_id, api.limits().session_ttl));
     auto principal = GP_TRY(api.authenticator().load_principal(tx, "user", user_id));
     Mutation m;
@@ -155,7 +158,7 @@ std::vector<Route> system_routes() {
                       if (!call.who.credential_id.starts_with("ses_"))
                         return fail(Error::invalid("logout ends login sessions; revoke API keys "
                                                    "with DELETE on the key"));
-                      tenancy::World w{api.clock(), api.ids()};
+                      World w = api.world();
                       GP_TRY_VOID(tenancy::revoke_session(tx, w, call.who.credential_id));
                       Mutation m;
                       m.reply.status = 204;

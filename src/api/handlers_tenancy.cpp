@@ -6,9 +6,7 @@
 namespace gp::api {
 namespace {
 
-using tenancy::World;
 
-World world(Api& api) { return World{api.clock(), api.ids()}; }
 
 Result<Mutation> create_tenant(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "tenant");
@@ -20,7 +18,7 @@ Result<Mutation> create_tenant(Api& api, Call& call, store::Tx& tx) {
     GP_TRY_VOID(ar.finish());
   }
   GP_TRY_VOID(r.finish());
-  auto w = world(api);
+  auto w = api.world();
   auto t = GP_TRY(tenancy::create_tenant(tx, w, spec));
   Json body = t.to_json();
   Json detail = {{"name", t.name}, {"isolation_class", tenancy::class_name(t.isolation_class)}};
@@ -63,7 +61,7 @@ Result<Mutation> update_tenant(Api& api, Call& call, store::Tx& tx) {
   auto patch = GP_TRY(tenancy::parse_tenant_patch(r));
   GP_TRY_VOID(r.finish());
   auto t = GP_TRY(
-      tenancy::update_tenant(tx, world(api), call.tenant_scope(), patch, call.if_match()));
+      tenancy::update_tenant(tx, api.world(), call.tenant_scope(), patch, call.if_match()));
   Mutation m;
   m.reply = json_reply(200, t.to_json(), t.version);
   m.detail = *call.body;
@@ -71,7 +69,7 @@ Result<Mutation> update_tenant(Api& api, Call& call, store::Tx& tx) {
 }
 
 Result<Mutation> offboard_tenant(Api& api, Call& call, store::Tx& tx) {
-  auto t = GP_TRY(tenancy::offboard_tenant(tx, world(api), call.tenant_scope(), call.if_match()));
+  auto t = GP_TRY(tenancy::offboard_tenant(tx, api.world(), call.tenant_scope(), call.if_match()));
   Mutation m;
   m.reply = json_reply(200, t.to_json(), t.version);
   m.detail = {{"state", "offboarding"}};
@@ -82,7 +80,7 @@ Result<Mutation> create_project(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "project");
   auto spec = GP_TRY(tenancy::parse_project_spec(r));
   GP_TRY_VOID(r.finish());
-  auto p = GP_TRY(tenancy::create_project(tx, world(api), call.tenant_scope(), spec));
+  auto p = GP_TRY(tenancy::create_project(tx, api.world(), call.tenant_scope(), spec));
   Mutation m;
   m.reply = json_reply(201, p.to_json(), p.version);
   m.resource = fmt::format("/v1/tenants/{}/projects/{}", p.tenant_id, p.id);
@@ -108,7 +106,7 @@ Result<Mutation> update_project(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "project patch");
   auto display = r.optional_string("display_name", 200);
   GP_TRY_VOID(r.finish());
-  auto p = GP_TRY(tenancy::update_project(tx, world(api), call.tenant_scope(), call.project->id,
+  auto p = GP_TRY(tenancy::update_project(tx, api.world(), call.tenant_scope(), call.project->id,
                                           display, call.if_match()));
   Mutation m;
   m.reply = json_reply(200, p.to_json(), p.version);

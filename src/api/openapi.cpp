@@ -21,6 +21,8 @@ Json object(Json props, std::vector<std::string> required) {
           {"additionalProperties", false}};
 }
 
+Json ref(const std::string& name) { return {{"$ref", "#/components/schemas/" + name}}; }
+
 const std::vector<std::string> kClasses = {"internal", "standard", "sensitive", "regulated"};
 
 Json schemas() {
@@ -127,7 +129,7 @@ Json schemas() {
                                    {"project", str()}},
                                   {"role", "subject_kind", "subject_id"});
   s["LoginRequest"] = object({{"username", str()}, {"password", str()}}, {"username", "password"});
-  s["Principal"] = object({{"kind", enum_of({"user", "service_account"})},
+  s["Principal"] = object({{"kind", enum_of({"user", "service_account", "node"})},
                            {"id", str()},
                            {"name", str()},
                            {"tenant_id", nstr()},
@@ -161,6 +163,50 @@ Json schemas() {
                                    {"head_hash", str()}},
                                   {"ok", "records_checked", "checkpoints_checked", "first_bad_seq",
                                    "reason", "last_seq", "head_hash"});
+  auto loose = [](Json props, std::vector<std::string> required) {
+    return Json{{"type", "object"}, {"properties", std::move(props)}, {"required", std::move(required)}};
+  };
+  s["PoolCreate"] = object({{"name", str()}, {"tenant", str()}, {"description", str()}}, {"name"});
+  s["Pool"] = object({{"id", str()},
+                      {"name", str()},
+                      {"tenant_id", nstr()},
+                      {"kind", enum_of({"shared", "dedicated"})},
+                      {"description", str()},
+                      {"created_at", time_str()},
+                      {"version", integer()}},
+                     {"id", "name", "tenant_id", "kind", "description", "created_at", "version"});
+  s["JoinTokenCreate"] = object({{"pool", str()}, {"ttl_seconds", integer()}}, {});
+  s["JoinToken"] = object(
+      {{"id", str()}, {"token", str()}, {"pool_id", nstr()}, {"expires_at", time_str()}},
+      {"id", "token", "pool_id", "expires_at"});
+  s["NodeAction"] = object({{"reason", str()}}, {});
+  s["Gpu"] = loose({{"uuid", str()},
+                    {"index", integer()},
+                    {"model", str()},
+                    {"product", str()},
+                    {"memory_bytes", integer()},
+                    {"mode", enum_of({"whole", "mig", "time-sliced"})},
+                    {"mig_instances", {{"type", "array"}}},
+                    {"health", enum_of({"healthy", "unhealthy", "missing"})},
+                    {"node_id", str()}},
+                   {"uuid", "index", "model", "memory_bytes", "mode", "health", "node_id"});
+  s["Node"] = loose({{"id", str()},
+                     {"name", str()},
+                     {"pool_id", nstr()},
+                     {"state", enum_of({"enrolling", "ready", "draining", "maintenance", "failed",
+                                        "retired"})},
+                     {"cordoned", {{"type", "boolean"}}},
+                     {"schedulable", {{"type", "boolean"}}},
+                     {"gpus", {{"type", "array"}, {"items", ref("Gpu")}}}},
+                    {"id", "name", "state", "cordoned", "schedulable"});
+  s["Inventory"] = loose({{"node", {{"type", "object"}}}, {"gpus", {{"type", "array"}}}}, {"node"});
+  s["FleetSummary"] = loose({{"gpus_total", integer()}}, {"gpus_total", "gpus_by_model", "nodes_by_state"});
+  s["FleetImport"] = object({{"nodes", {{"type", "array"}}}, {"pool", str()}}, {"nodes"});
+  s["Enrollment"] = object({{"join_token", str()}, {"inventory", ref("Inventory")}},
+                           {"join_token", "inventory"});
+  s["Enrolled"] = object({{"node", ref("Node")}, {"credential", str()}}, {"node", "credential"});
+  s["Heartbeat"] = object({{"inventory", ref("Inventory")}, {"samples", {{"type", "array"}}}}, {});
+  s["HeartbeatReply"] = loose({{"node", ref("Node")}}, {"node", "assignments"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},
@@ -170,8 +216,6 @@ Json schemas() {
                         {"type", "title", "status", "detail", "code", "request_id"});
   return s;
 }
-
-Json ref(const std::string& name) { return {{"$ref", "#/components/schemas/" + name}}; }
 
 Json response_schema(const std::string& name) {
   if (name.ends_with("[]")) {

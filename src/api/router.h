@@ -28,12 +28,15 @@ struct Mutation {
   std::string resource;  // audit resource path; the request path when empty
   Json detail = Json::object();
   std::optional<std::string> tenant_id;  // audit tenant when the path names none
+  std::optional<std::string> actor;      // audit actor when not the caller (enrolment)
+  bool audited = true;  // false only for routine writes with nothing to tell (plain heartbeats)
 };
 
 enum class Access {
   kPublic,         // no credential needed
   kAuthenticated,  // any valid credential; the handler checks further
   kPermission,     // `permission` at the route's scope (tenant/project from the path)
+  kNode,           // a node agent's own credential; node principals reach nothing else
 };
 
 struct Route;
@@ -87,12 +90,13 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn);
 std::vector<Route> system_routes();
 std::vector<Route> tenancy_routes();
 std::vector<Route> identity_routes();
+std::vector<Route> fleet_routes();
 
 // Helpers for handlers.
 Reply json_reply(int status, Json body, std::optional<int64_t> etag = std::nullopt);
-Result<tenancy::PageRequest> page_request(const Api& api, const Call& call);
+Result<PageRequest> page_request(const Api& api, const Call& call);
 template <typename T, typename F>
-Json page_json(const tenancy::Page<T>& page, F&& to_json) {
+Json page_json(const Page<T>& page, F&& to_json) {
   Json items = Json::array();
   for (const auto& item : page.items) items.push_back(to_json(item));
   return {{"items", items}, {"next", page.next ? Json(*page.next) : Json(nullptr)}};

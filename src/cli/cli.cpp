@@ -10,21 +10,12 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
 #include "common/json.h"
 
 namespace gp::cli {
-namespace {
-
-// Where the CLI finds its endpoint and token: flags, then environment, then the config file
-// written by `gpuplane login`.
-struct ClientConfig {
-  std::string endpoint;
-  std::string token;
-  std::string output = "table";
-  std::string config_path;
-};
 
 std::string default_config_path() {
   if (const char* p = std::getenv("GPUPLANE_CONFIG")) return p;
@@ -61,7 +52,7 @@ std::string url_encode(std::string_view s) {
 
 // Sends a request and prints errors; returns the parsed body, or nullopt after printing.
 std::optional<Json> call(ClientConfig& c, std::string_view method, const std::string& target,
-                         const Json& body = nullptr, bool auth = true) {
+                         const Json& body, bool auth) {
   resolve(c);
   auto ep = parse_endpoint(c.endpoint);
   if (!ep) {
@@ -159,6 +150,8 @@ std::string read_password(const std::string& prompt, bool from_stdin) {
   return pw;
 }
 
+namespace {
+
 // A resource reachable at /v1/<path> or /v1/tenants/<t>/<path>.
 struct Noun {
   std::string name;     // CLI noun
@@ -242,18 +235,6 @@ int add_noun(CLI::App& app, ClientConfig& c, const Noun& n,
   return 0;
 }
 
-// Binds a CLI option to a JSON body field, set only when given.
-template <typename T>
-void field(CLI::App* app, std::shared_ptr<Json> body, const std::string& flag,
-           const std::string& key, const std::string& help, bool required = false) {
-  auto holder = std::make_shared<T>();
-  auto* opt = app->add_option(flag, *holder, help);
-  if (required) opt->required();
-  app->parse_complete_callback([body, holder, opt, key] {
-    if (opt->count() > 0) (*body)[key] = *holder;
-  });
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -284,6 +265,9 @@ int main(int argc, char** argv) {
   serve->add_option("--checkpoint-every", so.checkpoint_every, "Audit records per checkpoint")
       ->check(CLI::Range(1, 1000000));
   serve->add_option("--checkpoint-seconds", so.checkpoint_seconds, "Seconds between checkpoints")
+      ->check(CLI::Range(1, 86400));
+  serve->add_option("--node-timeout-seconds", so.node_timeout_seconds,
+                    "A node silent this long is marked failed")
       ->check(CLI::Range(1, 86400));
   serve->callback([&] { rc = run_serve(so); });
 
@@ -351,6 +335,8 @@ int main(int argc, char** argv) {
     }
     print(c, *r, {});
   });
+
+  add_fleet_commands(app, c, &rc);
 
   // Tenants: create takes class and an optional first admin.
   {

@@ -18,6 +18,7 @@ struct ServeOptions {
   int checkpoint_every = 1000;
   int checkpoint_seconds = 60;
   int grace_ms = 5000;
+  int node_timeout_seconds = 40;  // missed heartbeats for this long: node failed
 };
 
 int run_serve(const ServeOptions& o);

@@ -85,7 +85,7 @@ int run_serve(const ServeOptions& o) {
   }
   std::optional<tenancy::Bootstrap> boot;
   auto br = (*store)->write([&](store::Tx& tx) -> Result<void> {
-    tenancy::World w{clock, ids};
+    World w{clock, ids};
     boot = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, password));
     if (boot) {
       audit::Entry e{"system", "", "platform.bootstrap", "/v1/users/admin", "success", "bootstrap",
@@ -135,15 +135,20 @@ int run_serve(const ServeOptions& o) {
   std::cout << "gpuplane serving on " << endpoint << " (data: " << o.data_dir << ")" << std::endl;
   spdlog::info("listening on {} store=sqlite data={}", endpoint, o.data_dir);
 
-  // Time-based audit checkpoints, so a quiet trail is still sealed regularly.
+  // Housekeeping once a second: nodes that missed heartbeats are marked failed; the audit
+  // trail is sealed by a signed checkpoint every checkpoint_seconds even when it is quiet.
   std::atomic<bool> done{false};
   std::mutex mu;
   std::condition_variable cv;
-  std::thread checkpointer([&] {
+  std::thread housekeeper([&] {
     std::unique_lock lock(mu);
-    while (!cv.wait_for(lock, std::chrono::seconds(o.checkpoint_seconds), [&] { return done.load(); })) {
-      auto r = (*store)->write([&](store::Tx& tx) { return audit_log.checkpoint(tx); });
-      if (!r) spdlog::error("audit checkpoint failed: {}", r.error().message);
+    auto last_checkpoint = std::chrono::steady_clock::now();
+    while (!cv.wait_for(lock, std::chrono::seconds(1), [&] { return done.load(); })) {
+      bool seal = std::chrono::steady_clock::now() - last_checkpoint >=
+                  std::chrono::seconds(o.checkpoint_seconds);
+      auto r = api.housekeeping(std::chrono::seconds(o.node_timeout_seconds), seal);
+      if (!r) spdlog::error("housekeeping failed: {}", r.error().message);
+      if (seal) last_checkpoint = std::chrono::steady_clock::now();
     }
   });
 
@@ -156,7 +161,7 @@ int run_serve(const ServeOptions& o) {
     done = true;
   }
   cv.notify_all();
-  checkpointer.join();
+  housekeeper.join();
   auto r = (*store)->write([&](store::Tx& tx) { return audit_log.checkpoint(tx); });
   if (!r) spdlog::error("final audit checkpoint failed: {}", r.error().message);
   spdlog::info("stopped");

@@ -1,7 +1,117 @@
-// Fleet: the hardware gpuplane governs. So far the MIG catalog (profiles and placements per
-// GPU model, from NVIDIA's MIG user guide) and MIG geometry (validate, place, plan, export as
-// mig-parted config). Public header of the fleet module.
+// Fleet: the hardware gpuplane governs. Pools, nodes and their GPUs, node enrolment with
+// one-time join tokens, the node lifecycle, health from agent reports, utilization samples, and
+// the MIG catalog and geometry. Repository functions run inside a caller's store transaction,
+// like tenancy's. Public header of the fleet module.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/page.h"
+#include "fleet/inventory.h"
+#include "fleet/k8s_import.h"
+#include "fleet/lifecycle.h"
 #include "fleet/mig_catalog.h"
 #include "fleet/mig_geometry.h"
+#include "store/store.h"
+
+namespace gp::fleet {
+
+struct Pool {
+  std::string id, name;
+  std::optional<std::string> tenant_id;  // dedicated to this tenant; shared when empty
+  std::string description;
+  int64_t created_at = 0, version = 1;
+  Json to_json() const;
+};
+
+struct Node {
+  std::string id;
+  std::optional<std::string> pool_id;
+  NodeState state = NodeState::kEnrolling;
+  bool cordoned = false;
+  std::string state_reason;
+  NodeInfo info;
+  std::string source;  // "agent" | "kubernetes"
+  std::optional<int64_t> last_heartbeat;
+  int64_t created_at = 0, updated_at = 0, version = 1;
+  Json to_json() const;
+};
+
+struct Gpu {
+  GpuInfo info;
+  std::string node_id;
+  std::string health = "healthy";  // healthy | unhealthy | missing
+  std::string health_reason;
+  Json to_json() const;
+};
+
+// ---- pools ----
+Result<Pool> create_pool(store::Tx& tx, const World& w, const std::string& name,
+                         const std::optional<std::string>& tenant_id,
+                         const std::string& description);
+Result<std::optional<Pool>> find_pool(store::Tx& tx, std::string_view id_or_name);
+Result<std::vector<Pool>> list_pools(store::Tx& tx);
+Result<void> delete_pool(store::Tx& tx, const std::string& id);
+
+// ---- enrolment ----
+struct CreatedJoinToken {
+  std::string id, token;  // token shown once
+  int64_t expires_at;
+};
+Result<CreatedJoinToken> create_join_token(store::Tx& tx, const World& w,
+                                           const std::optional<std::string>& pool_id,
+                                           const std::string& created_by, Duration ttl);
+struct Enrolled {
+  Node node;
+  std::string credential;  // the node's own bearer token, shown once
+};
+// Consumes a join token (single use, unexpired) and registers the node with its GPUs.
+Result<Enrolled> enroll(store::Tx& tx, const World& w, std::string_view join_token,
+                        const Inventory& inventory);
+// Registers a node known from another inventory source (Kubernetes import); no agent credential.
+Result<Node> import_node(store::Tx& tx, const World& w, const Inventory& inventory,
+                         const std::optional<std::string>& pool_id, bool ready);
+
+// ---- reports from agents ----
+// Replaces the node's GPU inventory: GPUs owned by another live node are refused (a GPU cannot
+// be in two nodes), GPUs no longer reported are marked missing, health is derived from XID and
+// ECC reports.
+Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& node_id,
+                             const Inventory& inventory);
+// Records a heartbeat; a node failed for missed heartbeats recovers.
+Result<Node> heartbeat(store::Tx& tx, const World& w, const std::string& node_id);
+struct Sample {
+  std::string gpu_uuid;
+  std::string instance;  // "" for the whole GPU, "<profile>@<start>" for a MIG instance
+  int64_t time_us = 0;
+  int util_pct = -1;
+  int64_t mem_used_bytes = 0;
+};
+Result<std::vector<Sample>> parse_samples(const Json& j, const World& w);
+// Stores samples of the node's own GPUs; returns how many were stored.
+Result<int64_t> record_samples(store::Tx& tx, const std::string& node_id,
+                               const std::vector<Sample>& samples);
+// Marks nodes whose last heartbeat is older than `timeout` as failed; returns them.
+Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w,
+                                                  Duration timeout);
+
+// ---- nodes ----
+Result<std::optional<Node>> find_node(store::Tx& tx, std::string_view id_or_name);
+Result<Page<Node>> list_nodes(store::Tx& tx, const PageRequest& page,
+                              const std::optional<NodeState>& state);
+Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node_id,
+                          NodeAction action, const std::string& reason);
+Result<Node> set_cordoned(store::Tx& tx, const World& w, const std::string& node_id, bool cordon);
+Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::string>& node_id);
+// GPUs by model, mode and health, nodes by state, free vs allocated.
+Result<Json> summary(store::Tx& tx);
+
+// ---- drawings ----
+// One GPU's MIG layout: memory slices with the instances placed on them, and the room left.
+std::string mig_layout_svg(const MigCatalog& catalog, const Layout& layout, std::string_view title);
+// Every node as a row of GPUs coloured by health, MIG GPUs with their slices.
+std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& nodes);
+
+}  // namespace gp::fleet

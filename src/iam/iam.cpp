@@ -269,6 +269,18 @@ Result<Principal> Authenticator::authenticate(std::string_view bearer) const {
           "SELECT secret_hash, expires_at, revoked_at, owner_kind, owner_id FROM api_keys "
           "WHERE id = ?",
           {parsed->id}));
+    } else if (parsed->id.starts_with("nod_")) {
+      // A node agent: no role bindings; only the agent routes accept it.
+      auto node = GP_TRY(tx.query_one(
+          "SELECT credential_hash, name, state FROM nodes WHERE id = ?", {parsed->id}));
+      if (!node || node->is_null(0) ||
+          !constant_time_equal(node->text(0), hash_secret(parsed->secret)))
+        return fail(Error::unauthenticated("unknown or revoked node credential"));
+      out.kind = PrincipalKind::kNode;
+      out.id = parsed->id;
+      out.name = node->text(1);
+      out.credential_id = parsed->id;
+      return ok();
     } else if (parsed->id.starts_with("ses_")) {
       row = GP_TRY(tx.query_one(
           "SELECT secret_hash, expires_at, revoked_at, 'user', user_id FROM sessions WHERE id = ?",

@@ -75,7 +75,7 @@ struct RoleBinding {
   ScopeLevel level() const;
 };
 
-enum class PrincipalKind { kAnonymous, kUser, kServiceAccount };
+enum class PrincipalKind { kAnonymous, kUser, kServiceAccount, kNode };
 
 struct Principal {
   PrincipalKind kind = PrincipalKind::kAnonymous;
@@ -104,8 +104,8 @@ bool may_grant(const Principal& granter, Role role, const Scope& where);
 
 // ---- credentials ----
 
-// Bearer tokens look like "<id>.<secret>" where id is "key_..." (API key) or "ses_..." (login
-// session) and secret is 32 random bytes in base64url. Only sha256(secret) is stored.
+// Bearer tokens look like "<id>.<secret>" where id is "key_..." (API key), "ses_..." (login
+// session) or "nod_..." (a node agent's credential, issued at enrolment) and secret is 32 random bytes in base64url. Only sha256(secret) is stored.
 struct IssuedToken {
   std::string id;
   std::string token;        // shown once

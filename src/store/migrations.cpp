@@ -127,6 +127,73 @@ CREATE TABLE meta (
   value TEXT NOT NULL
 )
 )SQL"},
+      {2, "fleet", R"SQL(
+CREATE TABLE pools (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  tenant_id TEXT REFERENCES tenants(id),
+  description TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+);
+CREATE TABLE join_tokens (
+  id TEXT PRIMARY KEY,
+  secret_hash TEXT NOT NULL,
+  pool_id TEXT REFERENCES pools(id),
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL,
+  used_at BIGINT,
+  node_id TEXT
+);
+CREATE TABLE nodes (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  pool_id TEXT REFERENCES pools(id),
+  state TEXT NOT NULL,
+  cordoned BIGINT NOT NULL,
+  state_reason TEXT NOT NULL,
+  cpu_millis BIGINT NOT NULL,
+  memory_bytes BIGINT NOT NULL,
+  rack TEXT NOT NULL,
+  nvlink_domain TEXT NOT NULL,
+  labels TEXT NOT NULL,
+  source TEXT NOT NULL,
+  credential_hash TEXT,
+  last_heartbeat BIGINT,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+);
+CREATE INDEX nodes_state ON nodes (state);
+CREATE TABLE gpus (
+  uuid TEXT PRIMARY KEY,
+  node_id TEXT NOT NULL REFERENCES nodes(id),
+  idx BIGINT NOT NULL,
+  model TEXT NOT NULL,
+  product TEXT NOT NULL,
+  memory_bytes BIGINT NOT NULL,
+  pci_bus_id TEXT NOT NULL,
+  numa_node BIGINT NOT NULL,
+  nvlink_peers TEXT NOT NULL,
+  mig_capable BIGINT NOT NULL,
+  mode TEXT NOT NULL,
+  mig_layout TEXT NOT NULL,
+  health TEXT NOT NULL,
+  health_reason TEXT NOT NULL,
+  present BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE INDEX gpus_node ON gpus (node_id, idx);
+CREATE TABLE gpu_samples (
+  gpu_uuid TEXT NOT NULL,
+  instance TEXT NOT NULL,
+  time_us BIGINT NOT NULL,
+  util_pct BIGINT NOT NULL,
+  mem_used_bytes BIGINT NOT NULL
+);
+CREATE INDEX gpu_samples_gpu_time ON gpu_samples (gpu_uuid, time_us)
+)SQL"},
   };
   return kMigrations;
 }

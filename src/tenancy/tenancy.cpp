@@ -46,16 +46,6 @@ Result<std::map<std::string, std::string>> parse_labels(const Json& j) {
 
 std::optional<int64_t> page_limit_fetch(const PageRequest& p) { return int64_t(p.limit) + 1; }
 
-template <typename T>
-Page<T> make_page(std::vector<T> items, const PageRequest& p) {
-  Page<T> page;
-  if (items.size() > size_t(p.limit)) {
-    items.resize(size_t(p.limit));
-    page.next = items.back().id;
-  }
-  page.items = std::move(items);
-  return page;
-}
 
 Result<void> check_version(std::optional<int64_t> if_match, int64_t version) {
   if (if_match && *if_match != version)

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/json.h"
+#include "common/page.h"
 #include "common/result.h"
 #include "iam/iam.h"
 #include "store/store.h"
@@ -84,26 +85,10 @@ struct Binding {
   Json to_json() const;
 };
 
-template <typename T>
-struct Page {
-  std::vector<T> items;
-  std::optional<std::string> next;  // cursor for ?after=
-};
-
-struct PageRequest {
-  std::optional<std::string> after;
-  int limit = 100;
-};
 
 // Where a platform-or-tenant object lives: nullopt = platform.
 using Owner = std::optional<TenantScope>;
 
-// The environment repositories need: time and id generation, both injected.
-struct World {
-  const Clock& clock;
-  IdSource& ids;
-  int64_t now() const { return to_unix_micros(clock.now()); }
-};
 
 // ---- tenants (platform-level objects) ----
 struct TenantSpec {

@@ -158,22 +158,19 @@ std::vector<Tampering> tamperings() {
 
 class AuditTamper : public ::testing::Test {
  protected:
-  // One trail per test binary run: building it costs a server start.
-  static void SetUpTestSuite() {
-    tmp_ = new TempDir();
-    data_ = tmp_->path() / "data";
+  // Built per test (CTest runs each in its own process anyway). Not in SetUpTestSuite: a
+  // failure there makes gtest skip the tests, which CTest would count as "not run", not failed.
+  void SetUp() override {
     Server server(data_, {"--checkpoint-every", "10"});
-    if (!server.start()) return;
+    ASSERT_TRUE(server.start());
     build_trail(server);
-    if (server.terminate() != 0) ADD_FAILURE() << "unclean shutdown:\n" << server.log();
+    ASSERT_FALSE(HasFailure()) << "server log:\n" << server.log();
+    ASSERT_EQ(server.terminate(), 0) << "unclean shutdown:\n" << server.log();
     fs::path db = data_ / "gpuplane.db";
-    trail_.last_seq = std::stoll(sqlite(db, "SELECT MAX(seq) FROM audit_log"));
+    trail_.last_seq = std::stoll("0" + sqlite(db, "SELECT MAX(seq) FROM audit_log"));
     std::istringstream cps(sqlite(db, "SELECT seq FROM audit_checkpoints ORDER BY seq"));
     for (int64_t s; cps >> s;) trail_.checkpoints.push_back(s);
-  }
-  static void TearDownTestSuite() {
-    delete tmp_;
-    tmp_ = nullptr;
+    ASSERT_GE(trail_.last_seq, 30);
   }
 
   // About thirty records: tenants, projects, users, a conflict, denials, a suspension.
@@ -181,8 +178,10 @@ class AuditTamper : public ::testing::Test {
     auto expect = [&](std::string_view method, const std::string& target, const Json& body,
                       int status, const std::string& token) {
       auto r = s.request(method, target, body, token);
-      if (!r) ADD_FAILURE() << method << " " << target << ": " << r.error().message;
-      else EXPECT_EQ(r->status, status) << method << " " << target << ": " << r->body;
+      if (!r)
+        ADD_FAILURE() << method << " " << target << ": " << r.error().message;
+      else
+        EXPECT_EQ(r->status, status) << method << " " << target << ": " << r->body;
     };
     const std::string admin = s.admin().api_key;
     for (std::string t : {"alpha", "bravo", "charlie", "delta"}) {
@@ -204,19 +203,18 @@ class AuditTamper : public ::testing::Test {
   }
 
   // Copies the pristine data directory for one case to tamper with.
-  static fs::path copy_of_data(const std::string& name) {
-    fs::path copy = tmp_->path() / name;
+  fs::path copy_of_data(const std::string& name) {
+    fs::path copy = tmp_.path() / name;
     fs::copy(data_, copy, fs::copy_options::recursive);
     return copy;
   }
 
-  static inline TempDir* tmp_ = nullptr;
-  static inline fs::path data_;
-  static inline Trail trail_;
+  TempDir tmp_;
+  fs::path data_ = tmp_.path() / "data";
+  Trail trail_;
 };
 
 TEST_F(AuditTamper, TheUntouchedTrailVerifies) {
-  ASSERT_GE(trail_.last_seq, 30);
   auto text = run_gpuplane({"audit", "verify", "--data", data_.string()});
   EXPECT_EQ(text.exit_code, 0) << text.out << text.err;
   EXPECT_NE(text.out.find(fmt::format("audit trail OK: {} records", trail_.last_seq)),
@@ -239,13 +237,13 @@ TEST_F(AuditTamper, TheUntouchedTrailVerifies) {
 
   // The denials are in the trail, not only the successes.
   fs::path db = data_ / "gpuplane.db";
-  EXPECT_EQ(sqlite(db, "SELECT COUNT(*) FROM audit_log WHERE outcome='denied' AND "
-                       "actor='anonymous'"),
+  EXPECT_EQ(sqlite(db,
+                   "SELECT COUNT(*) FROM audit_log WHERE outcome='denied' AND "
+                   "actor='anonymous'"),
             "6\n");
 }
 
 TEST_F(AuditTamper, VerifyFailsAndNamesTheFirstBrokenRecord) {
-  ASSERT_GE(trail_.last_seq, 30);
   int index = 0;
   for (const auto& t : tamperings()) {
     SCOPED_TRACE(t.name);

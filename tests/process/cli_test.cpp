@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <sstream>
+
 #include "process/process_util.h"
 
 namespace gp::proc {
@@ -26,8 +28,8 @@ bool contains(const std::string& haystack, std::string_view needle) {
 ::testing::AssertionResult fails_with(const RunResult& r, std::string_view fragment) {
   auto err = lines(r.err);
   if (r.exit_code != 1)
-    return ::testing::AssertionFailure() << "exit code " << r.exit_code << ", want 1; stderr: "
-                                         << r.err;
+    return ::testing::AssertionFailure()
+           << "exit code " << r.exit_code << ", want 1; stderr: " << r.err;
   if (err.size() != 1 || !err[0].starts_with("error: "))
     return ::testing::AssertionFailure() << "want one 'error: ...' line on stderr, got: " << r.err;
   if (!contains(err[0], fragment))
@@ -37,8 +39,9 @@ bool contains(const std::string& haystack, std::string_view needle) {
 
 ::testing::AssertionResult succeeds(const RunResult& r) {
   if (r.exit_code == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "exit code " << r.exit_code << (r.timed_out ? " (timed out)" : "")
-                                       << "\nstdout: " << r.out << "\nstderr: " << r.err;
+  return ::testing::AssertionFailure()
+         << "exit code " << r.exit_code << (r.timed_out ? " (timed out)" : "")
+         << "\nstdout: " << r.out << "\nstderr: " << r.err;
 }
 
 Json parse(const RunResult& r) {
@@ -55,10 +58,10 @@ class Cli : public ::testing::Test {
   // The platform admin, configured through the environment.
   RunResult admin(const std::vector<std::string>& args,
                   std::optional<std::string> stdin_data = std::nullopt) {
-    return run_gpuplane(args,
-                        {{"GPUPLANE_ENDPOINT", server_.endpoint()},
-                         {"GPUPLANE_TOKEN", server_.admin().api_key}},
-                        std::move(stdin_data));
+    return run_gpuplane(
+        args,
+        {{"GPUPLANE_ENDPOINT", server_.endpoint()}, {"GPUPLANE_TOKEN", server_.admin().api_key}},
+        std::move(stdin_data));
   }
 
   TempDir tmp_;
@@ -73,8 +76,8 @@ TEST_F(Cli, OnboardsATenantEndToEnd) {
 
   auto tenants = admin({"-o", "json", "tenant", "list"});
   ASSERT_TRUE(succeeds(tenants));
-  Json acme;
-  for (const auto& t : parse(tenants)["items"])
+  Json acme, listed = parse(tenants);
+  for (const auto& t : listed["items"])
     if (t["name"] == "acme") acme = t;
   ASSERT_TRUE(acme.is_object()) << tenants.out;
   EXPECT_EQ(acme["isolation_class"], "sensitive") << "--class was not sent";
@@ -103,10 +106,10 @@ TEST_F(Cli, OnboardsATenantEndToEnd) {
 
   // bob logs in; the session token goes to a private config file, which alone is enough after.
   fs::path config = tmp_.path() / "bob" / "config.json";
-  auto login = run_gpuplane({"login", "-u", "bob", "--password-stdin"},
-                            {{"GPUPLANE_CONFIG", config.string()},
-                             {"GPUPLANE_ENDPOINT", server_.endpoint()}},
-                            password + "\n");
+  auto login = run_gpuplane(
+      {"login", "-u", "bob", "--password-stdin"},
+      {{"GPUPLANE_CONFIG", config.string()}, {"GPUPLANE_ENDPOINT", server_.endpoint()}},
+      password + "\n");
   ASSERT_TRUE(succeeds(login));
   EXPECT_TRUE(contains(login.out, "logged in as bob")) << login.out;
   struct stat st {};
@@ -134,9 +137,9 @@ TEST_F(Cli, OnboardsATenantEndToEnd) {
   EXPECT_TRUE(contains(by_key.out, bob_id)) << by_key.out;
 
   // bob becomes a member of project ml.
-  auto binding = admin({"-o", "json", "role-binding", "create", "--tenant", "acme", "--role",
-                        "project-member", "--subject-kind", "user", "--subject-id", bob_id,
-                        "--project", "ml"});
+  auto binding =
+      admin({"-o", "json", "role-binding", "create", "--tenant", "acme", "--role", "project-member",
+             "--subject-kind", "user", "--subject-id", bob_id, "--project", "ml"});
   ASSERT_TRUE(succeeds(binding));
   Json b = parse(binding);
   EXPECT_EQ(b.value("role", ""), "project-member") << binding.out;
@@ -147,8 +150,8 @@ TEST_F(Cli, OnboardsATenantEndToEnd) {
   EXPECT_TRUE(contains(roles.out, "project-member")) << roles.out;
 
   // Suspension, with the flags instead of the environment; nothing more can be created.
-  auto suspend = run_gpuplane({"--endpoint", server_.endpoint(), "--token",
-                               server_.admin().api_key, "tenant", "suspend", "acme"});
+  auto suspend = run_gpuplane({"--endpoint", server_.endpoint(), "--token", server_.admin().api_key,
+                               "tenant", "suspend", "acme"});
   ASSERT_TRUE(succeeds(suspend));
   EXPECT_TRUE(contains(suspend.out, "suspended")) << suspend.out;
   auto refused = admin({"project", "create", "ml2", "--tenant", "acme"});
@@ -188,15 +191,24 @@ TEST_F(Cli, FailuresExitOneWithOneErrorLine) {
   EXPECT_TRUE(err[1].starts_with("hint: ")) << err[1];
 }
 
+// gp_test() hands every test the binary's path in GP_BINARY; the fallback in
+// gpuplane_binary() must not hide it going missing.
+TEST(ProcessEnvironment, CtestPassesTheBinaryPath) {
+  const char* binary = std::getenv("GP_BINARY");
+  ASSERT_NE(binary, nullptr) << "GP_BINARY is not in the test environment (gp_test ENVIRONMENT)";
+  EXPECT_TRUE(fs::exists(binary)) << binary;
+  EXPECT_NE(std::getenv("GP_SOURCE_DIR"), nullptr);
+}
+
 TEST(CliUsage, UsageErrorsExitNonZeroWithoutCallingTheServer) {
   const std::vector<std::vector<std::string>> cases = {
-      {},                                     // no command
-      {"tenant"},                             // no verb
-      {"tenant", "frobnicate"},               // unknown verb
-      {"project", "create", "ml"},            // --tenant is required
-      {"-o", "yaml", "tenant", "list"},       // not an output format
-      {"tenant", "list", "--no-such-flag"},   // unknown flag
-      {"audit", "verify"},                    // --data is required
+      {},                                    // no command
+      {"tenant"},                            // no verb
+      {"tenant", "frobnicate"},              // unknown verb
+      {"project", "create", "ml"},           // --tenant is required
+      {"-o", "yaml", "tenant", "list"},      // not an output format
+      {"tenant", "list", "--no-such-flag"},  // unknown flag
+      {"audit", "verify"},                   // --data is required
   };
   for (auto args : cases) {
     std::string shown;

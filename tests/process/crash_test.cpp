@@ -60,7 +60,8 @@ class ProjectLoad {
   void client(int thread) {
     std::string target = "/v1/tenants/" + tenant_ + "/projects";
     while (!stop_) {
-      std::string name = "p-" + std::to_string(thread) + "-" + std::to_string(next_index_[thread]++);
+      std::string name =
+          "p-" + std::to_string(thread) + "-" + std::to_string(next_index_[thread]++);
       auto r = server_.request("POST", target, {{"name", name}}, server_.admin().api_key, 5000);
       std::lock_guard lock(mu_);
       if (!r) {
@@ -110,9 +111,8 @@ TEST(ProcessCrash, AcknowledgedCreatesSurviveSigkillWithTheirAuditRecords) {
     load.stop();
 
     auto acked = load.acked();
-    std::cout << "[ crash    ] cycle " << cycle << ": " << acked.size()
-              << " creates acknowledged, " << load.cut_off()
-              << " requests in flight at SIGKILL\n";
+    std::cout << "[ crash    ] cycle " << cycle << ": " << acked.size() << " creates acknowledged, "
+              << load.cut_off() << " requests in flight at SIGKILL\n";
     EXPECT_TRUE(load.unexpected().empty()) << "first: " << load.unexpected().front();
     ASSERT_GT(acked.size(), 0u) << "no create was acknowledged; server log:\n" << server.log();
     all_acked.insert(acked.begin(), acked.end());
@@ -146,9 +146,9 @@ TEST(ProcessCrash, AcknowledgedCreatesSurviveSigkillWithTheirAuditRecords) {
       if (audited[name] != 1) unaudited.push_back(name);
     for (const auto& [name, n] : audited)
       if (!present.contains(name)) phantom.push_back(name);
-    EXPECT_TRUE(unaudited.empty()) << unaudited.size()
-                                   << " projects without exactly one audit record, e.g. "
-                                   << unaudited.front();
+    EXPECT_TRUE(unaudited.empty())
+        << unaudited.size() << " projects without exactly one audit record, e.g. "
+        << unaudited.front();
     EXPECT_TRUE(phantom.empty()) << phantom.size()
                                  << " audit records for projects that do not exist, e.g. "
                                  << phantom.front();

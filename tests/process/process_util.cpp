@@ -49,8 +49,10 @@ std::vector<std::string> child_environment(
     env[key] = std::string(kv.substr(eq + 1));
   }
   for (const auto& [k, v] : changes) {
-    if (v) env[k] = *v;
-    else env.erase(k);
+    if (v)
+      env[k] = *v;
+    else
+      env.erase(k);
   }
   std::vector<std::string> out;
   for (const auto& [k, v] : env) out.push_back(k + "=" + v);
@@ -230,8 +232,14 @@ std::string find_program(const std::string& name) {
 }
 
 std::string gpuplane_binary() {
-  const char* b = std::getenv("GP_BINARY");
-  return b ? b : "";
+  if (const char* b = std::getenv("GP_BINARY"); b && *b) return b;
+#ifdef GP_BINARY_AT_BUILD
+  // CTest should pass GP_BINARY (ProcessEnvironment.CtestPassesTheBinaryPath checks it); the
+  // path known at build time keeps the other tests meaningful when it does not.
+  return GP_BINARY_AT_BUILD;
+#else
+  return "";
+#endif
 }
 
 RunResult run(const std::string& program, const std::vector<std::string>& args,
@@ -263,7 +271,7 @@ RunResult run_gpuplane(const std::vector<std::string>& args,
                        std::optional<std::string> stdin_data, std::chrono::milliseconds timeout) {
   std::string binary = gpuplane_binary();
   if (binary.empty()) {
-    ADD_FAILURE() << "GP_BINARY is not set: run this test through ctest";
+    ADD_FAILURE() << "GP_BINARY is not set and no build-time path is known";
     return {};
   }
   TempDir home;
@@ -284,7 +292,7 @@ Server::~Server() {
 bool Server::start(std::chrono::milliseconds timeout) {
   std::string binary = gpuplane_binary();
   if (binary.empty()) {
-    ADD_FAILURE() << "GP_BINARY is not set: run this test through ctest";
+    ADD_FAILURE() << "GP_BINARY is not set and no build-time path is known";
     return false;
   }
   fs::create_directories(data_dir_);
@@ -386,8 +394,7 @@ Result<cli::ClientResponse> Server::request(std::string_view method, std::string
                            timeout_ms);
 }
 
-Result<cli::ClientResponse> Server::admin_request(std::string_view method,
-                                                  std::string_view target,
+Result<cli::ClientResponse> Server::admin_request(std::string_view method, std::string_view target,
                                                   const Json& body) const {
   return request(method, target, body, admin_.api_key);
 }
@@ -401,8 +408,8 @@ Result<std::vector<Json>> list_all(const Server& server, const std::string& targ
     if (!after.empty()) url += "&after=" + after;
     auto r = GP_TRY(server.admin_request("GET", url));
     if (r.status != 200)
-      return fail(Error::internal("GET " + url + ": HTTP " + std::to_string(r.status) + " " +
-                                  r.body));
+      return fail(
+          Error::internal("GET " + url + ": HTTP " + std::to_string(r.status) + " " + r.body));
     Json page = Json::parse(r.body, nullptr, false);
     if (!page.is_object() || !page["items"].is_array())
       return fail(Error::internal("GET " + url + ": not a page: " + r.body));

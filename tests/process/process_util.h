@@ -83,7 +83,8 @@ class Child {
 // The first executable `name` on $PATH; "" if none.
 std::string find_program(const std::string& name);
 
-// Absolute path of the gpuplane binary, from GP_BINARY (set by CTest). Empty if unset.
+// Absolute path of the gpuplane binary: GP_BINARY (set by CTest), else the path it was built
+// at. Empty if neither is known.
 std::string gpuplane_binary();
 
 struct RunResult {

@@ -1,0 +1,25 @@
+// The node agent: enrols with a one-time join token, then reports the node's inventory,
+// health and utilization samples to the control plane on every heartbeat, with its own node
+// credential. GPUs come from NVML (loaded with dlopen) or, with --simulate, from an inventory
+// file re-read at each heartbeat. Public header of the agent module.
+#pragma once
+
+#include <atomic>
+#include <string>
+
+namespace gp::agent {
+
+struct AgentOptions {
+  std::string server = "http://127.0.0.1:8080";
+  std::string join_token;       // needed only until the node has a credential
+  std::string state_dir = "./agent-state";
+  std::string simulate_file;    // inventory JSON; empty = NVML
+  int heartbeat_seconds = 10;
+  bool once = false;            // one heartbeat, then exit
+  bool print_inventory = false; // discover, print JSON, exit (no server)
+};
+
+// Runs until `stop` becomes true (or one round with `once`). Returns a process exit code.
+int run_agent(const AgentOptions& options, const std::atomic<bool>& stop);
+
+}  // namespace gp::agent

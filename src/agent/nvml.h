@@ -1,0 +1,125 @@
+// GPU discovery and monitoring through NVML, loaded at run time with dlopen so that gpuplane
+// builds and runs on machines without CUDA or the NVIDIA driver. Fills the shared inventory
+// structs (fleet/inventory.h) and reports utilization and XID errors. Strictly read-only: no
+// call made here changes MIG mode, GPU or compute instances, clocks, persistence or resets.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "fleet/inventory.h"
+#include "fleet/mig_catalog.h"
+
+namespace gp::agent {
+
+// "DDDDDDDD:BB:DD.F" in upper-case hex, the form NVML's busId and `nvidia-smi` use,
+// e.g. format_pci_bus_id(0, 0x18, 0, 0) == "00000000:18:00.0".
+std::string format_pci_bus_id(unsigned domain, unsigned bus, unsigned device, unsigned function);
+
+// The catalog profile an NVML GPU-instance profile corresponds to. NVML describes a profile by
+// its compute slices (`sliceCount`) and memory (`memorySizeMB`, in MiB, somewhat below the
+// nominal size in the profile name: H200's 1g.18gb has about 16-18 GiB). Among the catalog's
+// profiles with `slice_count` compute slices, the one whose nominal memory (the N of "...gN gb",
+// in GB) is nearest to `memory_mb` by ratio wins, provided it is within a factor of 1.3 (sizes
+// of same-slice profiles differ by 2x). "+me" variants map to their base profile, which has
+// the same geometry. Errors: invalid_argument for zero slices or memory; not_found when no
+// profile matches.
+Result<std::string> catalog_profile_for(const fleet::MigCatalog& catalog, unsigned slice_count,
+                                        unsigned long long memory_mb);
+
+struct NvmlApi;  // the resolved NVML entry points (nvml.cpp)
+
+// Resolves an NVML entry point by symbol name, or returns nullptr when absent.
+using NvmlSymbolLookup = std::function<void*(const char* symbol)>;
+
+// An initialized NVML session. open() loads the library and calls nvmlInit_v2; the destructor
+// frees the event set, calls nvmlShutdown and unloads the library. Methods may be called from
+// several threads (NVML is thread-safe; the event state is guarded here).
+//
+// Entry points are resolved when the session opens. The basic queries (count, handles, name,
+// UUID, memory, PCI, utilization) are required; the rest (NUMA, MIG, NVLink, ECC, events) are
+// optional and a driver without them is treated as lacking the feature.
+class Nvml {
+ public:
+  // Errors: unavailable, with the reason, when the library cannot be loaded (no NVIDIA driver),
+  // lacks a required entry point (driver too old), or nvmlInit_v2 fails (driver not loaded,
+  // no permission, ...).
+  static Result<std::unique_ptr<Nvml>> open(const std::string& library = "libnvidia-ml.so.1");
+
+  // As open(), resolving entry points through `lookup` instead of a loaded library; the
+  // session then unloads nothing. For tests, which supply a simulated NVML.
+  static Result<std::unique_ptr<Nvml>> open_with(NvmlSymbolLookup lookup);
+
+  ~Nvml();
+  Nvml(const Nvml&) = delete;
+  Nvml& operator=(const Nvml&) = delete;
+
+  // Every GPU this process may use, by NVML index (GPUs NVML denies access to are skipped).
+  // Per GPU: UUID, product and canonical model, memory, PCI bus id, NUMA node (-1 unknown),
+  // MIG capability and mode, the existing GPU instances with their placements when in MIG mode
+  // (named with the model's MIG catalog), NVLink peers among the returned GPUs, and the
+  // volatile uncorrected ECC count. NVLink peers: GPUs whose bus id is the far end of an active
+  // link, plus, for GPUs with a link to an NVSwitch, every other GPU attached to an NVSwitch
+  // (one NVSwitch fabric per node, as on HGX boards). xid_errors is left empty: XIDs come from
+  // poll_xid_events().
+  //
+  // Errors: unavailable for NVML failures (with the call and NVML's message); for a GPU in MIG
+  // mode, not_found when its model has no MIG catalog or one of its profiles maps to none, and
+  // unavailable when NVML refuses to list GPU instances (root or the mig/monitor capability is
+  // needed); internal when NVML's layout is invalid for the catalog.
+  Result<std::vector<fleet::GpuInfo>> discover();
+
+  struct Sample {
+    std::string gpu_uuid;
+    std::string mig_instance;  // "" for the whole GPU, else "<profile>@<start>"
+    int util_pct = -1;         // -1 where NVML does not report it (MIG devices, MIG-mode GPUs)
+    int64_t mem_used_bytes = -1;
+  };
+  // One sample per GPU, plus one per GPU instance of a GPU in MIG mode (a GPU instance split
+  // into several compute instances is sampled once).
+  Result<std::vector<Sample>> sample();
+
+  // XID errors since the last call: GPU UUID -> XID codes in the order NVML delivered them.
+  // The first call registers every GPU for critical XID events (GPUs that do not support them
+  // are skipped); GPUs that appear later are registered when seen. Never blocks. Errors:
+  // unavailable when the driver lacks the event API or NVML fails.
+  Result<std::map<std::string, std::vector<int>>> poll_xid_events();
+
+  // One NVML GPU-instance profile of a GPU, and what the catalog calls it.
+  struct ProfileInfo {
+    unsigned nvml_profile_id = 0;
+    unsigned slice_count = 0;
+    unsigned long long memory_mb = 0;
+    unsigned max_instances = 0;
+    std::string catalog_profile;  // "" when the model has no catalog or nothing matches
+  };
+  // The GPU-instance profiles NVML reports for the GPU at NVML `index` (empty when MIG is not
+  // enabled or not supported). Diagnostic: shows the raw figures catalog_profile_for() maps.
+  Result<std::vector<ProfileInfo>> gpu_instance_profiles(int index);
+
+ private:
+  struct Device;  // one enumerated GPU (nvml.cpp)
+
+  Nvml(void* library, std::unique_ptr<NvmlApi> api);
+  static Result<std::unique_ptr<Nvml>> start(void* library, const NvmlSymbolLookup& lookup,
+                                             const std::string& what);
+
+  Result<std::vector<Device>> devices();
+
+  void* library_;  // dlopen handle; nullptr when opened with a lookup
+  std::unique_ptr<NvmlApi> api_;
+
+  std::mutex events_mu_;
+  void* event_set_ = nullptr;                 // nvmlEventSet_t; guarded by events_mu_
+  std::set<std::string> registered_uuids_;    // guarded by events_mu_
+  std::map<void*, std::string> event_uuids_;  // nvmlDevice_t -> UUID; guarded by events_mu_
+};
+
+}  // namespace gp::agent

@@ -1,0 +1,322 @@
+// Fleet: pools, join tokens, nodes and their lifecycle, GPUs, the fleet summary, inventory
+// import, and the node agent's enrolment and heartbeat.
+#include <fmt/format.h>
+
+#include "api/router.h"
+#include "fleet/fleet.h"
+
+namespace gp::api {
+namespace {
+
+using iam::Permission;
+
+template <typename T>
+Result<T> found(Result<std::optional<T>> r, std::string_view what) {
+  if (!r) return fail(r.error());
+  if (!*r) return fail(Error::not_found(fmt::format("{} not found", what)));
+  return std::move(**r);
+}
+
+Result<Mutation> create_pool(Api& api, Call& call, store::Tx& tx) {
+  auto r = body_reader(call, "pool");
+  std::string name = r.string("name", 63);
+  auto tenant = r.optional_string("tenant", 64);
+  std::string description = r.optional_string("description", 500).value_or("");
+  GP_TRY_VOID(r.finish());
+  std::optional<std::string> tenant_id;
+  if (tenant) {
+    auto t = GP_TRY(found(tenancy::find_tenant(tx, *tenant), "tenant"));
+    tenant_id = t.id;
+  }
+  auto p = GP_TRY(fleet::create_pool(tx, api.world(), name, tenant_id, description));
+  Mutation m;
+  m.reply = json_reply(201, p.to_json(), p.version);
+  m.resource = "/v1/pools/" + p.id;
+  m.tenant_id = tenant_id;
+  m.detail = {{"name", p.name}, {"kind", tenant_id ? "dedicated" : "shared"}};
+  return m;
+}
+
+Result<Mutation> create_join_token(Api& api, Call& call, store::Tx& tx) {
+  auto r = body_reader(call, "join token");
+  auto pool = r.optional_string("pool", 64);
+  int64_t ttl = r.optional_integer("ttl_seconds", 60, 7 * 86400).value_or(3600);
+  GP_TRY_VOID(r.finish());
+  std::optional<std::string> pool_id;
+  if (pool) pool_id = GP_TRY(found(fleet::find_pool(tx, *pool), "pool")).id;
+  auto t = GP_TRY(fleet::create_join_token(tx, api.world(), pool_id, call.who.id,
+                                           std::chrono::seconds(ttl)));
+  Mutation m;
+  m.reply = json_reply(201, {{"id", t.id},
+                             {"token", t.token},
+                             {"pool_id", pool_id ? Json(*pool_id) : Json(nullptr)},
+                             {"expires_at", format_rfc3339(from_unix_micros(t.expires_at))}});
+  m.resource = "/v1/join-tokens/" + t.id;
+  m.detail = {{"pool_id", pool_id ? Json(*pool_id) : Json(nullptr)}, {"ttl_seconds", ttl}};
+  return m;
+}
+
+Json node_with_gpus(const fleet::Node& n, const std::vector<fleet::Gpu>& gpus) {
+  Json j = n.to_json();
+  Json g = Json::array();
+  for (const auto& x : gpus) g.push_back(x.to_json());
+  j["gpus"] = g;
+  return j;
+}
+
+Result<Reply> get_node(Api&, Call& call, store::Tx& tx) {
+  auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
+  auto gpus = GP_TRY(fleet::list_gpus(tx, n.id));
+  return json_reply(200, node_with_gpus(n, gpus), n.version);
+}
+
+Result<Reply> list_nodes(Api& api, Call& call, store::Tx& tx) {
+  auto page = GP_TRY(page_request(api, call));
+  std::optional<fleet::NodeState> state;
+  if (auto s = call.req.query.find("state"); s != call.req.query.end()) {
+    state = fleet::parse_node_state(s->second);
+    if (!state) return fail(Error::invalid("unknown node state"));
+  }
+  auto p = GP_TRY(fleet::list_nodes(tx, page, state));
+  return json_reply(200, page_json(p, [](const auto& n) { return n.to_json(); }));
+}
+
+// POST /v1/nodes/{node}/<verb>: lifecycle actions and cordon.
+MutationHandler node_verb(std::string verb) {
+  return [verb](Api& api, Call& call, store::Tx& tx) -> Result<Mutation> {
+    auto r = body_reader(call, "node action");
+    std::string reason = r.optional_string("reason", 500).value_or("");
+    GP_TRY_VOID(r.finish());
+    auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
+    fleet::Node out;
+    if (verb == "cordon" || verb == "uncordon") {
+      out = GP_TRY(fleet::set_cordoned(tx, api.world(), n.id, verb == "cordon"));
+    } else {
+      auto action = fleet::parse_node_action(verb);
+      out = GP_TRY(fleet::apply_action(tx, api.world(), n.id, *action,
+                                       reason.empty() ? "operator: " + verb : reason));
+    }
+    Mutation m;
+    m.reply = json_reply(200, out.to_json(), out.version);
+    m.resource = "/v1/nodes/" + n.id;
+    m.detail = {{"node", n.info.name},
+                {"from", fleet::node_state_name(n.state)},
+                {"to", fleet::node_state_name(out.state)},
+                {"reason", reason}};
+    return m;
+  };
+}
+
+Result<Mutation> import_inventory(Api& api, Call& call, store::Tx& tx) {
+  auto r = body_reader(call, "import");
+  const Json* nodes = r.optional_array("nodes");
+  auto pool = r.optional_string("pool", 64);
+  if (!nodes) r.reject("nodes", "is required");
+  GP_TRY_VOID(r.finish());
+  if (nodes->size() > 5000) return fail(Error::invalid("at most 5000 nodes per import"));
+  std::optional<std::string> pool_id;
+  if (pool) pool_id = GP_TRY(found(fleet::find_pool(tx, *pool), "pool")).id;
+  Json created = Json::array();
+  for (size_t i = 0; i < nodes->size(); ++i) {
+    ObjectReader nr((*nodes)[i], fmt::format("nodes[{}]", i));
+    const Json* inv = nr.optional_object("inventory");
+    bool ready = nr.optional_bool("ready").value_or(true);
+    if (!inv) nr.reject("inventory", "is required");
+    GP_TRY_VOID(nr.finish());
+    auto parsed = fleet::parse_inventory(*inv);
+    if (!parsed) return fail(Error::invalid(fmt::format("nodes[{}]: {}", i, parsed.error().message)));
+    auto n = GP_TRY(fleet::import_node(tx, api.world(), *parsed, pool_id, ready));
+    created.push_back(n.to_json());
+  }
+  Mutation m;
+  m.reply = json_reply(201, {{"items", created}, {"next", nullptr}});
+  m.detail = {{"nodes", created.size()}};
+  return m;
+}
+
+Result<Mutation> enroll(Api& api, Call& call, store::Tx& tx) {
+  auto r = body_reader(call, "enrolment");
+  std::string token = r.string("join_token", 128);
+  const Json* inv = r.optional_object("inventory");
+  if (!inv) r.reject("inventory", "is required");
+  GP_TRY_VOID(r.finish());
+  auto inventory = GP_TRY(fleet::parse_inventory(*inv));
+  auto e = GP_TRY(fleet::enroll(tx, api.world(), token, inventory));
+  auto gpus = GP_TRY(fleet::list_gpus(tx, e.node.id));
+  Json body = node_with_gpus(e.node, gpus);
+  Mutation m;
+  m.reply = json_reply(201, {{"node", body}, {"credential", e.credential}});
+  m.resource = "/v1/nodes/" + e.node.id;
+  m.actor = e.node.id;
+  m.detail = {{"node", e.node.info.name}, {"gpus", gpus.size()}};
+  return m;
+}
+
+Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
+  auto r = body_reader(call, "heartbeat");
+  const Json* inv = r.optional_object("inventory");
+  const Json* samples = r.optional_array("samples");
+  GP_TRY_VOID(r.finish());
+  auto w = api.world();
+  Json detail = Json::object();
+  if (inv) {
+    auto inventory = GP_TRY(fleet::parse_inventory(*inv));
+    auto before = GP_TRY(fleet::list_gpus(tx, call.who.id));
+    GP_TRY_VOID(fleet::apply_inventory(tx, w, call.who.id, inventory));
+    auto after = GP_TRY(fleet::list_gpus(tx, call.who.id));
+    // Health changes are what the audit trail must show; routine heartbeats carry no detail.
+    Json changes = Json::array();
+    for (const auto& g : after) {
+      auto it = std::find_if(before.begin(), before.end(),
+                             [&](const auto& b) { return b.info.uuid == g.info.uuid; });
+      if (it == before.end() || it->health != g.health)
+        changes.push_back({{"gpu", g.info.uuid}, {"health", g.health}, {"reason", g.health_reason}});
+    }
+    if (!changes.empty()) detail["gpu_health"] = changes;
+  }
+  if (samples) {
+    auto parsed = GP_TRY(fleet::parse_samples(*samples, w));
+    detail["samples"] = GP_TRY(fleet::record_samples(tx, call.who.id, parsed));
+  }
+  auto n = GP_TRY(fleet::heartbeat(tx, w, call.who.id));
+  Mutation m;
+  m.reply = json_reply(200, {{"node", n.to_json()},
+                             {"assignments", {{"mig_layouts", Json::array()}}},
+                             {"heartbeat_seconds", 10}});
+  m.resource = "/v1/nodes/" + n.id;
+  m.audited = detail.contains("gpu_health") || n.state_reason == "heartbeats resumed";
+  m.detail = detail;
+  return m;
+}
+
+}  // namespace
+
+Result<void> Api::housekeeping(Duration node_timeout, bool checkpoint) {
+  return store().write([&](store::Tx& tx) -> Result<void> {
+    auto failed = GP_TRY(fleet::sweep_missed_heartbeats(tx, world(), node_timeout));
+    for (const auto& n : failed) {
+      audit::Entry e{"system", "", "node.fail", "/v1/nodes/" + n.id, "success", "housekeeping",
+                     "local", {{"node", n.info.name}, {"reason", "missed heartbeats"}}};
+      GP_TRY_VOID(audit().append(tx, e));
+    }
+    if (checkpoint) GP_TRY_VOID(audit().checkpoint(tx));
+    return ok();
+  });
+}
+
+std::vector<Route> fleet_routes() {
+  std::vector<Route> r;
+  r.push_back({.method = "POST", .pattern = "/v1/pools", .action = "pool.create",
+               .permission = Permission::kFleetWrite, .mutation = true,
+               .handler = write_tx(create_pool),
+               .summary = "Create a node pool; with `tenant`, dedicated to that tenant.",
+               .request_schema = "PoolCreate", .response_schema = "Pool", .success_status = 201});
+  r.push_back({.method = "GET", .pattern = "/v1/pools", .action = "pool.list",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx([](Api&, Call&, store::Tx& tx) -> Result<Reply> {
+                 Json items = Json::array();
+                 for (const auto& p : GP_TRY(fleet::list_pools(tx))) items.push_back(p.to_json());
+                 return json_reply(200, {{"items", items}, {"next", nullptr}});
+               }),
+               .summary = "Node pools.", .response_schema = "Pool[]"});
+  r.push_back({.method = "GET", .pattern = "/v1/pools/{pool}", .action = "pool.get",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
+                 auto p = GP_TRY(found(fleet::find_pool(tx, call.param("pool")), "pool"));
+                 return json_reply(200, p.to_json(), p.version);
+               }),
+               .summary = "One pool.", .response_schema = "Pool"});
+  r.push_back({.method = "DELETE", .pattern = "/v1/pools/{pool}", .action = "pool.delete",
+               .permission = Permission::kFleetWrite, .mutation = true,
+               .handler = write_tx([](Api&, Call& call, store::Tx& tx) -> Result<Mutation> {
+                 auto p = GP_TRY(found(fleet::find_pool(tx, call.param("pool")), "pool"));
+                 GP_TRY_VOID(fleet::delete_pool(tx, p.id));
+                 Mutation m;
+                 m.reply.status = 204;
+                 m.detail = {{"name", p.name}};
+                 return m;
+               }),
+               .summary = "Delete an empty pool.", .success_status = 204});
+  r.push_back({.method = "POST", .pattern = "/v1/join-tokens", .action = "join_token.create",
+               .permission = Permission::kFleetWrite, .mutation = true,
+               .handler = write_tx(create_join_token),
+               .summary = "A one-time token a node agent enrols with (shown once).",
+               .request_schema = "JoinTokenCreate", .response_schema = "JoinToken",
+               .success_status = 201});
+  r.push_back({.method = "GET", .pattern = "/v1/nodes", .action = "node.list",
+               .permission = Permission::kFleetRead, .handler = read_tx(list_nodes),
+               .query_params = {"limit", "after", "state"}, .summary = "Nodes.",
+               .response_schema = "Node[]"});
+  r.push_back({.method = "GET", .pattern = "/v1/nodes/{node}", .action = "node.get",
+               .permission = Permission::kFleetRead, .handler = read_tx(get_node),
+               .summary = "One node with its GPUs.", .response_schema = "Node"});
+  for (std::string verb : {"drain", "maintenance", "resume", "fail", "retire", "cordon", "uncordon"})
+    r.push_back({.method = "POST", .pattern = "/v1/nodes/{node}/" + verb,
+                 .action = "node." + verb, .permission = Permission::kFleetWrite,
+                 .mutation = true, .handler = write_tx(node_verb(verb)),
+                 .summary = "Node lifecycle: " + verb + ".", .request_schema = "NodeAction",
+                 .response_schema = "Node"});
+  r.push_back({.method = "GET", .pattern = "/v1/gpus", .action = "gpu.list",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
+                 std::optional<std::string> node;
+                 if (auto n = call.req.query.find("node"); n != call.req.query.end()) {
+                   auto found_node = GP_TRY(found(fleet::find_node(tx, n->second), "node"));
+                   node = found_node.id;
+                 }
+                 Json items = Json::array();
+                 for (const auto& g : GP_TRY(fleet::list_gpus(tx, node))) items.push_back(g.to_json());
+                 return json_reply(200, {{"items", items}, {"next", nullptr}});
+               }),
+               .query_params = {"node"}, .summary = "GPUs of the fleet (or of one node).",
+               .response_schema = "Gpu[]"});
+  r.push_back({.method = "GET", .pattern = "/v1/fleet/summary", .action = "fleet.summary",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx([](Api&, Call&, store::Tx& tx) -> Result<Reply> {
+                 return json_reply(200, GP_TRY(fleet::summary(tx)));
+               }),
+               .summary = "GPUs by model, mode and health; nodes by state.",
+               .response_schema = "FleetSummary"});
+  r.push_back({.method = "GET", .pattern = "/v1/fleet/map.svg", .action = "fleet.map",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx([](Api&, Call&, store::Tx& tx) -> Result<Reply> {
+                 std::vector<std::pair<fleet::Node, std::vector<fleet::Gpu>>> rows;
+                 PageRequest page{std::nullopt, 1000};
+                 for (;;) {
+                   auto p = GP_TRY(fleet::list_nodes(tx, page, std::nullopt));
+                   for (auto& n : p.items) {
+                     if (n.state == fleet::NodeState::kRetired) continue;
+                     auto gpus = GP_TRY(fleet::list_gpus(tx, n.id));
+                     rows.emplace_back(std::move(n), std::move(gpus));
+                   }
+                   if (!p.next) break;
+                   page.after = p.next;
+                 }
+                 std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
+                   return a.first.info.name < b.first.info.name;
+                 });
+                 Reply reply;
+                 reply.raw = fleet::fleet_map_svg(rows);
+                 reply.content_type = "image/svg+xml";
+                 return reply;
+               }),
+               .summary = "The fleet drawn as SVG: nodes, GPUs, health, MIG slices."});
+  r.push_back({.method = "POST", .pattern = "/v1/fleet/import", .action = "fleet.import",
+               .permission = Permission::kFleetWrite, .mutation = true,
+               .handler = write_tx(import_inventory),
+               .summary = "Register nodes from another inventory (Kubernetes), all or nothing.",
+               .request_schema = "FleetImport", .response_schema = "Node[]",
+               .success_status = 201});
+  r.push_back({.method = "POST", .pattern = "/v1/agent/enroll", .action = "node.enroll",
+               .access = Access::kPublic, .mutation = true, .handler = write_tx(enroll),
+               .summary = "A node agent enrols with a join token; returns its credential once.",
+               .request_schema = "Enrollment", .response_schema = "Enrolled",
+               .success_status = 201});
+  r.push_back({.method = "POST", .pattern = "/v1/agent/heartbeat", .action = "node.heartbeat",
+               .access = Access::kNode, .mutation = true, .handler = write_tx(agent_heartbeat),
+               .summary = "A node agent's heartbeat with its inventory, health and samples.",
+               .request_schema = "Heartbeat", .response_schema = "HeartbeatReply"});
+  return r;
+}
+
+}  // namespace gp::api

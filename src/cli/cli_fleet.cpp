@@ -1,0 +1,307 @@
+// Fleet commands: pools, nodes and their lifecycle, join tokens, GPUs, the fleet summary and
+// map, Kubernetes import, MIG planning, and the node agent.
+#include <fmt/format.h>
+#include <signal.h>
+
+#include <fstream>
+#include <iostream>
+
+#include "agent/agent.h"
+#include "cli/client.h"
+#include "fleet/fleet.h"
+
+namespace gp::cli {
+namespace {
+
+bool write_file(const std::string& path, const std::string& content) {
+  std::ofstream out(path, std::ios::trunc);
+  out << content;
+  return bool(out);
+}
+
+// Runs `fn` as a subcommand callback, turning a failed call into exit code 1.
+template <typename F>
+void on_run(CLI::App* cmd, int* rc, F fn) {
+  cmd->callback([fn, rc] {
+    if (!fn()) *rc = 1;
+  });
+}
+
+void add_pool(CLI::App& app, ClientConfig& c, int* rc) {
+  auto* pool = app.add_subcommand("pool", "Manage node pools");
+  pool->require_subcommand(1);
+  auto body = std::make_shared<Json>(Json::object());
+  auto* create = pool->add_subcommand("create", "Create a pool (dedicated with --tenant)");
+  field<std::string>(create, body, "name", "name", "Pool name", true);
+  field<std::string>(create, body, "--tenant", "tenant", "Dedicate the pool to this tenant");
+  field<std::string>(create, body, "--description", "description", "Description");
+  on_run(create, rc, [&c, body] {
+    auto r = call(c, "POST", "/v1/pools", *body);
+    if (r) print(c, *r, {});
+    return r.has_value();
+  });
+  auto* list = pool->add_subcommand("list", "List pools");
+  on_run(list, rc, [&c] {
+    auto r = call(c, "GET", "/v1/pools");
+    if (r) print(c, *r, {"id", "name", "kind", "tenant_id", "description"});
+    return r.has_value();
+  });
+  auto id = std::make_shared<std::string>();
+  for (auto [verb, method] : {std::pair{"get", "GET"}, std::pair{"delete", "DELETE"}}) {
+    auto* sub = pool->add_subcommand(verb, std::string(verb) + " a pool");
+    sub->add_option("id", *id, "Pool id or name")->required();
+    on_run(sub, rc, [&c, id, method = std::string(method)] {
+      auto r = call(c, method, "/v1/pools/" + url_encode(*id));
+      if (r && !r->is_null()) print(c, *r, {});
+      return r.has_value();
+    });
+  }
+}
+
+void add_node(CLI::App& app, ClientConfig& c, int* rc) {
+  auto* node = app.add_subcommand("node", "Nodes, their lifecycle and join tokens");
+  node->require_subcommand(1);
+  auto state = std::make_shared<std::string>();
+  auto* list = node->add_subcommand("list", "List nodes");
+  list->add_option("--state", *state, "Only nodes in this state");
+  on_run(list, rc, [&c, state] {
+    std::string target = "/v1/nodes?limit=1000";
+    if (!state->empty()) target += "&state=" + url_encode(*state);
+    auto r = call(c, "GET", target);
+    if (r) print(c, *r, {"id", "name", "state", "cordoned", "rack", "pool_id", "last_heartbeat"});
+    return r.has_value();
+  });
+  auto id = std::make_shared<std::string>();
+  auto* get = node->add_subcommand("get", "A node and its GPUs");
+  get->add_option("id", *id, "Node id or name")->required();
+  on_run(get, rc, [&c, id] {
+    auto r = call(c, "GET", "/v1/nodes/" + url_encode(*id));
+    if (!r) return false;
+    if (c.output == "json") {
+      print(c, *r, {});
+      return true;
+    }
+    Json gpus = (*r)["gpus"];
+    r->erase("gpus");
+    print(c, *r, {});
+    std::cout << "\n";
+    print_table(std::vector<Json>(gpus.begin(), gpus.end()),
+                {"index", "model", "uuid", "mode", "health", "health_reason"});
+    return true;
+  });
+  auto reason = std::make_shared<std::string>();
+  for (std::string verb : {"drain", "maintenance", "resume", "fail", "retire", "cordon", "uncordon"}) {
+    auto* sub = node->add_subcommand(verb, verb + " a node");
+    sub->add_option("id", *id, "Node id or name")->required();
+    sub->add_option("--reason", *reason, "Why (recorded in the audit trail)");
+    on_run(sub, rc, [&c, id, reason, verb] {
+      Json body = Json::object();
+      if (!reason->empty()) body["reason"] = *reason;
+      auto r = call(c, "POST", "/v1/nodes/" + url_encode(*id) + "/" + verb, body);
+      if (r) std::cout << fmt::format("node {}: {}{}\n", (*r)["name"].get<std::string>(),
+                                      (*r)["state"].get<std::string>(),
+                                      (*r)["cordoned"].get<bool>() ? " (cordoned)" : "");
+      return r.has_value();
+    });
+  }
+  auto body = std::make_shared<Json>(Json::object());
+  auto* jt = node->add_subcommand("join-token", "Create a one-time enrolment token for an agent");
+  field<std::string>(jt, body, "--pool", "pool", "Nodes enrolled with it join this pool");
+  field<int64_t>(jt, body, "--ttl", "ttl_seconds", "Validity in seconds (default 3600)");
+  on_run(jt, rc, [&c, body] {
+    auto r = call(c, "POST", "/v1/join-tokens", *body);
+    if (!r) return false;
+    if (c.output == "json") print(c, *r, {});
+    else
+      std::cout << (*r)["token"].get<std::string>() << "\n"
+                << fmt::format("(one enrolment, until {}; shown once)\n",
+                               (*r)["expires_at"].get<std::string>());
+    return true;
+  });
+}
+
+void add_gpu_and_fleet(CLI::App& app, ClientConfig& c, int* rc) {
+  auto* gpu = app.add_subcommand("gpu", "GPUs of the fleet");
+  gpu->require_subcommand(1);
+  auto node = std::make_shared<std::string>();
+  auto* list = gpu->add_subcommand("list", "List GPUs");
+  list->add_option("--node", *node, "Only this node's GPUs");
+  on_run(list, rc, [&c, node] {
+    std::string target = "/v1/gpus";
+    if (!node->empty()) target += "?node=" + url_encode(*node);
+    auto r = call(c, "GET", target);
+    if (r) print(c, *r, {"uuid", "node_id", "index", "model", "mode", "health"});
+    return r.has_value();
+  });
+
+  auto* fleet = app.add_subcommand("fleet", "Fleet summary, map and inventory import");
+  fleet->require_subcommand(1);
+  auto* summary = fleet->add_subcommand("summary", "GPUs by model, mode and health");
+  on_run(summary, rc, [&c] {
+    auto r = call(c, "GET", "/v1/fleet/summary");
+    if (!r) return false;
+    if (c.output == "json") {
+      print(c, *r, {});
+      return true;
+    }
+    std::vector<Json> rows;
+    for (auto it = (*r)["gpus_by_model"].begin(); it != (*r)["gpus_by_model"].end(); ++it) {
+      Json row = *it;
+      row["model"] = it.key();
+      row["modes"] = it->value("by_mode", Json::object()).dump();
+      rows.push_back(row);
+    }
+    print_table(rows, {"model", "total", "healthy", "unhealthy", "missing", "free", "allocated", "modes"});
+    std::cout << "nodes: " << (*r)["nodes_by_state"].dump() << "\n";
+    return true;
+  });
+  auto svg = std::make_shared<std::string>("fleet.svg");
+  auto* map = fleet->add_subcommand("map", "Draw the fleet as SVG");
+  map->add_option("--svg", *svg, "Output file");
+  on_run(map, rc, [&c, svg] {
+    auto r = call(c, "GET", "/v1/fleet/map.svg");
+    if (!r || !r->is_string()) return false;
+    if (!write_file(*svg, r->get<std::string>())) return false;
+    std::cout << "wrote " << *svg << "\n";
+    return true;
+  });
+  auto file = std::make_shared<std::string>();
+  auto pool = std::make_shared<std::string>();
+  auto dry = std::make_shared<bool>(false);
+  auto* imp = fleet->add_subcommand("import-k8s", "Import nodes from `kubectl get nodes -o json`");
+  imp->add_option("file", *file, "kubectl output (- for stdin)")->required();
+  imp->add_option("--pool", *pool, "Put the nodes in this pool");
+  imp->add_flag("--dry-run", *dry, "Show what would be imported");
+  on_run(imp, rc, [&c, file, pool, dry] {
+    std::string text;
+    if (*file == "-") {
+      text.assign(std::istreambuf_iterator<char>(std::cin), {});
+    } else {
+      std::ifstream in(*file);
+      if (!in) {
+        std::cerr << "error: cannot read " << *file << "\n";
+        return false;
+      }
+      text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    auto j = parse_json(text);
+    if (!j) {
+      std::cerr << "error: " << *file << ": " << j.error().message << "\n";
+      return false;
+    }
+    auto imported = fleet::import_kubectl_nodes(*j);
+    if (!imported) {
+      std::cerr << "error: " << imported.error().message << "\n";
+      return false;
+    }
+    Json nodes = Json::array();
+    for (const auto& n : imported->nodes) {
+      for (const auto& w : n.warnings) std::cerr << "warning: " << n.inventory.node.name << ": " << w << "\n";
+      nodes.push_back({{"inventory", fleet::to_json(n.inventory)}, {"ready", n.ready && n.schedulable}});
+    }
+    for (const auto& s : imported->skipped) std::cerr << "skipped: " << s << "\n";
+    if (*dry) {
+      std::cout << fmt::format("would import {} nodes\n", nodes.size());
+      if (c.output == "json") std::cout << nodes.dump(2) << "\n";
+      return true;
+    }
+    Json body = {{"nodes", nodes}};
+    if (!pool->empty()) body["pool"] = *pool;
+    auto r = call(c, "POST", "/v1/fleet/import", body);
+    if (r) print(c, *r, {"id", "name", "state", "rack"});
+    return r.has_value();
+  });
+}
+
+void add_mig(CLI::App& app, int* rc) {
+  auto* mig = app.add_subcommand("mig", "MIG geometry (local, no server)");
+  mig->require_subcommand(1);
+  auto model = std::make_shared<std::string>();
+  auto* profiles = mig->add_subcommand("profiles", "GPU-instance profiles of a model");
+  profiles->add_option("model", *model, "GPU model, e.g. H200")->required();
+  on_run(profiles, rc, [model] {
+    auto cat = fleet::mig_catalog(*model);
+    if (!cat) {
+      std::cerr << "error: " << cat.error().message << "\n";
+      return false;
+    }
+    std::vector<Json> rows;
+    for (const auto& p : (*cat)->profiles) {
+      std::string starts;
+      for (int s : p.starts) starts += (starts.empty() ? "" : ",") + std::to_string(s);
+      rows.push_back({{"profile", p.name},
+                      {"compute", p.compute_slices},
+                      {"memory", p.memory_slices},
+                      {"max", p.max_instances},
+                      {"starts", starts}});
+    }
+    print_table(rows, {"profile", "compute", "memory", "max", "starts"});
+    return true;
+  });
+  auto wanted = std::make_shared<std::vector<std::string>>();
+  auto svg = std::make_shared<std::string>();
+  auto parted = std::make_shared<bool>(false);
+  auto* plan = mig->add_subcommand("plan", "Plan a layout holding these instances");
+  plan->add_option("model", *model, "GPU model")->required();
+  plan->add_option("profiles", *wanted, "Profiles, e.g. 3g.71gb 1g.18gb 1g.18gb")->required();
+  plan->add_option("--svg", *svg, "Draw the layout to this file");
+  plan->add_flag("--mig-parted", *parted, "Print a mig-parted config");
+  on_run(plan, rc, [model, wanted, svg, parted] {
+    auto cat = fleet::mig_catalog(*model);
+    if (!cat) {
+      std::cerr << "error: " << cat.error().message << "\n";
+      return false;
+    }
+    auto layout = fleet::plan(**cat, *wanted);
+    if (!layout) {
+      std::cerr << "error: " << layout.error().message << "\n";
+      return false;
+    }
+    for (const auto& p : *layout) std::cout << fmt::format("{} at memory slice {}\n", p.profile, p.start);
+    if (*parted) std::cout << fleet::to_mig_parted_yaml("gpuplane", {{{0}, *layout}});
+    if (!svg->empty()) {
+      if (!write_file(*svg, fleet::mig_layout_svg(**cat, *layout, (*cat)->model + " MIG layout")))
+        return false;
+      std::cout << "wrote " << *svg << "\n";
+    }
+    return true;
+  });
+}
+
+std::atomic<bool> g_agent_stop{false};
+
+void add_agent(CLI::App& app, int* rc) {
+  auto o = std::make_shared<agent::AgentOptions>();
+  auto token_file = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("agent", "Run the node agent");
+  cmd->add_option("--server", o->server, "Control plane URL");
+  cmd->add_option("--join-token", o->join_token, "One-time enrolment token");
+  cmd->add_option("--join-token-file", *token_file, "Read the join token from this file");
+  cmd->add_option("--state-dir", o->state_dir, "Where the node credential is kept (0700)");
+  cmd->add_option("--simulate", o->simulate_file, "Inventory JSON instead of NVML");
+  cmd->add_option("--heartbeat-seconds", o->heartbeat_seconds, "Heartbeat period")
+      ->check(CLI::Range(1, 3600));
+  cmd->add_flag("--once", o->once, "One heartbeat, then exit");
+  cmd->add_flag("--print-inventory", o->print_inventory, "Discover, print the inventory, exit");
+  cmd->callback([o, token_file, rc] {
+    if (!token_file->empty()) {
+      std::ifstream in(*token_file);
+      std::getline(in, o->join_token);
+    }
+    signal(SIGTERM, [](int) { g_agent_stop = true; });
+    signal(SIGINT, [](int) { g_agent_stop = true; });
+    *rc = agent::run_agent(*o, g_agent_stop);
+  });
+}
+
+}  // namespace
+
+void add_fleet_commands(CLI::App& app, ClientConfig& c, int* rc) {
+  add_pool(app, c, rc);
+  add_node(app, c, rc);
+  add_gpu_and_fleet(app, c, rc);
+  add_mig(app, rc);
+  add_agent(app, rc);
+}
+
+}  // namespace gp::cli

@@ -1,0 +1,48 @@
+// Private to the cli module: the API client plumbing the commands share.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/json.h"
+
+namespace gp::cli {
+
+// Where the CLI finds its endpoint and token: flags, then environment, then the config file
+// written by `gpuplane login`.
+struct ClientConfig {
+  std::string endpoint;
+  std::string token;
+  std::string output = "table";
+  std::string config_path;
+};
+
+std::string url_encode(std::string_view s);
+// Sends a request; prints the error and returns nullopt on failure.
+std::optional<Json> call(ClientConfig& c, std::string_view method, const std::string& target,
+                         const Json& body = nullptr, bool auth = true);
+std::string cell(const Json& v);
+void print_table(const std::vector<Json>& rows, const std::vector<std::string>& cols);
+// JSON as is with --output json; else a table for lists, key/value lines for objects.
+void print(const ClientConfig& c, const Json& j, const std::vector<std::string>& cols);
+std::string read_password(const std::string& prompt, bool from_stdin);
+
+// Binds a CLI option to a JSON body field, set only when given.
+template <typename T>
+void field(CLI::App* app, std::shared_ptr<Json> body, const std::string& flag,
+           const std::string& key, const std::string& help, bool required = false) {
+  auto holder = std::make_shared<T>();
+  auto* opt = app->add_option(flag, *holder, help);
+  if (required) opt->required();
+  app->parse_complete_callback([body, holder, opt, key] {
+    if (opt->count() > 0) (*body)[key] = *holder;
+  });
+}
+
+// pool, node, gpu, fleet, mig and agent commands (cli_fleet.cpp).
+void add_fleet_commands(CLI::App& app, ClientConfig& c, int* rc);
+
+}  // namespace gp::cli

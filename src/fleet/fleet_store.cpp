@@ -1,0 +1,481 @@
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "common/crypto.h"
+#include "fleet/fleet.h"
+#include "iam/iam.h"
+
+namespace gp::fleet {
+namespace {
+
+using store::Null;
+using store::Row;
+
+std::string ts(int64_t us) { return format_rfc3339(from_unix_micros(us)); }
+
+Json layout_json(const Layout& l) {
+  Json a = Json::array();
+  for (const auto& p : l) a.push_back({{"profile", p.profile}, {"start", p.start}});
+  return a;
+}
+Layout layout_from(const std::string& text) {
+  Layout l;
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_array())
+    for (const auto& p : j) l.push_back({p.value("profile", ""), p.value("start", 0)});
+  return l;
+}
+
+}  // namespace
+
+Json Pool::to_json() const {
+  return {{"id", id},
+          {"name", name},
+          {"tenant_id", tenant_id ? Json(*tenant_id) : Json(nullptr)},
+          {"kind", tenant_id ? "dedicated" : "shared"},
+          {"description", description},
+          {"created_at", ts(created_at)},
+          {"version", version}};
+}
+
+Json Node::to_json() const {
+  return {{"id", id},
+          {"name", info.name},
+          {"pool_id", pool_id ? Json(*pool_id) : Json(nullptr)},
+          {"state", node_state_name(state)},
+          {"cordoned", cordoned},
+          {"schedulable", schedulable(state) && !cordoned},
+          {"state_reason", state_reason},
+          {"cpu_millis", info.cpu_millis},
+          {"memory_bytes", info.memory_bytes},
+          {"rack", info.rack},
+          {"nvlink_domain", info.nvlink_domain},
+          {"labels", info.labels},
+          {"source", source},
+          {"last_heartbeat", last_heartbeat ? Json(ts(*last_heartbeat)) : Json(nullptr)},
+          {"created_at", ts(created_at)},
+          {"updated_at", ts(updated_at)},
+          {"version", version}};
+}
+
+Json Gpu::to_json() const {
+  Json j = fleet::to_json(info);
+  j["health_report"] = std::move(j["health"]);  // what the agent last reported
+  j["model"] = info.model;
+  j["product"] = info.product;
+  j["node_id"] = node_id;
+  j["health"] = health;
+  j["health_reason"] = health_reason;
+  return j;
+}
+
+// ---------------- pools ----------------
+
+namespace {
+constexpr std::string_view kPoolCols = "id, name, tenant_id, description, created_at, version";
+Pool pool_from(const Row& r) {
+  return Pool{r.text(0), r.text(1), r.opt_text(2), r.text(3), r.integer(4), r.integer(5)};
+}
+}  // namespace
+
+Result<Pool> create_pool(store::Tx& tx, const World& w, const std::string& name,
+                         const std::optional<std::string>& tenant_id,
+                         const std::string& description) {
+  GP_TRY_VOID(validate_dns_label("name", name));
+  if (tenant_id) {
+    auto t = GP_TRY(tx.query_one("SELECT state FROM tenants WHERE id = ?", {*tenant_id}));
+    if (!t) return fail(Error::invalid(fmt::format("tenant {} not found", *tenant_id)));
+  }
+  Pool p{w.ids.next("pool"), name, tenant_id, description, w.now(), 1};
+  auto r = tx.exec(fmt::format("INSERT INTO pools ({}) VALUES (?,?,?,?,?,?)", kPoolCols),
+                   {p.id, p.name, store::opt(p.tenant_id), p.description, p.created_at, p.version});
+  if (!r && r.error().code == ErrorCode::kConflict)
+    return fail(Error::conflict(fmt::format("a pool named '{}' already exists", name)));
+  GP_TRY_VOID(r);
+  return p;
+}
+
+Result<std::optional<Pool>> find_pool(store::Tx& tx, std::string_view key) {
+  auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM pools WHERE {} = ?", kPoolCols,
+                                             key.starts_with("pool_") ? "id" : "name"),
+                                 {std::string(key)}));
+  if (!row) return std::optional<Pool>();
+  return std::optional<Pool>(pool_from(*row));
+}
+
+Result<std::vector<Pool>> list_pools(store::Tx& tx) {
+  auto rows = GP_TRY(tx.query(fmt::format("SELECT {} FROM pools ORDER BY name", kPoolCols)));
+  std::vector<Pool> out;
+  for (const auto& r : rows) out.push_back(pool_from(r));
+  return out;
+}
+
+Result<void> delete_pool(store::Tx& tx, const std::string& id) {
+  auto n = GP_TRY(tx.query_one("SELECT COUNT(*) FROM nodes WHERE pool_id = ? AND state != 'retired'",
+                               {id}));
+  if (n->integer(0) > 0)
+    return fail(Error::conflict(fmt::format("pool still has {} nodes", n->integer(0))));
+  GP_TRY_VOID(tx.exec("UPDATE nodes SET pool_id = NULL WHERE pool_id = ?", {id}));
+  GP_TRY_VOID(tx.exec("UPDATE join_tokens SET pool_id = NULL WHERE pool_id = ?", {id}));
+  auto d = GP_TRY(tx.exec("DELETE FROM pools WHERE id = ?", {id}));
+  if (d == 0) return fail(Error::not_found("pool not found"));
+  return ok();
+}
+
+// ---------------- nodes ----------------
+
+namespace {
+constexpr std::string_view kNodeCols =
+    "id, name, pool_id, state, cordoned, state_reason, cpu_millis, memory_bytes, rack, "
+    "nvlink_domain, labels, source, last_heartbeat, created_at, updated_at, version";
+Node node_from(const Row& r) {
+  Node n;
+  n.id = r.text(0);
+  n.info.name = r.text(1);
+  n.pool_id = r.opt_text(2);
+  n.state = parse_node_state(r.text(3)).value_or(NodeState::kFailed);
+  n.cordoned = r.integer(4) != 0;
+  n.state_reason = r.text(5);
+  n.info.cpu_millis = r.integer(6);
+  n.info.memory_bytes = r.integer(7);
+  n.info.rack = r.text(8);
+  n.info.nvlink_domain = r.text(9);
+  Json labels = Json::parse(r.text(10), nullptr, false);
+  if (labels.is_object())
+    for (auto it = labels.begin(); it != labels.end(); ++it) n.info.labels[it.key()] = it->get<std::string>();
+  n.source = r.text(11);
+  n.last_heartbeat = r.opt_integer(12);
+  n.created_at = r.integer(13);
+  n.updated_at = r.integer(14);
+  n.version = r.integer(15);
+  return n;
+}
+
+Result<Node> load_node(store::Tx& tx, const std::string& id) {
+  auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM nodes WHERE id = ?", kNodeCols), {id}));
+  if (!row) return fail(Error::not_found("node not found"));
+  return node_from(*row);
+}
+
+Result<void> save_state(store::Tx& tx, const World& w, Node& n, NodeState s, std::string reason) {
+  n.state = s;
+  n.state_reason = std::move(reason);
+  n.updated_at = w.now();
+  ++n.version;
+  GP_TRY_VOID(tx.exec(
+      "UPDATE nodes SET state=?, state_reason=?, updated_at=?, version=? WHERE id=?",
+      {std::string(node_state_name(s)), n.state_reason, n.updated_at, n.version, n.id}));
+  return ok();
+}
+
+Result<Node> insert_node(store::Tx& tx, const World& w, const Inventory& inv,
+                         const std::optional<std::string>& pool_id, NodeState state,
+                         const std::string& source, store::Value credential_hash,
+                         std::string id) {
+  Node n;
+  n.id = std::move(id);
+  n.info = inv.node;
+  n.pool_id = pool_id;
+  n.state = state;
+  n.source = source;
+  n.created_at = n.updated_at = w.now();
+  if (source == "agent") n.last_heartbeat = n.created_at;
+  auto r = tx.exec(
+      fmt::format("INSERT INTO nodes ({}, credential_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                  kNodeCols),
+      {n.id, n.info.name, store::opt(n.pool_id), std::string(node_state_name(n.state)), int64_t(0),
+       std::string(), n.info.cpu_millis, n.info.memory_bytes, n.info.rack, n.info.nvlink_domain,
+       Json(n.info.labels).dump(), n.source, store::opt(n.last_heartbeat), n.created_at,
+       n.updated_at, n.version, credential_hash});
+  if (!r && r.error().code == ErrorCode::kConflict)
+    return fail(Error::conflict(fmt::format("a node named '{}' is already enrolled", n.info.name)));
+  GP_TRY_VOID(r);
+  return n;
+}
+
+}  // namespace
+
+Result<std::optional<Node>> find_node(store::Tx& tx, std::string_view key) {
+  auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM nodes WHERE {} = ?", kNodeCols,
+                                             key.starts_with("nod_") ? "id" : "name"),
+                                 {std::string(key)}));
+  if (!row) return std::optional<Node>();
+  return std::optional<Node>(node_from(*row));
+}
+
+Result<Page<Node>> list_nodes(store::Tx& tx, const PageRequest& page,
+                              const std::optional<NodeState>& state) {
+  store::Params params{page.after.value_or("")};
+  std::string where = "id > ?";
+  if (state) {
+    where += " AND state = ?";
+    params.push_back(std::string(node_state_name(*state)));
+  }
+  params.push_back(int64_t(page.limit) + 1);
+  auto rows = GP_TRY(tx.query(
+      fmt::format("SELECT {} FROM nodes WHERE {} ORDER BY id LIMIT ?", kNodeCols, where), params));
+  std::vector<Node> out;
+  for (const auto& r : rows) out.push_back(node_from(r));
+  return make_page(std::move(out), page);
+}
+
+Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node_id,
+                          NodeAction action, const std::string& reason) {
+  Node n = GP_TRY(load_node(tx, node_id));
+  NodeState next = GP_TRY(transition(n.state, action));
+  // Draining completes at once while no allocation can hold the node's GPUs.
+  if (next == NodeState::kDraining) next = GP_TRY(transition(next, NodeAction::kDrainComplete));
+  GP_TRY_VOID(save_state(tx, w, n, next, reason));
+  if (next == NodeState::kRetired) {
+    GP_TRY_VOID(tx.exec("UPDATE nodes SET credential_hash = NULL WHERE id = ?", {n.id}));
+    GP_TRY_VOID(tx.exec("UPDATE gpus SET present = 0 WHERE node_id = ?", {n.id}));
+  }
+  return n;
+}
+
+Result<Node> set_cordoned(store::Tx& tx, const World& w, const std::string& node_id, bool cordon) {
+  Node n = GP_TRY(load_node(tx, node_id));
+  if (n.state == NodeState::kRetired) return fail(Error::conflict("node is retired"));
+  n.cordoned = cordon;
+  n.updated_at = w.now();
+  ++n.version;
+  GP_TRY_VOID(tx.exec("UPDATE nodes SET cordoned=?, updated_at=?, version=? WHERE id=?",
+                      {int64_t(cordon), n.updated_at, n.version, n.id}));
+  return n;
+}
+
+// ---------------- GPUs ----------------
+
+namespace {
+constexpr std::string_view kGpuCols =
+    "uuid, node_id, idx, model, product, memory_bytes, pci_bus_id, numa_node, nvlink_peers, "
+    "mig_capable, mode, mig_layout, health, health_reason";
+Gpu gpu_from(const Row& r) {
+  Gpu g;
+  g.info.uuid = r.text(0);
+  g.node_id = r.text(1);
+  g.info.index = int(r.integer(2));
+  g.info.model = r.text(3);
+  g.info.product = r.text(4);
+  g.info.memory_bytes = r.integer(5);
+  g.info.pci_bus_id = r.text(6);
+  g.info.numa_node = int(r.integer(7));
+  Json peers = Json::parse(r.text(8), nullptr, false);
+  if (peers.is_array())
+    for (const auto& p : peers) g.info.nvlink_peers.push_back(p.get<std::string>());
+  g.info.mig_capable = r.integer(9) != 0;
+  g.info.mode = parse_gpu_mode(r.text(10)).value_or(GpuMode::kWhole);
+  g.info.mig_instances = layout_from(r.text(11));
+  g.health = r.text(12);
+  g.health_reason = r.text(13);
+  return g;
+}
+}  // namespace
+
+Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::string>& node_id) {
+  std::vector<Row> rows;
+  if (node_id)
+    rows = GP_TRY(tx.query(
+        fmt::format("SELECT {} FROM gpus WHERE node_id = ? AND present = 1 ORDER BY idx", kGpuCols),
+        {*node_id}));
+  else
+    rows = GP_TRY(tx.query(
+        fmt::format("SELECT {} FROM gpus WHERE present = 1 ORDER BY node_id, idx", kGpuCols)));
+  std::vector<Gpu> out;
+  for (const auto& r : rows) out.push_back(gpu_from(r));
+  return out;
+}
+
+Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& node_id,
+                             const Inventory& inv) {
+  Node n = GP_TRY(load_node(tx, node_id));
+  if (inv.node.name != n.info.name)
+    return fail(Error::invalid(fmt::format("inventory is for node '{}', this is node '{}'",
+                                           inv.node.name, n.info.name)));
+  // A GPU lives in one node: refuse the whole report if any GPU belongs to another live node.
+  for (const auto& g : inv.gpus) {
+    auto owner = GP_TRY(tx.query_one(
+        "SELECT g.node_id, n.name FROM gpus g JOIN nodes n ON n.id = g.node_id "
+        "WHERE g.uuid = ? AND g.node_id != ? AND g.present = 1 AND n.state != 'retired'",
+        {g.uuid, n.id}));
+    if (owner)
+      return fail(Error::conflict(fmt::format(
+          "GPU {} is registered to node {}: retire that node before moving the GPU", g.uuid,
+          owner->text(1))));
+  }
+  int64_t now = w.now();
+  std::set<std::string> reported;
+  for (const auto& g : inv.gpus) {
+    reported.insert(g.uuid);
+    std::string health = g.health.healthy() ? "healthy" : "unhealthy";
+    // Unhealthy stays unhealthy until an operator clears it: a GPU that threw an XID and then
+    // reported clean is not trusted again automatically.
+    auto prev = GP_TRY(tx.query_one("SELECT health, health_reason FROM gpus WHERE uuid = ?", {g.uuid}));
+    std::string reason = g.health.reason();
+    if (prev && prev->text(0) == "unhealthy" && health == "healthy") {
+      health = "unhealthy";
+      reason = prev->text(1);
+    }
+    GP_TRY_VOID(tx.exec("DELETE FROM gpus WHERE uuid = ?", {g.uuid}));
+    GP_TRY_VOID(tx.exec(
+        fmt::format("INSERT INTO gpus ({}, present, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,1,?)",
+                    kGpuCols),
+        {g.uuid, n.id, int64_t(g.index), g.model, g.product, g.memory_bytes, g.pci_bus_id,
+         int64_t(g.numa_node), Json(g.nvlink_peers).dump(), int64_t(g.mig_capable),
+         std::string(gpu_mode_name(g.mode)), layout_json(g.mig_instances).dump(), health, reason,
+         now}));
+  }
+  auto existing = GP_TRY(tx.query("SELECT uuid FROM gpus WHERE node_id = ? AND present = 1", {n.id}));
+  for (const auto& r : existing)
+    if (!reported.contains(r.text(0)))
+      GP_TRY_VOID(tx.exec(
+          "UPDATE gpus SET health='missing', health_reason='no longer reported by the node', "
+          "updated_at=? WHERE uuid=?",
+          {now, r.text(0)}));
+  n.info = inv.node;
+  n.updated_at = now;
+  GP_TRY_VOID(tx.exec(
+      "UPDATE nodes SET cpu_millis=?, memory_bytes=?, rack=?, nvlink_domain=?, labels=?, "
+      "updated_at=? WHERE id=?",
+      {n.info.cpu_millis, n.info.memory_bytes, n.info.rack, n.info.nvlink_domain,
+       Json(n.info.labels).dump(), now, n.id}));
+  return n;
+}
+
+Result<Enrolled> enroll(store::Tx& tx, const World& w, std::string_view join_token,
+                        const Inventory& inv) {
+  auto parsed = iam::parse_token(join_token);
+  if (!parsed || !parsed->id.starts_with("jtk_"))
+    return fail(Error::unauthenticated("malformed join token"));
+  auto row = GP_TRY(tx.query_one(
+      "SELECT secret_hash, expires_at, used_at, pool_id FROM join_tokens WHERE id = ?", {parsed->id}));
+  if (!row || !constant_time_equal(row->text(0), iam::hash_secret(parsed->secret)))
+    return fail(Error::unauthenticated("unknown join token"));
+  if (!row->is_null(2)) return fail(Error::unauthenticated("join token has already been used"));
+  if (row->integer(1) <= w.now()) return fail(Error::unauthenticated("join token has expired"));
+  auto issued = iam::issue_token(w.ids.next("nod"));
+  Node n = GP_TRY(insert_node(tx, w, inv, row->opt_text(3), NodeState::kEnrolling, "agent",
+                              issued.secret_hash, issued.id));
+  GP_TRY_VOID(apply_inventory(tx, w, n.id, inv));
+  NodeState ready = GP_TRY(transition(n.state, NodeAction::kActivate));
+  GP_TRY_VOID(save_state(tx, w, n, ready, "enrolled"));
+  GP_TRY_VOID(tx.exec("UPDATE join_tokens SET used_at = ?, node_id = ? WHERE id = ?",
+                      {w.now(), n.id, parsed->id}));
+  return Enrolled{std::move(n), std::move(issued.token)};
+}
+
+Result<Node> import_node(store::Tx& tx, const World& w, const Inventory& inv,
+                         const std::optional<std::string>& pool_id, bool ready) {
+  Node n = GP_TRY(insert_node(tx, w, inv, pool_id, NodeState::kEnrolling, "kubernetes", Null{},
+                              w.ids.next("nod")));
+  GP_TRY_VOID(apply_inventory(tx, w, n.id, inv));
+  GP_TRY_VOID(save_state(tx, w, n, ready ? NodeState::kReady : NodeState::kMaintenance,
+                         ready ? "imported" : "imported: not ready or unschedulable in Kubernetes"));
+  return n;
+}
+
+Result<CreatedJoinToken> create_join_token(store::Tx& tx, const World& w,
+                                           const std::optional<std::string>& pool_id,
+                                           const std::string& created_by, Duration ttl) {
+  auto issued = iam::issue_token(w.ids.next("jtk"));
+  int64_t expires = w.now() + ttl.count();
+  GP_TRY_VOID(tx.exec(
+      "INSERT INTO join_tokens (id, secret_hash, pool_id, created_by, created_at, expires_at) "
+      "VALUES (?,?,?,?,?,?)",
+      {issued.id, issued.secret_hash, store::opt(pool_id), created_by, w.now(), expires}));
+  return CreatedJoinToken{issued.id, issued.token, expires};
+}
+
+Result<Node> heartbeat(store::Tx& tx, const World& w, const std::string& node_id) {
+  Node n = GP_TRY(load_node(tx, node_id));
+  if (n.state == NodeState::kRetired) return fail(Error::unauthenticated("node is retired"));
+  n.last_heartbeat = w.now();
+  GP_TRY_VOID(tx.exec("UPDATE nodes SET last_heartbeat = ? WHERE id = ?", {*n.last_heartbeat, n.id}));
+  if (n.state == NodeState::kFailed && n.state_reason == "missed heartbeats")
+    GP_TRY_VOID(save_state(tx, w, n, GP_TRY(transition(n.state, NodeAction::kRecover)),
+                           "heartbeats resumed"));
+  return n;
+}
+
+Result<std::vector<Sample>> parse_samples(const Json& j, const World& w) {
+  if (!j.is_array()) return fail(Error::invalid("samples must be an array"));
+  if (j.size() > 10000) return fail(Error::invalid("at most 10000 samples per report"));
+  std::vector<Sample> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    ObjectReader r(j[i], fmt::format("samples[{}]", i));
+    Sample s;
+    s.gpu_uuid = r.string("gpu_uuid", 96);
+    s.instance = r.optional_string("instance", 32).value_or("");
+    auto t = r.optional_string("time", 40);
+    s.util_pct = int(r.optional_integer("util_pct", -1, 100).value_or(-1));
+    s.mem_used_bytes = r.optional_integer("mem_used_bytes", 0, int64_t(1) << 50).value_or(0);
+    GP_TRY_VOID(r.finish());
+    TimePoint tp = w.clock.now();
+    if (t && !parse_rfc3339(*t, &tp))
+      return fail(Error::invalid(fmt::format("samples[{}].time is not RFC 3339", i)));
+    if (tp > w.clock.now() + std::chrono::minutes(5))
+      return fail(Error::invalid(fmt::format("samples[{}].time is in the future", i)));
+    s.time_us = to_unix_micros(tp);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<int64_t> record_samples(store::Tx& tx, const std::string& node_id,
+                               const std::vector<Sample>& samples) {
+  std::set<std::string> own;
+  for (const auto& r : GP_TRY(tx.query("SELECT uuid FROM gpus WHERE node_id = ? AND present = 1", {node_id})))
+    own.insert(r.text(0));
+  for (const auto& s : samples)
+    if (!own.contains(s.gpu_uuid))
+      return fail(Error::invalid(fmt::format("sample for GPU {} that is not on this node", s.gpu_uuid)));
+  for (const auto& s : samples)
+    GP_TRY_VOID(tx.exec(
+        "INSERT INTO gpu_samples (gpu_uuid, instance, time_us, util_pct, mem_used_bytes) VALUES (?,?,?,?,?)",
+        {s.gpu_uuid, s.instance, s.time_us, int64_t(s.util_pct), s.mem_used_bytes}));
+  return int64_t(samples.size());
+}
+
+Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w, Duration timeout) {
+  auto rows = GP_TRY(tx.query(
+      fmt::format("SELECT {} FROM nodes WHERE source = 'agent' AND state IN ('ready', 'draining', "
+                  "'enrolling') AND last_heartbeat < ?",
+                  kNodeCols),
+      {w.now() - timeout.count()}));
+  std::vector<Node> failed;
+  for (const auto& r : rows) {
+    Node n = node_from(r);
+    GP_TRY_VOID(save_state(tx, w, n, GP_TRY(transition(n.state, NodeAction::kFail)), "missed heartbeats"));
+    failed.push_back(std::move(n));
+  }
+  return failed;
+}
+
+Result<Json> summary(store::Tx& tx) {
+  Json by_model = Json::object();
+  auto gpus = GP_TRY(tx.query(
+      "SELECT g.model, g.mode, g.health, n.state, COUNT(*) FROM gpus g JOIN nodes n ON n.id = g.node_id "
+      "WHERE g.present = 1 AND n.state != 'retired' GROUP BY g.model, g.mode, g.health, n.state "
+      "ORDER BY g.model"));
+  int64_t total = 0;
+  for (const auto& r : gpus) {
+    Json& m = by_model[r.text(0)];
+    if (m.is_null())
+      m = {{"total", 0}, {"healthy", 0}, {"unhealthy", 0}, {"missing", 0}, {"allocated", 0},
+           {"free", 0}, {"by_mode", Json::object()}};
+    int64_t c = r.integer(4);
+    total += c;
+    m["total"] = m["total"].get<int64_t>() + c;
+    m[r.text(2)] = m.value(r.text(2), int64_t(0)) + c;
+    m["by_mode"][r.text(1)] = m["by_mode"].value(r.text(1), int64_t(0)) + c;
+    if (r.text(2) == "healthy" && r.text(3) == "ready") m["free"] = m["free"].get<int64_t>() + c;
+  }
+  Json nodes = Json::object();
+  for (const auto& r : GP_TRY(tx.query("SELECT state, COUNT(*) FROM nodes GROUP BY state")))
+    nodes[r.text(0)] = r.integer(1);
+  return Json{{"gpus_total", total}, {"gpus_by_model", by_model}, {"nodes_by_state", nodes}};
+}
+
+}  // namespace gp::fleet

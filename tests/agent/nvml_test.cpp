@@ -1,0 +1,787 @@
+// Specification of NVML discovery: the pure helpers (PCI bus ids, NVML GPU-instance profile ->
+// catalog profile), the ways loading NVML fails, and discover / sample / poll_xid_events
+// against a simulated NVML driver handed to Nvml::open_with. The simulation answers like the
+// real library (return codes, buffers, handles) for exactly the calls gpuplane makes.
+#include "agent/nvml.h"
+
+#include <fmt/format.h>
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/nvml_types.h"
+#include "fleet/mig_catalog.h"
+
+namespace gp::agent {
+namespace {
+
+using namespace nvml_abi;  // NOLINT: NVML's own names
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+const fleet::MigCatalog& catalog(std::string_view model) {
+  Result<const fleet::MigCatalog*> found = fleet::mig_catalog(model);
+  EXPECT_TRUE(found.has_value()) << model;
+  return **found;
+}
+
+// ---------------------------------------------------------------------------------------------
+// format_pci_bus_id
+
+TEST(FormatPciBusId, MatchesNvmlAndNvidiaSmi) {
+  EXPECT_EQ(format_pci_bus_id(0, 0x18, 0, 0), "00000000:18:00.0");
+  EXPECT_EQ(format_pci_bus_id(1, 0xab, 0x1f, 0), "00000001:AB:1F.0");
+  EXPECT_EQ(format_pci_bus_id(0x10000, 0x3, 0x2, 0x7), "00010000:03:02.7");
+}
+
+// ---------------------------------------------------------------------------------------------
+// catalog_profile_for
+
+struct ProfileCase {
+  unsigned slices;
+  unsigned long long memory_mb;  // as nvmlGpuInstanceProfileInfo_t.memorySizeMB (MiB)
+  std::string expected;
+};
+
+void expect_mapping(const fleet::MigCatalog& catalog, const std::vector<ProfileCase>& cases) {
+  for (const ProfileCase& c : cases) {
+    Result<std::string> name = catalog_profile_for(catalog, c.slices, c.memory_mb);
+    ASSERT_TRUE(name.has_value()) << c.slices << " slices, " << c.memory_mb
+                                  << " MiB: " << name.error().message;
+    EXPECT_EQ(*name, c.expected) << c.slices << " slices, " << c.memory_mb << " MiB";
+  }
+}
+
+TEST(CatalogProfileFor, MapsH200ProfilesByComputeSlicesAndNearestMemory) {
+  // NVML reports a profile's usable memory, a little under (1g.18gb: ~16-18 GiB) or over the
+  // nominal GB of the name; the two 1-slice profiles differ by 2x, so nearest wins.
+  expect_mapping(catalog("H200"), {
+                                      {1, 16384, "1g.18gb"},
+                                      {1, 16896, "1g.18gb"},
+                                      {1, 18176, "1g.18gb"},
+                                      {1, 32768, "1g.35gb"},
+                                      {1, 33536, "1g.35gb"},
+                                      {2, 32768, "2g.35gb"},
+                                      {2, 35840, "2g.35gb"},
+                                      {3, 66560, "3g.71gb"},
+                                      {3, 71936, "3g.71gb"},
+                                      {4, 69888, "4g.71gb"},
+                                      {7, 133120, "7g.141gb"},
+                                      {7, 143771, "7g.141gb"},
+                                  });
+}
+
+TEST(CatalogProfileFor, MapsA100_80GBProfiles) {
+  expect_mapping(catalog("NVIDIA A100-SXM4-80GB"), {
+                                                       {1, 9728, "1g.10gb"},
+                                                       {1, 9984, "1g.10gb"},
+                                                       {1, 19968, "1g.20gb"},
+                                                       {1, 20096, "1g.20gb"},
+                                                       {2, 19968, "2g.20gb"},
+                                                       {3, 40192, "3g.40gb"},
+                                                       {4, 40448, "4g.40gb"},
+                                                       {7, 80384, "7g.80gb"},
+                                                       {7, 81152, "7g.80gb"},
+                                                   });
+}
+
+TEST(CatalogProfileFor, RefusesSliceCountsTheCatalogLacks) {
+  Result<std::string> name = catalog_profile_for(catalog("H200"), 5, 90000);
+  ASSERT_FALSE(name.has_value());
+  EXPECT_EQ(name.error().code, ErrorCode::kNotFound);
+  EXPECT_THAT(name.error().message, HasSubstr("5 compute slices"));
+}
+
+TEST(CatalogProfileFor, RefusesMemoryFarFromEveryCandidate) {
+  // 60000 MiB (~63 GB) is neither a 1g.18gb nor a 1g.35gb: wrong catalog for this GPU.
+  Result<std::string> name = catalog_profile_for(catalog("H200"), 1, 60000);
+  ASSERT_FALSE(name.has_value());
+  EXPECT_EQ(name.error().code, ErrorCode::kNotFound);
+  EXPECT_THAT(name.error().message, HasSubstr("1g.35gb, 1g.18gb"));
+  // An A100-40GB figure on an H200 catalog.
+  EXPECT_FALSE(catalog_profile_for(catalog("H200"), 7, 40192).has_value());
+}
+
+TEST(CatalogProfileFor, RefusesEmptyProfiles) {
+  EXPECT_EQ(catalog_profile_for(catalog("H200"), 0, 16384).error().code,
+            ErrorCode::kInvalidArgument);
+  EXPECT_EQ(catalog_profile_for(catalog("H200"), 1, 0).error().code, ErrorCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Loading
+
+TEST(NvmlOpen, MissingLibraryIsUnavailableNotACrash) {
+  Result<std::unique_ptr<Nvml>> nvml = Nvml::open("libnvidia-ml-gpuplane-test-absent.so.1");
+  ASSERT_FALSE(nvml.has_value());
+  EXPECT_EQ(nvml.error().code, ErrorCode::kUnavailable);
+  EXPECT_THAT(nvml.error().message, HasSubstr("libnvidia-ml-gpuplane-test-absent.so.1"));
+  EXPECT_THAT(nvml.error().message, HasSubstr("NVIDIA driver"));
+}
+
+TEST(NvmlOpen, LibraryWithoutNvmlIsUnavailable) {
+  // libc loads but exports no NVML entry point.
+  Result<std::unique_ptr<Nvml>> nvml = Nvml::open("libc.so.6");
+  ASSERT_FALSE(nvml.has_value());
+  EXPECT_EQ(nvml.error().code, ErrorCode::kUnavailable);
+  EXPECT_THAT(nvml.error().message, HasSubstr("nvmlInit_v2"));
+}
+
+// ---------------------------------------------------------------------------------------------
+// A simulated NVML driver. Handles are pointers to the structs below.
+
+struct FakeHandle {
+  bool is_mig_device = false;
+};
+
+struct FakeGpu;
+
+struct FakeInstance {
+  FakeGpu* gpu = nullptr;
+  unsigned id = 0;
+  unsigned profile_index = 0;
+  unsigned start = 0;
+};
+
+struct FakeMigDevice : FakeHandle {
+  FakeInstance* instance = nullptr;
+  unsigned long long memory_used = 0;
+};
+
+struct FakeLink {
+  nvmlIntNvLinkDeviceType_t type = NVML_NVLINK_DEVICE_TYPE_GPU;
+  unsigned remote_bus = 0;
+  bool active = true;
+};
+
+struct FakeGpu : FakeHandle {
+  std::string name;
+  std::string uuid;
+  unsigned bus = 0;
+  unsigned long long memory_total = 0;
+  unsigned long long memory_used = 0;
+  int util = -1;           // -1: NOT_SUPPORTED (as for a GPU in MIG mode)
+  int mig_mode = -1;       // -1: NOT_SUPPORTED; else NVML_DEVICE_MIG_DISABLE / _ENABLE
+  int numa_node = -1;      // -1: NOT_SUPPORTED
+  long long ecc = -1;      // -1: NOT_SUPPORTED
+  bool denied = false;     // nvmlDeviceGetHandleByIndex_v2 answers NO_PERMISSION
+  bool xid_events = true;  // nvmlDeviceRegisterEvents supported
+  bool registered = false;
+  std::vector<FakeLink> links;
+  std::deque<FakeInstance> instances;  // stable addresses: handed out as handles
+  std::deque<FakeMigDevice> mig_devices;
+};
+
+struct FakeProfile {
+  unsigned index;  // NVML_GPU_INSTANCE_PROFILE_*
+  unsigned id;
+  unsigned slices;
+  unsigned long long memory_mb;
+  unsigned max_instances;
+};
+
+// H200 GPU-instance profiles with NVML 12 profile IDs. Memory is plausible, not measured.
+const std::vector<FakeProfile> kH200Profiles = {
+    {NVML_GPU_INSTANCE_PROFILE_1_SLICE, 19, 1, 16896, 7},
+    {NVML_GPU_INSTANCE_PROFILE_2_SLICE, 14, 2, 33536, 3},
+    {NVML_GPU_INSTANCE_PROFILE_3_SLICE, 9, 3, 69888, 2},
+    {NVML_GPU_INSTANCE_PROFILE_4_SLICE, 5, 4, 69888, 1},
+    {NVML_GPU_INSTANCE_PROFILE_7_SLICE, 0, 7, 140544, 1},
+    {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1, 20, 1, 16896, 1},  // 1g.18gb+me
+    {NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2, 15, 1, 33536, 4},  // 1g.35gb
+};
+
+const FakeProfile* profile_at(unsigned index) {
+  for (const FakeProfile& p : kH200Profiles) {
+    if (p.index == index) return &p;
+  }
+  return nullptr;
+}
+
+struct FakeEvent {
+  FakeGpu* gpu;
+  unsigned long long type;
+  unsigned long long data;
+};
+
+struct FakeWorld {
+  std::deque<FakeGpu> gpus;
+  nvmlReturn_t init_rc = NVML_SUCCESS;
+  nvmlReturn_t list_instances_rc = NVML_SUCCESS;
+  std::set<std::string> absent;  // symbols this "driver" does not export
+  std::deque<FakeEvent> events;
+  int inits = 0;
+  int shutdowns = 0;
+  int event_sets_created = 0;
+  int event_sets_freed = 0;
+  int registrations = 0;
+
+  FakeGpu& add_gpu(std::string name, std::string uuid, unsigned bus) {
+    FakeGpu& gpu = gpus.emplace_back();
+    gpu.name = std::move(name);
+    gpu.uuid = std::move(uuid);
+    gpu.bus = bus;
+    gpu.memory_total = 150'754'820'096ULL;  // 143771 MiB, an H200
+    return gpu;
+  }
+
+  // A GPU instance and one MIG device (compute instance) per `compute_instances`.
+  FakeInstance& add_instance(FakeGpu& gpu, unsigned profile_index, unsigned start, unsigned id,
+                             unsigned long long memory_used, int compute_instances = 1) {
+    FakeInstance& instance = gpu.instances.emplace_back();
+    instance = {.gpu = &gpu, .id = id, .profile_index = profile_index, .start = start};
+    for (int i = 0; i < compute_instances; ++i) {
+      FakeMigDevice& device = gpu.mig_devices.emplace_back();
+      device.is_mig_device = true;
+      device.instance = &instance;
+      device.memory_used = memory_used;
+    }
+    return instance;
+  }
+};
+
+FakeWorld* world = nullptr;
+
+nvmlDevice_t handle_of(FakeHandle* h) { return reinterpret_cast<nvmlDevice_t>(h); }
+FakeHandle* from_handle(nvmlDevice_t d) { return reinterpret_cast<FakeHandle*>(d); }
+FakeGpu* gpu_of(nvmlDevice_t d) {
+  FakeHandle* h = from_handle(d);
+  return h == nullptr || h->is_mig_device ? nullptr : static_cast<FakeGpu*>(h);
+}
+
+nvmlReturn_t copy_string(const std::string& s, char* buffer, unsigned length) {
+  if (s.size() + 1 > length) return NVML_ERROR_INSUFFICIENT_SIZE;
+  std::memcpy(buffer, s.c_str(), s.size() + 1);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t fake_init() {
+  ++world->inits;
+  return world->init_rc;
+}
+nvmlReturn_t fake_shutdown() {
+  ++world->shutdowns;
+  return NVML_SUCCESS;
+}
+const char* fake_error_string(nvmlReturn_t rc) {
+  switch (rc) {
+    case NVML_ERROR_NO_PERMISSION:
+      return "Insufficient Permissions";
+    case NVML_ERROR_DRIVER_NOT_LOADED:
+      return "Driver Not Loaded";
+    default:
+      return "Simulated Error";
+  }
+}
+nvmlReturn_t fake_count(unsigned* count) {
+  *count = static_cast<unsigned>(world->gpus.size());
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_handle_by_index(unsigned index, nvmlDevice_t* device) {
+  if (index >= world->gpus.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  if (world->gpus[index].denied) return NVML_ERROR_NO_PERMISSION;
+  *device = handle_of(&world->gpus[index]);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_name(nvmlDevice_t d, char* name, unsigned length) {
+  FakeGpu* gpu = gpu_of(d);
+  return gpu ? copy_string(gpu->name, name, length) : NVML_ERROR_INVALID_ARGUMENT;
+}
+nvmlReturn_t fake_uuid(nvmlDevice_t d, char* uuid, unsigned length) {
+  FakeGpu* gpu = gpu_of(d);
+  return gpu ? copy_string(gpu->uuid, uuid, length) : NVML_ERROR_INVALID_ARGUMENT;
+}
+nvmlReturn_t fake_memory(nvmlDevice_t d, nvmlMemory_t* memory) {
+  FakeHandle* h = from_handle(d);
+  if (h->is_mig_device) {
+    auto* mig = static_cast<FakeMigDevice*>(h);
+    memory->total = profile_at(mig->instance->profile_index)->memory_mb << 20;
+    memory->used = mig->memory_used;
+  } else {
+    auto* gpu = static_cast<FakeGpu*>(h);
+    memory->total = gpu->memory_total;
+    memory->used = gpu->memory_used;
+  }
+  memory->free = memory->total - memory->used;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_pci(nvmlDevice_t d, nvmlPciInfo_t* pci) {
+  FakeGpu* gpu = gpu_of(d);
+  if (gpu == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *pci = {};
+  pci->bus = gpu->bus;
+  std::snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", gpu->bus);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_utilization(nvmlDevice_t d, nvmlUtilization_t* utilization) {
+  FakeGpu* gpu = gpu_of(d);
+  if (gpu == nullptr || gpu->util < 0) return NVML_ERROR_NOT_SUPPORTED;  // MIG devices too
+  utilization->gpu = static_cast<unsigned>(gpu->util);
+  utilization->memory = 0;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_numa(nvmlDevice_t d, unsigned* node) {
+  FakeGpu* gpu = gpu_of(d);
+  if (gpu->numa_node < 0) return NVML_ERROR_NOT_SUPPORTED;
+  *node = static_cast<unsigned>(gpu->numa_node);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_ecc(nvmlDevice_t d, nvmlMemoryErrorType_t type, nvmlEccCounterType_t counter,
+                      unsigned long long* count) {
+  FakeGpu* gpu = gpu_of(d);
+  if (gpu->ecc < 0) return NVML_ERROR_NOT_SUPPORTED;
+  // Only the volatile uncorrected count is non-zero, so asking for another one shows.
+  const bool asked_right =
+      type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED && counter == NVML_VOLATILE_ECC;
+  *count = asked_right ? static_cast<unsigned long long>(gpu->ecc) : 0;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_mig_mode(nvmlDevice_t d, unsigned* current, unsigned* pending) {
+  FakeGpu* gpu = gpu_of(d);
+  if (gpu->mig_mode < 0) return NVML_ERROR_NOT_SUPPORTED;
+  *current = *pending = static_cast<unsigned>(gpu->mig_mode);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_profile_info(nvmlDevice_t d, unsigned index, nvmlGpuInstanceProfileInfo_t* info) {
+  FakeGpu* gpu = gpu_of(d);
+  if (gpu->mig_mode != static_cast<int>(NVML_DEVICE_MIG_ENABLE)) return NVML_ERROR_NOT_SUPPORTED;
+  if (index > 0xC) return NVML_ERROR_INVALID_ARGUMENT;  // past this driver's PROFILE_COUNT
+  const FakeProfile* profile = profile_at(index);
+  if (profile == nullptr) return NVML_ERROR_NOT_SUPPORTED;
+  *info = {};
+  info->id = profile->id;
+  info->sliceCount = profile->slices;
+  info->instanceCount = profile->max_instances;
+  info->memorySizeMB = profile->memory_mb;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_gpu_instances(nvmlDevice_t d, unsigned profile_id, nvmlGpuInstance_t* out,
+                                unsigned* count) {
+  if (world->list_instances_rc != NVML_SUCCESS) return world->list_instances_rc;
+  FakeGpu* gpu = gpu_of(d);
+  *count = 0;
+  for (FakeInstance& instance : gpu->instances) {
+    if (profile_at(instance.profile_index)->id != profile_id) continue;
+    out[(*count)++] = reinterpret_cast<nvmlGpuInstance_t>(&instance);
+  }
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_instance_info(nvmlGpuInstance_t gi, nvmlGpuInstanceInfo_t* info) {
+  auto* instance = reinterpret_cast<FakeInstance*>(gi);
+  const FakeProfile* profile = profile_at(instance->profile_index);
+  info->device = handle_of(instance->gpu);
+  info->id = instance->id;
+  info->profileId = profile->id;
+  info->placement = {.start = instance->start, .size = 0};
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_max_mig_devices(nvmlDevice_t d, unsigned* count) {
+  *count = gpu_of(d)->mig_mode == static_cast<int>(NVML_DEVICE_MIG_ENABLE) ? 7 : 0;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_mig_device_by_index(nvmlDevice_t d, unsigned index, nvmlDevice_t* out) {
+  FakeGpu* gpu = gpu_of(d);
+  if (index >= gpu->mig_devices.size()) return NVML_ERROR_NOT_FOUND;
+  *out = handle_of(&gpu->mig_devices[index]);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_gpu_instance_id(nvmlDevice_t d, unsigned* id) {
+  FakeHandle* h = from_handle(d);
+  if (!h->is_mig_device) return NVML_ERROR_INVALID_ARGUMENT;
+  *id = static_cast<FakeMigDevice*>(h)->instance->id;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_nvlink_state(nvmlDevice_t d, unsigned link, nvmlEnableState_t* active) {
+  FakeGpu* gpu = gpu_of(d);
+  if (gpu->links.empty()) return NVML_ERROR_NOT_SUPPORTED;
+  if (link >= gpu->links.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *active = gpu->links[link].active ? NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_nvlink_remote_pci(nvmlDevice_t d, unsigned link, nvmlPciInfo_t* pci) {
+  FakeGpu* gpu = gpu_of(d);
+  if (link >= gpu->links.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *pci = {};
+  pci->bus = gpu->links[link].remote_bus;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_nvlink_remote_type(nvmlDevice_t d, unsigned link,
+                                     nvmlIntNvLinkDeviceType_t* type) {
+  FakeGpu* gpu = gpu_of(d);
+  if (link >= gpu->links.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  *type = gpu->links[link].type;
+  return NVML_SUCCESS;
+}
+int fake_event_set_token = 0;
+nvmlReturn_t fake_event_set_create(nvmlEventSet_t* set) {
+  ++world->event_sets_created;
+  *set = reinterpret_cast<nvmlEventSet_t>(&fake_event_set_token);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_register_events(nvmlDevice_t d, unsigned long long types, nvmlEventSet_t) {
+  FakeGpu* gpu = gpu_of(d);
+  if (!gpu->xid_events) return NVML_ERROR_NOT_SUPPORTED;
+  if (types != nvmlEventTypeXidCriticalError) return NVML_ERROR_INVALID_ARGUMENT;
+  ++world->registrations;
+  gpu->registered = true;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t fake_event_set_wait(nvmlEventSet_t, nvmlEventData_t* data, unsigned timeout_ms) {
+  if (timeout_ms != 0) return NVML_ERROR_INVALID_ARGUMENT;  // would block the agent
+  while (!world->events.empty()) {
+    FakeEvent event = world->events.front();
+    world->events.pop_front();
+    if (!event.gpu->registered) continue;
+    *data = {};
+    data->device = handle_of(event.gpu);
+    data->eventType = event.type;
+    data->eventData = event.data;
+    return NVML_SUCCESS;
+  }
+  return NVML_ERROR_TIMEOUT;
+}
+nvmlReturn_t fake_event_set_free(nvmlEventSet_t) {
+  ++world->event_sets_freed;
+  return NVML_SUCCESS;
+}
+
+void* fake_symbol(const char* symbol) {
+  static const std::map<std::string, void*> kSymbols = {
+      {"nvmlInit_v2", reinterpret_cast<void*>(&fake_init)},
+      {"nvmlShutdown", reinterpret_cast<void*>(&fake_shutdown)},
+      {"nvmlErrorString", reinterpret_cast<void*>(&fake_error_string)},
+      {"nvmlDeviceGetCount_v2", reinterpret_cast<void*>(&fake_count)},
+      {"nvmlDeviceGetHandleByIndex_v2", reinterpret_cast<void*>(&fake_handle_by_index)},
+      {"nvmlDeviceGetName", reinterpret_cast<void*>(&fake_name)},
+      {"nvmlDeviceGetUUID", reinterpret_cast<void*>(&fake_uuid)},
+      {"nvmlDeviceGetMemoryInfo", reinterpret_cast<void*>(&fake_memory)},
+      {"nvmlDeviceGetPciInfo_v3", reinterpret_cast<void*>(&fake_pci)},
+      {"nvmlDeviceGetUtilizationRates", reinterpret_cast<void*>(&fake_utilization)},
+      {"nvmlDeviceGetNumaNodeId", reinterpret_cast<void*>(&fake_numa)},
+      {"nvmlDeviceGetTotalEccErrors", reinterpret_cast<void*>(&fake_ecc)},
+      {"nvmlDeviceGetMigMode", reinterpret_cast<void*>(&fake_mig_mode)},
+      {"nvmlDeviceGetGpuInstanceProfileInfo", reinterpret_cast<void*>(&fake_profile_info)},
+      {"nvmlDeviceGetGpuInstances", reinterpret_cast<void*>(&fake_gpu_instances)},
+      {"nvmlGpuInstanceGetInfo", reinterpret_cast<void*>(&fake_instance_info)},
+      {"nvmlDeviceGetMaxMigDeviceCount", reinterpret_cast<void*>(&fake_max_mig_devices)},
+      {"nvmlDeviceGetMigDeviceHandleByIndex", reinterpret_cast<void*>(&fake_mig_device_by_index)},
+      {"nvmlDeviceGetGpuInstanceId", reinterpret_cast<void*>(&fake_gpu_instance_id)},
+      {"nvmlDeviceGetNvLinkState", reinterpret_cast<void*>(&fake_nvlink_state)},
+      {"nvmlDeviceGetNvLinkRemotePciInfo_v2", reinterpret_cast<void*>(&fake_nvlink_remote_pci)},
+      {"nvmlDeviceGetNvLinkRemoteDeviceType", reinterpret_cast<void*>(&fake_nvlink_remote_type)},
+      {"nvmlEventSetCreate", reinterpret_cast<void*>(&fake_event_set_create)},
+      {"nvmlDeviceRegisterEvents", reinterpret_cast<void*>(&fake_register_events)},
+      {"nvmlEventSetWait_v2", reinterpret_cast<void*>(&fake_event_set_wait)},
+      {"nvmlEventSetFree", reinterpret_cast<void*>(&fake_event_set_free)},
+  };
+  if (world->absent.contains(symbol)) return nullptr;
+  auto it = kSymbols.find(symbol);
+  return it == kSymbols.end() ? nullptr : it->second;
+}
+
+class NvmlSimulated : public ::testing::Test {
+ protected:
+  void SetUp() override { world = &world_; }
+  void TearDown() override { world = nullptr; }
+
+  std::unique_ptr<Nvml> open() {
+    Result<std::unique_ptr<Nvml>> nvml = Nvml::open_with(fake_symbol);
+    EXPECT_TRUE(nvml.has_value()) << nvml.error().message;
+    return nvml ? std::move(*nvml) : nullptr;
+  }
+
+  std::vector<fleet::GpuInfo> discover() {
+    std::unique_ptr<Nvml> nvml = open();
+    if (!nvml) return {};
+    Result<std::vector<fleet::GpuInfo>> gpus = nvml->discover();
+    EXPECT_TRUE(gpus.has_value()) << gpus.error().message;
+    return gpus ? *gpus : std::vector<fleet::GpuInfo>{};
+  }
+
+  // Two NVLinked H200s: GPU 0 in MIG mode with three instances, GPU 1 whole and busy.
+  void two_h200s() {
+    FakeGpu& mig = world_.add_gpu("NVIDIA H200", "GPU-aaaaaaaa-0000-0000-0000-000000000000", 0x18);
+    mig.mig_mode = NVML_DEVICE_MIG_ENABLE;
+    mig.numa_node = 0;
+    mig.ecc = 0;
+    mig.memory_used = 6ULL << 30;
+    mig.links = {{.remote_bus = 0x2a}, {.remote_bus = 0x2a}, {.remote_bus = 0x2a, .active = false}};
+    world_.add_instance(mig, NVML_GPU_INSTANCE_PROFILE_3_SLICE, 4, /*id=*/1, 5ULL << 30);
+    world_.add_instance(mig, NVML_GPU_INSTANCE_PROFILE_2_SLICE, 2, /*id=*/5, 1ULL << 30,
+                        /*compute_instances=*/2);
+    world_.add_instance(mig, NVML_GPU_INSTANCE_PROFILE_1_SLICE, 0, /*id=*/9, 0);
+
+    FakeGpu& whole =
+        world_.add_gpu("NVIDIA H200", "GPU-bbbbbbbb-0000-0000-0000-000000000000", 0x2a);
+    whole.mig_mode = NVML_DEVICE_MIG_DISABLE;
+    whole.numa_node = 1;
+    whole.ecc = 2;
+    whole.util = 42;
+    whole.memory_used = 70ULL << 30;
+    whole.links = {{.remote_bus = 0x18}, {.remote_bus = 0x18}};
+  }
+
+  FakeWorld world_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Session lifetime
+
+TEST_F(NvmlSimulated, InitFailureIsUnavailableAndNothingIsShutDown) {
+  world_.init_rc = NVML_ERROR_DRIVER_NOT_LOADED;
+  Result<std::unique_ptr<Nvml>> nvml = Nvml::open_with(fake_symbol);
+  ASSERT_FALSE(nvml.has_value());
+  EXPECT_EQ(nvml.error().code, ErrorCode::kUnavailable);
+  EXPECT_THAT(nvml.error().message, HasSubstr("nvmlInit_v2 failed: Driver Not Loaded"));
+  EXPECT_EQ(world_.shutdowns, 0);
+}
+
+TEST_F(NvmlSimulated, DriverWithoutARequiredEntryPointIsUnavailable) {
+  world_.absent = {"nvmlDeviceGetPciInfo_v3", "nvmlDeviceGetCount_v2"};
+  Result<std::unique_ptr<Nvml>> nvml = Nvml::open_with(fake_symbol);
+  ASSERT_FALSE(nvml.has_value());
+  EXPECT_EQ(nvml.error().code, ErrorCode::kUnavailable);
+  EXPECT_THAT(nvml.error().message, HasSubstr("nvmlDeviceGetCount_v2, nvmlDeviceGetPciInfo_v3"));
+  EXPECT_THAT(nvml.error().message, HasSubstr("too old"));
+  EXPECT_EQ(world_.inits, 0);
+}
+
+TEST_F(NvmlSimulated, SessionInitializesOnceAndShutsDownOnce) {
+  {
+    std::unique_ptr<Nvml> nvml = open();
+    EXPECT_EQ(world_.inits, 1);
+    EXPECT_EQ(world_.shutdowns, 0);
+  }
+  EXPECT_EQ(world_.shutdowns, 1);
+}
+
+// ---------------------------------------------------------------------------------------------
+// discover
+
+TEST_F(NvmlSimulated, DiscoversWholeAndMigGpus) {
+  two_h200s();
+  std::vector<fleet::GpuInfo> gpus = discover();
+  ASSERT_EQ(gpus.size(), 2u);
+
+  const fleet::GpuInfo& mig = gpus[0];
+  EXPECT_EQ(mig.uuid, "GPU-aaaaaaaa-0000-0000-0000-000000000000");
+  EXPECT_EQ(mig.index, 0);
+  EXPECT_EQ(mig.product, "NVIDIA H200");
+  EXPECT_EQ(mig.model, fleet::canonical_model("NVIDIA H200"));
+  EXPECT_EQ(mig.memory_bytes, 150'754'820'096LL);
+  EXPECT_EQ(mig.pci_bus_id, "00000000:18:00.0");
+  EXPECT_EQ(mig.numa_node, 0);
+  EXPECT_TRUE(mig.mig_capable);
+  EXPECT_EQ(mig.mode, fleet::GpuMode::kMig);
+  EXPECT_THAT(mig.mig_instances,
+              ElementsAre(fleet::PlacedInstance{"1g.18gb", 0}, fleet::PlacedInstance{"2g.35gb", 2},
+                          fleet::PlacedInstance{"3g.71gb", 4}));
+  EXPECT_THAT(mig.nvlink_peers, ElementsAre("GPU-bbbbbbbb-0000-0000-0000-000000000000"));
+  EXPECT_EQ(mig.health.ecc_uncorrected, 0);
+  EXPECT_THAT(mig.health.xid_errors, IsEmpty());
+
+  const fleet::GpuInfo& whole = gpus[1];
+  EXPECT_EQ(whole.index, 1);
+  EXPECT_EQ(whole.pci_bus_id, "00000000:2A:00.0");
+  EXPECT_EQ(whole.numa_node, 1);
+  EXPECT_TRUE(whole.mig_capable);
+  EXPECT_EQ(whole.mode, fleet::GpuMode::kWhole);
+  EXPECT_THAT(whole.mig_instances, IsEmpty());
+  EXPECT_THAT(whole.nvlink_peers, ElementsAre("GPU-aaaaaaaa-0000-0000-0000-000000000000"));
+  EXPECT_EQ(whole.health.ecc_uncorrected, 2);
+}
+
+TEST_F(NvmlSimulated, GpusOnAnNvSwitchFabricArePeersOfEachOther) {
+  for (unsigned bus : {0x18u, 0x2au, 0x3bu}) {
+    FakeGpu& gpu = world_.add_gpu("NVIDIA H200", fmt::format("GPU-{:x}", bus), bus);
+    // The third GPU's links are down; the others go to NVSwitches (remote bus 0xf0).
+    gpu.links = {
+        {.type = NVML_NVLINK_DEVICE_TYPE_SWITCH, .remote_bus = 0xf0, .active = bus != 0x3b},
+        {.type = NVML_NVLINK_DEVICE_TYPE_SWITCH, .remote_bus = 0xf1, .active = bus != 0x3b}};
+  }
+  std::vector<fleet::GpuInfo> gpus = discover();
+  ASSERT_EQ(gpus.size(), 3u);
+  EXPECT_THAT(gpus[0].nvlink_peers, ElementsAre("GPU-2a"));
+  EXPECT_THAT(gpus[1].nvlink_peers, ElementsAre("GPU-18"));
+  EXPECT_THAT(gpus[2].nvlink_peers, IsEmpty());
+}
+
+TEST_F(NvmlSimulated, GpuWithoutMigSupportIsWholeAndNotMigCapable) {
+  FakeGpu& gpu = world_.add_gpu("NVIDIA L40S", "GPU-l40s", 0x81);
+  gpu.mig_mode = -1;
+  std::vector<fleet::GpuInfo> gpus = discover();
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_FALSE(gpus[0].mig_capable);
+  EXPECT_EQ(gpus[0].mode, fleet::GpuMode::kWhole);
+  EXPECT_EQ(gpus[0].numa_node, -1);              // NOT_SUPPORTED
+  EXPECT_EQ(gpus[0].health.ecc_uncorrected, 0);  // NOT_SUPPORTED
+  EXPECT_THAT(gpus[0].nvlink_peers, IsEmpty());
+}
+
+TEST_F(NvmlSimulated, OlderDriversWithoutOptionalEntryPointsStillDiscover) {
+  two_h200s();
+  world_.absent = {"nvmlDeviceGetNumaNodeId", "nvmlDeviceGetMigMode", "nvmlDeviceGetTotalEccErrors",
+                   "nvmlDeviceGetNvLinkState", "nvmlErrorString"};
+  std::vector<fleet::GpuInfo> gpus = discover();
+  ASSERT_EQ(gpus.size(), 2u);
+  for (const fleet::GpuInfo& gpu : gpus) {
+    EXPECT_EQ(gpu.numa_node, -1);
+    EXPECT_FALSE(gpu.mig_capable);
+    EXPECT_EQ(gpu.health.ecc_uncorrected, 0);
+    EXPECT_THAT(gpu.nvlink_peers, IsEmpty());
+  }
+}
+
+TEST_F(NvmlSimulated, GpusThisProcessMayNotUseAreSkipped) {
+  two_h200s();
+  world_.gpus[0].denied = true;
+  std::vector<fleet::GpuInfo> gpus = discover();
+  ASSERT_EQ(gpus.size(), 1u);
+  EXPECT_EQ(gpus[0].index, 1);  // NVML's index, not a renumbering
+  EXPECT_THAT(gpus[0].nvlink_peers, IsEmpty());
+}
+
+TEST_F(NvmlSimulated, DeniedGpuInstanceListingIsUnavailableWithTheFix) {
+  two_h200s();
+  world_.list_instances_rc = NVML_ERROR_NO_PERMISSION;
+  std::unique_ptr<Nvml> nvml = open();
+  Result<std::vector<fleet::GpuInfo>> gpus = nvml->discover();
+  ASSERT_FALSE(gpus.has_value());
+  EXPECT_EQ(gpus.error().code, ErrorCode::kUnavailable);
+  EXPECT_THAT(gpus.error().message, HasSubstr("GPU-aaaaaaaa"));
+  EXPECT_THAT(gpus.error().message, HasSubstr("mig/monitor"));
+}
+
+TEST_F(NvmlSimulated, MigModeOnAModelWithoutCatalogIsNotFound) {
+  FakeGpu& gpu = world_.add_gpu("NVIDIA A30", "GPU-a30", 0x3b);
+  gpu.mig_mode = NVML_DEVICE_MIG_ENABLE;
+  std::unique_ptr<Nvml> nvml = open();
+  Result<std::vector<fleet::GpuInfo>> gpus = nvml->discover();
+  ASSERT_FALSE(gpus.has_value());
+  EXPECT_EQ(gpus.error().code, ErrorCode::kNotFound);
+  EXPECT_THAT(gpus.error().message, HasSubstr("GPU-a30 (NVIDIA A30)"));
+  EXPECT_THAT(gpus.error().message, HasSubstr("no MIG catalog"));
+}
+
+TEST_F(NvmlSimulated, NoGpusIsAnEmptyInventory) { EXPECT_THAT(discover(), IsEmpty()); }
+
+// ---------------------------------------------------------------------------------------------
+// sample
+
+TEST_F(NvmlSimulated, SamplesWholeGpusAndEachGpuInstanceOnce) {
+  two_h200s();
+  std::unique_ptr<Nvml> nvml = open();
+  Result<std::vector<Nvml::Sample>> samples = nvml->sample();
+  ASSERT_TRUE(samples.has_value()) << samples.error().message;
+
+  std::map<std::string, Nvml::Sample> by_key;
+  for (const Nvml::Sample& s : *samples) {
+    EXPECT_TRUE(by_key.emplace(s.gpu_uuid.substr(0, 12) + "/" + s.mig_instance, s).second)
+        << "sampled twice: " << s.gpu_uuid << " " << s.mig_instance;
+  }
+  ASSERT_EQ(by_key.size(), 5u);
+  const Nvml::Sample& mig_gpu = by_key.at("GPU-aaaaaaaa/");
+  EXPECT_EQ(mig_gpu.util_pct, -1);  // NVML does not report utilization for a MIG-mode GPU
+  EXPECT_EQ(mig_gpu.mem_used_bytes, 6LL << 30);
+  const Nvml::Sample& big = by_key.at("GPU-aaaaaaaa/3g.71gb@4");
+  EXPECT_EQ(big.util_pct, -1);
+  EXPECT_EQ(big.mem_used_bytes, 5LL << 30);
+  EXPECT_EQ(by_key.at("GPU-aaaaaaaa/2g.35gb@2").mem_used_bytes, 1LL << 30);
+  EXPECT_EQ(by_key.at("GPU-aaaaaaaa/1g.18gb@0").mem_used_bytes, 0);
+  const Nvml::Sample& whole = by_key.at("GPU-bbbbbbbb/");
+  EXPECT_EQ(whole.util_pct, 42);
+  EXPECT_EQ(whole.mem_used_bytes, 70LL << 30);
+}
+
+// ---------------------------------------------------------------------------------------------
+// poll_xid_events
+
+TEST_F(NvmlSimulated, PollsXidEventsPerGpuWithoutBlocking) {
+  two_h200s();
+  FakeGpu& quiet = world_.add_gpu("NVIDIA L40S", "GPU-l40s", 0x81);
+  quiet.xid_events = false;
+  std::unique_ptr<Nvml> nvml = open();
+
+  Result<std::map<std::string, std::vector<int>>> none = nvml->poll_xid_events();
+  ASSERT_TRUE(none.has_value()) << none.error().message;
+  EXPECT_THAT(*none, IsEmpty());
+  EXPECT_EQ(world_.registrations, 2);
+
+  FakeGpu& a = world_.gpus[0];
+  FakeGpu& b = world_.gpus[1];
+  world_.events = {{&b, nvmlEventTypeXidCriticalError, 79},
+                   {&a, nvmlEventTypeXidCriticalError, 48},
+                   {&b, nvmlEventTypeXidCriticalError, 31},
+                   {&a, /*a PState event*/ 0x4, 0}};
+  Result<std::map<std::string, std::vector<int>>> xids = nvml->poll_xid_events();
+  ASSERT_TRUE(xids.has_value()) << xids.error().message;
+  EXPECT_EQ(*xids, (std::map<std::string, std::vector<int>>{
+                       {"GPU-aaaaaaaa-0000-0000-0000-000000000000", {48}},
+                       {"GPU-bbbbbbbb-0000-0000-0000-000000000000", {79, 31}},
+                   }));
+
+  Result<std::map<std::string, std::vector<int>>> drained = nvml->poll_xid_events();
+  ASSERT_TRUE(drained.has_value());
+  EXPECT_THAT(*drained, IsEmpty());
+  EXPECT_EQ(world_.registrations, 2);  // registered once, not on every poll
+  EXPECT_EQ(world_.event_sets_created, 1);
+  nvml.reset();
+  EXPECT_EQ(world_.event_sets_freed, 1);
+}
+
+TEST_F(NvmlSimulated, GpusAppearingLaterAreRegisteredWhenSeen) {
+  two_h200s();
+  world_.gpus[1].denied = true;
+  std::unique_ptr<Nvml> nvml = open();
+  ASSERT_TRUE(nvml->poll_xid_events().has_value());
+  EXPECT_EQ(world_.registrations, 1);
+  world_.gpus[1].denied = false;
+  world_.events = {{&world_.gpus[1], nvmlEventTypeXidCriticalError, 94}};
+  Result<std::map<std::string, std::vector<int>>> xids = nvml->poll_xid_events();
+  ASSERT_TRUE(xids.has_value());
+  EXPECT_EQ(world_.registrations, 2);
+  EXPECT_THAT(xids->at("GPU-bbbbbbbb-0000-0000-0000-000000000000"), ElementsAre(94));
+}
+
+TEST_F(NvmlSimulated, DriverWithoutTheEventApiCannotReportXids) {
+  two_h200s();
+  world_.absent = {"nvmlEventSetWait_v2"};
+  std::unique_ptr<Nvml> nvml = open();
+  Result<std::map<std::string, std::vector<int>>> xids = nvml->poll_xid_events();
+  ASSERT_FALSE(xids.has_value());
+  EXPECT_EQ(xids.error().code, ErrorCode::kUnavailable);
+}
+
+// ---------------------------------------------------------------------------------------------
+// gpu_instance_profiles
+
+TEST_F(NvmlSimulated, ListsNvmlProfilesWithTheirCatalogNames) {
+  two_h200s();
+  std::unique_ptr<Nvml> nvml = open();
+  Result<std::vector<Nvml::ProfileInfo>> profiles = nvml->gpu_instance_profiles(0);
+  ASSERT_TRUE(profiles.has_value()) << profiles.error().message;
+  std::map<unsigned, std::string> names;
+  for (const Nvml::ProfileInfo& p : *profiles) names[p.nvml_profile_id] = p.catalog_profile;
+  EXPECT_EQ(names, (std::map<unsigned, std::string>{{0, "7g.141gb"},
+                                                    {5, "4g.71gb"},
+                                                    {9, "3g.71gb"},
+                                                    {14, "2g.35gb"},
+                                                    {15, "1g.35gb"},
+                                                    {19, "1g.18gb"},
+                                                    {20, "1g.18gb"}}));
+  Result<std::vector<Nvml::ProfileInfo>> whole = nvml->gpu_instance_profiles(1);
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_THAT(*whole, IsEmpty());
+  EXPECT_EQ(nvml->gpu_instance_profiles(7).error().code, ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace gp::agent

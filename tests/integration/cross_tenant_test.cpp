@@ -1,0 +1,438 @@
+// Tenant isolation, end to end: every tenant-scoped route refuses credentials from another
+// tenant (404, as if the tenant did not exist) and refuses missing, malformed, expired and
+// revoked credentials (401); refusals change nothing and land in the audit trail. Then the
+// role model inside one tenant: project roles, grants, suspension and offboarding.
+#include <gtest/gtest.h>
+
+#include <iostream>
+#include <map>
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "api/router.h"
+#include "integration/harness.h"
+
+namespace gp::it {
+namespace {
+
+// One tenant with one of everything, created through the API by its own admin.
+struct TenantWorld {
+  TenantInfo tenant;
+  std::string project_id, user_id, sa_id, key_id, key_token, binding_id;
+
+  std::map<std::string, std::string> path_ids() const {
+    return {{"tenant", tenant.id},   {"project", project_id}, {"user", user_id},
+            {"service_account", sa_id}, {"api_key", key_id},  {"role_binding", binding_id}};
+  }
+};
+
+TenantWorld populate(TestServer& s, const std::string& name) {
+  TenantWorld w;
+  w.tenant = s.create_tenant(name, name + "-admin");
+  const auto& token = w.tenant.admin_token;
+  const auto& t = w.tenant.id;
+  w.project_id = s.create_project(token, t, name + "-prj").at("id");
+  w.user_id = s.create_user(token, t, name + "-user").at("id");
+  w.sa_id = s.create_service_account(token, t, name + "-sa").at("id");
+  auto key = s.create_api_key(
+      token, t, {{"name", "ci"}, {"owner_kind", "service_account"}, {"owner_id", w.sa_id}});
+  w.key_id = key.at("id");
+  w.key_token = key.at("token");
+  w.binding_id =
+      s.create_binding(token, t, "project-member", "user", w.user_id, w.project_id).at("id");
+  return w;
+}
+
+// Replaces every {param} of a route pattern; throws on a parameter it has no value for, so a
+// new kind of path parameter cannot slip past the matrix.
+std::string fill(const std::string& pattern, const std::map<std::string, std::string>& ids) {
+  std::string out;
+  size_t i = 0;
+  while (i < pattern.size()) {
+    if (pattern[i] != '{') {
+      out += pattern[i++];
+      continue;
+    }
+    size_t end = pattern.find('}', i);
+    std::string name = pattern.substr(i + 1, end - i - 1);
+    auto it = ids.find(name);
+    if (it == ids.end()) throw std::runtime_error("no test value for {" + name + "} in " + pattern);
+    out += it->second;
+    i = end + 1;
+  }
+  return out;
+}
+
+// A small valid body for each request schema, aimed at tenant `w`.
+Json minimal_body(const std::string& schema, const TenantWorld& w) {
+  static const std::set<std::string> kPatches = {"TenantPatch", "ProjectPatch", "UserPatch"};
+  if (schema.empty()) return nullptr;
+  if (kPatches.contains(schema)) return {{"display_name", "Changed by an intruder"}};
+  if (schema == "ProjectCreate" || schema == "ServiceAccountCreate") return {{"name", "intruder"}};
+  if (schema == "UserCreate") return {{"username", "intruder"}};
+  if (schema == "ApiKeyCreate")
+    return {{"name", "intruder"}, {"owner_kind", "user"}, {"owner_id", w.user_id}};
+  if (schema == "RoleBindingCreate")
+    return {{"role", "project-admin"},
+            {"subject_kind", "user"},
+            {"subject_id", w.user_id},
+            {"project", w.project_id}};
+  throw std::runtime_error("no minimal body for request schema " + schema);
+}
+
+// Everything a platform admin can read about a tenant.
+Json snapshot(TestServer& s, const std::string& tenant) {
+  Json out;
+  out["tenant"] =
+      expect_status(s.request("GET", "/v1/tenants/" + tenant, nullptr, s.admin_token()), 200,
+                    "snapshot tenant")
+          .body;
+  for (const char* noun : {"projects", "users", "service-accounts", "api-keys", "role-bindings"})
+    out[noun] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/" + noun);
+  return out;
+}
+
+std::vector<const api::Route*> tenant_routes(api::Api& api) {
+  std::vector<const api::Route*> out;
+  for (const auto& r : api.routes())
+    if (r.pattern.starts_with("/v1/tenants/{tenant}")) out.push_back(&r);
+  return out;
+}
+
+TEST(CrossTenant, EveryTenantRouteRefusesForeignAndInvalidCredentials) {
+  TestServer s;
+  TenantWorld a = populate(s, "alpha");
+  TenantWorld b = populate(s, "bravo");
+
+  // Credentials that must not open B: A's admin (hidden: 404), and broken ones (401).
+  auto expiring = s.create_api_key(a.tenant.admin_token, a.tenant.id,
+                                   {{"name", "short"}, {"ttl_seconds", 60}});
+  std::string revoked = s.create_api_key(a.tenant.admin_token, a.tenant.id, {{"name", "gone"}})
+                            .at("token");
+  std::string revoked_id = revoked.substr(0, revoked.find('.'));
+  // Both worked before they were expired and revoked.
+  ASSERT_EQ(s.request("GET", "/v1/whoami", nullptr, expiring.at("token").get<std::string>()).status,
+            200);
+  ASSERT_EQ(s.request("GET", "/v1/whoami", nullptr, revoked).status, 200);
+  ASSERT_EQ(s.request("DELETE", "/v1/tenants/" + a.tenant.id + "/api-keys/" + revoked_id, nullptr,
+                      a.tenant.admin_token)
+                .status,
+            204);
+  s.clock().advance(std::chrono::seconds(61));
+
+  struct Credential {
+    std::string name, token;
+    int status;
+    std::string code;
+  };
+  const std::vector<Credential> credentials = {
+      {"tenant A admin", a.tenant.admin_token, 404, "not_found"},
+      {"no credential", "", 401, "unauthenticated"},
+      {"malformed token", "not-a-token", 401, "unauthenticated"},
+      {"well-formed unknown key", "key_aaaaaaaaaaaaaaaa." + std::string(43, 'A'), 401,
+       "unauthenticated"},
+      {"expired key of A", expiring.at("token"), 401, "unauthenticated"},
+      {"revoked key of A", revoked, 401, "unauthenticated"},
+  };
+
+  auto routes = tenant_routes(s.api());
+  ASSERT_GE(routes.size(), 20u) << "the route table lost its tenant routes";
+
+  // Control: B's own admin reads every GET route with these ids, so a 404 below is isolation,
+  // not a wrong id.
+  for (const auto* r : routes) {
+    if (r->method != "GET") continue;
+    auto resp = s.request("GET", fill(r->pattern, b.path_ids()), nullptr, b.tenant.admin_token);
+    EXPECT_EQ(resp.status, 200) << "control: B's admin on " << r->pattern;
+  }
+
+  Json before = snapshot(s, b.tenant.id);
+  struct Cell {
+    std::string what, request_id, expected_actor;
+  };
+  std::vector<Cell> cells;
+  for (const auto* r : routes) {
+    std::string target = fill(r->pattern, b.path_ids());
+    Json body = minimal_body(r->request_schema, b);
+    for (const auto& c : credentials) {
+      std::string what = r->method + " " + r->pattern + " with " + c.name;
+      auto resp = s.request(r->method, target, body, c.token);
+      EXPECT_TRUE(IsProblem(resp, c.status, c.code)) << what;
+      if (c.status == 401) {
+        EXPECT_EQ(resp.header("WWW-Authenticate"), "Bearer") << what;
+      }
+      cells.push_back({what, resp.request_id(),
+                       c.status == 404 ? a.tenant.admin_user_id : std::string("anonymous")});
+    }
+  }
+  std::cout << "[ matrix   ] checked " << cells.size() << " (route, credential) cells: "
+            << routes.size() << " tenant routes x " << credentials.size() << " credentials\n";
+  ::testing::Test::RecordProperty("matrix_cells", int(cells.size()));
+
+  EXPECT_EQ(snapshot(s, b.tenant.id), before) << "tenant B changed under foreign requests";
+
+  // Every refusal is in the trail as denied, under the request id the caller was given.
+  std::map<std::string, Json> by_request;
+  for (auto& rec : s.audit_records()) by_request[rec.at("request_id")] = rec;
+  for (const auto& cell : cells) {
+    auto it = by_request.find(cell.request_id);
+    if (it == by_request.end()) {
+      ADD_FAILURE() << "no audit record for " << cell.what << " (request " << cell.request_id
+                    << ")";
+      continue;
+    }
+    EXPECT_EQ(it->second.at("outcome"), "denied") << cell.what;
+    EXPECT_EQ(it->second.at("actor"), cell.expected_actor) << cell.what;
+  }
+
+  // B's admins see A's probes in their own trail; A's trail does not hold them.
+  std::set<std::string> in_b, in_a;
+  for (const auto& rec : s.list_all(b.tenant.admin_token, "/v1/tenants/" + b.tenant.id + "/audit"))
+    in_b.insert(rec.at("request_id"));
+  for (const auto& rec : s.list_all(a.tenant.admin_token, "/v1/tenants/" + a.tenant.id + "/audit"))
+    in_a.insert(rec.at("request_id"));
+  for (const auto& cell : cells) {
+    if (cell.expected_actor != a.tenant.admin_user_id) continue;
+    EXPECT_TRUE(in_b.contains(cell.request_id)) << cell.what << " missing from B's trail";
+    EXPECT_FALSE(in_a.contains(cell.request_id)) << cell.what << " leaked into A's trail";
+  }
+}
+
+TEST(CrossTenant, ForeignObjectIdsUnderOwnTenantPathAreNotFound) {
+  TestServer s;
+  TenantWorld a = populate(s, "alpha");
+  TenantWorld b = populate(s, "bravo");
+  // A's own tenant in the path, B's object ids everywhere else.
+  auto ids = b.path_ids();
+  ids["tenant"] = a.tenant.id;
+  Json before = snapshot(s, b.tenant.id);
+  int checked = 0;
+  for (const auto* r : tenant_routes(s.api())) {
+    if (r->pattern.find('{', std::string("/v1/tenants/{tenant}").size()) == std::string::npos)
+      continue;  // collection routes name no object of B
+    auto resp = s.request(r->method, fill(r->pattern, ids), minimal_body(r->request_schema, a),
+                          a.tenant.admin_token);
+    EXPECT_TRUE(IsProblem(resp, 404, "not_found")) << r->method << " " << r->pattern;
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+  EXPECT_EQ(snapshot(s, b.tenant.id), before);
+}
+
+TEST(CrossTenant, TenantAdminListsOnlyItsOwnTenant) {
+  TestServer s;
+  TenantWorld a = populate(s, "alpha");
+  TenantWorld b = populate(s, "bravo");
+  auto seen = s.list_all(a.tenant.admin_token, "/v1/tenants");
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].at("id"), a.tenant.id);
+  // The platform admin sees both.
+  std::set<std::string> all;
+  for (const auto& t : s.list_all(s.admin_token(), "/v1/tenants")) all.insert(t.at("id"));
+  EXPECT_TRUE(all.contains(a.tenant.id) && all.contains(b.tenant.id));
+  // Nor can a tenant admin read platform-level identities.
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/users", nullptr, a.tenant.admin_token), 403,
+                        "permission_denied"));
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/audit", nullptr, a.tenant.admin_token), 403,
+                        "permission_denied"));
+}
+
+TEST(CrossTenant, ProjectMemberIsConfinedToItsProject) {
+  TestServer s;
+  TenantWorld a = populate(s, "alpha");
+  std::string t = a.tenant.id;
+  std::string other = s.create_project(a.tenant.admin_token, t, "other").at("id");
+  // a.user_id is project-member of a.project_id (populate).
+  std::string member = s.key_for(a.tenant.admin_token, t, a.user_id);
+
+  auto own = s.request("GET", "/v1/tenants/" + t + "/projects/" + a.project_id, nullptr, member);
+  EXPECT_EQ(own.status, 200);
+  auto listed = s.list_all(member, "/v1/tenants/" + t + "/projects");
+  ASSERT_EQ(listed.size(), 1u);
+  EXPECT_EQ(listed[0].at("id"), a.project_id);
+
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/tenants/" + t + "/users",
+                                  {{"username", "sneaky"}}, member),
+                        403, "permission_denied"));
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/tenants/" + t + "/projects",
+                                  {{"name", "sneaky"}}, member),
+                        403, "permission_denied"));
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/tenants/" + t + "/users", nullptr, member), 403,
+                        "permission_denied"));
+  EXPECT_TRUE(IsProblem(
+      s.request("GET", "/v1/tenants/" + t + "/projects/" + other, nullptr, member), 403));
+  EXPECT_TRUE(IsProblem(s.request("DELETE", "/v1/tenants/" + t + "/projects/" + a.project_id,
+                                  nullptr, member),
+                        403));
+  // No minting credentials for the tenant admin.
+  EXPECT_TRUE(IsProblem(
+      s.request("POST", "/v1/tenants/" + t + "/api-keys",
+                {{"owner_kind", "user"}, {"owner_id", a.tenant.admin_user_id}}, member),
+      403, "permission_denied"));
+  // A key for itself is fine.
+  EXPECT_EQ(s.request("POST", "/v1/tenants/" + t + "/api-keys", {{"name", "mine"}}, member).status,
+            201);
+}
+
+TEST(CrossTenant, ProjectViewerCannotCreateRoleBindings) {
+  TestServer s;
+  TenantWorld a = populate(s, "alpha");
+  std::string t = a.tenant.id;
+  std::string viewer_id = s.create_user(a.tenant.admin_token, t, "viewer").at("id");
+  s.create_binding(a.tenant.admin_token, t, "project-viewer", "user", viewer_id, a.project_id);
+  std::string viewer = s.key_for(a.tenant.admin_token, t, viewer_id);
+  auto bindings_before = s.list_all(a.tenant.admin_token, "/v1/tenants/" + t + "/role-bindings");
+
+  for (const char* role : {"project-viewer", "project-member", "project-admin"}) {
+    auto r = s.request("POST", "/v1/tenants/" + t + "/role-bindings",
+                       {{"role", role},
+                        {"subject_kind", "user"},
+                        {"subject_id", viewer_id},
+                        {"project", a.project_id}},
+                       viewer);
+    EXPECT_TRUE(IsProblem(r, 403, "permission_denied")) << role;
+  }
+  // Nor remove one.
+  EXPECT_TRUE(IsProblem(s.request("DELETE", "/v1/tenants/" + t + "/role-bindings/" + a.binding_id,
+                                  nullptr, viewer),
+                        403, "permission_denied"));
+  EXPECT_EQ(s.list_all(a.tenant.admin_token, "/v1/tenants/" + t + "/role-bindings"),
+            bindings_before);
+}
+
+TEST(CrossTenant, TenantAdminCannotGrantPlatformRoles) {
+  TestServer s;
+  TenantWorld a = populate(s, "alpha");
+  std::string t = a.tenant.id;
+  for (const char* role : {"platform-admin", "platform-operator", "auditor"}) {
+    auto in_tenant = s.request(
+        "POST", "/v1/tenants/" + t + "/role-bindings",
+        {{"role", role}, {"subject_kind", "user"}, {"subject_id", a.user_id}}, a.tenant.admin_token);
+    EXPECT_TRUE(in_tenant.status == 400 || in_tenant.status == 403) << role << ": " << in_tenant.raw;
+    EXPECT_TRUE(IsProblem(in_tenant, in_tenant.status)) << role;
+    auto at_platform = s.request(
+        "POST", "/v1/role-bindings",
+        {{"role", role}, {"subject_kind", "user"}, {"subject_id", a.tenant.admin_user_id}},
+        a.tenant.admin_token);
+    EXPECT_TRUE(IsProblem(at_platform, 403, "permission_denied")) << role;
+  }
+  // The admin is still no platform admin.
+  auto who = s.request("GET", "/v1/whoami", nullptr, a.tenant.admin_token);
+  ASSERT_EQ(who.status, 200);
+  for (const auto& binding : who.body.at("role_bindings"))
+    EXPECT_FALSE(binding.at("tenant_id").is_null()) << binding.dump();
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/tenants", {{"name", "escalated"}},
+                                  a.tenant.admin_token),
+                        403));
+}
+
+TEST(CrossTenant, TenantAdminCannotBindUserOfAnotherTenant) {
+  TestServer s;
+  TenantWorld a = populate(s, "alpha");
+  TenantWorld b = populate(s, "bravo");
+  Json before = snapshot(s, b.tenant.id);
+  auto tenant_role = s.request(
+      "POST", "/v1/tenants/" + a.tenant.id + "/role-bindings",
+      {{"role", "tenant-admin"}, {"subject_kind", "user"}, {"subject_id", b.user_id}},
+      a.tenant.admin_token);
+  EXPECT_TRUE(IsProblem(tenant_role, 400, "invalid_argument"));
+  auto project_role = s.request("POST", "/v1/tenants/" + a.tenant.id + "/role-bindings",
+                                {{"role", "project-admin"},
+                                 {"subject_kind", "service_account"},
+                                 {"subject_id", b.sa_id},
+                                 {"project", a.project_id}},
+                                a.tenant.admin_token);
+  EXPECT_TRUE(IsProblem(project_role, 400, "invalid_argument"));
+  // Nor into B's project from A's path.
+  auto foreign_project = s.request("POST", "/v1/tenants/" + a.tenant.id + "/role-bindings",
+                                   {{"role", "project-admin"},
+                                    {"subject_kind", "user"},
+                                    {"subject_id", a.user_id},
+                                    {"project", b.project_id}},
+                                   a.tenant.admin_token);
+  EXPECT_TRUE(IsProblem(foreign_project, 404, "not_found"));
+  // B's user gained nothing and reaches nothing of A.
+  std::string b_user = s.key_for(b.tenant.admin_token, b.tenant.id, b.user_id);
+  auto who = s.request("GET", "/v1/whoami", nullptr, b_user);
+  ASSERT_EQ(who.status, 200);
+  for (const auto& binding : who.body.at("role_bindings"))
+    EXPECT_EQ(binding.at("tenant_id"), b.tenant.id);
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/tenants/" + a.tenant.id, nullptr, b_user), 404));
+  Json after = snapshot(s, b.tenant.id);
+  after["api-keys"] = before["api-keys"];  // the key minted just above
+  EXPECT_EQ(after, before);
+}
+
+TEST(CrossTenant, SuspendedTenantCanReadButNotCreate) {
+  TestServer s;
+  TenantWorld a = populate(s, "alpha");
+  std::string t = "/v1/tenants/" + a.tenant.id;
+  auto suspended = s.request("PATCH", t, {{"state", "suspended"}}, s.admin_token());
+  ASSERT_EQ(suspended.status, 200) << suspended.raw;
+  EXPECT_EQ(suspended.body.at("state"), "suspended");
+
+  const auto& admin = a.tenant.admin_token;
+  EXPECT_TRUE(IsProblem(s.request("POST", t + "/projects", {{"name", "more"}}, admin), 403,
+                        "tenant_suspended"));
+  EXPECT_TRUE(IsProblem(s.request("POST", t + "/users", {{"username", "more"}}, admin), 403,
+                        "tenant_suspended"));
+  EXPECT_TRUE(
+      IsProblem(s.request("POST", t + "/api-keys", {{"name", "more"}}, admin), 403, "tenant_suspended"));
+  // The tenant admin cannot lift its own suspension.
+  EXPECT_TRUE(IsProblem(s.request("PATCH", t, {{"state", "active"}}, admin), 403));
+
+  EXPECT_EQ(s.request("GET", t, nullptr, admin).status, 200);
+  auto projects = s.request("GET", t + "/projects", nullptr, admin);
+  EXPECT_EQ(projects.status, 200);
+  EXPECT_EQ(projects.body.at("items").size(), 1u);
+  EXPECT_EQ(s.request("GET", t + "/projects/" + a.project_id, nullptr, admin).status, 200);
+  EXPECT_EQ(s.request("GET", t + "/users", nullptr, admin).status, 200);
+
+  // Resumed by the platform admin, creation works again.
+  ASSERT_EQ(s.request("PATCH", t, {{"state", "active"}}, s.admin_token()).status, 200);
+  EXPECT_EQ(s.request("POST", t + "/projects", {{"name", "more"}}, admin).status, 201);
+}
+
+TEST(CrossTenant, OffboardedTenantCredentialsStopWorkingAtOnce) {
+  TestServer s;
+  TenantWorld a = populate(s, "alpha");
+  TenantWorld b = populate(s, "bravo");
+  const std::string password = "correct horse battery";
+  s.create_user(b.tenant.admin_token, b.tenant.id, "bravo-login", password);
+  auto login = s.request("POST", "/v1/auth/login",
+                         {{"username", "bravo-login"}, {"password", password}});
+  ASSERT_EQ(login.status, 201) << login.raw;
+  std::string session = login.body.at("token");
+  std::string b_user = s.key_for(b.tenant.admin_token, b.tenant.id, b.user_id);
+  std::string t = "/v1/tenants/" + b.tenant.id;
+  for (const auto& token : {b.tenant.admin_token, b.key_token, b_user, session})
+    ASSERT_EQ(s.request("GET", "/v1/whoami", nullptr, token).status, 200);
+
+  auto off = s.request("DELETE", t, nullptr, s.admin_token());
+  ASSERT_EQ(off.status, 200) << off.raw;
+  EXPECT_EQ(off.body.at("state"), "offboarding");
+
+  for (const auto& token : {b.tenant.admin_token, b.key_token, b_user, session}) {
+    EXPECT_TRUE(IsProblem(s.request("GET", "/v1/whoami", nullptr, token), 401, "unauthenticated"));
+    EXPECT_TRUE(IsProblem(s.request("GET", t + "/projects", nullptr, token), 401));
+  }
+  // A fresh login into the offboarded tenant fails too.
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/auth/login",
+                                  {{"username", "bravo-login"}, {"password", password}}),
+                        401, "unauthenticated"));
+  // Every key of B reads as revoked; A is untouched.
+  for (const auto& k : s.list_all(s.admin_token(), t + "/api-keys"))
+    EXPECT_EQ(k.at("state"), "revoked") << k.dump();
+  EXPECT_EQ(s.request("GET", "/v1/whoami", nullptr, a.tenant.admin_token).status, 200);
+  EXPECT_EQ(s.request("GET", "/v1/whoami", nullptr, a.key_token).status, 200);
+  // The platform admin still sees the tenant, which can no longer be revived.
+  auto seen = s.request("GET", t, nullptr, s.admin_token());
+  EXPECT_EQ(seen.status, 200);
+  EXPECT_EQ(seen.body.at("state"), "offboarding");
+  EXPECT_TRUE(IsProblem(s.request("PATCH", t, {{"state", "active"}}, s.admin_token()), 409));
+}
+
+}  // namespace
+}  // namespace gp::it
