@@ -1,19 +1,66 @@
 #!/usr/bin/env bash
-# Starts the control plane for `make run`: embedded SQLite under ./var, HTTP on 127.0.0.1:8080.
+# `make run`: the control plane on 127.0.0.1:8080 with its embedded SQLite store under ./var,
+# plus a demo fleet of simulated node agents (H200 and A100 nodes, some GPUs in MIG mode,
+# one pool dedicated to the demo tenant "acme"). Ctrl-C stops everything.
 set -euo pipefail
-bin=${1:-build/src/gpuplane}
+bin=$(realpath "${1:-build/src/gpuplane}")
 data=${GPUPLANE_DATA:-var}
 listen=${GPUPLANE_LISTEN:-127.0.0.1:8080}
+demo=${GPUPLANE_DEMO:-1}
 mkdir -p "$data"
 cred="$data/admin-credential"
+export GPUPLANE_ENDPOINT="http://$listen"
+
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT INT TERM
+
+"$bin" serve --data "$data" --listen "$listen" --bootstrap-credential-file "$cred" \
+  2>"$data/server.log" &
+pids+=($!)
+for _ in $(seq 1 100); do
+  curl -sf "$GPUPLANE_ENDPOINT/healthz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+curl -sf "$GPUPLANE_ENDPOINT/healthz" >/dev/null || { echo "server did not start; see $data/server.log"; exit 1; }
+export GPUPLANE_TOKEN=$(sed -n 's/^api_key: //p' "$cred")
+
+if [ "$demo" = 1 ]; then
+  if [ ! -f "$data/demo-fleet" ]; then
+    "$bin" tenant create acme --class sensitive --admin alice >/dev/null
+    "$bin" pool create acme-dedicated --tenant acme --description "H200 node dedicated to acme" >/dev/null
+    for n in deploy/demo/*.json; do
+      name=$(basename "$n" .json)
+      pool=()
+      [ "$name" = h200-dedicated ] && pool=(--pool acme-dedicated)
+      "$bin" node join-token "${pool[@]}" --ttl 600 | head -1 >"$data/join-$name"
+    done
+    touch "$data/demo-fleet"
+  fi
+  for n in deploy/demo/*.json; do
+    name=$(basename "$n" .json)
+    token=()
+    [ -f "$data/join-$name" ] && token=(--join-token-file "$data/join-$name")
+    "$bin" agent --server "$GPUPLANE_ENDPOINT" --state-dir "$data/agents/$name" \
+      --simulate "$n" --heartbeat-seconds 10 "${token[@]}" 2>>"$data/agents.log" &
+    pids+=($!)
+  done
+  sleep 1
+  rm -f "$data"/join-*
+fi
+
 cat <<MSG
-Starting gpuplane on http://$listen (data in $data/).
-Log in as the platform admin:
-  export GPUPLANE_ENDPOINT=http://$listen
-  $bin login -u admin          # password: see $cred (written on first start, mode 0600)
-or use the bootstrap API key from $cred:
-  export GPUPLANE_TOKEN=\$(sed -n 's/^api_key: //p' $cred)
-  $bin tenant create acme --class standard --admin alice
+gpuplane is serving on $GPUPLANE_ENDPOINT (data in $data/, logs in $data/*.log).
+Log in as the platform admin (credential in $cred, written on first start, mode 0600):
+  export GPUPLANE_ENDPOINT=$GPUPLANE_ENDPOINT
+  export GPUPLANE_TOKEN=\$(sed -n 's/^api_key: //p' $cred)     # or: $bin login -u admin
+  $bin fleet summary
+  $bin node list
+  $bin fleet map --svg fleet.svg
+  $bin tenant list
 Stop with Ctrl-C.
 MSG
-exec "$bin" serve --data "$data" --listen "$listen" --bootstrap-credential-file "$cred"
+wait "${pids[0]}"

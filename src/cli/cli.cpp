@@ -344,22 +344,14 @@ int main(int argc, char** argv) {
            {"id", "name", "isolation_class", "state", "created_at"}};
     add_noun(app, c, n,
              [](CLI::App* create, std::shared_ptr<Json> body) {
-               auto name = std::make_shared<std::string>();
-               create->add_option("name", *name, "Tenant name (DNS label)")->required();
+               field<std::string>(create, body, "name", "name", "Tenant name (DNS label)", true);
                field<std::string>(create, body, "--display-name", "display_name", "Display name");
                field<std::string>(create, body, "--class", "isolation_class",
                                   "internal, standard, sensitive or regulated");
-               auto admin = std::make_shared<std::string>();
-               auto email = std::make_shared<std::string>();
-               create->add_option("--admin", *admin, "Create this tenant-admin user");
-               create->add_option("--admin-email", *email, "The admin's email");
-               create->parse_complete_callback([body, name, admin, email] {
-                 (*body)["name"] = *name;
-                 if (!admin->empty()) {
-                   (*body)["admin"] = {{"username", *admin}};
-                   if (!email->empty()) (*body)["admin"]["email"] = *email;
-                 }
-               });
+               field<std::string>(create, body, "--admin", "/admin/username",
+                                  "Create this tenant-admin user");
+               field<std::string>(create, body, "--admin-email", "/admin/email",
+                                  "The admin's email");
              },
              &rc);
     auto* t = app.get_subcommand("tenant");
@@ -388,11 +380,10 @@ int main(int argc, char** argv) {
              field<std::string>(create, body, "username", "username", "Username", true);
              field<std::string>(create, body, "--email", "email", "Email");
              field<std::string>(create, body, "--display-name", "display_name", "Display name");
-             auto pw = std::make_shared<bool>(false);
-             create->add_flag("--password-stdin", *pw, "Read an initial password from stdin");
-             create->parse_complete_callback([body, pw] {
-               if (*pw) (*body)["password"] = read_password("Password: ", true);
-             });
+             create->add_flag_callback(
+                 "--password-stdin",
+                 [body] { (*body)["password"] = read_password("Password: ", true); },
+                 "Read an initial password from stdin");
            },
            &rc);
   add_noun(app, c, {"service-account", "service-accounts", "tenant-optional", {"id", "name", "state", "tenant_id"}},

@@ -30,16 +30,15 @@ void print_table(const std::vector<Json>& rows, const std::vector<std::string>& 
 void print(const ClientConfig& c, const Json& j, const std::vector<std::string>& cols);
 std::string read_password(const std::string& prompt, bool from_stdin);
 
-// Binds a CLI option to a JSON body field, set only when given.
+// Binds a CLI option to a JSON body field (a JSON pointer such as "/admin/email"), set only
+// when given.
 template <typename T>
 void field(CLI::App* app, std::shared_ptr<Json> body, const std::string& flag,
            const std::string& key, const std::string& help, bool required = false) {
-  auto holder = std::make_shared<T>();
-  auto* opt = app->add_option(flag, *holder, help);
+  std::string pointer = key.starts_with("/") ? key : "/" + key;
+  auto* opt = app->add_option_function<T>(
+      flag, [body, pointer](const T& v) { (*body)[Json::json_pointer(pointer)] = v; }, help);
   if (required) opt->required();
-  app->parse_complete_callback([body, holder, opt, key] {
-    if (opt->count() > 0) (*body)[key] = *holder;
-  });
 }
 
 // pool, node, gpu, fleet, mig and agent commands (cli_fleet.cpp).

@@ -56,7 +56,9 @@ void draw_slices(std::string& out, const MigCatalog& cat, const Layout& layout, 
         "\n",
         esc(inst.profile), inst.start, p->compute_slices, ix + 1, y + 1, iw - 2, h - 2,
         profile_colour(p->compute_slices), ix + iw / 2, y + h / 2 + 4,
-        iw >= 60 ? esc(inst.profile) : esc(inst.profile.substr(0, inst.profile.find('.'))));
+        iw >= 60 ? esc(inst.profile)
+        : iw >= 18 ? esc(inst.profile.substr(0, inst.profile.find('.')))
+                   : std::string());
   }
 }
 
@@ -116,15 +118,17 @@ std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& 
         if (auto cat = mig_catalog(g.info.product.empty() ? g.info.model : g.info.product); cat)
           draw_slices(out, **cat, g.info.mig_instances, x + 3, y + 14, gpu_w - 6, gpu_h - 17);
       }
-      out += fmt::format(R"(<text x="{}" y="{}" font-size="10">{} {}{}</text>)" "\n", x + 4, y + 11,
+      out += fmt::format(R"(<text x="{}" y="{}" font-size="10">{} {}{}</text></g>)" "\n", x + 4, y + 11,
                          g.info.index, esc(g.info.model),
-                         g.info.mode == GpuMode::kTimeSliced ? " (shared)" : "");
+                         g.info.mode == GpuMode::kTimeSliced ? " TS" : "");
       x += gpu_w + gap;
     }
     y += row_h;
   }
   // Legend.
   int lx = 10;
+  out += fmt::format(R"(<text x="{}" y="{}" fill="#555555">TS = time-sliced; MIG GPUs show their instances on memory slices 0-7</text>)" "\n",
+                     340, y + 19);
   for (auto [label, fill] : {std::pair{"healthy", "#d5f5e3"}, std::pair{"unhealthy", "#f5b7b1"},
                              std::pair{"missing", "#d7dbdd"}}) {
     out += fmt::format(R"(<rect x="{}" y="{}" width="14" height="14" fill="{}" stroke="#555555"/><text x="{}" y="{}">{}</text>)" "\n",

@@ -66,6 +66,12 @@ bool parse_head(std::string_view head, Resp* out) {
   return true;
 }
 
+// Milliseconds left until `deadline`, rounded up, never negative: a poll() timeout.
+int millis_until(Clock::time_point deadline) {
+  auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+  return int(std::max<int64_t>(0, left.count()));
+}
+
 }  // namespace
 
 // ---- Resp ----
@@ -334,10 +340,8 @@ std::optional<Resp> RawConnection::read_response(std::chrono::milliseconds timeo
       }
     }
     if (head_end && content_length && data.size() >= *head_end + *content_length) break;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) break;
     pollfd p{fd_, POLLIN, 0};
-    if (::poll(&p, 1, int(left.count())) <= 0) break;
+    if (::poll(&p, 1, millis_until(deadline)) <= 0) break;
     char buf[16384];
     ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
@@ -353,10 +357,8 @@ std::optional<Resp> RawConnection::read_response(std::chrono::milliseconds timeo
 bool RawConnection::wait_closed(std::chrono::milliseconds timeout) {
   auto deadline = Clock::now() + timeout;
   for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    if (left.count() <= 0) return false;
     pollfd p{fd_, POLLIN, 0};
-    int rc = ::poll(&p, 1, int(left.count()));
+    int rc = ::poll(&p, 1, millis_until(deadline));
     if (rc < 0 && errno == EINTR) continue;
     if (rc <= 0) return false;
     char buf[4096];

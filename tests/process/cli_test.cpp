@@ -80,8 +80,8 @@ TEST_F(Cli, OnboardsATenantEndToEnd) {
   for (const auto& t : listed["items"])
     if (t["name"] == "acme") acme = t;
   ASSERT_TRUE(acme.is_object()) << tenants.out;
-  EXPECT_EQ(acme["isolation_class"], "sensitive") << "--class was not sent";
-  EXPECT_EQ(acme["state"], "active");
+  EXPECT_EQ(acme["isolation_class"], std::string("sensitive")) << "--class was not sent";
+  EXPECT_EQ(acme["state"], std::string("active"));
   auto alice = server_.admin_request("GET", "/v1/tenants/acme/users/alice");
   ASSERT_TRUE(alice);
   EXPECT_EQ(alice->status, 200) << "--admin alice was not created: " << alice->body;

@@ -1,0 +1,241 @@
+#include <gtest/gtest.h>
+
+#include "fleet/fleet.h"
+#include "test_util.h"
+
+namespace gp::fleet {
+namespace {
+
+using gp::testing::TempDir;
+
+Inventory inventory(const std::string& name, std::vector<std::string> uuids) {
+  Inventory inv;
+  inv.node.name = name;
+  inv.node.rack = "r1";
+  int i = 0;
+  for (auto& u : uuids) {
+    GpuInfo g;
+    g.uuid = u;
+    g.index = i++;
+    g.product = "NVIDIA H200";
+    g.model = "H200";
+    g.memory_bytes = int64_t(141) << 30;
+    g.mig_capable = true;
+    inv.gpus.push_back(g);
+  }
+  return inv;
+}
+
+class FleetTest : public ::testing::Test {
+ protected:
+  FleetTest() : store_(gp::testing::open_store(dir_)) {}
+
+  template <typename F>
+  auto run(F&& f) -> std::remove_cvref_t<decltype(*f(std::declval<store::Tx&>()))> {
+    std::optional<std::remove_cvref_t<decltype(*f(std::declval<store::Tx&>()))>> out;
+    auto r = store_->write([&](store::Tx& tx) -> Result<void> {
+      out = GP_TRY(f(tx));
+      return ok();
+    });
+    EXPECT_TRUE(r) << (r ? "" : r.error().message);
+    return *out;
+  }
+  template <typename F>
+  Error error(F&& f) {
+    auto r = store_->write([&](store::Tx& tx) -> Result<void> {
+      GP_TRY_VOID(f(tx));
+      return ok();
+    });
+    EXPECT_FALSE(r);
+    return r ? Error::internal("succeeded") : r.error();
+  }
+  std::string token(Duration ttl = std::chrono::hours(1)) {
+    return run([&](store::Tx& tx) { return create_join_token(tx, w_, std::nullopt, "test", ttl); }).token;
+  }
+  Enrolled enroll_node(const Inventory& inv) {
+    auto t = token();
+    return run([&](store::Tx& tx) { return enroll(tx, w_, t, inv); });
+  }
+  int64_t count(const std::string& sql) {
+    int64_t n = 0;
+    EXPECT_TRUE(store_->read([&](store::Tx& tx) -> Result<void> {
+      n = GP_TRY(tx.query_one(sql))->integer(0);
+      return ok();
+    }));
+    return n;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<store::Store> store_;
+  ManualClock clock_{from_unix_micros(1'800'000'000'000'000)};
+  SeededIdSource ids_{3};
+  World w_{clock_, ids_};
+};
+
+TEST_F(FleetTest, EnrolmentConsumesTheJoinTokenOnce) {
+  auto t = token();
+  auto e = run([&](store::Tx& tx) { return enroll(tx, w_, t, inventory("n1", {"GPU-a", "GPU-b"})); });
+  EXPECT_EQ(e.node.state, NodeState::kReady);
+  EXPECT_TRUE(e.credential.starts_with(e.node.id + "."));
+  EXPECT_EQ(count("SELECT COUNT(*) FROM gpus WHERE present = 1"), 2);
+  auto reused = error([&](store::Tx& tx) { return enroll(tx, w_, t, inventory("n2", {"GPU-c"})); });
+  EXPECT_EQ(reused.code, ErrorCode::kUnauthenticated);
+  EXPECT_EQ(reused.message, "join token has already been used");
+  auto forged = error([&](store::Tx& tx) {
+    return enroll(tx, w_, t.substr(0, t.find('.')) + "." + std::string(43, 'x'), inventory("n2", {}));
+  });
+  EXPECT_EQ(forged.message, "unknown join token");
+  EXPECT_EQ(error([&](store::Tx& tx) { return enroll(tx, w_, "garbage", inventory("n2", {})); }).message,
+            "malformed join token");
+  EXPECT_EQ(count("SELECT COUNT(*) FROM nodes"), 1);
+}
+
+TEST_F(FleetTest, ExpiredJoinTokenIsRefused) {
+  auto t = token(std::chrono::seconds(60));
+  clock_.advance(std::chrono::seconds(61));
+  EXPECT_EQ(error([&](store::Tx& tx) { return enroll(tx, w_, t, inventory("n1", {})); }).message,
+            "join token has expired");
+}
+
+TEST_F(FleetTest, AGpuCannotBeInTwoNodesAndNothingIsHalfApplied) {
+  auto a = enroll_node(inventory("a", {"GPU-1", "GPU-2"}));
+  auto b = enroll_node(inventory("b", {"GPU-3"}));
+  // b now claims GPU-2 (still on a): the whole report is refused.
+  auto e = error([&](store::Tx& tx) {
+    return apply_inventory(tx, w_, b.node.id, inventory("b", {"GPU-3", "GPU-4", "GPU-2"}));
+  });
+  EXPECT_EQ(e.code, ErrorCode::kConflict);
+  EXPECT_NE(e.message.find("GPU-2 is registered to node a"), std::string::npos);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM gpus WHERE uuid = 'GPU-4'"), 0);
+  // Enrolling a new node with a GPU of a live node is refused too, and leaves no node behind.
+  auto t = token();
+  EXPECT_EQ(error([&](store::Tx& tx) { return enroll(tx, w_, t, inventory("c", {"GPU-1"})); }).code,
+            ErrorCode::kConflict);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM nodes"), 2);
+  // Once a is retired, its GPUs may move.
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kMaintenance, "repair"); });
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kRetire, "moved"); });
+  auto moved = run([&](store::Tx& tx) {
+    return apply_inventory(tx, w_, b.node.id, inventory("b", {"GPU-3", "GPU-2"}));
+  });
+  EXPECT_EQ(moved.id, b.node.id);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM gpus WHERE uuid = 'GPU-2' AND node_id = '" + b.node.id + "'"), 1);
+}
+
+TEST_F(FleetTest, InventoryForAnotherNodeNameIsRefused) {
+  auto a = enroll_node(inventory("a", {"GPU-1"}));
+  EXPECT_EQ(error([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, inventory("z", {})); }).code,
+            ErrorCode::kInvalidArgument);
+}
+
+TEST_F(FleetTest, MissedHeartbeatsFailANodeAndHeartbeatsRecoverIt) {
+  auto a = enroll_node(inventory("a", {"GPU-1"}));
+  auto b = enroll_node(inventory("b", {"GPU-2"}));
+  clock_.advance(std::chrono::seconds(30));
+  run([&](store::Tx& tx) { return heartbeat(tx, w_, b.node.id); });
+  clock_.advance(std::chrono::seconds(15));
+  auto failed = run([&](store::Tx& tx) { return sweep_missed_heartbeats(tx, w_, std::chrono::seconds(40)); });
+  ASSERT_EQ(failed.size(), 1u);
+  EXPECT_EQ(failed[0].id, a.node.id);
+  auto n = run([&](store::Tx& tx) { return find_node(tx, a.node.id); });
+  EXPECT_EQ(n->state, NodeState::kFailed);
+  EXPECT_FALSE(schedulable(n->state));
+  auto back = run([&](store::Tx& tx) { return heartbeat(tx, w_, a.node.id); });
+  EXPECT_EQ(back.state, NodeState::kReady);
+  EXPECT_EQ(back.state_reason, "heartbeats resumed");
+}
+
+TEST_F(FleetTest, OperatorFailedNodeDoesNotRecoverByHeartbeat) {
+  auto a = enroll_node(inventory("a", {"GPU-1"}));
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kFail, "bad PSU"); });
+  auto n = run([&](store::Tx& tx) { return heartbeat(tx, w_, a.node.id); });
+  EXPECT_EQ(n.state, NodeState::kFailed);
+}
+
+TEST_F(FleetTest, DrainCompletesWithoutWorkAndRetireRevokesTheCredential) {
+  auto a = enroll_node(inventory("a", {"GPU-1"}));
+  auto drained = run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kDrain, ""); });
+  EXPECT_EQ(drained.state, NodeState::kMaintenance);
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kRetire, ""); });
+  EXPECT_EQ(count("SELECT COUNT(*) FROM nodes WHERE credential_hash IS NOT NULL"), 0);
+  auto again = error([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kResume, ""); });
+  EXPECT_EQ(again.code, ErrorCode::kConflict);
+}
+
+TEST_F(FleetTest, UnhealthyGpusStayUnhealthyAndMissingOnesAreMarked) {
+  auto inv = inventory("a", {"GPU-1", "GPU-2"});
+  auto a = enroll_node(inv);
+  inv.gpus[0].health.xid_errors = {79};
+  run([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, inv); });
+  inv.gpus[0].health.xid_errors = {};
+  inv.gpus.pop_back();  // GPU-2 disappears
+  run([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, inv); });
+  auto gpus = run([&](store::Tx& tx) { return list_gpus(tx, a.node.id); });
+  ASSERT_EQ(gpus.size(), 2u);
+  EXPECT_EQ(gpus[0].health, "unhealthy");
+  EXPECT_EQ(gpus[0].health_reason, "XID 79");
+  EXPECT_EQ(gpus[1].health, "missing");
+  auto s = run([&](store::Tx& tx) { return summary(tx); });
+  EXPECT_EQ(s["gpus_by_model"]["H200"]["unhealthy"], 1);
+  EXPECT_EQ(s["gpus_by_model"]["H200"]["missing"], 1);
+  EXPECT_EQ(s["gpus_by_model"]["H200"]["free"], 0);
+}
+
+TEST_F(FleetTest, SamplesOnlyForTheNodesOwnGpus) {
+  auto a = enroll_node(inventory("a", {"GPU-1"}));
+  enroll_node(inventory("b", {"GPU-2"}));
+  Json samples = {{{"gpu_uuid", "GPU-1"}, {"util_pct", 55}, {"mem_used_bytes", 1024}}};
+  auto parsed = run([&](store::Tx&) { return parse_samples(samples, w_); });
+  EXPECT_EQ(run([&](store::Tx& tx) { return record_samples(tx, a.node.id, parsed); }), 1);
+  Json foreign = {{{"gpu_uuid", "GPU-2"}, {"util_pct", 1}}};
+  auto p2 = run([&](store::Tx&) { return parse_samples(foreign, w_); });
+  EXPECT_EQ(error([&](store::Tx& tx) { return record_samples(tx, a.node.id, p2); }).code,
+            ErrorCode::kInvalidArgument);
+  Json future = {{{"gpu_uuid", "GPU-1"}, {"time", "2099-01-01T00:00:00Z"}}};
+  EXPECT_FALSE(parse_samples(future, w_));
+  Json bad_util = {{{"gpu_uuid", "GPU-1"}, {"util_pct", 101}}};
+  EXPECT_FALSE(parse_samples(bad_util, w_));
+  EXPECT_EQ(count("SELECT COUNT(*) FROM gpu_samples"), 1);
+}
+
+TEST_F(FleetTest, DedicatedPoolsNeedAnExistingTenantAndEmptyPoolsOnlyAreDeleted) {
+  EXPECT_EQ(error([&](store::Tx& tx) { return create_pool(tx, w_, "p", std::string("ten_nope"), ""); }).code,
+            ErrorCode::kInvalidArgument);
+  auto p = run([&](store::Tx& tx) { return create_pool(tx, w_, "shared-h200", std::nullopt, ""); });
+  auto t = run([&](store::Tx& tx) { return create_join_token(tx, w_, p.id, "test", std::chrono::hours(1)); });
+  auto e = run([&](store::Tx& tx) { return enroll(tx, w_, t.token, inventory("a", {"GPU-1"})); });
+  EXPECT_EQ(e.node.pool_id, p.id);
+  EXPECT_EQ(error([&](store::Tx& tx) { return delete_pool(tx, p.id); }).code, ErrorCode::kConflict);
+}
+
+TEST(FleetSvg, DrawingsAreWellFormed) {
+  auto cat = mig_catalog("H200");
+  ASSERT_TRUE(cat);
+  std::string svg = mig_layout_svg(**cat, {{"3g.71gb", 4}, {"1g.18gb", 0}}, "H200 <test>");
+  EXPECT_NE(svg.find("3g.71gb"), std::string::npos);
+  EXPECT_NE(svg.find("H200 &lt;test&gt;"), std::string::npos);
+  Node n;
+  n.info.name = "n1";
+  n.state = NodeState::kReady;
+  Gpu g;
+  g.info.uuid = "GPU-1";
+  g.info.model = "H200";
+  g.info.product = "NVIDIA H200";
+  g.info.mode = GpuMode::kMig;
+  g.info.mig_instances = {{"7g.141gb", 0}};
+  std::string map = fleet_map_svg({{n, {g, g}}});
+  for (const std::string& doc : {svg, map}) {
+    auto opens = [&](std::string_view tag) {
+      size_t c = 0;
+      for (size_t p = doc.find(tag); p != std::string::npos; p = doc.find(tag, p + 1)) ++c;
+      return c;
+    };
+    EXPECT_EQ(opens("<g>") + opens("<g "), opens("</g>"));
+    EXPECT_EQ(opens("<svg"), opens("</svg>"));
+    EXPECT_EQ(opens("<text"), opens("</text>"));
+    EXPECT_EQ(opens("<title>"), opens("</title>"));
+  }
+}
+
+}  // namespace
+}  // namespace gp::fleet

@@ -1,0 +1,113 @@
+#include "fleet/inventory.h"
+
+#include <gtest/gtest.h>
+
+namespace gp::fleet {
+namespace {
+
+Json gpu(int i, std::string model = "NVIDIA H200") {
+  return {{"uuid", "GPU-0000-" + std::to_string(i)},
+          {"index", i},
+          {"model", model},
+          {"memory_bytes", int64_t(141) << 30},
+          {"mig_capable", true}};
+}
+
+Json node(Json gpus) {
+  return {{"node", {{"name", "n1"}, {"cpu_millis", 1000}, {"rack", "r1"}}}, {"gpus", gpus}};
+}
+
+TEST(Inventory, ParsesAValidNodeWithMig) {
+  Json g0 = gpu(0);
+  g0["mode"] = "mig";
+  g0["mig_instances"] = {{{"profile", "3g.71gb"}, {"start", 0}}, {{"profile", "3g.71gb"}, {"start", 4}}};
+  Json g1 = gpu(1);
+  g0["nvlink_peers"] = {"GPU-0000-1"};
+  auto inv = parse_inventory(node({g0, g1}));
+  ASSERT_TRUE(inv) << inv.error().message;
+  EXPECT_EQ(inv->gpus.size(), 2u);
+  EXPECT_EQ(inv->gpus[0].model, "H200");
+  EXPECT_EQ(inv->gpus[0].mode, GpuMode::kMig);
+  EXPECT_EQ(inv->gpus[0].mig_instances.size(), 2u);
+  // Round trip through JSON gives the same inventory.
+  auto again = parse_inventory(to_json(*inv));
+  ASSERT_TRUE(again);
+  EXPECT_EQ(to_json(*again), to_json(*inv));
+}
+
+struct Bad {
+  const char* name;
+  Json inventory;
+  const char* message;
+};
+
+TEST(Inventory, RejectsBadInventoriesWithTheReason) {
+  Json mig_overlap = gpu(0);
+  mig_overlap["mode"] = "mig";
+  mig_overlap["mig_instances"] = {{{"profile", "4g.71gb"}, {"start", 0}}, {{"profile", "1g.18gb"}, {"start", 3}}};
+  Json mig_unknown_model = gpu(0, "NVIDIA L40S");
+  mig_unknown_model["mode"] = "mig";
+  Json not_capable = gpu(0);
+  not_capable["mig_capable"] = false;
+  not_capable["mode"] = "mig";
+  Json instances_without_mig = gpu(0);
+  instances_without_mig["mig_instances"] = {{{"profile", "1g.18gb"}, {"start", 0}}};
+  Json bad_peer = gpu(0);
+  bad_peer["nvlink_peers"] = {"GPU-elsewhere"};
+  Json self_peer = gpu(0);
+  self_peer["nvlink_peers"] = {"GPU-0000-0"};
+  Json bad_uuid = gpu(0);
+  bad_uuid["uuid"] = "0000";
+  Json dup_index = gpu(1);
+  dup_index["index"] = 0;
+  Json wrong_type = gpu(0);
+  wrong_type["memory_bytes"] = "lots";
+  Json extra = gpu(0);
+  extra["colour"] = "green";
+  std::vector<Bad> cases = {
+      {"not an object", Json::array(), "inventory must be a JSON object"},
+      {"no node", Json{{"gpus", Json::array()}}, "field 'node': is required"},
+      {"bad node name", Json{{"node", {{"name", "node_1"}}}}, "node.name may contain only"},
+      {"duplicate uuid", node({gpu(0), gpu(0)}), "duplicate GPU UUID GPU-0000-0"},
+      {"duplicate index", node({gpu(0), dup_index}), "duplicate GPU index 0"},
+      {"overlapping MIG", node({mig_overlap}), "overlaps"},
+      {"MIG on an unknown model", node({mig_unknown_model}), "no MIG geometry known"},
+      {"MIG but not capable", node({not_capable}), "not MIG capable"},
+      {"instances without MIG", node({instances_without_mig}), "not in MIG mode"},
+      {"peer not on the node", node({bad_peer}), "NVLink peer GPU-elsewhere"},
+      {"peer is itself", node({self_peer}), "NVLink peer GPU-0000-0"},
+      {"bad uuid", node({bad_uuid}), "is not a GPU UUID"},
+      {"wrong type", node({wrong_type}), "must be an integer"},
+      {"unknown field", node({extra}), "unknown field 'colour'"},
+  };
+  for (const auto& c : cases) {
+    auto r = parse_inventory(c.inventory);
+    ASSERT_FALSE(r) << c.name;
+    EXPECT_NE(r.error().message.find(c.message), std::string::npos)
+        << c.name << ": " << r.error().message;
+  }
+}
+
+TEST(Inventory, CanonicalModels) {
+  EXPECT_EQ(canonical_model("NVIDIA H200"), "H200");
+  EXPECT_EQ(canonical_model("NVIDIA H100 80GB HBM3"), "H100");
+  EXPECT_EQ(canonical_model("NVIDIA A100-SXM4-80GB"), "A100-80GB");
+  EXPECT_EQ(canonical_model("NVIDIA A100-SXM4-40GB"), "A100-40GB");
+  EXPECT_EQ(canonical_model("NVIDIA L40S"), "L40S");
+  EXPECT_EQ(canonical_model("Tesla V100-SXM2-16GB"), "V100-SXM2-16GB");
+}
+
+TEST(Inventory, HealthFromXidAndEcc) {
+  GpuHealth h;
+  EXPECT_TRUE(h.healthy());
+  h.xid_errors = {13, 31};  // application errors: not the GPU's fault
+  EXPECT_TRUE(h.healthy());
+  h.xid_errors.push_back(79);
+  EXPECT_FALSE(h.healthy());
+  EXPECT_EQ(h.reason(), "XID 79");
+  h.ecc_uncorrected = 2;
+  EXPECT_EQ(h.reason(), "XID 79, 2 uncorrected ECC errors");
+}
+
+}  // namespace
+}  // namespace gp::fleet
