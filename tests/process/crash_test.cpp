@@ -158,5 +158,41 @@ TEST(ProcessCrash, AcknowledgedCreatesSurviveSigkillWithTheirAuditRecords) {
   EXPECT_EQ(server.terminate(), 0);
 }
 
+// SIGTERM drains and exits 0 even while clients keep connecting and hanging up: stop() must
+// cope with connections that close while it is cancelling them.
+TEST(ProcessShutdown, SigtermUnderConnectionChurnExitsCleanly) {
+  constexpr int kRounds = 6;
+  constexpr int kRequestsBeforeSigterm = 200;
+  TempDir tmp;
+  Server server(tmp.path() / "data");
+  for (int round = 1; round <= kRounds; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    ASSERT_TRUE(server.start());
+    std::atomic<bool> stop{false};
+    std::atomic<int> answered{0};
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::thread> clients;
+    for (int t = 0; t < kClients; ++t) {
+      clients.emplace_back([&] {
+        // One connection per request: every request ends with the client hanging up.
+        while (!stop && server.request("GET", "/healthz", nullptr, "", 5000)) {
+          if (++answered == kRequestsBeforeSigterm) cv.notify_all();
+        }
+      });
+    }
+    {
+      std::unique_lock lock(mu);
+      cv.wait_for(lock, 10s, [&] { return answered >= kRequestsBeforeSigterm; });
+    }
+    auto code = server.terminate();
+    stop = true;
+    for (auto& c : clients) c.join();
+    EXPECT_EQ(code, 0) << "server log:\n" << server.log();
+    EXPECT_EQ(server.log().find("terminate called"), std::string::npos) << server.log();
+    if (::testing::Test::HasFailure()) break;
+  }
+}
+
 }  // namespace
 }  // namespace gp::proc

@@ -1,0 +1,130 @@
+// Two real agents in simulate mode against a real server: enrol, report, heartbeat; one stops
+// and is marked failed after the node timeout; reused and wrong join tokens are refused.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <thread>
+
+#include "process/process_util.h"
+
+namespace gp::proc {
+namespace {
+
+std::string write_inventory(const TempDir& dir, const std::string& name, int gpus) {
+  Json inv = {{"node", {{"name", name}, {"cpu_millis", 64000}, {"rack", "r1"}}}, {"gpus", Json::array()}};
+  for (int i = 0; i < gpus; ++i)
+    inv["gpus"].push_back({{"uuid", "GPU-" + name + "-" + std::to_string(i)},
+                           {"index", i},
+                           {"model", "NVIDIA H200"},
+                           {"memory_bytes", int64_t(141) << 30},
+                           {"mig_capable", true}});
+  std::string path = dir.str(name + ".json");
+  std::ofstream(path) << inv.dump();
+  return path;
+}
+
+std::string join_token(const Server& server) {
+  auto r = server.admin_request("POST", "/v1/join-tokens", Json{{"ttl_seconds", 600}});
+  EXPECT_TRUE(r && r->status == 201);
+  return Json::parse(r->body)["token"].get<std::string>();
+}
+
+Json node(const Server& server, const std::string& name) {
+  auto r = server.admin_request("GET", "/v1/nodes/" + name);
+  EXPECT_TRUE(r && r->status == 200) << (r ? r->body : r.error().message);
+  return Json::parse(r->body);
+}
+
+// Polls until `pred` holds or the deadline passes.
+template <typename F>
+bool eventually(F pred, std::chrono::milliseconds deadline = 15s) {
+  auto end = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return pred();
+}
+
+TEST(Agent, EnrolHeartbeatAndFailureDetection) {
+  TempDir dir;
+  Server server(dir.path() / "data", {"--node-timeout-seconds", "2"});
+  ASSERT_TRUE(server.start());
+  std::string bin = gpuplane_binary();
+  std::string t1 = join_token(server), t2 = join_token(server);
+
+  auto agent = [&](const std::string& name, const std::string& token, int gpus) {
+    SpawnOptions o;
+    o.stdout_path = dir.path() / (name + ".out");
+    o.stderr_path = dir.path() / (name + ".err");
+    return Child::spawn(bin,
+                        {"agent", "--server", server.endpoint(), "--join-token", token,
+                         "--state-dir", dir.str(name + "-state"), "--simulate",
+                         write_inventory(dir, name, gpus), "--heartbeat-seconds", "1"},
+                        o);
+  };
+  auto a = agent("node-a", t1, 8);
+  auto b = agent("node-b", t2, 4);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(eventually([&] {
+    auto r = server.admin_request("GET", "/v1/fleet/summary");
+    return r && r->status == 200 && Json::parse(r->body)["gpus_total"] == 12;
+  })) << server.log();
+  EXPECT_EQ(node(server, "node-a")["state"], "ready");
+  EXPECT_EQ(node(server, "node-b")["gpus"].size(), 4u);
+
+  // Heartbeats keep moving.
+  std::string hb = node(server, "node-a")["last_heartbeat"];
+  ASSERT_TRUE(eventually([&] { return node(server, "node-a")["last_heartbeat"] != hb; }));
+
+  // The credential is kept in the state dir, private.
+  struct stat st {};
+  ASSERT_EQ(::stat(dir.str("node-a-state/node-credential").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  // node-b stops: after the timeout it is failed; node-a stays ready.
+  b->signal(SIGKILL);
+  b->wait_for(5s);
+  ASSERT_TRUE(eventually([&] { return node(server, "node-b")["state"] == "failed"; }));
+  EXPECT_EQ(node(server, "node-b")["state_reason"], "missed heartbeats");
+  EXPECT_EQ(node(server, "node-a")["state"], "ready");
+
+  // It comes back with its saved credential (no join token needed) and recovers.
+  auto b2 = Child::spawn(bin,
+                         {"agent", "--server", server.endpoint(), "--state-dir",
+                          dir.str("node-b-state"), "--simulate", dir.str("node-b.json"),
+                          "--heartbeat-seconds", "1"},
+                         {.stdout_path = dir.path() / "b2.out", .stderr_path = dir.path() / "b2.err"});
+  ASSERT_TRUE(b2);
+  ASSERT_TRUE(eventually([&] { return node(server, "node-b")["state"] == "ready"; }));
+
+  // The failure and the recovery are in the audit trail.
+  auto audit = server.admin_request("GET", "/v1/audit?action=node.fail&limit=100");
+  ASSERT_TRUE(audit && audit->status == 200);
+  EXPECT_GE(Json::parse(audit->body)["items"].size(), 1u);
+
+  // A reused join token and a wrong one are refused.
+  auto reuse = run(bin, {"agent", "--server", server.endpoint(), "--join-token", t1, "--state-dir",
+                         dir.str("c-state"), "--simulate", write_inventory(dir, "node-c", 1), "--once"});
+  EXPECT_EQ(reuse.exit_code, 1);
+  EXPECT_NE(reuse.err.find("join token has already been used"), std::string::npos) << reuse.err;
+  auto wrong = run(bin, {"agent", "--server", server.endpoint(), "--join-token",
+                         t1.substr(0, t1.find('.')) + "." + std::string(43, 'A'), "--state-dir",
+                         dir.str("d-state"), "--simulate", dir.str("node-c.json"), "--once"});
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.err.find("unknown join token"), std::string::npos) << wrong.err;
+  EXPECT_FALSE(server.admin_request("GET", "/v1/nodes/node-c")->status == 200);
+
+  // A retired node's agent is refused at once and exits.
+  ASSERT_EQ(server.admin_request("POST", "/v1/nodes/node-a/maintenance", Json::object())->status, 200);
+  ASSERT_EQ(server.admin_request("POST", "/v1/nodes/node-a/retire", Json::object())->status, 200);
+  auto code = a->wait_for(10s);
+  ASSERT_TRUE(code);
+  EXPECT_EQ(*code, 3);
+  a.reset();
+  b2->signal(SIGTERM);
+  EXPECT_EQ(b2->wait_for(5s), 0);
+}
+
+}  // namespace
+}  // namespace gp::proc
