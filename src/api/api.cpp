@@ -162,6 +162,7 @@ HttpResponse Api::handle(HttpRequest req) {
   const Route* route = nullptr;
   std::string route_label = "unmatched";
   bool audited = false;  // a denial already went into the audit trail
+  std::string allowed;   // methods the matched path accepts (for 405)
   auto deny = [&](std::string_view outcome, const Error& e) {
     audit_failure(*this, call, route, outcome, e);
     audited = true;
@@ -170,7 +171,6 @@ HttpResponse Api::handle(HttpRequest req) {
   auto dispatch = [&]() -> Result<Reply> {
     if (req.query_error) return fail(Error::invalid(*req.query_error));
     auto segs = split_path(req.path);
-    std::string allowed;
     for (const auto& r : routes_) {
       std::map<std::string, std::string> params;
       if (!match(r, segs, &params)) continue;
@@ -304,6 +304,7 @@ HttpResponse Api::handle(HttpRequest req) {
       audit_failure(*this, call, route, denial ? "denied" : "rejected", e);
     }
     resp = problem(e, request_id);
+    if (e.code == ErrorCode::kMethodNotAllowed) resp.headers.emplace_back("Allow", allowed);
     if (e.code == ErrorCode::kInternal) spdlog::error("request {}: {}", request_id, e.message);
   }
   resp.headers.emplace_back("X-Request-Id", request_id);
@@ -335,6 +336,7 @@ std::optional<int64_t> Call::if_match() const {
   auto h = req.header("if-match");
   if (!h) return std::nullopt;
   std::string_view v = *h;
+  if (v == "*") return std::nullopt;  // any current version
   if (v.starts_with("W/")) v.remove_prefix(2);
   if (v.size() >= 2 && v.front() == '"' && v.back() == '"') v = v.substr(1, v.size() - 2);
   try {
@@ -385,6 +387,30 @@ Result<void> require(const Call& call, iam::Permission p, const iam::Scope& wher
 }
 
 std::string resource_path(const Call& call) { return call.req.path; }
+
+Result<void> check_if_match(const Call& call, int64_t version) {
+  auto want = call.if_match();
+  if (want && *want != version)
+    return fail(ErrorCode::kPreconditionFailed,
+                fmt::format("resource is at version {}, not {}", version, *want));
+  return ok();
+}
+
+// One-time secrets (API key tokens, session tokens, node credentials) are shown in the first
+// response only; a replayed response carries a placeholder, so the store never holds them.
+Json redact_secrets(Json j) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      if ((it.key() == "token" || it.key() == "credential") && it->is_string())
+        *it = "(shown once, in the first response)";
+      else
+        *it = redact_secrets(std::move(*it));
+    }
+  } else if (j.is_array()) {
+    for (auto& v : j) v = redact_secrets(std::move(v));
+  }
+  return j;
+}
 
 Handler read_tx(TxHandler fn) {
   return [fn = std::move(fn)](Api& api, Call& call) -> Result<Reply> {
@@ -443,7 +469,7 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
     if (m.audited) GP_TRY_VOID(api.audit().append(tx, e));
     out = std::move(m.reply);
     if (key) {
-      std::string body = out.raw ? *out.raw : out.body.dump();
+      std::string body = out.raw ? *out.raw : redact_secrets(out.body).dump();
       GP_TRY_VOID(tx.exec(
           "INSERT INTO idempotency_keys (principal_id, idem_key, method, path, request_hash, "
           "status, body, created_at) VALUES (?,?,?,?,?,?,?,?)",

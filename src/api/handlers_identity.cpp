@@ -79,6 +79,7 @@ Result<Mutation> update_user(Api& api, Call& call, store::Tx& tx) {
 Result<Mutation> delete_user(Api& api, Call& call, store::Tx& tx) {
   auto u = GP_TRY(found(tenancy::find_user(tx, call.owner(), call.param("user")), "user"));
   if (u.id == call.who.id) return fail(Error::invalid("you cannot delete yourself"));
+  GP_TRY_VOID(check_if_match(call, u.version));
   GP_TRY_VOID(tenancy::delete_user(tx, api.world(), call.owner(), u.id));
   return no_content({{"username", u.username}});
 }
@@ -113,6 +114,7 @@ Result<Mutation> delete_sa(Api& api, Call& call, store::Tx& tx) {
   auto s = GP_TRY(found(
       tenancy::find_service_account(tx, call.owner(), call.param("service_account")),
       "service account"));
+  GP_TRY_VOID(check_if_match(call, s.version));
   GP_TRY_VOID(tenancy::delete_service_account(tx, api.world(), call.owner(), s.id));
   return no_content({{"name", s.name}});
 }
@@ -247,6 +249,7 @@ struct Crud {
   MutationHandler remove;
   std::optional<MutationHandler> update;
   std::optional<Access> access;  // overrides the permission check (self-service keys)
+  bool versioned = false;        // carries a version: ETag and If-Match
 };
 
 void add_crud(std::vector<Route>& out, const std::string& prefix, const Crud& c) {
@@ -270,11 +273,11 @@ void add_crud(std::vector<Route>& out, const std::string& prefix, const Crud& c)
   if (c.update)
     out.push_back({.method = "PATCH", .pattern = item, .action = c.action + ".update",
                    .access = access, .permission = c.write, .mutation = true,
-                   .handler = write_tx(*c.update), .summary = "Change a " + c.action + " (If-Match).",
+                   .conditional = c.versioned, .handler = write_tx(*c.update), .summary = "Change a " + c.action + " (If-Match).",
                    .request_schema = c.schema + "Patch", .response_schema = c.schema});
   out.push_back({.method = "DELETE", .pattern = item, .action = c.action + ".delete",
                  .access = access, .permission = c.write, .mutation = true,
-                 .handler = write_tx(c.remove),
+                 .conditional = c.versioned, .handler = write_tx(c.remove),
                  .summary = "Delete (revoke) a " + c.action + ".", .success_status = 204});
 }
 
@@ -283,10 +286,10 @@ void add_crud(std::vector<Route>& out, const std::string& prefix, const Crud& c)
 std::vector<Route> identity_routes() {
   std::vector<Crud> cruds = {
       {"users", "user", "user", "User", Permission::kIdentityRead, Permission::kIdentityWrite,
-       create_user, get_user, list_users, delete_user, update_user, {}},
+       create_user, get_user, list_users, delete_user, update_user, {}, true},
       {"service-accounts", "service_account", "service_account", "ServiceAccount",
        Permission::kIdentityRead, Permission::kIdentityWrite, create_sa, get_sa, list_sas,
-       delete_sa, {}, {}},
+       delete_sa, {}, {}, true},
       {"api-keys", "api_key", "api_key", "ApiKey", Permission::kIdentityRead,
        Permission::kIdentityWrite, create_key, get_key, list_keys, revoke_key, {},
        Access::kAuthenticated},

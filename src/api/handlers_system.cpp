@@ -34,7 +34,7 @@ Json principal_json(const iam::Principal& p) {
 
 Result<Reply> login(Api& api, Call& call) {
   auto r = body_reader(call, "login");
-  std::string username = r.string("username", 63);
+  std::string username = r.string("username", 127);  // "<tenant>/<username>" or "<username>"
   std::string password = r.string("password", 256);
   GP_TRY_VOID(r.finish());
   // The slow password check runs outside the write transaction.

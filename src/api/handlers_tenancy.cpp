@@ -115,6 +115,7 @@ Result<Mutation> update_project(Api& api, Call& call, store::Tx& tx) {
 }
 
 Result<Mutation> delete_project(Api&, Call& call, store::Tx& tx) {
+  GP_TRY_VOID(check_if_match(call, call.project->version));
   GP_TRY_VOID(tenancy::delete_project(tx, call.tenant_scope(), call.project->id));
   Mutation m;
   m.reply.status = 204;
@@ -159,6 +160,7 @@ std::vector<Route> tenancy_routes() {
                .action = "tenant.update",
                .permission = Permission::kTenantUpdate,
                .mutation = true,
+               .conditional = true,
                .handler = write_tx(update_tenant),
                .summary = "Change display name, class, labels, or suspend/resume (If-Match).",
                .request_schema = "TenantPatch",
@@ -168,6 +170,7 @@ std::vector<Route> tenancy_routes() {
                .action = "tenant.offboard",
                .permission = Permission::kTenantDelete,
                .mutation = true,
+               .conditional = true,
                .handler = write_tx(offboard_tenant),
                .summary = "Offboard: the tenant's credentials are revoked at once.",
                .response_schema = "Tenant"});
@@ -203,6 +206,7 @@ std::vector<Route> tenancy_routes() {
                .action = "project.update",
                .permission = Permission::kProjectUpdate,
                .mutation = true,
+               .conditional = true,
                .handler = write_tx(update_project),
                .summary = "Change a project's display name (If-Match).",
                .request_schema = "ProjectPatch",
@@ -212,6 +216,7 @@ std::vector<Route> tenancy_routes() {
                .action = "project.delete",
                .permission = Permission::kProjectDelete,
                .mutation = true,
+               .conditional = true,
                .handler = write_tx(delete_project),
                .summary = "Delete a project and its role bindings.",
                .success_status = 204});

@@ -21,7 +21,7 @@ Json object(Json props, std::vector<std::string> required) {
           {"additionalProperties", false}};
 }
 
-Json ref(const std::string& name) { return {{"$ref", "#/components/schemas/" + name}}; }
+Json schema_ref(const std::string& name) { return {{"$ref", "#/components/schemas/" + name}}; }
 
 const std::vector<std::string> kClasses = {"internal", "standard", "sensitive", "regulated"};
 
@@ -150,7 +150,7 @@ Json schemas() {
                              {"outcome", enum_of({"success", "denied", "rejected", "error"})},
                              {"request_id", str()},
                              {"source", str()},
-                             {"detail", {}},
+                             {"detail", Json::object()},
                              {"hash", str()}},
                             {"seq", "time", "actor", "tenant_id", "action", "resource", "outcome",
                              "request_id", "source", "detail", "hash"});
@@ -197,16 +197,16 @@ Json schemas() {
                                         "retired"})},
                      {"cordoned", {{"type", "boolean"}}},
                      {"schedulable", {{"type", "boolean"}}},
-                     {"gpus", {{"type", "array"}, {"items", ref("Gpu")}}}},
+                     {"gpus", {{"type", "array"}, {"items", schema_ref("Gpu")}}}},
                     {"id", "name", "state", "cordoned", "schedulable"});
   s["Inventory"] = loose({{"node", {{"type", "object"}}}, {"gpus", {{"type", "array"}}}}, {"node"});
   s["FleetSummary"] = loose({{"gpus_total", integer()}}, {"gpus_total", "gpus_by_model", "nodes_by_state"});
   s["FleetImport"] = object({{"nodes", {{"type", "array"}}}, {"pool", str()}}, {"nodes"});
-  s["Enrollment"] = object({{"join_token", str()}, {"inventory", ref("Inventory")}},
+  s["Enrollment"] = object({{"join_token", str()}, {"inventory", schema_ref("Inventory")}},
                            {"join_token", "inventory"});
-  s["Enrolled"] = object({{"node", ref("Node")}, {"credential", str()}}, {"node", "credential"});
-  s["Heartbeat"] = object({{"inventory", ref("Inventory")}, {"samples", {{"type", "array"}}}}, {});
-  s["HeartbeatReply"] = loose({{"node", ref("Node")}}, {"node", "assignments"});
+  s["Enrolled"] = object({{"node", schema_ref("Node")}, {"credential", str()}}, {"node", "credential"});
+  s["Heartbeat"] = object({{"inventory", schema_ref("Inventory")}, {"samples", {{"type", "array"}}}}, {});
+  s["HeartbeatReply"] = loose({{"node", schema_ref("Node")}}, {"node", "assignments"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},
@@ -220,10 +220,10 @@ Json schemas() {
 Json response_schema(const std::string& name) {
   if (name.ends_with("[]")) {
     std::string item = name.substr(0, name.size() - 2);
-    return object({{"items", {{"type", "array"}, {"items", ref(item)}}}, {"next", nstr()}},
+    return object({{"items", {{"type", "array"}, {"items", schema_ref(item)}}}, {"next", nstr()}},
                   {"items", "next"});
   }
-  return ref(name);
+  return schema_ref(name);
 }
 
 }  // namespace
@@ -247,17 +247,17 @@ Json Api::openapi() const {
     if (r.mutation && r.method == "POST")
       params.push_back(
           {{"name", "Idempotency-Key"}, {"in", "header"}, {"required", false}, {"schema", str()}});
-    if (r.method == "PATCH" || r.method == "DELETE")
+    if (r.conditional)
       params.push_back({{"name", "If-Match"}, {"in", "header"}, {"required", false}, {"schema", str()}});
     if (!params.empty()) op["parameters"] = params;
     if (!r.request_schema.empty())
       op["requestBody"] = {{"required", true},
-                           {"content", {{"application/json", {{"schema", ref(r.request_schema)}}}}}};
+                           {"content", {{"application/json", {{"schema", schema_ref(r.request_schema)}}}}}};
     Json ok_resp = {{"description", "Success"}};
     if (!r.response_schema.empty())
       ok_resp["content"] = {{"application/json", {{"schema", response_schema(r.response_schema)}}}};
     Json problem = {{"description", "Error"},
-                    {"content", {{"application/problem+json", {{"schema", ref("Problem")}}}}}};
+                    {"content", {{"application/problem+json", {{"schema", schema_ref("Problem")}}}}}};
     op["responses"] = {{std::to_string(r.success_status), ok_resp}, {"default", problem}};
     if (r.access == Access::kPublic)
       op["security"] = Json::array();

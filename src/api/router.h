@@ -70,6 +70,7 @@ struct Route {
   Access access = Access::kPermission;
   iam::Permission permission = iam::Permission::kTenantRead;
   bool mutation = false;
+  bool conditional = false;  // honours If-Match (the resource carries a version / ETag)
   Handler handler;
   std::vector<std::string> query_params;  // accepted query parameters
   // OpenAPI description
@@ -105,6 +106,8 @@ Json page_json(const Page<T>& page, F&& to_json) {
 ObjectReader body_reader(const Call& call, std::string_view what);
 // Checks a permission at an explicit scope; 404 for hidden, 403 for denied.
 Result<void> require(const Call& call, iam::Permission p, const iam::Scope& where);
+// 412 when the request's If-Match names another version than `version`.
+Result<void> check_if_match(const Call& call, int64_t version);
 std::string resource_path(const Call& call);
 
 }  // namespace gp::api

@@ -230,7 +230,8 @@ void Server::stop(std::chrono::milliseconds grace) {
     for (auto& w : m.conns) {
       if (auto c = w.lock()) {
         asio::post(c->stream.get_executor(), [c] {
-          if (!c->busy) c->stream.socket().cancel();
+          boost::system::error_code ignored;  // the session may have closed it already
+          if (!c->busy) c->stream.socket().cancel(ignored);
         });
       }
     }

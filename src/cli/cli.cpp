@@ -1,11 +1,14 @@
 #include "cli/cli.h"
 
 #include <fmt/format.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -316,13 +319,20 @@ int main(int argc, char** argv) {
       rc = 1;
       return;
     }
-    std::filesystem::create_directories(std::filesystem::path(c.config_path).parent_path());
-    {
-      std::ofstream out(c.config_path, std::ios::trunc);
-      out << Json{{"endpoint", c.endpoint}, {"token", (*r)["token"]}}.dump(2) << "\n";
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(c.config_path).parent_path(), ec);
+    // Created 0600 from the start: the token is never readable by others, not even briefly.
+    int fd = ::open(c.config_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    std::string text = Json{{"endpoint", c.endpoint}, {"token", (*r)["token"]}}.dump(2) + "\n";
+    bool written = fd >= 0 && ::fchmod(fd, 0600) == 0 &&
+                   ::write(fd, text.data(), text.size()) == ssize_t(text.size());
+    int err = errno;
+    if (fd >= 0) ::close(fd);
+    if (!written) {
+      std::cerr << fmt::format("error: cannot write {}: {}\n", c.config_path, std::strerror(err));
+      rc = 1;
+      return;
     }
-    std::filesystem::permissions(c.config_path, std::filesystem::perms::owner_read |
-                                                    std::filesystem::perms::owner_write);
     std::cout << fmt::format("logged in as {} (session expires {}); token saved to {}\n", username,
                              (*r)["expires_at"].get<std::string>(), c.config_path);
   });

@@ -8,6 +8,7 @@
 
 #include "agent/agent.h"
 #include "cli/client.h"
+#include "cli/commands.h"
 #include "fleet/fleet.h"
 
 namespace gp::cli {
@@ -288,6 +289,7 @@ void add_agent(CLI::App& app, int* rc) {
       std::ifstream in(*token_file);
       std::getline(in, o->join_token);
     }
+    setup_logging("info", "text");
     signal(SIGTERM, [](int) { g_agent_stop = true; });
     signal(SIGINT, [](int) { g_agent_stop = true; });
     *rc = agent::run_agent(*o, g_agent_stop);

@@ -22,6 +22,8 @@ struct ServeOptions {
 };
 
 int run_serve(const ServeOptions& o);
+// Logs to stderr, one line per event: `text` or `json`.
+void setup_logging(const std::string& level, const std::string& format);
 int run_audit_verify(const std::string& data_dir, bool json);
 
 }  // namespace gp::cli

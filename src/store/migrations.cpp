@@ -31,7 +31,7 @@ CREATE TABLE projects (
 CREATE TABLE users (
   id TEXT PRIMARY KEY,
   tenant_id TEXT REFERENCES tenants(id),
-  username TEXT NOT NULL UNIQUE,
+  username TEXT NOT NULL,
   display_name TEXT NOT NULL,
   email TEXT NOT NULL,
   password_hash TEXT,
@@ -42,6 +42,9 @@ CREATE TABLE users (
   version BIGINT NOT NULL
 );
 CREATE INDEX users_tenant ON users (tenant_id, id);
+-- Usernames are unique per tenant (platform users: among themselves), so one tenant can never
+-- learn which names another tenant uses.
+CREATE UNIQUE INDEX users_username ON users (COALESCE(tenant_id, ''), username);
 CREATE TABLE service_accounts (
   id TEXT PRIMARY KEY,
   tenant_id TEXT REFERENCES tenants(id),

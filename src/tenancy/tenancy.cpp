@@ -459,7 +459,7 @@ Result<User> create_user(store::Tx& tx, const World& w, const Owner& owner, cons
       {u.id, owner_value(owner), u.username, u.display_name, u.email, pw, u.state, u.created_at,
        u.updated_at, u.version});
   if (!r && r.error().code == ErrorCode::kConflict)
-    return fail(Error::conflict(fmt::format("username '{}' is taken", spec.username)));
+    return fail(Error::conflict(fmt::format("username '{}' is taken", spec.username)));  // in this scope
   GP_TRY_VOID(r);
   return u;
 }
@@ -551,10 +551,21 @@ Result<User> update_user(store::Tx& tx, const World& w, const Owner& owner, cons
   return u;
 }
 
-Result<std::string> check_password(store::Tx& tx, std::string_view username,
+Result<std::string> check_password(store::Tx& tx, std::string_view login,
                                    std::string_view password) {
-  auto row = GP_TRY(tx.query_one(
-      "SELECT id, password_hash, state FROM users WHERE username = ?", {std::string(username)}));
+  // Tenant users log in as "<tenant>/<username>", platform users by username alone.
+  std::optional<store::Row> row;
+  auto slash = login.find('/');
+  if (slash == std::string_view::npos) {
+    row = GP_TRY(tx.query_one(
+        "SELECT id, password_hash, state FROM users WHERE tenant_id IS NULL AND username = ?",
+        {std::string(login)}));
+  } else {
+    row = GP_TRY(tx.query_one(
+        "SELECT u.id, u.password_hash, u.state FROM users u JOIN tenants t ON t.id = u.tenant_id "
+        "WHERE t.name = ? AND u.username = ?",
+        {std::string(login.substr(0, slash)), std::string(login.substr(slash + 1))}));
+  }
   // Hash anyway when the user is unknown so timing does not reveal which usernames exist.
   static const std::string kDummy = *iam::hash_password("not-a-real-password-000");
   bool good = row && !row->is_null(1) ? iam::verify_password(row->text(1), password)

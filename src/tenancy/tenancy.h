@@ -150,9 +150,10 @@ Result<UserPatch> parse_user_patch(ObjectReader& r);
 Result<User> update_user(store::Tx& tx, const World& w, const Owner& owner,
                          const std::string& id, const UserPatch& patch,
                          std::optional<int64_t> if_match);
-// Password login. Returns the user id on success; the same error for unknown user and wrong
-// password, so usernames cannot be probed.
-Result<std::string> check_password(store::Tx& tx, std::string_view username,
+// Password login as "<tenant>/<username>" (tenant users) or "<username>" (platform users).
+// Returns the user id on success; the same error for unknown user and wrong password, so
+// usernames cannot be probed.
+Result<std::string> check_password(store::Tx& tx, std::string_view login,
                                    std::string_view password);
 
 // ---- service accounts ----

@@ -46,7 +46,8 @@ void check_schema(const Json& doc, const Json& schema, const Json& v, const std:
   if (schema.contains("$ref")) {
     std::string ref = schema["$ref"];
     const std::string prefix = "#/components/schemas/";
-    if (!ref.starts_with(prefix) || !doc["components"]["schemas"].contains(ref.substr(prefix.size()))) {
+    if (!ref.starts_with(prefix) ||
+        !doc["components"]["schemas"].contains(ref.substr(prefix.size()))) {
       errors->push_back(where + ": unresolvable $ref " + ref);
       return;
     }
@@ -100,7 +101,8 @@ void check_well_formed(const Json& doc, const Json& schema, const std::string& w
   if (schema.contains("$ref")) {
     const std::string prefix = "#/components/schemas/";
     std::string ref = schema["$ref"].is_string() ? schema["$ref"].get<std::string>() : "";
-    if (!ref.starts_with(prefix) || !doc["components"]["schemas"].contains(ref.substr(prefix.size())))
+    if (!ref.starts_with(prefix) ||
+        !doc["components"]["schemas"].contains(ref.substr(prefix.size())))
       errors->push_back(where + ": unresolvable $ref " + schema["$ref"].dump());
     return;
   }
@@ -171,7 +173,8 @@ TEST(ApiFlow, TenantIsCreatedWithAnAdminWhoseTokenWorks) {
                      {{"name", "training"}, {"display_name", "Training"}}, admin);
   ASSERT_EQ(p.status, 201) << p.raw;
   EXPECT_EQ(p.body.at("tenant_id"), id);
-  EXPECT_EQ(p.header("Location"), "/v1/tenants/" + id + "/projects/" + p.body.at("id").get<std::string>());
+  EXPECT_EQ(p.header("Location"),
+            "/v1/tenants/" + id + "/projects/" + p.body.at("id").get<std::string>());
   EXPECT_EQ(s.request("GET", p.header("Location"), nullptr, admin).body, p.body);
   // Names are unique.
   EXPECT_TRUE(IsProblem(s.request("POST", "/v1/tenants", {{"name", "acme"}}, s.admin_token()), 409,
@@ -186,7 +189,8 @@ TEST(ApiFlow, PasswordLoginGivesASessionUntilLogout) {
   auto user = s.create_user(t.admin_token, t.id, "carol", kPassword);
   EXPECT_FALSE(user.contains("password"));
 
-  auto login = s.request("POST", "/v1/auth/login", {{"username", "carol"}, {"password", kPassword}});
+  auto login =
+      s.request("POST", "/v1/auth/login", {{"username", "acme/carol"}, {"password", kPassword}});
   ASSERT_EQ(login.status, 201) << login.raw;
   std::string session = login.body.at("token");
   EXPECT_TRUE(session.starts_with("ses_"));
@@ -199,8 +203,10 @@ TEST(ApiFlow, PasswordLoginGivesASessionUntilLogout) {
   EXPECT_EQ(s.request("GET", tenant_path(t), nullptr, session).status, 200);
 
   // Wrong password and unknown user are indistinguishable.
-  auto wrong = s.request("POST", "/v1/auth/login", {{"username", "carol"}, {"password", "not the passphrase"}});
-  auto nobody = s.request("POST", "/v1/auth/login", {{"username", "nobody"}, {"password", kPassword}});
+  auto wrong = s.request("POST", "/v1/auth/login",
+                         {{"username", "acme/carol"}, {"password", "not the passphrase"}});
+  auto nobody =
+      s.request("POST", "/v1/auth/login", {{"username", "nobody"}, {"password", kPassword}});
   EXPECT_TRUE(IsProblem(wrong, 401, "unauthenticated"));
   EXPECT_TRUE(IsProblem(nobody, 401, "unauthenticated"));
   EXPECT_EQ(wrong.body.at("detail"), nobody.body.at("detail"));
@@ -212,7 +218,8 @@ TEST(ApiFlow, PasswordLoginGivesASessionUntilLogout) {
   EXPECT_TRUE(IsProblem(s.request("POST", "/v1/auth/logout", nullptr, session), 401));
 
   // Sessions also end by themselves.
-  auto again = s.request("POST", "/v1/auth/login", {{"username", "carol"}, {"password", kPassword}});
+  auto again =
+      s.request("POST", "/v1/auth/login", {{"username", "acme/carol"}, {"password", kPassword}});
   ASSERT_EQ(again.status, 201);
   std::string second = again.body.at("token");
   EXPECT_EQ(s.request("GET", "/v1/whoami", nullptr, second).status, 200);
@@ -228,9 +235,9 @@ TEST(ApiFlow, ApiKeySecretIsShownOnlyAtCreation) {
   TestServer s;
   auto t = s.create_tenant("acme", "acme-root");
   std::string user = s.create_user(t.admin_token, t.id, "ci-bot").at("id");
-  auto created = s.request("POST", tenant_path(t) + "/api-keys",
-                           {{"name", "deploy"}, {"owner_kind", "user"}, {"owner_id", user}},
-                           t.admin_token);
+  auto created =
+      s.request("POST", tenant_path(t) + "/api-keys",
+                {{"name", "deploy"}, {"owner_kind", "user"}, {"owner_id", user}}, t.admin_token);
   ASSERT_EQ(created.status, 201) << created.raw;
   std::string token = created.body.at("token");
   std::string id = created.body.at("id");
@@ -275,10 +282,11 @@ TEST(ApiFlow, RevokedKeyIsRefusedOnTheNextRequest) {
   EXPECT_EQ(s.request("GET", tenant_path(t), nullptr, t.admin_token).status, 200);
   // Keys with a lifetime expire on the server's clock.
   auto ttl = s.create_api_key(t.admin_token, t.id, {{"name", "ttl"}, {"ttl_seconds", 3600}});
-  EXPECT_EQ(s.request("GET", "/v1/whoami", nullptr, ttl.at("token").get<std::string>()).status, 200);
+  EXPECT_EQ(s.request("GET", "/v1/whoami", nullptr, ttl.at("token").get<std::string>()).status,
+            200);
   s.clock().advance(std::chrono::seconds(3600));
-  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/whoami", nullptr, ttl.at("token").get<std::string>()),
-                        401));
+  EXPECT_TRUE(
+      IsProblem(s.request("GET", "/v1/whoami", nullptr, ttl.at("token").get<std::string>()), 401));
 }
 
 TEST(ApiFlow, IdempotencyKeyReplaysTheFirstResponse) {
@@ -354,14 +362,14 @@ TEST(ApiFlow, IfMatchGuardsConcurrentUpdates) {
   EXPECT_EQ(etag, "\"1\"");
 
   for (const char* stale : {"\"7\"", "\"0\"", "garbage", "\"\""}) {
-    auto r = s.request("PATCH", path, {{"display_name", "Stale"}}, t.admin_token,
-                       {{"If-Match", stale}});
+    auto r =
+        s.request("PATCH", path, {{"display_name", "Stale"}}, t.admin_token, {{"If-Match", stale}});
     EXPECT_TRUE(IsProblem(r, 412, "precondition_failed")) << stale;
   }
   EXPECT_EQ(s.request("GET", path, nullptr, t.admin_token).body, got.body);
 
-  auto updated = s.request("PATCH", path, {{"display_name", "Fresh"}}, t.admin_token,
-                           {{"If-Match", etag}});
+  auto updated =
+      s.request("PATCH", path, {{"display_name", "Fresh"}}, t.admin_token, {{"If-Match", etag}});
   ASSERT_EQ(updated.status, 200) << updated.raw;
   EXPECT_EQ(updated.header("ETag"), "\"2\"");
   EXPECT_EQ(updated.body.at("version"), 2);
@@ -415,8 +423,8 @@ TEST(ApiFlow, CursorPaginationVisitsEveryProjectOnce) {
   std::vector<size_t> sizes;
   std::string after;
   for (int page = 0; page < 10; ++page) {
-    auto r = s.request("GET", base + (after.empty() ? "" : "&after=" + after), nullptr,
-                       t.admin_token);
+    auto r =
+        s.request("GET", base + (after.empty() ? "" : "&after=" + after), nullptr, t.admin_token);
     ASSERT_EQ(r.status, 200) << r.raw;
     sizes.push_back(r.body.at("items").size());
     for (const auto& p : r.body.at("items")) seen.push_back(p.at("id"));
@@ -445,7 +453,8 @@ TEST(ApiFlow, MetricsCountRequestsByRouteTemplate) {
   auto t = s.create_tenant("acme", "acme-root");
   for (int i = 0; i < 3; ++i)
     ASSERT_EQ(s.request("GET", tenant_path(t) + "/projects", nullptr, t.admin_token).status, 200);
-  ASSERT_EQ(s.request("GET", tenant_path(t) + "/projects/nope", nullptr, t.admin_token).status, 404);
+  ASSERT_EQ(s.request("GET", tenant_path(t) + "/projects/nope", nullptr, t.admin_token).status,
+            404);
   ASSERT_EQ(s.request("GET", "/v1/no/such/thing").status, 404);
   auto m = s.request("GET", "/metrics");
   ASSERT_EQ(m.status, 200);
@@ -462,8 +471,8 @@ TEST(ApiFlow, MetricsCountRequestsByRouteTemplate) {
     counts[line.substr(name.size(), close - name.size())] = std::stol(line.substr(close + 2));
   }
   EXPECT_EQ((counts[R"(method="GET",route="/v1/tenants/{tenant}/projects",status="200")"]), 3);
-  EXPECT_EQ((counts[R"(method="GET",route="/v1/tenants/{tenant}/projects/{project}",status="404")"]),
-            1);
+  EXPECT_EQ(
+      (counts[R"(method="GET",route="/v1/tenants/{tenant}/projects/{project}",status="404")"]), 1);
   EXPECT_EQ((counts[R"(method="POST",route="/v1/tenants",status="201")"]), 1);
   EXPECT_EQ((counts[R"(method="GET",route="unmatched",status="404")"]), 1);
   EXPECT_NE(text.find("# TYPE gpuplane_http_requests_total counter"), std::string::npos);
@@ -499,7 +508,8 @@ TEST(ApiFlow, OpenApiDocumentsEveryRoute) {
       if (p.at("in") == "path") declared.insert(p.at("name"));
     for (size_t b = route.pattern.find('{'); b != std::string::npos;
          b = route.pattern.find('{', b + 1))
-      EXPECT_TRUE(declared.contains(route.pattern.substr(b + 1, route.pattern.find('}', b) - b - 1)))
+      EXPECT_TRUE(
+          declared.contains(route.pattern.substr(b + 1, route.pattern.find('}', b) - b - 1)))
           << what;
     for (const auto& schema : {route.request_schema, route.response_schema}) {
       if (schema.empty()) continue;
@@ -514,7 +524,9 @@ TEST(ApiFlow, OpenApiDocumentsEveryRoute) {
 // so argument-dependent lookup picks std::ref(item) over the file's own ref(const std::string&)
 // (a better reference binding), and every page schema ("X[]") says `"items": "X"` instead of
 // `"items": {"$ref": "#/components/schemas/X"}`: not a schema at all. Fix: rename the helper
-// (schema_ref) or make `item` const. Expected to fail until fixed.
+// (schema_ref) or make `item` const. Also in schemas(): AuditRecord's `{"detail", {}}` makes the
+// schema of "detail" JSON null, not a schema; `{"detail", Json::object()}` means "anything".
+// Expected to fail until both are fixed.
 TEST(ApiFlow, OpenApiSchemasAreWellFormed) {
   TestServer s;
   Json doc = s.request("GET", "/v1/openapi.json").body;
@@ -525,16 +537,28 @@ TEST(ApiFlow, OpenApiSchemasAreWellFormed) {
   for (const auto& [path, item] : doc["paths"].items()) {
     for (const auto& [method, op] : item.items()) {
       std::string where = method + " " + path;
+      if (!op.is_object() || !op.contains("responses") || !op["responses"].is_object()) {
+        errors.push_back(where + ": not an operation with responses: " + op.dump());
+        continue;
+      }
       if (op.contains("requestBody"))
         check_well_formed(doc, op["requestBody"]["content"]["application/json"]["schema"],
                           where + " request", &errors);
-      for (const auto& [status, resp] : op["responses"].items())
-        for (const auto& [type, media] : resp.value("content", Json::object()).items())
-          check_well_formed(doc, media["schema"], where + " " + status + " " + type, &errors);
+      for (const auto& [status, resp] : op["responses"].items()) {
+        if (!resp.is_object()) {
+          errors.push_back(where + " " + status + ": not a response object: " + resp.dump());
+          continue;
+        }
+        const Json content = resp.value("content", Json::object());
+        for (const auto& [type, media] : content.items())
+          check_well_formed(doc, media.value("schema", Json()), where + " " + status + " " + type,
+                            &errors);
+      }
     }
   }
-  EXPECT_TRUE(errors.empty()) << errors.size() << " malformed schemas, first: "
-                              << (errors.empty() ? "" : errors.front());
+  std::string all;
+  for (const auto& e : errors) all += "\n  " + e;
+  EXPECT_TRUE(errors.empty()) << errors.size() << " malformed schemas:" << all;
 }
 
 // A tenant with one of everything and a logged-in user, for the schema checks.
@@ -548,9 +572,9 @@ struct SchemaWorld {
 SchemaWorld make_schema_world(TestServer& s) {
   SchemaWorld w;
   w.doc = s.request("GET", "/v1/openapi.json").body;
-  w.created_tenant = s.request("POST", "/v1/tenants",
-                               {{"name", "acme"}, {"admin", {{"username", "root"}}}},
-                               s.admin_token());
+  w.created_tenant =
+      s.request("POST", "/v1/tenants", {{"name", "acme"}, {"admin", {{"username", "root"}}}},
+                s.admin_token());
   expect_status(w.created_tenant, 201, "create tenant");
   w.t = {w.created_tenant.body.at("id"), "acme",
          w.created_tenant.body.at("admin").at("user").at("id"),
@@ -558,18 +582,18 @@ SchemaWorld make_schema_world(TestServer& s) {
   w.project = s.create_project(w.t.admin_token, w.t.id, "train").at("id");
   w.user = s.create_user(w.t.admin_token, w.t.id, "dana", kPassword).at("id");
   w.sa = s.create_service_account(w.t.admin_token, w.t.id, "runner").at("id");
-  w.created_key = expect_status(
-      s.request("POST", tenant_path(w.t) + "/api-keys",
-                {{"name", "k"}, {"owner_kind", "service_account"}, {"owner_id", w.sa},
-                 {"ttl_seconds", 3600}},
-                w.t.admin_token),
-      201, "create key");
+  w.created_key = expect_status(s.request("POST", tenant_path(w.t) + "/api-keys",
+                                          {{"name", "k"},
+                                           {"owner_kind", "service_account"},
+                                           {"owner_id", w.sa},
+                                           {"ttl_seconds", 3600}},
+                                          w.t.admin_token),
+                                201, "create key");
   w.key = w.created_key.body.at("id");
-  w.binding =
-      s.create_binding(w.t.admin_token, w.t.id, "project-viewer", "user", w.user, w.project)
-          .at("id");
+  w.binding = s.create_binding(w.t.admin_token, w.t.id, "project-viewer", "user", w.user, w.project)
+                  .at("id");
   w.login = expect_status(
-      s.request("POST", "/v1/auth/login", {{"username", "dana"}, {"password", kPassword}}), 201,
+      s.request("POST", "/v1/auth/login", {{"username", "acme/dana"}, {"password", kPassword}}), 201,
       "login");
   w.session = w.login.body.at("token");
   return w;
@@ -596,19 +620,20 @@ TEST(ApiFlow, ResponsesMatchTheirOpenApiSchemas) {
   EXPECT_TRUE(MatchesOpenApi(doc, "POST", "/v1/auth/login", w.login));
   std::string base = tenant_path(w.t);
   const std::string& admin = w.t.admin_token;
-  check_gets(s, doc,
-             {
-                 {"/v1/tenants/{tenant}", base, admin},
-                 {"/v1/tenants/{tenant}/projects/{project}", base + "/projects/" + w.project, admin},
-                 {"/v1/tenants/{tenant}/users/{user}", base + "/users/" + w.user, admin},
-                 {"/v1/tenants/{tenant}/service-accounts/{service_account}",
-                  base + "/service-accounts/" + w.sa, admin},
-                 {"/v1/tenants/{tenant}/api-keys/{api_key}", base + "/api-keys/" + w.key, admin},
-                 {"/v1/tenants/{tenant}/role-bindings/{role_binding}",
-                  base + "/role-bindings/" + w.binding, admin},
-                 {"/v1/audit/verify", "/v1/audit/verify", s.admin_token()},
-                 {"/v1/whoami", "/v1/whoami", w.session},
-             });
+  check_gets(
+      s, doc,
+      {
+          {"/v1/tenants/{tenant}", base, admin},
+          {"/v1/tenants/{tenant}/projects/{project}", base + "/projects/" + w.project, admin},
+          {"/v1/tenants/{tenant}/users/{user}", base + "/users/" + w.user, admin},
+          {"/v1/tenants/{tenant}/service-accounts/{service_account}",
+           base + "/service-accounts/" + w.sa, admin},
+          {"/v1/tenants/{tenant}/api-keys/{api_key}", base + "/api-keys/" + w.key, admin},
+          {"/v1/tenants/{tenant}/role-bindings/{role_binding}",
+           base + "/role-bindings/" + w.binding, admin},
+          {"/v1/audit/verify", "/v1/audit/verify", s.admin_token()},
+          {"/v1/whoami", "/v1/whoami", w.session},
+      });
   // The checker itself rejects what it should.
   Resp bogus;
   bogus.status = 200;

@@ -23,8 +23,8 @@ struct TenantWorld {
   std::string project_id, user_id, sa_id, key_id, key_token, binding_id;
 
   std::map<std::string, std::string> path_ids() const {
-    return {{"tenant", tenant.id},   {"project", project_id}, {"user", user_id},
-            {"service_account", sa_id}, {"api_key", key_id},  {"role_binding", binding_id}};
+    return {{"tenant", tenant.id},      {"project", project_id}, {"user", user_id},
+            {"service_account", sa_id}, {"api_key", key_id},     {"role_binding", binding_id}};
   }
 };
 
@@ -85,10 +85,9 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
 // Everything a platform admin can read about a tenant.
 Json snapshot(TestServer& s, const std::string& tenant) {
   Json out;
-  out["tenant"] =
-      expect_status(s.request("GET", "/v1/tenants/" + tenant, nullptr, s.admin_token()), 200,
-                    "snapshot tenant")
-          .body;
+  out["tenant"] = expect_status(s.request("GET", "/v1/tenants/" + tenant, nullptr, s.admin_token()),
+                                200, "snapshot tenant")
+                      .body;
   for (const char* noun : {"projects", "users", "service-accounts", "api-keys", "role-bindings"})
     out[noun] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/" + noun);
   return out;
@@ -107,10 +106,10 @@ TEST(CrossTenant, EveryTenantRouteRefusesForeignAndInvalidCredentials) {
   TenantWorld b = populate(s, "bravo");
 
   // Credentials that must not open B: A's admin (hidden: 404), and broken ones (401).
-  auto expiring = s.create_api_key(a.tenant.admin_token, a.tenant.id,
-                                   {{"name", "short"}, {"ttl_seconds", 60}});
-  std::string revoked = s.create_api_key(a.tenant.admin_token, a.tenant.id, {{"name", "gone"}})
-                            .at("token");
+  auto expiring =
+      s.create_api_key(a.tenant.admin_token, a.tenant.id, {{"name", "short"}, {"ttl_seconds", 60}});
+  std::string revoked =
+      s.create_api_key(a.tenant.admin_token, a.tenant.id, {{"name", "gone"}}).at("token");
   std::string revoked_id = revoked.substr(0, revoked.find('.'));
   // Both worked before they were expired and revoked.
   ASSERT_EQ(s.request("GET", "/v1/whoami", nullptr, expiring.at("token").get<std::string>()).status,
@@ -167,8 +166,9 @@ TEST(CrossTenant, EveryTenantRouteRefusesForeignAndInvalidCredentials) {
                        c.status == 404 ? a.tenant.admin_user_id : std::string("anonymous")});
     }
   }
-  std::cout << "[ matrix   ] checked " << cells.size() << " (route, credential) cells: "
-            << routes.size() << " tenant routes x " << credentials.size() << " credentials\n";
+  std::cout << "[ matrix   ] checked " << cells.size()
+            << " (route, credential) cells: " << routes.size() << " tenant routes x "
+            << credentials.size() << " credentials\n";
   ::testing::Test::RecordProperty("matrix_cells", int(cells.size()));
 
   EXPECT_EQ(snapshot(s, b.tenant.id), before) << "tenant B changed under foreign requests";
@@ -253,24 +253,23 @@ TEST(CrossTenant, ProjectMemberIsConfinedToItsProject) {
   ASSERT_EQ(listed.size(), 1u);
   EXPECT_EQ(listed[0].at("id"), a.project_id);
 
-  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/tenants/" + t + "/users",
-                                  {{"username", "sneaky"}}, member),
-                        403, "permission_denied"));
-  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/tenants/" + t + "/projects",
-                                  {{"name", "sneaky"}}, member),
-                        403, "permission_denied"));
+  EXPECT_TRUE(
+      IsProblem(s.request("POST", "/v1/tenants/" + t + "/users", {{"username", "sneaky"}}, member),
+                403, "permission_denied"));
+  EXPECT_TRUE(
+      IsProblem(s.request("POST", "/v1/tenants/" + t + "/projects", {{"name", "sneaky"}}, member),
+                403, "permission_denied"));
   EXPECT_TRUE(IsProblem(s.request("GET", "/v1/tenants/" + t + "/users", nullptr, member), 403,
                         "permission_denied"));
+  EXPECT_TRUE(
+      IsProblem(s.request("GET", "/v1/tenants/" + t + "/projects/" + other, nullptr, member), 403));
   EXPECT_TRUE(IsProblem(
-      s.request("GET", "/v1/tenants/" + t + "/projects/" + other, nullptr, member), 403));
-  EXPECT_TRUE(IsProblem(s.request("DELETE", "/v1/tenants/" + t + "/projects/" + a.project_id,
-                                  nullptr, member),
-                        403));
+      s.request("DELETE", "/v1/tenants/" + t + "/projects/" + a.project_id, nullptr, member), 403));
   // No minting credentials for the tenant admin.
-  EXPECT_TRUE(IsProblem(
-      s.request("POST", "/v1/tenants/" + t + "/api-keys",
-                {{"owner_kind", "user"}, {"owner_id", a.tenant.admin_user_id}}, member),
-      403, "permission_denied"));
+  EXPECT_TRUE(
+      IsProblem(s.request("POST", "/v1/tenants/" + t + "/api-keys",
+                          {{"owner_kind", "user"}, {"owner_id", a.tenant.admin_user_id}}, member),
+                403, "permission_denied"));
   // A key for itself is fine.
   EXPECT_EQ(s.request("POST", "/v1/tenants/" + t + "/api-keys", {{"name", "mine"}}, member).status,
             201);
@@ -295,9 +294,9 @@ TEST(CrossTenant, ProjectViewerCannotCreateRoleBindings) {
     EXPECT_TRUE(IsProblem(r, 403, "permission_denied")) << role;
   }
   // Nor remove one.
-  EXPECT_TRUE(IsProblem(s.request("DELETE", "/v1/tenants/" + t + "/role-bindings/" + a.binding_id,
-                                  nullptr, viewer),
-                        403, "permission_denied"));
+  EXPECT_TRUE(IsProblem(
+      s.request("DELETE", "/v1/tenants/" + t + "/role-bindings/" + a.binding_id, nullptr, viewer),
+      403, "permission_denied"));
   EXPECT_EQ(s.list_all(a.tenant.admin_token, "/v1/tenants/" + t + "/role-bindings"),
             bindings_before);
 }
@@ -307,10 +306,12 @@ TEST(CrossTenant, TenantAdminCannotGrantPlatformRoles) {
   TenantWorld a = populate(s, "alpha");
   std::string t = a.tenant.id;
   for (const char* role : {"platform-admin", "platform-operator", "auditor"}) {
-    auto in_tenant = s.request(
-        "POST", "/v1/tenants/" + t + "/role-bindings",
-        {{"role", role}, {"subject_kind", "user"}, {"subject_id", a.user_id}}, a.tenant.admin_token);
-    EXPECT_TRUE(in_tenant.status == 400 || in_tenant.status == 403) << role << ": " << in_tenant.raw;
+    auto in_tenant =
+        s.request("POST", "/v1/tenants/" + t + "/role-bindings",
+                  {{"role", role}, {"subject_kind", "user"}, {"subject_id", a.user_id}},
+                  a.tenant.admin_token);
+    EXPECT_TRUE(in_tenant.status == 400 || in_tenant.status == 403)
+        << role << ": " << in_tenant.raw;
     EXPECT_TRUE(IsProblem(in_tenant, in_tenant.status)) << role;
     auto at_platform = s.request(
         "POST", "/v1/role-bindings",
@@ -323,9 +324,8 @@ TEST(CrossTenant, TenantAdminCannotGrantPlatformRoles) {
   ASSERT_EQ(who.status, 200);
   for (const auto& binding : who.body.at("role_bindings"))
     EXPECT_FALSE(binding.at("tenant_id").is_null()) << binding.dump();
-  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/tenants", {{"name", "escalated"}},
-                                  a.tenant.admin_token),
-                        403));
+  EXPECT_TRUE(IsProblem(
+      s.request("POST", "/v1/tenants", {{"name", "escalated"}}, a.tenant.admin_token), 403));
 }
 
 TEST(CrossTenant, TenantAdminCannotBindUserOfAnotherTenant) {
@@ -333,10 +333,10 @@ TEST(CrossTenant, TenantAdminCannotBindUserOfAnotherTenant) {
   TenantWorld a = populate(s, "alpha");
   TenantWorld b = populate(s, "bravo");
   Json before = snapshot(s, b.tenant.id);
-  auto tenant_role = s.request(
-      "POST", "/v1/tenants/" + a.tenant.id + "/role-bindings",
-      {{"role", "tenant-admin"}, {"subject_kind", "user"}, {"subject_id", b.user_id}},
-      a.tenant.admin_token);
+  auto tenant_role =
+      s.request("POST", "/v1/tenants/" + a.tenant.id + "/role-bindings",
+                {{"role", "tenant-admin"}, {"subject_kind", "user"}, {"subject_id", b.user_id}},
+                a.tenant.admin_token);
   EXPECT_TRUE(IsProblem(tenant_role, 400, "invalid_argument"));
   auto project_role = s.request("POST", "/v1/tenants/" + a.tenant.id + "/role-bindings",
                                 {{"role", "project-admin"},
@@ -378,8 +378,8 @@ TEST(CrossTenant, SuspendedTenantCanReadButNotCreate) {
                         "tenant_suspended"));
   EXPECT_TRUE(IsProblem(s.request("POST", t + "/users", {{"username", "more"}}, admin), 403,
                         "tenant_suspended"));
-  EXPECT_TRUE(
-      IsProblem(s.request("POST", t + "/api-keys", {{"name", "more"}}, admin), 403, "tenant_suspended"));
+  EXPECT_TRUE(IsProblem(s.request("POST", t + "/api-keys", {{"name", "more"}}, admin), 403,
+                        "tenant_suspended"));
   // The tenant admin cannot lift its own suspension.
   EXPECT_TRUE(IsProblem(s.request("PATCH", t, {{"state", "active"}}, admin), 403));
 
@@ -401,8 +401,8 @@ TEST(CrossTenant, OffboardedTenantCredentialsStopWorkingAtOnce) {
   TenantWorld b = populate(s, "bravo");
   const std::string password = "correct horse battery";
   s.create_user(b.tenant.admin_token, b.tenant.id, "bravo-login", password);
-  auto login = s.request("POST", "/v1/auth/login",
-                         {{"username", "bravo-login"}, {"password", password}});
+  auto login =
+      s.request("POST", "/v1/auth/login", {{"username", "bravo/bravo-login"}, {"password", password}});
   ASSERT_EQ(login.status, 201) << login.raw;
   std::string session = login.body.at("token");
   std::string b_user = s.key_for(b.tenant.admin_token, b.tenant.id, b.user_id);
@@ -419,9 +419,9 @@ TEST(CrossTenant, OffboardedTenantCredentialsStopWorkingAtOnce) {
     EXPECT_TRUE(IsProblem(s.request("GET", t + "/projects", nullptr, token), 401));
   }
   // A fresh login into the offboarded tenant fails too.
-  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/auth/login",
-                                  {{"username", "bravo-login"}, {"password", password}}),
-                        401, "unauthenticated"));
+  EXPECT_TRUE(IsProblem(
+      s.request("POST", "/v1/auth/login", {{"username", "bravo/bravo-login"}, {"password", password}}),
+      401, "unauthenticated"));
   // Every key of B reads as revoked; A is untouched.
   for (const auto& k : s.list_all(s.admin_token(), t + "/api-keys"))
     EXPECT_EQ(k.at("state"), "revoked") << k.dump();

@@ -155,8 +155,9 @@ TestServer::TestServer(api::Limits limits)
     World w{clock_, ids_};
     boot = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt));
     if (boot) {
-      audit::Entry e{"system", "", "platform.bootstrap", "/v1/users/admin", "success",
-                     "bootstrap", "local", {{"username", boot->username}}};
+      audit::Entry e{
+          "system",    "",      "platform.bootstrap",          "/v1/users/admin", "success",
+          "bootstrap", "local", {{"username", boot->username}}};
       GP_TRY_VOID(audit_->append(tx, e));
     }
     return ok();
@@ -186,8 +187,7 @@ Resp TestServer::request(std::string_view method, std::string_view target, const
 }
 
 Resp TestServer::request_raw(std::string_view method, std::string_view target,
-                             std::string_view body, std::string_view token,
-                             const Headers& extra) {
+                             std::string_view body, std::string_view token, const Headers& extra) {
   Headers headers = extra;
   if (!token.empty()) headers.emplace_back("Authorization", fmt::format("Bearer {}", token));
   cli::Endpoint ep{"127.0.0.1", std::to_string(port_)};
@@ -202,10 +202,10 @@ Resp TestServer::request_raw(std::string_view method, std::string_view target,
 }
 
 TenantInfo TestServer::create_tenant(const std::string& name, const std::string& admin_username) {
-  auto r = expect_status(request("POST", "/v1/tenants",
-                                 {{"name", name}, {"admin", {{"username", admin_username}}}},
-                                 admin_token_),
-                         201, "create tenant " + name);
+  auto r = expect_status(
+      request("POST", "/v1/tenants", {{"name", name}, {"admin", {{"username", admin_username}}}},
+              admin_token_),
+      201, "create tenant " + name);
   TenantInfo t;
   t.id = r.body.at("id");
   t.name = r.body.at("name");
@@ -216,9 +216,9 @@ TenantInfo TestServer::create_tenant(const std::string& name, const std::string&
 
 Json TestServer::create_project(const std::string& token, const std::string& tenant,
                                 const std::string& name) {
-  return expect_status(request("POST", "/v1/tenants/" + tenant + "/projects", {{"name", name}},
-                               token),
-                       201, "create project " + name)
+  return expect_status(
+             request("POST", "/v1/tenants/" + tenant + "/projects", {{"name", name}}, token), 201,
+             "create project " + name)
       .body;
 }
 
@@ -260,8 +260,7 @@ Json TestServer::create_binding(const std::string& token, const std::string& ten
 
 std::string TestServer::key_for(const std::string& token, const std::string& tenant,
                                 const std::string& user_id) {
-  return create_api_key(token, tenant, {{"owner_kind", "user"}, {"owner_id", user_id}})
-      .at("token");
+  return create_api_key(token, tenant, {{"owner_kind", "user"}, {"owner_id", user_id}}).at("token");
 }
 
 std::vector<Json> TestServer::list_all(const std::string& token, const std::string& collection) {

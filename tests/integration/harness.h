@@ -81,18 +81,15 @@ class TestServer {
                    std::string_view token = {}, const Headers& extra = {});
 
   TenantInfo create_tenant(const std::string& name, const std::string& admin_username);
-  Json create_project(const std::string& token, const std::string& tenant,
-                      const std::string& name);
-  Json create_user(const std::string& token, const std::string& tenant,
-                   const std::string& username,
+  Json create_project(const std::string& token, const std::string& tenant, const std::string& name);
+  Json create_user(const std::string& token, const std::string& tenant, const std::string& username,
                    const std::optional<std::string>& password = std::nullopt);
   Json create_service_account(const std::string& token, const std::string& tenant,
                               const std::string& name);
   // POSTs `spec` to the tenant's api-keys; the answer includes the one-time "token".
   Json create_api_key(const std::string& token, const std::string& tenant, const Json& spec);
-  Json create_binding(const std::string& token, const std::string& tenant,
-                      const std::string& role, const std::string& subject_kind,
-                      const std::string& subject_id,
+  Json create_binding(const std::string& token, const std::string& tenant, const std::string& role,
+                      const std::string& subject_kind, const std::string& subject_id,
                       const std::optional<std::string>& project = std::nullopt);
   // A fresh API key for a user of `tenant`, minted by `token` (a tenant admin).
   std::string key_for(const std::string& token, const std::string& tenant,

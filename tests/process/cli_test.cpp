@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <fstream>
 #include <sstream>
 
 #include "process/process_util.h"
@@ -107,11 +108,11 @@ TEST_F(Cli, OnboardsATenantEndToEnd) {
   // bob logs in; the session token goes to a private config file, which alone is enough after.
   fs::path config = tmp_.path() / "bob" / "config.json";
   auto login = run_gpuplane(
-      {"login", "-u", "bob", "--password-stdin"},
+      {"login", "-u", "acme/bob", "--password-stdin"},
       {{"GPUPLANE_CONFIG", config.string()}, {"GPUPLANE_ENDPOINT", server_.endpoint()}},
       password + "\n");
   ASSERT_TRUE(succeeds(login));
-  EXPECT_TRUE(contains(login.out, "logged in as bob")) << login.out;
+  EXPECT_TRUE(contains(login.out, "logged in as acme/bob")) << login.out;
   struct stat st {};
   ASSERT_EQ(::stat(config.c_str(), &st), 0) << "no config file at " << config;
   EXPECT_EQ(st.st_mode & 0777, 0600u) << std::oct << (st.st_mode & 0777);
@@ -181,6 +182,16 @@ TEST_F(Cli, FailuresExitOneWithOneErrorLine) {
   auto unreachable =
       run_gpuplane({"--endpoint", "http://127.0.0.1:1", "--token", "x", "tenant", "list"});
   EXPECT_TRUE(fails_with(unreachable, "cannot reach 127.0.0.1:1"));
+
+  // A config file that cannot be written (its directory is a regular file) is an error too,
+  // not a crash.
+  fs::path not_a_dir = tmp_.path() / "not-a-dir";
+  std::ofstream(not_a_dir) << "x";
+  auto unwritable = run_gpuplane({"login", "-u", server_.admin().username, "--password-stdin"},
+                                 {{"GPUPLANE_CONFIG", (not_a_dir / "config.json").string()},
+                                  {"GPUPLANE_ENDPOINT", server_.endpoint()}},
+                                 server_.admin().password + "\n");
+  EXPECT_TRUE(fails_with(unwritable, not_a_dir.string()));
 
   // Without any token the error comes with a hint on what to do.
   auto anonymous = run_gpuplane({"--endpoint", server_.endpoint(), "tenant", "list"});

@@ -188,6 +188,25 @@ TEST_F(TenancyTest, PasswordCheckDoesNotRevealWhichPartWasWrong) {
   EXPECT_EQ(wrong_pw.code, ErrorCode::kUnauthenticated);
 }
 
+TEST_F(TenancyTest, UsernamesAreScopedToTheirTenant) {
+  // A tenant must not learn that another tenant has a user of some name: the same name is
+  // free in every tenant, and login names the tenant.
+  auto a = tenant("a");
+  auto b = tenant("b");
+  std::string pw = "a good long password";
+  auto ua = write([&](store::Tx& tx) { return create_user(tx, w_, TenantScope(a.id), {"bob", "", "", pw}); });
+  auto ub = write([&](store::Tx& tx) { return create_user(tx, w_, TenantScope(b.id), {"bob", "", "", pw}); });
+  EXPECT_NE(ua.id, ub.id);
+  EXPECT_EQ(write([&](store::Tx& tx) { return check_password(tx, "a/bob", pw); }), ua.id);
+  EXPECT_EQ(write([&](store::Tx& tx) { return check_password(tx, "b/bob", pw); }), ub.id);
+  EXPECT_EQ(write_error([&](store::Tx& tx) { return check_password(tx, "bob", pw); }).code,
+            ErrorCode::kUnauthenticated);
+  EXPECT_EQ(write_error([&](store::Tx& tx) {
+              return create_user(tx, w_, TenantScope(a.id), {"bob", "", "", {}});
+            }).code,
+            ErrorCode::kConflict);
+}
+
 TEST_F(TenancyTest, BootstrapHappensOnce) {
   auto first = write([&](store::Tx& tx) { return bootstrap_platform_admin(tx, w_, std::nullopt); });
   ASSERT_TRUE(first);

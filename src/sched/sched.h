@@ -1,0 +1,456 @@
+// Scheduler: the pure core that decides where tenants' GPU requests go. Plain structs in,
+// decisions out; no I/O and no clock reads (time is a parameter), and the same inputs always
+// give the same placements. Holds the isolation-tier invariant of DESIGN.md as a hard rule,
+// keeps quota in exact integer units and queues what cannot run yet with the reason.
+// Public header of the sched module.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "fleet/mig_catalog.h"
+#include "fleet/mig_geometry.h"
+#include "sched/internal.h"
+
+namespace gp::sched {
+
+// ---- tiers and isolation classes ----
+
+// How an allocation gets GPUs, strongest first (DESIGN.md, "Isolation tiers and classes").
+enum class Tier : uint8_t { kDedicatedPool, kDedicatedNode, kDedicatedGpu, kMig, kShared };
+std::string_view tier_name(Tier tier);  // "dedicated-pool", ..., "shared"
+std::optional<Tier> parse_tier(std::string_view name);
+
+// A tenant's isolation class. sched keeps its own enum so it does not depend on tenancy; the
+// API layer maps one to the other.
+enum class IsolationClass : uint8_t { kInternal, kStandard, kSensitive, kRegulated };
+std::string_view isolation_class_name(IsolationClass c);  // "internal", ...
+std::optional<IsolationClass> parse_isolation_class(std::string_view name);
+// The weakest tier a class may receive: internal -> shared, standard -> mig,
+// sensitive -> dedicated-gpu, regulated -> dedicated-node.
+Tier weakest_tier(IsolationClass c);
+bool class_allows(IsolationClass c, Tier tier);
+
+enum class GpuMode : uint8_t { kWhole, kMig, kTimeSliced };
+std::string_view gpu_mode_name(GpuMode mode);  // "whole", "mig", "time-sliced"
+
+// ---- units: quota and usage are exact integers ----
+// 1 GPU = 7000 units, a MIG instance of k compute slices (of 7) = 1000 * k, a share of m
+// milli-GPU = 7 * m. So a 7g and a 1g instance are never counted alike, and nothing rounds.
+inline constexpr int64_t kUnitsPerGpu = 7000;
+constexpr int64_t gpu_units(int64_t gpus) { return gpus * kUnitsPerGpu; }
+constexpr int64_t mig_units(int compute_slices) { return int64_t{1000} * compute_slices; }
+constexpr int64_t shared_units(int milli) { return int64_t{7} * milli; }
+std::string gpu_resource_key(std::string_view model);                                 // gpu/H200
+std::string mig_resource_key(std::string_view model, std::string_view profile);       // mig/H200/1g.18gb
+std::string milli_resource_key(std::string_view model);                               // gpu-milli/H200
+// "2.5 GPU" style rendering of units for messages.
+std::string format_units(int64_t units);
+
+// ---- the fleet as the scheduler sees it ----
+
+struct GpuSpec {
+  std::string uuid;
+  int index = 0;
+  std::string model;  // canonical short model, e.g. "H200"
+  GpuMode mode = GpuMode::kWhole;
+  const fleet::MigCatalog* mig_catalog = nullptr;  // required for MIG-capable GPUs
+  fleet::Layout mig_layout;  // existing instances (all free) when mode == kMig
+  bool healthy = true;
+};
+
+struct NodeSpec {
+  std::string id, name;
+  std::string pool_id, pool_name;
+  std::string pool_owner;  // tenant owning the pool; empty for shared capacity
+  bool schedulable = true;
+  std::string rack, nvlink_domain;
+  std::vector<GpuSpec> gpus;
+};
+
+// What any request could ever get from this fleet; used by validate().
+struct FleetLimits {
+  struct Model {
+    int max_gpus_per_node = 0;
+    int64_t total_gpus = 0;
+    int64_t nodes = 0;
+    const fleet::MigCatalog* mig_catalog = nullptr;  // when some GPU of the model has one
+  };
+  std::map<std::string, Model> models;
+  int64_t nodes = 0;
+};
+
+// ---- requests ----
+
+struct Request {
+  std::string tenant, project;
+  IsolationClass isolation = IsolationClass::kStandard;
+  Tier tier = Tier::kDedicatedGpu;
+  std::vector<std::string> models;  // allowed GPU models, in preference order; empty = any
+  int count = 1;           // whole GPUs (dedicated-gpu), instances (mig), shares (shared)
+  int node_count = 0;      // dedicated-node / dedicated-pool
+  int gpus_per_node = 0;   // dedicated-node / dedicated-pool
+  std::string pool;        // dedicated-pool: one pool (id or name) of the tenant; empty = any
+  std::string mig_profile; // mig, e.g. "3g.71gb"
+  int milli = 0;           // shared: 1..1000 per share
+  bool same_node = false;
+  bool same_nvlink_domain = false;
+  bool gang = true;        // all-or-nothing over the count (every request is placed atomically)
+  int priority = 0;
+  bool preemptible = false;
+};
+
+// Rejects shapes no GPU of the fleet could ever satisfy, at once (invalid_argument).
+Result<void> validate(const Request& request, const FleetLimits& limits);
+
+// Units a request takes when placed on `model` (which must suit it).
+int64_t request_units(const Request& request, const FleetLimits::Model& model);
+
+// ---- placements ----
+
+struct GpuGrant {
+  int32_t gpu = -1;  // index into ClusterState::gpus()
+  std::string node_id, gpu_uuid;
+  std::optional<fleet::PlacedInstance> mig_instance;  // tier mig
+  int milli = 0;                                      // tier shared
+};
+
+struct ModeChange {
+  int32_t gpu = -1;
+  std::string gpu_uuid;
+  GpuMode from = GpuMode::kWhole, to = GpuMode::kWhole;
+};
+
+struct MigLayoutChange {
+  int32_t gpu = -1;
+  std::string gpu_uuid;
+  fleet::Layout before, after;  // after holds every instance the GPU must then have
+};
+
+struct Placement {
+  std::string tenant, project;
+  Tier tier = Tier::kDedicatedGpu;
+  std::string model;
+  std::string mig_profile;
+  int64_t units = 0;
+  int priority = 0;
+  bool preemptible = false;
+  std::vector<std::string> nodes;  // nodes held whole (dedicated-node / dedicated-pool)
+  std::vector<int32_t> node_slots; // the same, as indexes into ClusterState::nodes()
+  std::vector<GpuGrant> gpus;
+  std::vector<ModeChange> mode_changes;
+  std::vector<MigLayoutChange> mig_changes;
+};
+
+struct Allocation {
+  std::string id;
+  Placement placement;
+  bool live = false;
+};
+
+// ---- cluster state ----
+
+class ClusterState;
+Result<Placement> place(const ClusterState& state, const Request& request);
+
+// The fleet and what is allocated on it, with free-capacity indexes per pool domain and model
+// so placement never scans the whole fleet for the common shapes. Built from plain structs;
+// changed only by apply() and release() (and health/schedulability updates).
+class ClusterState {
+ public:
+  struct NodeModel {
+    int16_t model = 0;
+    int16_t gpus = 0;         // healthy GPUs of this model
+    int16_t free_whole = 0;   // whole mode, unowned
+    int16_t convertible = 0;  // MIG or time-sliced with nothing on it
+    int16_t whole_bucket = -1, avail_bucket = -1;
+    int32_t whole_pos = -1, avail_pos = -1;
+  };
+  struct Node {
+    std::string id, name, pool_id, pool_name;
+    int32_t pool_owner = -1;  // tenant number, -1 for shared capacity
+    int32_t domain = 0;       // 0: shared; else the owner tenant's pool domain
+    bool schedulable = true;
+    int32_t rack = -1, nvlink = -1;
+    int32_t first_gpu = 0, gpu_count = 0;
+    int32_t exclusive_tenant = -1;  // set while a dedicated-node/pool allocation holds it
+    int32_t exclusive_refs = 0;
+    std::vector<std::pair<int32_t, int32_t>> tenants;  // (tenant, grants on the node)
+    std::vector<NodeModel> models;
+  };
+  struct Gpu {
+    std::string uuid;
+    int32_t node = 0;
+    int16_t index = 0;
+    int16_t model = 0;
+    int8_t table = -1;  // MIG table number when MIG-capable
+    GpuMode mode = GpuMode::kWhole;
+    bool healthy = true;
+    int32_t whole_owner = -1;  // allocation slot
+    uint32_t mig_layout = 0;   // MIG slots present
+    uint32_t mig_owned = 0;    // MIG slots held by allocations
+    int16_t milli_used = 0;
+    std::vector<std::pair<int32_t, int16_t>> shares;  // (allocation slot, milli)
+    std::array<int32_t, detail::kMaxMigSlots> slot_owner;
+    std::array<int32_t, detail::kMaxMigProfiles> mig_pos;
+    std::array<int8_t, detail::kMaxMigProfiles> mig_bucket;
+    int32_t shared_pos = -1, idle_pos = -1;
+    int8_t shared_bucket = -1, idle_bucket = -1;
+  };
+
+  // Validates the specs (unique ids and UUIDs, catalogs for MIG GPUs, valid layouts).
+  static Result<ClusterState> build(std::vector<NodeSpec> nodes);
+
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<Gpu>& gpus() const { return gpus_; }
+  const std::vector<std::string>& models() const { return models_; }
+  const std::string& tenant_name(int32_t tenant) const { return tenants_[tenant]; }
+  int32_t find_tenant(std::string_view tenant) const;  // -1 when never seen
+  int32_t find_model(std::string_view model) const;    // -1 when not in the fleet
+  const FleetLimits& limits() const { return limits_; }
+  const detail::MigTable* mig_table(const Gpu& gpu) const {
+    return gpu.table < 0 ? nullptr : tables_[gpu.table];
+  }
+  fleet::Layout mig_layout(int32_t gpu) const;
+  const std::string& nvlink_name(int32_t nvlink) const { return nvlink_names_[nvlink]; }
+  const std::string& rack_name(int32_t rack) const { return rack_names_[rack]; }
+
+  // Live allocations.
+  const Allocation* find(std::string_view allocation_id) const;
+  const std::vector<Allocation>& allocation_slots() const { return allocs_; }  // !live = free
+  int64_t live_allocations() const { return static_cast<int64_t>(alloc_ids_.size()); }
+
+  // Health and schedulability; allocations already placed stay where they are.
+  Result<void> set_node_schedulable(std::string_view node_id, bool schedulable);
+  Result<void> set_gpu_healthy(std::string_view gpu_uuid, bool healthy);
+
+  // Bytes held by the state's containers (capacities), for memory-per-GPU figures.
+  int64_t memory_bytes() const;
+
+ private:
+  friend Result<void> apply(ClusterState&, const Placement&, std::string_view);
+  friend Result<Placement> release(ClusterState&, std::string_view);
+  friend class Placer;
+
+  int32_t intern_tenant(const std::string& tenant);
+  int32_t domain_of(int32_t tenant) const;
+  detail::Segment& segment(int32_t domain, int16_t model) {
+    return segments_[domain * models_.size() + model];
+  }
+  const detail::Segment& segment(int32_t domain, int16_t model) const {
+    return segments_[domain * models_.size() + model];
+  }
+  void recount_node(int32_t node);
+  void index_node(int32_t node);
+  void unindex_node(int32_t node);
+  void index_gpu(int32_t gpu);
+  void unindex_gpu(int32_t gpu);
+  void add_node_tenant(int32_t node, int32_t tenant, int delta);
+
+  std::vector<Node> nodes_;
+  std::vector<Gpu> gpus_;
+  std::vector<std::string> models_;  // sorted
+  std::vector<const detail::MigTable*> tables_;
+  std::vector<std::string> tenants_;
+  std::unordered_map<std::string, int32_t> tenant_ids_;
+  std::unordered_map<int32_t, int32_t> tenant_domain_;  // pool owner -> domain
+  int32_t domains_ = 1;
+  std::vector<detail::Segment> segments_;
+  std::vector<std::string> nvlink_names_, rack_names_;
+  std::vector<std::vector<int32_t>> nvlink_nodes_, rack_nodes_;
+  std::unordered_map<std::string, int32_t> node_ids_, gpu_ids_;
+  std::vector<Allocation> allocs_;
+  std::vector<int32_t> free_slots_;
+  std::unordered_map<std::string, int32_t> alloc_ids_;
+  FleetLimits limits_;
+};
+
+// Where the request would go now, changing nothing. Tier rules are hard constraints; the
+// error (conflict) says specifically why nothing fits.
+Result<Placement> place(const ClusterState& state, const Request& request);
+// Records a placement (as place() returned it against the current state) as allocation `id`.
+// Re-checks every grant; a stale placement is refused (conflict) and nothing changes.
+Result<void> apply(ClusterState& state, const Placement& placement, std::string_view id);
+// Frees what allocation `id` holds; returns its placement. MIG instances stay in the layout,
+// free for the next request of their profile.
+Result<Placement> release(ClusterState& state, std::string_view id);
+
+// ---- quota ----
+
+struct QuotaLimits {
+  int64_t nominal = 0;                  // guaranteed units
+  std::optional<int64_t> borrow_limit;  // units above nominal the owner may borrow
+  std::optional<int64_t> limit;         // hard cap on units
+};
+
+// What one allocation takes from the tree.
+struct QuotaCharge {
+  std::string tenant, project, model;
+  int64_t units = 0;
+  std::string mig_profile;  // for per-profile caps
+  int64_t instances = 0;
+};
+
+struct Admission {
+  int64_t borrowed = 0;  // units of the charge above the tenant's nominal
+};
+
+// Quota tree platform -> tenant -> project, per GPU model, in units. Tenants of a cohort lend
+// one another their idle nominal quota: a tenant may go above its nominal (borrow) while its
+// cohort's total use stays within the cohort's total nominal, its borrow_limit and its limit.
+class QuotaTree {
+ public:
+  void set_platform(const std::string& model, std::optional<int64_t> limit);
+  void set_tenant(const std::string& tenant, const std::string& model, QuotaLimits limits);
+  void set_cohort(const std::string& tenant, const std::string& cohort);  // "" = none
+  void set_project(const std::string& tenant, const std::string& project,
+                   const std::string& model, QuotaLimits limits);
+  // At most `max_instances` live instances of one MIG profile for the tenant.
+  void set_profile_cap(const std::string& tenant, const std::string& model,
+                       const std::string& profile, int64_t max_instances);
+
+  // ok with the borrowed units, or quota_exceeded naming the level, model and figures.
+  Result<Admission> admit(const QuotaCharge& charge) const;
+  void charge(const QuotaCharge& charge);
+  void refund(const QuotaCharge& charge);
+
+  struct Usage {
+    int64_t used = 0;
+    QuotaLimits limits;
+    bool configured = false;
+  };
+  Usage tenant_usage(const std::string& tenant, const std::string& model) const;
+  Usage project_usage(const std::string& tenant, const std::string& project,
+                      const std::string& model) const;
+  int64_t platform_used(const std::string& model) const;
+  std::optional<int64_t> platform_limit(const std::string& model) const;
+  std::string cohort_of(const std::string& tenant) const;
+  int64_t profile_used(const std::string& tenant, const std::string& model,
+                       const std::string& profile) const;
+  std::optional<int64_t> profile_cap(const std::string& tenant, const std::string& model,
+                                     const std::string& profile) const;
+
+ private:
+  struct Entry {
+    QuotaLimits limits;
+    bool configured = false;
+    int64_t used = 0;
+  };
+  struct Tenant {
+    std::string cohort;
+    std::unordered_map<std::string, Entry> models;
+    std::unordered_map<std::string, std::unordered_map<std::string, Entry>> projects;
+    std::unordered_map<std::string, std::pair<int64_t, int64_t>> profile_caps;  // cap, used
+  };
+  struct CohortModel {
+    int64_t nominal = 0, used = 0;
+  };
+  Tenant& tenant(const std::string& name) { return tenants_[name]; }
+  void cohort_add(const std::string& cohort, const std::string& model, int64_t nominal,
+                  int64_t used);
+
+  std::unordered_map<std::string, Tenant> tenants_;
+  std::unordered_map<std::string, std::unordered_map<std::string, CohortModel>> cohorts_;
+  std::unordered_map<std::string, std::pair<std::optional<int64_t>, int64_t>> platform_;
+};
+
+// ---- the scheduler facade ----
+
+struct SchedulerOptions {
+  Duration fair_share_half_life = std::chrono::hours(24);
+  bool preemption = true;
+};
+
+enum class DecisionKind { kPlaced, kPending, kRejected };
+std::string_view decision_kind_name(DecisionKind kind);
+
+struct Decision {
+  DecisionKind kind = DecisionKind::kPending;
+  std::string allocation_id;
+  std::optional<Placement> placement;  // kPlaced
+  std::optional<Error> reason;         // kPending / kRejected: why
+  int64_t borrowed_units = 0;          // kPlaced: units above the tenant's nominal
+  std::vector<std::string> preempted;  // allocations preempted to place this one
+};
+
+struct PendingView {
+  std::string allocation_id;
+  Request request;
+  Error reason;
+  TimePoint submitted;
+};
+
+// Owns the cluster state and the quota tree: submit (validate -> quota -> place -> apply),
+// release, a pending queue (priority, then weighted fair share on decayed usage, then
+// submission time) and preemption (same-tenant by priority; lenders reclaiming borrowed
+// capacity). Every answer is a value; nothing here reads a clock or does I/O.
+class Scheduler {
+ public:
+  Scheduler(ClusterState state, QuotaTree quota, SchedulerOptions options = {});
+
+  // Places the request now or queues it with the reason; rejects invalid shapes.
+  Decision submit(const std::string& id, const Request& request, TimePoint now);
+  // Frees a placed allocation or withdraws a pending one.
+  Result<void> release(const std::string& id, TimePoint now);
+  // Retries the pending queue in order; returns the decisions for entries that got placed.
+  std::vector<Decision> schedule(TimePoint now);
+
+  std::vector<PendingView> pending(TimePoint now) const;  // in queue order
+  const ClusterState& state() const { return state_; }
+  const QuotaTree& quota() const { return quota_; }
+  QuotaTree& quota() { return quota_; }
+  void set_tenant_weight(const std::string& tenant, double weight);
+  double fair_share_usage(const std::string& tenant, TimePoint now) const;  // decayed unit-s
+
+  struct Held {
+    Request request;
+    QuotaCharge charge;
+    int64_t borrowed = 0;
+    TimePoint submitted;
+    int64_t seq = 0;
+  };
+  const Held* held(const std::string& id) const;
+
+ private:
+  struct Pending {
+    std::string id;
+    Request request;
+    Error reason;
+    TimePoint submitted;
+    int64_t seq = 0;
+  };
+  struct Share {
+    double usage = 0;  // decayed unit-seconds at `at`
+    int64_t held_units = 0;
+    TimePoint at{};
+    double weight = 1;
+  };
+  Decision try_place(const std::string& id, const Request& request, TimePoint submitted,
+                     int64_t seq, TimePoint now);
+  Result<Placement> admit_and_place(const Request& request, QuotaCharge* charge,
+                                    Admission* admission) const;
+  std::vector<std::string> victims(const Request& request) const;
+  void commit(const std::string& id, const Request& request, const Placement& placement,
+              const QuotaCharge& charge, int64_t borrowed, TimePoint submitted, int64_t seq,
+              TimePoint now);
+  void drop(const std::string& id, TimePoint now);
+  void touch_share(const std::string& tenant, TimePoint now, int64_t delta_units);
+  double share_key(const std::string& tenant, TimePoint now) const;
+
+  ClusterState state_;
+  QuotaTree quota_;
+  SchedulerOptions options_;
+  std::unordered_map<std::string, Held> held_;
+  std::vector<Pending> pending_;
+  std::unordered_map<std::string, Share> shares_;
+  int64_t seq_ = 0;
+};
+
+}  // namespace gp::sched

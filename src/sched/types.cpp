@@ -1,0 +1,244 @@
+// Names of tiers, classes and modes; resource units; request validation.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "sched/sched.h"
+
+namespace gp::sched {
+
+std::string_view tier_name(Tier tier) {
+  switch (tier) {
+    case Tier::kDedicatedPool: return "dedicated-pool";
+    case Tier::kDedicatedNode: return "dedicated-node";
+    case Tier::kDedicatedGpu: return "dedicated-gpu";
+    case Tier::kMig: return "mig";
+    case Tier::kShared: return "shared";
+  }
+  return "shared";
+}
+
+std::optional<Tier> parse_tier(std::string_view name) {
+  for (Tier t : {Tier::kDedicatedPool, Tier::kDedicatedNode, Tier::kDedicatedGpu, Tier::kMig,
+                 Tier::kShared}) {
+    if (tier_name(t) == name) return t;
+  }
+  return std::nullopt;
+}
+
+std::string_view isolation_class_name(IsolationClass c) {
+  switch (c) {
+    case IsolationClass::kInternal: return "internal";
+    case IsolationClass::kStandard: return "standard";
+    case IsolationClass::kSensitive: return "sensitive";
+    case IsolationClass::kRegulated: return "regulated";
+  }
+  return "regulated";
+}
+
+std::optional<IsolationClass> parse_isolation_class(std::string_view name) {
+  for (IsolationClass c : {IsolationClass::kInternal, IsolationClass::kStandard,
+                           IsolationClass::kSensitive, IsolationClass::kRegulated}) {
+    if (isolation_class_name(c) == name) return c;
+  }
+  return std::nullopt;
+}
+
+Tier weakest_tier(IsolationClass c) {
+  switch (c) {
+    case IsolationClass::kInternal: return Tier::kShared;
+    case IsolationClass::kStandard: return Tier::kMig;
+    case IsolationClass::kSensitive: return Tier::kDedicatedGpu;
+    case IsolationClass::kRegulated: return Tier::kDedicatedNode;
+  }
+  return Tier::kDedicatedNode;
+}
+
+// Tiers are declared strongest first, so "at least as strong" is "not greater".
+bool class_allows(IsolationClass c, Tier tier) { return tier <= weakest_tier(c); }
+
+std::string_view gpu_mode_name(GpuMode mode) {
+  switch (mode) {
+    case GpuMode::kWhole: return "whole";
+    case GpuMode::kMig: return "mig";
+    case GpuMode::kTimeSliced: return "time-sliced";
+  }
+  return "whole";
+}
+
+std::string gpu_resource_key(std::string_view model) { return fmt::format("gpu/{}", model); }
+std::string mig_resource_key(std::string_view model, std::string_view profile) {
+  return fmt::format("mig/{}/{}", model, profile);
+}
+std::string milli_resource_key(std::string_view model) {
+  return fmt::format("gpu-milli/{}", model);
+}
+
+std::string format_units(int64_t units) {
+  const int64_t whole = units / kUnitsPerGpu;
+  const int64_t rest = units % kUnitsPerGpu;
+  if (rest == 0) return fmt::format("{} GPU", whole);
+  return fmt::format("{:.3f} GPU", static_cast<double>(units) / kUnitsPerGpu);
+}
+
+namespace {
+
+// A count no request may exceed whatever the fleet: keeps arithmetic far from overflow.
+constexpr int64_t kAbsurd = 1'000'000;
+
+Result<void> check_count(std::string_view what, int64_t n) {
+  if (n <= 0) return fail(Error::invalid(fmt::format("{} must be at least 1; got {}", what, n)));
+  if (n > kAbsurd) {
+    return fail(Error::invalid(fmt::format("{} {} is absurd (at most {})", what, n, kAbsurd)));
+  }
+  return ok();
+}
+
+}  // namespace
+
+int64_t request_units(const Request& request, const FleetLimits::Model& model) {
+  switch (request.tier) {
+    case Tier::kDedicatedPool:
+    case Tier::kDedicatedNode:
+      return gpu_units(int64_t{request.node_count} * request.gpus_per_node);
+    case Tier::kDedicatedGpu: return gpu_units(request.count);
+    case Tier::kMig: {
+      const fleet::MigProfile* profile =
+          model.mig_catalog ? model.mig_catalog->find(request.mig_profile) : nullptr;
+      return profile ? int64_t{request.count} * mig_units(profile->compute_slices) : 0;
+    }
+    case Tier::kShared: return int64_t{request.count} * shared_units(request.milli);
+  }
+  return 0;
+}
+
+Result<void> validate(const Request& request, const FleetLimits& limits) {
+  if (request.tenant.empty()) return fail(Error::invalid("request has no tenant"));
+  if (request.project.empty()) return fail(Error::invalid("request has no project"));
+  if (!class_allows(request.isolation, request.tier)) {
+    return fail(Error::invalid(fmt::format(
+        "tier {} is not allowed for isolation class {}: its weakest allowed tier is {}",
+        tier_name(request.tier), isolation_class_name(request.isolation),
+        tier_name(weakest_tier(request.isolation)))));
+  }
+  // The models the request may use at all.
+  std::vector<std::string> candidates;
+  for (const std::string& m : request.models) {
+    if (!limits.models.contains(m)) {
+      std::string known;
+      for (const auto& [name, unused] : limits.models) {
+        known += known.empty() ? name : ", " + name;
+      }
+      return fail(Error::invalid(
+          fmt::format("unknown GPU model \"{}\"; the fleet has: {}", m, known)));
+    }
+    candidates.push_back(m);
+  }
+  if (request.models.empty()) {
+    for (const auto& [name, unused] : limits.models) candidates.push_back(name);
+  }
+  if (candidates.empty()) return fail(Error::invalid("the fleet has no GPUs"));
+
+  const bool node_tier =
+      request.tier == Tier::kDedicatedNode || request.tier == Tier::kDedicatedPool;
+  if (node_tier) {
+    GP_TRY_VOID(check_count("node_count", request.node_count));
+    GP_TRY_VOID(check_count("gpus_per_node", request.gpus_per_node));
+    if (request.same_node && request.node_count > 1) {
+      return fail(Error::invalid(fmt::format("same_node contradicts node_count {}",
+                                             request.node_count)));
+    }
+    if (request.count != 1 && request.count != request.node_count * request.gpus_per_node) {
+      return fail(Error::invalid(
+          fmt::format("{} takes node_count and gpus_per_node, not count", tier_name(request.tier))));
+    }
+  } else {
+    GP_TRY_VOID(check_count("count", request.count));
+    if (request.node_count != 0 || request.gpus_per_node != 0) {
+      return fail(Error::invalid(fmt::format(
+          "node_count and gpus_per_node apply only to dedicated-node and dedicated-pool, not {}",
+          tier_name(request.tier))));
+    }
+  }
+  if (request.tier != Tier::kMig && !request.mig_profile.empty()) {
+    return fail(Error::invalid(
+        fmt::format("mig_profile applies only to tier mig, not {}", tier_name(request.tier))));
+  }
+  if (request.tier != Tier::kShared && request.milli != 0) {
+    return fail(Error::invalid(
+        fmt::format("milli applies only to tier shared, not {}", tier_name(request.tier))));
+  }
+  if (request.tier != Tier::kDedicatedPool && !request.pool.empty()) {
+    return fail(Error::invalid("pool applies only to tier dedicated-pool"));
+  }
+
+  // The shape must fit at least one candidate model; say why the closest one does not.
+  std::string why;
+  for (const std::string& name : candidates) {
+    const FleetLimits::Model& m = limits.models.at(name);
+    std::string reason;
+    switch (request.tier) {
+      case Tier::kDedicatedPool:
+      case Tier::kDedicatedNode:
+        if (request.gpus_per_node > m.max_gpus_per_node) {
+          reason = fmt::format("{} nodes have at most {} GPUs; {} per node requested", name,
+                               m.max_gpus_per_node, request.gpus_per_node);
+        } else if (request.node_count > m.nodes) {
+          reason = fmt::format("the fleet has {} {} node(s); {} requested", m.nodes, name,
+                               request.node_count);
+        }
+        break;
+      case Tier::kDedicatedGpu:
+        if (request.count > m.total_gpus) {
+          reason = fmt::format("the fleet has {} {} GPU(s); {} requested", m.total_gpus, name,
+                               request.count);
+        } else if (request.same_node && request.count > m.max_gpus_per_node) {
+          reason = fmt::format("same_node with {} GPUs, but {} nodes have at most {}",
+                               request.count, name, m.max_gpus_per_node);
+        }
+        break;
+      case Tier::kMig: {
+        const fleet::MigProfile* p =
+            m.mig_catalog ? m.mig_catalog->find(request.mig_profile) : nullptr;
+        if (p == nullptr) {
+          reason = m.mig_catalog ? fmt::format("{} has no MIG profile \"{}\"", name,
+                                               request.mig_profile)
+                                 : fmt::format("{} is not MIG-capable", name);
+        } else if (request.count > m.total_gpus * p->max_instances) {
+          reason = fmt::format("the fleet holds at most {} {} instances of {}",
+                               m.total_gpus * p->max_instances, name, p->name);
+        } else if (request.same_node &&
+                   request.count > int64_t{m.max_gpus_per_node} * p->max_instances) {
+          reason = fmt::format("same_node with {} x {}, but a {} node holds at most {}",
+                               request.count, p->name, name,
+                               m.max_gpus_per_node * p->max_instances);
+        }
+        break;
+      }
+      case Tier::kShared:
+        if (request.milli < 1 || request.milli > 1000) {
+          return fail(Error::invalid(
+              fmt::format("milli must be 1..1000 per share; got {}", request.milli)));
+        }
+        if (request.count > m.total_gpus * (1000 / request.milli)) {
+          reason = fmt::format("{} shares of {} milli exceed every {} GPU of the fleet",
+                               request.count, request.milli, name);
+        } else if (request.same_node &&
+                   request.count > int64_t{m.max_gpus_per_node} * (1000 / request.milli)) {
+          reason = fmt::format("same_node with {} shares of {} milli, but a {} node holds at most {}",
+                               request.count, request.milli, name,
+                               m.max_gpus_per_node * (1000 / request.milli));
+        }
+        break;
+    }
+    if (reason.empty()) return ok();
+    why += why.empty() ? reason : "; " + reason;
+  }
+  if (request.tier == Tier::kMig && request.models.empty()) {
+    return fail(Error::invalid(fmt::format("no GPU model of the fleet has MIG profile \"{}\"",
+                                           request.mig_profile)));
+  }
+  return fail(Error::invalid(fmt::format("no GPU of the fleet can ever hold this request: {}", why)));
+}
+
+}  // namespace gp::sched

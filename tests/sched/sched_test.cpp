@@ -1,0 +1,482 @@
+// Specification of the scheduling core: tiers and classes, units, validation, placement under
+// the tier rules, MIG and shared placement, topology, quota and the scheduler's queue and
+// preemption.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "sched/test_fleet.h"
+
+namespace gp::sched {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+using namespace gp::sched::testing;
+
+const TimePoint kT0 = TimePoint(Duration(1'800'000'000'000'000));
+
+std::set<std::string> nodes_of(const ClusterState& s, const Placement& p) {
+  std::set<std::string> out;
+  for (const GpuGrant& g : p.gpus) out.insert(g.node_id);
+  (void)s;
+  return out;
+}
+
+Placement place_ok(const ClusterState& s, const Request& r) {
+  Result<Placement> p = place(s, r);
+  EXPECT_TRUE(p.has_value()) << (p ? "" : p.error().message);
+  return p ? *p : Placement{};
+}
+
+void apply_ok(ClusterState& s, const Request& r, const std::string& id) {
+  Placement p = place_ok(s, r);
+  Result<void> a = apply(s, p, id);
+  ASSERT_TRUE(a.has_value()) << a.error().message;
+  ASSERT_EQ(tier_invariant_violation(s), "");
+  ASSERT_EQ(bookkeeping_violation(s), "");
+}
+
+// ---- tiers, classes, units ----
+
+TEST(Tiers, NamesRoundTrip) {
+  for (Tier t : {Tier::kDedicatedPool, Tier::kDedicatedNode, Tier::kDedicatedGpu, Tier::kMig,
+                 Tier::kShared}) {
+    EXPECT_EQ(parse_tier(tier_name(t)), t);
+  }
+  EXPECT_EQ(tier_name(Tier::kDedicatedPool), "dedicated-pool");
+  EXPECT_EQ(parse_isolation_class("regulated"), IsolationClass::kRegulated);
+  EXPECT_FALSE(parse_tier("dedicated"));
+}
+
+TEST(Classes, WeakestTierAllowedPerClass) {
+  struct Case {
+    IsolationClass c;
+    Tier weakest;
+  };
+  for (auto [c, weakest] : {Case{IsolationClass::kInternal, Tier::kShared},
+                            Case{IsolationClass::kStandard, Tier::kMig},
+                            Case{IsolationClass::kSensitive, Tier::kDedicatedGpu},
+                            Case{IsolationClass::kRegulated, Tier::kDedicatedNode}}) {
+    EXPECT_EQ(weakest_tier(c), weakest);
+    for (Tier t : {Tier::kDedicatedPool, Tier::kDedicatedNode, Tier::kDedicatedGpu, Tier::kMig,
+                   Tier::kShared}) {
+      EXPECT_EQ(class_allows(c, t), t <= weakest) << isolation_class_name(c) << " " << tier_name(t);
+    }
+  }
+  EXPECT_FALSE(class_allows(IsolationClass::kStandard, Tier::kShared));
+  EXPECT_FALSE(class_allows(IsolationClass::kRegulated, Tier::kDedicatedGpu));
+  EXPECT_TRUE(class_allows(IsolationClass::kRegulated, Tier::kDedicatedPool));
+}
+
+TEST(Units, AreExactIntegers) {
+  EXPECT_EQ(gpu_units(1), 7000);
+  EXPECT_EQ(mig_units(1), 1000);
+  EXPECT_EQ(mig_units(7), 7000);
+  EXPECT_EQ(shared_units(250), 1750);
+  EXPECT_EQ(shared_units(1000), gpu_units(1));
+  EXPECT_EQ(gpu_resource_key("H200"), "gpu/H200");
+  EXPECT_EQ(mig_resource_key("H200", "3g.71gb"), "mig/H200/3g.71gb");
+  EXPECT_EQ(milli_resource_key("H200"), "gpu-milli/H200");
+  EXPECT_EQ(format_units(14000), "2 GPU");
+}
+
+// ---- validation ----
+
+TEST(Validate, RejectsImpossibleShapesAtOnce) {
+  ClusterState s = make_state({{.id = "n1", .gpus = 8},
+                               {.id = "n2", .gpus = 4, .model = "A100-80GB"},
+                               {.id = "n3", .gpus = 8}});
+  const FleetLimits& l = s.limits();
+  auto rejects = [&](Request r, std::string_view text) {
+    Result<void> v = validate(r, l);
+    ASSERT_FALSE(v.has_value()) << text;
+    EXPECT_EQ(v.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_THAT(v.error().message, HasSubstr(std::string(text)));
+  };
+  Request r = gpus("t", 1);
+  r.models = {"B200"};
+  rejects(r, "unknown GPU model \"B200\"");
+  rejects(mig("t", "5g.99gb"), "no GPU model of the fleet has MIG profile \"5g.99gb\"");
+  rejects(gpus("t", 0), "count must be at least 1");
+  rejects(gpus("t", -3), "count must be at least 1");
+  rejects(gpus("t", 2'000'000), "absurd");
+  rejects(gpus("t", 17), "the fleet has 16 H200 GPU(s); 17 requested");
+  Request same = gpus("t", 9);
+  same.same_node = true;
+  rejects(same, "same_node with 9 GPUs");
+  rejects(gpus("t", 1, IsolationClass::kRegulated), "not allowed for isolation class regulated");
+  Request sh = shared("t", 1001);
+  rejects(sh, "milli must be 1..1000");
+  Request n = nodes("t", 2, 8);
+  n.same_node = true;
+  rejects(n, "same_node contradicts node_count 2");
+  rejects(nodes("t", 1, 9), "at most 8 GPUs");
+  rejects(nodes("t", 0, 8), "node_count must be at least 1");
+  EXPECT_TRUE(validate(gpus("t", 16), l).has_value());  // one model per request
+  Request a100 = gpus("t", 5);
+  a100.models = {"A100-80GB"};
+  rejects(a100, "the fleet has 4 A100-80GB GPU(s); 5 requested");
+  EXPECT_TRUE(validate(mig("t", "3g.40gb"), l).has_value());
+}
+
+// ---- placement: tier rules ----
+
+TEST(Place, DedicatedGpuGoesToTheFullestNodeThatFits) {
+  ClusterState s = make_state({{.id = "big"}, {.id = "small", .gpus = 4}});
+  apply_ok(s, gpus("a", 1), "a1");  // best fit: the 4-GPU node
+  EXPECT_EQ(s.find("a1")->placement.gpus[0].node_id, "small");
+  Placement p = place_ok(s, gpus("b", 3));
+  EXPECT_EQ(*nodes_of(s, p).begin(), "small");
+  Placement q = place_ok(s, gpus("b", 4));
+  EXPECT_EQ(*nodes_of(s, q).begin(), "big");
+}
+
+TEST(Place, SameNodeFailureSaysWhatTheBestNodeHas) {
+  ClusterState s = make_state({{.id = "n1", .gpus = 8}, {.id = "n2", .gpus = 8}});
+  apply_ok(s, gpus("a", 8), "a1");
+  apply_ok(s, gpus("a", 3), "a2");
+  Request r = gpus("b", 8);
+  r.same_node = true;
+  Result<Placement> p = place(s, r);
+  ASSERT_FALSE(p);
+  EXPECT_EQ(p.error().code, ErrorCode::kConflict);
+  EXPECT_THAT(p.error().message, HasSubstr("no schedulable H200 node"));
+  EXPECT_THAT(p.error().message, HasSubstr("with 8 free whole GPU(s); best has 5"));
+}
+
+TEST(Place, MultiGpuPrefersOneNvlinkDomainThenRack) {
+  ClusterState s = make_state({{.id = "a", .gpus = 4, .rack = "r1", .nvlink = "x"},
+                               {.id = "b", .gpus = 4, .rack = "r2", .nvlink = "y"},
+                               {.id = "c", .gpus = 4, .rack = "r2", .nvlink = "x"}});
+  Placement p = place_ok(s, gpus("t", 6));
+  EXPECT_THAT(nodes_of(s, p), ElementsAre("a", "c"));  // NVLink domain x
+  ClusterState s2 = make_state({{.id = "a", .gpus = 4, .rack = "r1", .nvlink = "x"},
+                                {.id = "b", .gpus = 4, .rack = "r2", .nvlink = "y"},
+                                {.id = "c", .gpus = 4, .rack = "r2", .nvlink = "z"}});
+  Placement q = place_ok(s2, gpus("t", 6));
+  EXPECT_THAT(nodes_of(s2, q), ElementsAre("b", "c"));  // rack r2
+  Request r = gpus("t", 6);
+  r.same_nvlink_domain = true;
+  Result<Placement> none = place(s2, r);
+  ASSERT_FALSE(none);
+  EXPECT_THAT(none.error().message, HasSubstr("no NVLink domain"));
+  Placement one = place_ok(s2, gpus("t", 4));
+  EXPECT_EQ(nodes_of(s2, one).size(), 1u);  // one node before spreading
+}
+
+TEST(Place, DedicatedNodeNeverSharesANodeWithAnotherTenant) {
+  ClusterState s = make_state({{.id = "n1", .gpus = 8}, {.id = "n2", .gpus = 8}});
+  apply_ok(s, mig("a", "1g.18gb"), "a-mig");
+  const std::string mig_node = s.find("a-mig")->placement.gpus[0].node_id;
+  apply_ok(s, nodes("b", 1, 4), "b-node");
+  const Placement held = s.find("b-node")->placement;  // a copy: apply may move slots
+  ASSERT_EQ(held.nodes.size(), 1u);
+  EXPECT_NE(held.nodes[0], mig_node);
+  // The held node's other GPUs are out of reach for other tenants, of any tier.
+  apply_ok(s, gpus("c", 7), "c1");
+  EXPECT_EQ(*nodes_of(s, s.find("c1")->placement).begin(), mig_node);
+  Result<Placement> more = place(s, gpus("c", 1));
+  ASSERT_FALSE(more);
+  // ... but not for its own tenant.
+  Request b_gpu = gpus("b", 2);
+  apply_ok(s, b_gpu, "b-gpu");
+  EXPECT_EQ(*nodes_of(s, s.find("b-gpu")->placement).begin(), held.nodes[0]);
+  ASSERT_TRUE(release(s, "b-node"));
+  ASSERT_TRUE(release(s, "b-gpu"));
+  apply_ok(s, gpus("c", 1), "c2");
+}
+
+TEST(Place, PoolNodesHostOnlyTheirOwner) {
+  ClusterState s = make_state({{.id = "p1", .gpus = 8, .pool_owner = "acme", .pool = "acme-dedicated"},
+                               {.id = "s1", .gpus = 2}});
+  apply_ok(s, gpus("other", 2), "o1");
+  Result<Placement> full = place(s, gpus("other", 1));
+  ASSERT_FALSE(full);
+  EXPECT_FALSE(place(s, mig("other", "1g.18gb")));
+  Result<Placement> no_pool = place(s, nodes("other", 1, 8, Tier::kDedicatedPool));
+  ASSERT_FALSE(no_pool);
+  EXPECT_THAT(no_pool.error().message, HasSubstr("tenant other owns no node pool"));
+  apply_ok(s, nodes("acme", 1, 8, Tier::kDedicatedPool), "acme1");
+  EXPECT_THAT(s.find("acme1")->placement.nodes, ElementsAre("p1"));
+  Result<Placement> again = place(s, nodes("acme", 1, 8, Tier::kDedicatedPool));
+  ASSERT_FALSE(again);
+  EXPECT_THAT(again.error().message, HasSubstr("tenant pool acme-dedicated"));
+}
+
+TEST(Place, MigUsesTheGeometryAndReportsTheLayoutChange) {
+  ClusterState s = make_state({{.id = "n1", .gpus = 1, .mode = GpuMode::kMig}});
+  Placement p = place_ok(s, mig("a", "3g.71gb"));
+  ASSERT_EQ(p.gpus.size(), 1u);
+  ASSERT_EQ(p.mig_changes.size(), 1u);
+  EXPECT_THAT(p.mig_changes[0].before, IsEmpty());
+  // The same choice fleet::plan_addition makes on an empty H200.
+  Result<fleet::Layout> expected = fleet::plan_addition(*catalog_for("H200"), {}, "3g.71gb");
+  EXPECT_EQ(p.mig_changes[0].after, *expected);
+  EXPECT_EQ(*p.gpus[0].mig_instance, expected->back());
+  EXPECT_EQ(p.units, 3000);
+  ASSERT_TRUE(apply(s, p, "a1"));
+  // Another tenant takes a disjoint instance on the same GPU.
+  apply_ok(s, mig("b", "3g.71gb"), "b1");
+  EXPECT_FALSE(place(s, mig("c", "1g.18gb")));  // 3g + 3g take all 8 memory slices
+  // A released instance stays in the layout and is reused without a change.
+  ASSERT_TRUE(release(s, "a1"));
+  Placement reuse = place_ok(s, mig("d", "3g.71gb"));
+  EXPECT_THAT(reuse.mig_changes, IsEmpty());
+  EXPECT_EQ(tier_invariant_violation(s), "");
+}
+
+TEST(Place, MigGpusServeOnlyMigAndIdleWholeGpusConvert) {
+  ClusterState s = make_state({{.id = "m", .gpus = 1, .mode = GpuMode::kMig},
+                               {.id = "w", .gpus = 1}});
+  apply_ok(s, mig("a", "1g.18gb"), "a1");
+  EXPECT_EQ(s.find("a1")->placement.gpus[0].node_id, "m");
+  // The busy MIG GPU never takes a whole-GPU or shared request.
+  apply_ok(s, gpus("b", 1), "b1");
+  EXPECT_EQ(s.find("b1")->placement.gpus[0].node_id, "w");
+  EXPECT_FALSE(place(s, gpus("b", 1)));
+  EXPECT_FALSE(place(s, shared("c", 100)));
+  ASSERT_TRUE(release(s, "b1"));
+  // An idle whole GPU converts to time-sliced, reported as a planned mode change.
+  Placement p = place_ok(s, shared("c", 100));
+  ASSERT_EQ(p.mode_changes.size(), 1u);
+  EXPECT_EQ(p.mode_changes[0].from, GpuMode::kWhole);
+  EXPECT_EQ(p.mode_changes[0].to, GpuMode::kTimeSliced);
+  ASSERT_TRUE(apply(s, p, "c1"));
+  apply_ok(s, shared("d", 900), "d1");  // two tenants share the time-sliced GPU
+  EXPECT_FALSE(place(s, shared("e", 1)));
+  EXPECT_FALSE(place(s, gpus("e", 1)));
+}
+
+TEST(Place, MigPrefersFullerGpusToKeepEmptyOnesFree) {
+  ClusterState s = make_state({{.id = "n1", .gpus = 2, .mode = GpuMode::kMig}});
+  apply_ok(s, mig("a", "1g.18gb"), "a1");
+  const std::string first = s.find("a1")->placement.gpus[0].gpu_uuid;
+  apply_ok(s, mig("b", "1g.18gb"), "b1");
+  EXPECT_EQ(s.find("b1")->placement.gpus[0].gpu_uuid, first);
+  apply_ok(s, mig("c", "7g.141gb"), "c1");  // the other GPU stayed whole-free for a 7g
+}
+
+TEST(Place, MultiInstanceMigStaysOnOneGpuAndSameNodeHolds) {
+  ClusterState s = make_state({{.id = "n1", .gpus = 2, .mode = GpuMode::kMig},
+                               {.id = "n2", .gpus = 2, .mode = GpuMode::kMig}});
+  Placement p = place_ok(s, mig("a", "2g.35gb", 3));
+  std::set<std::string> gpus_used;
+  for (const GpuGrant& g : p.gpus) gpus_used.insert(g.gpu_uuid);
+  EXPECT_EQ(gpus_used.size(), 1u);
+  Request r = mig("a", "3g.71gb", 4);
+  r.same_node = true;
+  Placement q = place_ok(s, r);
+  EXPECT_EQ(nodes_of(s, q).size(), 1u);
+  EXPECT_EQ(q.gpus.size(), 4u);
+}
+
+TEST(Place, StalePlacementIsRefusedAndChangesNothing) {
+  ClusterState s = make_state({{.id = "n1", .gpus = 1}});
+  Placement p = place_ok(s, gpus("a", 1));
+  ASSERT_TRUE(apply(s, p, "a1"));
+  Result<void> again = apply(s, p, "a2");
+  ASSERT_FALSE(again);
+  EXPECT_EQ(again.error().code, ErrorCode::kConflict);
+  EXPECT_EQ(s.live_allocations(), 1);
+}
+
+TEST(Place, GangIsAllOrNothing) {
+  ClusterState s = make_state({{.id = "n1", .gpus = 2}});
+  Request r = gpus("a", 3);
+  r.gang = true;
+  EXPECT_FALSE(place(s, r));
+  Request m = mig("a", "3g.71gb", 5);
+  Result<Placement> p = place(s, m);
+  ASSERT_FALSE(p);
+  EXPECT_THAT(p.error().message, HasSubstr("only 4 fit"));
+  EXPECT_EQ(s.live_allocations(), 0);
+  EXPECT_EQ(s.gpus()[0].mode, GpuMode::kWhole);
+}
+
+TEST(Place, UnhealthyAndUnschedulableCapacityIsSkipped) {
+  ClusterState s = make_state({{.id = "n1", .gpus = 2}, {.id = "n2", .gpus = 2}});
+  ASSERT_TRUE(s.set_node_schedulable("n1", false));
+  ASSERT_TRUE(s.set_gpu_healthy("GPU-n2-0", false));
+  Placement p = place_ok(s, gpus("a", 1));
+  EXPECT_EQ(p.gpus[0].gpu_uuid, "GPU-n2-1");
+  ASSERT_TRUE(apply(s, p, "a1"));
+  EXPECT_FALSE(place(s, gpus("a", 1)));
+}
+
+// ---- quota ----
+
+QuotaTree one_gpu_each(std::initializer_list<std::string> tenants, const std::string& cohort = "") {
+  QuotaTree q;
+  for (const std::string& t : tenants) {
+    q.set_tenant(t, "H200", {.nominal = gpu_units(1)});
+    if (!cohort.empty()) q.set_cohort(t, cohort);
+  }
+  return q;
+}
+
+TEST(Quota, ReachedWhileGpusAreFreeLeavesTheRequestPending) {
+  Scheduler sched(make_state({{.id = "n1", .gpus = 8}}), one_gpu_each({"acme"}));
+  Decision a = sched.submit("a1", gpus("acme", 1), kT0);
+  ASSERT_EQ(a.kind, DecisionKind::kPlaced);
+  Decision b = sched.submit("a2", gpus("acme", 1), kT0);
+  ASSERT_EQ(b.kind, DecisionKind::kPending);
+  EXPECT_EQ(b.reason->code, ErrorCode::kQuotaExceeded);
+  EXPECT_THAT(b.reason->message, HasSubstr("tenant level"));
+  EXPECT_THAT(b.reason->message, HasSubstr("H200"));
+  EXPECT_THAT(b.reason->message, HasSubstr("used 1 GPU + requested 1 GPU; nominal 1 GPU"));
+  ASSERT_EQ(sched.pending(kT0).size(), 1u);
+  EXPECT_EQ(sched.pending(kT0)[0].reason.code, ErrorCode::kQuotaExceeded);
+  ASSERT_TRUE(sched.release("a1", kT0));
+  std::vector<Decision> placed = sched.schedule(kT0);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].allocation_id, "a2");
+}
+
+TEST(Quota, ProjectLevelIsNamed) {
+  QuotaTree q;
+  q.set_tenant("acme", "H200", {.nominal = gpu_units(4)});
+  q.set_project("acme", "train", "H200", {.nominal = mig_units(3)});
+  QuotaCharge c{"acme", "train", "H200", mig_units(4), "4g.71gb", 1};
+  Result<Admission> a = q.admit(c);
+  ASSERT_FALSE(a);
+  EXPECT_EQ(a.error().code, ErrorCode::kQuotaExceeded);
+  EXPECT_THAT(a.error().message, HasSubstr("project level: project acme/train on H200"));
+  c.units = mig_units(3);
+  EXPECT_TRUE(q.admit(c));
+}
+
+TEST(Quota, CohortLendsIdleNominalWithinLimits) {
+  QuotaTree q = one_gpu_each({"a", "b", "c"}, "co");
+  q.set_tenant("a", "H200", {.nominal = gpu_units(1), .borrow_limit = gpu_units(1),
+                             .limit = gpu_units(3)});
+  QuotaCharge two{"a", "p", "H200", gpu_units(2)};
+  Result<Admission> ok2 = q.admit(two);
+  ASSERT_TRUE(ok2);
+  EXPECT_EQ(ok2->borrowed, gpu_units(1));
+  QuotaCharge three{"a", "p", "H200", gpu_units(3)};
+  Result<Admission> no = q.admit(three);
+  ASSERT_FALSE(no);
+  EXPECT_THAT(no.error().message, HasSubstr("over its borrow limit"));
+  q.charge(two);
+  q.charge({"b", "p", "H200", gpu_units(1)});
+  Result<Admission> dry = q.admit({"c", "p", "H200", gpu_units(2)});
+  ASSERT_FALSE(dry);
+  EXPECT_THAT(dry.error().message, HasSubstr("cohort co has no idle quota to lend"));
+  QuotaTree alone = one_gpu_each({"x"});
+  EXPECT_FALSE(alone.admit({"x", "p", "H200", gpu_units(2)}));
+}
+
+TEST(Quota, PerProfileCapAndUnconfiguredTenant) {
+  QuotaTree q;
+  q.set_tenant("a", "H200", {.nominal = gpu_units(2)});
+  q.set_profile_cap("a", "H200", "1g.18gb", 2);
+  QuotaCharge one{"a", "p", "H200", mig_units(1), "1g.18gb", 1};
+  q.charge(one);
+  q.charge(one);
+  Result<Admission> third = q.admit(one);
+  ASSERT_FALSE(third);
+  EXPECT_THAT(third.error().message, HasSubstr("may hold 2 instance(s) of 1g.18gb"));
+  Result<Admission> none = q.admit({"nobody", "p", "H200", 1});
+  ASSERT_FALSE(none);
+  EXPECT_THAT(none.error().message, HasSubstr("tenant nobody has no quota for H200"));
+}
+
+// ---- scheduler: preemption and queue ----
+
+TEST(Scheduler, LenderReclaimsBorrowedCapacityNewestLowestPriorityFirst) {
+  Scheduler sched(make_state({{.id = "n1", .gpus = 3}}), one_gpu_each({"lender", "borrower"}, "co"));
+  QuotaTree& q = sched.quota();
+  q.set_tenant("borrower", "H200", {.nominal = gpu_units(1)});
+  q.set_tenant("lender", "H200", {.nominal = gpu_units(2)});
+  ASSERT_EQ(sched.submit("b1", gpus("borrower", 1), kT0).kind, DecisionKind::kPlaced);
+  Decision b2 = sched.submit("b2", gpus("borrower", 1), kT0 + Duration(1));
+  ASSERT_EQ(b2.kind, DecisionKind::kPlaced);
+  EXPECT_EQ(b2.borrowed_units, gpu_units(1));
+  Decision b3 = sched.submit("b3", gpus("borrower", 1), kT0 + Duration(2));
+  ASSERT_EQ(b3.kind, DecisionKind::kPlaced);
+  Decision l1 = sched.submit("l1", gpus("lender", 1), kT0 + Duration(3));
+  ASSERT_EQ(l1.kind, DecisionKind::kPlaced) << l1.reason->message;
+  EXPECT_THAT(l1.preempted, ElementsAre("b3"));  // newest borrowed first
+  Decision l2 = sched.submit("l2", gpus("lender", 1), kT0 + Duration(4));
+  ASSERT_EQ(l2.kind, DecisionKind::kPlaced);
+  EXPECT_THAT(l2.preempted, ElementsAre("b2"));
+  EXPECT_NE(sched.held("b1"), nullptr);  // within its owner's nominal: never taken
+  Decision l3 = sched.submit("l3", gpus("lender", 1), kT0 + Duration(5));
+  EXPECT_EQ(l3.kind, DecisionKind::kPending);
+  EXPECT_NE(sched.held("b1"), nullptr);
+}
+
+TEST(Scheduler, AnotherTenantNeverPreemptsWorkWithinNominal) {
+  QuotaTree q = one_gpu_each({"a", "b"});
+  Scheduler sched(make_state({{.id = "n1", .gpus = 1}}), q);
+  Request low = gpus("a", 1);
+  low.preemptible = true;
+  ASSERT_EQ(sched.submit("a1", low, kT0).kind, DecisionKind::kPlaced);
+  Request high = gpus("b", 1);
+  high.priority = 100;
+  Decision d = sched.submit("b1", high, kT0);
+  EXPECT_EQ(d.kind, DecisionKind::kPending);
+  EXPECT_THAT(d.preempted, IsEmpty());
+  EXPECT_NE(sched.held("a1"), nullptr);
+}
+
+TEST(Scheduler, HigherPriorityPreemptsLowerPreemptibleWorkOfTheSameTenant) {
+  QuotaTree q;
+  q.set_tenant("a", "H200", {.nominal = gpu_units(2)});
+  Scheduler sched(make_state({{.id = "n1", .gpus = 2}}), q);
+  Request keep = gpus("a", 1);
+  keep.priority = 1;  // not preemptible
+  Request low = gpus("a", 1);
+  low.preemptible = true;
+  ASSERT_EQ(sched.submit("keep", keep, kT0).kind, DecisionKind::kPlaced);
+  ASSERT_EQ(sched.submit("low", low, kT0).kind, DecisionKind::kPlaced);
+  Request high = gpus("a", 1);
+  high.priority = 10;
+  Decision d = sched.submit("high", high, kT0);
+  ASSERT_EQ(d.kind, DecisionKind::kPlaced);
+  EXPECT_THAT(d.preempted, ElementsAre("low"));
+  EXPECT_NE(sched.held("keep"), nullptr);
+  Request higher = gpus("a", 1);
+  higher.priority = 20;
+  EXPECT_EQ(sched.submit("higher", higher, kT0).kind, DecisionKind::kPending);
+}
+
+TEST(Scheduler, QueueOrdersByPriorityThenFairShareThenSubmission) {
+  QuotaTree q;
+  for (const char* t : {"heavy", "light"}) q.set_tenant(t, "H200", {.nominal = gpu_units(8)});
+  Scheduler sched(make_state({{.id = "n1", .gpus = 4}}), q, {.fair_share_half_life = std::chrono::hours(1)});
+  ASSERT_EQ(sched.submit("h1", gpus("heavy", 3), kT0).kind, DecisionKind::kPlaced);
+  ASSERT_EQ(sched.submit("l0", gpus("light", 1), kT0).kind, DecisionKind::kPlaced);
+  const TimePoint t1 = kT0 + std::chrono::minutes(30);
+  ASSERT_EQ(sched.submit("h2", gpus("heavy", 1), t1).kind, DecisionKind::kPending);
+  ASSERT_EQ(sched.submit("l1", gpus("light", 1), t1 + Duration(1)).kind, DecisionKind::kPending);
+  Request urgent = gpus("heavy", 1);
+  urgent.priority = 5;
+  ASSERT_EQ(sched.submit("h3", urgent, t1 + Duration(2)).kind, DecisionKind::kPending);
+  EXPECT_GT(sched.fair_share_usage("heavy", t1), sched.fair_share_usage("light", t1));
+  std::vector<PendingView> order = sched.pending(t1);
+  ASSERT_EQ(order.size(), 3u);
+  EXPECT_EQ(order[0].allocation_id, "h3");
+  EXPECT_EQ(order[1].allocation_id, "l1");  // lighter past usage goes first
+  EXPECT_EQ(order[2].allocation_id, "h2");
+  ASSERT_TRUE(sched.release("l0", t1));
+  std::vector<Decision> placed = sched.schedule(t1);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].allocation_id, "h3");
+}
+
+TEST(Scheduler, RejectsInvalidRequestsAndDuplicateIds) {
+  Scheduler sched(make_state({{.id = "n1", .gpus = 1}}), one_gpu_each({"a"}));
+  Decision bad = sched.submit("x", gpus("a", 0), kT0);
+  EXPECT_EQ(bad.kind, DecisionKind::kRejected);
+  EXPECT_EQ(bad.reason->code, ErrorCode::kInvalidArgument);
+  ASSERT_EQ(sched.submit("a1", gpus("a", 1), kT0).kind, DecisionKind::kPlaced);
+  EXPECT_EQ(sched.submit("a1", gpus("a", 1), kT0).kind, DecisionKind::kRejected);
+  EXPECT_FALSE(sched.release("nope", kT0));
+}
+
+}  // namespace
+}  // namespace gp::sched
