@@ -36,4 +36,27 @@ inline std::unique_ptr<store::Store> open_store(const TempDir& dir) {
   return std::move(*s);
 }
 
+// Runs `f` (returning Result<T>) in a write transaction that must succeed; returns the T.
+template <typename F>
+auto must_write(store::Store& store, F&& f) {
+  std::optional<std::remove_cvref_t<decltype(*f(std::declval<store::Tx&>()))>> out;
+  auto r = store.write([&](store::Tx& tx) -> Result<void> {
+    out = GP_TRY(f(tx));
+    return ok();
+  });
+  EXPECT_TRUE(r) << (r ? "" : r.error().message);
+  return *out;
+}
+
+// Runs `f` in a write transaction that must fail; returns the error (rolled back).
+template <typename F>
+Error must_fail(store::Store& store, F&& f) {
+  auto r = store.write([&](store::Tx& tx) -> Result<void> {
+    GP_TRY_VOID(f(tx));
+    return ok();
+  });
+  EXPECT_FALSE(r);
+  return r ? Error::internal("succeeded") : r.error();
+}
+
 }  // namespace gp::testing

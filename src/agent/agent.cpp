@@ -134,7 +134,8 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
 
   if (credential.empty()) {
     if (o.join_token.empty()) {
-      spdlog::critical("not enrolled: give --join-token (create one with `gpuplane node join-token`)");
+      spdlog::critical(
+          "not enrolled: give --join-token (create one with `gpuplane node join-token`)");
       return 2;
     }
     auto inv = source->inventory();
@@ -142,7 +143,8 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       spdlog::critical("inventory: {}", inv.error().message);
       return 1;
     }
-    auto r = post(*ep, "/v1/agent/enroll", {{"join_token", o.join_token}, {"inventory", fleet::to_json(*inv)}}, "");
+    auto r = post(*ep, "/v1/agent/enroll",
+                  {{"join_token", o.join_token}, {"inventory", fleet::to_json(*inv)}}, "");
     if (!r) {
       spdlog::critical("enrolment failed: {}", r.error().message);
       return 1;
@@ -178,7 +180,8 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       ++failures;
       spdlog::warn("heartbeat failed ({} in a row): {}", failures, r.error().message);
     } else if (r->status == 401) {
-      spdlog::critical("the control plane refused this node's credential: {}", problem_detail(r->body));
+      spdlog::critical("the control plane refused this node's credential: {}",
+                       problem_detail(r->body));
       return 3;
     } else if (r->status != 200) {
       spdlog::error("heartbeat refused (HTTP {}): {}", r->status, problem_detail(r->body));

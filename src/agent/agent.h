@@ -11,12 +11,12 @@ namespace gp::agent {
 
 struct AgentOptions {
   std::string server = "http://127.0.0.1:8080";
-  std::string join_token;       // needed only until the node has a credential
+  std::string join_token;  // needed only until the node has a credential
   std::string state_dir = "./agent-state";
-  std::string simulate_file;    // inventory JSON; empty = NVML
+  std::string simulate_file;  // inventory JSON; empty = NVML
   int heartbeat_seconds = 10;
-  bool once = false;            // one heartbeat, then exit
-  bool print_inventory = false; // discover, print JSON, exit (no server)
+  bool once = false;             // one heartbeat, then exit
+  bool print_inventory = false;  // discover, print JSON, exit (no server)
 };
 
 // Runs until `stop` becomes true (or one round with `once`). Returns a process exit code.

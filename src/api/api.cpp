@@ -15,42 +15,72 @@ namespace {
 
 int http_status(ErrorCode c) {
   switch (c) {
-    case ErrorCode::kInvalidArgument: return 400;
-    case ErrorCode::kUnauthenticated: return 401;
-    case ErrorCode::kPermissionDenied: return 403;
-    case ErrorCode::kTenantSuspended: return 403;
-    case ErrorCode::kNotFound: return 404;
-    case ErrorCode::kMethodNotAllowed: return 405;
-    case ErrorCode::kConflict: return 409;
-    case ErrorCode::kQuotaExceeded: return 409;
-    case ErrorCode::kPreconditionFailed: return 412;
-    case ErrorCode::kPayloadTooLarge: return 413;
-    case ErrorCode::kUnsupportedMedia: return 415;
-    case ErrorCode::kUnprocessable: return 422;
-    case ErrorCode::kPreconditionRequired: return 428;
-    case ErrorCode::kResourceExhausted: return 429;
-    case ErrorCode::kUnavailable: return 503;
-    case ErrorCode::kInternal: return 500;
+    case ErrorCode::kInvalidArgument:
+      return 400;
+    case ErrorCode::kUnauthenticated:
+      return 401;
+    case ErrorCode::kPermissionDenied:
+      return 403;
+    case ErrorCode::kTenantSuspended:
+      return 403;
+    case ErrorCode::kNotFound:
+      return 404;
+    case ErrorCode::kMethodNotAllowed:
+      return 405;
+    case ErrorCode::kConflict:
+      return 409;
+    case ErrorCode::kQuotaExceeded:
+      return 409;
+    case ErrorCode::kPreconditionFailed:
+      return 412;
+    case ErrorCode::kPayloadTooLarge:
+      return 413;
+    case ErrorCode::kUnsupportedMedia:
+      return 415;
+    case ErrorCode::kUnprocessable:
+      return 422;
+    case ErrorCode::kPreconditionRequired:
+      return 428;
+    case ErrorCode::kResourceExhausted:
+      return 429;
+    case ErrorCode::kUnavailable:
+      return 503;
+    case ErrorCode::kInternal:
+      return 500;
   }
   return 500;
 }
 
 std::string_view status_title(int status) {
   switch (status) {
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 403: return "Forbidden";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 409: return "Conflict";
-    case 412: return "Precondition Failed";
-    case 413: return "Payload Too Large";
-    case 415: return "Unsupported Media Type";
-    case 422: return "Unprocessable Content";
-    case 428: return "Precondition Required";
-    case 429: return "Too Many Requests";
-    case 503: return "Service Unavailable";
-    default: return "Internal Server Error";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 403:
+      return "Forbidden";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 409:
+      return "Conflict";
+    case 412:
+      return "Precondition Failed";
+    case 413:
+      return "Payload Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 422:
+      return "Unprocessable Content";
+    case 428:
+      return "Precondition Required";
+    case 429:
+      return "Too Many Requests";
+    case 503:
+      return "Service Unavailable";
+    default:
+      return "Internal Server Error";
   }
 }
 
@@ -116,7 +146,11 @@ bool match(const Route& route, const std::vector<std::string_view>& segs,
 
 Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSource& ids,
          Limits limits)
-    : store_(store), audit_(audit), clock_(clock), ids_(ids), limits_(limits),
+    : store_(store),
+      audit_(audit),
+      clock_(clock),
+      ids_(ids),
+      limits_(limits),
       authn_(store, clock) {
   for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes()})
     for (auto& r : table) routes_.push_back(std::move(r));
@@ -144,7 +178,8 @@ void audit_failure(Api& api, const Call& call, const Route* route, std::string_v
     GP_TRY_VOID(api.audit().append(tx, entry));
     return ok();
   });
-  if (!r) spdlog::error("audit write failed for request {}: {}", call.request_id, r.error().message);
+  if (!r)
+    spdlog::error("audit write failed for request {}: {}", call.request_id, r.error().message);
 }
 
 }  // namespace
@@ -259,16 +294,16 @@ HttpResponse Api::handle(HttpRequest req) {
 
     if (route->mutation && req.method == "POST" && call.tenant &&
         call.tenant->state != tenancy::TenantState::kActive) {
-      Error e{ErrorCode::kTenantSuspended,
-              fmt::format("tenant is {}: nothing can be created in it",
-                          tenancy::state_name(call.tenant->state))};
+      Error e{ErrorCode::kTenantSuspended, fmt::format("tenant is {}: nothing can be created in it",
+                                                       tenancy::state_name(call.tenant->state))};
       deny("denied", e);
       return fail(e);
     }
 
     if (!route->request_schema.empty()) {
       auto ct = req.header("content-type");
-      if (!ct || !(ct->starts_with("application/json") || ct->starts_with("application/merge-patch+json")))
+      if (!ct ||
+          !(ct->starts_with("application/json") || ct->starts_with("application/merge-patch+json")))
         return fail(ErrorCode::kUnsupportedMedia, "Content-Type must be application/json");
       if (req.body.size() > limits_.max_body_bytes)
         return fail(ErrorCode::kPayloadTooLarge, "request body too large");
@@ -298,8 +333,7 @@ HttpResponse Api::handle(HttpRequest req) {
     // Failed mutations are audited too; denials were recorded where they happened. A request
     // for a tenant that does not exist has no tenant to record against.
     bool missing_tenant = call.params.contains("tenant") && !call.tenant;
-    bool denial =
-        e.code == ErrorCode::kUnauthenticated || e.code == ErrorCode::kPermissionDenied;
+    bool denial = e.code == ErrorCode::kUnauthenticated || e.code == ErrorCode::kPermissionDenied;
     if (route && !audited && !missing_tenant && (route->mutation || denial)) {
       audit_failure(*this, call, route, denial ? "denied" : "rejected", e);
     }
@@ -378,12 +412,15 @@ ObjectReader body_reader(const Call& call, std::string_view what) {
 
 Result<void> require(const Call& call, iam::Permission p, const iam::Scope& where) {
   switch (iam::authorize(call.who, p, where)) {
-    case iam::Decision::kAllow: return ok();
-    case iam::Decision::kHidden: return fail(Error::not_found("not found"));
-    case iam::Decision::kDeny: break;
+    case iam::Decision::kAllow:
+      return ok();
+    case iam::Decision::kHidden:
+      return fail(Error::not_found("not found"));
+    case iam::Decision::kDeny:
+      break;
   }
-  return fail(Error::denied(
-      fmt::format("missing permission {} at this scope", iam::permission_name(p))));
+  return fail(
+      Error::denied(fmt::format("missing permission {} at this scope", iam::permission_name(p))));
 }
 
 std::string resource_path(const Call& call) { return call.req.path; }

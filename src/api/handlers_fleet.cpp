@@ -44,8 +44,8 @@ Result<Mutation> create_join_token(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(r.finish());
   std::optional<std::string> pool_id;
   if (pool) pool_id = GP_TRY(found(fleet::find_pool(tx, *pool), "pool")).id;
-  auto t = GP_TRY(fleet::create_join_token(tx, api.world(), pool_id, call.who.id,
-                                           std::chrono::seconds(ttl)));
+  auto t = GP_TRY(
+      fleet::create_join_token(tx, api.world(), pool_id, call.who.id, std::chrono::seconds(ttl)));
   Mutation m;
   m.reply = json_reply(201, {{"id", t.id},
                              {"token", t.token},
@@ -124,7 +124,8 @@ Result<Mutation> import_inventory(Api& api, Call& call, store::Tx& tx) {
     if (!inv) nr.reject("inventory", "is required");
     GP_TRY_VOID(nr.finish());
     auto parsed = fleet::parse_inventory(*inv);
-    if (!parsed) return fail(Error::invalid(fmt::format("nodes[{}]: {}", i, parsed.error().message)));
+    if (!parsed)
+      return fail(Error::invalid(fmt::format("nodes[{}]: {}", i, parsed.error().message)));
     auto n = GP_TRY(fleet::import_node(tx, api.world(), *parsed, pool_id, ready));
     created.push_back(n.to_json());
   }
@@ -170,7 +171,8 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
       auto it = std::find_if(before.begin(), before.end(),
                              [&](const auto& b) { return b.info.uuid == g.info.uuid; });
       if (it == before.end() || it->health != g.health)
-        changes.push_back({{"gpu", g.info.uuid}, {"health", g.health}, {"reason", g.health_reason}});
+        changes.push_back(
+            {{"gpu", g.info.uuid}, {"health", g.health}, {"reason", g.health_reason}});
     }
     if (!changes.empty()) detail["gpu_health"] = changes;
   }
@@ -195,8 +197,10 @@ Result<void> Api::housekeeping(Duration node_timeout, bool checkpoint) {
   return store().write([&](store::Tx& tx) -> Result<void> {
     auto failed = GP_TRY(fleet::sweep_missed_heartbeats(tx, world(), node_timeout));
     for (const auto& n : failed) {
-      audit::Entry e{"system", "", "node.fail", "/v1/nodes/" + n.id, "success", "housekeeping",
-                     "local", {{"node", n.info.name}, {"reason", "missed heartbeats"}}};
+      audit::Entry e{"system",    "",
+                     "node.fail", "/v1/nodes/" + n.id,
+                     "success",   "housekeeping",
+                     "local",     {{"node", n.info.name}, {"reason", "missed heartbeats"}}};
       GP_TRY_VOID(audit().append(tx, e));
     }
     if (checkpoint) GP_TRY_VOID(audit().checkpoint(tx));
@@ -206,28 +210,42 @@ Result<void> Api::housekeeping(Duration node_timeout, bool checkpoint) {
 
 std::vector<Route> fleet_routes() {
   std::vector<Route> r;
-  r.push_back({.method = "POST", .pattern = "/v1/pools", .action = "pool.create",
-               .permission = Permission::kFleetWrite, .mutation = true,
+  r.push_back({.method = "POST",
+               .pattern = "/v1/pools",
+               .action = "pool.create",
+               .permission = Permission::kFleetWrite,
+               .mutation = true,
                .handler = write_tx(create_pool),
                .summary = "Create a node pool; with `tenant`, dedicated to that tenant.",
-               .request_schema = "PoolCreate", .response_schema = "Pool", .success_status = 201});
-  r.push_back({.method = "GET", .pattern = "/v1/pools", .action = "pool.list",
+               .request_schema = "PoolCreate",
+               .response_schema = "Pool",
+               .success_status = 201});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/pools",
+               .action = "pool.list",
                .permission = Permission::kFleetRead,
                .handler = read_tx([](Api&, Call&, store::Tx& tx) -> Result<Reply> {
                  Json items = Json::array();
                  for (const auto& p : GP_TRY(fleet::list_pools(tx))) items.push_back(p.to_json());
                  return json_reply(200, {{"items", items}, {"next", nullptr}});
                }),
-               .summary = "Node pools.", .response_schema = "Pool[]"});
-  r.push_back({.method = "GET", .pattern = "/v1/pools/{pool}", .action = "pool.get",
+               .summary = "Node pools.",
+               .response_schema = "Pool[]"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/pools/{pool}",
+               .action = "pool.get",
                .permission = Permission::kFleetRead,
                .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
                  auto p = GP_TRY(found(fleet::find_pool(tx, call.param("pool")), "pool"));
                  return json_reply(200, p.to_json(), p.version);
                }),
-               .summary = "One pool.", .response_schema = "Pool"});
-  r.push_back({.method = "DELETE", .pattern = "/v1/pools/{pool}", .action = "pool.delete",
-               .permission = Permission::kFleetWrite, .mutation = true,
+               .summary = "One pool.",
+               .response_schema = "Pool"});
+  r.push_back({.method = "DELETE",
+               .pattern = "/v1/pools/{pool}",
+               .action = "pool.delete",
+               .permission = Permission::kFleetWrite,
+               .mutation = true,
                .handler = write_tx([](Api&, Call& call, store::Tx& tx) -> Result<Mutation> {
                  auto p = GP_TRY(found(fleet::find_pool(tx, call.param("pool")), "pool"));
                  GP_TRY_VOID(fleet::delete_pool(tx, p.id));
@@ -236,27 +254,47 @@ std::vector<Route> fleet_routes() {
                  m.detail = {{"name", p.name}};
                  return m;
                }),
-               .summary = "Delete an empty pool.", .success_status = 204});
-  r.push_back({.method = "POST", .pattern = "/v1/join-tokens", .action = "join_token.create",
-               .permission = Permission::kFleetWrite, .mutation = true,
+               .summary = "Delete an empty pool.",
+               .success_status = 204});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/join-tokens",
+               .action = "join_token.create",
+               .permission = Permission::kFleetWrite,
+               .mutation = true,
                .handler = write_tx(create_join_token),
                .summary = "A one-time token a node agent enrols with (shown once).",
-               .request_schema = "JoinTokenCreate", .response_schema = "JoinToken",
+               .request_schema = "JoinTokenCreate",
+               .response_schema = "JoinToken",
                .success_status = 201});
-  r.push_back({.method = "GET", .pattern = "/v1/nodes", .action = "node.list",
-               .permission = Permission::kFleetRead, .handler = read_tx(list_nodes),
-               .query_params = {"limit", "after", "state"}, .summary = "Nodes.",
+  r.push_back({.method = "GET",
+               .pattern = "/v1/nodes",
+               .action = "node.list",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx(list_nodes),
+               .query_params = {"limit", "after", "state"},
+               .summary = "Nodes.",
                .response_schema = "Node[]"});
-  r.push_back({.method = "GET", .pattern = "/v1/nodes/{node}", .action = "node.get",
-               .permission = Permission::kFleetRead, .handler = read_tx(get_node),
-               .summary = "One node with its GPUs.", .response_schema = "Node"});
-  for (std::string verb : {"drain", "maintenance", "resume", "fail", "retire", "cordon", "uncordon"})
-    r.push_back({.method = "POST", .pattern = "/v1/nodes/{node}/" + verb,
-                 .action = "node." + verb, .permission = Permission::kFleetWrite,
-                 .mutation = true, .handler = write_tx(node_verb(verb)),
-                 .summary = "Node lifecycle: " + verb + ".", .request_schema = "NodeAction",
+  r.push_back({.method = "GET",
+               .pattern = "/v1/nodes/{node}",
+               .action = "node.get",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx(get_node),
+               .summary = "One node with its GPUs.",
+               .response_schema = "Node"});
+  for (std::string verb :
+       {"drain", "maintenance", "resume", "fail", "retire", "cordon", "uncordon"})
+    r.push_back({.method = "POST",
+                 .pattern = "/v1/nodes/{node}/" + verb,
+                 .action = "node." + verb,
+                 .permission = Permission::kFleetWrite,
+                 .mutation = true,
+                 .handler = write_tx(node_verb(verb)),
+                 .summary = "Node lifecycle: " + verb + ".",
+                 .request_schema = "NodeAction",
                  .response_schema = "Node"});
-  r.push_back({.method = "GET", .pattern = "/v1/gpus", .action = "gpu.list",
+  r.push_back({.method = "GET",
+               .pattern = "/v1/gpus",
+               .action = "gpu.list",
                .permission = Permission::kFleetRead,
                .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
                  std::optional<std::string> node;
@@ -265,19 +303,25 @@ std::vector<Route> fleet_routes() {
                    node = found_node.id;
                  }
                  Json items = Json::array();
-                 for (const auto& g : GP_TRY(fleet::list_gpus(tx, node))) items.push_back(g.to_json());
+                 for (const auto& g : GP_TRY(fleet::list_gpus(tx, node)))
+                   items.push_back(g.to_json());
                  return json_reply(200, {{"items", items}, {"next", nullptr}});
                }),
-               .query_params = {"node"}, .summary = "GPUs of the fleet (or of one node).",
+               .query_params = {"node"},
+               .summary = "GPUs of the fleet (or of one node).",
                .response_schema = "Gpu[]"});
-  r.push_back({.method = "GET", .pattern = "/v1/fleet/summary", .action = "fleet.summary",
+  r.push_back({.method = "GET",
+               .pattern = "/v1/fleet/summary",
+               .action = "fleet.summary",
                .permission = Permission::kFleetRead,
                .handler = read_tx([](Api&, Call&, store::Tx& tx) -> Result<Reply> {
                  return json_reply(200, GP_TRY(fleet::summary(tx)));
                }),
                .summary = "GPUs by model, mode and health; nodes by state.",
                .response_schema = "FleetSummary"});
-  r.push_back({.method = "GET", .pattern = "/v1/fleet/map.svg", .action = "fleet.map",
+  r.push_back({.method = "GET",
+               .pattern = "/v1/fleet/map.svg",
+               .action = "fleet.map",
                .permission = Permission::kFleetRead,
                .handler = read_tx([](Api&, Call&, store::Tx& tx) -> Result<Reply> {
                  std::vector<std::pair<fleet::Node, std::vector<fleet::Gpu>>> rows;
@@ -301,21 +345,35 @@ std::vector<Route> fleet_routes() {
                  return reply;
                }),
                .summary = "The fleet drawn as SVG: nodes, GPUs, health, MIG slices."});
-  r.push_back({.method = "POST", .pattern = "/v1/fleet/import", .action = "fleet.import",
-               .permission = Permission::kFleetWrite, .mutation = true,
+  r.push_back({.method = "POST",
+               .pattern = "/v1/fleet/import",
+               .action = "fleet.import",
+               .permission = Permission::kFleetWrite,
+               .mutation = true,
                .handler = write_tx(import_inventory),
                .summary = "Register nodes from another inventory (Kubernetes), all or nothing.",
-               .request_schema = "FleetImport", .response_schema = "Node[]",
+               .request_schema = "FleetImport",
+               .response_schema = "Node[]",
                .success_status = 201});
-  r.push_back({.method = "POST", .pattern = "/v1/agent/enroll", .action = "node.enroll",
-               .access = Access::kPublic, .mutation = true, .handler = write_tx(enroll),
+  r.push_back({.method = "POST",
+               .pattern = "/v1/agent/enroll",
+               .action = "node.enroll",
+               .access = Access::kPublic,
+               .mutation = true,
+               .handler = write_tx(enroll),
                .summary = "A node agent enrols with a join token; returns its credential once.",
-               .request_schema = "Enrollment", .response_schema = "Enrolled",
+               .request_schema = "Enrollment",
+               .response_schema = "Enrolled",
                .success_status = 201});
-  r.push_back({.method = "POST", .pattern = "/v1/agent/heartbeat", .action = "node.heartbeat",
-               .access = Access::kNode, .mutation = true, .handler = write_tx(agent_heartbeat),
+  r.push_back({.method = "POST",
+               .pattern = "/v1/agent/heartbeat",
+               .action = "node.heartbeat",
+               .access = Access::kNode,
+               .mutation = true,
+               .handler = write_tx(agent_heartbeat),
                .summary = "A node agent's heartbeat with its inventory, health and samples.",
-               .request_schema = "Heartbeat", .response_schema = "HeartbeatReply"});
+               .request_schema = "Heartbeat",
+               .response_schema = "HeartbeatReply"});
   return r;
 }
 

@@ -10,7 +10,6 @@ namespace {
 
 using iam::Permission;
 
-
 std::string base_path(const Call& call) {
   return call.tenant ? "/v1/tenants/" + call.tenant->id : "/v1";
 }
@@ -91,16 +90,16 @@ Result<Mutation> create_sa(Api& api, Call& call, store::Tx& tx) {
   auto spec = GP_TRY(tenancy::parse_service_account_spec(r));
   GP_TRY_VOID(r.finish());
   auto s = GP_TRY(tenancy::create_service_account(tx, api.world(), call.owner(), spec));
-  auto m = created(s.to_json(), fmt::format("{}/service-accounts/{}", base_path(call), s.id),
-                   s.version);
+  auto m =
+      created(s.to_json(), fmt::format("{}/service-accounts/{}", base_path(call), s.id), s.version);
   m.detail = {{"name", s.name}};
   return m;
 }
 
 Result<Reply> get_sa(Api&, Call& call, store::Tx& tx) {
-  auto s = GP_TRY(found(
-      tenancy::find_service_account(tx, call.owner(), call.param("service_account")),
-      "service account"));
+  auto s =
+      GP_TRY(found(tenancy::find_service_account(tx, call.owner(), call.param("service_account")),
+                   "service account"));
   return json_reply(200, s.to_json(), s.version);
 }
 
@@ -111,9 +110,9 @@ Result<Reply> list_sas(Api& api, Call& call, store::Tx& tx) {
 }
 
 Result<Mutation> delete_sa(Api& api, Call& call, store::Tx& tx) {
-  auto s = GP_TRY(found(
-      tenancy::find_service_account(tx, call.owner(), call.param("service_account")),
-      "service account"));
+  auto s =
+      GP_TRY(found(tenancy::find_service_account(tx, call.owner(), call.param("service_account")),
+                   "service account"));
   GP_TRY_VOID(check_if_match(call, s.version));
   GP_TRY_VOID(tenancy::delete_service_account(tx, api.world(), call.owner(), s.id));
   return no_content({{"name", s.name}});
@@ -189,25 +188,26 @@ Result<Mutation> create_binding(Api& api, Call& call, store::Tx& tx) {
   iam::Scope where = call.scope();
   if (spec.project) {
     if (!call.tenant) return fail(Error::invalid("project roles are bound inside a tenant"));
-    auto p = GP_TRY(found(tenancy::find_project(tx, call.tenant_scope(), *spec.project), "project"));
+    auto p =
+        GP_TRY(found(tenancy::find_project(tx, call.tenant_scope(), *spec.project), "project"));
     where.project_id = p.id;
   }
   if (iam::role_level(spec.role) == iam::ScopeLevel::kProject && !where.project_id)
     return fail(Error::invalid(
         fmt::format("role {} is bound to a project: give 'project'", iam::role_name(spec.role))));
   if (iam::role_level(spec.role) != iam::ScopeLevel::kProject && where.project_id)
-    return fail(Error::invalid(fmt::format("role {} cannot be bound to a project",
-                                           iam::role_name(spec.role))));
+    return fail(Error::invalid(
+        fmt::format("role {} cannot be bound to a project", iam::role_name(spec.role))));
   if (iam::role_level(spec.role) == iam::ScopeLevel::kPlatform && call.tenant)
-    return fail(Error::invalid(fmt::format("role {} is a platform role: bind it at /v1/role-bindings",
-                                           iam::role_name(spec.role))));
-  if (iam::role_level(spec.role) == iam::ScopeLevel::kTenant && !call.tenant)
     return fail(Error::invalid(fmt::format(
-        "role {} is a tenant role: bind it at /v1/tenants/{{tenant}}/role-bindings",
-        iam::role_name(spec.role))));
+        "role {} is a platform role: bind it at /v1/role-bindings", iam::role_name(spec.role))));
+  if (iam::role_level(spec.role) == iam::ScopeLevel::kTenant && !call.tenant)
+    return fail(Error::invalid(
+        fmt::format("role {} is a tenant role: bind it at /v1/tenants/{{tenant}}/role-bindings",
+                    iam::role_name(spec.role))));
   if (!iam::may_grant(call.who, spec.role, where))
-    return fail(Error::denied(fmt::format("you may not grant {} at this scope",
-                                          iam::role_name(spec.role))));
+    return fail(Error::denied(
+        fmt::format("you may not grant {} at this scope", iam::role_name(spec.role))));
   auto b = GP_TRY(tenancy::create_binding(tx, api.world(), call.owner(), where, spec));
   auto m = created(b.to_json(), fmt::format("{}/role-bindings/{}", base_path(call), b.id));
   m.detail = {{"role", b.role}, {"subject_id", b.subject_id}};
@@ -239,10 +239,10 @@ Result<Mutation> delete_binding(Api&, Call& call, store::Tx& tx) {
 
 // One resource's five routes under a prefix.
 struct Crud {
-  std::string noun;   // "users"
-  std::string param;  // "user"
-  std::string action; // "user"
-  std::string schema; // "User"
+  std::string noun;    // "users"
+  std::string param;   // "user"
+  std::string action;  // "user"
+  std::string schema;  // "User"
   Permission read, write;
   MutationHandler create;
   TxHandler get, list;
@@ -257,44 +257,111 @@ void add_crud(std::vector<Route>& out, const std::string& prefix, const Crud& c)
   std::string item = coll + "/{" + c.param + "}";
   Access access = c.access.value_or(Access::kPermission);
   std::string where = prefix == "/v1" ? "at platform scope" : "in the tenant";
-  out.push_back({.method = "POST", .pattern = coll, .action = c.action + ".create",
-                 .access = access, .permission = c.write, .mutation = true,
-                 .handler = write_tx(c.create), .summary = "Create a " + c.action + " " + where + ".",
-                 .request_schema = c.schema + "Create", .response_schema = c.schema,
+  out.push_back({.method = "POST",
+                 .pattern = coll,
+                 .action = c.action + ".create",
+                 .access = access,
+                 .permission = c.write,
+                 .mutation = true,
+                 .handler = write_tx(c.create),
+                 .summary = "Create a " + c.action + " " + where + ".",
+                 .request_schema = c.schema + "Create",
+                 .response_schema = c.schema,
                  .success_status = 201});
-  out.push_back({.method = "GET", .pattern = coll, .action = c.action + ".list", .access = access,
-                 .permission = c.read, .handler = read_tx(c.list),
+  out.push_back({.method = "GET",
+                 .pattern = coll,
+                 .action = c.action + ".list",
+                 .access = access,
+                 .permission = c.read,
+                 .handler = read_tx(c.list),
                  .query_params = {"limit", "after"},
                  .summary = "List " + c.noun + " " + where + ".",
                  .response_schema = c.schema + "[]"});
-  out.push_back({.method = "GET", .pattern = item, .action = c.action + ".get", .access = access,
-                 .permission = c.read, .handler = read_tx(c.get),
-                 .summary = "One " + c.action + ".", .response_schema = c.schema});
+  out.push_back({.method = "GET",
+                 .pattern = item,
+                 .action = c.action + ".get",
+                 .access = access,
+                 .permission = c.read,
+                 .handler = read_tx(c.get),
+                 .summary = "One " + c.action + ".",
+                 .response_schema = c.schema});
   if (c.update)
-    out.push_back({.method = "PATCH", .pattern = item, .action = c.action + ".update",
-                   .access = access, .permission = c.write, .mutation = true,
-                   .conditional = c.versioned, .handler = write_tx(*c.update), .summary = "Change a " + c.action + " (If-Match).",
-                   .request_schema = c.schema + "Patch", .response_schema = c.schema});
-  out.push_back({.method = "DELETE", .pattern = item, .action = c.action + ".delete",
-                 .access = access, .permission = c.write, .mutation = true,
-                 .conditional = c.versioned, .handler = write_tx(c.remove),
-                 .summary = "Delete (revoke) a " + c.action + ".", .success_status = 204});
+    out.push_back({.method = "PATCH",
+                   .pattern = item,
+                   .action = c.action + ".update",
+                   .access = access,
+                   .permission = c.write,
+                   .mutation = true,
+                   .conditional = c.versioned,
+                   .handler = write_tx(*c.update),
+                   .summary = "Change a " + c.action + " (If-Match).",
+                   .request_schema = c.schema + "Patch",
+                   .response_schema = c.schema});
+  out.push_back({.method = "DELETE",
+                 .pattern = item,
+                 .action = c.action + ".delete",
+                 .access = access,
+                 .permission = c.write,
+                 .mutation = true,
+                 .conditional = c.versioned,
+                 .handler = write_tx(c.remove),
+                 .summary = "Delete (revoke) a " + c.action + ".",
+                 .success_status = 204});
 }
 
 }  // namespace
 
 std::vector<Route> identity_routes() {
   std::vector<Crud> cruds = {
-      {"users", "user", "user", "User", Permission::kIdentityRead, Permission::kIdentityWrite,
-       create_user, get_user, list_users, delete_user, update_user, {}, true},
-      {"service-accounts", "service_account", "service_account", "ServiceAccount",
-       Permission::kIdentityRead, Permission::kIdentityWrite, create_sa, get_sa, list_sas,
-       delete_sa, {}, {}, true},
-      {"api-keys", "api_key", "api_key", "ApiKey", Permission::kIdentityRead,
-       Permission::kIdentityWrite, create_key, get_key, list_keys, revoke_key, {},
+      {"users",
+       "user",
+       "user",
+       "User",
+       Permission::kIdentityRead,
+       Permission::kIdentityWrite,
+       create_user,
+       get_user,
+       list_users,
+       delete_user,
+       update_user,
+       {},
+       true},
+      {"service-accounts",
+       "service_account",
+       "service_account",
+       "ServiceAccount",
+       Permission::kIdentityRead,
+       Permission::kIdentityWrite,
+       create_sa,
+       get_sa,
+       list_sas,
+       delete_sa,
+       {},
+       {},
+       true},
+      {"api-keys",
+       "api_key",
+       "api_key",
+       "ApiKey",
+       Permission::kIdentityRead,
+       Permission::kIdentityWrite,
+       create_key,
+       get_key,
+       list_keys,
+       revoke_key,
+       {},
        Access::kAuthenticated},
-      {"role-bindings", "role_binding", "role_binding", "RoleBinding", Permission::kIdentityRead,
-       Permission::kBindingWrite, create_binding, get_binding, list_bindings, delete_binding, {},
+      {"role-bindings",
+       "role_binding",
+       "role_binding",
+       "RoleBinding",
+       Permission::kIdentityRead,
+       Permission::kBindingWrite,
+       create_binding,
+       get_binding,
+       list_bindings,
+       delete_binding,
+       {},
        {}},
   };
   std::vector<Route> out;

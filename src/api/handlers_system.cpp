@@ -87,8 +87,8 @@ Result<Reply> audit_list(Api& api, Call& call, store::Tx& tx) {
   auto records = GP_TRY(api.audit().list(tx, q));
   Json items = Json::array();
   for (const auto& r : records) items.push_back(audit::record_to_json(r));
-  Json next = records.size() == size_t(q.limit) ? Json(std::to_string(records.back().seq))
-                                                 : Json(nullptr);
+  Json next =
+      records.size() == size_t(q.limit) ? Json(std::to_string(records.back().seq)) : Json(nullptr);
   return json_reply(200, {{"items", items}, {"next", next}});
 }
 
@@ -102,26 +102,25 @@ std::vector<Route> system_routes() {
                     .access = Access::kPublic,
                     .handler = [](Api&, Call&) -> Result<Reply> { return text_reply("ok\n"); },
                     .summary = "Liveness: the process is serving."});
-  routes.push_back({.method = "GET",
-                    .pattern = "/readyz",
-                    .action = "system.readyz",
-                    .access = Access::kPublic,
-                    .handler = [](Api& api, Call&) -> Result<Reply> {
-                      bool store_ok = api.store()
-                                          .read([](store::Tx& tx) -> Result<void> {
-                                            GP_TRY_VOID(tx.query("SELECT 1"));
-                                            return ok();
-                                          })
-                                          .has_value();
-                      if (!api.ready() || !store_ok)
-                        return fail(Error::unavailable(store_ok ? "shutting down"
-                                                                : "store unreachable"));
-                      Reply r = json_reply(200, {{"status", "ready"},
-                                                 {"role", "leader"},
-                                                 {"store", api.store().engine()}});
-                      return r;
-                    },
-                    .summary = "Readiness: the store answers and the server accepts work."});
+  routes.push_back(
+      {.method = "GET",
+       .pattern = "/readyz",
+       .action = "system.readyz",
+       .access = Access::kPublic,
+       .handler = [](Api& api, Call&) -> Result<Reply> {
+         bool store_ok = api.store()
+                             .read([](store::Tx& tx) -> Result<void> {
+                               GP_TRY_VOID(tx.query("SELECT 1"));
+                               return ok();
+                             })
+                             .has_value();
+         if (!api.ready() || !store_ok)
+           return fail(Error::unavailable(store_ok ? "shutting down" : "store unreachable"));
+         Reply r = json_reply(
+             200, {{"status", "ready"}, {"role", "leader"}, {"store", api.store().engine()}});
+         return r;
+       },
+       .summary = "Readiness: the store answers and the server accepts work."});
   routes.push_back({.method = "GET",
                     .pattern = "/metrics",
                     .action = "system.metrics",
@@ -131,14 +130,13 @@ std::vector<Route> system_routes() {
                                         "text/plain; version=0.0.4; charset=utf-8");
                     },
                     .summary = "Prometheus metrics."});
-  routes.push_back({.method = "GET",
-                    .pattern = "/v1/openapi.json",
-                    .action = "system.openapi",
-                    .access = Access::kPublic,
-                    .handler = [](Api& api, Call&) -> Result<Reply> {
-                      return json_reply(200, api.openapi());
-                    },
-                    .summary = "This API's OpenAPI 3 document."});
+  routes.push_back(
+      {.method = "GET",
+       .pattern = "/v1/openapi.json",
+       .action = "system.openapi",
+       .access = Access::kPublic,
+       .handler = [](Api& api, Call&) -> Result<Reply> { return json_reply(200, api.openapi()); },
+       .summary = "This API's OpenAPI 3 document."});
   routes.push_back({.method = "POST",
                     .pattern = "/v1/auth/login",
                     .action = "session.create",
@@ -149,25 +147,27 @@ std::vector<Route> system_routes() {
                     .request_schema = "LoginRequest",
                     .response_schema = "LoginResponse",
                     .success_status = 201});
-  routes.push_back({.method = "POST",
-                    .pattern = "/v1/auth/logout",
-                    .action = "session.delete",
-                    .access = Access::kAuthenticated,
-                    .mutation = true,
-                    .handler = write_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Mutation> {
-                      if (!call.who.credential_id.starts_with("ses_"))
-                        return fail(Error::invalid("logout ends login sessions; revoke API keys "
-                                                   "with DELETE on the key"));
-                      World w = api.world();
-                      GP_TRY_VOID(tenancy::revoke_session(tx, w, call.who.credential_id));
-                      Mutation m;
-                      m.reply.status = 204;
-                      m.resource = "sessions/" + call.who.credential_id;
-                      m.tenant_id = call.who.tenant_id;
-                      return m;
-                    }),
-                    .summary = "End the current login session.",
-                    .success_status = 204});
+  routes.push_back(
+      {.method = "POST",
+       .pattern = "/v1/auth/logout",
+       .action = "session.delete",
+       .access = Access::kAuthenticated,
+       .mutation = true,
+       .handler = write_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Mutation> {
+         if (!call.who.credential_id.starts_with("ses_"))
+           return fail(
+               Error::invalid("logout ends login sessions; revoke API keys "
+                              "with DELETE on the key"));
+         World w = api.world();
+         GP_TRY_VOID(tenancy::revoke_session(tx, w, call.who.credential_id));
+         Mutation m;
+         m.reply.status = 204;
+         m.resource = "sessions/" + call.who.credential_id;
+         m.tenant_id = call.who.tenant_id;
+         return m;
+       }),
+       .summary = "End the current login session.",
+       .success_status = 204});
   routes.push_back({.method = "GET",
                     .pattern = "/v1/whoami",
                     .action = "session.whoami",
@@ -199,16 +199,17 @@ std::vector<Route> system_routes() {
        .action = "audit.verify",
        .permission = iam::Permission::kAuditRead,
        .handler = [](Api& api, Call&) -> Result<Reply> {
-         auto verifier = GP_TRY(audit::Verifier::from_public_pem(api.audit().signer().public_pem()));
+         auto verifier =
+             GP_TRY(audit::Verifier::from_public_pem(api.audit().signer().public_pem()));
          auto rep = GP_TRY(audit::verify_store(api.store(), verifier));
-         return json_reply(200, {{"ok", rep.ok},
-                                 {"records_checked", rep.records_checked},
-                                 {"checkpoints_checked", rep.checkpoints_checked},
-                                 {"first_bad_seq", rep.first_bad_seq ? Json(*rep.first_bad_seq)
-                                                                     : Json(nullptr)},
-                                 {"reason", rep.reason},
-                                 {"last_seq", rep.last_seq},
-                                 {"head_hash", rep.head_hash}});
+         return json_reply(
+             200, {{"ok", rep.ok},
+                   {"records_checked", rep.records_checked},
+                   {"checkpoints_checked", rep.checkpoints_checked},
+                   {"first_bad_seq", rep.first_bad_seq ? Json(*rep.first_bad_seq) : Json(nullptr)},
+                   {"reason", rep.reason},
+                   {"last_seq", rep.last_seq},
+                   {"head_hash", rep.head_hash}});
        },
        .summary = "Verify the hash chain and signed checkpoints of the whole trail.",
        .response_schema = "AuditVerification"});

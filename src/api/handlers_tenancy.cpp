@@ -6,8 +6,6 @@
 namespace gp::api {
 namespace {
 
-
-
 Result<Mutation> create_tenant(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "tenant");
   auto spec = GP_TRY(tenancy::parse_tenant_spec(r));
@@ -28,9 +26,8 @@ Result<Mutation> create_tenant(Api& api, Call& call, store::Tx& tx) {
     GP_TRY_VOID(tenancy::create_binding(tx, w, scope, iam::Scope::tenant(t.id),
                                         {iam::Role::kTenantAdmin, "user", user.id, {}}));
     auto key = GP_TRY(tenancy::create_api_key(tx, w, scope, {"initial", "user", user.id, {}}));
-    body["admin"] = {{"user", user.to_json()},
-                     {"api_key", key.key.to_json(w.now())},
-                     {"token", key.token}};
+    body["admin"] = {
+        {"user", user.to_json()}, {"api_key", key.key.to_json(w.now())}, {"token", key.token}};
     detail["admin_user_id"] = user.id;
   }
   Mutation m;
@@ -60,8 +57,8 @@ Result<Mutation> update_tenant(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "tenant patch");
   auto patch = GP_TRY(tenancy::parse_tenant_patch(r));
   GP_TRY_VOID(r.finish());
-  auto t = GP_TRY(
-      tenancy::update_tenant(tx, api.world(), call.tenant_scope(), patch, call.if_match()));
+  auto t =
+      GP_TRY(tenancy::update_tenant(tx, api.world(), call.tenant_scope(), patch, call.if_match()));
   Mutation m;
   m.reply = json_reply(200, t.to_json(), t.version);
   m.detail = *call.body;

@@ -17,7 +17,7 @@ struct HttpRequest {
   std::map<std::string, std::string> query;
   std::vector<std::pair<std::string, std::string>> headers;  // names lower case
   std::string body;
-  std::string remote;  // client address
+  std::string remote;                      // client address
   std::optional<std::string> query_error;  // set when the query string could not be decoded
 
   std::optional<std::string_view> header(std::string_view lower_name) const;

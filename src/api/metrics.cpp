@@ -26,19 +26,21 @@ std::string Metrics::render() const {
   out += "# TYPE gpuplane_http_requests_total counter\n";
   for (const auto& [k, s] : series_) {
     const auto& [method, route, status] = k;
-    out += fmt::format("gpuplane_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{}\"}} {}\n",
-                       method, route, status, s.count);
+    out +=
+        fmt::format("gpuplane_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{}\"}} {}\n",
+                    method, route, status, s.count);
   }
   out += "# HELP gpuplane_http_request_duration_seconds Request latency.\n";
   out += "# TYPE gpuplane_http_request_duration_seconds histogram\n";
   for (const auto& [k, s] : series_) {
     const auto& [method, route, status] = k;
-    std::string labels = fmt::format("method=\"{}\",route=\"{}\",status=\"{}\"", method, route, status);
+    std::string labels =
+        fmt::format("method=\"{}\",route=\"{}\",status=\"{}\"", method, route, status);
     for (size_t i = 0; i < kBuckets.size(); ++i)
       out += fmt::format("gpuplane_http_request_duration_seconds_bucket{{{},le=\"{}\"}} {}\n",
                          labels, kBuckets[i], s.buckets[i]);
-    out += fmt::format("gpuplane_http_request_duration_seconds_bucket{{{},le=\"+Inf\"}} {}\n", labels,
-                       s.count);
+    out += fmt::format("gpuplane_http_request_duration_seconds_bucket{{{},le=\"+Inf\"}} {}\n",
+                       labels, s.count);
     out += fmt::format("gpuplane_http_request_duration_seconds_sum{{{}}} {}\n", labels, s.sum);
     out += fmt::format("gpuplane_http_request_duration_seconds_count{{{}}} {}\n", labels, s.count);
   }

@@ -56,15 +56,15 @@ Json schemas() {
                              {"state", enum_of({"active", "suspended"})},
                              {"labels", labels}},
                             {});
-  s["Project"] = object({{"id", str()},
-                         {"tenant_id", str()},
-                         {"name", str()},
-                         {"display_name", str()},
-                         {"created_at", time_str()},
-                         {"updated_at", time_str()},
-                         {"version", integer()}},
-                        {"id", "tenant_id", "name", "display_name", "created_at", "updated_at",
-                         "version"});
+  s["Project"] =
+      object({{"id", str()},
+              {"tenant_id", str()},
+              {"name", str()},
+              {"display_name", str()},
+              {"created_at", time_str()},
+              {"updated_at", time_str()},
+              {"version", integer()}},
+             {"id", "tenant_id", "name", "display_name", "created_at", "updated_at", "version"});
   s["ProjectCreate"] = object({{"name", str()}, {"display_name", str()}}, {"name"});
   s["ProjectPatch"] = object({{"display_name", str()}}, {});
   s["User"] = object({{"id", str()},
@@ -76,51 +76,52 @@ Json schemas() {
                       {"created_at", time_str()},
                       {"updated_at", time_str()},
                       {"version", integer()}},
-                     {"id", "tenant_id", "username", "display_name", "email", "state",
-                      "created_at", "updated_at", "version"});
+                     {"id", "tenant_id", "username", "display_name", "email", "state", "created_at",
+                      "updated_at", "version"});
   s["UserPatch"] = object({{"display_name", str()},
                            {"email", str()},
                            {"password", str()},
                            {"state", enum_of({"active", "disabled"})}},
                           {});
-  s["ServiceAccount"] = object({{"id", str()},
-                                {"tenant_id", nstr()},
-                                {"name", str()},
-                                {"description", str()},
-                                {"state", str()},
-                                {"created_at", time_str()},
-                                {"updated_at", time_str()},
-                                {"version", integer()}},
-                               {"id", "tenant_id", "name", "description", "state", "created_at",
-                                "updated_at", "version"});
+  s["ServiceAccount"] = object(
+      {{"id", str()},
+       {"tenant_id", nstr()},
+       {"name", str()},
+       {"description", str()},
+       {"state", str()},
+       {"created_at", time_str()},
+       {"updated_at", time_str()},
+       {"version", integer()}},
+      {"id", "tenant_id", "name", "description", "state", "created_at", "updated_at", "version"});
   s["ServiceAccountCreate"] = object({{"name", str()}, {"description", str()}}, {"name"});
-  s["ApiKey"] = object({{"id", str()},
-                        {"tenant_id", nstr()},
-                        {"owner_kind", enum_of({"user", "service_account"})},
-                        {"owner_id", str()},
-                        {"name", str()},
-                        {"state", enum_of({"active", "expired", "revoked"})},
-                        {"created_at", time_str()},
-                        {"expires_at", ntime()},
-                        {"revoked_at", ntime()},
-                        {"token", {{"type", "string"}, {"description", "Shown once, at creation."}}}},
-                       {"id", "tenant_id", "owner_kind", "owner_id", "name", "state",
-                        "created_at", "expires_at", "revoked_at"});
+  s["ApiKey"] =
+      object({{"id", str()},
+              {"tenant_id", nstr()},
+              {"owner_kind", enum_of({"user", "service_account"})},
+              {"owner_id", str()},
+              {"name", str()},
+              {"state", enum_of({"active", "expired", "revoked"})},
+              {"created_at", time_str()},
+              {"expires_at", ntime()},
+              {"revoked_at", ntime()},
+              {"token", {{"type", "string"}, {"description", "Shown once, at creation."}}}},
+             {"id", "tenant_id", "owner_kind", "owner_id", "name", "state", "created_at",
+              "expires_at", "revoked_at"});
   s["ApiKeyCreate"] = object({{"name", str()},
                               {"owner_kind", enum_of({"user", "service_account"})},
                               {"owner_id", str()},
                               {"expires_at", time_str()},
                               {"ttl_seconds", integer()}},
                              {});
-  s["RoleBinding"] = object({{"id", str()},
-                             {"tenant_id", nstr()},
-                             {"project_id", nstr()},
-                             {"subject_kind", enum_of({"user", "service_account"})},
-                             {"subject_id", str()},
-                             {"role", str()},
-                             {"created_at", time_str()}},
-                            {"id", "tenant_id", "project_id", "subject_kind", "subject_id",
-                             "role", "created_at"});
+  s["RoleBinding"] =
+      object({{"id", str()},
+              {"tenant_id", nstr()},
+              {"project_id", nstr()},
+              {"subject_kind", enum_of({"user", "service_account"})},
+              {"subject_id", str()},
+              {"role", str()},
+              {"created_at", time_str()}},
+             {"id", "tenant_id", "project_id", "subject_kind", "subject_id", "role", "created_at"});
   std::vector<std::string> roles;
   for (auto r : iam::all_roles()) roles.emplace_back(iam::role_name(r));
   s["RoleBindingCreate"] = object({{"role", enum_of(roles)},
@@ -164,7 +165,8 @@ Json schemas() {
                                   {"ok", "records_checked", "checkpoints_checked", "first_bad_seq",
                                    "reason", "last_seq", "head_hash"});
   auto loose = [](Json props, std::vector<std::string> required) {
-    return Json{{"type", "object"}, {"properties", std::move(props)}, {"required", std::move(required)}};
+    return Json{
+        {"type", "object"}, {"properties", std::move(props)}, {"required", std::move(required)}};
   };
   s["PoolCreate"] = object({{"name", str()}, {"tenant", str()}, {"description", str()}}, {"name"});
   s["Pool"] = object({{"id", str()},
@@ -176,9 +178,9 @@ Json schemas() {
                       {"version", integer()}},
                      {"id", "name", "tenant_id", "kind", "description", "created_at", "version"});
   s["JoinTokenCreate"] = object({{"pool", str()}, {"ttl_seconds", integer()}}, {});
-  s["JoinToken"] = object(
-      {{"id", str()}, {"token", str()}, {"pool_id", nstr()}, {"expires_at", time_str()}},
-      {"id", "token", "pool_id", "expires_at"});
+  s["JoinToken"] =
+      object({{"id", str()}, {"token", str()}, {"pool_id", nstr()}, {"expires_at", time_str()}},
+             {"id", "token", "pool_id", "expires_at"});
   s["NodeAction"] = object({{"reason", str()}}, {});
   s["Gpu"] = loose({{"uuid", str()},
                     {"index", integer()},
@@ -190,22 +192,25 @@ Json schemas() {
                     {"health", enum_of({"healthy", "unhealthy", "missing"})},
                     {"node_id", str()}},
                    {"uuid", "index", "model", "memory_bytes", "mode", "health", "node_id"});
-  s["Node"] = loose({{"id", str()},
-                     {"name", str()},
-                     {"pool_id", nstr()},
-                     {"state", enum_of({"enrolling", "ready", "draining", "maintenance", "failed",
-                                        "retired"})},
-                     {"cordoned", {{"type", "boolean"}}},
-                     {"schedulable", {{"type", "boolean"}}},
-                     {"gpus", {{"type", "array"}, {"items", schema_ref("Gpu")}}}},
-                    {"id", "name", "state", "cordoned", "schedulable"});
+  s["Node"] = loose(
+      {{"id", str()},
+       {"name", str()},
+       {"pool_id", nstr()},
+       {"state", enum_of({"enrolling", "ready", "draining", "maintenance", "failed", "retired"})},
+       {"cordoned", {{"type", "boolean"}}},
+       {"schedulable", {{"type", "boolean"}}},
+       {"gpus", {{"type", "array"}, {"items", schema_ref("Gpu")}}}},
+      {"id", "name", "state", "cordoned", "schedulable"});
   s["Inventory"] = loose({{"node", {{"type", "object"}}}, {"gpus", {{"type", "array"}}}}, {"node"});
-  s["FleetSummary"] = loose({{"gpus_total", integer()}}, {"gpus_total", "gpus_by_model", "nodes_by_state"});
+  s["FleetSummary"] =
+      loose({{"gpus_total", integer()}}, {"gpus_total", "gpus_by_model", "nodes_by_state"});
   s["FleetImport"] = object({{"nodes", {{"type", "array"}}}, {"pool", str()}}, {"nodes"});
   s["Enrollment"] = object({{"join_token", str()}, {"inventory", schema_ref("Inventory")}},
                            {"join_token", "inventory"});
-  s["Enrolled"] = object({{"node", schema_ref("Node")}, {"credential", str()}}, {"node", "credential"});
-  s["Heartbeat"] = object({{"inventory", schema_ref("Inventory")}, {"samples", {{"type", "array"}}}}, {});
+  s["Enrolled"] =
+      object({{"node", schema_ref("Node")}, {"credential", str()}}, {"node", "credential"});
+  s["Heartbeat"] =
+      object({{"inventory", schema_ref("Inventory")}, {"samples", {{"type", "array"}}}}, {});
   s["HeartbeatReply"] = loose({{"node", schema_ref("Node")}}, {"node", "assignments"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
@@ -248,16 +253,19 @@ Json Api::openapi() const {
       params.push_back(
           {{"name", "Idempotency-Key"}, {"in", "header"}, {"required", false}, {"schema", str()}});
     if (r.conditional)
-      params.push_back({{"name", "If-Match"}, {"in", "header"}, {"required", false}, {"schema", str()}});
+      params.push_back(
+          {{"name", "If-Match"}, {"in", "header"}, {"required", false}, {"schema", str()}});
     if (!params.empty()) op["parameters"] = params;
     if (!r.request_schema.empty())
-      op["requestBody"] = {{"required", true},
-                           {"content", {{"application/json", {{"schema", schema_ref(r.request_schema)}}}}}};
+      op["requestBody"] = {
+          {"required", true},
+          {"content", {{"application/json", {{"schema", schema_ref(r.request_schema)}}}}}};
     Json ok_resp = {{"description", "Success"}};
     if (!r.response_schema.empty())
       ok_resp["content"] = {{"application/json", {{"schema", response_schema(r.response_schema)}}}};
-    Json problem = {{"description", "Error"},
-                    {"content", {{"application/problem+json", {{"schema", schema_ref("Problem")}}}}}};
+    Json problem = {
+        {"description", "Error"},
+        {"content", {{"application/problem+json", {{"schema", schema_ref("Problem")}}}}}};
     op["responses"] = {{std::to_string(r.success_status), ok_resp}, {"default", problem}};
     if (r.access == Access::kPublic)
       op["security"] = Json::array();

@@ -2,7 +2,7 @@
 // Slow clients cost a socket, not a thread: each read has a deadline (request head, body, and
 // keep-alive idle), sizes are capped before buffering, and the number of connections is capped.
 // Handlers run on the I/O threads; they are short (SQLite on local disk).
-#include <utility>  // boost/asio/awaitable.hpp forgets it (Boost 1.74)
+#include <spdlog/spdlog.h>
 
 #include <boost/asio.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -14,8 +14,8 @@
 #include <condition_variable>
 #include <list>
 #include <mutex>
-#include <spdlog/spdlog.h>
 #include <thread>
+#include <utility>  // boost/asio/awaitable.hpp forgets it (Boost 1.74)
 
 #include "api/api.h"
 
@@ -49,16 +49,17 @@ HttpResponse plain_problem(int status, std::string_view code, std::string_view d
   HttpResponse r;
   r.status = status;
   r.content_type = "application/problem+json";
-  r.body = Json{{"type", "https://gpuplane.dev/problems/" + std::string(code)},
-                {"title", status == 413 ? "Payload Too Large"
-                          : status == 431 ? "Request Header Fields Too Large"
-                          : status == 503 ? "Service Unavailable"
-                                          : "Bad Request"},
-                {"status", status},
-                {"detail", detail},
-                {"code", code},
-                {"request_id", ""}}
-               .dump();
+  r.body = Json{
+      {"type", "https://gpuplane.dev/problems/" + std::string(code)},
+      {"title", status == 413   ? "Payload Too Large"
+                : status == 431 ? "Request Header Fields Too Large"
+                : status == 503 ? "Service Unavailable"
+                                : "Bad Request"},
+      {"status", status},
+      {"detail", detail},
+      {"code", code},
+      {"request_id",
+       ""}}.dump();
   return r;
 }
 
@@ -206,8 +207,8 @@ Result<uint16_t> Server::start() {
   if (!ec) m.acceptor->bind(ep, ec);
   if (!ec) m.acceptor->listen(asio::socket_base::max_listen_connections, ec);
   if (ec)
-    return fail(Error::unavailable(fmt::format("cannot listen on {}:{}: {}", m.address, m.port,
-                                               ec.message())));
+    return fail(Error::unavailable(
+        fmt::format("cannot listen on {}:{}: {}", m.address, m.port, ec.message())));
   uint16_t bound = m.acceptor->local_endpoint().port();
   m.work.emplace(m.ioc.get_executor());
   asio::co_spawn(m.ioc, m.accept_loop(), asio::detached);

@@ -1,7 +1,7 @@
 #include "cli/cli.h"
 
-#include <fmt/format.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
@@ -32,13 +32,18 @@ void resolve(ClientConfig& c) {
   std::ifstream in(c.config_path);
   if (in) file = Json::parse(in, nullptr, false);
   if (c.endpoint.empty()) {
-    if (const char* e = std::getenv("GPUPLANE_ENDPOINT")) c.endpoint = e;
-    else if (file.is_object() && file.contains("endpoint")) c.endpoint = file.value("endpoint", "");
-    else c.endpoint = "http://127.0.0.1:8080";
+    if (const char* e = std::getenv("GPUPLANE_ENDPOINT"))
+      c.endpoint = e;
+    else if (file.is_object() && file.contains("endpoint"))
+      c.endpoint = file.value("endpoint", "");
+    else
+      c.endpoint = "http://127.0.0.1:8080";
   }
   if (c.token.empty()) {
-    if (const char* t = std::getenv("GPUPLANE_TOKEN")) c.token = t;
-    else if (file.is_object()) c.token = file.value("token", "");
+    if (const char* t = std::getenv("GPUPLANE_TOKEN"))
+      c.token = t;
+    else if (file.is_object())
+      c.token = file.value("token", "");
   }
 }
 
@@ -232,8 +237,10 @@ int add_noun(CLI::App& app, ClientConfig& c, const Noun& n,
       *rc = 1;
       return;
     }
-    if (r->is_object()) print(c, *r, n.columns);
-    else std::cout << n.name << " " << *id << " deleted\n";
+    if (r->is_object())
+      print(c, *r, n.columns);
+    else
+      std::cout << n.name << " " << *id << " deleted\n";
   });
   return 0;
 }
@@ -269,8 +276,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   serve->add_option("--checkpoint-seconds", so.checkpoint_seconds, "Seconds between checkpoints")
       ->check(CLI::Range(1, 86400));
-  serve->add_option("--node-timeout-seconds", so.node_timeout_seconds,
-                    "A node silent this long is marked failed")
+  serve
+      ->add_option("--node-timeout-seconds", so.node_timeout_seconds,
+                   "A node silent this long is marked failed")
       ->check(CLI::Range(1, 86400));
   serve->callback([&] { rc = run_serve(so); });
 
@@ -292,7 +300,8 @@ int main(int argc, char** argv) {
   alist->add_option("--action", aaction, "Filter by action (tenant.create, ...)");
   alist->add_option("--outcome", aoutcome, "success, denied, rejected");
   alist->callback([&] {
-    std::string target = atenant.empty() ? "/v1/audit" : "/v1/tenants/" + url_encode(atenant) + "/audit";
+    std::string target =
+        atenant.empty() ? "/v1/audit" : "/v1/tenants/" + url_encode(atenant) + "/audit";
     target += fmt::format("?limit={}", alimit);
     if (!aafter.empty()) target += "&after=" + url_encode(aafter);
     if (!aactor.empty()) target += "&actor=" + url_encode(aactor);
@@ -350,20 +359,20 @@ int main(int argc, char** argv) {
 
   // Tenants: create takes class and an optional first admin.
   {
-    Noun n{"tenant", "tenants", "platform",
-           {"id", "name", "isolation_class", "state", "created_at"}};
-    add_noun(app, c, n,
-             [](CLI::App* create, std::shared_ptr<Json> body) {
-               field<std::string>(create, body, "name", "name", "Tenant name (DNS label)", true);
-               field<std::string>(create, body, "--display-name", "display_name", "Display name");
-               field<std::string>(create, body, "--class", "isolation_class",
-                                  "internal, standard, sensitive or regulated");
-               field<std::string>(create, body, "--admin", "/admin/username",
-                                  "Create this tenant-admin user");
-               field<std::string>(create, body, "--admin-email", "/admin/email",
-                                  "The admin's email");
-             },
-             &rc);
+    Noun n{
+        "tenant", "tenants", "platform", {"id", "name", "isolation_class", "state", "created_at"}};
+    add_noun(
+        app, c, n,
+        [](CLI::App* create, std::shared_ptr<Json> body) {
+          field<std::string>(create, body, "name", "name", "Tenant name (DNS label)", true);
+          field<std::string>(create, body, "--display-name", "display_name", "Display name");
+          field<std::string>(create, body, "--class", "isolation_class",
+                             "internal, standard, sensitive or regulated");
+          field<std::string>(create, body, "--admin", "/admin/username",
+                             "Create this tenant-admin user");
+          field<std::string>(create, body, "--admin-email", "/admin/email", "The admin's email");
+        },
+        &rc);
     auto* t = app.get_subcommand("tenant");
     for (auto [verb, state] : {std::pair{"suspend", "suspended"}, std::pair{"resume", "active"}}) {
       auto* sub = t->add_subcommand(verb, std::string(verb) + " a tenant");
@@ -379,46 +388,65 @@ int main(int argc, char** argv) {
       });
     }
   }
-  add_noun(app, c, {"project", "projects", "tenant-required", {"id", "name", "display_name", "created_at"}},
-           [](CLI::App* create, std::shared_ptr<Json> body) {
-             field<std::string>(create, body, "name", "name", "Project name", true);
-             field<std::string>(create, body, "--display-name", "display_name", "Display name");
-           },
-           &rc);
-  add_noun(app, c, {"user", "users", "tenant-optional", {"id", "username", "email", "state", "tenant_id"}},
-           [](CLI::App* create, std::shared_ptr<Json> body) {
-             field<std::string>(create, body, "username", "username", "Username", true);
-             field<std::string>(create, body, "--email", "email", "Email");
-             field<std::string>(create, body, "--display-name", "display_name", "Display name");
-             create->add_flag_callback(
-                 "--password-stdin",
-                 [body] { (*body)["password"] = read_password("Password: ", true); },
-                 "Read an initial password from stdin");
-           },
-           &rc);
-  add_noun(app, c, {"service-account", "service-accounts", "tenant-optional", {"id", "name", "state", "tenant_id"}},
-           [](CLI::App* create, std::shared_ptr<Json> body) {
-             field<std::string>(create, body, "name", "name", "Name", true);
-             field<std::string>(create, body, "--description", "description", "Description");
-           },
-           &rc);
-  add_noun(app, c, {"api-key", "api-keys", "tenant-optional", {"id", "name", "owner_kind", "owner_id", "state", "expires_at", "token"}},
-           [](CLI::App* create, std::shared_ptr<Json> body) {
-             field<std::string>(create, body, "--name", "name", "Key name");
-             field<std::string>(create, body, "--owner-kind", "owner_kind", "user or service_account");
-             field<std::string>(create, body, "--owner-id", "owner_id", "Owner id (default: yourself)");
-             field<int64_t>(create, body, "--ttl", "ttl_seconds", "Lifetime in seconds");
-             field<std::string>(create, body, "--expires-at", "expires_at", "RFC 3339 expiry");
-           },
-           &rc);
-  add_noun(app, c, {"role-binding", "role-bindings", "tenant-optional", {"id", "role", "subject_kind", "subject_id", "project_id"}},
-           [](CLI::App* create, std::shared_ptr<Json> body) {
-             field<std::string>(create, body, "--role", "role", "Role name", true);
-             field<std::string>(create, body, "--subject-kind", "subject_kind", "user or service_account", true);
-             field<std::string>(create, body, "--subject-id", "subject_id", "Subject id", true);
-             field<std::string>(create, body, "--project", "project", "Project (for project roles)");
-           },
-           &rc);
+  add_noun(
+      app, c,
+      {"project", "projects", "tenant-required", {"id", "name", "display_name", "created_at"}},
+      [](CLI::App* create, std::shared_ptr<Json> body) {
+        field<std::string>(create, body, "name", "name", "Project name", true);
+        field<std::string>(create, body, "--display-name", "display_name", "Display name");
+      },
+      &rc);
+  add_noun(
+      app, c,
+      {"user", "users", "tenant-optional", {"id", "username", "email", "state", "tenant_id"}},
+      [](CLI::App* create, std::shared_ptr<Json> body) {
+        field<std::string>(create, body, "username", "username", "Username", true);
+        field<std::string>(create, body, "--email", "email", "Email");
+        field<std::string>(create, body, "--display-name", "display_name", "Display name");
+        create->add_flag_callback(
+            "--password-stdin", [body] { (*body)["password"] = read_password("Password: ", true); },
+            "Read an initial password from stdin");
+      },
+      &rc);
+  add_noun(
+      app, c,
+      {"service-account",
+       "service-accounts",
+       "tenant-optional",
+       {"id", "name", "state", "tenant_id"}},
+      [](CLI::App* create, std::shared_ptr<Json> body) {
+        field<std::string>(create, body, "name", "name", "Name", true);
+        field<std::string>(create, body, "--description", "description", "Description");
+      },
+      &rc);
+  add_noun(
+      app, c,
+      {"api-key",
+       "api-keys",
+       "tenant-optional",
+       {"id", "name", "owner_kind", "owner_id", "state", "expires_at", "token"}},
+      [](CLI::App* create, std::shared_ptr<Json> body) {
+        field<std::string>(create, body, "--name", "name", "Key name");
+        field<std::string>(create, body, "--owner-kind", "owner_kind", "user or service_account");
+        field<std::string>(create, body, "--owner-id", "owner_id", "Owner id (default: yourself)");
+        field<int64_t>(create, body, "--ttl", "ttl_seconds", "Lifetime in seconds");
+        field<std::string>(create, body, "--expires-at", "expires_at", "RFC 3339 expiry");
+      },
+      &rc);
+  add_noun(
+      app, c,
+      {"role-binding",
+       "role-bindings",
+       "tenant-optional",
+       {"id", "role", "subject_kind", "subject_id", "project_id"}},
+      [](CLI::App* create, std::shared_ptr<Json> body) {
+        field<std::string>(create, body, "--role", "role", "Role name", true);
+        field<std::string>(create, body, "--subject-kind", "subject_kind",
+                           "user or service_account", true);
+        field<std::string>(create, body, "--subject-id", "subject_id", "Subject id", true);
+        field<std::string>(create, body, "--project", "project", "Project (for project roles)");
+      },
+      &rc);
 
   try {
     app.parse(argc, argv);

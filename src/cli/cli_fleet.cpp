@@ -91,7 +91,8 @@ void add_node(CLI::App& app, ClientConfig& c, int* rc) {
     return true;
   });
   auto reason = std::make_shared<std::string>();
-  for (std::string verb : {"drain", "maintenance", "resume", "fail", "retire", "cordon", "uncordon"}) {
+  for (std::string verb :
+       {"drain", "maintenance", "resume", "fail", "retire", "cordon", "uncordon"}) {
     auto* sub = node->add_subcommand(verb, verb + " a node");
     sub->add_option("id", *id, "Node id or name")->required();
     sub->add_option("--reason", *reason, "Why (recorded in the audit trail)");
@@ -99,9 +100,10 @@ void add_node(CLI::App& app, ClientConfig& c, int* rc) {
       Json body = Json::object();
       if (!reason->empty()) body["reason"] = *reason;
       auto r = call(c, "POST", "/v1/nodes/" + url_encode(*id) + "/" + verb, body);
-      if (r) std::cout << fmt::format("node {}: {}{}\n", (*r)["name"].get<std::string>(),
-                                      (*r)["state"].get<std::string>(),
-                                      (*r)["cordoned"].get<bool>() ? " (cordoned)" : "");
+      if (r)
+        std::cout << fmt::format("node {}: {}{}\n", (*r)["name"].get<std::string>(),
+                                 (*r)["state"].get<std::string>(),
+                                 (*r)["cordoned"].get<bool>() ? " (cordoned)" : "");
       return r.has_value();
     });
   }
@@ -112,7 +114,8 @@ void add_node(CLI::App& app, ClientConfig& c, int* rc) {
   on_run(jt, rc, [&c, body] {
     auto r = call(c, "POST", "/v1/join-tokens", *body);
     if (!r) return false;
-    if (c.output == "json") print(c, *r, {});
+    if (c.output == "json")
+      print(c, *r, {});
     else
       std::cout << (*r)["token"].get<std::string>() << "\n"
                 << fmt::format("(one enrolment, until {}; shown once)\n",
@@ -152,7 +155,8 @@ void add_gpu_and_fleet(CLI::App& app, ClientConfig& c, int* rc) {
       row["modes"] = it->value("by_mode", Json::object()).dump();
       rows.push_back(row);
     }
-    print_table(rows, {"model", "total", "healthy", "unhealthy", "missing", "free", "allocated", "modes"});
+    print_table(
+        rows, {"model", "total", "healthy", "unhealthy", "missing", "free", "allocated", "modes"});
     std::cout << "nodes: " << (*r)["nodes_by_state"].dump() << "\n";
     return true;
   });
@@ -197,8 +201,10 @@ void add_gpu_and_fleet(CLI::App& app, ClientConfig& c, int* rc) {
     }
     Json nodes = Json::array();
     for (const auto& n : imported->nodes) {
-      for (const auto& w : n.warnings) std::cerr << "warning: " << n.inventory.node.name << ": " << w << "\n";
-      nodes.push_back({{"inventory", fleet::to_json(n.inventory)}, {"ready", n.ready && n.schedulable}});
+      for (const auto& w : n.warnings)
+        std::cerr << "warning: " << n.inventory.node.name << ": " << w << "\n";
+      nodes.push_back(
+          {{"inventory", fleet::to_json(n.inventory)}, {"ready", n.ready && n.schedulable}});
     }
     for (const auto& s : imported->skipped) std::cerr << "skipped: " << s << "\n";
     if (*dry) {
@@ -258,7 +264,8 @@ void add_mig(CLI::App& app, int* rc) {
       std::cerr << "error: " << layout.error().message << "\n";
       return false;
     }
-    for (const auto& p : *layout) std::cout << fmt::format("{} at memory slice {}\n", p.profile, p.start);
+    for (const auto& p : *layout)
+      std::cout << fmt::format("{} at memory slice {}\n", p.profile, p.start);
     if (*parted) std::cout << fleet::to_mig_parted_yaml("gpuplane", {{{0}, *layout}});
     if (!svg->empty()) {
       if (!write_file(*svg, fleet::mig_layout_svg(**cat, *layout, (*cat)->model + " MIG layout")))

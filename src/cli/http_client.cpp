@@ -1,12 +1,12 @@
 #include "cli/http_client.h"
 
-#include <utility>
+#include <fmt/format.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-#include <fmt/format.h>
+#include <utility>
 
 namespace gp::cli {
 
@@ -52,7 +52,8 @@ Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
     stream.expires_after(std::chrono::milliseconds(timeout_ms));
     stream.connect(resolver.resolve(ep.host, ep.port));
     http::request<http::string_body> req{
-        http::string_to_verb(beast::string_view(method.data(), method.size())), std::string(target), 11};
+        http::string_to_verb(beast::string_view(method.data(), method.size())), std::string(target),
+        11};
     req.set(http::field::host, ep.host);
     req.set(http::field::user_agent, "gpuplane-cli");
     for (const auto& [k, v] : headers) req.set(k, v);
@@ -70,13 +71,14 @@ Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
     ClientResponse out;
     out.status = res.result_int();
     out.body = std::move(res.body());
-    for (const auto& f : res) out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    for (const auto& f : res)
+      out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
     beast::error_code ec;
     stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
     return out;
   } catch (const std::exception& e) {
-    return fail(Error::unavailable(
-        fmt::format("cannot reach {}:{}: {}", ep.host, ep.port, e.what())));
+    return fail(
+        Error::unavailable(fmt::format("cannot reach {}:{}: {}", ep.host, ep.port, e.what())));
   }
 }
 

@@ -48,8 +48,8 @@ void setup_logging(const std::string& level, const std::string& format) {
   auto logger = spdlog::stderr_logger_mt("gpuplane");
   spdlog::set_default_logger(logger);
   if (format == "json")
-    spdlog::set_pattern(
-        R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%v"})", spdlog::pattern_time_type::utc);
+    spdlog::set_pattern(R"({"time":"%Y-%m-%dT%H:%M:%S.%fZ","level":"%l","msg":"%v"})",
+                        spdlog::pattern_time_type::utc);
   else
     spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%fZ %l %v", spdlog::pattern_time_type::utc);
   spdlog::set_level(spdlog::level::from_str(level));
@@ -88,8 +88,9 @@ int run_serve(const ServeOptions& o) {
     World w{clock, ids};
     boot = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, password));
     if (boot) {
-      audit::Entry e{"system", "", "platform.bootstrap", "/v1/users/admin", "success", "bootstrap",
-                     "local", {{"username", boot->username}}};
+      audit::Entry e{
+          "system",    "",      "platform.bootstrap",          "/v1/users/admin", "success",
+          "bootstrap", "local", {{"username", boot->username}}};
       GP_TRY_VOID(audit_log.append(tx, e));
     }
     return ok();
@@ -120,8 +121,8 @@ int run_serve(const ServeOptions& o) {
     return 1;
   }
   if (boot) {
-    std::string text = fmt::format(
-        "username: {}\npassword: {}\napi_key: {}\n", boot->username, boot->password, boot->api_key);
+    std::string text = fmt::format("username: {}\npassword: {}\napi_key: {}\n", boot->username,
+                                   boot->password, boot->api_key);
     if (!o.bootstrap_credential_file.empty()) {
       (void)write_private_file(o.bootstrap_credential_file, text);
       std::cout << "Bootstrap platform-admin credential written to " << o.bootstrap_credential_file
@@ -169,8 +170,8 @@ int run_serve(const ServeOptions& o) {
 }
 
 int run_audit_verify(const std::string& data_dir, bool json) {
-  auto store = store::open_sqlite({.path = data_dir + "/gpuplane.db", .read_connections = 1,
-                                   .read_only = true});
+  auto store = store::open_sqlite(
+      {.path = data_dir + "/gpuplane.db", .read_connections = 1, .read_only = true});
   if (!store) {
     std::cerr << "error: " << store.error().message << "\n";
     return 2;
@@ -199,12 +200,13 @@ int run_audit_verify(const std::string& data_dir, bool json) {
                      .dump(2)
               << "\n";
   } else if (rep->ok) {
-    std::cout << fmt::format("audit trail OK: {} records, {} signed checkpoints, head {} at seq {}\n",
-                             rep->records_checked, rep->checkpoints_checked, rep->head_hash,
-                             rep->last_seq);
+    std::cout << fmt::format(
+        "audit trail OK: {} records, {} signed checkpoints, head {} at seq {}\n",
+        rep->records_checked, rep->checkpoints_checked, rep->head_hash, rep->last_seq);
   } else {
-    std::cout << fmt::format("audit trail BROKEN at record {}: {}\n({} records verified before it)\n",
-                             rep->first_bad_seq.value_or(0), rep->reason, rep->last_seq);
+    std::cout << fmt::format(
+        "audit trail BROKEN at record {}: {}\n({} records verified before it)\n",
+        rep->first_bad_seq.value_or(0), rep->reason, rep->last_seq);
   }
   return rep->ok ? 0 : 1;
 }

@@ -132,8 +132,9 @@ const Json* ObjectReader::optional_array(std::string_view key) {
   return v;
 }
 
-std::optional<std::vector<std::string>> ObjectReader::optional_string_array(
-    std::string_view key, size_t max_items, size_t max_len) {
+std::optional<std::vector<std::string>> ObjectReader::optional_string_array(std::string_view key,
+                                                                            size_t max_items,
+                                                                            size_t max_len) {
   auto v = optional_array(key);
   if (!v) return std::nullopt;
   if (v->size() > max_items) {

@@ -10,22 +10,22 @@
 namespace gp {
 
 enum class ErrorCode {
-  kInvalidArgument,     // 400: the request is malformed or violates a rule
-  kUnauthenticated,     // 401: no, bad, expired or revoked credential
-  kPermissionDenied,    // 403: authenticated but not allowed
-  kNotFound,            // 404: absent, or not visible to this principal
-  kMethodNotAllowed,    // 405
-  kConflict,            // 409: already exists, wrong state
-  kPreconditionFailed,  // 412: If-Match did not match
-  kPayloadTooLarge,     // 413
-  kUnsupportedMedia,    // 415
-  kUnprocessable,       // 422: idempotency key reused with another request
+  kInvalidArgument,       // 400: the request is malformed or violates a rule
+  kUnauthenticated,       // 401: no, bad, expired or revoked credential
+  kPermissionDenied,      // 403: authenticated but not allowed
+  kNotFound,              // 404: absent, or not visible to this principal
+  kMethodNotAllowed,      // 405
+  kConflict,              // 409: already exists, wrong state
+  kPreconditionFailed,    // 412: If-Match did not match
+  kPayloadTooLarge,       // 413
+  kUnsupportedMedia,      // 415
+  kUnprocessable,         // 422: idempotency key reused with another request
   kPreconditionRequired,  // 428: If-Match required
-  kResourceExhausted,   // 429
-  kQuotaExceeded,       // 409 with its own code (scheduler)
-  kTenantSuspended,     // 403: the tenant may not create anything
-  kUnavailable,         // 503
-  kInternal,            // 500
+  kResourceExhausted,     // 429
+  kQuotaExceeded,         // 409 with its own code (scheduler)
+  kTenantSuspended,       // 403: the tenant may not create anything
+  kUnavailable,           // 503
+  kInternal,              // 500
 };
 
 // Stable string form used in problem+json `code` and logs.
@@ -61,15 +61,15 @@ inline std::unexpected<Error> fail(Error e) { return std::unexpected(std::move(e
 
 // Propagates an error from an expression returning Result<T>; yields the value otherwise.
 // Usage: auto v = GP_TRY(parse(x));
-#define GP_TRY(expr)                                                   \
-  ({                                                                   \
-    auto&& gp_try_result_ = (expr);                                    \
+#define GP_TRY(expr)                                                     \
+  ({                                                                     \
+    auto&& gp_try_result_ = (expr);                                      \
     if (!gp_try_result_) return std::unexpected(gp_try_result_.error()); \
-    std::move(*gp_try_result_);                                        \
+    std::move(*gp_try_result_);                                          \
   })
 
-#define GP_TRY_VOID(expr)                                              \
-  do {                                                                 \
-    auto&& gp_try_result_ = (expr);                                    \
+#define GP_TRY_VOID(expr)                                                \
+  do {                                                                   \
+    auto&& gp_try_result_ = (expr);                                      \
     if (!gp_try_result_) return std::unexpected(gp_try_result_.error()); \
   } while (0)

@@ -94,8 +94,7 @@ Result<std::vector<Sample>> parse_samples(const Json& j, const World& w);
 Result<int64_t> record_samples(store::Tx& tx, const std::string& node_id,
                                const std::vector<Sample>& samples);
 // Marks nodes whose last heartbeat is older than `timeout` as failed; returns them.
-Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w,
-                                                  Duration timeout);
+Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w, Duration timeout);
 
 // ---- nodes ----
 Result<std::optional<Node>> find_node(store::Tx& tx, std::string_view id_or_name);

@@ -113,8 +113,8 @@ Result<std::vector<Pool>> list_pools(store::Tx& tx) {
 }
 
 Result<void> delete_pool(store::Tx& tx, const std::string& id) {
-  auto n = GP_TRY(tx.query_one("SELECT COUNT(*) FROM nodes WHERE pool_id = ? AND state != 'retired'",
-                               {id}));
+  auto n = GP_TRY(
+      tx.query_one("SELECT COUNT(*) FROM nodes WHERE pool_id = ? AND state != 'retired'", {id}));
   if (n->integer(0) > 0)
     return fail(Error::conflict(fmt::format("pool still has {} nodes", n->integer(0))));
   GP_TRY_VOID(tx.exec("UPDATE nodes SET pool_id = NULL WHERE pool_id = ?", {id}));
@@ -144,7 +144,8 @@ Node node_from(const Row& r) {
   n.info.nvlink_domain = r.text(9);
   Json labels = Json::parse(r.text(10), nullptr, false);
   if (labels.is_object())
-    for (auto it = labels.begin(); it != labels.end(); ++it) n.info.labels[it.key()] = it->get<std::string>();
+    for (auto it = labels.begin(); it != labels.end(); ++it)
+      n.info.labels[it.key()] = it->get<std::string>();
   n.source = r.text(11);
   n.last_heartbeat = r.opt_integer(12);
   n.created_at = r.integer(13);
@@ -154,7 +155,8 @@ Node node_from(const Row& r) {
 }
 
 Result<Node> load_node(store::Tx& tx, const std::string& id) {
-  auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM nodes WHERE id = ?", kNodeCols), {id}));
+  auto row =
+      GP_TRY(tx.query_one(fmt::format("SELECT {} FROM nodes WHERE id = ?", kNodeCols), {id}));
   if (!row) return fail(Error::not_found("node not found"));
   return node_from(*row);
 }
@@ -164,16 +166,15 @@ Result<void> save_state(store::Tx& tx, const World& w, Node& n, NodeState s, std
   n.state_reason = std::move(reason);
   n.updated_at = w.now();
   ++n.version;
-  GP_TRY_VOID(tx.exec(
-      "UPDATE nodes SET state=?, state_reason=?, updated_at=?, version=? WHERE id=?",
-      {std::string(node_state_name(s)), n.state_reason, n.updated_at, n.version, n.id}));
+  GP_TRY_VOID(
+      tx.exec("UPDATE nodes SET state=?, state_reason=?, updated_at=?, version=? WHERE id=?",
+              {std::string(node_state_name(s)), n.state_reason, n.updated_at, n.version, n.id}));
   return ok();
 }
 
 Result<Node> insert_node(store::Tx& tx, const World& w, const Inventory& inv,
                          const std::optional<std::string>& pool_id, NodeState state,
-                         const std::string& source, store::Value credential_hash,
-                         std::string id) {
+                         const std::string& source, store::Value credential_hash, std::string id) {
   Node n;
   n.id = std::move(id);
   n.info = inv.node;
@@ -183,8 +184,9 @@ Result<Node> insert_node(store::Tx& tx, const World& w, const Inventory& inv,
   n.created_at = n.updated_at = w.now();
   if (source == "agent") n.last_heartbeat = n.created_at;
   auto r = tx.exec(
-      fmt::format("INSERT INTO nodes ({}, credential_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                  kNodeCols),
+      fmt::format(
+          "INSERT INTO nodes ({}, credential_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+          kNodeCols),
       {n.id, n.info.name, store::opt(n.pool_id), std::string(node_state_name(n.state)), int64_t(0),
        std::string(), n.info.cpu_millis, n.info.memory_bytes, n.info.rack, n.info.nvlink_domain,
        Json(n.info.labels).dump(), n.source, store::opt(n.last_heartbeat), n.created_at,
@@ -292,8 +294,8 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
                              const Inventory& inv) {
   Node n = GP_TRY(load_node(tx, node_id));
   if (inv.node.name != n.info.name)
-    return fail(Error::invalid(fmt::format("inventory is for node '{}', this is node '{}'",
-                                           inv.node.name, n.info.name)));
+    return fail(Error::invalid(
+        fmt::format("inventory is for node '{}', this is node '{}'", inv.node.name, n.info.name)));
   // A GPU lives in one node: refuse the whole report if any GPU belongs to another live node.
   for (const auto& g : inv.gpus) {
     auto owner = GP_TRY(tx.query_one(
@@ -301,9 +303,9 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
         "WHERE g.uuid = ? AND g.node_id != ? AND g.present = 1 AND n.state != 'retired'",
         {g.uuid, n.id}));
     if (owner)
-      return fail(Error::conflict(fmt::format(
-          "GPU {} is registered to node {}: retire that node before moving the GPU", g.uuid,
-          owner->text(1))));
+      return fail(Error::conflict(
+          fmt::format("GPU {} is registered to node {}: retire that node before moving the GPU",
+                      g.uuid, owner->text(1))));
   }
   int64_t now = w.now();
   std::set<std::string> reported;
@@ -312,7 +314,8 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
     std::string health = g.health.healthy() ? "healthy" : "unhealthy";
     // Unhealthy stays unhealthy until an operator clears it: a GPU that threw an XID and then
     // reported clean is not trusted again automatically.
-    auto prev = GP_TRY(tx.query_one("SELECT health, health_reason FROM gpus WHERE uuid = ?", {g.uuid}));
+    auto prev =
+        GP_TRY(tx.query_one("SELECT health, health_reason FROM gpus WHERE uuid = ?", {g.uuid}));
     std::string reason = g.health.reason();
     if (prev && prev->text(0) == "unhealthy" && health == "healthy") {
       health = "unhealthy";
@@ -320,14 +323,16 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
     }
     GP_TRY_VOID(tx.exec("DELETE FROM gpus WHERE uuid = ?", {g.uuid}));
     GP_TRY_VOID(tx.exec(
-        fmt::format("INSERT INTO gpus ({}, present, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,1,?)",
-                    kGpuCols),
+        fmt::format(
+            "INSERT INTO gpus ({}, present, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,1,?)",
+            kGpuCols),
         {g.uuid, n.id, int64_t(g.index), g.model, g.product, g.memory_bytes, g.pci_bus_id,
          int64_t(g.numa_node), Json(g.nvlink_peers).dump(), int64_t(g.mig_capable),
          std::string(gpu_mode_name(g.mode)), layout_json(g.mig_instances).dump(), health, reason,
          now}));
   }
-  auto existing = GP_TRY(tx.query("SELECT uuid FROM gpus WHERE node_id = ? AND present = 1", {n.id}));
+  auto existing =
+      GP_TRY(tx.query("SELECT uuid FROM gpus WHERE node_id = ? AND present = 1", {n.id}));
   for (const auto& r : existing)
     if (!reported.contains(r.text(0)))
       GP_TRY_VOID(tx.exec(
@@ -336,11 +341,11 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
           {now, r.text(0)}));
   n.info = inv.node;
   n.updated_at = now;
-  GP_TRY_VOID(tx.exec(
-      "UPDATE nodes SET cpu_millis=?, memory_bytes=?, rack=?, nvlink_domain=?, labels=?, "
-      "updated_at=? WHERE id=?",
-      {n.info.cpu_millis, n.info.memory_bytes, n.info.rack, n.info.nvlink_domain,
-       Json(n.info.labels).dump(), now, n.id}));
+  GP_TRY_VOID(
+      tx.exec("UPDATE nodes SET cpu_millis=?, memory_bytes=?, rack=?, nvlink_domain=?, labels=?, "
+              "updated_at=? WHERE id=?",
+              {n.info.cpu_millis, n.info.memory_bytes, n.info.rack, n.info.nvlink_domain,
+               Json(n.info.labels).dump(), now, n.id}));
   return n;
 }
 
@@ -349,8 +354,9 @@ Result<Enrolled> enroll(store::Tx& tx, const World& w, std::string_view join_tok
   auto parsed = iam::parse_token(join_token);
   if (!parsed || !parsed->id.starts_with("jtk_"))
     return fail(Error::unauthenticated("malformed join token"));
-  auto row = GP_TRY(tx.query_one(
-      "SELECT secret_hash, expires_at, used_at, pool_id FROM join_tokens WHERE id = ?", {parsed->id}));
+  auto row = GP_TRY(
+      tx.query_one("SELECT secret_hash, expires_at, used_at, pool_id FROM join_tokens WHERE id = ?",
+                   {parsed->id}));
   if (!row || !constant_time_equal(row->text(0), iam::hash_secret(parsed->secret)))
     return fail(Error::unauthenticated("unknown join token"));
   if (!row->is_null(2)) return fail(Error::unauthenticated("join token has already been used"));
@@ -371,8 +377,9 @@ Result<Node> import_node(store::Tx& tx, const World& w, const Inventory& inv,
   Node n = GP_TRY(insert_node(tx, w, inv, pool_id, NodeState::kEnrolling, "kubernetes", Null{},
                               w.ids.next("nod")));
   GP_TRY_VOID(apply_inventory(tx, w, n.id, inv));
-  GP_TRY_VOID(save_state(tx, w, n, ready ? NodeState::kReady : NodeState::kMaintenance,
-                         ready ? "imported" : "imported: not ready or unschedulable in Kubernetes"));
+  GP_TRY_VOID(
+      save_state(tx, w, n, ready ? NodeState::kReady : NodeState::kMaintenance,
+                 ready ? "imported" : "imported: not ready or unschedulable in Kubernetes"));
   return n;
 }
 
@@ -392,7 +399,8 @@ Result<Node> heartbeat(store::Tx& tx, const World& w, const std::string& node_id
   Node n = GP_TRY(load_node(tx, node_id));
   if (n.state == NodeState::kRetired) return fail(Error::unauthenticated("node is retired"));
   n.last_heartbeat = w.now();
-  GP_TRY_VOID(tx.exec("UPDATE nodes SET last_heartbeat = ? WHERE id = ?", {*n.last_heartbeat, n.id}));
+  GP_TRY_VOID(
+      tx.exec("UPDATE nodes SET last_heartbeat = ? WHERE id = ?", {*n.last_heartbeat, n.id}));
   if (n.state == NodeState::kFailed && n.state_reason == "missed heartbeats")
     GP_TRY_VOID(save_state(tx, w, n, GP_TRY(transition(n.state, NodeAction::kRecover)),
                            "heartbeats resumed"));
@@ -426,15 +434,18 @@ Result<std::vector<Sample>> parse_samples(const Json& j, const World& w) {
 Result<int64_t> record_samples(store::Tx& tx, const std::string& node_id,
                                const std::vector<Sample>& samples) {
   std::set<std::string> own;
-  for (const auto& r : GP_TRY(tx.query("SELECT uuid FROM gpus WHERE node_id = ? AND present = 1", {node_id})))
+  for (const auto& r :
+       GP_TRY(tx.query("SELECT uuid FROM gpus WHERE node_id = ? AND present = 1", {node_id})))
     own.insert(r.text(0));
   for (const auto& s : samples)
     if (!own.contains(s.gpu_uuid))
-      return fail(Error::invalid(fmt::format("sample for GPU {} that is not on this node", s.gpu_uuid)));
+      return fail(
+          Error::invalid(fmt::format("sample for GPU {} that is not on this node", s.gpu_uuid)));
   for (const auto& s : samples)
-    GP_TRY_VOID(tx.exec(
-        "INSERT INTO gpu_samples (gpu_uuid, instance, time_us, util_pct, mem_used_bytes) VALUES (?,?,?,?,?)",
-        {s.gpu_uuid, s.instance, s.time_us, int64_t(s.util_pct), s.mem_used_bytes}));
+    GP_TRY_VOID(
+        tx.exec("INSERT INTO gpu_samples (gpu_uuid, instance, time_us, util_pct, mem_used_bytes) "
+                "VALUES (?,?,?,?,?)",
+                {s.gpu_uuid, s.instance, s.time_us, int64_t(s.util_pct), s.mem_used_bytes}));
   return int64_t(samples.size());
 }
 
@@ -447,7 +458,8 @@ Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w,
   std::vector<Node> failed;
   for (const auto& r : rows) {
     Node n = node_from(r);
-    GP_TRY_VOID(save_state(tx, w, n, GP_TRY(transition(n.state, NodeAction::kFail)), "missed heartbeats"));
+    GP_TRY_VOID(
+        save_state(tx, w, n, GP_TRY(transition(n.state, NodeAction::kFail)), "missed heartbeats"));
     failed.push_back(std::move(n));
   }
   return failed;
@@ -456,15 +468,16 @@ Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w,
 Result<Json> summary(store::Tx& tx) {
   Json by_model = Json::object();
   auto gpus = GP_TRY(tx.query(
-      "SELECT g.model, g.mode, g.health, n.state, COUNT(*) FROM gpus g JOIN nodes n ON n.id = g.node_id "
+      "SELECT g.model, g.mode, g.health, n.state, COUNT(*) FROM gpus g JOIN nodes n ON n.id = "
+      "g.node_id "
       "WHERE g.present = 1 AND n.state != 'retired' GROUP BY g.model, g.mode, g.health, n.state "
       "ORDER BY g.model"));
   int64_t total = 0;
   for (const auto& r : gpus) {
     Json& m = by_model[r.text(0)];
     if (m.is_null())
-      m = {{"total", 0}, {"healthy", 0}, {"unhealthy", 0}, {"missing", 0}, {"allocated", 0},
-           {"free", 0}, {"by_mode", Json::object()}};
+      m = {{"total", 0},     {"healthy", 0}, {"unhealthy", 0},           {"missing", 0},
+           {"allocated", 0}, {"free", 0},    {"by_mode", Json::object()}};
     int64_t c = r.integer(4);
     total += c;
     m["total"] = m["total"].get<int64_t>() + c;

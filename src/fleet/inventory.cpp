@@ -9,9 +9,12 @@ namespace gp::fleet {
 
 std::string_view gpu_mode_name(GpuMode m) {
   switch (m) {
-    case GpuMode::kWhole: return "whole";
-    case GpuMode::kMig: return "mig";
-    case GpuMode::kTimeSliced: return "time-sliced";
+    case GpuMode::kWhole:
+      return "whole";
+    case GpuMode::kMig:
+      return "mig";
+    case GpuMode::kTimeSliced:
+      return "time-sliced";
   }
   return "whole";
 }
@@ -38,7 +41,8 @@ std::string GpuHealth::reason() const {
   std::vector<std::string> parts;
   for (int x : xid_errors)
     if (critical_xid(x)) parts.push_back(fmt::format("XID {}", x));
-  if (ecc_uncorrected > 0) parts.push_back(fmt::format("{} uncorrected ECC errors", ecc_uncorrected));
+  if (ecc_uncorrected > 0)
+    parts.push_back(fmt::format("{} uncorrected ECC errors", ecc_uncorrected));
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
   return out;
@@ -69,12 +73,15 @@ Result<GpuInfo> parse_gpu(const Json& j, size_t pos) {
   g.memory_bytes = r.integer("memory_bytes", 0, int64_t(1) << 50);
   g.pci_bus_id = r.optional_string("pci_bus_id", 32).value_or("");
   g.numa_node = int(r.optional_integer("numa_node", -1, 63).value_or(-1));
-  g.nvlink_peers = r.optional_string_array("nvlink_peers", 64, 96).value_or(std::vector<std::string>{});
+  g.nvlink_peers =
+      r.optional_string_array("nvlink_peers", 64, 96).value_or(std::vector<std::string>{});
   g.mig_capable = r.optional_bool("mig_capable").value_or(false);
   if (auto mode = r.optional_string("mode", 16)) {
     auto m = parse_gpu_mode(*mode);
-    if (!m) r.reject("mode", "must be whole, mig or time-sliced");
-    else g.mode = *m;
+    if (!m)
+      r.reject("mode", "must be whole, mig or time-sliced");
+    else
+      g.mode = *m;
   }
   if (auto mig = r.optional_array("mig_instances")) {
     for (size_t i = 0; i < mig->size(); ++i) {
@@ -92,11 +99,13 @@ Result<GpuInfo> parse_gpu(const Json& j, size_t pos) {
     if (auto x = hr.optional_array("xid_errors")) {
       for (const auto& v : *x) {
         if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 100000)
-          return fail(Error::invalid(fmt::format("gpus[{}].health.xid_errors must be XID codes", pos)));
+          return fail(
+              Error::invalid(fmt::format("gpus[{}].health.xid_errors must be XID codes", pos)));
         g.health.xid_errors.push_back(v.get<int>());
       }
     }
-    g.health.ecc_uncorrected = hr.optional_integer("ecc_uncorrected", 0, int64_t(1) << 40).value_or(0);
+    g.health.ecc_uncorrected =
+        hr.optional_integer("ecc_uncorrected", 0, int64_t(1) << 40).value_or(0);
     GP_TRY_VOID(hr.finish());
   }
   GP_TRY_VOID(r.finish());
@@ -113,7 +122,8 @@ Result<GpuInfo> parse_gpu(const Json& j, size_t pos) {
     if (auto v = validate(**cat, g.mig_instances); !v)
       return fail(Error::invalid(fmt::format("GPU {}: {}", g.uuid, v.error().message)));
   } else if (!g.mig_instances.empty()) {
-    return fail(Error::invalid(fmt::format("GPU {} lists MIG instances but is not in MIG mode", g.uuid)));
+    return fail(
+        Error::invalid(fmt::format("GPU {} lists MIG instances but is not in MIG mode", g.uuid)));
   }
   return g;
 }
@@ -137,7 +147,8 @@ Result<Inventory> parse_inventory(const Json& j) {
     if (auto labels = nr.optional_object("labels")) {
       if (labels->size() > 64) nr.reject("labels", "at most 64 labels");
       for (auto it = labels->begin(); it != labels->end(); ++it) {
-        if (!it->is_string() || it.key().size() > 253 || it->get_ref<const std::string&>().size() > 253) {
+        if (!it->is_string() || it.key().size() > 253 ||
+            it->get_ref<const std::string&>().size() > 253) {
           nr.reject("labels", "keys and values must be strings of at most 253 characters");
           break;
         }
@@ -162,8 +173,8 @@ Result<Inventory> parse_inventory(const Json& j) {
   for (const auto& g : inv.gpus)
     for (const auto& peer : g.nvlink_peers)
       if (!uuids.contains(peer) || peer == g.uuid)
-        return fail(Error::invalid(
-            fmt::format("GPU {} lists NVLink peer {} that is not another GPU of this node", g.uuid, peer)));
+        return fail(Error::invalid(fmt::format(
+            "GPU {} lists NVLink peer {} that is not another GPU of this node", g.uuid, peer)));
   return inv;
 }
 
@@ -180,7 +191,8 @@ Json to_json(const GpuInfo& g) {
           {"mig_capable", g.mig_capable},
           {"mode", gpu_mode_name(g.mode)},
           {"mig_instances", mig},
-          {"health", {{"xid_errors", g.health.xid_errors}, {"ecc_uncorrected", g.health.ecc_uncorrected}}}};
+          {"health",
+           {{"xid_errors", g.health.xid_errors}, {"ecc_uncorrected", g.health.ecc_uncorrected}}}};
 }
 
 Json to_json(const Inventory& inv) {

@@ -19,24 +19,24 @@ std::string_view gpu_mode_name(GpuMode m);
 std::optional<GpuMode> parse_gpu_mode(std::string_view s);
 
 struct GpuHealth {
-  std::vector<int> xid_errors;      // XID codes seen since the last report
-  int64_t ecc_uncorrected = 0;      // volatile uncorrected ECC errors
-  bool healthy() const;             // no critical XID and no uncorrected ECC errors
-  std::string reason() const;       // why not healthy ("" when healthy)
+  std::vector<int> xid_errors;  // XID codes seen since the last report
+  int64_t ecc_uncorrected = 0;  // volatile uncorrected ECC errors
+  bool healthy() const;         // no critical XID and no uncorrected ECC errors
+  std::string reason() const;   // why not healthy ("" when healthy)
 };
 
 struct GpuInfo {
-  std::string uuid;        // "GPU-xxxxxxxx-..."
-  int index = 0;           // NVML index on the node
-  std::string model;       // canonical short model: "H200", "A100-80GB", "L40S"
-  std::string product;     // as NVML names it: "NVIDIA H200"
+  std::string uuid;     // "GPU-xxxxxxxx-..."
+  int index = 0;        // NVML index on the node
+  std::string model;    // canonical short model: "H200", "A100-80GB", "L40S"
+  std::string product;  // as NVML names it: "NVIDIA H200"
   int64_t memory_bytes = 0;
   std::string pci_bus_id;  // "00000000:18:00.0"
   int numa_node = -1;
   std::vector<std::string> nvlink_peers;  // UUIDs
   bool mig_capable = false;
   GpuMode mode = GpuMode::kWhole;
-  Layout mig_instances;    // existing MIG layout when mode == kMig
+  Layout mig_instances;  // existing MIG layout when mode == kMig
   GpuHealth health;
 };
 

@@ -8,12 +8,18 @@ namespace gp::fleet {
 
 std::string_view node_state_name(NodeState s) {
   switch (s) {
-    case NodeState::kEnrolling: return "enrolling";
-    case NodeState::kReady: return "ready";
-    case NodeState::kDraining: return "draining";
-    case NodeState::kMaintenance: return "maintenance";
-    case NodeState::kFailed: return "failed";
-    case NodeState::kRetired: return "retired";
+    case NodeState::kEnrolling:
+      return "enrolling";
+    case NodeState::kReady:
+      return "ready";
+    case NodeState::kDraining:
+      return "draining";
+    case NodeState::kMaintenance:
+      return "maintenance";
+    case NodeState::kFailed:
+      return "failed";
+    case NodeState::kRetired:
+      return "retired";
   }
   return "failed";
 }
@@ -27,14 +33,22 @@ std::optional<NodeState> parse_node_state(std::string_view s) {
 
 std::string_view node_action_name(NodeAction a) {
   switch (a) {
-    case NodeAction::kActivate: return "activate";
-    case NodeAction::kDrain: return "drain";
-    case NodeAction::kDrainComplete: return "drain-complete";
-    case NodeAction::kMaintenance: return "maintenance";
-    case NodeAction::kResume: return "resume";
-    case NodeAction::kFail: return "fail";
-    case NodeAction::kRecover: return "recover";
-    case NodeAction::kRetire: return "retire";
+    case NodeAction::kActivate:
+      return "activate";
+    case NodeAction::kDrain:
+      return "drain";
+    case NodeAction::kDrainComplete:
+      return "drain-complete";
+    case NodeAction::kMaintenance:
+      return "maintenance";
+    case NodeAction::kResume:
+      return "resume";
+    case NodeAction::kFail:
+      return "fail";
+    case NodeAction::kRecover:
+      return "recover";
+    case NodeAction::kRetire:
+      return "retire";
   }
   return "fail";
 }
@@ -51,8 +65,8 @@ Result<NodeState> transition(NodeState from, NodeAction action) {
   using S = NodeState;
   using A = NodeAction;
   auto bad = [&] {
-    return fail(Error::conflict(fmt::format("a {} node cannot {}", node_state_name(from),
-                                            node_action_name(action))));
+    return fail(Error::conflict(
+        fmt::format("a {} node cannot {}", node_state_name(from), node_action_name(action))));
   };
   if (from == S::kRetired) return bad();
   switch (action) {
@@ -68,7 +82,8 @@ Result<NodeState> transition(NodeState from, NodeAction action) {
     case A::kMaintenance:
       // Straight to maintenance skips the wait for work to leave: only when there is none,
       // which the caller checks.
-      if (from == S::kReady || from == S::kDraining || from == S::kFailed || from == S::kMaintenance)
+      if (from == S::kReady || from == S::kDraining || from == S::kFailed ||
+          from == S::kMaintenance)
         return S::kMaintenance;
       return bad();
     case A::kResume:

@@ -15,7 +15,16 @@
 namespace gp::fleet {
 
 enum class NodeState { kEnrolling, kReady, kDraining, kMaintenance, kFailed, kRetired };
-enum class NodeAction { kActivate, kDrain, kDrainComplete, kMaintenance, kResume, kFail, kRecover, kRetire };
+enum class NodeAction {
+  kActivate,
+  kDrain,
+  kDrainComplete,
+  kMaintenance,
+  kResume,
+  kFail,
+  kRecover,
+  kRetire
+};
 
 std::string_view node_state_name(NodeState s);
 std::optional<NodeState> parse_node_state(std::string_view s);

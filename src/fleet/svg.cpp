@@ -11,11 +11,20 @@ std::string esc(std::string_view s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out.push_back(c);
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out.push_back(c);
     }
   }
   return out;
@@ -24,11 +33,16 @@ std::string esc(std::string_view s) {
 // A stable colour per profile size (compute slices).
 std::string_view profile_colour(int compute_slices) {
   switch (compute_slices) {
-    case 1: return "#7fb3d5";
-    case 2: return "#76d7c4";
-    case 3: return "#f7dc6f";
-    case 4: return "#f0b27a";
-    default: return "#c39bd3";
+    case 1:
+      return "#7fb3d5";
+    case 2:
+      return "#76d7c4";
+    case 3:
+      return "#f7dc6f";
+    case 4:
+      return "#f0b27a";
+    default:
+      return "#c39bd3";
   }
 }
 
@@ -38,13 +52,14 @@ constexpr std::string_view kHeader =
     "\n<title>{}</title>\n";
 
 // Draws one GPU's MIG slices into a box at (x, y) of width w, height h.
-void draw_slices(std::string& out, const MigCatalog& cat, const Layout& layout, int x, int y,
-                 int w, int h) {
+void draw_slices(std::string& out, const MigCatalog& cat, const Layout& layout, int x, int y, int w,
+                 int h) {
   double slice_w = double(w) / cat.memory_slices;
   for (int s = 0; s < cat.memory_slices; ++s)
-    out += fmt::format(R"(<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="#eeeeee" stroke="#ffffff"/>)"
-                       "\n",
-                       x + s * slice_w, y, slice_w, h);
+    out += fmt::format(
+        R"(<rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" fill="#eeeeee" stroke="#ffffff"/>)"
+        "\n",
+        x + s * slice_w, y, slice_w, h);
   for (const auto& inst : layout) {
     const MigProfile* p = cat.find(inst.profile);
     if (!p) continue;
@@ -56,7 +71,7 @@ void draw_slices(std::string& out, const MigCatalog& cat, const Layout& layout, 
         "\n",
         esc(inst.profile), inst.start, p->compute_slices, ix + 1, y + 1, iw - 2, h - 2,
         profile_colour(p->compute_slices), ix + iw / 2, y + h / 2 + 4,
-        iw >= 60 ? esc(inst.profile)
+        iw >= 60   ? esc(inst.profile)
         : iw >= 18 ? esc(inst.profile.substr(0, inst.profile.find('.')))
                    : std::string());
   }
@@ -67,17 +82,21 @@ void draw_slices(std::string& out, const MigCatalog& cat, const Layout& layout, 
 std::string mig_layout_svg(const MigCatalog& cat, const Layout& layout, std::string_view title) {
   const int w = 640, h = 110;
   std::string out = fmt::format(fmt::runtime(kHeader), w, h, w, h, esc(title), esc(title));
-  out += fmt::format(R"(<text x="10" y="20" font-size="14" font-weight="bold">{}</text>)" "\n",
+  out += fmt::format(R"(<text x="10" y="20" font-size="14" font-weight="bold">{}</text>)"
+                     "\n",
                      esc(title));
   draw_slices(out, cat, layout, 10, 32, w - 20, 44);
   for (int s = 0; s < cat.memory_slices; ++s)
-    out += fmt::format(R"(<text x="{:.1f}" y="92" text-anchor="middle" fill="#666666">{}</text>)" "\n",
+    out += fmt::format(R"(<text x="{:.1f}" y="92" text-anchor="middle" fill="#666666">{}</text>)"
+                       "\n",
                        10 + (s + 0.5) * (w - 20.0) / cat.memory_slices, s);
   auto free = free_capacity(cat, layout);
   std::string room;
   for (size_t i = 0; i < free.size() && i < cat.profiles.size(); ++i)
-    if (free[i] > 0) room += fmt::format("{}{}x {}", room.empty() ? "" : ", ", free[i], cat.profiles[i].name);
-  out += fmt::format(R"(<text x="10" y="106" fill="#333333">free: {}</text>)" "\n",
+    if (free[i] > 0)
+      room += fmt::format("{}{}x {}", room.empty() ? "" : ", ", free[i], cat.profiles[i].name);
+  out += fmt::format(R"(<text x="10" y="106" fill="#333333">free: {}</text>)"
+                     "\n",
                      esc(room.empty() ? "none" : room));
   out += "</svg>\n";
   return out;
@@ -90,13 +109,14 @@ std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& 
   const int w = label_w + int(max_gpus) * (gpu_w + gap) + 20;
   const int row_h = gpu_h + 14;
   const int h = 60 + int(nodes.size()) * row_h + 40;
-  std::string out = fmt::format(fmt::runtime(kHeader), w, h, w, h, "gpuplane fleet map",
-                                "gpuplane fleet map");
-  out += R"(<text x="10" y="22" font-size="16" font-weight="bold">Fleet map</text>)" "\n";
+  std::string out =
+      fmt::format(fmt::runtime(kHeader), w, h, w, h, "gpuplane fleet map", "gpuplane fleet map");
+  out += R"(<text x="10" y="22" font-size="16" font-weight="bold">Fleet map</text>)"
+         "\n";
   int y = 44;
   for (const auto& [n, gpus] : nodes) {
     std::string_view state = node_state_name(n.state);
-    std::string colour = n.state == NodeState::kReady ? (n.cordoned ? "#b7950b" : "#1e8449")
+    std::string colour = n.state == NodeState::kReady    ? (n.cordoned ? "#b7950b" : "#1e8449")
                          : n.state == NodeState::kFailed ? "#c0392b"
                                                          : "#7f8c8d";
     out += fmt::format(
@@ -104,11 +124,13 @@ std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& 
         R"(<text x="28" y="{}">{}</text><text x="28" y="{}" fill="#666666" font-size="10">{}{}</text></g>)"
         "\n",
         esc(n.info.name), state, n.cordoned ? ", cordoned" : "", esc(n.info.rack),
-        esc(n.pool_id.value_or("shared")), y + gpu_h / 2, colour, y + 14, esc(n.info.name),
-        y + 28, state, n.cordoned ? " cordoned" : "");
+        esc(n.pool_id.value_or("shared")), y + gpu_h / 2, colour, y + 14, esc(n.info.name), y + 28,
+        state, n.cordoned ? " cordoned" : "");
     int x = label_w;
     for (const auto& g : gpus) {
-      std::string fill = g.health == "healthy" ? "#d5f5e3" : g.health == "missing" ? "#d7dbdd" : "#f5b7b1";
+      std::string fill = g.health == "healthy"   ? "#d5f5e3"
+                         : g.health == "missing" ? "#d7dbdd"
+                                                 : "#f5b7b1";
       out += fmt::format(
           R"(<g><title>GPU {} {} {} {} {}</title><rect x="{}" y="{}" width="{}" height="{}" rx="4" fill="{}" stroke="#555555"/>)"
           "\n",
@@ -118,8 +140,9 @@ std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& 
         if (auto cat = mig_catalog(g.info.product.empty() ? g.info.model : g.info.product); cat)
           draw_slices(out, **cat, g.info.mig_instances, x + 3, y + 14, gpu_w - 6, gpu_h - 17);
       }
-      out += fmt::format(R"(<text x="{}" y="{}" font-size="10">{} {}{}</text></g>)" "\n", x + 4, y + 11,
-                         g.info.index, esc(g.info.model),
+      out += fmt::format(R"(<text x="{}" y="{}" font-size="10">{} {}{}</text></g>)"
+                         "\n",
+                         x + 4, y + 11, g.info.index, esc(g.info.model),
                          g.info.mode == GpuMode::kTimeSliced ? " TS" : "");
       x += gpu_w + gap;
     }
@@ -127,12 +150,16 @@ std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& 
   }
   // Legend.
   int lx = 10;
-  out += fmt::format(R"(<text x="{}" y="{}" fill="#555555">TS = time-sliced; MIG GPUs show their instances on memory slices 0-7</text>)" "\n",
-                     340, y + 19);
+  out += fmt::format(
+      R"(<text x="{}" y="{}" fill="#555555">TS = time-sliced; MIG GPUs show their instances on memory slices 0-7</text>)"
+      "\n",
+      340, y + 19);
   for (auto [label, fill] : {std::pair{"healthy", "#d5f5e3"}, std::pair{"unhealthy", "#f5b7b1"},
                              std::pair{"missing", "#d7dbdd"}}) {
-    out += fmt::format(R"(<rect x="{}" y="{}" width="14" height="14" fill="{}" stroke="#555555"/><text x="{}" y="{}">{}</text>)" "\n",
-                       lx, y + 8, fill, lx + 20, y + 19, label);
+    out += fmt::format(
+        R"(<rect x="{}" y="{}" width="14" height="14" fill="{}" stroke="#555555"/><text x="{}" y="{}">{}</text>)"
+        "\n",
+        lx, y + 8, fill, lx + 20, y + 19, label);
     lx += 110;
   }
   out += "</svg>\n";

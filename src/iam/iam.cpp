@@ -46,8 +46,8 @@ const std::vector<RoleInfo>& role_table() {
       {Role::kProjectAdmin,
        "project-admin",
        ScopeLevel::kProject,
-       {P::kProjectRead, P::kProjectUpdate, P::kIdentityRead, P::kBindingWrite,
-        P::kAllocationRead, P::kAllocationWrite}},
+       {P::kProjectRead, P::kProjectUpdate, P::kIdentityRead, P::kBindingWrite, P::kAllocationRead,
+        P::kAllocationWrite}},
       {Role::kProjectMember,
        "project-member",
        ScopeLevel::kProject,
@@ -95,24 +95,42 @@ const std::vector<Role>& all_roles() {
 
 std::string_view permission_name(Permission p) {
   switch (p) {
-    case P::kTenantCreate: return "tenant.create";
-    case P::kTenantRead: return "tenant.read";
-    case P::kTenantUpdate: return "tenant.update";
-    case P::kTenantDelete: return "tenant.delete";
-    case P::kTenantList: return "tenant.list";
-    case P::kProjectCreate: return "project.create";
-    case P::kProjectRead: return "project.read";
-    case P::kProjectUpdate: return "project.update";
-    case P::kProjectDelete: return "project.delete";
-    case P::kIdentityRead: return "identity.read";
-    case P::kIdentityWrite: return "identity.write";
-    case P::kBindingWrite: return "binding.write";
-    case P::kAuditRead: return "audit.read";
-    case P::kFleetRead: return "fleet.read";
-    case P::kFleetWrite: return "fleet.write";
-    case P::kAllocationRead: return "allocation.read";
-    case P::kAllocationWrite: return "allocation.write";
-    case P::kBillingRead: return "billing.read";
+    case P::kTenantCreate:
+      return "tenant.create";
+    case P::kTenantRead:
+      return "tenant.read";
+    case P::kTenantUpdate:
+      return "tenant.update";
+    case P::kTenantDelete:
+      return "tenant.delete";
+    case P::kTenantList:
+      return "tenant.list";
+    case P::kProjectCreate:
+      return "project.create";
+    case P::kProjectRead:
+      return "project.read";
+    case P::kProjectUpdate:
+      return "project.update";
+    case P::kProjectDelete:
+      return "project.delete";
+    case P::kIdentityRead:
+      return "identity.read";
+    case P::kIdentityWrite:
+      return "identity.write";
+    case P::kBindingWrite:
+      return "binding.write";
+    case P::kAuditRead:
+      return "audit.read";
+    case P::kFleetRead:
+      return "fleet.read";
+    case P::kFleetWrite:
+      return "fleet.write";
+    case P::kAllocationRead:
+      return "allocation.read";
+    case P::kAllocationWrite:
+      return "allocation.write";
+    case P::kBillingRead:
+      return "billing.read";
   }
   return "unknown";
 }
@@ -143,7 +161,8 @@ Decision authorize(const Principal& who, Permission what, const Scope& where) {
   for (const auto& b : who.bindings) {
     if (!grants(b.role, what)) continue;
     switch (b.level()) {
-      case ScopeLevel::kPlatform: return Decision::kAllow;
+      case ScopeLevel::kPlatform:
+        return Decision::kAllow;
       case ScopeLevel::kTenant:
         if (where.tenant_id && *where.tenant_id == *b.tenant_id) return Decision::kAllow;
         break;
@@ -213,8 +232,7 @@ bool verify_password(std::string_view encoded_hash, std::string_view password) {
 }
 
 Result<void> validate_password_strength(std::string_view password) {
-  if (password.size() < 12)
-    return fail(Error::invalid("password must be at least 12 characters"));
+  if (password.size() < 12) return fail(Error::invalid("password must be at least 12 characters"));
   if (password.size() > 256) return fail(Error::invalid("password longer than 256 characters"));
   return ok();
 }
@@ -224,16 +242,16 @@ Result<Principal> Authenticator::load_principal(store::Tx& tx, std::string_view 
   Principal p;
   std::optional<store::Row> row;
   if (kind == "user") {
-    row = GP_TRY(tx.query_one(
-        "SELECT u.id, u.username, u.tenant_id, u.state, t.state FROM users u "
-        "LEFT JOIN tenants t ON t.id = u.tenant_id WHERE u.id = ?",
-        {std::string(id)}));
+    row =
+        GP_TRY(tx.query_one("SELECT u.id, u.username, u.tenant_id, u.state, t.state FROM users u "
+                            "LEFT JOIN tenants t ON t.id = u.tenant_id WHERE u.id = ?",
+                            {std::string(id)}));
     p.kind = PrincipalKind::kUser;
   } else {
-    row = GP_TRY(tx.query_one(
-        "SELECT s.id, s.name, s.tenant_id, s.state, t.state FROM service_accounts s "
-        "LEFT JOIN tenants t ON t.id = s.tenant_id WHERE s.id = ?",
-        {std::string(id)}));
+    row = GP_TRY(
+        tx.query_one("SELECT s.id, s.name, s.tenant_id, s.state, t.state FROM service_accounts s "
+                     "LEFT JOIN tenants t ON t.id = s.tenant_id WHERE s.id = ?",
+                     {std::string(id)}));
     p.kind = PrincipalKind::kServiceAccount;
   }
   if (!row) return fail(Error::unauthenticated("credential owner no longer exists"));
@@ -271,8 +289,8 @@ Result<Principal> Authenticator::authenticate(std::string_view bearer) const {
           {parsed->id}));
     } else if (parsed->id.starts_with("nod_")) {
       // A node agent: no role bindings; only the agent routes accept it.
-      auto node = GP_TRY(tx.query_one(
-          "SELECT credential_hash, name, state FROM nodes WHERE id = ?", {parsed->id}));
+      auto node = GP_TRY(tx.query_one("SELECT credential_hash, name, state FROM nodes WHERE id = ?",
+                                      {parsed->id}));
       if (!node || node->is_null(0) ||
           !constant_time_equal(node->text(0), hash_secret(parsed->secret)))
         return fail(Error::unauthenticated("unknown or revoked node credential"));

@@ -43,9 +43,9 @@ enum class Permission {
   kProjectRead,
   kProjectUpdate,
   kProjectDelete,
-  kIdentityRead,    // users, service accounts, keys, bindings
-  kIdentityWrite,   // create/delete users, service accounts, keys of others
-  kBindingWrite,    // create/delete role bindings
+  kIdentityRead,   // users, service accounts, keys, bindings
+  kIdentityWrite,  // create/delete users, service accounts, keys of others
+  kBindingWrite,   // create/delete role bindings
   kAuditRead,
   kFleetRead,
   kFleetWrite,
@@ -105,7 +105,8 @@ bool may_grant(const Principal& granter, Role role, const Scope& where);
 // ---- credentials ----
 
 // Bearer tokens look like "<id>.<secret>" where id is "key_..." (API key), "ses_..." (login
-// session) or "nod_..." (a node agent's credential, issued at enrolment) and secret is 32 random bytes in base64url. Only sha256(secret) is stored.
+// session) or "nod_..." (a node agent's credential, issued at enrolment) and secret is 32 random
+// bytes in base64url. Only sha256(secret) is stored.
 struct IssuedToken {
   std::string id;
   std::string token;        // shown once
@@ -131,8 +132,7 @@ class Authenticator {
   Authenticator(store::Store& store, const Clock& clock) : store_(store), clock_(clock) {}
   Result<Principal> authenticate(std::string_view bearer_token) const;
   // Loads the principal of a user or service account by id (bindings included).
-  Result<Principal> load_principal(store::Tx& tx, std::string_view kind,
-                                   std::string_view id) const;
+  Result<Principal> load_principal(store::Tx& tx, std::string_view kind, std::string_view id) const;
 
  private:
   store::Store& store_;

@@ -53,8 +53,8 @@ class Connection {
       int rc = sqlite3_prepare_v3(db_, sql.data(), int(sql.size()), SQLITE_PREPARE_PERSISTENT,
                                   &stmt, nullptr);
       if (rc != SQLITE_OK)
-        return fail(Error::internal(fmt::format("sqlite prepare: {} in: {}", sqlite3_errmsg(db_),
-                                                sql)));
+        return fail(
+            Error::internal(fmt::format("sqlite prepare: {} in: {}", sqlite3_errmsg(db_), sql)));
       cache_.emplace(std::string(sql), stmt);
     }
     sqlite3_reset(stmt);
@@ -95,9 +95,15 @@ class Connection {
       cols.reserve(n);
       for (int c = 0; c < n; ++c) {
         switch (sqlite3_column_type(stmt, c)) {
-          case SQLITE_NULL: cols.emplace_back(Null{}); break;
-          case SQLITE_INTEGER: cols.emplace_back(int64_t(sqlite3_column_int64(stmt, c))); break;
-          case SQLITE_FLOAT: cols.emplace_back(sqlite3_column_double(stmt, c)); break;
+          case SQLITE_NULL:
+            cols.emplace_back(Null{});
+            break;
+          case SQLITE_INTEGER:
+            cols.emplace_back(int64_t(sqlite3_column_int64(stmt, c)));
+            break;
+          case SQLITE_FLOAT:
+            cols.emplace_back(sqlite3_column_double(stmt, c));
+            break;
           default: {
             auto p = reinterpret_cast<const char*>(sqlite3_column_text(stmt, c));
             cols.emplace_back(std::string(p ? p : "", size_t(sqlite3_column_bytes(stmt, c))));
@@ -189,8 +195,7 @@ class SqliteStore final : public Store {
  private:
   SqliteStore() = default;
 
-  Result<void> in_tx(Connection& c, const char* begin,
-                     const std::function<Result<void>(Tx&)>& fn) {
+  Result<void> in_tx(Connection& c, const char* begin, const std::function<Result<void>(Tx&)>& fn) {
     GP_TRY_VOID(c.exec_script(begin));
     SqliteTx tx(c);
     auto r = fn(tx);

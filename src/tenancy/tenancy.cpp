@@ -24,7 +24,8 @@ Value owner_value(const Owner& o) {
   return o->tenant_id();
 }
 // SQL fragment matching the owner column: "tenant_id = ?" or "tenant_id IS NULL".
-std::string owner_clause(const Owner& o, store::Params& params, std::string_view col = "tenant_id") {
+std::string owner_clause(const Owner& o, store::Params& params,
+                         std::string_view col = "tenant_id") {
   if (!o) return fmt::format("{} IS NULL", col);
   params.push_back(o->tenant_id());
   return fmt::format("{} = ?", col);
@@ -37,15 +38,14 @@ Result<std::map<std::string, std::string>> parse_labels(const Json& j) {
     if (it.key().empty() || it.key().size() > 63)
       return fail(Error::invalid("label keys must be 1 to 63 characters"));
     if (!it->is_string() || it->get_ref<const std::string&>().size() > 63)
-      return fail(Error::invalid(fmt::format("label '{}' must be a string of at most 63 characters",
-                                             it.key())));
+      return fail(Error::invalid(
+          fmt::format("label '{}' must be a string of at most 63 characters", it.key())));
     out[it.key()] = it->get<std::string>();
   }
   return out;
 }
 
 std::optional<int64_t> page_limit_fetch(const PageRequest& p) { return int64_t(p.limit) + 1; }
-
 
 Result<void> check_version(std::optional<int64_t> if_match, int64_t version) {
   if (if_match && *if_match != version)
@@ -71,8 +71,9 @@ Result<void> validate_display(std::string_view field, std::string_view v) {
 
 // Revokes every credential of a subject (keys and, for users, sessions).
 Result<void> revoke_credentials_of(store::Tx& tx, int64_t now, const std::string& subject_id) {
-  GP_TRY_VOID(tx.exec("UPDATE api_keys SET revoked_at = ? WHERE owner_id = ? AND revoked_at IS NULL",
-                      {now, subject_id}));
+  GP_TRY_VOID(
+      tx.exec("UPDATE api_keys SET revoked_at = ? WHERE owner_id = ? AND revoked_at IS NULL",
+              {now, subject_id}));
   GP_TRY_VOID(tx.exec("UPDATE sessions SET revoked_at = ? WHERE user_id = ? AND revoked_at IS NULL",
                       {now, subject_id}));
   return ok();
@@ -82,10 +83,14 @@ Result<void> revoke_credentials_of(store::Tx& tx, int64_t now, const std::string
 
 std::string_view class_name(IsolationClass c) {
   switch (c) {
-    case IsolationClass::kInternal: return "internal";
-    case IsolationClass::kStandard: return "standard";
-    case IsolationClass::kSensitive: return "sensitive";
-    case IsolationClass::kRegulated: return "regulated";
+    case IsolationClass::kInternal:
+      return "internal";
+    case IsolationClass::kStandard:
+      return "standard";
+    case IsolationClass::kSensitive:
+      return "sensitive";
+    case IsolationClass::kRegulated:
+      return "regulated";
   }
   return "standard";
 }
@@ -97,9 +102,12 @@ std::optional<IsolationClass> parse_class(std::string_view s) {
 }
 std::string_view state_name(TenantState s) {
   switch (s) {
-    case TenantState::kActive: return "active";
-    case TenantState::kSuspended: return "suspended";
-    case TenantState::kOffboarding: return "offboarding";
+    case TenantState::kActive:
+      return "active";
+    case TenantState::kSuspended:
+      return "suspended";
+    case TenantState::kOffboarding:
+      return "offboarding";
   }
   return "active";
 }
@@ -151,7 +159,9 @@ Json ServiceAccount::to_json() const {
           {"version", version}};
 }
 Json ApiKey::to_json(int64_t now) const {
-  std::string st = revoked_at ? "revoked" : (expires_at && *expires_at <= now) ? "expired" : "active";
+  std::string st = revoked_at                           ? "revoked"
+                   : (expires_at && *expires_at <= now) ? "expired"
+                                                        : "active";
   return {{"id", id},
           {"tenant_id", tenant_id ? Json(*tenant_id) : Json(nullptr)},
           {"owner_kind", owner_kind},
@@ -232,10 +242,9 @@ Result<Tenant> create_tenant(store::Tx& tx, const World& w, const TenantSpec& sp
 }
 
 Result<std::optional<Tenant>> find_tenant(store::Tx& tx, std::string_view key) {
-  auto row = GP_TRY(tx.query_one(
-      fmt::format("SELECT {} FROM tenants WHERE {} = ?", kTenantCols,
-                  key.starts_with("ten_") ? "id" : "name"),
-      {std::string(key)}));
+  auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM tenants WHERE {} = ?", kTenantCols,
+                                             key.starts_with("ten_") ? "id" : "name"),
+                                 {std::string(key)}));
   if (!row) return std::optional<Tenant>();
   return std::optional<Tenant>(tenant_from(*row));
 }
@@ -243,9 +252,9 @@ Result<std::optional<Tenant>> find_tenant(store::Tx& tx, std::string_view key) {
 Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
                                   const std::optional<std::vector<std::string>>& only_ids) {
   std::vector<Tenant> out;
-  auto rows = GP_TRY(tx.query(
-      fmt::format("SELECT {} FROM tenants WHERE id > ? ORDER BY id LIMIT ?", kTenantCols),
-      {page.after.value_or(""), only_ids ? int64_t(1) << 40 : *page_limit_fetch(page)}));
+  auto rows = GP_TRY(
+      tx.query(fmt::format("SELECT {} FROM tenants WHERE id > ? ORDER BY id LIMIT ?", kTenantCols),
+               {page.after.value_or(""), only_ids ? int64_t(1) << 40 : *page_limit_fetch(page)}));
   for (const auto& r : rows) {
     Tenant t = tenant_from(r);
     if (only_ids && std::find(only_ids->begin(), only_ids->end(), t.id) == only_ids->end())
@@ -313,10 +322,10 @@ Result<Tenant> offboard_tenant(store::Tx& tx, const World& w, const TenantScope&
                       {std::string("offboarding"), now, t.version, t.id}));
   GP_TRY_VOID(tx.exec("UPDATE api_keys SET revoked_at=? WHERE tenant_id=? AND revoked_at IS NULL",
                       {now, t.id}));
-  GP_TRY_VOID(tx.exec(
-      "UPDATE sessions SET revoked_at=? WHERE revoked_at IS NULL AND user_id IN "
-      "(SELECT id FROM users WHERE tenant_id=?)",
-      {now, t.id}));
+  GP_TRY_VOID(
+      tx.exec("UPDATE sessions SET revoked_at=? WHERE revoked_at IS NULL AND user_id IN "
+              "(SELECT id FROM users WHERE tenant_id=?)",
+              {now, t.id}));
   return t;
 }
 
@@ -345,9 +354,9 @@ Result<Project> create_project(store::Tx& tx, const World& w, const TenantScope&
   Project p{w.ids.next("prj"), s.tenant_id(), spec.name,
             spec.display_name.empty() ? spec.name : spec.display_name};
   p.created_at = p.updated_at = w.now();
-  auto r = tx.exec(fmt::format("INSERT INTO projects ({}) VALUES (?,?,?,?,?,?,?)", kProjectCols),
-                   {p.id, p.tenant_id, p.name, p.display_name, p.created_at, p.updated_at,
-                    p.version});
+  auto r =
+      tx.exec(fmt::format("INSERT INTO projects ({}) VALUES (?,?,?,?,?,?,?)", kProjectCols),
+              {p.id, p.tenant_id, p.name, p.display_name, p.created_at, p.updated_at, p.version});
   if (!r && r.error().code == ErrorCode::kConflict)
     return fail(Error::conflict(fmt::format("a project named '{}' already exists", spec.name)));
   GP_TRY_VOID(r);
@@ -356,20 +365,20 @@ Result<Project> create_project(store::Tx& tx, const World& w, const TenantScope&
 
 Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
                                             std::string_view key) {
-  auto row = GP_TRY(tx.query_one(
-      fmt::format("SELECT {} FROM projects WHERE tenant_id = ? AND {} = ?", kProjectCols,
-                  key.starts_with("prj_") ? "id" : "name"),
-      {s.tenant_id(), std::string(key)}));
+  auto row =
+      GP_TRY(tx.query_one(fmt::format("SELECT {} FROM projects WHERE tenant_id = ? AND {} = ?",
+                                      kProjectCols, key.starts_with("prj_") ? "id" : "name"),
+                          {s.tenant_id(), std::string(key)}));
   if (!row) return std::optional<Project>();
   return std::optional<Project>(project_from(*row));
 }
 
 Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const PageRequest& page,
                                     const std::optional<std::vector<std::string>>& only_ids) {
-  auto rows = GP_TRY(tx.query(
-      fmt::format("SELECT {} FROM projects WHERE tenant_id = ? AND id > ? ORDER BY id",
-                  kProjectCols),
-      {s.tenant_id(), page.after.value_or("")}));
+  auto rows = GP_TRY(
+      tx.query(fmt::format("SELECT {} FROM projects WHERE tenant_id = ? AND id > ? ORDER BY id",
+                           kProjectCols),
+               {s.tenant_id(), page.after.value_or("")}));
   std::vector<Project> out;
   for (const auto& r : rows) {
     Project p = project_from(r);
@@ -403,7 +412,8 @@ Result<Project> update_project(store::Tx& tx, const World& w, const TenantScope&
 Result<void> delete_project(store::Tx& tx, const TenantScope& s, const std::string& id) {
   GP_TRY_VOID(tx.exec("DELETE FROM role_bindings WHERE tenant_id = ? AND project_id = ?",
                       {s.tenant_id(), id}));
-  auto n = GP_TRY(tx.exec("DELETE FROM projects WHERE tenant_id = ? AND id = ?", {s.tenant_id(), id}));
+  auto n =
+      GP_TRY(tx.exec("DELETE FROM projects WHERE tenant_id = ? AND id = ?", {s.tenant_id(), id}));
   if (n == 0) return fail(Error::not_found("project not found"));
   return ok();
 }
@@ -459,7 +469,8 @@ Result<User> create_user(store::Tx& tx, const World& w, const Owner& owner, cons
       {u.id, owner_value(owner), u.username, u.display_name, u.email, pw, u.state, u.created_at,
        u.updated_at, u.version});
   if (!r && r.error().code == ErrorCode::kConflict)
-    return fail(Error::conflict(fmt::format("username '{}' is taken", spec.username)));  // in this scope
+    return fail(
+        Error::conflict(fmt::format("username '{}' is taken", spec.username)));  // in this scope
   GP_TRY_VOID(r);
   return u;
 }
@@ -468,10 +479,9 @@ Result<std::optional<User>> find_user(store::Tx& tx, const Owner& owner, std::st
   store::Params params;
   std::string where = owner_clause(owner, params);
   params.push_back(std::string(key));
-  auto row = GP_TRY(tx.query_one(
-      fmt::format("SELECT {} FROM users WHERE {} AND {} = ?", kUserCols, where,
-                  key.starts_with("usr_") ? "id" : "username"),
-      params));
+  auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM users WHERE {} AND {} = ?", kUserCols,
+                                             where, key.starts_with("usr_") ? "id" : "username"),
+                                 params));
   if (!row) return std::optional<User>();
   return std::optional<User>(user_from(*row));
 }
@@ -497,10 +507,10 @@ Result<void> delete_user(store::Tx& tx, const World& w, const Owner& owner, cons
   GP_TRY_VOID(tx.exec("DELETE FROM role_bindings WHERE subject_id = ?", {u->id}));
   // The row stays (disabled) so the audit trail's actor ids keep resolving; the username is
   // freed for reuse.
-  GP_TRY_VOID(tx.exec(
-      "UPDATE users SET state='deleted', username=?, password_hash=NULL, updated_at=?, "
-      "version=version+1 WHERE id=?",
-      {fmt::format("deleted-{}", u->id), now, u->id}));
+  GP_TRY_VOID(
+      tx.exec("UPDATE users SET state='deleted', username=?, password_hash=NULL, updated_at=?, "
+              "version=version+1 WHERE id=?",
+              {fmt::format("deleted-{}", u->id), now, u->id}));
   return ok();
 }
 
@@ -611,11 +621,13 @@ Result<ServiceAccount> create_service_account(store::Tx& tx, const World& w, con
   s.name = spec.name;
   s.description = spec.description;
   s.created_at = s.updated_at = w.now();
-  auto r = tx.exec(fmt::format("INSERT INTO service_accounts ({}) VALUES (?,?,?,?,?,?,?,?)", kSaCols),
-                   {s.id, owner_value(owner), s.name, s.description, s.state, s.created_at,
-                    s.updated_at, s.version});
+  auto r =
+      tx.exec(fmt::format("INSERT INTO service_accounts ({}) VALUES (?,?,?,?,?,?,?,?)", kSaCols),
+              {s.id, owner_value(owner), s.name, s.description, s.state, s.created_at, s.updated_at,
+               s.version});
   if (!r && r.error().code == ErrorCode::kConflict)
-    return fail(Error::conflict(fmt::format("a service account named '{}' already exists", s.name)));
+    return fail(
+        Error::conflict(fmt::format("a service account named '{}' already exists", s.name)));
   GP_TRY_VOID(r);
   return s;
 }
@@ -728,8 +740,8 @@ Result<CreatedKey> create_api_key(store::Tx& tx, const World& w, const Owner& ow
   GP_TRY_VOID(tx.exec(
       "INSERT INTO api_keys (id, tenant_id, owner_kind, owner_id, name, secret_hash, created_at, "
       "expires_at) VALUES (?,?,?,?,?,?,?,?)",
-      {k.id, owner_value(owner), k.owner_kind, k.owner_id, k.name, issued.secret_hash,
-       k.created_at, store::opt(k.expires_at)}));
+      {k.id, owner_value(owner), k.owner_kind, k.owner_id, k.name, issued.secret_hash, k.created_at,
+       store::opt(k.expires_at)}));
   return CreatedKey{std::move(k), std::move(issued.token)};
 }
 
@@ -753,9 +765,10 @@ Result<Page<ApiKey>> list_api_keys(store::Tx& tx, const Owner& owner, const Page
   }
   params.push_back(page.after.value_or(""));
   params.push_back(*page_limit_fetch(page));
-  auto rows = GP_TRY(tx.query(
-      fmt::format("SELECT {} FROM api_keys WHERE {} AND id > ? ORDER BY id LIMIT ?", kKeyCols, where),
-      params));
+  auto rows =
+      GP_TRY(tx.query(fmt::format("SELECT {} FROM api_keys WHERE {} AND id > ? ORDER BY id LIMIT ?",
+                                  kKeyCols, where),
+                      params));
   std::vector<ApiKey> out;
   for (const auto& r : rows) out.push_back(key_from(r));
   return make_page(std::move(out), page);
@@ -790,8 +803,8 @@ Result<CreatedSession> create_session(store::Tx& tx, const World& w, const std::
 }
 
 Result<void> revoke_session(store::Tx& tx, const World& w, const std::string& id) {
-  GP_TRY_VOID(tx.exec("UPDATE sessions SET revoked_at=? WHERE id=? AND revoked_at IS NULL",
-                      {w.now(), id}));
+  GP_TRY_VOID(
+      tx.exec("UPDATE sessions SET revoked_at=? WHERE id=? AND revoked_at IS NULL", {w.now(), id}));
   return ok();
 }
 
@@ -833,12 +846,16 @@ Result<Binding> create_binding(store::Tx& tx, const World& w, const Owner& owner
     exists = s && s->id == spec.subject_id;
   }
   if (!exists)
-    return fail(Error::invalid(fmt::format("subject {} not found in this tenant", spec.subject_id)));
-  Binding b{w.ids.next("rb"), where.tenant_id, where.project_id, spec.subject_kind,
-            spec.subject_id,  std::string(iam::role_name(spec.role)), w.now()};
-  auto r = tx.exec(fmt::format("INSERT INTO role_bindings ({}) VALUES (?,?,?,?,?,?,?)", kBindingCols),
-                   {b.id, store::opt(b.tenant_id), store::opt(b.project_id), b.subject_kind,
-                    b.subject_id, b.role, b.created_at});
+    return fail(
+        Error::invalid(fmt::format("subject {} not found in this tenant", spec.subject_id)));
+  Binding b{w.ids.next("rb"), where.tenant_id,
+            where.project_id, spec.subject_kind,
+            spec.subject_id,  std::string(iam::role_name(spec.role)),
+            w.now()};
+  auto r =
+      tx.exec(fmt::format("INSERT INTO role_bindings ({}) VALUES (?,?,?,?,?,?,?)", kBindingCols),
+              {b.id, store::opt(b.tenant_id), store::opt(b.project_id), b.subject_kind,
+               b.subject_id, b.role, b.created_at});
   if (!r && r.error().code == ErrorCode::kConflict)
     return fail(Error::conflict("this role binding already exists"));
   GP_TRY_VOID(r);
@@ -851,7 +868,8 @@ Result<std::optional<Binding>> find_binding(store::Tx& tx, const Owner& owner,
   std::string where = owner_clause(owner, params);
   params.push_back(std::string(id));
   auto row = GP_TRY(tx.query_one(
-      fmt::format("SELECT {} FROM role_bindings WHERE {} AND id = ?", kBindingCols, where), params));
+      fmt::format("SELECT {} FROM role_bindings WHERE {} AND id = ?", kBindingCols, where),
+      params));
   if (!row) return std::optional<Binding>();
   return std::optional<Binding>(binding_from(*row));
 }
@@ -861,10 +879,10 @@ Result<Page<Binding>> list_bindings(store::Tx& tx, const Owner& owner, const Pag
   std::string where = owner_clause(owner, params);
   params.push_back(page.after.value_or(""));
   params.push_back(*page_limit_fetch(page));
-  auto rows = GP_TRY(tx.query(
-      fmt::format("SELECT {} FROM role_bindings WHERE {} AND id > ? ORDER BY id LIMIT ?",
-                  kBindingCols, where),
-      params));
+  auto rows = GP_TRY(
+      tx.query(fmt::format("SELECT {} FROM role_bindings WHERE {} AND id > ? ORDER BY id LIMIT ?",
+                           kBindingCols, where),
+               params));
   std::vector<Binding> out;
   for (const auto& r : rows) out.push_back(binding_from(r));
   return make_page(std::move(out), page);
@@ -874,8 +892,8 @@ Result<void> delete_binding(store::Tx& tx, const Owner& owner, const std::string
   store::Params params;
   std::string where = owner_clause(owner, params);
   params.push_back(id);
-  auto n = GP_TRY(
-      tx.exec(fmt::format("DELETE FROM role_bindings WHERE {} AND id = ?", where), params));
+  auto n =
+      GP_TRY(tx.exec(fmt::format("DELETE FROM role_bindings WHERE {} AND id = ?", where), params));
   if (n == 0) return fail(Error::not_found("role binding not found"));
   return ok();
 }
@@ -893,8 +911,8 @@ Result<std::optional<Bootstrap>> bootstrap_platform_admin(store::Tx& tx, const W
                                  UserSpec{b.username, "Platform administrator", "", b.password}));
   GP_TRY_VOID(create_binding(tx, w, std::nullopt, iam::Scope::platform(),
                              BindingSpec{iam::Role::kPlatformAdmin, "user", user.id, {}}));
-  auto key = GP_TRY(create_api_key(tx, w, std::nullopt,
-                                   ApiKeySpec{"bootstrap", "user", user.id, std::nullopt}));
+  auto key = GP_TRY(
+      create_api_key(tx, w, std::nullopt, ApiKeySpec{"bootstrap", "user", user.id, std::nullopt}));
   b.api_key = key.token;
   GP_TRY_VOID(tx.exec("INSERT INTO meta (key, value) VALUES ('bootstrap', ?)", {user.id}));
   return std::optional<Bootstrap>(std::move(b));

@@ -85,10 +85,8 @@ struct Binding {
   Json to_json() const;
 };
 
-
 // Where a platform-or-tenant object lives: nullopt = platform.
 using Owner = std::optional<TenantScope>;
-
 
 // ---- tenants (platform-level objects) ----
 struct TenantSpec {
@@ -147,9 +145,8 @@ struct UserPatch {
   std::optional<std::string> display_name, email, password, state;
 };
 Result<UserPatch> parse_user_patch(ObjectReader& r);
-Result<User> update_user(store::Tx& tx, const World& w, const Owner& owner,
-                         const std::string& id, const UserPatch& patch,
-                         std::optional<int64_t> if_match);
+Result<User> update_user(store::Tx& tx, const World& w, const Owner& owner, const std::string& id,
+                         const UserPatch& patch, std::optional<int64_t> if_match);
 // Password login as "<tenant>/<username>" (tenant users) or "<username>" (platform users).
 // Returns the user id on success; the same error for unknown user and wrong password, so
 // usernames cannot be probed.
@@ -184,8 +181,7 @@ struct CreatedKey {
 };
 Result<CreatedKey> create_api_key(store::Tx& tx, const World& w, const Owner& owner,
                                   const ApiKeySpec& spec);
-Result<std::optional<ApiKey>> find_api_key(store::Tx& tx, const Owner& owner,
-                                           std::string_view id);
+Result<std::optional<ApiKey>> find_api_key(store::Tx& tx, const Owner& owner, std::string_view id);
 Result<Page<ApiKey>> list_api_keys(store::Tx& tx, const Owner& owner, const PageRequest& page,
                                    const std::optional<std::string>& owner_id);
 Result<void> revoke_api_key(store::Tx& tx, const World& w, const Owner& owner,
@@ -210,8 +206,7 @@ Result<BindingSpec> parse_binding_spec(ObjectReader& r);
 // `where` must already be resolved (project id) and checked with iam::may_grant.
 Result<Binding> create_binding(store::Tx& tx, const World& w, const Owner& owner,
                                const iam::Scope& where, const BindingSpec& spec);
-Result<std::optional<Binding>> find_binding(store::Tx& tx, const Owner& owner,
-                                            std::string_view id);
+Result<std::optional<Binding>> find_binding(store::Tx& tx, const Owner& owner, std::string_view id);
 Result<Page<Binding>> list_bindings(store::Tx& tx, const Owner& owner, const PageRequest& page);
 Result<void> delete_binding(store::Tx& tx, const Owner& owner, const std::string& id);
 

@@ -66,7 +66,8 @@ TEST(ObjectReader, ReportsUnknownFieldsWrongTypesAndRanges) {
 
 TEST(DnsLabel, AcceptsOnlyLowercaseLabels) {
   EXPECT_TRUE(validate_dns_label("name", "acme-1"));
-  for (const std::string& bad : std::vector<std::string>{"", "Acme", "1acme", "acme-", "ac_me", "a.b", std::string(64, 'a')})
+  for (const std::string& bad :
+       std::vector<std::string>{"", "Acme", "1acme", "acme-", "ac_me", "a.b", std::string(64, 'a')})
     EXPECT_FALSE(validate_dns_label("name", bad)) << bad;
 }
 

@@ -31,26 +31,16 @@ class FleetTest : public ::testing::Test {
   FleetTest() : store_(gp::testing::open_store(dir_)) {}
 
   template <typename F>
-  auto run(F&& f) -> std::remove_cvref_t<decltype(*f(std::declval<store::Tx&>()))> {
-    std::optional<std::remove_cvref_t<decltype(*f(std::declval<store::Tx&>()))>> out;
-    auto r = store_->write([&](store::Tx& tx) -> Result<void> {
-      out = GP_TRY(f(tx));
-      return ok();
-    });
-    EXPECT_TRUE(r) << (r ? "" : r.error().message);
-    return *out;
+  auto run(F&& f) {
+    return gp::testing::must_write(*store_, std::forward<F>(f));
   }
   template <typename F>
   Error error(F&& f) {
-    auto r = store_->write([&](store::Tx& tx) -> Result<void> {
-      GP_TRY_VOID(f(tx));
-      return ok();
-    });
-    EXPECT_FALSE(r);
-    return r ? Error::internal("succeeded") : r.error();
+    return gp::testing::must_fail(*store_, std::forward<F>(f));
   }
   std::string token(Duration ttl = std::chrono::hours(1)) {
-    return run([&](store::Tx& tx) { return create_join_token(tx, w_, std::nullopt, "test", ttl); }).token;
+    return run([&](store::Tx& tx) { return create_join_token(tx, w_, std::nullopt, "test", ttl); })
+        .token;
   }
   Enrolled enroll_node(const Inventory& inv) {
     auto t = token();
@@ -74,7 +64,9 @@ class FleetTest : public ::testing::Test {
 
 TEST_F(FleetTest, EnrolmentConsumesTheJoinTokenOnce) {
   auto t = token();
-  auto e = run([&](store::Tx& tx) { return enroll(tx, w_, t, inventory("n1", {"GPU-a", "GPU-b"})); });
+  auto e = run([&](store::Tx& tx) {
+    return enroll(tx, w_, t, inventory("n1", {"GPU-a", "GPU-b"}));
+  });
   EXPECT_EQ(e.node.state, NodeState::kReady);
   EXPECT_TRUE(e.credential.starts_with(e.node.id + "."));
   EXPECT_EQ(count("SELECT COUNT(*) FROM gpus WHERE present = 1"), 2);
@@ -82,11 +74,13 @@ TEST_F(FleetTest, EnrolmentConsumesTheJoinTokenOnce) {
   EXPECT_EQ(reused.code, ErrorCode::kUnauthenticated);
   EXPECT_EQ(reused.message, "join token has already been used");
   auto forged = error([&](store::Tx& tx) {
-    return enroll(tx, w_, t.substr(0, t.find('.')) + "." + std::string(43, 'x'), inventory("n2", {}));
+    return enroll(tx, w_, t.substr(0, t.find('.')) + "." + std::string(43, 'x'),
+                  inventory("n2", {}));
   });
   EXPECT_EQ(forged.message, "unknown join token");
-  EXPECT_EQ(error([&](store::Tx& tx) { return enroll(tx, w_, "garbage", inventory("n2", {})); }).message,
-            "malformed join token");
+  EXPECT_EQ(
+      error([&](store::Tx& tx) { return enroll(tx, w_, "garbage", inventory("n2", {})); }).message,
+      "malformed join token");
   EXPECT_EQ(count("SELECT COUNT(*) FROM nodes"), 1);
 }
 
@@ -113,18 +107,23 @@ TEST_F(FleetTest, AGpuCannotBeInTwoNodesAndNothingIsHalfApplied) {
             ErrorCode::kConflict);
   EXPECT_EQ(count("SELECT COUNT(*) FROM nodes"), 2);
   // Once a is retired, its GPUs may move.
-  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kMaintenance, "repair"); });
+  run([&](store::Tx& tx) {
+    return apply_action(tx, w_, a.node.id, NodeAction::kMaintenance, "repair");
+  });
   run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kRetire, "moved"); });
   auto moved = run([&](store::Tx& tx) {
     return apply_inventory(tx, w_, b.node.id, inventory("b", {"GPU-3", "GPU-2"}));
   });
   EXPECT_EQ(moved.id, b.node.id);
-  EXPECT_EQ(count("SELECT COUNT(*) FROM gpus WHERE uuid = 'GPU-2' AND node_id = '" + b.node.id + "'"), 1);
+  EXPECT_EQ(
+      count("SELECT COUNT(*) FROM gpus WHERE uuid = 'GPU-2' AND node_id = '" + b.node.id + "'"), 1);
 }
 
 TEST_F(FleetTest, InventoryForAnotherNodeNameIsRefused) {
   auto a = enroll_node(inventory("a", {"GPU-1"}));
-  EXPECT_EQ(error([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, inventory("z", {})); }).code,
+  EXPECT_EQ(error([&](store::Tx& tx) {
+              return apply_inventory(tx, w_, a.node.id, inventory("z", {}));
+            }).code,
             ErrorCode::kInvalidArgument);
 }
 
@@ -134,7 +133,8 @@ TEST_F(FleetTest, MissedHeartbeatsFailANodeAndHeartbeatsRecoverIt) {
   clock_.advance(std::chrono::seconds(30));
   run([&](store::Tx& tx) { return heartbeat(tx, w_, b.node.id); });
   clock_.advance(std::chrono::seconds(15));
-  auto failed = run([&](store::Tx& tx) { return sweep_missed_heartbeats(tx, w_, std::chrono::seconds(40)); });
+  auto failed =
+      run([&](store::Tx& tx) { return sweep_missed_heartbeats(tx, w_, std::chrono::seconds(40)); });
   ASSERT_EQ(failed.size(), 1u);
   EXPECT_EQ(failed[0].id, a.node.id);
   auto n = run([&](store::Tx& tx) { return find_node(tx, a.node.id); });
@@ -154,11 +154,13 @@ TEST_F(FleetTest, OperatorFailedNodeDoesNotRecoverByHeartbeat) {
 
 TEST_F(FleetTest, DrainCompletesWithoutWorkAndRetireRevokesTheCredential) {
   auto a = enroll_node(inventory("a", {"GPU-1"}));
-  auto drained = run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kDrain, ""); });
+  auto drained =
+      run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kDrain, ""); });
   EXPECT_EQ(drained.state, NodeState::kMaintenance);
   run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kRetire, ""); });
   EXPECT_EQ(count("SELECT COUNT(*) FROM nodes WHERE credential_hash IS NOT NULL"), 0);
-  auto again = error([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kResume, ""); });
+  auto again = error(
+      [&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kResume, ""); });
   EXPECT_EQ(again.code, ErrorCode::kConflict);
 }
 
@@ -199,10 +201,14 @@ TEST_F(FleetTest, SamplesOnlyForTheNodesOwnGpus) {
 }
 
 TEST_F(FleetTest, DedicatedPoolsNeedAnExistingTenantAndEmptyPoolsOnlyAreDeleted) {
-  EXPECT_EQ(error([&](store::Tx& tx) { return create_pool(tx, w_, "p", std::string("ten_nope"), ""); }).code,
+  EXPECT_EQ(error([&](store::Tx& tx) {
+              return create_pool(tx, w_, "p", std::string("ten_nope"), "");
+            }).code,
             ErrorCode::kInvalidArgument);
   auto p = run([&](store::Tx& tx) { return create_pool(tx, w_, "shared-h200", std::nullopt, ""); });
-  auto t = run([&](store::Tx& tx) { return create_join_token(tx, w_, p.id, "test", std::chrono::hours(1)); });
+  auto t = run([&](store::Tx& tx) {
+    return create_join_token(tx, w_, p.id, "test", std::chrono::hours(1));
+  });
   auto e = run([&](store::Tx& tx) { return enroll(tx, w_, t.token, inventory("a", {"GPU-1"})); });
   EXPECT_EQ(e.node.pool_id, p.id);
   EXPECT_EQ(error([&](store::Tx& tx) { return delete_pool(tx, p.id); }).code, ErrorCode::kConflict);

@@ -20,7 +20,8 @@ Json node(Json gpus) {
 TEST(Inventory, ParsesAValidNodeWithMig) {
   Json g0 = gpu(0);
   g0["mode"] = "mig";
-  g0["mig_instances"] = {{{"profile", "3g.71gb"}, {"start", 0}}, {{"profile", "3g.71gb"}, {"start", 4}}};
+  g0["mig_instances"] = {{{"profile", "3g.71gb"}, {"start", 0}},
+                         {{"profile", "3g.71gb"}, {"start", 4}}};
   Json g1 = gpu(1);
   g0["nvlink_peers"] = {"GPU-0000-1"};
   auto inv = parse_inventory(node({g0, g1}));
@@ -44,7 +45,8 @@ struct Bad {
 TEST(Inventory, RejectsBadInventoriesWithTheReason) {
   Json mig_overlap = gpu(0);
   mig_overlap["mode"] = "mig";
-  mig_overlap["mig_instances"] = {{{"profile", "4g.71gb"}, {"start", 0}}, {{"profile", "1g.18gb"}, {"start", 3}}};
+  mig_overlap["mig_instances"] = {{{"profile", "4g.71gb"}, {"start", 0}},
+                                  {{"profile", "1g.18gb"}, {"start", 3}}};
   Json mig_unknown_model = gpu(0, "NVIDIA L40S");
   mig_unknown_model["mode"] = "mig";
   Json not_capable = gpu(0);

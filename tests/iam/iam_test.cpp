@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "iam/iam.h"
+
+#include <gtest/gtest.h>
 
 namespace gp::iam {
 namespace {
@@ -50,8 +50,8 @@ TEST(Authorize, RoleMatrix) {
        b_p1, Decision::kHidden},
       {"tenant admin cannot create tenants", with(Role::kTenantAdmin, "ten_a"), P::kTenantCreate,
        Scope::platform(), Decision::kDeny},
-      {"tenant admin cannot suspend itself", with(Role::kTenantAdmin, "ten_a"), P::kTenantUpdate,
-       a, Decision::kDeny},
+      {"tenant admin cannot suspend itself", with(Role::kTenantAdmin, "ten_a"), P::kTenantUpdate, a,
+       Decision::kDeny},
       {"billing reads billing", with(Role::kTenantBilling, "ten_a"), P::kBillingRead, a,
        Decision::kAllow},
       {"billing cannot manage identities", with(Role::kTenantBilling, "ten_a"), P::kIdentityWrite,

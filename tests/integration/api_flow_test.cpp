@@ -593,8 +593,8 @@ SchemaWorld make_schema_world(TestServer& s) {
   w.binding = s.create_binding(w.t.admin_token, w.t.id, "project-viewer", "user", w.user, w.project)
                   .at("id");
   w.login = expect_status(
-      s.request("POST", "/v1/auth/login", {{"username", "acme/dana"}, {"password", kPassword}}), 201,
-      "login");
+      s.request("POST", "/v1/auth/login", {{"username", "acme/dana"}, {"password", kPassword}}),
+      201, "login");
   w.session = w.login.body.at("token");
   return w;
 }

@@ -401,8 +401,8 @@ TEST(CrossTenant, OffboardedTenantCredentialsStopWorkingAtOnce) {
   TenantWorld b = populate(s, "bravo");
   const std::string password = "correct horse battery";
   s.create_user(b.tenant.admin_token, b.tenant.id, "bravo-login", password);
-  auto login =
-      s.request("POST", "/v1/auth/login", {{"username", "bravo/bravo-login"}, {"password", password}});
+  auto login = s.request("POST", "/v1/auth/login",
+                         {{"username", "bravo/bravo-login"}, {"password", password}});
   ASSERT_EQ(login.status, 201) << login.raw;
   std::string session = login.body.at("token");
   std::string b_user = s.key_for(b.tenant.admin_token, b.tenant.id, b.user_id);
@@ -419,9 +419,9 @@ TEST(CrossTenant, OffboardedTenantCredentialsStopWorkingAtOnce) {
     EXPECT_TRUE(IsProblem(s.request("GET", t + "/projects", nullptr, token), 401));
   }
   // A fresh login into the offboarded tenant fails too.
-  EXPECT_TRUE(IsProblem(
-      s.request("POST", "/v1/auth/login", {{"username", "bravo/bravo-login"}, {"password", password}}),
-      401, "unauthenticated"));
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/auth/login",
+                                  {{"username", "bravo/bravo-login"}, {"password", password}}),
+                        401, "unauthenticated"));
   // Every key of B reads as revoked; A is untouched.
   for (const auto& k : s.list_all(s.admin_token(), t + "/api-keys"))
     EXPECT_EQ(k.at("state"), "revoked") << k.dump();

@@ -11,7 +11,8 @@ namespace gp::proc {
 namespace {
 
 std::string write_inventory(const TempDir& dir, const std::string& name, int gpus) {
-  Json inv = {{"node", {{"name", name}, {"cpu_millis", 64000}, {"rack", "r1"}}}, {"gpus", Json::array()}};
+  Json inv = {{"node", {{"name", name}, {"cpu_millis", 64000}, {"rack", "r1"}}},
+              {"gpus", Json::array()}};
   for (int i = 0; i < gpus; ++i)
     inv["gpus"].push_back({{"uuid", "GPU-" + name + "-" + std::to_string(i)},
                            {"index", i},
@@ -90,11 +91,11 @@ TEST(Agent, EnrolHeartbeatAndFailureDetection) {
   EXPECT_EQ(node(server, "node-a")["state"], "ready");
 
   // It comes back with its saved credential (no join token needed) and recovers.
-  auto b2 = Child::spawn(bin,
-                         {"agent", "--server", server.endpoint(), "--state-dir",
-                          dir.str("node-b-state"), "--simulate", dir.str("node-b.json"),
-                          "--heartbeat-seconds", "1"},
-                         {.stdout_path = dir.path() / "b2.out", .stderr_path = dir.path() / "b2.err"});
+  auto b2 =
+      Child::spawn(bin,
+                   {"agent", "--server", server.endpoint(), "--state-dir", dir.str("node-b-state"),
+                    "--simulate", dir.str("node-b.json"), "--heartbeat-seconds", "1"},
+                   {.stdout_path = dir.path() / "b2.out", .stderr_path = dir.path() / "b2.err"});
   ASSERT_TRUE(b2);
   ASSERT_TRUE(eventually([&] { return node(server, "node-b")["state"] == "ready"; }));
 
@@ -104,8 +105,9 @@ TEST(Agent, EnrolHeartbeatAndFailureDetection) {
   EXPECT_GE(Json::parse(audit->body)["items"].size(), 1u);
 
   // A reused join token and a wrong one are refused.
-  auto reuse = run(bin, {"agent", "--server", server.endpoint(), "--join-token", t1, "--state-dir",
-                         dir.str("c-state"), "--simulate", write_inventory(dir, "node-c", 1), "--once"});
+  auto reuse =
+      run(bin, {"agent", "--server", server.endpoint(), "--join-token", t1, "--state-dir",
+                dir.str("c-state"), "--simulate", write_inventory(dir, "node-c", 1), "--once"});
   EXPECT_EQ(reuse.exit_code, 1);
   EXPECT_NE(reuse.err.find("join token has already been used"), std::string::npos) << reuse.err;
   auto wrong = run(bin, {"agent", "--server", server.endpoint(), "--join-token",
@@ -116,7 +118,8 @@ TEST(Agent, EnrolHeartbeatAndFailureDetection) {
   EXPECT_FALSE(server.admin_request("GET", "/v1/nodes/node-c")->status == 200);
 
   // A retired node's agent is refused at once and exits.
-  ASSERT_EQ(server.admin_request("POST", "/v1/nodes/node-a/maintenance", Json::object())->status, 200);
+  ASSERT_EQ(server.admin_request("POST", "/v1/nodes/node-a/maintenance", Json::object())->status,
+            200);
   ASSERT_EQ(server.admin_request("POST", "/v1/nodes/node-a/retire", Json::object())->status, 200);
   auto code = a->wait_for(10s);
   ASSERT_TRUE(code);

@@ -9,9 +9,7 @@ using gp::testing::TempDir;
 
 TEST(SqliteStore, MigrationsAreAppliedOnceAndRecorded) {
   TempDir dir;
-  {
-    auto s = gp::testing::open_store(dir);
-  }
+  { auto s = gp::testing::open_store(dir); }
   auto s = gp::testing::open_store(dir);  // reopening must not re-run migrations
   int64_t applied = 0;
   ASSERT_TRUE(s->read([&](Tx& tx) -> Result<void> {

@@ -15,22 +15,11 @@ class TenancyTest : public ::testing::Test {
 
   template <typename F>
   auto write(F&& f) {
-    std::optional<std::remove_cvref_t<decltype(*f(std::declval<store::Tx&>()))>> out;
-    auto r = store_->write([&](store::Tx& tx) -> Result<void> {
-      out = GP_TRY(f(tx));
-      return ok();
-    });
-    EXPECT_TRUE(r) << (r ? "" : r.error().message);
-    return *out;
+    return gp::testing::must_write(*store_, std::forward<F>(f));
   }
   template <typename F>
   Error write_error(F&& f) {
-    auto r = store_->write([&](store::Tx& tx) -> Result<void> {
-      GP_TRY_VOID(f(tx));
-      return ok();
-    });
-    EXPECT_FALSE(r);
-    return r ? Error::internal("succeeded") : r.error();
+    return gp::testing::must_fail(*store_, std::forward<F>(f));
   }
   Tenant tenant(const std::string& name) {
     return write([&](store::Tx& tx) { return create_tenant(tx, w_, {name, "", {}, {}}); });
@@ -45,18 +34,22 @@ class TenancyTest : public ::testing::Test {
 
 TEST_F(TenancyTest, TenantNamesAreUniqueAndValidated) {
   tenant("acme");
-  EXPECT_EQ(write_error([&](store::Tx& tx) { return create_tenant(tx, w_, {"acme", "", {}, {}}); })
-                .code,
+  EXPECT_EQ(write_error([&](store::Tx& tx) {
+              return create_tenant(tx, w_, {"acme", "", {}, {}});
+            }).code,
             ErrorCode::kConflict);
-  EXPECT_EQ(write_error([&](store::Tx& tx) { return create_tenant(tx, w_, {"Acme!", "", {}, {}}); })
-                .code,
+  EXPECT_EQ(write_error([&](store::Tx& tx) {
+              return create_tenant(tx, w_, {"Acme!", "", {}, {}});
+            }).code,
             ErrorCode::kInvalidArgument);
 }
 
 TEST_F(TenancyTest, ProjectsAreOnlyVisibleThroughTheirTenantScope) {
   auto a = tenant("a");
   auto b = tenant("b");
-  auto pa = write([&](store::Tx& tx) { return create_project(tx, w_, TenantScope(a.id), {"ml", ""}); });
+  auto pa = write([&](store::Tx& tx) {
+    return create_project(tx, w_, TenantScope(a.id), {"ml", ""});
+  });
   // Same name in another tenant is fine; lookup by id through the wrong scope finds nothing.
   write([&](store::Tx& tx) { return create_project(tx, w_, TenantScope(b.id), {"ml", ""}); });
   auto via_b = write([&](store::Tx& tx) { return find_project(tx, TenantScope(b.id), pa.id); });
@@ -64,9 +57,9 @@ TEST_F(TenancyTest, ProjectsAreOnlyVisibleThroughTheirTenantScope) {
   auto via_a = write([&](store::Tx& tx) { return find_project(tx, TenantScope(a.id), "ml"); });
   ASSERT_TRUE(via_a);
   EXPECT_EQ(via_a->id, pa.id);
-  EXPECT_EQ(write_error([&](store::Tx& tx) { return delete_project(tx, TenantScope(b.id), pa.id); })
-                .code,
-            ErrorCode::kNotFound);
+  EXPECT_EQ(
+      write_error([&](store::Tx& tx) { return delete_project(tx, TenantScope(b.id), pa.id); }).code,
+      ErrorCode::kNotFound);
 }
 
 TEST_F(TenancyTest, PaginationVisitsEveryItemOnce) {
@@ -79,7 +72,8 @@ TEST_F(TenancyTest, PaginationVisitsEveryItemOnce) {
   PageRequest page{std::nullopt, 10};
   int pages = 0;
   for (;;) {
-    auto p = write([&](store::Tx& tx) { return list_projects(tx, TenantScope(a.id), page, std::nullopt); });
+    auto p = write(
+        [&](store::Tx& tx) { return list_projects(tx, TenantScope(a.id), page, std::nullopt); });
     ++pages;
     for (const auto& x : p.items) EXPECT_TRUE(seen.insert(x.id).second);
     if (!p.next) break;
@@ -93,8 +87,9 @@ TEST_F(TenancyTest, IfMatchGuardsUpdates) {
   auto a = tenant("a");
   TenantPatch patch;
   patch.display_name = "Acme Corp";
-  EXPECT_EQ(write_error([&](store::Tx& tx) { return update_tenant(tx, w_, TenantScope(a.id), patch, 7); })
-                .code,
+  EXPECT_EQ(write_error([&](store::Tx& tx) {
+              return update_tenant(tx, w_, TenantScope(a.id), patch, 7);
+            }).code,
             ErrorCode::kPreconditionFailed);
   auto t = write([&](store::Tx& tx) { return update_tenant(tx, w_, TenantScope(a.id), patch, 1); });
   EXPECT_EQ(t.version, 2);
@@ -122,7 +117,9 @@ TEST_F(AuthTest, KeysExpireAndRevocationTakesEffectAtOnce) {
   clock_.advance(std::chrono::seconds(61));
   EXPECT_EQ(auth(key.token).error().message, "credential has expired");
 
-  auto key2 = write([&](store::Tx& tx) { return create_api_key(tx, w_, s, {"k2", "user", u.id, {}}); });
+  auto key2 = write([&](store::Tx& tx) {
+    return create_api_key(tx, w_, s, {"k2", "user", u.id, {}});
+  });
   ASSERT_TRUE(auth(key2.token));
   write([&](store::Tx& tx) -> Result<int> {
     GP_TRY_VOID(revoke_api_key(tx, w_, s, key2.key.id));
@@ -138,8 +135,11 @@ TEST_F(AuthTest, OffboardingRevokesEveryCredentialOfTheTenant) {
   auto a = tenant("a");
   TenantScope s(a.id);
   auto u = write([&](store::Tx& tx) { return create_user(tx, w_, s, {"alice", "", "", {}}); });
-  auto key = write([&](store::Tx& tx) { return create_api_key(tx, w_, s, {"k", "user", u.id, {}}); });
-  auto sess = write([&](store::Tx& tx) { return create_session(tx, w_, u.id, std::chrono::hours(1)); });
+  auto key = write([&](store::Tx& tx) {
+    return create_api_key(tx, w_, s, {"k", "user", u.id, {}});
+  });
+  auto sess =
+      write([&](store::Tx& tx) { return create_session(tx, w_, u.id, std::chrono::hours(1)); });
   ASSERT_TRUE(auth(sess.token));
   write([&](store::Tx& tx) { return offboard_tenant(tx, w_, s, std::nullopt); });
   EXPECT_FALSE(auth(key.token));
@@ -154,7 +154,9 @@ TEST_F(AuthTest, DeletedUserLosesKeysAndBindings) {
     return create_binding(tx, w_, s, iam::Scope::tenant(a.id),
                           {iam::Role::kTenantAdmin, "user", u.id, {}});
   });
-  auto key = write([&](store::Tx& tx) { return create_api_key(tx, w_, s, {"k", "user", u.id, {}}); });
+  auto key = write([&](store::Tx& tx) {
+    return create_api_key(tx, w_, s, {"k", "user", u.id, {}});
+  });
   ASSERT_EQ(auth(key.token)->bindings.size(), 1u);
   write([&](store::Tx& tx) -> Result<int> {
     GP_TRY_VOID(delete_user(tx, w_, s, u.id));
@@ -168,7 +170,9 @@ TEST_F(AuthTest, DeletedUserLosesKeysAndBindings) {
 TEST_F(TenancyTest, BindingsOnlyForSubjectsOfTheSameTenant) {
   auto a = tenant("a");
   auto b = tenant("b");
-  auto ub = write([&](store::Tx& tx) { return create_user(tx, w_, TenantScope(b.id), {"bob", "", "", {}}); });
+  auto ub = write([&](store::Tx& tx) {
+    return create_user(tx, w_, TenantScope(b.id), {"bob", "", "", {}});
+  });
   auto e = write_error([&](store::Tx& tx) {
     return create_binding(tx, w_, TenantScope(a.id), iam::Scope::tenant(a.id),
                           {iam::Role::kTenantAdmin, "user", ub.id, {}});
@@ -178,12 +182,16 @@ TEST_F(TenancyTest, BindingsOnlyForSubjectsOfTheSameTenant) {
 
 TEST_F(TenancyTest, PasswordCheckDoesNotRevealWhichPartWasWrong) {
   write([&](store::Tx& tx) {
-    return create_user(tx, w_, std::nullopt, {"carol", "", "", std::string("a good long password")});
+    return create_user(tx, w_, std::nullopt,
+                       {"carol", "", "", std::string("a good long password")});
   });
-  auto good = write([&](store::Tx& tx) { return check_password(tx, "carol", "a good long password"); });
+  auto good =
+      write([&](store::Tx& tx) { return check_password(tx, "carol", "a good long password"); });
   EXPECT_TRUE(good.starts_with("usr_"));
-  auto wrong_pw = write_error([&](store::Tx& tx) { return check_password(tx, "carol", "nope nope nope"); });
-  auto no_user = write_error([&](store::Tx& tx) { return check_password(tx, "dave", "nope nope nope"); });
+  auto wrong_pw =
+      write_error([&](store::Tx& tx) { return check_password(tx, "carol", "nope nope nope"); });
+  auto no_user =
+      write_error([&](store::Tx& tx) { return check_password(tx, "dave", "nope nope nope"); });
   EXPECT_EQ(wrong_pw.message, no_user.message);
   EXPECT_EQ(wrong_pw.code, ErrorCode::kUnauthenticated);
 }
@@ -194,8 +202,12 @@ TEST_F(TenancyTest, UsernamesAreScopedToTheirTenant) {
   auto a = tenant("a");
   auto b = tenant("b");
   std::string pw = "a good long password";
-  auto ua = write([&](store::Tx& tx) { return create_user(tx, w_, TenantScope(a.id), {"bob", "", "", pw}); });
-  auto ub = write([&](store::Tx& tx) { return create_user(tx, w_, TenantScope(b.id), {"bob", "", "", pw}); });
+  auto ua = write([&](store::Tx& tx) {
+    return create_user(tx, w_, TenantScope(a.id), {"bob", "", "", pw});
+  });
+  auto ub = write([&](store::Tx& tx) {
+    return create_user(tx, w_, TenantScope(b.id), {"bob", "", "", pw});
+  });
   EXPECT_NE(ua.id, ub.id);
   EXPECT_EQ(write([&](store::Tx& tx) { return check_password(tx, "a/bob", pw); }), ua.id);
   EXPECT_EQ(write([&](store::Tx& tx) { return check_password(tx, "b/bob", pw); }), ub.id);
@@ -214,7 +226,8 @@ TEST_F(TenancyTest, BootstrapHappensOnce) {
   auto p = iam::Authenticator(*store_, clock_).authenticate(first->api_key);
   ASSERT_TRUE(p);
   EXPECT_TRUE(p->has_platform_role());
-  auto second = write([&](store::Tx& tx) { return bootstrap_platform_admin(tx, w_, std::nullopt); });
+  auto second =
+      write([&](store::Tx& tx) { return bootstrap_platform_admin(tx, w_, std::nullopt); });
   EXPECT_FALSE(second);
 }
 
