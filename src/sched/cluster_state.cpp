@@ -10,7 +10,7 @@
 namespace gp::sched {
 namespace {
 
-constexpr int kMigBuckets = 8;     // owned compute slices 0..7
+constexpr int kMigBuckets = 8;      // owned compute slices 0..7
 constexpr int kSharedBuckets = 10;  // used milli / 100, 0..9
 
 int32_t intern(std::vector<std::string>& names, std::unordered_map<std::string, int32_t>& ids,
@@ -61,6 +61,11 @@ Result<ClusterState> ClusterState::build(std::vector<NodeSpec> specs) {
     node.pool_name = spec.pool_name.empty() ? spec.pool_id : spec.pool_name;
     node.pool_owner = spec.pool_owner.empty() ? -1 : s.find_tenant(spec.pool_owner);
     node.domain = node.pool_owner < 0 ? 0 : s.tenant_domain_.at(node.pool_owner);
+    if (node.pool_owner >= 0) {
+      auto& pools = s.tenant_pools_[node.pool_owner];
+      std::pair<std::string, std::string> pool(node.pool_id, node.pool_name);
+      if (std::ranges::find(pools, pool) == pools.end()) pools.push_back(std::move(pool));
+    }
     node.schedulable = spec.schedulable;
     node.rack = intern(s.rack_names_, rack_ids, spec.rack);
     node.nvlink = intern(s.nvlink_names_, nvlink_ids, spec.nvlink_domain);
@@ -69,7 +74,8 @@ Result<ClusterState> ClusterState::build(std::vector<NodeSpec> specs) {
     max_gpus = std::max(max_gpus, node.gpu_count);
     std::map<std::string, int> per_model;
     for (GpuSpec& g : spec.gpus) {
-      if (g.uuid.empty()) return fail(Error::invalid(fmt::format("node {}: GPU without uuid", spec.id)));
+      if (g.uuid.empty())
+        return fail(Error::invalid(fmt::format("node {}: GPU without uuid", spec.id)));
       if (!s.gpu_ids_.try_emplace(g.uuid, static_cast<int32_t>(s.gpus_.size())).second) {
         return fail(Error::invalid(fmt::format("duplicate GPU uuid {}", g.uuid)));
       }
@@ -93,13 +99,13 @@ Result<ClusterState> ClusterState::build(std::vector<NodeSpec> specs) {
         auto [it, inserted] = table_ids.try_emplace(g.mig_catalog, 0);
         if (inserted) {
           if (g.mig_catalog->profiles.size() > detail::kMaxMigProfiles) {
-            return fail(Error::invalid(fmt::format("catalog {} has too many profiles",
-                                                   g.mig_catalog->model)));
+            return fail(Error::invalid(
+                fmt::format("catalog {} has too many profiles", g.mig_catalog->model)));
           }
           const detail::MigTable& table = detail::mig_table(*g.mig_catalog);
           if (table.slots.size() > 20) {
-            return fail(Error::invalid(fmt::format("catalog {} has too many placements",
-                                                   g.mig_catalog->model)));
+            return fail(Error::invalid(
+                fmt::format("catalog {} has too many placements", g.mig_catalog->model)));
           }
           it->second = static_cast<int8_t>(s.tables_.size());
           s.tables_.push_back(&table);
@@ -108,8 +114,8 @@ Result<ClusterState> ClusterState::build(std::vector<NodeSpec> specs) {
       }
       if (g.mode == GpuMode::kMig) {
         if (gpu.table < 0) {
-          return fail(Error::invalid(fmt::format("GPU {} is in MIG mode without a MIG catalog",
-                                                 g.uuid)));
+          return fail(
+              Error::invalid(fmt::format("GPU {} is in MIG mode without a MIG catalog", g.uuid)));
         }
         GP_TRY_VOID(fleet::validate(*g.mig_catalog, g.mig_layout));
         const uint32_t mask = s.tables_[gpu.table]->mask_of(g.mig_layout);
@@ -118,8 +124,8 @@ Result<ClusterState> ClusterState::build(std::vector<NodeSpec> specs) {
         }
         gpu.mig_layout = mask;
       } else if (!g.mig_layout.empty()) {
-        return fail(Error::invalid(fmt::format("GPU {} has MIG instances but is not in MIG mode",
-                                               g.uuid)));
+        return fail(
+            Error::invalid(fmt::format("GPU {} has MIG instances but is not in MIG mode", g.uuid)));
       }
       ++per_model[g.model];
       s.gpus_.push_back(std::move(gpu));
@@ -176,6 +182,13 @@ int32_t ClusterState::find_model(std::string_view model) const {
   return it != models_.end() && *it == model ? static_cast<int32_t>(it - models_.begin()) : -1;
 }
 
+std::vector<std::pair<std::string, std::string>> ClusterState::pools_of(
+    std::string_view tenant) const {
+  auto it = tenant_pools_.find(find_tenant(tenant));
+  return it == tenant_pools_.end() ? std::vector<std::pair<std::string, std::string>>{}
+                                   : it->second;
+}
+
 int32_t ClusterState::domain_of(int32_t tenant) const {
   if (tenant < 0) return -1;
   auto it = tenant_domain_.find(tenant);
@@ -186,6 +199,20 @@ fleet::Layout ClusterState::mig_layout(int32_t gpu) const {
   const Gpu& g = gpus_[gpu];
   if (g.mode != GpuMode::kMig || g.table < 0) return {};
   return tables_[g.table]->layout_of(g.mig_layout);
+}
+
+std::vector<std::string> ClusterState::tenants_on_gpu(int32_t gpu) const {
+  const Gpu& g = gpus_[gpu];
+  std::vector<std::string> out;
+  auto add = [&](int32_t slot) { out.push_back(allocs_[slot].placement.tenant); };
+  if (g.whole_owner >= 0) add(g.whole_owner);
+  for (int32_t owner : g.slot_owner) {
+    if (owner >= 0) add(owner);
+  }
+  for (const auto& [slot, milli] : g.shares) add(slot);
+  std::ranges::sort(out);
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 const Allocation* ClusterState::find(std::string_view allocation_id) const {
@@ -227,7 +254,8 @@ void ClusterState::index_node(int32_t n) {
     };
     if (m.free_whole > 0) {
       m.whole_bucket = m.free_whole;
-      seg.whole.insert(m.whole_bucket, n, [&](int32_t i) -> int32_t& { return entry(i).whole_pos; });
+      seg.whole.insert(m.whole_bucket, n,
+                       [&](int32_t i) -> int32_t& { return entry(i).whole_pos; });
     }
     const int avail = m.free_whole + m.convertible;
     if (avail > 0) {
@@ -377,12 +405,13 @@ int64_t ClusterState::memory_bytes() const {
     for (const auto& [k, v] : m) total += 48 + str(k);
     return total;
   };
-  bytes += map_bytes(node_ids_) + map_bytes(gpu_ids_) + map_bytes(alloc_ids_) +
-           map_bytes(tenant_ids_);
+  bytes +=
+      map_bytes(node_ids_) + map_bytes(gpu_ids_) + map_bytes(alloc_ids_) + map_bytes(tenant_ids_);
   bytes += static_cast<int64_t>(allocs_.capacity() * sizeof(Allocation));
   for (const Allocation& a : allocs_) {
     bytes += str(a.id) + static_cast<int64_t>(a.placement.gpus.capacity() * sizeof(GpuGrant));
-    for (const GpuGrant& grant : a.placement.gpus) bytes += str(grant.node_id) + str(grant.gpu_uuid);
+    for (const GpuGrant& grant : a.placement.gpus)
+      bytes += str(grant.node_id) + str(grant.gpu_uuid);
   }
   return bytes;
 }
@@ -438,7 +467,8 @@ Result<void> apply(ClusterState& s, const Placement& p, std::string_view id) {
       if (e.gpu == g) return e;
     }
     const ClusterState::Gpu& gpu = s.gpus_[g];
-    eff.push_back({g, gpu.mode, gpu.mig_layout, gpu.mig_owned, gpu.milli_used, gpu.whole_owner >= 0});
+    eff.push_back(
+        {g, gpu.mode, gpu.mig_layout, gpu.mig_owned, gpu.milli_used, gpu.whole_owner >= 0});
     return eff.back();
   };
   const int32_t gpu_count = static_cast<int32_t>(s.gpus_.size());
@@ -468,7 +498,8 @@ Result<void> apply(ClusterState& s, const Placement& p, std::string_view id) {
     if (grant.gpu < 0 || grant.gpu >= gpu_count) return stale("unknown GPU");
     const ClusterState::Gpu& gpu = s.gpus_[grant.gpu];
     if (gpu.uuid != grant.gpu_uuid || gpu.model != model) return stale("GPU mismatch");
-    if (!gpu.healthy || !node_ok(gpu.node)) return stale(fmt::format("GPU {} unavailable", gpu.uuid));
+    if (!gpu.healthy || !node_ok(gpu.node))
+      return stale(fmt::format("GPU {} unavailable", gpu.uuid));
     if (node_tier && std::ranges::find(p.node_slots, gpu.node) == p.node_slots.end()) {
       return stale("GPU outside the held nodes");
     }
@@ -477,12 +508,14 @@ Result<void> apply(ClusterState& s, const Placement& p, std::string_view id) {
       case Tier::kDedicatedPool:
       case Tier::kDedicatedNode:
       case Tier::kDedicatedGpu:
-        if (e.mode != GpuMode::kWhole || e.whole_taken) return stale(fmt::format("GPU {} taken", gpu.uuid));
+        if (e.mode != GpuMode::kWhole || e.whole_taken)
+          return stale(fmt::format("GPU {} taken", gpu.uuid));
         e.whole_taken = true;
         break;
       case Tier::kMig: {
         const detail::MigTable* table = s.mig_table(gpu);
-        if (e.mode != GpuMode::kMig || table == nullptr || !grant.mig_instance) return stale("not MIG");
+        if (e.mode != GpuMode::kMig || table == nullptr || !grant.mig_instance)
+          return stale("not MIG");
         const uint32_t bit = table->mask_of({*grant.mig_instance});
         if (bit == ~0u || (bit & e.layout) == 0 || (bit & e.owned) != 0) {
           return stale(fmt::format("MIG instance on {} not free", gpu.uuid));
@@ -533,7 +566,8 @@ Result<void> apply(ClusterState& s, const Placement& p, std::string_view id) {
         gpu.milli_used = static_cast<int16_t>(gpu.milli_used + grant.milli);
         gpu.shares.emplace_back(slot, static_cast<int16_t>(grant.milli));
         break;
-      default: gpu.whole_owner = slot;
+      default:
+        gpu.whole_owner = slot;
     }
     s.add_node_tenant(gpu.node, t, 1);
   }
@@ -585,12 +619,13 @@ Result<Placement> release(ClusterState& s, std::string_view id) {
       }
       case Tier::kShared: {
         gpu.milli_used = static_cast<int16_t>(gpu.milli_used - grant.milli);
-        auto share = std::ranges::find(gpu.shares, std::pair<int32_t, int16_t>(
-                                                       slot, static_cast<int16_t>(grant.milli)));
+        auto share = std::ranges::find(
+            gpu.shares, std::pair<int32_t, int16_t>(slot, static_cast<int16_t>(grant.milli)));
         if (share != gpu.shares.end()) gpu.shares.erase(share);
         break;
       }
-      default: gpu.whole_owner = -1;
+      default:
+        gpu.whole_owner = -1;
     }
     s.add_node_tenant(gpu.node, t, -1);
   }

@@ -50,8 +50,8 @@ struct MigTable {
   std::vector<uint32_t> masks;          // layout id -> mask
   // [layout id][profile]: the slot fleet::plan_addition picks for one more instance, or -1.
   std::vector<std::array<int8_t, kMaxMigProfiles>> add;
-  std::vector<int8_t> compute;   // compute slices held, per layout id
-  std::vector<int32_t> room;     // rank of fleet::free_capacity (larger keeps more room)
+  std::vector<int8_t> compute;  // compute slices held, per layout id
+  std::vector<int32_t> room;    // rank of fleet::free_capacity (larger keeps more room)
   std::array<uint32_t, kMaxMigProfiles> profile_slots{};  // mask of the slots of each profile
 
   int16_t id(uint32_t mask) const { return layout_of_mask[mask]; }

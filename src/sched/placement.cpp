@@ -96,18 +96,15 @@ class Placer {
   }
 
   std::string where() const {
-    if (r_.tier == Tier::kDedicatedPool) {
-      std::string pools;
-      for (const ClusterState::Node& node : s_.nodes_) {
-        if (node.pool_owner != tenant_ || tenant_ < 0) continue;
-        if (!r_.pool.empty() && node.pool_id != r_.pool && node.pool_name != r_.pool) continue;
-        if (pools.find(node.pool_name) == std::string::npos) {
-          pools += pools.empty() ? node.pool_name : ", " + node.pool_name;
-        }
+    if (r_.tier != Tier::kDedicatedPool) return "the fleet";
+    std::string pools;
+    if (auto it = s_.tenant_pools_.find(tenant_); it != s_.tenant_pools_.end()) {
+      for (const auto& [id, name] : it->second) {
+        if (!r_.pool.empty() && id != r_.pool && name != r_.pool) continue;
+        pools += pools.empty() ? name : ", " + name;
       }
-      return fmt::format("tenant pool {}", pools.empty() ? r_.pool : pools);
     }
-    return "the fleet";
+    return fmt::format("tenant pool {}", pools.empty() ? r_.pool : pools);
   }
 
   // ---- whole GPUs ----
@@ -234,16 +231,17 @@ class Placer {
     };
     if (try_groups(group(nodes, [&](int32_t x) { return s_.nodes_[x].nvlink; }))) return p;
     if (r_.same_nvlink_domain) {
-      return fail(Error::conflict(fmt::format(
-          "no NVLink domain in {} has {} free {} GPUs", where(), n, model_name())));
+      return fail(Error::conflict(
+          fmt::format("no NVLink domain in {} has {} free {} GPUs", where(), n, model_name())));
     }
     if (try_groups(group(nodes, [&](int32_t x) { return s_.nodes_[x].rack; }))) return p;
     if (total >= n) {
       fill(nodes);
       return p;
     }
-    return fail(Error::conflict(fmt::format("{} has {} free {} GPU(s) for this tenant; {} requested",
-                                            where(), total, model_name(), n)));
+    return fail(
+        Error::conflict(fmt::format("{} has {} free {} GPU(s) for this tenant; {} requested",
+                                    where(), total, model_name(), n)));
   }
 
   Result<Placement> place_nodes(Placement p) const {
@@ -260,59 +258,66 @@ class Placer {
         }
       }
     } else {
-      std::vector<int32_t> nodes = eligible_nodes(g);
       // Best fit: nodes that need no mode change first, then the fewest spare GPUs.
-      std::ranges::stable_sort(nodes, [&](int32_t a, int32_t b) {
-        return std::tuple(free_whole(a) < g, avail(a)) < std::tuple(free_whole(b) < g, avail(b));
-      });
-      auto choose = [&](const std::vector<std::vector<int32_t>>& groups) -> const std::vector<int32_t>* {
-        const std::vector<int32_t>* best = nullptr;
-        for (const auto& members : groups) {
-          if (static_cast<int>(members.size()) >= count &&
-              (best == nullptr || members.size() < best->size())) {
-            best = &members;
-          }
-        }
-        return best;
+      auto better = [&](int32_t a, int32_t b) {
+        return std::tuple(free_whole(a) < g, avail(a), a) <
+               std::tuple(free_whole(b) < g, avail(b), b);
       };
-      auto sorted_groups = [&](auto key_of) {
-        auto groups = group(nodes, key_of);
-        for (auto& members : groups) {
-          std::ranges::stable_sort(members, [&](int32_t a, int32_t b) {
-            return std::tuple(free_whole(a) < g, avail(a)) < std::tuple(free_whole(b) < g, avail(b));
-          });
-        }
-        return groups;
-      };
-      auto by_nvlink = sorted_groups([&](int32_t x) { return s_.nodes_[x].nvlink; });
-      const std::vector<int32_t>* chosen = choose(by_nvlink);
-      std::vector<std::vector<int32_t>> by_rack;
-      if (chosen == nullptr && !r_.same_nvlink_domain) {
-        by_rack = sorted_groups([&](int32_t x) { return s_.nodes_[x].rack; });
-        chosen = choose(by_rack);
-        if (chosen == nullptr && static_cast<int>(nodes.size()) >= count) chosen = &nodes;
-      }
-      if (chosen != nullptr) {
+      auto take_nodes = [&](std::vector<int32_t> members) {
+        std::ranges::sort(members, better);
         for (int i = 0; i < count; ++i) {
-          const int32_t node = (*chosen)[i];
+          const int32_t node = members[i];
           p.node_slots.push_back(node);
           p.nodes.push_back(s_.nodes_[node].id);
           take_whole(node, g, free_whole(node) < g, p);
         }
-        return p;
-      }
-      if (r_.same_nvlink_domain && static_cast<int>(nodes.size()) >= count) {
+      };
+      // One NVLink domain (else one rack): groups are tried in the order their members appear
+      // in the best-fit indexes, so the common case looks at a handful of nodes.
+      auto in_one_group = [&](const std::vector<std::vector<int32_t>>& groups,
+                              auto key_of) -> bool {
+        std::vector<char> tried(groups.size(), 0);
+        for (auto which : {&detail::Segment::whole, &detail::Segment::avail}) {
+          for (int32_t d : domains_) {
+            const detail::Buckets& b = s_.segment(d, model_).*which;
+            for (std::size_t k = g; k < b.lists.size(); ++k) {
+              for (int32_t n : b.lists[k]) {
+                const int32_t key = key_of(n);
+                if (key < 0 || tried[key] || !eligible(n)) continue;
+                tried[key] = 1;
+                std::vector<int32_t> members;
+                for (int32_t m : groups[key]) {
+                  if (entry(m) != nullptr && avail(m) >= g && eligible(m)) members.push_back(m);
+                }
+                if (static_cast<int>(members.size()) >= count) {
+                  take_nodes(std::move(members));
+                  return true;
+                }
+              }
+            }
+          }
+        }
+        return false;
+      };
+      if (in_one_group(s_.nvlink_nodes_, [&](int32_t x) { return s_.nodes_[x].nvlink; })) return p;
+      if (r_.same_nvlink_domain) {
         return fail(Error::conflict(fmt::format(
-            "no NVLink domain in {} has {} {} nodes with {} free GPUs", where(), count,
-            model_name(), g)));
+            "no NVLink domain in {} has {} {} nodes with {} free GPUs and no other tenant", where(),
+            count, model_name(), g)));
+      }
+      if (in_one_group(s_.rack_nodes_, [&](int32_t x) { return s_.nodes_[x].rack; })) return p;
+      std::vector<int32_t> nodes = eligible_nodes(g);
+      if (static_cast<int>(nodes.size()) >= count) {
+        take_nodes(std::move(nodes));
+        return p;
       }
       return fail(Error::conflict(fmt::format(
           "{} has {} schedulable {} node(s) with {} free GPUs and no other tenant; {} requested",
           where(), nodes.size(), model_name(), g, count)));
     }
-    return fail(Error::conflict(
-        fmt::format("no schedulable {} node in {} with {} free GPUs and no other tenant; best has {}",
-                    model_name(), where(), g, best_available())));
+    return fail(Error::conflict(fmt::format(
+        "no schedulable {} node in {} with {} free GPUs and no other tenant; best has {}",
+        model_name(), where(), g, best_available())));
   }
 
   // ---- MIG instances and shares: one unit at a time on a tentative overlay ----
@@ -344,8 +349,8 @@ class Placer {
         overlay.push_back({g, gpu.mode, 0, 0, 0, 0});
       } else {
         if (want == GpuMode::kMig && gpu.table != table_) return false;
-        overlay.push_back({g, gpu.mode, gpu.mig_layout, gpu.mig_layout, gpu.mig_owned,
-                           gpu.milli_used});
+        overlay.push_back(
+            {g, gpu.mode, gpu.mig_layout, gpu.mig_layout, gpu.mig_owned, gpu.milli_used});
       }
       t = &overlay.back();
       if (!fits(*t)) {
@@ -374,10 +379,10 @@ class Placer {
     }
     t->layout |= uint32_t{1} << slot;
     t->owned |= uint32_t{1} << slot;
-    p.gpus.push_back({g, node.id, gpu.uuid,
-                      fleet::PlacedInstance{table.catalog->profiles[profile_].name,
-                                            table.slots[slot].start},
-                      0});
+    p.gpus.push_back(
+        {g, node.id, gpu.uuid,
+         fleet::PlacedInstance{table.catalog->profiles[profile_].name, table.slots[slot].start},
+         0});
     return true;
   }
 
@@ -418,7 +423,8 @@ class Placer {
           if (!eligible(n)) continue;
           const ClusterState::Node& node = s_.nodes_[n];
           for (int32_t g = node.first_gpu + node.gpu_count - 1; g >= node.first_gpu; --g) {
-            if (s_.gpus_[g].mode != GpuMode::kWhole || find_overlay(overlay, g) != nullptr) continue;
+            if (s_.gpus_[g].mode != GpuMode::kWhole || find_overlay(overlay, g) != nullptr)
+              continue;
             if (try_gpu(g, true, overlay, p)) return true;
           }
         }
@@ -472,8 +478,8 @@ class Placer {
     if (r_.tier == Tier::kMig) {
       const fleet::MigCatalog* catalog = s_.limits_.models.at(model_name()).mig_catalog;
       if (catalog == nullptr || catalog->find(r_.mig_profile) == nullptr) {
-        return fail(Error::invalid(fmt::format("{} has no MIG profile {}", model_name(),
-                                               r_.mig_profile)));
+        return fail(
+            Error::invalid(fmt::format("{} has no MIG profile {}", model_name(), r_.mig_profile)));
       }
       table_ = -1;
       for (std::size_t i = 0; i < s_.tables_.size(); ++i) {
@@ -481,9 +487,9 @@ class Placer {
       }
       profile_ = s_.tables_[table_]->profile_index(r_.mig_profile);
     }
-    const std::string what =
-        r_.tier == Tier::kMig ? fmt::format("{} x {}", r_.count, r_.mig_profile)
-                              : fmt::format("{} share(s) of {} milli", r_.count, r_.milli);
+    const std::string what = r_.tier == Tier::kMig
+                                 ? fmt::format("{} x {}", r_.count, r_.mig_profile)
+                                 : fmt::format("{} share(s) of {} milli", r_.count, r_.milli);
     std::vector<Tentative> overlay;
     if (r_.count > 1 && (r_.same_node || r_.same_nvlink_domain)) {
       // Anchors: nodes in index order; the request must fit within the anchor's scope.
@@ -506,9 +512,9 @@ class Placer {
     }
     for (int unit = 0; unit < r_.count; ++unit) {
       if (!place_one(overlay, p)) {
-        return fail(Error::conflict(fmt::format(
-            "no schedulable {} GPU in {} has room for {}{}", model_name(), where(), what,
-            unit > 0 ? fmt::format(" (only {} fit)", unit) : "")));
+        return fail(Error::conflict(
+            fmt::format("no schedulable {} GPU in {} has room for {}{}", model_name(), where(),
+                        what, unit > 0 ? fmt::format(" (only {} fit)", unit) : "")));
       }
     }
     return finish(std::move(p), overlay);
@@ -531,9 +537,12 @@ class Placer {
     p.units = request_units(r_, limits);
     switch (r_.tier) {
       case Tier::kDedicatedPool:
-      case Tier::kDedicatedNode: return place_nodes(std::move(p));
-      case Tier::kDedicatedGpu: return place_dedicated_gpu(std::move(p));
-      default: return place_units(std::move(p));
+      case Tier::kDedicatedNode:
+        return place_nodes(std::move(p));
+      case Tier::kDedicatedGpu:
+        return place_dedicated_gpu(std::move(p));
+      default:
+        return place_units(std::move(p));
     }
   }
 
@@ -547,8 +556,8 @@ class Placer {
 };
 
 Result<Placement> place(const ClusterState& state, const Request& request) {
-  if (request.count <= 0 && !(request.tier == Tier::kDedicatedNode ||
-                              request.tier == Tier::kDedicatedPool)) {
+  if (request.count <= 0 &&
+      !(request.tier == Tier::kDedicatedNode || request.tier == Tier::kDedicatedPool)) {
     return fail(Error::invalid("count must be at least 1"));
   }
   return Placer(state, request).run();

@@ -41,6 +41,8 @@ void QuotaTree::set_tenant(const std::string& name, const std::string& model, Qu
 
 void QuotaTree::set_cohort(const std::string& name, const std::string& cohort) {
   Tenant& t = tenant(name);
+  if (!t.cohort.empty()) std::erase(members_[t.cohort], name);
+  if (!cohort.empty()) members_[cohort].push_back(name);
   for (const auto& [model, e] : t.models) cohort_add(t.cohort, model, -e.limits.nominal, -e.used);
   t.cohort = cohort;
   for (const auto& [model, e] : t.models) cohort_add(t.cohort, model, e.limits.nominal, e.used);
@@ -62,16 +64,16 @@ Result<Admission> QuotaTree::admit(const QuotaCharge& c) const {
   if (auto it = platform_.find(c.model); it != platform_.end() && it->second.first) {
     const int64_t used = it->second.second;
     if (used + c.units > *it->second.first) {
-      return fail(exceeded(fmt::format("quota exceeded at platform level for {}: used {} + "
-                                       "requested {}; limit {}",
-                                       c.model, format_units(used), format_units(c.units),
-                                       format_units(*it->second.first))));
+      return fail(exceeded(fmt::format(
+          "quota exceeded at platform level for {}: used {} + "
+          "requested {}; limit {}",
+          c.model, format_units(used), format_units(c.units), format_units(*it->second.first))));
     }
   }
   auto tenant_it = tenants_.find(c.tenant);
   if (tenant_it == tenants_.end()) {
-    return fail(exceeded(fmt::format("quota exceeded at tenant level: tenant {} has no quota for {}",
-                                     c.tenant, c.model)));
+    return fail(exceeded(fmt::format(
+        "quota exceeded at tenant level: tenant {} has no quota for {}", c.tenant, c.model)));
   }
   const Tenant& t = tenant_it->second;
   if (auto p = t.projects.find(c.project); p != t.projects.end()) {
@@ -109,10 +111,10 @@ Result<Admission> QuotaTree::admit(const QuotaCharge& c) const {
     const int64_t cohort_nominal = cm ? cm->nominal : 0;
     const int64_t cohort_used = cm ? cm->used : 0;
     if (cohort_used + c.units > cohort_nominal) {
-      return tenant_fail(fmt::format("cohort {} has no idle quota to lend (cohort used {} of "
-                                     "nominal {})",
-                                     t.cohort, format_units(cohort_used),
-                                     format_units(cohort_nominal)));
+      return tenant_fail(
+          fmt::format("cohort {} has no idle quota to lend (cohort used {} of "
+                      "nominal {})",
+                      t.cohort, format_units(cohort_used), format_units(cohort_nominal)));
     }
     admission.borrowed = over - std::max<int64_t>(0, used - l.nominal);
   }
@@ -185,6 +187,12 @@ std::optional<int64_t> QuotaTree::platform_limit(const std::string& model) const
 std::string QuotaTree::cohort_of(const std::string& name) const {
   auto t = tenants_.find(name);
   return t == tenants_.end() ? "" : t->second.cohort;
+}
+
+const std::vector<std::string>& QuotaTree::cohort_members(const std::string& cohort) const {
+  static const std::vector<std::string> kNone;
+  auto it = members_.find(cohort);
+  return it == members_.end() ? kNone : it->second;
 }
 
 int64_t QuotaTree::profile_used(const std::string& name, const std::string& model,

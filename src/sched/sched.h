@@ -8,9 +8,12 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "common/clock.h"
@@ -48,9 +51,9 @@ inline constexpr int64_t kUnitsPerGpu = 7000;
 constexpr int64_t gpu_units(int64_t gpus) { return gpus * kUnitsPerGpu; }
 constexpr int64_t mig_units(int compute_slices) { return int64_t{1000} * compute_slices; }
 constexpr int64_t shared_units(int milli) { return int64_t{7} * milli; }
-std::string gpu_resource_key(std::string_view model);                                 // gpu/H200
-std::string mig_resource_key(std::string_view model, std::string_view profile);       // mig/H200/1g.18gb
-std::string milli_resource_key(std::string_view model);                               // gpu-milli/H200
+std::string gpu_resource_key(std::string_view model);                            // gpu/H200
+std::string mig_resource_key(std::string_view model, std::string_view profile);  // mig/H200/1g.18gb
+std::string milli_resource_key(std::string_view model);                          // gpu-milli/H200
 // "2.5 GPU" style rendering of units for messages.
 std::string format_units(int64_t units);
 
@@ -94,15 +97,15 @@ struct Request {
   IsolationClass isolation = IsolationClass::kStandard;
   Tier tier = Tier::kDedicatedGpu;
   std::vector<std::string> models;  // allowed GPU models, in preference order; empty = any
-  int count = 1;           // whole GPUs (dedicated-gpu), instances (mig), shares (shared)
-  int node_count = 0;      // dedicated-node / dedicated-pool
-  int gpus_per_node = 0;   // dedicated-node / dedicated-pool
-  std::string pool;        // dedicated-pool: one pool (id or name) of the tenant; empty = any
-  std::string mig_profile; // mig, e.g. "3g.71gb"
-  int milli = 0;           // shared: 1..1000 per share
+  int count = 1;                    // whole GPUs (dedicated-gpu), instances (mig), shares (shared)
+  int node_count = 0;               // dedicated-node / dedicated-pool
+  int gpus_per_node = 0;            // dedicated-node / dedicated-pool
+  std::string pool;         // dedicated-pool: one pool (id or name) of the tenant; empty = any
+  std::string mig_profile;  // mig, e.g. "3g.71gb"
+  int milli = 0;            // shared: 1..1000 per share
   bool same_node = false;
   bool same_nvlink_domain = false;
-  bool gang = true;        // all-or-nothing over the count (every request is placed atomically)
+  bool gang = true;  // all-or-nothing over the count (every request is placed atomically)
   int priority = 0;
   bool preemptible = false;
 };
@@ -142,8 +145,8 @@ struct Placement {
   int64_t units = 0;
   int priority = 0;
   bool preemptible = false;
-  std::vector<std::string> nodes;  // nodes held whole (dedicated-node / dedicated-pool)
-  std::vector<int32_t> node_slots; // the same, as indexes into ClusterState::nodes()
+  std::vector<std::string> nodes;   // nodes held whole (dedicated-node / dedicated-pool)
+  std::vector<int32_t> node_slots;  // the same, as indexes into ClusterState::nodes()
   std::vector<GpuGrant> gpus;
   std::vector<ModeChange> mode_changes;
   std::vector<MigLayoutChange> mig_changes;
@@ -214,11 +217,15 @@ class ClusterState {
   const std::string& tenant_name(int32_t tenant) const { return tenants_[tenant]; }
   int32_t find_tenant(std::string_view tenant) const;  // -1 when never seen
   int32_t find_model(std::string_view model) const;    // -1 when not in the fleet
+  // The pools (id, name) owned by a tenant; empty when it owns none.
+  std::vector<std::pair<std::string, std::string>> pools_of(std::string_view tenant) const;
   const FleetLimits& limits() const { return limits_; }
   const detail::MigTable* mig_table(const Gpu& gpu) const {
     return gpu.table < 0 ? nullptr : tables_[gpu.table];
   }
   fleet::Layout mig_layout(int32_t gpu) const;
+  // Tenants holding anything on a GPU (whole, MIG instances or shares), sorted.
+  std::vector<std::string> tenants_on_gpu(int32_t gpu) const;
   const std::string& nvlink_name(int32_t nvlink) const { return nvlink_names_[nvlink]; }
   const std::string& rack_name(int32_t rack) const { return rack_names_[rack]; }
 
@@ -261,6 +268,7 @@ class ClusterState {
   std::vector<std::string> tenants_;
   std::unordered_map<std::string, int32_t> tenant_ids_;
   std::unordered_map<int32_t, int32_t> tenant_domain_;  // pool owner -> domain
+  std::unordered_map<int32_t, std::vector<std::pair<std::string, std::string>>> tenant_pools_;
   int32_t domains_ = 1;
   std::vector<detail::Segment> segments_;
   std::vector<std::string> nvlink_names_, rack_names_;
@@ -310,8 +318,8 @@ class QuotaTree {
   void set_platform(const std::string& model, std::optional<int64_t> limit);
   void set_tenant(const std::string& tenant, const std::string& model, QuotaLimits limits);
   void set_cohort(const std::string& tenant, const std::string& cohort);  // "" = none
-  void set_project(const std::string& tenant, const std::string& project,
-                   const std::string& model, QuotaLimits limits);
+  void set_project(const std::string& tenant, const std::string& project, const std::string& model,
+                   QuotaLimits limits);
   // At most `max_instances` live instances of one MIG profile for the tenant.
   void set_profile_cap(const std::string& tenant, const std::string& model,
                        const std::string& profile, int64_t max_instances);
@@ -332,6 +340,7 @@ class QuotaTree {
   int64_t platform_used(const std::string& model) const;
   std::optional<int64_t> platform_limit(const std::string& model) const;
   std::string cohort_of(const std::string& tenant) const;
+  const std::vector<std::string>& cohort_members(const std::string& cohort) const;
   int64_t profile_used(const std::string& tenant, const std::string& model,
                        const std::string& profile) const;
   std::optional<int64_t> profile_cap(const std::string& tenant, const std::string& model,
@@ -358,6 +367,7 @@ class QuotaTree {
 
   std::unordered_map<std::string, Tenant> tenants_;
   std::unordered_map<std::string, std::unordered_map<std::string, CohortModel>> cohorts_;
+  std::unordered_map<std::string, std::vector<std::string>> members_;
   std::unordered_map<std::string, std::pair<std::optional<int64_t>, int64_t>> platform_;
 };
 
@@ -366,6 +376,8 @@ class QuotaTree {
 struct SchedulerOptions {
   Duration fair_share_half_life = std::chrono::hours(24);
   bool preemption = true;
+  // Victims tried for one request at most, so a blocked request costs bounded time.
+  int max_victims = 8;
 };
 
 enum class DecisionKind { kPlaced, kPending, kRejected };
@@ -403,6 +415,16 @@ class Scheduler {
   std::vector<Decision> schedule(TimePoint now);
 
   std::vector<PendingView> pending(TimePoint now) const;  // in queue order
+
+  // Reservations: `shape` (its tenant, tier, model and size) is held for the tenant during
+  // [start, end). From the start (at reserve() or schedule()) the capacity is placed and held as
+  // allocation "reservation:<id>", charged to the tenant's quota, so no other tenant can take
+  // it; the tenant's first request of the same shape in the window takes exactly those GPUs.
+  // At the end an unused hold is released. Placed: held now; pending: not yet (with why).
+  Decision reserve(const std::string& id, const Request& shape, TimePoint start, TimePoint end,
+                   TimePoint now);
+  Result<void> cancel_reservation(const std::string& id, TimePoint now);
+  static std::string reservation_hold_id(const std::string& id) { return "reservation:" + id; }
   const ClusterState& state() const { return state_; }
   const QuotaTree& quota() const { return quota_; }
   QuotaTree& quota() { return quota_; }
@@ -426,6 +448,23 @@ class Scheduler {
     TimePoint submitted;
     int64_t seq = 0;
   };
+  // Candidates for preemption per tenant, in victim order (lowest priority, newest first).
+  using VictimKey = std::tuple<int, int64_t, int64_t, std::string>;  // priority, -time, -seq, id
+  struct TenantVictims {
+    std::set<VictimKey> preemptible;
+    std::set<VictimKey> borrowed;
+  };
+  static VictimKey victim_key(const std::string& id, const Held& h);
+  void index_victim(const std::string& id, const Held& h, bool add);
+  struct Reservation {
+    Request shape;
+    TimePoint start, end;
+    bool active = false, used = false;
+    std::optional<Error> reason;
+  };
+  void advance_reservations(TimePoint now, std::vector<Decision>* placed);
+  std::optional<Decision> use_reservation(const std::string& id, const Request& request,
+                                          TimePoint now);
   struct Share {
     double usage = 0;  // decayed unit-seconds at `at`
     int64_t held_units = 0;
@@ -437,9 +476,8 @@ class Scheduler {
   Result<Placement> admit_and_place(const Request& request, QuotaCharge* charge,
                                     Admission* admission) const;
   std::vector<std::string> victims(const Request& request) const;
-  void commit(const std::string& id, const Request& request, const Placement& placement,
-              const QuotaCharge& charge, int64_t borrowed, TimePoint submitted, int64_t seq,
-              TimePoint now);
+  void commit(const std::string& id, const Request& request, const QuotaCharge& charge,
+              int64_t borrowed, TimePoint submitted, int64_t seq, TimePoint now);
   void drop(const std::string& id, TimePoint now);
   void touch_share(const std::string& tenant, TimePoint now, int64_t delta_units);
   double share_key(const std::string& tenant, TimePoint now) const;
@@ -449,7 +487,10 @@ class Scheduler {
   SchedulerOptions options_;
   std::unordered_map<std::string, Held> held_;
   std::vector<Pending> pending_;
+  std::unordered_set<std::string> pending_ids_;
   std::unordered_map<std::string, Share> shares_;
+  std::unordered_map<std::string, TenantVictims> victims_;
+  std::map<std::string, Reservation> reservations_;  // by id: a fixed order
   int64_t seq_ = 0;
 };
 

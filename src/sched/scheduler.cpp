@@ -12,9 +12,12 @@ namespace gp::sched {
 
 std::string_view decision_kind_name(DecisionKind kind) {
   switch (kind) {
-    case DecisionKind::kPlaced: return "placed";
-    case DecisionKind::kPending: return "pending";
-    case DecisionKind::kRejected: return "rejected";
+    case DecisionKind::kPlaced:
+      return "placed";
+    case DecisionKind::kPending:
+      return "pending";
+    case DecisionKind::kRejected:
+      return "rejected";
   }
   return "pending";
 }
@@ -80,7 +83,10 @@ Result<Placement> Scheduler::admit_and_place(const Request& request, QuotaCharge
     if (it == limits.models.end()) continue;
     const int64_t units = request_units(request, it->second);
     if (units <= 0) continue;
-    QuotaCharge c{request.tenant, request.project, model, units,
+    QuotaCharge c{request.tenant,
+                  request.project,
+                  model,
+                  units,
                   request.tier == Tier::kMig ? request.mig_profile : "",
                   request.tier == Tier::kMig ? request.count : 0};
     Result<Admission> a = quota_.admit(c);
@@ -109,13 +115,34 @@ Result<Placement> Scheduler::admit_and_place(const Request& request, QuotaCharge
   return placed;
 }
 
+Scheduler::VictimKey Scheduler::victim_key(const std::string& id, const Held& h) {
+  return {h.request.priority, -h.submitted.time_since_epoch().count(), -h.seq, id};
+}
+
+void Scheduler::index_victim(const std::string& id, const Held& h, bool add) {
+  TenantVictims& v = victims_[h.request.tenant];
+  const VictimKey key = victim_key(id, h);
+  if (add) {
+    if (h.request.preemptible) v.preemptible.insert(key);
+    if (h.borrowed > 0) v.borrowed.insert(key);
+  } else {
+    v.preemptible.erase(key);
+    v.borrowed.erase(key);
+  }
+}
+
 std::vector<std::string> Scheduler::victims(const Request& request) const {
   const FleetLimits& limits = state_.limits();
   std::vector<std::string> models = request.models;
   if (models.empty()) {
     for (const auto& [name, unused] : limits.models) models.push_back(name);
   }
-  // Models on which the requester reclaims its own nominal quota from borrowers.
+  auto model_ok = [&](const std::string& id, const std::vector<std::string>& allowed) {
+    return std::ranges::find(allowed, held_.at(id).charge.model) != allowed.end();
+  };
+  std::vector<std::string> out;
+  // Lender reclaim: borrowed allocations of the other cohort members, on the models where the
+  // requester stays within its own nominal quota.
   const std::string cohort = quota_.cohort_of(request.tenant);
   std::vector<std::string> reclaim;
   if (!cohort.empty()) {
@@ -126,39 +153,42 @@ std::vector<std::string> Scheduler::victims(const Request& request) const {
       if (u.used + request_units(request, it->second) <= u.limits.nominal) reclaim.push_back(m);
     }
   }
-  using Key = std::tuple<int, int, int64_t, int64_t>;  // group, priority, -submitted, -seq
-  std::vector<std::pair<Key, std::string>> out;
-  for (const auto& [id, h] : held_) {
-    const bool model_ok = std::ranges::find(models, h.charge.model) != models.end();
-    if (!model_ok) continue;
-    const int64_t submitted = h.submitted.time_since_epoch().count();
-    if (h.request.tenant != request.tenant) {
-      // Lender reclaim: only borrowed allocations, of the same cohort, on a reclaimed model.
-      if (h.borrowed > 0 && std::ranges::find(reclaim, h.charge.model) != reclaim.end() &&
-          quota_.cohort_of(h.request.tenant) == cohort) {
-        out.push_back({{0, h.request.priority, -submitted, -h.seq}, id});
+  if (!reclaim.empty()) {
+    std::vector<VictimKey> keys;
+    for (const std::string& member : quota_.cohort_members(cohort)) {
+      if (member == request.tenant) continue;
+      auto v = victims_.find(member);
+      if (v == victims_.end()) continue;
+      for (const VictimKey& key : v->second.borrowed) {
+        if (model_ok(std::get<3>(key), reclaim)) keys.push_back(key);
+        if (static_cast<int>(keys.size()) >= options_.max_victims) break;
       }
-    } else if (h.request.preemptible && h.request.priority < request.priority) {
-      out.push_back({{1, h.request.priority, -submitted, -h.seq}, id});
+    }
+    std::ranges::sort(keys);
+    for (VictimKey& key : keys) out.push_back(std::move(std::get<3>(key)));
+  }
+  // The requester's own lower-priority preemptible work.
+  if (auto v = victims_.find(request.tenant); v != victims_.end()) {
+    for (const VictimKey& key : v->second.preemptible) {
+      if (std::get<0>(key) >= request.priority) break;
+      if (model_ok(std::get<3>(key), models)) out.push_back(std::get<3>(key));
+      if (static_cast<int>(out.size()) >= 2 * options_.max_victims) break;
     }
   }
-  std::ranges::sort(out);
-  std::vector<std::string> ids;
-  for (auto& [key, id] : out) ids.push_back(std::move(id));
-  return ids;
+  if (static_cast<int>(out.size()) > options_.max_victims) out.resize(options_.max_victims);
+  return out;
 }
 
-void Scheduler::commit(const std::string& id, const Request& request, const Placement& placement,
-                       const QuotaCharge& charge, int64_t borrowed, TimePoint submitted,
-                       int64_t seq, TimePoint now) {
-  (void)placement;
-  quota_.charge(charge);
-  held_[id] = Held{request, charge, borrowed, submitted, seq};
+void Scheduler::commit(const std::string& id, const Request& request, const QuotaCharge& charge,
+                       int64_t borrowed, TimePoint submitted, int64_t seq, TimePoint now) {
+  Held& h = held_[id] = Held{request, charge, borrowed, submitted, seq};
+  index_victim(id, h, true);
   touch_share(request.tenant, now, charge.units);
 }
 
 void Scheduler::drop(const std::string& id, TimePoint now) {
   auto it = held_.find(id);
+  index_victim(id, it->second, false);
   quota_.refund(it->second.charge);
   touch_share(it->second.request.tenant, now, -it->second.charge.units);
   held_.erase(it);
@@ -180,33 +210,52 @@ Decision Scheduler::try_place(const std::string& id, const Request& request, Tim
       Placement placement;
     };
     std::vector<Removed> removed;
-    for (const std::string& v : candidates) {
+    auto remove = [&](const std::string& v) {
       Held h = held_.at(v);
+      // Release leaves a GPU's mode and MIG layout as they are, so putting the allocation back
+      // needs no mode or layout change.
       Placement freed = *sched::release(state_, v);
+      freed.mode_changes.clear();
+      freed.mig_changes.clear();
       quota_.refund(h.charge);
       removed.push_back({v, std::move(h), std::move(freed)});
+    };
+    auto restore_all = [&] {
+      for (auto it = removed.rbegin(); it != removed.rend(); ++it) {
+        if (apply(state_, it->placement, it->id)) {
+          quota_.charge(it->held.charge);
+        } else {  // cannot happen: the state is as it was; keep the books consistent anyway
+          touch_share(it->held.request.tenant, now, -it->held.charge.units);
+          index_victim(it->id, it->held, false);
+          held_.erase(it->id);
+        }
+      }
+      removed.clear();
+    };
+    // Victims in order, lowest priority and newest first, until the request fits; those that
+    // still fit beside it are put back below.
+    for (const std::string& v : candidates) {
+      remove(v);
       placed = admit_and_place(request, &charge, &admission);
       if (placed) break;
     }
-    auto restore_all = [&] {
-      for (auto it = removed.rbegin(); it != removed.rend(); ++it) {
-        (void)apply(state_, it->placement, it->id);
-        quota_.charge(it->held.charge);
-      }
-    };
     if (!placed) {
       restore_all();
     } else if (Result<void> applied = apply(state_, *placed, id); !applied) {
       restore_all();
       placed = fail(applied.error());
     } else {
+      quota_.charge(charge);  // before victims are re-admitted beside it
       // Put back every victim that still fits beside the new placement, last removed first,
       // so only the allocations that had to go are preempted.
       for (auto it = removed.rbegin(); it != removed.rend(); ++it) {
         Result<Admission> again = quota_.admit(it->held.charge);
         if (again && apply(state_, it->placement, it->id)) {
           quota_.charge(it->held.charge);
-          held_.at(it->id).borrowed = again->borrowed;
+          Held& h = held_.at(it->id);
+          index_victim(it->id, h, false);
+          h.borrowed = again->borrowed;
+          index_victim(it->id, h, true);
         } else {
           preempted.push_back(it->id);
         }
@@ -214,9 +263,10 @@ Decision Scheduler::try_place(const std::string& id, const Request& request, Tim
       std::ranges::reverse(preempted);
       for (const std::string& v : preempted) {
         touch_share(held_.at(v).request.tenant, now, -held_.at(v).charge.units);
+        index_victim(v, held_.at(v), false);
         held_.erase(v);
       }
-      commit(id, request, *placed, charge, admission.borrowed, submitted, seq, now);
+      commit(id, request, charge, admission.borrowed, submitted, seq, now);
       d.kind = DecisionKind::kPlaced;
       d.placement = std::move(*placed);
       d.borrowed_units = admission.borrowed;
@@ -235,7 +285,8 @@ Decision Scheduler::try_place(const std::string& id, const Request& request, Tim
     d.reason = applied.error();
     return d;
   }
-  commit(id, request, *placed, charge, admission.borrowed, submitted, seq, now);
+  quota_.charge(charge);
+  commit(id, request, charge, admission.borrowed, submitted, seq, now);
   d.kind = DecisionKind::kPlaced;
   d.placement = std::move(*placed);
   d.borrowed_units = admission.borrowed;
@@ -245,9 +296,7 @@ Decision Scheduler::try_place(const std::string& id, const Request& request, Tim
 Decision Scheduler::submit(const std::string& id, const Request& request, TimePoint now) {
   Decision d;
   d.allocation_id = id;
-  const bool known = held_.contains(id) || std::ranges::any_of(pending_, [&](const Pending& p) {
-                       return p.id == id;
-                     });
+  const bool known = held_.contains(id) || pending_ids_.contains(id);
   if (id.empty() || known) {
     d.kind = DecisionKind::kRejected;
     d.reason = id.empty() ? Error::invalid("allocation id is empty")
@@ -259,9 +308,28 @@ Decision Scheduler::submit(const std::string& id, const Request& request, TimePo
     d.reason = valid.error();
     return d;
   }
+  if (request.tier == Tier::kDedicatedPool) {
+    // Pools are part of the fleet's shape: a tenant without one (or without the named one)
+    // can never be served, so say so now instead of waiting forever.
+    const auto pools = state_.pools_of(request.tenant);
+    const bool named = request.pool.empty() || std::ranges::any_of(pools, [&](const auto& p) {
+                         return p.first == request.pool || p.second == request.pool;
+                       });
+    if (pools.empty() || !named) {
+      d.kind = DecisionKind::kRejected;
+      d.reason = Error::invalid(
+          pools.empty() ? fmt::format("tenant {} owns no node pool", request.tenant)
+                        : fmt::format("tenant {} owns no pool {}", request.tenant, request.pool));
+      return d;
+    }
+  }
+  if (std::optional<Decision> reserved = use_reservation(id, request, now)) return *reserved;
   const int64_t seq = seq_++;
   d = try_place(id, request, now, seq, now);
-  if (d.kind == DecisionKind::kPending) pending_.push_back({id, request, *d.reason, now, seq});
+  if (d.kind == DecisionKind::kPending) {
+    pending_.push_back({id, request, *d.reason, now, seq});
+    pending_ids_.insert(id);
+  }
   return d;
 }
 
@@ -271,9 +339,13 @@ Result<void> Scheduler::release(const std::string& id, TimePoint now) {
     drop(id, now);
     return ok();
   }
-  auto it = std::ranges::find_if(pending_, [&](const Pending& p) { return p.id == id; });
-  if (it == pending_.end()) return fail(Error::not_found(fmt::format("no allocation {}", id)));
-  pending_.erase(it);
+  if (!pending_ids_.contains(id))
+    return fail(Error::not_found(fmt::format("no allocation {}", id)));
+  // Newest first: a caller withdrawing what it just submitted finds it at once.
+  auto it = std::find_if(pending_.rbegin(), pending_.rend(),
+                         [&](const Pending& p) { return p.id == id; });
+  pending_.erase(std::next(it).base());
+  pending_ids_.erase(id);
   return ok();
 }
 
@@ -292,21 +364,148 @@ std::vector<PendingView> Scheduler::pending(TimePoint now) const {
 
 std::vector<Decision> Scheduler::schedule(TimePoint now) {
   std::vector<Decision> placed;
+  advance_reservations(now, &placed);
   std::vector<PendingView> order = pending(now);
   for (const PendingView& view : order) {
-    auto it = std::ranges::find_if(pending_, [&](const Pending& p) { return p.id == view.allocation_id; });
+    auto it = std::ranges::find_if(pending_,
+                                   [&](const Pending& p) { return p.id == view.allocation_id; });
     if (it == pending_.end()) continue;
     const Pending entry = *it;
     Decision d = try_place(entry.id, entry.request, entry.submitted, entry.seq, now);
     it = std::ranges::find_if(pending_, [&](const Pending& p) { return p.id == entry.id; });
     if (d.kind == DecisionKind::kPlaced) {
       pending_.erase(it);
+      pending_ids_.erase(entry.id);
       placed.push_back(std::move(d));
     } else {
       it->reason = *d.reason;
     }
   }
   return placed;
+}
+
+Decision Scheduler::reserve(const std::string& id, const Request& shape, TimePoint start,
+                            TimePoint end, TimePoint now) {
+  Decision d;
+  d.allocation_id = reservation_hold_id(id);
+  d.kind = DecisionKind::kRejected;
+  if (id.empty() || reservations_.contains(id)) {
+    d.reason = id.empty() ? Error::invalid("reservation id is empty")
+                          : Error::conflict(fmt::format("reservation {} already exists", id));
+    return d;
+  }
+  if (end <= start || end <= now) {
+    d.reason = Error::invalid("a reservation's window must end after it starts and after now");
+    return d;
+  }
+  if (Result<void> valid = validate(shape, state_.limits()); !valid) {
+    d.reason = valid.error();
+    return d;
+  }
+  reservations_.emplace(id, Reservation{shape, start, end});
+  std::vector<Decision> placed;
+  advance_reservations(now, &placed);
+  const Reservation& r = reservations_.at(id);
+  if (r.active) {
+    for (Decision& p : placed) {
+      if (p.allocation_id == d.allocation_id) return p;
+    }
+  }
+  d.kind = DecisionKind::kPending;
+  d.reason = r.reason
+                 ? *r.reason
+                 : Error::conflict(fmt::format(
+                       "the reservation's window starts in {} s",
+                       std::chrono::duration_cast<std::chrono::seconds>(r.start - now).count()));
+  return d;
+}
+
+Result<void> Scheduler::cancel_reservation(const std::string& id, TimePoint now) {
+  auto it = reservations_.find(id);
+  if (it == reservations_.end())
+    return fail(Error::not_found(fmt::format("no reservation {}", id)));
+  const std::string hold = reservation_hold_id(id);
+  if (held_.contains(hold)) GP_TRY_VOID(release(hold, now));
+  reservations_.erase(it);
+  return ok();
+}
+
+void Scheduler::advance_reservations(TimePoint now, std::vector<Decision>* placed) {
+  for (auto it = reservations_.begin(); it != reservations_.end();) {
+    Reservation& r = it->second;
+    const std::string hold = reservation_hold_id(it->first);
+    if (now >= r.end) {  // the window is over: an unused hold goes back
+      if (held_.contains(hold)) (void)release(hold, now);
+      it = reservations_.erase(it);
+      continue;
+    }
+    if (now >= r.start && !r.active && !r.used) {
+      Decision d = try_place(hold, r.shape, r.start, seq_++, now);
+      if (d.kind == DecisionKind::kPlaced) {
+        r.active = true;
+        r.reason.reset();
+        placed->push_back(std::move(d));
+      } else {
+        r.reason = d.reason;
+      }
+    }
+    ++it;
+  }
+}
+
+std::optional<Decision> Scheduler::use_reservation(const std::string& id, const Request& request,
+                                                   TimePoint now) {
+  for (auto& [rid, r] : reservations_) {
+    if (!r.active || r.used || now < r.start || now >= r.end) continue;
+    const Request& s = r.shape;
+    if (s.tenant != request.tenant || s.tier != request.tier || s.count != request.count ||
+        s.node_count != request.node_count || s.gpus_per_node != request.gpus_per_node ||
+        s.mig_profile != request.mig_profile || s.milli != request.milli) {
+      continue;
+    }
+    const std::string hold = reservation_hold_id(rid);
+    auto h = held_.find(hold);
+    if (h == held_.end()) continue;
+    const Placement* held_placement = &state_.find(hold)->placement;
+    if (!request.models.empty() &&
+        std::ranges::find(request.models, held_placement->model) == request.models.end()) {
+      continue;
+    }
+    // Hand the held GPUs over: the same placement under the request's id and project.
+    const Held before = h->second;
+    Placement p = *sched::release(state_, hold);
+    p.mode_changes.clear();
+    p.mig_changes.clear();
+    drop(hold, now);
+    Placement mine = p;
+    mine.project = request.project;
+    mine.priority = request.priority;
+    mine.preemptible = request.preemptible;
+    QuotaCharge charge = before.charge;
+    charge.project = request.project;
+    Result<Admission> admitted = quota_.admit(charge);
+    if (admitted && apply(state_, mine, id)) {
+      quota_.charge(charge);
+      commit(id, request, charge, admitted->borrowed, now, seq_++, now);
+      r.used = true;
+      Decision d;
+      d.kind = DecisionKind::kPlaced;
+      d.allocation_id = id;
+      d.placement = std::move(mine);
+      d.borrowed_units = admitted->borrowed;
+      return d;
+    }
+    // The project's quota refuses it: keep holding, and treat the request as any other.
+    if (apply(state_, p, hold)) {
+      quota_.charge(before.charge);
+      commit(hold, before.request, before.charge, before.borrowed, before.submitted, before.seq,
+             now);
+    } else {
+      r.active = false;
+    }
+    return std::nullopt;
+  }
+  return std::nullopt;
 }
 
 }  // namespace gp::sched

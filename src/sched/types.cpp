@@ -9,11 +9,16 @@ namespace gp::sched {
 
 std::string_view tier_name(Tier tier) {
   switch (tier) {
-    case Tier::kDedicatedPool: return "dedicated-pool";
-    case Tier::kDedicatedNode: return "dedicated-node";
-    case Tier::kDedicatedGpu: return "dedicated-gpu";
-    case Tier::kMig: return "mig";
-    case Tier::kShared: return "shared";
+    case Tier::kDedicatedPool:
+      return "dedicated-pool";
+    case Tier::kDedicatedNode:
+      return "dedicated-node";
+    case Tier::kDedicatedGpu:
+      return "dedicated-gpu";
+    case Tier::kMig:
+      return "mig";
+    case Tier::kShared:
+      return "shared";
   }
   return "shared";
 }
@@ -28,10 +33,14 @@ std::optional<Tier> parse_tier(std::string_view name) {
 
 std::string_view isolation_class_name(IsolationClass c) {
   switch (c) {
-    case IsolationClass::kInternal: return "internal";
-    case IsolationClass::kStandard: return "standard";
-    case IsolationClass::kSensitive: return "sensitive";
-    case IsolationClass::kRegulated: return "regulated";
+    case IsolationClass::kInternal:
+      return "internal";
+    case IsolationClass::kStandard:
+      return "standard";
+    case IsolationClass::kSensitive:
+      return "sensitive";
+    case IsolationClass::kRegulated:
+      return "regulated";
   }
   return "regulated";
 }
@@ -46,10 +55,14 @@ std::optional<IsolationClass> parse_isolation_class(std::string_view name) {
 
 Tier weakest_tier(IsolationClass c) {
   switch (c) {
-    case IsolationClass::kInternal: return Tier::kShared;
-    case IsolationClass::kStandard: return Tier::kMig;
-    case IsolationClass::kSensitive: return Tier::kDedicatedGpu;
-    case IsolationClass::kRegulated: return Tier::kDedicatedNode;
+    case IsolationClass::kInternal:
+      return Tier::kShared;
+    case IsolationClass::kStandard:
+      return Tier::kMig;
+    case IsolationClass::kSensitive:
+      return Tier::kDedicatedGpu;
+    case IsolationClass::kRegulated:
+      return Tier::kDedicatedNode;
   }
   return Tier::kDedicatedNode;
 }
@@ -59,9 +72,12 @@ bool class_allows(IsolationClass c, Tier tier) { return tier <= weakest_tier(c);
 
 std::string_view gpu_mode_name(GpuMode mode) {
   switch (mode) {
-    case GpuMode::kWhole: return "whole";
-    case GpuMode::kMig: return "mig";
-    case GpuMode::kTimeSliced: return "time-sliced";
+    case GpuMode::kWhole:
+      return "whole";
+    case GpuMode::kMig:
+      return "mig";
+    case GpuMode::kTimeSliced:
+      return "time-sliced";
   }
   return "whole";
 }
@@ -101,13 +117,15 @@ int64_t request_units(const Request& request, const FleetLimits::Model& model) {
     case Tier::kDedicatedPool:
     case Tier::kDedicatedNode:
       return gpu_units(int64_t{request.node_count} * request.gpus_per_node);
-    case Tier::kDedicatedGpu: return gpu_units(request.count);
+    case Tier::kDedicatedGpu:
+      return gpu_units(request.count);
     case Tier::kMig: {
       const fleet::MigProfile* profile =
           model.mig_catalog ? model.mig_catalog->find(request.mig_profile) : nullptr;
       return profile ? int64_t{request.count} * mig_units(profile->compute_slices) : 0;
     }
-    case Tier::kShared: return int64_t{request.count} * shared_units(request.milli);
+    case Tier::kShared:
+      return int64_t{request.count} * shared_units(request.milli);
   }
   return 0;
 }
@@ -116,10 +134,10 @@ Result<void> validate(const Request& request, const FleetLimits& limits) {
   if (request.tenant.empty()) return fail(Error::invalid("request has no tenant"));
   if (request.project.empty()) return fail(Error::invalid("request has no project"));
   if (!class_allows(request.isolation, request.tier)) {
-    return fail(Error::invalid(fmt::format(
-        "tier {} is not allowed for isolation class {}: its weakest allowed tier is {}",
-        tier_name(request.tier), isolation_class_name(request.isolation),
-        tier_name(weakest_tier(request.isolation)))));
+    return fail(Error::invalid(
+        fmt::format("tier {} is not allowed for isolation class {}: its weakest allowed tier is {}",
+                    tier_name(request.tier), isolation_class_name(request.isolation),
+                    tier_name(weakest_tier(request.isolation)))));
   }
   // The models the request may use at all.
   std::vector<std::string> candidates;
@@ -129,8 +147,8 @@ Result<void> validate(const Request& request, const FleetLimits& limits) {
       for (const auto& [name, unused] : limits.models) {
         known += known.empty() ? name : ", " + name;
       }
-      return fail(Error::invalid(
-          fmt::format("unknown GPU model \"{}\"; the fleet has: {}", m, known)));
+      return fail(
+          Error::invalid(fmt::format("unknown GPU model \"{}\"; the fleet has: {}", m, known)));
     }
     candidates.push_back(m);
   }
@@ -145,12 +163,12 @@ Result<void> validate(const Request& request, const FleetLimits& limits) {
     GP_TRY_VOID(check_count("node_count", request.node_count));
     GP_TRY_VOID(check_count("gpus_per_node", request.gpus_per_node));
     if (request.same_node && request.node_count > 1) {
-      return fail(Error::invalid(fmt::format("same_node contradicts node_count {}",
-                                             request.node_count)));
+      return fail(
+          Error::invalid(fmt::format("same_node contradicts node_count {}", request.node_count)));
     }
     if (request.count != 1 && request.count != request.node_count * request.gpus_per_node) {
-      return fail(Error::invalid(
-          fmt::format("{} takes node_count and gpus_per_node, not count", tier_name(request.tier))));
+      return fail(Error::invalid(fmt::format("{} takes node_count and gpus_per_node, not count",
+                                             tier_name(request.tier))));
     }
   } else {
     GP_TRY_VOID(check_count("count", request.count));
@@ -201,17 +219,17 @@ Result<void> validate(const Request& request, const FleetLimits& limits) {
         const fleet::MigProfile* p =
             m.mig_catalog ? m.mig_catalog->find(request.mig_profile) : nullptr;
         if (p == nullptr) {
-          reason = m.mig_catalog ? fmt::format("{} has no MIG profile \"{}\"", name,
-                                               request.mig_profile)
-                                 : fmt::format("{} is not MIG-capable", name);
+          reason = m.mig_catalog
+                       ? fmt::format("{} has no MIG profile \"{}\"", name, request.mig_profile)
+                       : fmt::format("{} is not MIG-capable", name);
         } else if (request.count > m.total_gpus * p->max_instances) {
           reason = fmt::format("the fleet holds at most {} {} instances of {}",
                                m.total_gpus * p->max_instances, name, p->name);
         } else if (request.same_node &&
                    request.count > int64_t{m.max_gpus_per_node} * p->max_instances) {
-          reason = fmt::format("same_node with {} x {}, but a {} node holds at most {}",
-                               request.count, p->name, name,
-                               m.max_gpus_per_node * p->max_instances);
+          reason =
+              fmt::format("same_node with {} x {}, but a {} node holds at most {}", request.count,
+                          p->name, name, m.max_gpus_per_node * p->max_instances);
         }
         break;
       }
@@ -225,9 +243,9 @@ Result<void> validate(const Request& request, const FleetLimits& limits) {
                                request.count, request.milli, name);
         } else if (request.same_node &&
                    request.count > int64_t{m.max_gpus_per_node} * (1000 / request.milli)) {
-          reason = fmt::format("same_node with {} shares of {} milli, but a {} node holds at most {}",
-                               request.count, request.milli, name,
-                               m.max_gpus_per_node * (1000 / request.milli));
+          reason = fmt::format(
+              "same_node with {} shares of {} milli, but a {} node holds at most {}", request.count,
+              request.milli, name, m.max_gpus_per_node * (1000 / request.milli));
         }
         break;
     }
@@ -235,10 +253,11 @@ Result<void> validate(const Request& request, const FleetLimits& limits) {
     why += why.empty() ? reason : "; " + reason;
   }
   if (request.tier == Tier::kMig && request.models.empty()) {
-    return fail(Error::invalid(fmt::format("no GPU model of the fleet has MIG profile \"{}\"",
-                                           request.mig_profile)));
+    return fail(Error::invalid(
+        fmt::format("no GPU model of the fleet has MIG profile \"{}\"", request.mig_profile)));
   }
-  return fail(Error::invalid(fmt::format("no GPU of the fleet can ever hold this request: {}", why)));
+  return fail(
+      Error::invalid(fmt::format("no GPU of the fleet can ever hold this request: {}", why)));
 }
 
 }  // namespace gp::sched

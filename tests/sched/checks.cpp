@@ -65,7 +65,8 @@ std::string tier_invariant_violation(const ClusterState& s) {
           const fleet::MigCatalog& cat = *s.mig_table(s.gpus()[g])->catalog;
           const auto& x = *uses[i].instance;
           const auto& y = *uses[j].instance;
-          const int xs = cat.find(x.profile)->memory_slices, ys = cat.find(y.profile)->memory_slices;
+          const int xs = cat.find(x.profile)->memory_slices,
+                    ys = cat.find(y.profile)->memory_slices;
           if (x.start < y.start + ys && y.start < x.start + xs) {
             return fmt::format("MIG instances of {} and {} overlap on {}", a->id, b->id,
                                s.gpus()[g].uuid);
@@ -87,8 +88,12 @@ std::string bookkeeping_violation(const ClusterState& s) {
     if (!a.live) continue;
     for (const GpuGrant& g : a.placement.gpus) {
       switch (a.placement.tier) {
-        case Tier::kMig: held[g.gpu].push_back(*g.mig_instance); break;
-        case Tier::kShared: milli[g.gpu] += g.milli; break;
+        case Tier::kMig:
+          held[g.gpu].push_back(*g.mig_instance);
+          break;
+        case Tier::kShared:
+          milli[g.gpu] += g.milli;
+          break;
         default:
           if (whole[g.gpu] >= 0) return fmt::format("GPU {} granted twice", gpus[g.gpu].uuid);
           whole[g.gpu] = static_cast<int32_t>(slot);
@@ -108,7 +113,8 @@ std::string bookkeeping_violation(const ClusterState& s) {
       if (auto v = fleet::validate(*table.catalog, held[g]); !v) {
         return fmt::format("GPU {}: held instances invalid: {}", gpu.uuid, v.error().message);
       }
-      if (table.mask_of(held[g]) != gpu.mig_owned) return fmt::format("GPU {}: owned mask", gpu.uuid);
+      if (table.mask_of(held[g]) != gpu.mig_owned)
+        return fmt::format("GPU {}: owned mask", gpu.uuid);
       if ((gpu.mig_owned & ~gpu.mig_layout) != 0) return "owned instance not in layout";
     } else if (gpu.mig_owned != 0) {
       return fmt::format("GPU {}: owned MIG slots without allocation", gpu.uuid);

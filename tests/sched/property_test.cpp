@@ -2,9 +2,8 @@
 // step: the tier invariant, quota within limits (above nominal only as borrowed within the
 // cohort's limits), no GPU or MIG slice double-booked, gang requests all-or-nothing; and the
 // same seed gives the same decisions.
-#include <gtest/gtest.h>
-
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <iostream>
@@ -39,12 +38,12 @@ World random_world(std::mt19937_64& rng) {
     if (pick(0, 2) > 0) w.quota.set_cohort(name, pick(0, 1) ? "c1" : "c2");
     for (const std::string& m : kModels) {
       if (pick(0, 4) == 0) continue;  // no quota for this model
-      QuotaLimits l{.nominal = int64_t{pick(0, 12)} * 1750};
-      if (pick(0, 2) == 0) l.borrow_limit = int64_t{pick(0, 8)} * 1750;
-      if (pick(0, 3) == 0) l.limit = l.nominal + int64_t{pick(0, 8)} * 1750;
+      QuotaLimits l{.nominal = int64_t{pick(0, 40)} * 1750};
+      if (pick(0, 2) == 0) l.borrow_limit = int64_t{pick(0, 24)} * 1750;
+      if (pick(0, 3) == 0) l.limit = l.nominal + int64_t{pick(0, 24)} * 1750;
       w.quota.set_tenant(name, m, l);
       if (pick(0, 3) == 0) {
-        w.quota.set_project(name, "p1", m, {.nominal = int64_t{pick(0, 8)} * 1750});
+        w.quota.set_project(name, "p1", m, {.nominal = int64_t{pick(0, 24)} * 1750});
       }
       if (pick(0, 4) == 0) {
         w.quota.set_profile_cap(name, m, catalog_for(m)->profiles[5].name, pick(0, 4));
@@ -54,8 +53,10 @@ World random_world(std::mt19937_64& rng) {
   if (pick(0, 3) == 0) w.quota.set_platform("H200", int64_t{pick(0, 20)} * 3500);
   const int node_count = pick(1, 7);
   for (int n = 0; n < node_count; ++n) {
-    NodeShape shape{.id = fmt::format("n{}", n), .gpus = pick(1, 8),
-                    .model = kModels[pick(0, 2)], .rack = fmt::format("r{}", pick(0, 2)),
+    NodeShape shape{.id = fmt::format("n{}", n),
+                    .gpus = pick(1, 8),
+                    .model = kModels[pick(0, 2)],
+                    .rack = fmt::format("r{}", pick(0, 2)),
                     .nvlink = pick(0, 3) ? fmt::format("d{}", pick(0, 3)) : ""};
     if (pick(0, 4) == 0) {
       shape.pool_owner = w.tenants[pick(0, tenant_count - 1)];
@@ -101,7 +102,9 @@ Request random_request(std::mt19937_64& rng, const World& w) {
       r.gpus_per_node = pick(1, 8);
       r.same_node = false;
       break;
-    case Tier::kDedicatedGpu: r.count = pick(1, 6); break;
+    case Tier::kDedicatedGpu:
+      r.count = pick(1, 6);
+      break;
     case Tier::kMig: {
       r.count = pick(1, 4);
       const std::string model = r.models.empty() ? kModels[pick(0, 2)] : r.models[0];
@@ -120,11 +123,13 @@ Request random_request(std::mt19937_64& rng, const World& w) {
 std::string describe(const Decision& d) {
   std::string out = fmt::format("{} {}", d.allocation_id, decision_kind_name(d.kind));
   if (d.placement) {
-    out += fmt::format(" {} {} {} {}u borrowed {}u:", d.placement->tenant, tier_name(d.placement->tier),
-                       d.placement->model, d.placement->units, d.borrowed_units);
+    out += fmt::format(" {} {} {} {}u borrowed {}u:", d.placement->tenant,
+                       tier_name(d.placement->tier), d.placement->model, d.placement->units,
+                       d.borrowed_units);
     for (const GpuGrant& g : d.placement->gpus) {
       out += " " + g.gpu_uuid;
-      if (g.mig_instance) out += fmt::format("/{}@{}", g.mig_instance->profile, g.mig_instance->start);
+      if (g.mig_instance)
+        out += fmt::format("/{}@{}", g.mig_instance->profile, g.mig_instance->start);
       if (g.milli) out += fmt::format("/{}m", g.milli);
     }
   }
@@ -149,7 +154,8 @@ std::string quota_violation(const Scheduler& s, const World& w) {
     for (const std::string& m : kModels) {
       const QuotaTree::Usage u = s.quota().tenant_usage(t, m);
       const int64_t used = tenant_used[{t, m}];
-      if (u.used != used) return fmt::format("{} {}: tree says {} used, allocations {}", t, m, u.used, used);
+      if (u.used != used)
+        return fmt::format("{} {}: tree says {} used, allocations {}", t, m, u.used, used);
       if (u.limits.limit && used > *u.limits.limit) return fmt::format("{} {} over limit", t, m);
       if (used > u.limits.nominal) {
         if (s.quota().cohort_of(t).empty()) {
@@ -218,15 +224,18 @@ std::string run_case(uint64_t seed, int steps) {
   TimePoint now = TimePoint(Duration(1'800'000'000'000'000));
   for (int step = 0; step < steps; ++step) {
     now += std::chrono::seconds(pick(0, 60));
-    const int op = pick(0, 9);
+    const int op = pick(0, 10);
     std::string what;
     if (op < 6) {
       const Request r = random_request(rng, w);
       const std::string id = fmt::format("a{}", step);
       // Borrowed amounts before, to check that only borrowed work of other tenants is taken.
-      std::map<std::string, int64_t> borrowed_before;
-      for (const std::string& other : ids) {
-        if (const Scheduler::Held* h = sched.held(other)) borrowed_before[other] = h->borrowed;
+      std::map<std::string, std::pair<std::string, int64_t>> borrowed_before;
+      for (const Allocation& a : sched.state().allocation_slots()) {
+        if (!a.live) continue;
+        if (const Scheduler::Held* h = sched.held(a.id)) {
+          borrowed_before[a.id] = {h->request.tenant, h->borrowed};
+        }
       }
       const int64_t live_before = sched.state().live_allocations();
       const Decision d = sched.submit(id, r, now);
@@ -241,6 +250,15 @@ std::string run_case(uint64_t seed, int steps) {
       for (const std::string& victim : d.preempted) {
         if (!borrowed_before.contains(victim)) {
           ADD_FAILURE() << "seed " << seed << ": preempted unknown " << victim;
+          continue;
+        }
+        const auto& [tenant, borrowed] = borrowed_before.at(victim);
+        if (tenant != r.tenant && borrowed == 0) {
+          ADD_FAILURE() << "seed " << seed << ": " << what << ": took " << victim
+                        << " of another tenant within its nominal";
+        }
+        if (tenant == r.tenant && borrowed == 0 && sched.held(victim) == nullptr) {
+          // same tenant: only lower-priority preemptible work (checked by the scenario tests)
         }
       }
       if (d.kind == DecisionKind::kRejected && class_allows(r.isolation, r.tier) && r.count > 0 &&
@@ -257,19 +275,30 @@ std::string run_case(uint64_t seed, int steps) {
       if (was_live && !r) ADD_FAILURE() << "seed " << seed << ": release failed";
       what = fmt::format("release {}", ids[i]);
       ids.erase(ids.begin() + static_cast<std::ptrdiff_t>(i));
+    } else if (op == 10) {
+      const Request shape = random_request(rng, w);
+      const TimePoint start = now + std::chrono::seconds(pick(0, 120));
+      const Decision d = sched.reserve(fmt::format("r{}", step), shape, start,
+                                       start + std::chrono::seconds(pick(1, 300)), now);
+      what = "reserve " + describe(d);
+      if (std::string v = gang_violation(sched.state(), shape, d); !v.empty()) {
+        ADD_FAILURE() << "seed " << seed << " step " << step << ": " << v;
+      }
     } else {
       for (const Decision& d : sched.schedule(now)) {
         what += describe(d) + "; ";
-        ids.push_back(d.allocation_id);
+        if (!d.allocation_id.starts_with("reservation:")) ids.push_back(d.allocation_id);
       }
     }
     trace += what + "\n";
     if (std::string v = tier_invariant_violation(sched.state()); !v.empty()) {
-      ADD_FAILURE() << "seed " << seed << " step " << step << " (" << what << "): tier invariant: " << v;
+      ADD_FAILURE() << "seed " << seed << " step " << step << " (" << what
+                    << "): tier invariant: " << v;
       return trace;
     }
     if (std::string v = bookkeeping_violation(sched.state()); !v.empty()) {
-      ADD_FAILURE() << "seed " << seed << " step " << step << " (" << what << "): bookkeeping: " << v;
+      ADD_FAILURE() << "seed " << seed << " step " << step << " (" << what
+                    << "): bookkeeping: " << v;
       return trace;
     }
     if (std::string v = quota_violation(sched, w); !v.empty()) {

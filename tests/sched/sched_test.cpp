@@ -56,10 +56,10 @@ TEST(Classes, WeakestTierAllowedPerClass) {
     IsolationClass c;
     Tier weakest;
   };
-  for (auto [c, weakest] : {Case{IsolationClass::kInternal, Tier::kShared},
-                            Case{IsolationClass::kStandard, Tier::kMig},
-                            Case{IsolationClass::kSensitive, Tier::kDedicatedGpu},
-                            Case{IsolationClass::kRegulated, Tier::kDedicatedNode}}) {
+  for (auto [c, weakest] :
+       {Case{IsolationClass::kInternal, Tier::kShared}, Case{IsolationClass::kStandard, Tier::kMig},
+        Case{IsolationClass::kSensitive, Tier::kDedicatedGpu},
+        Case{IsolationClass::kRegulated, Tier::kDedicatedNode}}) {
     EXPECT_EQ(weakest_tier(c), weakest);
     for (Tier t : {Tier::kDedicatedPool, Tier::kDedicatedNode, Tier::kDedicatedGpu, Tier::kMig,
                    Tier::kShared}) {
@@ -190,8 +190,9 @@ TEST(Place, DedicatedNodeNeverSharesANodeWithAnotherTenant) {
 }
 
 TEST(Place, PoolNodesHostOnlyTheirOwner) {
-  ClusterState s = make_state({{.id = "p1", .gpus = 8, .pool_owner = "acme", .pool = "acme-dedicated"},
-                               {.id = "s1", .gpus = 2}});
+  ClusterState s =
+      make_state({{.id = "p1", .gpus = 8, .pool_owner = "acme", .pool = "acme-dedicated"},
+                  {.id = "s1", .gpus = 2}});
   apply_ok(s, gpus("other", 2), "o1");
   Result<Placement> full = place(s, gpus("other", 1));
   ASSERT_FALSE(full);
@@ -229,8 +230,8 @@ TEST(Place, MigUsesTheGeometryAndReportsTheLayoutChange) {
 }
 
 TEST(Place, MigGpusServeOnlyMigAndIdleWholeGpusConvert) {
-  ClusterState s = make_state({{.id = "m", .gpus = 1, .mode = GpuMode::kMig},
-                               {.id = "w", .gpus = 1}});
+  ClusterState s =
+      make_state({{.id = "m", .gpus = 1, .mode = GpuMode::kMig}, {.id = "w", .gpus = 1}});
   apply_ok(s, mig("a", "1g.18gb"), "a1");
   EXPECT_EQ(s.find("a1")->placement.gpus[0].node_id, "m");
   // The busy MIG GPU never takes a whole-GPU or shared request.
@@ -246,6 +247,8 @@ TEST(Place, MigGpusServeOnlyMigAndIdleWholeGpusConvert) {
   EXPECT_EQ(p.mode_changes[0].to, GpuMode::kTimeSliced);
   ASSERT_TRUE(apply(s, p, "c1"));
   apply_ok(s, shared("d", 900), "d1");  // two tenants share the time-sliced GPU
+  const int32_t ts_gpu = s.find("d1")->placement.gpus[0].gpu;
+  EXPECT_THAT(s.tenants_on_gpu(ts_gpu), ElementsAre("c", "d"));
   EXPECT_FALSE(place(s, shared("e", 1)));
   EXPECT_FALSE(place(s, gpus("e", 1)));
 }
@@ -306,6 +309,68 @@ TEST(Place, UnhealthyAndUnschedulableCapacityIsSkipped) {
   EXPECT_FALSE(place(s, gpus("a", 1)));
 }
 
+TEST(Place, AnIdleMigGpuSwitchesBackForAWholeGpuRequest) {
+  ClusterState s = make_state({{.id = "n1", .gpus = 1, .mode = GpuMode::kMig}});
+  apply_ok(s, mig("a", "1g.18gb"), "a1");
+  EXPECT_FALSE(place(s, gpus("b", 1)));  // busy MIG GPU: never a whole-GPU grant
+  ASSERT_TRUE(release(s, "a1"));
+  Placement p = place_ok(s, gpus("b", 1));
+  ASSERT_EQ(p.mode_changes.size(), 1u);
+  EXPECT_EQ(p.mode_changes[0].from, GpuMode::kMig);
+  EXPECT_EQ(p.mode_changes[0].to, GpuMode::kWhole);
+  ASSERT_TRUE(apply(s, p, "b1"));
+  EXPECT_EQ(s.gpus()[0].mode, GpuMode::kWhole);
+  EXPECT_THAT(s.mig_layout(0), IsEmpty());
+}
+
+TEST(Place, MigInstancesWithSameNvlinkDomainStayInOneDomain) {
+  ClusterState s = make_state({{.id = "a", .gpus = 1, .nvlink = "x", .mode = GpuMode::kMig},
+                               {.id = "b", .gpus = 1, .nvlink = "y", .mode = GpuMode::kMig},
+                               {.id = "c", .gpus = 1, .nvlink = "x", .mode = GpuMode::kMig}});
+  apply_ok(s, mig("z", "7g.141gb"), "z1");
+  ASSERT_EQ(s.find("z1")->placement.gpus[0].node_id, "a");
+  Request r = mig("t", "7g.141gb", 2);
+  r.same_nvlink_domain = true;
+  Result<Placement> none = place(s, r);  // x has one free GPU left, y has one
+  ASSERT_FALSE(none);
+  EXPECT_THAT(none.error().message, HasSubstr("no NVLink domain in the fleet has room"));
+  EXPECT_TRUE(place(s, mig("t", "7g.141gb", 2)));  // without the constraint: b and c
+  ASSERT_TRUE(release(s, "z1"));
+  Placement p = place_ok(s, r);
+  EXPECT_THAT(nodes_of(s, p), ElementsAre("a", "c"));
+}
+
+TEST(Place, MultiNodeRequestsPreferOneNvlinkDomain) {
+  ClusterState s = make_state({{.id = "a", .gpus = 8, .nvlink = "x"},
+                               {.id = "b", .gpus = 8, .nvlink = "y"},
+                               {.id = "c", .gpus = 8, .nvlink = "x"}});
+  Placement p = place_ok(s, nodes("t", 2, 8));
+  EXPECT_THAT(p.nodes, ElementsAre("a", "c"));
+  EXPECT_EQ(p.gpus.size(), 16u);
+  ASSERT_TRUE(apply(s, p, "t1"));
+  Request again = nodes("u", 2, 8);
+  again.same_nvlink_domain = true;
+  Result<Placement> none = place(s, again);
+  ASSERT_FALSE(none);
+  EXPECT_THAT(none.error().message, HasSubstr("no NVLink domain"));
+}
+
+TEST(Place, DedicatedPoolUsesOnlyTheNamedPoolOfItsOwner) {
+  ClusterState s = make_state({{.id = "p1", .gpus = 4, .pool_owner = "acme", .pool = "acme-a"},
+                               {.id = "p2", .gpus = 8, .pool_owner = "acme", .pool = "acme-b"},
+                               {.id = "s1", .gpus = 8}});
+  Request r = nodes("acme", 1, 4, Tier::kDedicatedPool);
+  r.pool = "acme-b";
+  Placement p = place_ok(s, r);
+  EXPECT_THAT(p.nodes, ElementsAre("p2"));
+  Placement any = place_ok(s, nodes("acme", 1, 4, Tier::kDedicatedPool));
+  EXPECT_THAT(any.nodes, ElementsAre("p1"));  // best fit among the tenant's pools
+  Request big = nodes("acme", 2, 8, Tier::kDedicatedPool);
+  Result<Placement> none = place(s, big);
+  ASSERT_FALSE(none);
+  EXPECT_THAT(none.error().message, HasSubstr("tenant pool acme-a, acme-b"));
+}
+
 // ---- quota ----
 
 QuotaTree one_gpu_each(std::initializer_list<std::string> tenants, const std::string& cohort = "") {
@@ -350,8 +415,8 @@ TEST(Quota, ProjectLevelIsNamed) {
 
 TEST(Quota, CohortLendsIdleNominalWithinLimits) {
   QuotaTree q = one_gpu_each({"a", "b", "c"}, "co");
-  q.set_tenant("a", "H200", {.nominal = gpu_units(1), .borrow_limit = gpu_units(1),
-                             .limit = gpu_units(3)});
+  q.set_tenant("a", "H200",
+               {.nominal = gpu_units(1), .borrow_limit = gpu_units(1), .limit = gpu_units(3)});
   QuotaCharge two{"a", "p", "H200", gpu_units(2)};
   Result<Admission> ok2 = q.admit(two);
   ASSERT_TRUE(ok2);
@@ -387,7 +452,8 @@ TEST(Quota, PerProfileCapAndUnconfiguredTenant) {
 // ---- scheduler: preemption and queue ----
 
 TEST(Scheduler, LenderReclaimsBorrowedCapacityNewestLowestPriorityFirst) {
-  Scheduler sched(make_state({{.id = "n1", .gpus = 3}}), one_gpu_each({"lender", "borrower"}, "co"));
+  Scheduler sched(make_state({{.id = "n1", .gpus = 3}}),
+                  one_gpu_each({"lender", "borrower"}, "co"));
   QuotaTree& q = sched.quota();
   q.set_tenant("borrower", "H200", {.nominal = gpu_units(1)});
   q.set_tenant("lender", "H200", {.nominal = gpu_units(2)});
@@ -447,7 +513,8 @@ TEST(Scheduler, HigherPriorityPreemptsLowerPreemptibleWorkOfTheSameTenant) {
 TEST(Scheduler, QueueOrdersByPriorityThenFairShareThenSubmission) {
   QuotaTree q;
   for (const char* t : {"heavy", "light"}) q.set_tenant(t, "H200", {.nominal = gpu_units(8)});
-  Scheduler sched(make_state({{.id = "n1", .gpus = 4}}), q, {.fair_share_half_life = std::chrono::hours(1)});
+  Scheduler sched(make_state({{.id = "n1", .gpus = 4}}), q,
+                  {.fair_share_half_life = std::chrono::hours(1)});
   ASSERT_EQ(sched.submit("h1", gpus("heavy", 3), kT0).kind, DecisionKind::kPlaced);
   ASSERT_EQ(sched.submit("l0", gpus("light", 1), kT0).kind, DecisionKind::kPlaced);
   const TimePoint t1 = kT0 + std::chrono::minutes(30);
@@ -466,6 +533,63 @@ TEST(Scheduler, QueueOrdersByPriorityThenFairShareThenSubmission) {
   std::vector<Decision> placed = sched.schedule(t1);
   ASSERT_EQ(placed.size(), 1u);
   EXPECT_EQ(placed[0].allocation_id, "h3");
+}
+
+TEST(Scheduler, RejectsPoolRequestsOfTenantsWithoutThatPool) {
+  Scheduler sched(make_state({{.id = "p1", .gpus = 8, .pool_owner = "acme", .pool = "acme-a"},
+                              {.id = "n1", .gpus = 8}}),
+                  one_gpu_each({"acme", "other"}));
+  sched.quota().set_tenant("acme", "H200", {.nominal = gpu_units(8)});
+  Decision d = sched.submit("o1", nodes("other", 1, 8, Tier::kDedicatedPool), kT0);
+  EXPECT_EQ(d.kind, DecisionKind::kRejected);
+  EXPECT_THAT(d.reason->message, HasSubstr("tenant other owns no node pool"));
+  Request wrong = nodes("acme", 1, 8, Tier::kDedicatedPool);
+  wrong.pool = "acme-z";
+  EXPECT_EQ(sched.submit("a0", wrong, kT0).kind, DecisionKind::kRejected);
+  Decision ok = sched.submit("a1", nodes("acme", 1, 8, Tier::kDedicatedPool), kT0);
+  ASSERT_EQ(ok.kind, DecisionKind::kPlaced);
+  EXPECT_THAT(ok.placement->nodes, ElementsAre("p1"));
+}
+
+TEST(Scheduler, ReservationHoldsCapacityForItsTenantDuringTheWindow) {
+  QuotaTree q;
+  for (const char* t : {"a", "b"}) q.set_tenant(t, "H200", {.nominal = gpu_units(4)});
+  Scheduler sched(make_state({{.id = "n1", .gpus = 3}}), q);
+  const TimePoint start = kT0 + std::chrono::hours(1), end = kT0 + std::chrono::hours(2);
+  Decision r = sched.reserve("r1", gpus("a", 2), start, end, kT0);
+  ASSERT_EQ(r.kind, DecisionKind::kPending);
+  EXPECT_THAT(r.reason->message, HasSubstr("window starts in 3600 s"));
+  // Before the window the capacity is free for anyone.
+  ASSERT_EQ(sched.submit("b1", gpus("b", 2), kT0).kind, DecisionKind::kPlaced);
+  ASSERT_TRUE(sched.release("b1", kT0));
+  // From the start it is held for the tenant, charged to its quota.
+  std::vector<Decision> placed = sched.schedule(start);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].allocation_id, "reservation:r1");
+  EXPECT_EQ(sched.quota().tenant_usage("a", "H200").used, gpu_units(2));
+  EXPECT_EQ(sched.submit("b2", gpus("b", 2), start).kind, DecisionKind::kPending);
+  ASSERT_EQ(sched.submit("b3", gpus("b", 1), start).kind, DecisionKind::kPlaced);
+  // The tenant's request of that shape takes exactly the held GPUs.
+  const std::vector<GpuGrant> held = sched.state().find("reservation:r1")->placement.gpus;
+  Decision a = sched.submit("a1", gpus("a", 2), start + std::chrono::minutes(5));
+  ASSERT_EQ(a.kind, DecisionKind::kPlaced);
+  ASSERT_EQ(a.placement->gpus.size(), 2u);
+  EXPECT_EQ(a.placement->gpus[0].gpu_uuid, held[0].gpu_uuid);
+  EXPECT_EQ(a.placement->gpus[1].gpu_uuid, held[1].gpu_uuid);
+  EXPECT_EQ(sched.state().find("reservation:r1"), nullptr);
+  EXPECT_EQ(sched.quota().tenant_usage("a", "H200").used, gpu_units(2));
+  // An unused hold goes back at the end of its window.
+  ASSERT_TRUE(sched.release("a1", start));
+  ASSERT_TRUE(sched.release("b3", start));
+  ASSERT_EQ(sched.reserve("r2", gpus("a", 3), start, end, start).kind, DecisionKind::kPlaced);
+  EXPECT_EQ(sched.submit("b4", gpus("b", 1), start).kind, DecisionKind::kPending);
+  std::vector<Decision> after = sched.schedule(end);
+  ASSERT_EQ(after.size(), 2u);  // the queue gets the capacity back, in queue order
+  EXPECT_EQ(after[0].allocation_id, "b2");
+  EXPECT_EQ(after[1].allocation_id, "b4");
+  EXPECT_EQ(sched.state().find("reservation:r2"), nullptr);
+  EXPECT_EQ(sched.quota().tenant_usage("a", "H200").used, 0);
+  EXPECT_EQ(sched.reserve("bad", gpus("a", 1), end, start, end).kind, DecisionKind::kRejected);
 }
 
 TEST(Scheduler, RejectsInvalidRequestsAndDuplicateIds) {

@@ -54,7 +54,8 @@ inline ClusterState make_state(const std::vector<NodeShape>& shapes) {
   return std::move(*state);
 }
 
-inline Request gpus(const std::string& tenant, int count, IsolationClass c = IsolationClass::kSensitive) {
+inline Request gpus(const std::string& tenant, int count,
+                    IsolationClass c = IsolationClass::kSensitive) {
   Request r;
   r.tenant = tenant;
   r.project = "p";
