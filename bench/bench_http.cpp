@@ -1,0 +1,99 @@
+// Durable creates through the whole HTTP path: N concurrent keep-alive clients POST projects
+// to a real server (in-process, SQLite file in a temp dir, synchronous=FULL) and wait for the
+// 201. Prints creates per second and latency percentiles per concurrency level.
+//
+//   build/bench/bench_http [requests-per-level]
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <spdlog/spdlog.h>
+#include <thread>
+
+#include "api/api.h"
+#include "audit/audit.h"
+#include "tenancy/tenancy.h"
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using namespace gp;
+
+int main(int argc, char** argv) {
+  int per_level = argc > 1 ? std::atoi(argv[1]) : 4000;
+  std::string tmpl = (std::filesystem::temp_directory_path() / "gpbench-XXXXXX").string();
+  std::string dir = ::mkdtemp(tmpl.data());
+  auto store = store::open_sqlite({.path = dir + "/gpuplane.db"});
+  auto signer = audit::load_or_create(dir);
+  if (!store || !signer) return 1;
+  SystemClock clock;
+  RandomIdSource ids;
+  audit::AuditLog log(clock, std::move(*signer));
+  std::string token, tenant_id;
+  (void)(*store)->write([&](store::Tx& tx) -> Result<void> {
+    World w{clock, ids};
+    auto boot = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt));
+    token = boot->api_key;
+    tenant_id = GP_TRY(tenancy::create_tenant(tx, w, {"bench", "", {}, {}})).id;
+    return ok();
+  });
+  spdlog::set_level(spdlog::level::warn);
+  api::Api api(**store, log, clock, ids);
+  api::Server server(api, "127.0.0.1", 0, 2);
+  auto port = server.start();
+  if (!port) return 1;
+
+  std::printf("%-8s %10s %12s %10s %10s %10s\n", "clients", "requests", "creates/s", "p50 ms",
+              "p99 ms", "errors");
+  int serial = 0;
+  for (int clients : {1, 4, 16, 64}) {
+    std::vector<std::vector<double>> lat(clients);
+    std::atomic<int> errors{0};
+    int each = per_level / clients;
+    int base = serial;
+    serial += clients * each;
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<std::thread> threads;
+    for (int c = 0; c < clients; ++c) {
+      threads.emplace_back([&, c] {
+        asio::io_context ioc;
+        beast::tcp_stream stream(ioc);
+        asio::ip::tcp::resolver resolver(ioc);
+        stream.connect(resolver.resolve("127.0.0.1", std::to_string(*port)));
+        beast::flat_buffer buf;
+        for (int i = 0; i < each; ++i) {
+          http::request<http::string_body> req{http::verb::post,
+                                               "/v1/tenants/" + tenant_id + "/projects", 11};
+          req.set(http::field::host, "127.0.0.1");
+          req.set(http::field::authorization, "Bearer " + token);
+          req.set(http::field::content_type, "application/json");
+          req.body() = "{\"name\":\"p" + std::to_string(base + c * each + i) + "\"}";
+          req.prepare_payload();
+          auto s = std::chrono::steady_clock::now();
+          http::write(stream, req);
+          http::response<http::string_body> res;
+          http::read(stream, buf, res);
+          lat[c].push_back(
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+          if (res.result_int() != 201) ++errors;
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::vector<double> all;
+    for (auto& l : lat) all.insert(all.end(), l.begin(), l.end());
+    std::sort(all.begin(), all.end());
+    std::printf("%-8d %10zu %12.0f %10.2f %10.2f %10d\n", clients, all.size(), all.size() / secs,
+                all[all.size() / 2], all[all.size() * 99 / 100], errors.load());
+  }
+  server.stop();
+  std::filesystem::remove_all(dir);
+  return 0;
+}
