@@ -3,6 +3,7 @@
 // 201. Prints creates per second and latency percentiles per concurrency level.
 //
 //   build/bench/bench_http [requests-per-level]
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,7 +14,6 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <spdlog/spdlog.h>
 #include <thread>
 
 #include "api/api.h"
@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
           http::response<http::string_body> res;
           http::read(stream, buf, res);
           lat[c].push_back(
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s).count());
+              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s)
+                  .count());
           if (res.result_int() != 201) ++errors;
         }
       });
