@@ -7,24 +7,6 @@
 
 namespace gp::fleet {
 
-std::string_view gpu_mode_name(GpuMode m) {
-  switch (m) {
-    case GpuMode::kWhole:
-      return "whole";
-    case GpuMode::kMig:
-      return "mig";
-    case GpuMode::kTimeSliced:
-      return "time-sliced";
-  }
-  return "whole";
-}
-
-std::optional<GpuMode> parse_gpu_mode(std::string_view s) {
-  for (auto m : {GpuMode::kWhole, GpuMode::kMig, GpuMode::kTimeSliced})
-    if (gpu_mode_name(m) == s) return m;
-  return std::nullopt;
-}
-
 namespace {
 // XIDs that mean the GPU needs attention (NVIDIA's XID catalog: 48 DBE ECC, 63/64 row
 // remapping, 74 NVLink, 79 fallen off the bus, 92 high SBE rate, 94/95 contained/uncontained

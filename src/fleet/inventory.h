@@ -11,12 +11,13 @@
 #include "common/json.h"
 #include "common/result.h"
 #include "fleet/mig_geometry.h"
+#include "policy/policy.h"
 
 namespace gp::fleet {
 
-enum class GpuMode { kWhole, kMig, kTimeSliced };
-std::string_view gpu_mode_name(GpuMode m);
-std::optional<GpuMode> parse_gpu_mode(std::string_view s);
+using policy::gpu_mode_name;
+using policy::GpuMode;
+using policy::parse_gpu_mode;
 
 struct GpuHealth {
   std::vector<int> xid_errors;  // XID codes seen since the last report

@@ -20,29 +20,24 @@
 #include "common/result.h"
 #include "fleet/mig_catalog.h"
 #include "fleet/mig_geometry.h"
+#include "policy/policy.h"
 #include "sched/internal.h"
 
 namespace gp::sched {
 
 // ---- tiers and isolation classes ----
 
-// How an allocation gets GPUs, strongest first (DESIGN.md, "Isolation tiers and classes").
-enum class Tier : uint8_t { kDedicatedPool, kDedicatedNode, kDedicatedGpu, kMig, kShared };
-std::string_view tier_name(Tier tier);  // "dedicated-pool", ..., "shared"
-std::optional<Tier> parse_tier(std::string_view name);
-
-// A tenant's isolation class. sched keeps its own enum so it does not depend on tenancy; the
-// API layer maps one to the other.
-enum class IsolationClass : uint8_t { kInternal, kStandard, kSensitive, kRegulated };
-std::string_view isolation_class_name(IsolationClass c);  // "internal", ...
-std::optional<IsolationClass> parse_isolation_class(std::string_view name);
-// The weakest tier a class may receive: internal -> shared, standard -> mig,
-// sensitive -> dedicated-gpu, regulated -> dedicated-node.
-Tier weakest_tier(IsolationClass c);
-bool class_allows(IsolationClass c, Tier tier);
-
-enum class GpuMode : uint8_t { kWhole, kMig, kTimeSliced };
-std::string_view gpu_mode_name(GpuMode mode);  // "whole", "mig", "time-sliced"
+// The isolation vocabulary comes from the policy module, shared with tenancy and fleet.
+using policy::class_allows;
+using policy::class_name;
+using policy::gpu_mode_name;
+using policy::GpuMode;
+using policy::IsolationClass;
+using policy::parse_class;
+using policy::parse_tier;
+using policy::Tier;
+using policy::tier_name;
+using policy::weakest_tier;
 
 // ---- units: quota and usage are exact integers ----
 // 1 GPU = 7000 units, a MIG instance of k compute slices (of 7) = 1000 * k, a share of m

@@ -7,81 +7,6 @@
 
 namespace gp::sched {
 
-std::string_view tier_name(Tier tier) {
-  switch (tier) {
-    case Tier::kDedicatedPool:
-      return "dedicated-pool";
-    case Tier::kDedicatedNode:
-      return "dedicated-node";
-    case Tier::kDedicatedGpu:
-      return "dedicated-gpu";
-    case Tier::kMig:
-      return "mig";
-    case Tier::kShared:
-      return "shared";
-  }
-  return "shared";
-}
-
-std::optional<Tier> parse_tier(std::string_view name) {
-  for (Tier t : {Tier::kDedicatedPool, Tier::kDedicatedNode, Tier::kDedicatedGpu, Tier::kMig,
-                 Tier::kShared}) {
-    if (tier_name(t) == name) return t;
-  }
-  return std::nullopt;
-}
-
-std::string_view isolation_class_name(IsolationClass c) {
-  switch (c) {
-    case IsolationClass::kInternal:
-      return "internal";
-    case IsolationClass::kStandard:
-      return "standard";
-    case IsolationClass::kSensitive:
-      return "sensitive";
-    case IsolationClass::kRegulated:
-      return "regulated";
-  }
-  return "regulated";
-}
-
-std::optional<IsolationClass> parse_isolation_class(std::string_view name) {
-  for (IsolationClass c : {IsolationClass::kInternal, IsolationClass::kStandard,
-                           IsolationClass::kSensitive, IsolationClass::kRegulated}) {
-    if (isolation_class_name(c) == name) return c;
-  }
-  return std::nullopt;
-}
-
-Tier weakest_tier(IsolationClass c) {
-  switch (c) {
-    case IsolationClass::kInternal:
-      return Tier::kShared;
-    case IsolationClass::kStandard:
-      return Tier::kMig;
-    case IsolationClass::kSensitive:
-      return Tier::kDedicatedGpu;
-    case IsolationClass::kRegulated:
-      return Tier::kDedicatedNode;
-  }
-  return Tier::kDedicatedNode;
-}
-
-// Tiers are declared strongest first, so "at least as strong" is "not greater".
-bool class_allows(IsolationClass c, Tier tier) { return tier <= weakest_tier(c); }
-
-std::string_view gpu_mode_name(GpuMode mode) {
-  switch (mode) {
-    case GpuMode::kWhole:
-      return "whole";
-    case GpuMode::kMig:
-      return "mig";
-    case GpuMode::kTimeSliced:
-      return "time-sliced";
-  }
-  return "whole";
-}
-
 std::string gpu_resource_key(std::string_view model) { return fmt::format("gpu/{}", model); }
 std::string mig_resource_key(std::string_view model, std::string_view profile) {
   return fmt::format("mig/{}/{}", model, profile);
@@ -136,7 +61,7 @@ Result<void> validate(const Request& request, const FleetLimits& limits) {
   if (!class_allows(request.isolation, request.tier)) {
     return fail(Error::invalid(
         fmt::format("tier {} is not allowed for isolation class {}: its weakest allowed tier is {}",
-                    tier_name(request.tier), isolation_class_name(request.isolation),
+                    tier_name(request.tier), class_name(request.isolation),
                     tier_name(weakest_tier(request.isolation)))));
   }
   // The models the request may use at all.

@@ -81,25 +81,6 @@ Result<void> revoke_credentials_of(store::Tx& tx, int64_t now, const std::string
 
 }  // namespace
 
-std::string_view class_name(IsolationClass c) {
-  switch (c) {
-    case IsolationClass::kInternal:
-      return "internal";
-    case IsolationClass::kStandard:
-      return "standard";
-    case IsolationClass::kSensitive:
-      return "sensitive";
-    case IsolationClass::kRegulated:
-      return "regulated";
-  }
-  return "standard";
-}
-std::optional<IsolationClass> parse_class(std::string_view s) {
-  for (auto c : {IsolationClass::kInternal, IsolationClass::kStandard, IsolationClass::kSensitive,
-                 IsolationClass::kRegulated})
-    if (class_name(c) == s) return c;
-  return std::nullopt;
-}
 std::string_view state_name(TenantState s) {
   switch (s) {
     case TenantState::kActive:

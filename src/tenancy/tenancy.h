@@ -15,13 +15,14 @@
 #include "common/page.h"
 #include "common/result.h"
 #include "iam/iam.h"
+#include "policy/policy.h"
 #include "store/store.h"
 
 namespace gp::tenancy {
 
-enum class IsolationClass { kInternal, kStandard, kSensitive, kRegulated };
-std::string_view class_name(IsolationClass c);
-std::optional<IsolationClass> parse_class(std::string_view s);
+using policy::class_name;
+using policy::IsolationClass;
+using policy::parse_class;
 
 enum class TenantState { kActive, kSuspended, kOffboarding };
 std::string_view state_name(TenantState s);

@@ -47,7 +47,7 @@ TEST(Tiers, NamesRoundTrip) {
     EXPECT_EQ(parse_tier(tier_name(t)), t);
   }
   EXPECT_EQ(tier_name(Tier::kDedicatedPool), "dedicated-pool");
-  EXPECT_EQ(parse_isolation_class("regulated"), IsolationClass::kRegulated);
+  EXPECT_EQ(parse_class("regulated"), IsolationClass::kRegulated);
   EXPECT_FALSE(parse_tier("dedicated"));
 }
 
@@ -63,7 +63,7 @@ TEST(Classes, WeakestTierAllowedPerClass) {
     EXPECT_EQ(weakest_tier(c), weakest);
     for (Tier t : {Tier::kDedicatedPool, Tier::kDedicatedNode, Tier::kDedicatedGpu, Tier::kMig,
                    Tier::kShared}) {
-      EXPECT_EQ(class_allows(c, t), t <= weakest) << isolation_class_name(c) << " " << tier_name(t);
+      EXPECT_EQ(class_allows(c, t), t <= weakest) << class_name(c) << " " << tier_name(t);
     }
   }
   EXPECT_FALSE(class_allows(IsolationClass::kStandard, Tier::kShared));
