@@ -423,8 +423,6 @@ Result<void> require(const Call& call, iam::Permission p, const iam::Scope& wher
       Error::denied(fmt::format("missing permission {} at this scope", iam::permission_name(p))));
 }
 
-std::string resource_path(const Call& call) { return call.req.path; }
-
 Result<void> check_if_match(const Call& call, int64_t version) {
   auto want = call.if_match();
   if (want && *want != version)

@@ -108,6 +108,5 @@ ObjectReader body_reader(const Call& call, std::string_view what);
 Result<void> require(const Call& call, iam::Permission p, const iam::Scope& where);
 // 412 when the request's If-Match names another version than `version`.
 Result<void> check_if_match(const Call& call, int64_t version);
-std::string resource_path(const Call& call);
 
 }  // namespace gp::api

@@ -45,7 +45,8 @@ Result<std::map<std::string, std::string>> parse_labels(const Json& j) {
   return out;
 }
 
-std::optional<int64_t> page_limit_fetch(const PageRequest& p) { return int64_t(p.limit) + 1; }
+// One row more than the page, to know whether a next page exists.
+int64_t fetch_limit(const PageRequest& p) { return int64_t(p.limit) + 1; }
 
 Result<void> check_version(std::optional<int64_t> if_match, int64_t version) {
   if (if_match && *if_match != version)
@@ -235,7 +236,7 @@ Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
   std::vector<Tenant> out;
   auto rows = GP_TRY(
       tx.query(fmt::format("SELECT {} FROM tenants WHERE id > ? ORDER BY id LIMIT ?", kTenantCols),
-               {page.after.value_or(""), only_ids ? int64_t(1) << 40 : *page_limit_fetch(page)}));
+               {page.after.value_or(""), only_ids ? int64_t(1) << 40 : fetch_limit(page)}));
   for (const auto& r : rows) {
     Tenant t = tenant_from(r);
     if (only_ids && std::find(only_ids->begin(), only_ids->end(), t.id) == only_ids->end())
@@ -471,7 +472,7 @@ Result<Page<User>> list_users(store::Tx& tx, const Owner& owner, const PageReque
   store::Params params;
   std::string where = owner_clause(owner, params);
   params.push_back(page.after.value_or(""));
-  params.push_back(*page_limit_fetch(page));
+  params.push_back(fetch_limit(page));
   auto rows = GP_TRY(tx.query(
       fmt::format("SELECT {} FROM users WHERE {} AND id > ? ORDER BY id LIMIT ?", kUserCols, where),
       params));
@@ -631,7 +632,7 @@ Result<Page<ServiceAccount>> list_service_accounts(store::Tx& tx, const Owner& o
   store::Params params;
   std::string where = owner_clause(owner, params);
   params.push_back(page.after.value_or(""));
-  params.push_back(*page_limit_fetch(page));
+  params.push_back(fetch_limit(page));
   auto rows = GP_TRY(tx.query(
       fmt::format("SELECT {} FROM service_accounts WHERE {} AND state != 'deleted' AND id > ? "
                   "ORDER BY id LIMIT ?",
@@ -745,7 +746,7 @@ Result<Page<ApiKey>> list_api_keys(store::Tx& tx, const Owner& owner, const Page
     params.push_back(*owner_id);
   }
   params.push_back(page.after.value_or(""));
-  params.push_back(*page_limit_fetch(page));
+  params.push_back(fetch_limit(page));
   auto rows =
       GP_TRY(tx.query(fmt::format("SELECT {} FROM api_keys WHERE {} AND id > ? ORDER BY id LIMIT ?",
                                   kKeyCols, where),
@@ -859,7 +860,7 @@ Result<Page<Binding>> list_bindings(store::Tx& tx, const Owner& owner, const Pag
   store::Params params;
   std::string where = owner_clause(owner, params);
   params.push_back(page.after.value_or(""));
-  params.push_back(*page_limit_fetch(page));
+  params.push_back(fetch_limit(page));
   auto rows = GP_TRY(
       tx.query(fmt::format("SELECT {} FROM role_bindings WHERE {} AND id > ? ORDER BY id LIMIT ?",
                            kBindingCols, where),
