@@ -240,18 +240,19 @@ void ClusterState::recount_node(int32_t n) {
   }
 }
 
+ClusterState::NodeModel& ClusterState::node_model(int32_t node, int16_t model) {
+  for (NodeModel& e : nodes_[node].models)
+    if (e.model == model) return e;
+  return nodes_[node].models.front();
+}
+
 void ClusterState::index_node(int32_t n) {
   Node& node = nodes_[n];
   if (!node.schedulable) return;
   for (NodeModel& m : node.models) {
     detail::Segment& seg = segment(node.domain, m.model);
     const int16_t model = m.model;
-    auto entry = [this, model](int32_t item) -> NodeModel& {
-      for (NodeModel& e : nodes_[item].models) {
-        if (e.model == model) return e;
-      }
-      return nodes_[item].models.front();
-    };
+    auto entry = [this, model](int32_t item) -> NodeModel& { return node_model(item, model); };
     if (m.free_whole > 0) {
       m.whole_bucket = m.free_whole;
       seg.whole.insert(m.whole_bucket, n,
@@ -270,12 +271,7 @@ void ClusterState::unindex_node(int32_t n) {
   for (NodeModel& m : node.models) {
     detail::Segment& seg = segment(node.domain, m.model);
     const int16_t model = m.model;
-    auto entry = [this, model](int32_t item) -> NodeModel& {
-      for (NodeModel& e : nodes_[item].models) {
-        if (e.model == model) return e;
-      }
-      return nodes_[item].models.front();
-    };
+    auto entry = [this, model](int32_t item) -> NodeModel& { return node_model(item, model); };
     if (m.whole_bucket >= 0) {
       seg.whole.erase(m.whole_bucket, n, [&](int32_t i) -> int32_t& { return entry(i).whole_pos; });
       m.whole_bucket = -1;

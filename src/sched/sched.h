@@ -250,6 +250,8 @@ class ClusterState {
     return segments_[domain * models_.size() + model];
   }
   void recount_node(int32_t node);
+  // The node's entry for `model` (each node lists the models it has once).
+  NodeModel& node_model(int32_t node, int16_t model);
   void index_node(int32_t node);
   void unindex_node(int32_t node);
   void index_gpu(int32_t gpu);
