@@ -10,13 +10,6 @@ namespace {
 
 using iam::Permission;
 
-template <typename T>
-Result<T> found(Result<std::optional<T>> r, std::string_view what) {
-  if (!r) return fail(r.error());
-  if (!*r) return fail(Error::not_found(fmt::format("{} not found", what)));
-  return std::move(**r);
-}
-
 Result<Mutation> create_pool(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "pool");
   std::string name = r.string("name", 63);

@@ -29,13 +29,6 @@ Mutation no_content(Json detail = Json::object()) {
   return m;
 }
 
-template <typename T>
-Result<T> found(Result<std::optional<T>> r, std::string_view what) {
-  if (!r) return fail(r.error());
-  if (!*r) return fail(Error::not_found(fmt::format("{} not found", what)));
-  return std::move(**r);
-}
-
 // ---- users ----
 
 Result<Mutation> create_user(Api& api, Call& call, store::Tx& tx) {

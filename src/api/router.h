@@ -104,6 +104,13 @@ Json page_json(const Page<T>& page, F&& to_json) {
 }
 // Requires a parsed body; returns a reader for it.
 ObjectReader body_reader(const Call& call, std::string_view what);
+// The value of a lookup that found something; not_found ("<what> not found") otherwise.
+template <typename T>
+Result<T> found(Result<std::optional<T>> r, std::string_view what) {
+  if (!r) return fail(r.error());
+  if (!*r) return fail(Error::not_found(std::string(what) + " not found"));
+  return std::move(**r);
+}
 // Checks a permission at an explicit scope; 404 for hidden, 403 for denied.
 Result<void> require(const Call& call, iam::Permission p, const iam::Scope& where);
 // 412 when the request's If-Match names another version than `version`.
