@@ -145,14 +145,16 @@ bool match(const Route& route, const std::vector<std::string_view>& segs,
 }  // namespace
 
 Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSource& ids,
-         Limits limits)
+         Limits limits, alloc::Options alloc_options)
     : store_(store),
       audit_(audit),
       clock_(clock),
       ids_(ids),
       limits_(limits),
-      authn_(store, clock) {
-  for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes()})
+      authn_(store, clock),
+      allocs_(audit, std::move(alloc_options)) {
+  for (auto table :
+       {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(), alloc_routes()})
     for (auto& r : table) routes_.push_back(std::move(r));
 }
 
@@ -292,7 +294,8 @@ HttpResponse Api::handle(HttpRequest req) {
       }
     }
 
-    if (route->mutation && req.method == "POST" && call.tenant &&
+    // Suspended and offboarding tenants create nothing; releasing and deleting stay possible.
+    if (route->mutation && route->action.ends_with(".create") && call.tenant &&
         call.tenant->state != tenancy::TenantState::kActive) {
       Error e{ErrorCode::kTenantSuspended, fmt::format("tenant is {}: nothing can be created in it",
                                                        tenancy::state_name(call.tenant->state))};
@@ -459,6 +462,18 @@ Handler read_tx(TxHandler fn) {
   };
 }
 
+Handler serialized_tx(TxHandler fn) {
+  return [fn = std::move(fn)](Api& api, Call& call) -> Result<Reply> {
+    Result<Reply> out = fail(Error::internal("no reply"));
+    auto r = api.store().write([&](store::Tx& tx) -> Result<void> {
+      out = fn(api, call, tx);
+      return ok();
+    });
+    if (!r) return fail(r.error());
+    return out;
+  };
+}
+
 Handler write_tx(MutationHandler fn) {
   return [fn = std::move(fn)](Api& api, Call& call) { return run_mutation(api, call, fn); };
 }
@@ -475,44 +490,56 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
       hex_encode(sha256(fmt::format("{}\n{}\n{}", call.req.method, call.req.path, call.req.body)));
   Reply out;
   bool replayed = false;
-  GP_TRY_VOID(api.store().write([&](store::Tx& tx) -> Result<void> {
-    if (key) {
-      auto row = GP_TRY(tx.query_one(
-          "SELECT request_hash, status, body FROM idempotency_keys WHERE principal_id = ? AND "
-          "idem_key = ?",
-          {principal, *key}));
-      if (row) {
-        if (row->text(0) != req_hash)
-          return fail(ErrorCode::kUnprocessable,
-                      "Idempotency-Key was already used with a different request");
-        out.status = int(row->integer(1));
-        out.raw = row->text(2);
-        replayed = true;
-        return ok();
+  bool body_done = false;
+  auto written = api.store().write([&](store::Tx& tx) -> Result<void> {
+    api.allocs().begin();
+    auto r = [&]() -> Result<void> {
+      if (key) {
+        auto row = GP_TRY(tx.query_one(
+            "SELECT request_hash, status, body FROM idempotency_keys WHERE principal_id = ? AND "
+            "idem_key = ?",
+            {principal, *key}));
+        if (row) {
+          if (row->text(0) != req_hash)
+            return fail(ErrorCode::kUnprocessable,
+                        "Idempotency-Key was already used with a different request");
+          out.status = int(row->integer(1));
+          out.raw = row->text(2);
+          replayed = true;
+          return ok();
+        }
       }
-    }
-    Mutation m = GP_TRY(fn(api, call, tx));
-    audit::Entry e;
-    e.actor = m.actor.value_or(principal);
-    e.tenant_id = m.tenant_id ? *m.tenant_id : call.tenant ? call.tenant->id : "";
-    e.action = call.route->action;
-    e.resource = m.resource.empty() ? call.req.path : m.resource;
-    e.outcome = "success";
-    e.request_id = call.request_id;
-    e.source = call.req.remote;
-    e.detail = std::move(m.detail);
-    if (m.audited) GP_TRY_VOID(api.audit().append(tx, e));
-    out = std::move(m.reply);
-    if (key) {
-      std::string body = out.raw ? *out.raw : redact_secrets(out.body).dump();
-      GP_TRY_VOID(tx.exec(
-          "INSERT INTO idempotency_keys (principal_id, idem_key, method, path, request_hash, "
-          "status, body, created_at) VALUES (?,?,?,?,?,?,?,?)",
-          {principal, *key, call.req.method, call.req.path, req_hash, int64_t(out.status), body,
-           to_unix_micros(api.clock().now())}));
-    }
-    return ok();
-  }));
+      Mutation m = GP_TRY(fn(api, call, tx));
+      audit::Entry e;
+      e.actor = m.actor.value_or(principal);
+      e.tenant_id = m.tenant_id ? *m.tenant_id : call.tenant ? call.tenant->id : "";
+      e.action = call.route->action;
+      e.resource = m.resource.empty() ? call.req.path : m.resource;
+      e.outcome = "success";
+      e.request_id = call.request_id;
+      e.source = call.req.remote;
+      e.detail = std::move(m.detail);
+      if (m.audited) GP_TRY_VOID(api.audit().append(tx, e));
+      out = std::move(m.reply);
+      if (key) {
+        std::string body = out.raw ? *out.raw : redact_secrets(out.body).dump();
+        GP_TRY_VOID(tx.exec(
+            "INSERT INTO idempotency_keys (principal_id, idem_key, method, path, request_hash, "
+            "status, body, created_at) VALUES (?,?,?,?,?,?,?,?)",
+            {principal, *key, call.req.method, call.req.path, req_hash, int64_t(out.status), body,
+             to_unix_micros(api.clock().now())}));
+      }
+      return ok();
+    }();
+    // The scheduler changed in memory but the transaction will roll back: rebuild it.
+    if (!r && api.allocs().changed()) api.allocs().invalidate();
+    body_done = r.has_value();
+    return r;
+  });
+  if (!written) {
+    if (body_done) api.allocs().invalidate();  // the commit itself failed
+    return fail(written.error());
+  }
   if (replayed) out.headers.emplace_back("Idempotent-Replayed", "true");
   return out;
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "alloc/alloc.h"
 #include "api/http.h"
 #include "api/metrics.h"
 #include "audit/audit.h"
@@ -38,13 +39,15 @@ struct Route;  // api/router.h
 class Api {
  public:
   Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSource& ids,
-      Limits limits = {});
+      Limits limits = {}, alloc::Options alloc_options = {});
   ~Api();
 
   HttpResponse handle(HttpRequest req);
 
   // Periodic work of the control plane: marks nodes that missed heartbeats for longer than
-  // `node_timeout` as failed (audited) and signs an audit checkpoint when `checkpoint` is set.
+  // `node_timeout` as failed (their allocations fail), expires allocations past their end time,
+  // places waiting ones that now fit (all audited), and signs an audit checkpoint when
+  // `checkpoint` is set.
   Result<void> housekeeping(Duration node_timeout, bool checkpoint);
 
   Metrics& metrics() { return metrics_; }
@@ -61,6 +64,7 @@ class Api {
   IdSource& ids() { return ids_; }
   World world() { return World{clock_, ids_}; }
   const iam::Authenticator& authenticator() const { return authn_; }
+  alloc::Service& allocs() { return allocs_; }
 
  private:
   store::Store& store_;
@@ -69,6 +73,7 @@ class Api {
   IdSource& ids_;
   Limits limits_;
   iam::Authenticator authn_;
+  alloc::Service allocs_;
   Metrics metrics_;
   std::atomic<bool> ready_{true};
   std::vector<Route> routes_;

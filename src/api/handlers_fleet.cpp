@@ -89,6 +89,15 @@ MutationHandler node_verb(std::string verb) {
       out = GP_TRY(fleet::apply_action(tx, api.world(), n.id, *action,
                                        reason.empty() ? "operator: " + verb : reason));
     }
+    // A failed or retired node takes its allocations down with it; drained and cordoned nodes
+    // keep theirs and take no more.
+    int failed = 0;
+    if (out.state == fleet::NodeState::kFailed || out.state == fleet::NodeState::kRetired)
+      failed = GP_TRY(api.allocs().node_failed(
+          tx, api.world(), n.id,
+          fmt::format("node {} {}: {}", n.info.name, fleet::node_state_name(out.state),
+                      reason.empty() ? "operator: " + verb : reason)));
+    api.allocs().invalidate();
     Mutation m;
     m.reply = json_reply(200, out.to_json(), out.version);
     m.resource = "/v1/nodes/" + n.id;
@@ -96,6 +105,7 @@ MutationHandler node_verb(std::string verb) {
                 {"from", fleet::node_state_name(n.state)},
                 {"to", fleet::node_state_name(out.state)},
                 {"reason", reason}};
+    if (failed) m.detail["allocations_failed"] = failed;
     return m;
   };
 }
@@ -122,6 +132,7 @@ Result<Mutation> import_inventory(Api& api, Call& call, store::Tx& tx) {
     auto n = GP_TRY(fleet::import_node(tx, api.world(), *parsed, pool_id, ready));
     created.push_back(n.to_json());
   }
+  api.allocs().invalidate();
   Mutation m;
   m.reply = json_reply(201, {{"items", created}, {"next", nullptr}});
   m.detail = {{"nodes", created.size()}};
@@ -137,6 +148,7 @@ Result<Mutation> enroll(Api& api, Call& call, store::Tx& tx) {
   auto inventory = GP_TRY(fleet::parse_inventory(*inv));
   auto e = GP_TRY(fleet::enroll(tx, api.world(), token, inventory));
   auto gpus = GP_TRY(fleet::list_gpus(tx, e.node.id));
+  api.allocs().invalidate();
   Json body = node_with_gpus(e.node, gpus);
   Mutation m;
   m.reply = json_reply(201, {{"node", body}, {"credential", e.credential}});
@@ -174,10 +186,13 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
     detail["samples"] = GP_TRY(fleet::record_samples(tx, call.who.id, parsed));
   }
   auto n = GP_TRY(fleet::heartbeat(tx, w, call.who.id));
+  // Health or state changes reshape what the scheduler may use.
+  if (detail.contains("gpu_health") || n.state_reason == "heartbeats resumed")
+    api.allocs().invalidate();
+  Json assignments = GP_TRY(api.allocs().acknowledge(tx, w, call.who.id));
   Mutation m;
-  m.reply = json_reply(200, {{"node", n.to_json()},
-                             {"assignments", {{"mig_layouts", Json::array()}}},
-                             {"heartbeat_seconds", 10}});
+  m.reply = json_reply(
+      200, {{"node", n.to_json()}, {"assignments", assignments}, {"heartbeat_seconds", 10}});
   m.resource = "/v1/nodes/" + n.id;
   m.audited = detail.contains("gpu_health") || n.state_reason == "heartbeats resumed";
   m.detail = detail;
@@ -187,18 +202,28 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
 }  // namespace
 
 Result<void> Api::housekeeping(Duration node_timeout, bool checkpoint) {
-  return store().write([&](store::Tx& tx) -> Result<void> {
+  auto r = store().write([&](store::Tx& tx) -> Result<void> {
     auto failed = GP_TRY(fleet::sweep_missed_heartbeats(tx, world(), node_timeout));
     for (const auto& n : failed) {
-      audit::Entry e{"system",    "",
-                     "node.fail", "/v1/nodes/" + n.id,
-                     "success",   "housekeeping",
-                     "local",     {{"node", n.info.name}, {"reason", "missed heartbeats"}}};
+      const int lost = GP_TRY(allocs().node_failed(
+          tx, world(), n.id, fmt::format("node {} failed: missed heartbeats", n.info.name)));
+      audit::Entry e{
+          "system",
+          "",
+          "node.fail",
+          "/v1/nodes/" + n.id,
+          "success",
+          "housekeeping",
+          "local",
+          {{"node", n.info.name}, {"reason", "missed heartbeats"}, {"allocations_failed", lost}}};
       GP_TRY_VOID(audit().append(tx, e));
     }
+    GP_TRY(allocs().tick(tx, world()));
     if (checkpoint) GP_TRY_VOID(audit().checkpoint(tx));
     return ok();
   });
+  if (!r) allocs().invalidate();  // whatever the scheduler did in memory was rolled back
+  return r;
 }
 
 std::vector<Route> fleet_routes() {

@@ -212,6 +212,122 @@ Json schemas() {
   s["Heartbeat"] =
       object({{"inventory", schema_ref("Inventory")}, {"samples", {{"type", "array"}}}}, {});
   s["HeartbeatReply"] = loose({{"node", schema_ref("Node")}}, {"node", "assignments"});
+  // Scheduling.
+  const std::vector<std::string> tiers = {"dedicated-pool", "dedicated-node", "dedicated-gpu",
+                                          "mig", "shared"};
+  Json strings = {{"type", "array"}, {"items", str()}};
+  Json number = {{"type", "number"}};
+  Json nnumber = {{"type", {"number", "null"}}};
+  Json boolean = {{"type", "boolean"}};
+  s["OfferingCreate"] = object({{"name", str()},
+                                {"tier", enum_of(tiers)},
+                                {"models", strings},
+                                {"gpus", integer()},
+                                {"mig_profile", str()},
+                                {"milli", integer()},
+                                {"description", str()}},
+                               {"name", "tier"});
+  s["Offering"] = loose({{"id", str()},
+                         {"name", str()},
+                         {"tier", enum_of(tiers)},
+                         {"models", strings},
+                         {"gpus", integer()},
+                         {"mig_profile", nstr()},
+                         {"milli", {{"type", {"integer", "null"}}}},
+                         {"description", str()},
+                         {"allowed", boolean},
+                         {"created_at", time_str()},
+                         {"version", integer()}},
+                        {"id", "name", "tier", "models", "gpus", "created_at", "version"});
+  Json model_quota =
+      object({{"nominal", number}, {"borrow_limit", nnumber}, {"limit", nnumber}}, {"nominal"});
+  Json model_quotas = {{"type", "object"}, {"additionalProperties", model_quota}};
+  s["TenantQuotaSet"] = object({{"cohort", str()},
+                                {"weight", number},
+                                {"models", model_quotas},
+                                {"profile_caps", {{"type", "object"}}}},
+                               {});
+  s["ProjectQuotaSet"] = object({{"models", model_quotas}}, {});
+  s["PlatformQuotaSet"] = object(
+      {{"models",
+        {{"type", "object"}, {"additionalProperties", object({{"limit", number}}, {"limit"})}}}},
+      {});
+  Json used_quota = loose({{"nominal", number},
+                           {"borrow_limit", nnumber},
+                           {"limit", nnumber},
+                           {"used", number},
+                           {"used_units", integer()},
+                           {"borrowed", number}},
+                          {"nominal", "used"});
+  Json used_quotas = {{"type", "object"}, {"additionalProperties", used_quota}};
+  s["TenantQuota"] = loose({{"tenant_id", str()},
+                            {"cohort", nstr()},
+                            {"weight", number},
+                            {"models", used_quotas},
+                            {"profile_caps", {{"type", "object"}}}},
+                           {"tenant_id", "cohort", "weight", "models", "profile_caps"});
+  s["ProjectQuota"] = loose({{"tenant_id", str()}, {"project_id", str()}, {"models", used_quotas}},
+                            {"tenant_id", "project_id", "models"});
+  s["PlatformQuota"] = loose({{"models", {{"type", "object"}}}}, {"models"});
+  s["AllocationCreate"] =
+      object({{"name", str()},
+              {"offering", str()},
+              {"count", integer()},
+              {"shape", object({{"tier", enum_of(tiers)},
+                                {"models", strings},
+                                {"count", integer()},
+                                {"node_count", integer()},
+                                {"gpus_per_node", integer()},
+                                {"pool", str()},
+                                {"mig_profile", str()},
+                                {"milli", integer()}},
+                               {"tier"})},
+              {"constraints", object({{"same_node", boolean},
+                                      {"same_nvlink_domain", boolean},
+                                      {"models", strings},
+                                      {"gang_members", integer()}},
+                                     {})},
+              {"priority_class", enum_of({"low", "normal", "high", "critical"})},
+              {"preemptible", boolean},
+              {"end_time", time_str()},
+              {"duration_seconds", integer()}},
+             {});
+  s["AllocationRelease"] = object({{"reason", str()}}, {});
+  s["Allocation"] = loose({{"id", str()},
+                           {"tenant_id", str()},
+                           {"project_id", str()},
+                           {"name", str()},
+                           {"offering_id", nstr()},
+                           {"shape", {{"type", "object"}}},
+                           {"priority_class", str()},
+                           {"priority", integer()},
+                           {"preemptible", boolean},
+                           {"state", enum_of({"pending", "placed", "active", "released",
+                                              "preempted", "failed", "expired"})},
+                           {"reason_code", str()},
+                           {"reason", str()},
+                           {"placement", {{"type", {"object", "null"}}}},
+                           {"end_time", ntime()},
+                           {"grace_until", ntime()},
+                           {"created_at", time_str()},
+                           {"placed_at", ntime()},
+                           {"ended_at", ntime()},
+                           {"updated_at", time_str()},
+                           {"version", integer()},
+                           {"events", {{"type", "array"}}},
+                           {"dry_run", boolean},
+                           {"would_place", boolean}},
+                          {});
+  s["AllocationWhy"] = loose({{"id", str()},
+                              {"state", str()},
+                              {"reason_code", str()},
+                              {"reason", str()},
+                              {"events", {{"type", "array"}}},
+                              {"queue", {{"type", "object"}}},
+                              {"quota", {{"type", "array"}}},
+                              {"capacity", {{"type", "object"}}}},
+                             {"id", "state", "reason", "events"});
+  s["Queue"] = loose({{"items", {{"type", "array"}}}, {"length", integer()}}, {"items", "length"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},

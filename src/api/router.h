@@ -82,6 +82,9 @@ struct Route {
 
 // Wraps a read-only handler in a store read transaction.
 Handler read_tx(TxHandler fn);
+// Runs a read in the store's write transaction, so it sees the scheduler's in-memory state and
+// the store at the same point (queue and quota views).
+Handler serialized_tx(TxHandler fn);
 // Runs a mutation in one write transaction together with its audit record and, when the
 // request carries an Idempotency-Key, the stored response for replays.
 Handler write_tx(MutationHandler fn);
@@ -92,6 +95,7 @@ std::vector<Route> system_routes();
 std::vector<Route> tenancy_routes();
 std::vector<Route> identity_routes();
 std::vector<Route> fleet_routes();
+std::vector<Route> alloc_routes();
 
 // Helpers for handlers.
 Reply json_reply(int status, Json body, std::optional<int64_t> etag = std::nullopt);

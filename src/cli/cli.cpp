@@ -125,7 +125,7 @@ void print(const ClientConfig& c, const Json& j, const std::vector<std::string>&
   if (j.is_object() && j.contains("items")) {
     std::vector<Json> rows(j["items"].begin(), j["items"].end());
     print_table(rows, cols);
-    if (!j["next"].is_null())
+    if (j.contains("next") && !j["next"].is_null())
       std::cout << fmt::format("(more: --after {})\n", j["next"].get<std::string>());
     return;
   }
@@ -356,6 +356,7 @@ int main(int argc, char** argv) {
   });
 
   add_fleet_commands(app, c, &rc);
+  add_alloc_commands(app, c, &rc);
 
   // Tenants: create takes class and an optional first admin.
   {

@@ -104,6 +104,16 @@ std::optional<int64_t> ObjectReader::optional_integer(std::string_view key, int6
   return integer(key, min, max);
 }
 
+std::optional<double> ObjectReader::optional_number(std::string_view key, double min, double max) {
+  auto v = find(key, false);
+  if (!v) return std::nullopt;
+  if (!v->is_number() || !(v->get<double>() >= min && v->get<double>() <= max)) {
+    reject(key, fmt::format("must be a number from {} to {}", min, max));
+    return std::nullopt;
+  }
+  return v->get<double>();
+}
+
 std::optional<bool> ObjectReader::optional_bool(std::string_view key) {
   auto v = find(key, false);
   if (!v) return std::nullopt;

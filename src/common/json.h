@@ -33,6 +33,7 @@ class ObjectReader {
   std::optional<std::string> optional_string(std::string_view key, size_t max_len = 256);
   int64_t integer(std::string_view key, int64_t min, int64_t max);
   std::optional<int64_t> optional_integer(std::string_view key, int64_t min, int64_t max);
+  std::optional<double> optional_number(std::string_view key, double min, double max);
   std::optional<bool> optional_bool(std::string_view key);
   // Returns nullptr when absent; sets an error when present with another type.
   const Json* optional_object(std::string_view key);

@@ -27,7 +27,7 @@ const std::vector<RoleInfo>& role_table() {
        "platform-operator",
        ScopeLevel::kPlatform,
        {P::kTenantRead, P::kTenantList, P::kProjectRead, P::kIdentityRead, P::kFleetRead,
-        P::kFleetWrite, P::kAllocationRead}},
+        P::kFleetWrite, P::kAllocationRead, P::kQuotaWrite}},
       {Role::kAuditor,
        "auditor",
        ScopeLevel::kPlatform,
@@ -38,7 +38,7 @@ const std::vector<RoleInfo>& role_table() {
        ScopeLevel::kTenant,
        {P::kTenantRead, P::kProjectCreate, P::kProjectRead, P::kProjectUpdate, P::kProjectDelete,
         P::kIdentityRead, P::kIdentityWrite, P::kBindingWrite, P::kAuditRead, P::kAllocationRead,
-        P::kAllocationWrite, P::kBillingRead}},
+        P::kAllocationWrite, P::kBillingRead, P::kQuotaWrite}},
       {Role::kTenantBilling,
        "tenant-billing",
        ScopeLevel::kTenant,
@@ -131,6 +131,8 @@ std::string_view permission_name(Permission p) {
       return "allocation.write";
     case P::kBillingRead:
       return "billing.read";
+    case P::kQuotaWrite:
+      return "quota.write";
   }
   return "unknown";
 }

@@ -52,6 +52,7 @@ enum class Permission {
   kAllocationRead,
   kAllocationWrite,
   kBillingRead,
+  kQuotaWrite,  // tenant quotas (platform scope), project quotas (tenant scope)
 };
 std::string_view permission_name(Permission p);
 

@@ -413,6 +413,27 @@ class Scheduler {
 
   std::vector<PendingView> pending(TimePoint now) const;  // in queue order
 
+  // Whether and where the request would be placed now, within quota and without preempting
+  // anything; changes nothing (dry runs).
+  Result<Placement> probe(const Request& request) const;
+
+  // Rebuilding from a store. restore() records an allocation that was placed, exactly where it
+  // was (build the state with the GPU modes and MIG layouts the placements left, every node
+  // schedulable and GPU healthy, restore, then apply schedulability and health). Quota is
+  // charged as it was, even where a lowered limit would now refuse it. restore_pending() queues
+  // a waiting one with its recorded reason. Both in submission order.
+  Result<void> restore(const std::string& id, const Request& request, const Placement& placement,
+                       TimePoint submitted, TimePoint now);
+  void restore_pending(const std::string& id, const Request& request, TimePoint submitted,
+                       Error reason);
+  Result<void> set_node_schedulable(std::string_view node_id, bool schedulable) {
+    return state_.set_node_schedulable(node_id, schedulable);
+  }
+  Result<void> set_gpu_healthy(std::string_view gpu_uuid, bool healthy) {
+    return state_.set_gpu_healthy(gpu_uuid, healthy);
+  }
+  bool is_pending(const std::string& id) const { return pending_ids_.contains(id); }
+
   // Reservations: `shape` (its tenant, tier, model and size) is held for the tenant during
   // [start, end). From the start (at reserve() or schedule()) the capacity is placed and held as
   // allocation "reservation:<id>", charged to the tenant's quota, so no other tenant can take

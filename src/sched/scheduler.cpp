@@ -362,6 +362,43 @@ std::vector<PendingView> Scheduler::pending(TimePoint now) const {
   return out;
 }
 
+Result<Placement> Scheduler::probe(const Request& request) const {
+  GP_TRY_VOID(validate(request, state_.limits()));
+  QuotaCharge charge;
+  Admission admission;
+  return admit_and_place(request, &charge, &admission);
+}
+
+Result<void> Scheduler::restore(const std::string& id, const Request& request,
+                                const Placement& placement, TimePoint submitted, TimePoint now) {
+  if (held_.contains(id) || pending_ids_.contains(id))
+    return fail(Error::conflict(fmt::format("allocation {} already exists", id)));
+  auto model = state_.limits().models.find(placement.model);
+  if (model == state_.limits().models.end())
+    return fail(
+        Error::invalid(fmt::format("allocation {}: unknown model {}", id, placement.model)));
+  QuotaCharge charge{request.tenant,
+                     request.project,
+                     placement.model,
+                     request_units(request, model->second),
+                     request.tier == Tier::kMig ? request.mig_profile : "",
+                     request.tier == Tier::kMig ? request.count : 0};
+  GP_TRY_VOID(apply(state_, placement, id));
+  const QuotaTree::Usage u = quota_.tenant_usage(request.tenant, placement.model);
+  const int64_t borrowed =
+      u.configured ? std::clamp(u.used + charge.units - u.limits.nominal, int64_t{0}, charge.units)
+                   : 0;
+  quota_.charge(charge);
+  commit(id, request, charge, borrowed, submitted, seq_++, now);
+  return ok();
+}
+
+void Scheduler::restore_pending(const std::string& id, const Request& request, TimePoint submitted,
+                                Error reason) {
+  if (held_.contains(id) || !pending_ids_.insert(id).second) return;
+  pending_.push_back({id, request, std::move(reason), submitted, seq_++});
+}
+
 std::vector<Decision> Scheduler::schedule(TimePoint now) {
   std::vector<Decision> placed;
   advance_reservations(now, &placed);

@@ -197,6 +197,92 @@ CREATE TABLE gpu_samples (
 );
 CREATE INDEX gpu_samples_gpu_time ON gpu_samples (gpu_uuid, time_us)
 )SQL"},
+      {3, "scheduling", R"SQL(
+CREATE TABLE offerings (
+  id TEXT PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  tier TEXT NOT NULL,
+  models TEXT NOT NULL,
+  gpus BIGINT NOT NULL,
+  mig_profile TEXT NOT NULL,
+  milli BIGINT NOT NULL,
+  description TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+);
+CREATE TABLE platform_quotas (
+  model TEXT PRIMARY KEY,
+  hard_limit BIGINT NOT NULL
+);
+CREATE TABLE tenant_scheduling (
+  tenant_id TEXT PRIMARY KEY REFERENCES tenants(id),
+  cohort TEXT NOT NULL,
+  weight DOUBLE PRECISION NOT NULL,
+  version BIGINT NOT NULL
+);
+CREATE TABLE quotas (
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  project_id TEXT NOT NULL,
+  model TEXT NOT NULL,
+  nominal BIGINT NOT NULL,
+  borrow_limit BIGINT,
+  hard_limit BIGINT,
+  PRIMARY KEY (tenant_id, project_id, model)
+);
+CREATE TABLE quota_profile_caps (
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  model TEXT NOT NULL,
+  profile TEXT NOT NULL,
+  max_instances BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, model, profile)
+);
+CREATE TABLE allocations (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  project_id TEXT NOT NULL REFERENCES projects(id),
+  name TEXT NOT NULL,
+  offering_id TEXT REFERENCES offerings(id),
+  request TEXT NOT NULL,
+  priority BIGINT NOT NULL,
+  preemptible BIGINT NOT NULL,
+  state TEXT NOT NULL,
+  reason_code TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  placement TEXT,
+  borrowed_units BIGINT NOT NULL,
+  end_at BIGINT,
+  grace_until BIGINT,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  placed_at BIGINT,
+  ended_at BIGINT,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+);
+CREATE INDEX allocations_state ON allocations (state, created_at);
+CREATE INDEX allocations_project ON allocations (tenant_id, project_id, id);
+CREATE TABLE allocation_events (
+  allocation_id TEXT NOT NULL REFERENCES allocations(id),
+  seq BIGINT NOT NULL,
+  at BIGINT NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  reason_code TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  PRIMARY KEY (allocation_id, seq)
+);
+CREATE TABLE allocation_nodes (
+  allocation_id TEXT NOT NULL REFERENCES allocations(id),
+  node_id TEXT NOT NULL REFERENCES nodes(id),
+  PRIMARY KEY (node_id, allocation_id)
+);
+CREATE TABLE gpu_plans (
+  gpu_uuid TEXT PRIMARY KEY REFERENCES gpus(uuid),
+  mode TEXT NOT NULL,
+  mig_layout TEXT NOT NULL,
+  updated_at BIGINT NOT NULL
+)
+)SQL"},
   };
   return kMigrations;
 }

@@ -20,11 +20,12 @@ namespace {
 // One tenant with one of everything, created through the API by its own admin.
 struct TenantWorld {
   TenantInfo tenant;
-  std::string project_id, user_id, sa_id, key_id, key_token, binding_id;
+  std::string project_id, user_id, sa_id, key_id, key_token, binding_id, allocation_id;
 
   std::map<std::string, std::string> path_ids() const {
-    return {{"tenant", tenant.id},      {"project", project_id}, {"user", user_id},
-            {"service_account", sa_id}, {"api_key", key_id},     {"role_binding", binding_id}};
+    return {{"tenant", tenant.id},        {"project", project_id}, {"user", user_id},
+            {"service_account", sa_id},   {"api_key", key_id},     {"role_binding", binding_id},
+            {"allocation", allocation_id}};
   }
 };
 
@@ -42,6 +43,21 @@ TenantWorld populate(TestServer& s, const std::string& name) {
   w.key_token = key.at("token");
   w.binding_id =
       s.create_binding(token, t, "project-member", "user", w.user_id, w.project_id).at("id");
+  // A GPU allocation: the fleet has one node, the tenant a quota of one GPU.
+  if (s.request("GET", "/v1/nodes/" + name + "-node", nullptr, s.admin_token()).status == 404) {
+    Json nodes = Json::array({{{"inventory", h200_inventory(name + "-node", 2)}}});
+    expect_status(s.request("POST", "/v1/fleet/import", {{"nodes", nodes}}, s.admin_token()), 201,
+                  "fleet import");
+  }
+  expect_status(s.request("PUT", "/v1/tenants/" + t + "/quota",
+                          {{"models", {{"H200", {{"nominal", 1}}}}}}, s.admin_token()),
+                200, "quota");
+  w.allocation_id =
+      expect_status(
+          s.request("POST", "/v1/tenants/" + t + "/projects/" + w.project_id + "/allocations",
+                    {{"shape", {{"tier", "dedicated-gpu"}}}}, token),
+          201, "allocation")
+          .body.at("id");
   return w;
 }
 
@@ -79,6 +95,10 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
             {"subject_kind", "user"},
             {"subject_id", w.user_id},
             {"project", w.project_id}};
+  if (schema == "TenantQuotaSet" || schema == "ProjectQuotaSet")
+    return {{"models", {{"H200", {{"nominal", 0}}}}}};
+  if (schema == "AllocationCreate") return {{"shape", {{"tier", "dedicated-gpu"}}}};
+  if (schema == "AllocationRelease") return Json::object();
   throw std::runtime_error("no minimal body for request schema " + schema);
 }
 
@@ -88,7 +108,8 @@ Json snapshot(TestServer& s, const std::string& tenant) {
   out["tenant"] = expect_status(s.request("GET", "/v1/tenants/" + tenant, nullptr, s.admin_token()),
                                 200, "snapshot tenant")
                       .body;
-  for (const char* noun : {"projects", "users", "service-accounts", "api-keys", "role-bindings"})
+  for (const char* noun :
+       {"projects", "users", "service-accounts", "api-keys", "role-bindings", "allocations"})
     out[noun] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/" + noun);
   return out;
 }

@@ -372,4 +372,28 @@ bool RawConnection::open_and_quiet() {
   return ::poll(&p, 1, 0) == 0;
 }
 
+Json h200_inventory(const std::string& name, int gpus, const std::string& rack) {
+  Json list = Json::array();
+  for (int i = 0; i < gpus; ++i) {
+    list.push_back({{"uuid", fmt::format("GPU-{}-{:04d}", name, i)},
+                    {"index", i},
+                    {"model", "NVIDIA H200"},
+                    {"memory_bytes", int64_t{150} << 30},
+                    {"pci_bus_id", fmt::format("00000000:{:02x}:00.0", 0x18 + i)},
+                    {"numa_node", 0},
+                    {"nvlink_peers", Json::array()},
+                    {"mig_capable", true},
+                    {"mode", "whole"},
+                    {"mig_instances", Json::array()}});
+  }
+  return {{"node",
+           {{"name", name},
+            {"cpu_millis", 128000},
+            {"memory_bytes", int64_t{1} << 40},
+            {"rack", rack},
+            {"nvlink_domain", rack + "-nvl"},
+            {"labels", Json::object()}}},
+          {"gpus", list}};
+}
+
 }  // namespace gp::it

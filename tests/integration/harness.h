@@ -47,6 +47,9 @@ struct Resp {
 ::testing::AssertionResult IsProblem(const Resp& r, int status, std::string_view code = {},
                                      bool with_request_id = true);
 
+// The inventory of a node of `gpus` H200s (MIG-capable, whole mode) on rack `rack`.
+Json h200_inventory(const std::string& name, int gpus, const std::string& rack = "r1");
+
 // A tenant created through the API together with its first tenant-admin user.
 struct TenantInfo {
   std::string id, name;

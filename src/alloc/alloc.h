@@ -1,0 +1,194 @@
+// Allocations: the service catalog (offerings), the quota tree as operators and tenant admins
+// set it, and tenants' allocations with their lifecycle, persisted in the store. The live
+// scheduler (sched) is a cache of the store: rebuilt from it at start and after fleet changes,
+// changed only inside the write transaction that records the change, and rebuilt again if that
+// transaction fails. Public header of the alloc module.
+#pragma once
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "audit/audit.h"
+#include "common/json.h"
+#include "common/page.h"
+#include "sched/sched.h"
+#include "store/store.h"
+#include "tenancy/tenancy.h"
+
+namespace gp::alloc {
+
+using sched::Tier;
+
+// ---- offerings: what tenants may ask for ----
+
+struct Offering {
+  std::string id, name;
+  Tier tier = Tier::kDedicatedGpu;
+  std::vector<std::string> models;  // allowed GPU models in preference order; empty = any
+  int gpus = 1;             // dedicated-gpu: GPUs per unit; dedicated-node/-pool: GPUs per node
+  std::string mig_profile;  // mig
+  int milli = 0;            // shared
+  std::string description;
+  int64_t created_at = 0, version = 1;
+  Json to_json() const;
+};
+
+// Validates a create body: the fields each tier needs and no others.
+Result<Offering> parse_offering(const Json& body);
+Result<Offering> create_offering(store::Tx& tx, const World& w, Offering o);
+Result<std::optional<Offering>> find_offering(store::Tx& tx, std::string_view id_or_name);
+Result<std::vector<Offering>> list_offerings(store::Tx& tx);
+// Refused while live allocations use it.
+Result<void> delete_offering(store::Tx& tx, const std::string& id);
+
+// ---- quota, in scheduler units (1 GPU = 7000) ----
+
+struct ModelQuota {
+  int64_t nominal = 0;
+  std::optional<int64_t> borrow_limit, limit;
+};
+struct TenantQuota {
+  std::string cohort;  // tenants of a cohort lend one another idle nominal quota
+  double weight = 1;   // fair-share weight
+  std::map<std::string, ModelQuota> models;
+  std::map<std::string, std::map<std::string, int64_t>> profile_caps;  // model -> profile -> n
+  int64_t version = 0;                                                 // 0 until first set
+};
+struct ProjectQuota {
+  std::map<std::string, ModelQuota> models;
+};
+
+// Bodies in GPU-equivalents ({"models": {"H200": {"nominal": 8, "borrow_limit": 4,
+// "limit": 16}}}); values are rounded to the unit (1/7000 GPU).
+Result<TenantQuota> parse_tenant_quota(const Json& body);
+Result<ProjectQuota> parse_project_quota(const Json& body);
+Result<std::map<std::string, int64_t>> parse_platform_quota(const Json& body);
+
+// ---- allocations ----
+
+enum class State { kPending, kPlaced, kActive, kReleased, kPreempted, kFailed, kExpired };
+std::string_view state_name(State s);
+std::optional<State> parse_state(std::string_view s);
+inline bool live(State s) {
+  return s == State::kPending || s == State::kPlaced || s == State::kActive;
+}
+
+struct Allocation {
+  std::string id, tenant_id, project_id, name;
+  std::optional<std::string> offering_id;
+  sched::Request request;
+  State state = State::kPending;
+  std::string reason_code, reason;
+  Json placement;  // null until placed
+  int64_t borrowed_units = 0;
+  std::optional<int64_t> end_at, grace_until, placed_at, ended_at;
+  std::string created_by;
+  int64_t created_at = 0, updated_at = 0, version = 1;
+  Json to_json() const;
+};
+
+struct Event {
+  int64_t seq = 0, at = 0;
+  std::string from, to, reason_code, reason;
+  Json to_json() const;
+};
+
+// What a create request asks for, resolved against the tenant, project and offering.
+struct NewAllocation {
+  std::string name;
+  std::optional<std::string> offering_id;
+  sched::Request request;
+  std::optional<int64_t> end_at;
+};
+Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json& body,
+                                       const tenancy::Tenant& tenant,
+                                       const tenancy::Project& project);
+
+Result<std::optional<Allocation>> find_allocation(store::Tx& tx, const tenancy::TenantScope& scope,
+                                                  std::string_view id);
+struct AllocationFilter {
+  std::optional<std::string> project_id;
+  std::optional<State> state;
+};
+Result<Page<Allocation>> list_allocations(store::Tx& tx, const tenancy::TenantScope& scope,
+                                          const AllocationFilter& filter, const PageRequest& page);
+Result<std::vector<Event>> list_events(store::Tx& tx, const std::string& allocation_id);
+
+struct Options {
+  sched::SchedulerOptions scheduler;
+  Duration preemption_grace = std::chrono::seconds(30);
+};
+
+// The live scheduler over the store. Every call runs inside the caller's transaction; calls
+// that change anything need the write transaction (the store serializes writers, and the
+// service's own lock orders them against readers of its views).
+class Service {
+ public:
+  explicit Service(audit::AuditLog& audit, Options options = {});
+
+  // Validates, checks the tier against the tenant's class, and places the allocation or queues
+  // it with the reason. Preempted allocations are recorded and audited here.
+  Result<Allocation> create(store::Tx& tx, const World& w, const NewAllocation& n,
+                            const std::string& actor);
+  // Whether and where it would be placed now; changes nothing.
+  Result<Json> dry_run(store::Tx& tx, const NewAllocation& n);
+  // Releases a placed or active allocation, withdraws a pending one; then places what now fits.
+  Result<Allocation> release(store::Tx& tx, const World& w, const tenancy::TenantScope& scope,
+                             const std::string& id, const std::string& reason);
+  // Periodic work: expires allocations past their end time, fails those a fleet change left
+  // without their GPUs, places pending ones that now fit. Returns the transitions made.
+  Result<int> tick(store::Tx& tx, const World& w);
+  // A node's agent reported in: its placed allocations become active once every node they use
+  // has reported since placement. Returns what the agent must apply: allocations on the node
+  // and planned MIG layouts / modes of its GPUs.
+  Result<Json> acknowledge(store::Tx& tx, const World& w, const std::string& node_id);
+  // A node failed: its allocations fail and are released.
+  Result<int> node_failed(store::Tx& tx, const World& w, const std::string& node_id,
+                          const std::string& reason);
+  // The fleet or the quota changed: rebuild from the store before the next decision.
+  void invalidate();
+  // Calls made since the last begin() changed the in-memory scheduler; after a failed
+  // transaction the caller must invalidate().
+  void begin() { changed_ = false; }
+  bool changed() const { return changed_; }
+
+  // Views.
+  Result<Json> why(store::Tx& tx, const World& w, const Allocation& a);
+  // Pending allocations in queue order; one tenant's, or all (tenant_id empty).
+  Result<Json> queue(store::Tx& tx, const World& w, const std::string& tenant_id);
+  // Quota documents with current use.
+  Result<Json> tenant_quota(store::Tx& tx, const std::string& tenant_id);
+  Result<Json> project_quota(store::Tx& tx, const std::string& tenant_id,
+                             const std::string& project_id);
+  Result<Json> platform_quota(store::Tx& tx);
+  Result<void> set_tenant_quota(store::Tx& tx, const std::string& tenant_id, const TenantQuota& q);
+  Result<void> set_project_quota(store::Tx& tx, const std::string& tenant_id,
+                                 const std::string& project_id, const ProjectQuota& q);
+  Result<void> set_platform_quota(store::Tx& tx, const std::map<std::string, int64_t>& limits);
+
+ private:
+  Result<sched::Scheduler*> ensure(store::Tx& tx);
+  Result<void> rebuild(store::Tx& tx);
+  Result<void> record_placed(store::Tx& tx, const World& w, const std::string& id,
+                             const sched::Decision& d, const std::string& from);
+  Result<void> transition(store::Tx& tx, const World& w, const std::string& id, State from,
+                          State to, const std::string& code, const std::string& reason,
+                          const std::string& actor);
+  Result<int> schedule(store::Tx& tx, const World& w);
+  Result<int> end(store::Tx& tx, const World& w, const std::string& id, State to,
+                  const std::string& code, const std::string& reason, const std::string& actor);
+
+  audit::AuditLog& audit_;
+  Options options_;
+  std::mutex mu_;
+  std::optional<sched::Scheduler> sched_;
+  bool dirty_ = true;
+  bool changed_ = false;
+  std::vector<std::pair<std::string, std::string>> orphans_;  // (id, why) lost in a rebuild
+  std::map<std::string, double> carried_weights_;
+};
+
+}  // namespace gp::alloc

@@ -1,0 +1,459 @@
+// Allocation records: parsing create requests, the stored forms of requests and placements,
+// and the scoped reads.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "alloc/alloc.h"
+#include "alloc/internal.h"
+
+namespace gp::alloc {
+
+namespace {
+
+constexpr std::array<std::string_view, 7> kStateNames = {
+    "pending", "placed", "active", "released", "preempted", "failed", "expired"};
+
+struct PriorityClass {
+  std::string_view name;
+  int value;
+};
+constexpr std::array<PriorityClass, 4> kPriorities = {
+    {{"low", 100}, {"normal", 500}, {"high", 900}, {"critical", 1000}}};
+
+}  // namespace
+
+std::string_view state_name(State s) { return kStateNames[static_cast<size_t>(s)]; }
+
+std::optional<State> parse_state(std::string_view s) {
+  for (size_t i = 0; i < kStateNames.size(); ++i) {
+    if (kStateNames[i] == s) return static_cast<State>(i);
+  }
+  return std::nullopt;
+}
+
+namespace detail {
+
+std::string ts(int64_t us) { return format_rfc3339(from_unix_micros(us)); }
+std::optional<std::string> ts(const std::optional<int64_t>& us) {
+  if (!us) return std::nullopt;
+  return ts(*us);
+}
+
+std::vector<std::string> read_models(ObjectReader& r, std::string_view key) {
+  auto models = r.optional_string_array(key, 8, 64).value_or(std::vector<std::string>{});
+  for (const std::string& m : models) {
+    if (m.empty()) r.reject(key, "holds an empty model name");
+  }
+  std::vector<std::string> sorted = models;
+  std::ranges::sort(sorted);
+  if (std::ranges::adjacent_find(sorted) != sorted.end()) r.reject(key, "names a model twice");
+  return models;
+}
+
+std::optional<int> priority_of(std::string_view name) {
+  for (const auto& p : kPriorities) {
+    if (p.name == name) return p.value;
+  }
+  return std::nullopt;
+}
+
+std::string priority_class(int priority) {
+  for (const auto& p : kPriorities) {
+    if (p.value == priority) return std::string(p.name);
+  }
+  return std::to_string(priority);
+}
+
+Json request_json(const sched::Request& r) {
+  Json j = {{"tier", sched::tier_name(r.tier)},
+            {"isolation", sched::class_name(r.isolation)},
+            {"models", r.models},
+            {"count", r.count},
+            {"same_node", r.same_node},
+            {"same_nvlink_domain", r.same_nvlink_domain},
+            {"priority", r.priority},
+            {"preemptible", r.preemptible}};
+  if (r.node_count) j["node_count"] = r.node_count;
+  if (r.gpus_per_node) j["gpus_per_node"] = r.gpus_per_node;
+  if (!r.pool.empty()) j["pool"] = r.pool;
+  if (!r.mig_profile.empty()) j["mig_profile"] = r.mig_profile;
+  if (r.milli) j["milli"] = r.milli;
+  return j;
+}
+
+Result<sched::Request> request_from(const Json& j) {
+  sched::Request r;
+  try {
+    auto tier = sched::parse_tier(j.at("tier").get<std::string>());
+    auto cls = sched::parse_class(j.at("isolation").get<std::string>());
+    if (!tier || !cls) return fail(Error::internal("stored request with unknown tier or class"));
+    r.tier = *tier;
+    r.isolation = *cls;
+    r.models = j.at("models").get<std::vector<std::string>>();
+    r.count = j.at("count").get<int>();
+    r.same_node = j.at("same_node").get<bool>();
+    r.same_nvlink_domain = j.at("same_nvlink_domain").get<bool>();
+    r.priority = j.at("priority").get<int>();
+    r.preemptible = j.at("preemptible").get<bool>();
+    r.node_count = j.value("node_count", 0);
+    r.gpus_per_node = j.value("gpus_per_node", 0);
+    r.pool = j.value("pool", "");
+    r.mig_profile = j.value("mig_profile", "");
+    r.milli = j.value("milli", 0);
+  } catch (const Json::exception& e) {
+    return fail(Error::internal(fmt::format("stored request unreadable: {}", e.what())));
+  }
+  return r;
+}
+
+namespace {
+
+Json layout_json(const fleet::Layout& l) {
+  Json a = Json::array();
+  for (const auto& p : l) a.push_back({{"profile", p.profile}, {"start", p.start}});
+  return a;
+}
+
+}  // namespace
+
+Json placement_json(const sched::Placement& p, const sched::ClusterState& state) {
+  Json gpus = Json::array();
+  for (const sched::GpuGrant& g : p.gpus) {
+    const auto& gpu = state.gpus()[g.gpu];
+    Json e = {{"node", g.node_id}, {"gpu", g.gpu_uuid}, {"index", gpu.index}};
+    if (g.mig_instance)
+      e["mig"] = {{"profile", g.mig_instance->profile}, {"start", g.mig_instance->start}};
+    if (g.milli) e["milli"] = g.milli;
+    gpus.push_back(std::move(e));
+  }
+  Json mode_changes = Json::array();
+  for (const auto& c : p.mode_changes)
+    mode_changes.push_back({{"gpu", c.gpu_uuid},
+                            {"from", sched::gpu_mode_name(c.from)},
+                            {"to", sched::gpu_mode_name(c.to)}});
+  Json mig_changes = Json::array();
+  for (const auto& c : p.mig_changes)
+    mig_changes.push_back(
+        {{"gpu", c.gpu_uuid}, {"before", layout_json(c.before)}, {"after", layout_json(c.after)}});
+  std::vector<std::string> nodes = p.nodes;
+  if (nodes.empty()) {
+    for (const auto& g : p.gpus) {
+      if (std::ranges::find(nodes, g.node_id) == nodes.end()) nodes.push_back(g.node_id);
+    }
+  }
+  return {{"model", p.model},
+          {"tier", sched::tier_name(p.tier)},
+          {"units", p.units},
+          {"gpu_equivalents", sched::format_units(p.units)},
+          {"whole_nodes", !p.nodes.empty()},
+          {"nodes", nodes},
+          {"gpus", gpus},
+          {"mode_changes", mode_changes},
+          {"mig_changes", mig_changes}};
+}
+
+Index::Index(const sched::ClusterState& state) {
+  for (int32_t i = 0; i < static_cast<int32_t>(state.gpus().size()); ++i)
+    gpus.emplace(state.gpus()[i].uuid, i);
+  for (int32_t i = 0; i < static_cast<int32_t>(state.nodes().size()); ++i)
+    nodes.emplace(state.nodes()[i].id, i);
+}
+
+Result<sched::Placement> placement_from(const Json& j, const sched::Request& r,
+                                        const sched::ClusterState& state, const Index& index) {
+  sched::Placement p;
+  try {
+    p.tenant = r.tenant;
+    p.project = r.project;
+    p.tier = r.tier;
+    p.model = j.at("model").get<std::string>();
+    p.mig_profile = r.mig_profile;
+    p.units = j.at("units").get<int64_t>();
+    p.priority = r.priority;
+    p.preemptible = r.preemptible;
+    if (j.at("whole_nodes").get<bool>()) {
+      for (const auto& n : j.at("nodes")) {
+        auto it = index.nodes.find(n.get<std::string>());
+        if (it == index.nodes.end())
+          return fail(Error::not_found(fmt::format("node {} is gone", n.get<std::string>())));
+        p.nodes.push_back(n.get<std::string>());
+        p.node_slots.push_back(it->second);
+      }
+    }
+    for (const auto& g : j.at("gpus")) {
+      sched::GpuGrant grant;
+      grant.gpu_uuid = g.at("gpu").get<std::string>();
+      auto it = index.gpus.find(grant.gpu_uuid);
+      if (it == index.gpus.end())
+        return fail(Error::not_found(fmt::format("GPU {} is gone", grant.gpu_uuid)));
+      grant.gpu = it->second;
+      grant.node_id = state.nodes()[state.gpus()[it->second].node].id;
+      if (g.contains("mig")) {
+        grant.mig_instance = fleet::PlacedInstance{g["mig"].at("profile").get<std::string>(),
+                                                   g["mig"].at("start").get<int>()};
+      }
+      grant.milli = g.value("milli", 0);
+      p.gpus.push_back(std::move(grant));
+    }
+  } catch (const Json::exception& e) {
+    return fail(Error::internal(fmt::format("stored placement unreadable: {}", e.what())));
+  }
+  return p;
+}
+
+std::string reason_code(const Error& e) {
+  switch (e.code) {
+    case ErrorCode::kQuotaExceeded:
+      return "quota_exceeded";
+    case ErrorCode::kConflict:
+      return "insufficient_capacity";
+    case ErrorCode::kInvalidArgument:
+      return "invalid_request";
+    default:
+      return std::string(error_code_name(e.code));
+  }
+}
+
+}  // namespace detail
+
+Json Allocation::to_json() const {
+  Json shape = detail::request_json(request);
+  shape.erase("priority");
+  shape.erase("preemptible");
+  shape.erase("isolation");
+  return {{"id", id},
+          {"tenant_id", tenant_id},
+          {"project_id", project_id},
+          {"name", name},
+          {"offering_id", offering_id ? Json(*offering_id) : Json(nullptr)},
+          {"shape", shape},
+          {"priority_class", detail::priority_class(request.priority)},
+          {"priority", request.priority},
+          {"preemptible", request.preemptible},
+          {"state", state_name(state)},
+          {"reason_code", reason_code},
+          {"reason", reason},
+          {"placement", placement},
+          {"borrowed_gpu_equivalents",
+           borrowed_units ? Json(sched::format_units(borrowed_units)) : Json(nullptr)},
+          {"end_time", end_at ? Json(detail::ts(*end_at)) : Json(nullptr)},
+          {"grace_until", grace_until ? Json(detail::ts(*grace_until)) : Json(nullptr)},
+          {"created_by", created_by},
+          {"created_at", detail::ts(created_at)},
+          {"placed_at", placed_at ? Json(detail::ts(*placed_at)) : Json(nullptr)},
+          {"ended_at", ended_at ? Json(detail::ts(*ended_at)) : Json(nullptr)},
+          {"updated_at", detail::ts(updated_at)},
+          {"version", version}};
+}
+
+Json Event::to_json() const {
+  return {{"seq", seq}, {"at", detail::ts(at)},       {"from", from},
+          {"to", to},   {"reason_code", reason_code}, {"reason", reason}};
+}
+
+Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json& body,
+                                       const tenancy::Tenant& tenant,
+                                       const tenancy::Project& project) {
+  ObjectReader r(body, "allocation");
+  NewAllocation n;
+  n.name = r.optional_string("name", 63).value_or("");
+  auto offering_name = r.optional_string("offering", 64);
+  auto count = r.optional_integer("count", 1, 100000);
+  const Json* shape = r.optional_object("shape");
+  const Json* constraints = r.optional_object("constraints");
+  auto priority = r.optional_string("priority_class", 32);
+  auto preemptible = r.optional_bool("preemptible");
+  auto end_time = r.optional_string("end_time", 64);
+  auto duration = r.optional_integer("duration_seconds", 60, int64_t{366} * 86400);
+  GP_TRY_VOID(r.finish());
+  if (!n.name.empty()) GP_TRY_VOID(validate_dns_label("name", n.name));
+  if (offering_name.has_value() == (shape != nullptr))
+    return fail(Error::invalid("give either offering (with count) or shape"));
+  if (shape && count) return fail(Error::invalid("count goes inside shape, not beside it"));
+  if (end_time && duration)
+    return fail(Error::invalid("give end_time or duration_seconds, not both"));
+
+  sched::Request& q = n.request;
+  q.tenant = tenant.id;
+  q.project = project.id;
+  q.isolation = tenant.isolation_class;
+  if (offering_name) {
+    auto o = GP_TRY(find_offering(tx, *offering_name));
+    if (!o) return fail(Error::invalid(fmt::format("unknown offering \"{}\"", *offering_name)));
+    n.offering_id = o->id;
+    const int units = static_cast<int>(count.value_or(1));
+    q.tier = o->tier;
+    q.models = o->models;
+    q.mig_profile = o->mig_profile;
+    q.milli = o->milli;
+    if (o->tier == Tier::kDedicatedNode || o->tier == Tier::kDedicatedPool) {
+      q.node_count = units;
+      q.gpus_per_node = o->gpus;
+      q.count = units * o->gpus;
+    } else {
+      q.count = o->tier == Tier::kDedicatedGpu ? units * o->gpus : units;
+    }
+  } else {
+    ObjectReader s(*shape, "shape");
+    std::string tier = s.string("tier", 32);
+    q.models = detail::read_models(s, "models");
+    q.count = static_cast<int>(s.optional_integer("count", 1, 100000).value_or(1));
+    q.node_count = static_cast<int>(s.optional_integer("node_count", 1, 100000).value_or(0));
+    q.gpus_per_node = static_cast<int>(s.optional_integer("gpus_per_node", 1, 64).value_or(0));
+    q.pool = s.optional_string("pool", 64).value_or("");
+    q.mig_profile = s.optional_string("mig_profile", 32).value_or("");
+    q.milli = static_cast<int>(s.optional_integer("milli", 1, 1000).value_or(0));
+    GP_TRY_VOID(s.finish());
+    auto t = sched::parse_tier(tier);
+    if (!t) return fail(Error::invalid(fmt::format("shape: unknown tier \"{}\"", tier)));
+    q.tier = *t;
+    if ((q.tier == Tier::kDedicatedNode || q.tier == Tier::kDedicatedPool) && q.count == 1)
+      q.count = q.node_count * q.gpus_per_node;
+  }
+  if (constraints) {
+    ObjectReader c(*constraints, "constraints");
+    q.same_node = c.optional_bool("same_node").value_or(false);
+    q.same_nvlink_domain = c.optional_bool("same_nvlink_domain").value_or(false);
+    auto models = detail::read_models(c, "models");
+    auto members = c.optional_integer("gang_members", 1, 1024);
+    GP_TRY_VOID(c.finish());
+    if (!models.empty()) {
+      if (q.models.empty()) {
+        q.models = models;
+      } else {
+        std::vector<std::string> both;
+        for (const std::string& m : q.models) {
+          if (std::ranges::find(models, m) != models.end()) both.push_back(m);
+        }
+        if (both.empty())
+          return fail(Error::invalid(
+              "constraints.models and the offering's models have no GPU model in common"));
+        q.models = both;
+      }
+    }
+    if (members && *members > 1) {  // a gang: N members of the shape, all placed or none
+      const int64_t m = *members;
+      if (q.tier == Tier::kDedicatedNode || q.tier == Tier::kDedicatedPool) {
+        q.node_count = static_cast<int>(q.node_count * m);
+        q.count = q.node_count * q.gpus_per_node;
+      } else {
+        if (q.count * m > 100000) return fail(Error::invalid("gang_members x count is absurd"));
+        q.count = static_cast<int>(q.count * m);
+      }
+    }
+  }
+  if (q.same_node && (q.tier == Tier::kDedicatedNode || q.tier == Tier::kDedicatedPool) &&
+      q.node_count > 1)
+    return fail(Error::invalid(
+        fmt::format("constraints.same_node contradicts {} whole nodes", q.node_count)));
+  if (priority) {
+    auto p = detail::priority_of(*priority);
+    if (!p)
+      return fail(Error::invalid(fmt::format(
+          "unknown priority_class \"{}\"; one of low, normal, high, critical", *priority)));
+    q.priority = *p;
+  } else {
+    q.priority = *detail::priority_of("normal");
+  }
+  q.preemptible = preemptible.value_or(false);
+  if (end_time) {
+    TimePoint t;
+    if (!parse_rfc3339(*end_time, &t))
+      return fail(Error::invalid("end_time must be an RFC 3339 time"));
+    if (to_unix_micros(t) <= w.now()) return fail(Error::invalid("end_time is in the past"));
+    n.end_at = to_unix_micros(t);
+  } else if (duration) {
+    n.end_at = w.now() + *duration * 1'000'000;
+  }
+  return n;
+}
+
+namespace {
+
+constexpr std::string_view kColumns =
+    "id, tenant_id, project_id, name, offering_id, request, state, reason_code, reason, "
+    "placement, borrowed_units, end_at, grace_until, created_by, created_at, placed_at, "
+    "ended_at, updated_at, version";
+
+}  // namespace
+
+namespace detail {
+
+std::string_view allocation_columns() { return kColumns; }
+
+Result<Allocation> allocation_from(const store::Row& row) {
+  Allocation a;
+  a.id = row.text(0);
+  a.tenant_id = row.text(1);
+  a.project_id = row.text(2);
+  a.name = row.text(3);
+  a.offering_id = row.opt_text(4);
+  a.request = GP_TRY(request_from(Json::parse(row.text(5))));
+  a.request.tenant = a.tenant_id;
+  a.request.project = a.project_id;
+  a.state = parse_state(row.text(6)).value_or(State::kFailed);
+  a.reason_code = row.text(7);
+  a.reason = row.text(8);
+  a.placement = row.is_null(9) ? Json(nullptr) : Json::parse(row.text(9));
+  a.borrowed_units = row.integer(10);
+  a.end_at = row.opt_integer(11);
+  a.grace_until = row.opt_integer(12);
+  a.created_by = row.text(13);
+  a.created_at = row.integer(14);
+  a.placed_at = row.opt_integer(15);
+  a.ended_at = row.opt_integer(16);
+  a.updated_at = row.integer(17);
+  a.version = row.integer(18);
+  return a;
+}
+
+Result<std::optional<Allocation>> load(store::Tx& tx, const std::string& id) {
+  auto row = GP_TRY(tx.query_one(
+      fmt::format("SELECT {} FROM allocations WHERE id = ?", allocation_columns()), {id}));
+  if (!row) return std::optional<Allocation>{};
+  return std::optional<Allocation>(GP_TRY(allocation_from(*row)));
+}
+
+}  // namespace detail
+
+Result<std::optional<Allocation>> find_allocation(store::Tx& tx, const tenancy::TenantScope& scope,
+                                                  std::string_view id) {
+  auto a = GP_TRY(detail::load(tx, std::string(id)));
+  if (a && a->tenant_id != scope.tenant_id()) return std::optional<Allocation>{};
+  return a;
+}
+
+Result<Page<Allocation>> list_allocations(store::Tx& tx, const tenancy::TenantScope& scope,
+                                          const AllocationFilter& filter, const PageRequest& page) {
+  std::string sql =
+      fmt::format("SELECT {} FROM allocations WHERE tenant_id = ? AND id > ?", kColumns);
+  store::Params params{scope.tenant_id(), page.after.value_or("")};
+  if (filter.project_id) {
+    sql += " AND project_id = ?";
+    params.emplace_back(*filter.project_id);
+  }
+  if (filter.state) {
+    sql += " AND state = ?";
+    params.emplace_back(std::string(state_name(*filter.state)));
+  }
+  sql += " ORDER BY id LIMIT ?";
+  params.emplace_back(int64_t{page.limit} + 1);
+  std::vector<Allocation> items;
+  for (const auto& row : GP_TRY(tx.query(sql, params)))
+    items.push_back(GP_TRY(detail::allocation_from(row)));
+  return make_page(std::move(items), page);
+}
+
+Result<std::vector<Event>> list_events(store::Tx& tx, const std::string& allocation_id) {
+  std::vector<Event> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT seq, at, from_state, to_state, reason_code, reason FROM allocation_events "
+           "WHERE allocation_id = ? ORDER BY seq",
+           {allocation_id})))
+    out.push_back(
+        {row.integer(0), row.integer(1), row.text(2), row.text(3), row.text(4), row.text(5)});
+  return out;
+}
+
+}  // namespace gp::alloc

@@ -1,0 +1,52 @@
+// Private to the alloc module: conversions between the scheduler's structs and their stored
+// and API JSON forms.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "alloc/alloc.h"
+
+namespace gp::alloc::detail {
+
+std::string ts(int64_t us);
+std::optional<std::string> ts(const std::optional<int64_t>& us);
+
+// Reads an optional array of GPU model names (at most 8).
+std::vector<std::string> read_models(ObjectReader& r, std::string_view key);
+
+// Priority classes: names operators and tenants use, and the integer the scheduler orders by.
+std::optional<int> priority_of(std::string_view name);
+std::string priority_class(int priority);
+
+// The shape part of a request as stored and shown (tenant and project are columns).
+Json request_json(const sched::Request& r);
+Result<sched::Request> request_from(const Json& j);
+
+// A placement names GPUs and nodes by id, so it survives a rebuild of the cluster state.
+Json placement_json(const sched::Placement& p, const sched::ClusterState& state);
+// Against a rebuilt state: GPU and node indexes looked up by id, without mode or layout changes
+// (the GPU plans already hold them).
+struct Index {
+  std::unordered_map<std::string, int32_t> gpus, nodes;
+  explicit Index(const sched::ClusterState& state);
+};
+Result<sched::Placement> placement_from(const Json& j, const sched::Request& r,
+                                        const sched::ClusterState& state, const Index& index);
+
+// "quota_exceeded", "insufficient_capacity", ... from the scheduler's error.
+std::string reason_code(const Error& e);
+
+std::string_view allocation_columns();
+Result<Allocation> allocation_from(const store::Row& row);
+Result<std::optional<Allocation>> load(store::Tx& tx, const std::string& id);
+
+// Quota rows into the scheduler's tree; quota documents as the API shows them.
+Result<sched::QuotaTree> load_quota(store::Tx& tx);
+Result<TenantQuota> load_tenant_quota(store::Tx& tx, const std::string& tenant_id);
+Result<ProjectQuota> load_project_quota(store::Tx& tx, const std::string& tenant_id,
+                                        const std::string& project_id);
+Json model_quota_json(const ModelQuota& q, const sched::QuotaTree::Usage* usage);
+
+}  // namespace gp::alloc::detail

@@ -1,0 +1,137 @@
+// Offerings: the operator's service catalog, each a tier and a shape per unit.
+#include <fmt/format.h>
+
+#include "alloc/alloc.h"
+#include "alloc/internal.h"
+
+namespace gp::alloc {
+
+Json Offering::to_json() const {
+  return {{"id", id},
+          {"name", name},
+          {"tier", sched::tier_name(tier)},
+          {"models", models},
+          {"gpus", gpus},
+          {"mig_profile", mig_profile.empty() ? Json(nullptr) : Json(mig_profile)},
+          {"milli", milli == 0 ? Json(nullptr) : Json(milli)},
+          {"description", description},
+          {"created_at", detail::ts(created_at)},
+          {"version", version}};
+}
+
+Result<Offering> parse_offering(const Json& body) {
+  ObjectReader r(body, "offering");
+  Offering o;
+  o.name = r.string("name", 63);
+  std::string tier = r.string("tier", 32);
+  o.models = detail::read_models(r, "models");
+  auto gpus = r.optional_integer("gpus", 1, 64);
+  o.mig_profile = r.optional_string("mig_profile", 32).value_or("");
+  o.milli = static_cast<int>(r.optional_integer("milli", 1, 1000).value_or(0));
+  o.description = r.optional_string("description", 500).value_or("");
+  GP_TRY_VOID(r.finish());
+  GP_TRY_VOID(validate_dns_label("name", o.name));
+  auto t = sched::parse_tier(tier);
+  if (!t) {
+    return fail(Error::invalid(fmt::format(
+        "unknown tier \"{}\"; one of dedicated-pool, dedicated-node, dedicated-gpu, mig, shared",
+        tier)));
+  }
+  o.tier = *t;
+  const bool gpu_tier = o.tier == Tier::kDedicatedGpu || o.tier == Tier::kDedicatedNode ||
+                        o.tier == Tier::kDedicatedPool;
+  if (gpus && !gpu_tier) {
+    return fail(Error::invalid(fmt::format("gpus applies to dedicated tiers, not {}", tier)));
+  }
+  o.gpus = gpu_tier ? static_cast<int>(gpus.value_or(o.tier == Tier::kDedicatedGpu ? 1 : 8)) : 0;
+  if (o.tier == Tier::kMig) {
+    if (o.mig_profile.empty()) return fail(Error::invalid("a mig offering needs mig_profile"));
+    if (o.models.empty()) return fail(Error::invalid("a mig offering needs its GPU models"));
+    for (const std::string& m : o.models) {
+      const fleet::MigCatalog* catalog = GP_TRY(fleet::mig_catalog(m));
+      if (!catalog->find(o.mig_profile)) {
+        return fail(Error::invalid(fmt::format("{} has no MIG profile \"{}\"", m, o.mig_profile)));
+      }
+    }
+  } else if (!o.mig_profile.empty()) {
+    return fail(Error::invalid(fmt::format("mig_profile applies to tier mig, not {}", tier)));
+  }
+  if (o.tier == Tier::kShared && o.milli == 0) {
+    return fail(Error::invalid("a shared offering needs milli (1..1000 per share)"));
+  }
+  if (o.tier != Tier::kShared && o.milli != 0) {
+    return fail(Error::invalid(fmt::format("milli applies to tier shared, not {}", tier)));
+  }
+  return o;
+}
+
+namespace {
+
+constexpr std::string_view kColumns =
+    "id, name, tier, models, gpus, mig_profile, milli, description, created_at, version";
+
+Offering offering_from(const store::Row& row) {
+  Offering o;
+  o.id = row.text(0);
+  o.name = row.text(1);
+  o.tier = *sched::parse_tier(row.text(2));
+  o.models = Json::parse(row.text(3)).get<std::vector<std::string>>();
+  o.gpus = static_cast<int>(row.integer(4));
+  o.mig_profile = row.text(5);
+  o.milli = static_cast<int>(row.integer(6));
+  o.description = row.text(7);
+  o.created_at = row.integer(8);
+  o.version = row.integer(9);
+  return o;
+}
+
+}  // namespace
+
+Result<Offering> create_offering(store::Tx& tx, const World& w, Offering o) {
+  o.id = w.ids.next("off");
+  o.created_at = w.now();
+  o.version = 1;
+  auto r = tx.exec(
+      fmt::format("INSERT INTO offerings ({}) VALUES (?,?,?,?,?,?,?,?,?,?)", kColumns),
+      {o.id, o.name, std::string(sched::tier_name(o.tier)), Json(o.models).dump(), int64_t{o.gpus},
+       o.mig_profile, int64_t{o.milli}, o.description, o.created_at, o.version});
+  if (!r) {
+    if (r.error().code == ErrorCode::kConflict)
+      return fail(Error::conflict(fmt::format("an offering named {} exists", o.name)));
+    return fail(r.error());
+  }
+  return o;
+}
+
+Result<std::optional<Offering>> find_offering(store::Tx& tx, std::string_view id_or_name) {
+  auto row = GP_TRY(
+      tx.query_one(fmt::format("SELECT {} FROM offerings WHERE id = ? OR name = ?", kColumns),
+                   {std::string(id_or_name), std::string(id_or_name)}));
+  if (!row) return std::optional<Offering>{};
+  return std::optional<Offering>(offering_from(*row));
+}
+
+Result<std::vector<Offering>> list_offerings(store::Tx& tx) {
+  std::vector<Offering> out;
+  for (const auto& row :
+       GP_TRY(tx.query(fmt::format("SELECT {} FROM offerings ORDER BY name", kColumns))))
+    out.push_back(offering_from(row));
+  return out;
+}
+
+Result<void> delete_offering(store::Tx& tx, const std::string& id) {
+  auto inuse =
+      GP_TRY(tx.query_one("SELECT COUNT(*) FROM allocations WHERE offering_id = ? AND state IN "
+                          "('pending','placed','active')",
+                          {id}));
+  if (inuse->integer(0) > 0) {
+    return fail(Error::conflict(
+        fmt::format("the offering is used by {} live allocation(s)", inuse->integer(0))));
+  }
+  // Ended allocations keep their history; they drop the reference.
+  GP_TRY(tx.exec("UPDATE allocations SET offering_id = NULL WHERE offering_id = ?", {id}));
+  GP_TRY(tx.exec("DELETE FROM offerings WHERE id = ?", {id}));
+  return ok();
+}
+
+}  // namespace gp::alloc

@@ -1,0 +1,554 @@
+// The live scheduler over the store: rebuilt from it, changed in the same transaction as the
+// rows that record each change, every transition recorded with its reason and audited.
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "alloc/alloc.h"
+#include "alloc/internal.h"
+#include "fleet/fleet.h"
+
+namespace gp::alloc {
+
+using detail::ts;
+
+namespace {
+
+constexpr std::string_view kScheduler = "scheduler";
+
+std::string resource_of(const Allocation& a) {
+  return fmt::format("/v1/tenants/{}/projects/{}/allocations/{}", a.tenant_id, a.project_id, a.id);
+}
+
+}  // namespace
+
+Service::Service(audit::AuditLog& audit, Options options)
+    : audit_(audit), options_(std::move(options)) {}
+
+void Service::invalidate() {
+  std::lock_guard lock(mu_);
+  dirty_ = true;
+}
+
+Result<void> Service::rebuild(store::Tx& tx) {
+  sched_.reset();
+  orphans_.clear();
+  // The fleet: every node not retired, with its GPUs in the modes and MIG layouts the scheduler
+  // planned (or, where it planned nothing, as the agent reported them).
+  struct NodeRow {
+    sched::NodeSpec spec;
+    bool schedulable = true;
+  };
+  std::vector<NodeRow> nodes;
+  std::unordered_map<std::string, size_t> node_at;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT n.id, n.name, COALESCE(n.pool_id, ''), COALESCE(p.name, ''), "
+           "COALESCE(p.tenant_id, ''), n.state, n.cordoned, n.rack, n.nvlink_domain FROM nodes n "
+           "LEFT JOIN pools p ON p.id = n.pool_id WHERE n.state <> 'retired' ORDER BY n.name"))) {
+    NodeRow n;
+    n.spec.id = row.text(0);
+    n.spec.name = row.text(1);
+    n.spec.pool_id = row.text(2);
+    n.spec.pool_name = row.text(3);
+    n.spec.pool_owner = row.text(4);
+    n.spec.rack = row.text(7);
+    n.spec.nvlink_domain = row.text(8);
+    auto state = fleet::parse_node_state(row.text(5));
+    n.schedulable = state && fleet::schedulable(*state) && row.integer(6) == 0;
+    node_at.emplace(n.spec.id, nodes.size());
+    nodes.push_back(std::move(n));
+  }
+  std::vector<std::pair<std::string, bool>> health;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT g.uuid, g.node_id, g.idx, g.model, g.mig_capable, g.mode, g.mig_layout, "
+           "g.health, g.present, pl.mode, pl.mig_layout FROM gpus g LEFT JOIN gpu_plans pl ON "
+           "pl.gpu_uuid = g.uuid ORDER BY g.node_id, g.idx"))) {
+    auto n = node_at.find(row.text(1));
+    if (n == node_at.end()) continue;
+    sched::GpuSpec g;
+    g.uuid = row.text(0);
+    g.index = static_cast<int>(row.integer(2));
+    g.model = row.text(3);
+    if (row.integer(4) != 0) {
+      if (auto catalog = fleet::mig_catalog(g.model)) g.mig_catalog = *catalog;
+    }
+    const bool planned = !row.is_null(9);
+    auto mode = policy::parse_gpu_mode(planned ? row.text(9) : row.text(5));
+    g.mode = mode.value_or(policy::GpuMode::kWhole);
+    if (g.mode == policy::GpuMode::kMig && !g.mig_catalog) g.mode = policy::GpuMode::kWhole;
+    if (g.mode == policy::GpuMode::kMig) {
+      const Json layout = Json::parse(planned ? row.text(10) : row.text(6), nullptr, false);
+      if (layout.is_array())
+        for (const auto& p : layout)
+          g.mig_layout.push_back({p.value("profile", ""), p.value("start", 0)});
+    }
+    health.emplace_back(g.uuid, row.text(7) == "healthy" && row.integer(8) != 0);
+    nodes[n->second].spec.gpus.push_back(std::move(g));
+  }
+  std::vector<sched::NodeSpec> specs;
+  for (const NodeRow& n : nodes) specs.push_back(n.spec);
+  auto state = sched::ClusterState::build(std::move(specs));
+  if (!state)
+    return fail(Error::internal("cannot build the scheduler's view of the fleet: " +
+                                state.error().message));
+  sched::QuotaTree quota = GP_TRY(detail::load_quota(tx));
+  sched_.emplace(std::move(*state), std::move(quota), options_.scheduler);
+  for (const auto& row :
+       GP_TRY(tx.query("SELECT tenant_id, weight FROM tenant_scheduling WHERE weight <> 1")))
+    sched_->set_tenant_weight(row.text(0), row.real(1));
+
+  // Live allocations in submission order: placed ones where they are, pending ones queued.
+  const detail::Index index(sched_->state());
+  for (const auto& row : GP_TRY(tx.query(fmt::format(
+           "SELECT {} FROM allocations WHERE state IN ('pending','placed','active') ORDER BY "
+           "created_at, id",
+           detail::allocation_columns())))) {
+    Allocation a = GP_TRY(detail::allocation_from(row));
+    const TimePoint submitted = from_unix_micros(a.created_at);
+    if (a.state == State::kPending) {
+      Error why{ErrorCode::kConflict, a.reason};
+      if (a.reason_code == "quota_exceeded") why.code = ErrorCode::kQuotaExceeded;
+      sched_->restore_pending(a.id, a.request, submitted, std::move(why));
+      continue;
+    }
+    Result<void> restored = [&]() -> Result<void> {
+      auto p = GP_TRY(detail::placement_from(a.placement, a.request, sched_->state(), index));
+      return sched_->restore(a.id, a.request, p, submitted, submitted);
+    }();
+    if (!restored) orphans_.emplace_back(a.id, restored.error().message);
+  }
+  for (const NodeRow& n : nodes) {
+    if (!n.schedulable) GP_TRY_VOID(sched_->set_node_schedulable(n.spec.id, false));
+  }
+  for (const auto& [uuid, healthy] : health) {
+    if (!healthy) GP_TRY_VOID(sched_->set_gpu_healthy(uuid, false));
+  }
+  dirty_ = false;
+  return ok();
+}
+
+Result<sched::Scheduler*> Service::ensure(store::Tx& tx) {
+  if (dirty_ || !sched_) {
+    if (Result<void> r = rebuild(tx); !r) {
+      sched_.reset();
+      dirty_ = true;
+      return fail(r.error());
+    }
+  }
+  return &*sched_;
+}
+
+namespace {
+
+Result<void> insert_event(store::Tx& tx, const std::string& id, int64_t at, std::string_view from,
+                          State to, const std::string& code, const std::string& reason) {
+  GP_TRY(
+      tx.exec("INSERT INTO allocation_events (allocation_id, seq, at, from_state, to_state, "
+              "reason_code, reason) SELECT ?, COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ?, ? FROM "
+              "allocation_events WHERE allocation_id = ?",
+              {id, at, std::string(from), std::string(state_name(to)), code, reason, id}));
+  return ok();
+}
+
+}  // namespace
+
+Result<void> Service::transition(store::Tx& tx, const World& w, const std::string& id, State from,
+                                 State to, const std::string& code, const std::string& reason,
+                                 const std::string& actor) {
+  auto a = GP_TRY(detail::load(tx, id));
+  if (!a) return fail(Error::internal("allocation " + id + " vanished"));
+  const int64_t now = w.now();
+  const bool ending = !live(to);
+  GP_TRY(tx.exec(
+      "UPDATE allocations SET state = ?, reason_code = ?, reason = ?, updated_at = ?, "
+      "ended_at = CASE WHEN ? = 1 THEN ? ELSE ended_at END, version = version + 1 WHERE id = ?",
+      {std::string(state_name(to)), code, reason, now, int64_t{ending}, now, id}));
+  if (ending) GP_TRY(tx.exec("DELETE FROM allocation_nodes WHERE allocation_id = ?", {id}));
+  GP_TRY_VOID(insert_event(tx, id, now, state_name(from), to, code, reason));
+  if (actor == kScheduler) {
+    audit::Entry e{std::string(kScheduler),
+                   a->tenant_id,
+                   fmt::format("allocation.{}", state_name(to)),
+                   resource_of(*a),
+                   "success",
+                   "",
+                   "local",
+                   {{"from", state_name(from)}, {"to", state_name(to)}, {"reason", reason}}};
+    GP_TRY(audit_.append(tx, e));
+  }
+  return ok();
+}
+
+Result<int> Service::end(store::Tx& tx, const World& w, const std::string& id, State to,
+                         const std::string& code, const std::string& reason,
+                         const std::string& actor) {
+  auto a = GP_TRY(detail::load(tx, id));
+  if (!a || !live(a->state)) return 0;
+  GP_TRY_VOID(transition(tx, w, id, a->state, to, code, reason, actor));
+  return 1;
+}
+
+Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::string& id,
+                                    const sched::Decision& d, const std::string& actor) {
+  const sched::Placement& p = *d.placement;
+  const int64_t now = w.now();
+  Json placement = detail::placement_json(p, sched_->state());
+  std::string reason = fmt::format("placed on {} {} GPU(s) of {} node(s)", p.gpus.size(), p.model,
+                                   placement["nodes"].size());
+  if (d.borrowed_units > 0)
+    reason +=
+        fmt::format(", {} GPU borrowed from the cohort", sched::format_units(d.borrowed_units));
+  GP_TRY(tx.exec(
+      "UPDATE allocations SET placement = ?, borrowed_units = ?, placed_at = ? WHERE id = ?",
+      {placement.dump(), d.borrowed_units, now, id}));
+  auto a = GP_TRY(detail::load(tx, id));
+  GP_TRY_VOID(transition(tx, w, id, a->state, State::kPlaced, "placed", reason, actor));
+  for (const auto& node : placement["nodes"])
+    GP_TRY(tx.exec("INSERT INTO allocation_nodes (allocation_id, node_id) VALUES (?,?)",
+                   {id, node.get<std::string>()}));
+  // What the GPUs must become: their agents apply these plans.
+  const auto& gpus = sched_->state().gpus();
+  for (const auto& c : p.mode_changes) {
+    const int32_t g = c.gpu;
+    Json layout = Json::array();
+    for (const auto& i : sched_->state().mig_layout(g))
+      layout.push_back({{"profile", i.profile}, {"start", i.start}});
+    GP_TRY(tx.exec(
+        "INSERT INTO gpu_plans (gpu_uuid, mode, mig_layout, updated_at) VALUES (?,?,?,?) ON "
+        "CONFLICT (gpu_uuid) DO UPDATE SET mode = excluded.mode, mig_layout = "
+        "excluded.mig_layout, updated_at = excluded.updated_at",
+        {gpus[g].uuid, std::string(sched::gpu_mode_name(gpus[g].mode)), layout.dump(), now}));
+  }
+  for (const auto& c : p.mig_changes) {
+    Json layout = Json::array();
+    for (const auto& i : c.after) layout.push_back({{"profile", i.profile}, {"start", i.start}});
+    GP_TRY(tx.exec(
+        "INSERT INTO gpu_plans (gpu_uuid, mode, mig_layout, updated_at) VALUES (?,'mig',?,?) ON "
+        "CONFLICT (gpu_uuid) DO UPDATE SET mode = excluded.mode, mig_layout = "
+        "excluded.mig_layout, updated_at = excluded.updated_at",
+        {c.gpu_uuid, layout.dump(), now}));
+  }
+  // Those that had to make room get their reason and a grace period to stop.
+  for (const std::string& victim : d.preempted) {
+    auto v = GP_TRY(detail::load(tx, victim));
+    if (!v) continue;
+    const bool same_tenant = v->tenant_id == a->tenant_id;
+    const std::string why =
+        same_tenant ? fmt::format("preempted by {} of priority {}", id,
+                                  detail::priority_class(a->request.priority))
+                    : fmt::format("reclaimed: borrowed quota returned to lender tenant {} for {}",
+                                  a->tenant_id, id);
+    const int64_t grace =
+        now +
+        std::chrono::duration_cast<std::chrono::microseconds>(options_.preemption_grace).count();
+    GP_TRY(tx.exec("UPDATE allocations SET grace_until = ? WHERE id = ?", {grace, victim}));
+    GP_TRY_VOID(transition(tx, w, victim, v->state, State::kPreempted,
+                           same_tenant ? "preempted" : "reclaimed", why, std::string(kScheduler)));
+  }
+  return ok();
+}
+
+Result<Allocation> Service::create(store::Tx& tx, const World& w, const NewAllocation& n,
+                                   const std::string& actor) {
+  std::lock_guard lock(mu_);
+  sched::Scheduler* s = GP_TRY(ensure(tx));
+  const std::string id = w.ids.next("alc");
+  const int64_t now = w.now();
+  sched::Decision d = s->submit(id, n.request, from_unix_micros(now));
+  if (d.kind == sched::DecisionKind::kRejected) return fail(*d.reason);
+  changed_ = true;
+  const std::string code = d.reason ? detail::reason_code(*d.reason) : "";
+  GP_TRY(tx.exec(
+      "INSERT INTO allocations (id, tenant_id, project_id, name, offering_id, request, priority, "
+      "preemptible, state, reason_code, reason, placement, borrowed_units, end_at, grace_until, "
+      "created_by, created_at, placed_at, ended_at, updated_at, version) VALUES "
+      "(?,?,?,?,?,?,?,?,'pending',?,?,NULL,0,?,NULL,?,?,NULL,NULL,?,1)",
+      {id, n.request.tenant, n.request.project, n.name.empty() ? id : n.name,
+       store::opt(n.offering_id), detail::request_json(n.request).dump(),
+       int64_t{n.request.priority}, int64_t{n.request.preemptible}, code,
+       d.reason ? d.reason->message : "", store::opt(n.end_at), actor, now, now}));
+  GP_TRY_VOID(insert_event(tx, id, now, "", State::kPending, code.empty() ? "submitted" : code,
+                           d.reason ? d.reason->message : "submitted"));
+  if (d.kind == sched::DecisionKind::kPlaced) GP_TRY_VOID(record_placed(tx, w, id, d, actor));
+  return *GP_TRY(detail::load(tx, id));
+}
+
+Result<Json> Service::dry_run(store::Tx& tx, const NewAllocation& n) {
+  std::lock_guard lock(mu_);
+  sched::Scheduler* s = GP_TRY(ensure(tx));
+  Result<sched::Placement> p = s->probe(n.request);
+  if (!p && p.error().code == ErrorCode::kInvalidArgument) return fail(p.error());
+  Json out = {{"dry_run", true},
+              {"would_place", p.has_value()},
+              {"shape", detail::request_json(n.request)}};
+  if (p) {
+    out["placement"] = detail::placement_json(*p, s->state());
+  } else {
+    out["reason_code"] = detail::reason_code(p.error());
+    out["reason"] = p.error().message;
+  }
+  return out;
+}
+
+Result<int> Service::schedule(store::Tx& tx, const World& w) {
+  sched::Scheduler* s = &*sched_;
+  int n = 0;
+  for (const sched::Decision& d : s->schedule(from_unix_micros(w.now()))) {
+    changed_ = true;
+    if (d.allocation_id.starts_with("reservation:")) continue;
+    GP_TRY_VOID(record_placed(tx, w, d.allocation_id, d, std::string(kScheduler)));
+    ++n;
+  }
+  // Keep each waiting allocation's stated reason current.
+  std::unordered_map<std::string, std::pair<std::string, std::string>> reasons;
+  for (const auto& v : s->pending(from_unix_micros(w.now())))
+    reasons.emplace(v.allocation_id, std::pair(detail::reason_code(v.reason), v.reason.message));
+  for (const auto& row : GP_TRY(
+           tx.query("SELECT id, reason_code, reason FROM allocations WHERE state = 'pending'"))) {
+    auto it = reasons.find(row.text(0));
+    if (it == reasons.end()) continue;
+    if (it->second.first != row.text(1) || it->second.second != row.text(2))
+      GP_TRY(
+          tx.exec("UPDATE allocations SET reason_code = ?, reason = ?, updated_at = ? WHERE id = ?",
+                  {it->second.first, it->second.second, w.now(), row.text(0)}));
+  }
+  return n;
+}
+
+Result<Allocation> Service::release(store::Tx& tx, const World& w,
+                                    const tenancy::TenantScope& scope, const std::string& id,
+                                    const std::string& reason) {
+  std::lock_guard lock(mu_);
+  auto a = GP_TRY(find_allocation(tx, scope, id));
+  if (!a) return fail(Error::not_found("allocation not found"));
+  if (!live(a->state))
+    return fail(Error::conflict(fmt::format("allocation is already {}", state_name(a->state))));
+  sched::Scheduler* s = GP_TRY(ensure(tx));
+  changed_ = true;
+  if (Result<void> r = s->release(id, from_unix_micros(w.now()));
+      !r && r.error().code != ErrorCode::kNotFound)
+    return fail(r.error());
+  GP_TRY_VOID(transition(tx, w, id, a->state, State::kReleased, "released",
+                         reason.empty() ? "released by its owner" : reason, ""));
+  GP_TRY(schedule(tx, w));
+  return *GP_TRY(detail::load(tx, id));
+}
+
+Result<int> Service::tick(store::Tx& tx, const World& w) {
+  std::lock_guard lock(mu_);
+  sched::Scheduler* s = GP_TRY(ensure(tx));
+  int n = 0;
+  for (const auto& [id, why] : std::exchange(orphans_, {})) {
+    changed_ = true;
+    n += GP_TRY(end(tx, w, id, State::kFailed, "lost_resources",
+                    "its GPUs are no longer in the fleet: " + why, std::string(kScheduler)));
+  }
+  const int64_t now = w.now();
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT id FROM allocations WHERE state IN ('pending','placed','active') AND end_at "
+           "IS NOT NULL AND end_at <= ? ORDER BY end_at, id",
+           {now}))) {
+    changed_ = true;
+    (void)s->release(row.text(0), from_unix_micros(now));
+    n += GP_TRY(end(tx, w, row.text(0), State::kExpired, "expired", "its end time passed",
+                    std::string(kScheduler)));
+  }
+  n += GP_TRY(schedule(tx, w));
+  return n;
+}
+
+Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::string& node_id) {
+  Json allocations = Json::array();
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT a.id, a.state, a.placed_at FROM allocation_nodes an JOIN allocations a ON "
+           "a.id = an.allocation_id WHERE an.node_id = ? ORDER BY a.id",
+           {node_id}))) {
+    std::string state = row.text(1);
+    if (state == "placed") {
+      auto waiting = GP_TRY(tx.query_one(
+          "SELECT COUNT(*) FROM allocation_nodes an JOIN nodes n ON n.id = an.node_id WHERE "
+          "an.allocation_id = ? AND (n.last_heartbeat IS NULL OR n.last_heartbeat < ?)",
+          {row.text(0), row.integer(2)}));
+      if (waiting->integer(0) == 0) {
+        GP_TRY_VOID(transition(tx, w, row.text(0), State::kPlaced, State::kActive, "active",
+                               "every node of the allocation has it", std::string(kScheduler)));
+        state = "active";
+      }
+    }
+    auto a = GP_TRY(detail::load(tx, row.text(0)));
+    Json gpus = Json::array();
+    for (const auto& g : a->placement.value("gpus", Json::array())) {
+      if (g.value("node", "") == node_id) gpus.push_back(g);
+    }
+    allocations.push_back({{"id", a->id},
+                           {"tenant_id", a->tenant_id},
+                           {"project_id", a->project_id},
+                           {"state", state},
+                           {"tier", sched::tier_name(a->request.tier)},
+                           {"gpus", gpus}});
+  }
+  Json plans = Json::array();
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT pl.gpu_uuid, pl.mode, pl.mig_layout FROM gpu_plans pl JOIN gpus g ON g.uuid "
+           "= pl.gpu_uuid WHERE g.node_id = ? AND (g.mode <> pl.mode OR g.mig_layout <> "
+           "pl.mig_layout) ORDER BY g.idx",
+           {node_id})))
+    plans.push_back(
+        {{"gpu", row.text(0)}, {"mode", row.text(1)}, {"mig_layout", Json::parse(row.text(2))}});
+  return Json{{"allocations", allocations}, {"gpu_plans", plans}};
+}
+
+Result<int> Service::node_failed(store::Tx& tx, const World& w, const std::string& node_id,
+                                 const std::string& reason) {
+  std::lock_guard lock(mu_);
+  int n = 0;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT allocation_id FROM allocation_nodes WHERE node_id = ? ORDER BY allocation_id",
+           {node_id})))
+    n += GP_TRY(
+        end(tx, w, row.text(0), State::kFailed, "node_failed", reason, std::string(kScheduler)));
+  // The rebuild leaves the failed allocations out and the node unschedulable.
+  dirty_ = true;
+  changed_ = true;
+  return n;
+}
+
+Result<Json> Service::why(store::Tx& tx, const World& w, const Allocation& a) {
+  std::lock_guard lock(mu_);
+  sched::Scheduler* s = GP_TRY(ensure(tx));
+  Json out = {{"id", a.id},
+              {"state", state_name(a.state)},
+              {"reason_code", a.reason_code},
+              {"reason", a.reason}};
+  Json events = Json::array();
+  for (const auto& e : GP_TRY(list_events(tx, a.id))) events.push_back(e.to_json());
+  out["events"] = events;
+  if (a.state != State::kPending) return out;
+  auto queue = s->pending(w.clock.now());
+  int position = 0, ahead_same_tenant = 0;
+  for (const auto& v : queue) {
+    ++position;
+    if (v.allocation_id == a.id) break;
+    if (v.request.tenant == a.tenant_id) ++ahead_same_tenant;
+  }
+  out["queue"] = {{"position", position},
+                  {"length", queue.size()},
+                  {"ahead_of_same_tenant", ahead_same_tenant}};
+  // Quota at every level for the models the request may use.
+  Json quota = Json::array();
+  std::vector<std::string> models = a.request.models;
+  if (models.empty())
+    for (const auto& [m, unused] : s->state().limits().models) models.push_back(m);
+  for (const std::string& m : models) {
+    auto t = s->quota().tenant_usage(a.tenant_id, m);
+    auto p = s->quota().project_usage(a.tenant_id, a.project_id, m);
+    auto model = s->state().limits().models.find(m);
+    const int64_t need = model == s->state().limits().models.end()
+                             ? 0
+                             : sched::request_units(a.request, model->second);
+    auto level = [&](const sched::QuotaTree::Usage& u) -> Json {
+      if (!u.configured) return nullptr;
+      return detail::model_quota_json({u.limits.nominal, u.limits.borrow_limit, u.limits.limit},
+                                      &u);
+    };
+    auto platform = s->quota().platform_limit(m);
+    quota.push_back(
+        {{"model", m},
+         {"needs_gpu_equivalents", static_cast<double>(need) / sched::kUnitsPerGpu},
+         {"tenant", level(t)},
+         {"project", level(p)},
+         {"platform",
+          {{"used", static_cast<double>(s->quota().platform_used(m)) / sched::kUnitsPerGpu},
+           {"limit", platform ? Json(static_cast<double>(*platform) / sched::kUnitsPerGpu)
+                              : Json(nullptr)}}}});
+  }
+  out["quota"] = quota;
+  // And whether the fleet has room for it right now, quota aside.
+  sched::Request ignoring_quota = a.request;
+  Result<sched::Placement> fits = sched::place(s->state(), ignoring_quota);
+  out["capacity"] = fits ? Json{{"fits_now", true},
+                                {"note",
+                                 "GPUs are free for it; what holds it back is quota or "
+                                 "queue order"}}
+                         : Json{{"fits_now", false}, {"reason", fits.error().message}};
+  return out;
+}
+
+Result<Json> Service::queue(store::Tx& tx, const World& w, const std::string& tenant_id) {
+  std::lock_guard lock(mu_);
+  sched::Scheduler* s = GP_TRY(ensure(tx));
+  const TimePoint now = w.clock.now();
+  Json items = Json::array();
+  int position = 0;
+  for (const auto& v : s->pending(now)) {
+    ++position;
+    if (!tenant_id.empty() && v.request.tenant != tenant_id) continue;
+    Json shape = detail::request_json(v.request);
+    items.push_back({{"position", position},
+                     {"id", v.allocation_id},
+                     {"tenant_id", v.request.tenant},
+                     {"project_id", v.request.project},
+                     {"priority_class", detail::priority_class(v.request.priority)},
+                     {"shape", shape},
+                     {"reason_code", detail::reason_code(v.reason)},
+                     {"reason", v.reason.message},
+                     {"submitted_at", format_rfc3339(v.submitted)},
+                     {"fair_share_usage", s->fair_share_usage(v.request.tenant, now)}});
+  }
+  return Json{{"items", items}, {"length", position}};
+}
+
+Result<Json> Service::tenant_quota(store::Tx& tx, const std::string& tenant_id) {
+  std::lock_guard lock(mu_);
+  sched::Scheduler* s = GP_TRY(ensure(tx));
+  TenantQuota q = GP_TRY(detail::load_tenant_quota(tx, tenant_id));
+  Json models = Json::object();
+  for (const auto& [m, mq] : q.models) {
+    auto u = s->quota().tenant_usage(tenant_id, m);
+    models[m] = detail::model_quota_json(mq, &u);
+  }
+  Json caps = Json::object();
+  for (const auto& [m, profiles] : q.profile_caps)
+    for (const auto& [profile, cap] : profiles)
+      caps[m][profile] = {{"max_instances", cap},
+                          {"used", s->quota().profile_used(tenant_id, m, profile)}};
+  return Json{{"tenant_id", tenant_id},
+              {"cohort", q.cohort.empty() ? Json(nullptr) : Json(q.cohort)},
+              {"weight", q.weight},
+              {"models", models},
+              {"profile_caps", caps}};
+}
+
+Result<Json> Service::project_quota(store::Tx& tx, const std::string& tenant_id,
+                                    const std::string& project_id) {
+  std::lock_guard lock(mu_);
+  sched::Scheduler* s = GP_TRY(ensure(tx));
+  ProjectQuota q = GP_TRY(detail::load_project_quota(tx, tenant_id, project_id));
+  Json models = Json::object();
+  for (const auto& [m, mq] : q.models) {
+    auto u = s->quota().project_usage(tenant_id, project_id, m);
+    models[m] = detail::model_quota_json(mq, &u);
+  }
+  return Json{{"tenant_id", tenant_id}, {"project_id", project_id}, {"models", models}};
+}
+
+Result<Json> Service::platform_quota(store::Tx& tx) {
+  std::lock_guard lock(mu_);
+  sched::Scheduler* s = GP_TRY(ensure(tx));
+  Json models = Json::object();
+  for (const auto& [m, model] : s->state().limits().models) {
+    auto limit = s->quota().platform_limit(m);
+    models[m] = {
+        {"gpus", model.total_gpus},
+        {"used", static_cast<double>(s->quota().platform_used(m)) / sched::kUnitsPerGpu},
+        {"limit", limit ? Json(static_cast<double>(*limit) / sched::kUnitsPerGpu) : Json(nullptr)}};
+  }
+  for (const auto& row : GP_TRY(tx.query("SELECT model, hard_limit FROM platform_quotas")))
+    if (!models.contains(row.text(0)))
+      models[row.text(0)] = {{"gpus", 0},
+                             {"used", 0},
+                             {"limit", static_cast<double>(row.integer(1)) / sched::kUnitsPerGpu}};
+  return Json{{"models", models}};
+}
+
+}  // namespace gp::alloc

@@ -1,0 +1,333 @@
+// Scheduling: offerings, quotas, allocations, queues and the explanations of why something waits.
+#include <fmt/format.h>
+
+#include "api/router.h"
+
+namespace gp::api {
+namespace {
+
+using iam::Permission;
+
+Json offering_for(const alloc::Offering& o, const tenancy::Tenant& t) {
+  Json j = o.to_json();
+  j["allowed"] = policy::class_allows(t.isolation_class, o.tier);
+  if (!j["allowed"].get<bool>())
+    j["not_allowed_because"] =
+        fmt::format("class {} may receive tiers down to {}", policy::class_name(t.isolation_class),
+                    policy::tier_name(policy::weakest_tier(t.isolation_class)));
+  return j;
+}
+
+Result<Mutation> create_offering(Api& api, Call& call, store::Tx& tx) {
+  auto o = GP_TRY(alloc::parse_offering(*call.body));
+  o = GP_TRY(alloc::create_offering(tx, api.world(), std::move(o)));
+  Mutation m;
+  m.reply = json_reply(201, o.to_json(), o.version);
+  m.resource = "/v1/offerings/" + o.id;
+  m.detail = {{"name", o.name}, {"tier", policy::tier_name(o.tier)}};
+  return m;
+}
+
+// The allocation named in the path, in the path's project; 404 otherwise.
+Result<alloc::Allocation> path_allocation(Call& call, store::Tx& tx) {
+  auto a = GP_TRY(found(alloc::find_allocation(tx, call.tenant_scope(), call.param("allocation")),
+                        "allocation"));
+  if (a.project_id != call.project->id) return fail(Error::not_found("allocation not found"));
+  return a;
+}
+
+Result<Mutation> create_allocation(Api& api, Call& call, store::Tx& tx) {
+  const bool dry_run = [&] {
+    auto q = call.req.query.find("dry_run");
+    return q != call.req.query.end() && (q->second == "true" || q->second == "1");
+  }();
+  if (auto q = call.req.query.find("dry_run"); q != call.req.query.end() && q->second != "true" &&
+                                               q->second != "1" && q->second != "false" &&
+                                               q->second != "0")
+    return fail(Error::invalid("dry_run must be true or false"));
+  auto w = api.world();
+  auto n = GP_TRY(alloc::parse_allocation(tx, w, *call.body, *call.tenant, *call.project));
+  Mutation m;
+  if (dry_run) {
+    m.reply = json_reply(200, GP_TRY(api.allocs().dry_run(tx, n)));
+    m.audited = false;  // nothing changed
+    return m;
+  }
+  auto a = GP_TRY(api.allocs().create(tx, w, n, call.who.id));
+  m.reply = json_reply(201, a.to_json(), a.version);
+  m.resource = call.req.path + "/" + a.id;
+  m.detail = {
+      {"state", alloc::state_name(a.state)}, {"shape", a.to_json()["shape"]}, {"reason", a.reason}};
+  if (!a.placement.is_null()) {
+    Json gpus = Json::array();
+    for (const auto& g : a.placement["gpus"]) gpus.push_back(g["gpu"]);
+    m.detail["gpus"] = gpus;
+  }
+  return m;
+}
+
+Result<Reply> list_allocations(Api& api, Call& call, store::Tx& tx) {
+  auto page = GP_TRY(page_request(api, call));
+  alloc::AllocationFilter filter;
+  if (call.project) filter.project_id = call.project->id;
+  if (auto s = call.req.query.find("state"); s != call.req.query.end()) {
+    filter.state = alloc::parse_state(s->second);
+    if (!filter.state)
+      return fail(Error::invalid(
+          "state must be one of pending, placed, active, released, preempted, failed, expired"));
+  }
+  auto p = GP_TRY(alloc::list_allocations(tx, call.tenant_scope(), filter, page));
+  return json_reply(200, page_json(p, [](const auto& a) { return a.to_json(); }));
+}
+
+Result<Reply> get_allocation(Api&, Call& call, store::Tx& tx) {
+  auto a = GP_TRY(path_allocation(call, tx));
+  Json j = a.to_json();
+  Json events = Json::array();
+  for (const auto& e : GP_TRY(alloc::list_events(tx, a.id))) events.push_back(e.to_json());
+  j["events"] = events;
+  return json_reply(200, j, a.version);
+}
+
+Result<Mutation> release_allocation(Api& api, Call& call, store::Tx& tx) {
+  auto r = body_reader(call, "release");
+  std::string reason = r.optional_string("reason", 500).value_or("");
+  GP_TRY_VOID(r.finish());
+  GP_TRY(path_allocation(call, tx));
+  auto a = GP_TRY(
+      api.allocs().release(tx, api.world(), call.tenant_scope(), call.param("allocation"), reason));
+  Mutation m;
+  m.reply = json_reply(200, a.to_json(), a.version);
+  m.detail = {{"reason", a.reason}};
+  return m;
+}
+
+Result<Mutation> put_tenant_quota(Api& api, Call& call, store::Tx& tx) {
+  // Tenants' quotas are the operator's to set; a tenant admin divides them among projects.
+  GP_TRY_VOID(require(call, Permission::kQuotaWrite, iam::Scope::platform()));
+  auto q = GP_TRY(alloc::parse_tenant_quota(*call.body));
+  GP_TRY_VOID(api.allocs().set_tenant_quota(tx, call.tenant->id, q));
+  Mutation m;
+  m.reply = json_reply(200, GP_TRY(api.allocs().tenant_quota(tx, call.tenant->id)));
+  m.detail = *call.body;
+  return m;
+}
+
+Result<Mutation> put_project_quota(Api& api, Call& call, store::Tx& tx) {
+  auto q = GP_TRY(alloc::parse_project_quota(*call.body));
+  GP_TRY_VOID(api.allocs().set_project_quota(tx, call.tenant->id, call.project->id, q));
+  Mutation m;
+  m.reply =
+      json_reply(200, GP_TRY(api.allocs().project_quota(tx, call.tenant->id, call.project->id)));
+  m.detail = *call.body;
+  return m;
+}
+
+Result<Mutation> put_platform_quota(Api& api, Call& call, store::Tx& tx) {
+  auto limits = GP_TRY(alloc::parse_platform_quota(*call.body));
+  GP_TRY_VOID(api.allocs().set_platform_quota(tx, limits));
+  Mutation m;
+  m.reply = json_reply(200, GP_TRY(api.allocs().platform_quota(tx)));
+  m.detail = *call.body;
+  return m;
+}
+
+}  // namespace
+
+std::vector<Route> alloc_routes() {
+  const std::string project = "/v1/tenants/{tenant}/projects/{project}";
+  std::vector<Route> r;
+  r.push_back({.method = "POST",
+               .pattern = "/v1/offerings",
+               .action = "offering.create",
+               .permission = Permission::kFleetWrite,
+               .mutation = true,
+               .handler = write_tx(create_offering),
+               .summary = "Add an offering to the service catalog: a tier and a shape per unit.",
+               .request_schema = "OfferingCreate",
+               .response_schema = "Offering",
+               .success_status = 201});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/offerings",
+               .action = "offering.list",
+               .access = Access::kAuthenticated,
+               .handler = read_tx([](Api&, Call&, store::Tx& tx) -> Result<Reply> {
+                 Json items = Json::array();
+                 for (const auto& o : GP_TRY(alloc::list_offerings(tx)))
+                   items.push_back(o.to_json());
+                 return json_reply(200, {{"items", items}, {"next", nullptr}});
+               }),
+               .summary = "The service catalog.",
+               .response_schema = "Offering[]"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/offerings/{offering}",
+               .action = "offering.get",
+               .access = Access::kAuthenticated,
+               .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
+                 auto o =
+                     GP_TRY(found(alloc::find_offering(tx, call.param("offering")), "offering"));
+                 return json_reply(200, o.to_json(), o.version);
+               }),
+               .summary = "One offering.",
+               .response_schema = "Offering"});
+  r.push_back({.method = "DELETE",
+               .pattern = "/v1/offerings/{offering}",
+               .action = "offering.delete",
+               .permission = Permission::kFleetWrite,
+               .mutation = true,
+               .handler = write_tx([](Api&, Call& call, store::Tx& tx) -> Result<Mutation> {
+                 auto o =
+                     GP_TRY(found(alloc::find_offering(tx, call.param("offering")), "offering"));
+                 GP_TRY_VOID(alloc::delete_offering(tx, o.id));
+                 Mutation m;
+                 m.reply.status = 204;
+                 m.detail = {{"name", o.name}};
+                 return m;
+               }),
+               .summary = "Remove an offering no live allocation uses.",
+               .success_status = 204});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/offerings",
+               .action = "tenant.offerings",
+               .permission = Permission::kTenantRead,
+               .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
+                 Json items = Json::array();
+                 for (const auto& o : GP_TRY(alloc::list_offerings(tx)))
+                   items.push_back(offering_for(o, *call.tenant));
+                 return json_reply(200, {{"items", items}, {"next", nullptr}});
+               }),
+               .summary = "The catalog as this tenant sees it: which offerings its class allows.",
+               .response_schema = "Offering[]"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/quota",
+               .action = "quota.platform.get",
+               .permission = Permission::kFleetRead,
+               .handler = serialized_tx([](Api& api, Call&, store::Tx& tx) -> Result<Reply> {
+                 return json_reply(200, GP_TRY(api.allocs().platform_quota(tx)));
+               }),
+               .summary = "Platform GPU limits per model, with use.",
+               .response_schema = "PlatformQuota"});
+  r.push_back({.method = "PUT",
+               .pattern = "/v1/quota",
+               .action = "quota.platform.set",
+               .permission = Permission::kQuotaWrite,
+               .mutation = true,
+               .handler = write_tx(put_platform_quota),
+               .summary = "Set platform GPU limits per model (replaces them).",
+               .request_schema = "PlatformQuotaSet",
+               .response_schema = "PlatformQuota"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/quota",
+               .action = "quota.tenant.get",
+               .permission = Permission::kTenantRead,
+               .handler = serialized_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
+                 return json_reply(200, GP_TRY(api.allocs().tenant_quota(tx, call.tenant->id)));
+               }),
+               .summary = "The tenant's quota per GPU model, cohort and weight, with use.",
+               .response_schema = "TenantQuota"});
+  r.push_back({.method = "PUT",
+               .pattern = "/v1/tenants/{tenant}/quota",
+               .action = "quota.tenant.set",
+               .permission = Permission::kQuotaWrite,
+               .mutation = true,
+               .handler = write_tx(put_tenant_quota),
+               .summary = "Set the tenant's quota (operators only; replaces it).",
+               .request_schema = "TenantQuotaSet",
+               .response_schema = "TenantQuota"});
+  r.push_back({.method = "GET",
+               .pattern = project + "/quota",
+               .action = "quota.project.get",
+               .permission = Permission::kProjectRead,
+               .handler = serialized_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
+                 return json_reply(200, GP_TRY(api.allocs().project_quota(tx, call.tenant->id,
+                                                                          call.project->id)));
+               }),
+               .summary = "The project's quota per GPU model, with use.",
+               .response_schema = "ProjectQuota"});
+  r.push_back({.method = "PUT",
+               .pattern = project + "/quota",
+               .action = "quota.project.set",
+               .permission = Permission::kQuotaWrite,
+               .mutation = true,
+               .handler = write_tx(put_project_quota),
+               .summary = "Set the project's share of its tenant's quota (replaces it).",
+               .request_schema = "ProjectQuotaSet",
+               .response_schema = "ProjectQuota"});
+  r.push_back({.method = "POST",
+               .pattern = project + "/allocations",
+               .action = "allocation.create",
+               .permission = Permission::kAllocationWrite,
+               .mutation = true,
+               .handler = write_tx(create_allocation),
+               .query_params = {"dry_run"},
+               .summary = "Request GPU capacity: placed now, or pending with the reason. "
+                          "`?dry_run=true` answers whether and where, changing nothing.",
+               .request_schema = "AllocationCreate",
+               .response_schema = "Allocation",
+               .success_status = 201});
+  r.push_back({.method = "GET",
+               .pattern = project + "/allocations",
+               .action = "allocation.list",
+               .permission = Permission::kAllocationRead,
+               .handler = read_tx(list_allocations),
+               .query_params = {"limit", "after", "state"},
+               .summary = "The project's allocations.",
+               .response_schema = "Allocation[]"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/allocations",
+               .action = "allocation.list_tenant",
+               .permission = Permission::kAllocationRead,
+               .handler = read_tx(list_allocations),
+               .query_params = {"limit", "after", "state"},
+               .summary = "The tenant's allocations in every project.",
+               .response_schema = "Allocation[]"});
+  r.push_back({.method = "GET",
+               .pattern = project + "/allocations/{allocation}",
+               .action = "allocation.get",
+               .permission = Permission::kAllocationRead,
+               .handler = read_tx(get_allocation),
+               .summary = "One allocation with its placement and every transition.",
+               .response_schema = "Allocation"});
+  r.push_back({.method = "POST",
+               .pattern = project + "/allocations/{allocation}/release",
+               .action = "allocation.release",
+               .permission = Permission::kAllocationWrite,
+               .mutation = true,
+               .handler = write_tx(release_allocation),
+               .summary = "Release a placed allocation or withdraw a pending one.",
+               .request_schema = "AllocationRelease",
+               .response_schema = "Allocation"});
+  r.push_back({.method = "GET",
+               .pattern = project + "/allocations/{allocation}/why",
+               .action = "allocation.why",
+               .permission = Permission::kAllocationRead,
+               .handler = serialized_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
+                 auto a = GP_TRY(path_allocation(call, tx));
+                 return json_reply(200, GP_TRY(api.allocs().why(tx, api.world(), a)));
+               }),
+               .summary = "Why an allocation is where it is: queue position, quota at each "
+                          "level, whether the fleet has room, and its history.",
+               .response_schema = "AllocationWhy"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/queue",
+               .action = "queue.tenant",
+               .permission = Permission::kAllocationRead,
+               .handler = serialized_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
+                 return json_reply(200,
+                                   GP_TRY(api.allocs().queue(tx, api.world(), call.tenant->id)));
+               }),
+               .summary = "The tenant's waiting allocations with their place in the whole queue.",
+               .response_schema = "Queue"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/queue",
+               .action = "queue.all",
+               .permission = Permission::kFleetRead,
+               .handler = serialized_tx([](Api& api, Call&, store::Tx& tx) -> Result<Reply> {
+                 return json_reply(200, GP_TRY(api.allocs().queue(tx, api.world(), "")));
+               }),
+               .summary = "Every waiting allocation in queue order (operators).",
+               .response_schema = "Queue"});
+  return r;
+}
+
+}  // namespace gp::api

@@ -1,0 +1,319 @@
+// Scheduling through the API: offerings, quotas and allocations against a real server with a
+// fleet imported through the API. Each test states one rule operators and tenants rely on.
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "integration/harness.h"
+
+namespace gp::it {
+namespace {
+
+class Sched : public ::testing::Test {
+ protected:
+  TestServer s;
+  std::string admin;
+
+  void SetUp() override {
+    admin = s.admin_token();
+    Json nodes = Json::array();
+    nodes.push_back({{"inventory", h200_inventory("gpu-a", 8)}});
+    nodes.push_back({{"inventory", h200_inventory("gpu-b", 8, "r2")}});
+    auto r = s.request("POST", "/v1/fleet/import", {{"nodes", nodes}}, admin);
+    ASSERT_EQ(r.status, 201) << r.raw;
+    for (Json o : {Json{{"name", "h200-1x"}, {"tier", "dedicated-gpu"}, {"models", {"H200"}}},
+                   Json{{"name", "h200-8x-node"},
+                        {"tier", "dedicated-node"},
+                        {"models", {"H200"}},
+                        {"gpus", 8}},
+                   Json{{"name", "h200-mig-3g"},
+                        {"tier", "mig"},
+                        {"models", {"H200"}},
+                        {"mig_profile", "3g.71gb"}},
+                   Json{{"name", "h200-shared-250"},
+                        {"tier", "shared"},
+                        {"models", {"H200"}},
+                        {"milli", 250}}}) {
+      auto c = s.request("POST", "/v1/offerings", o, admin);
+      ASSERT_EQ(c.status, 201) << c.raw;
+    }
+  }
+
+  struct Tenant {
+    TenantInfo info;
+    std::string project;
+    std::string base() const { return "/v1/tenants/" + info.id + "/projects/" + project; }
+  };
+
+  Tenant tenant(const std::string& name, const std::string& cls, Json quota) {
+    Tenant t;
+    t.info = s.create_tenant(name, name + "-admin");
+    auto p = s.request("PATCH", "/v1/tenants/" + t.info.id, {{"isolation_class", cls}}, admin);
+    EXPECT_EQ(p.status, 200) << p.raw;
+    t.project = s.create_project(t.info.admin_token, t.info.id, name + "-prj").at("id");
+    if (!quota.is_null()) {
+      auto q = s.request("PUT", "/v1/tenants/" + t.info.id + "/quota", quota, admin);
+      EXPECT_EQ(q.status, 200) << q.raw;
+    }
+    return t;
+  }
+
+  Resp allocate(const Tenant& t, const Json& body, const std::string& query = "") {
+    return s.request("POST", t.base() + "/allocations" + query, body, t.info.admin_token);
+  }
+  Json get(const Tenant& t, const std::string& id) {
+    auto r = s.request("GET", t.base() + "/allocations/" + id, nullptr, t.info.admin_token);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return r.body;
+  }
+};
+
+Json gpus(double nominal, std::optional<double> limit = std::nullopt) {
+  Json m = {{"nominal", nominal}};
+  if (limit) m["limit"] = *limit;
+  return {{"models", {{"H200", m}}}};
+}
+
+TEST_F(Sched, QuotaReachedWhileGpusAreFreeWaitsWithQuotaExceeded) {
+  auto t = tenant("acme", "standard", gpus(2));
+  auto first = allocate(t, {{"offering", "h200-1x"}, {"count", 2}});
+  ASSERT_EQ(first.status, 201) << first.raw;
+  EXPECT_EQ(first.body["state"], "placed");
+  EXPECT_EQ(first.body["placement"]["gpus"].size(), 2u);
+
+  auto second = allocate(t, {{"offering", "h200-1x"}});
+  ASSERT_EQ(second.status, 201) << second.raw;
+  EXPECT_EQ(second.body["state"], "pending");
+  EXPECT_EQ(second.body["reason_code"], "quota_exceeded");
+  EXPECT_NE(second.body["reason"].get<std::string>().find("tenant level"), std::string::npos)
+      << second.body["reason"];
+
+  // Why: 14 GPUs are free; the tenant quota is what holds it.
+  auto why =
+      s.request("GET", t.base() + "/allocations/" + second.body["id"].get<std::string>() + "/why",
+                nullptr, t.info.admin_token);
+  ASSERT_EQ(why.status, 200) << why.raw;
+  EXPECT_TRUE(why.body["capacity"]["fits_now"].get<bool>()) << why.raw;
+  EXPECT_EQ(why.body["queue"]["position"], 1);
+  EXPECT_EQ(why.body["quota"][0]["tenant"]["used"], 2.0);
+  EXPECT_EQ(why.body["quota"][0]["tenant"]["nominal"], 2.0);
+
+  // Releasing the first lets the second in, at once.
+  auto rel = s.request(
+      "POST", t.base() + "/allocations/" + first.body["id"].get<std::string>() + "/release",
+      Json::object(), t.info.admin_token);
+  ASSERT_EQ(rel.status, 200) << rel.raw;
+  EXPECT_EQ(rel.body["state"], "released");
+  Json now = get(t, second.body["id"]);
+  EXPECT_EQ(now["state"], "placed") << now.dump();
+  // Its history says how it got there.
+  ASSERT_GE(now["events"].size(), 2u);
+  EXPECT_EQ(now["events"][0]["to"], "pending");
+  EXPECT_EQ(now["events"].back()["to"], "placed");
+}
+
+TEST_F(Sched, ClassDecidesTheWeakestTier) {
+  auto reg = tenant("bank", "regulated", gpus(16));
+  auto r = allocate(reg, {{"offering", "h200-1x"}});
+  EXPECT_TRUE(IsProblem(r, 400, "invalid_argument"));
+  EXPECT_NE(r.body["detail"].get<std::string>().find("regulated"), std::string::npos) << r.raw;
+  // A whole node is fine for it.
+  auto node = allocate(reg, {{"offering", "h200-8x-node"}});
+  ASSERT_EQ(node.status, 201) << node.raw;
+  EXPECT_EQ(node.body["state"], "placed");
+  EXPECT_TRUE(node.body["placement"]["whole_nodes"].get<bool>());
+
+  auto std_tenant = tenant("shop", "standard", gpus(4));
+  EXPECT_TRUE(IsProblem(allocate(std_tenant, {{"offering", "h200-shared-250"}}), 400));
+  // The catalog as each tenant sees it.
+  auto cat = s.request("GET", "/v1/tenants/" + std_tenant.info.id + "/offerings", nullptr,
+                       std_tenant.info.admin_token);
+  ASSERT_EQ(cat.status, 200);
+  for (const auto& o : cat.body["items"])
+    EXPECT_EQ(o["allowed"].get<bool>(), o["tier"] != "shared") << o.dump();
+  // The regulated tenant's node is nobody else's: 8 more GPUs of the other node only.
+  auto other = allocate(std_tenant, {{"offering", "h200-1x"}, {"count", 4}});
+  ASSERT_EQ(other.status, 201);
+  for (const auto& g : other.body["placement"]["gpus"])
+    EXPECT_NE(g["node"], node.body["placement"]["nodes"][0]) << other.raw;
+}
+
+TEST_F(Sched, DryRunAnswersWithoutChangingAnything) {
+  auto t = tenant("acme", "standard", gpus(8));
+  auto r = allocate(t, {{"offering", "h200-mig-3g"}, {"count", 2}}, "?dry_run=true");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_TRUE(r.body["would_place"].get<bool>());
+  EXPECT_EQ(r.body["placement"]["gpus"].size(), 2u);
+  EXPECT_EQ(r.body["placement"]["model"], "H200");
+  auto list = s.request("GET", t.base() + "/allocations", nullptr, t.info.admin_token);
+  EXPECT_EQ(list.body["items"].size(), 0u);
+  // Over quota: it says so.
+  auto over = allocate(t, {{"offering", "h200-1x"}, {"count", 9}}, "?dry_run=true");
+  ASSERT_EQ(over.status, 200) << over.raw;
+  EXPECT_FALSE(over.body["would_place"].get<bool>());
+  EXPECT_EQ(over.body["reason_code"], "quota_exceeded");
+}
+
+TEST_F(Sched, MigAllocationsPlanTheLayoutAndCountBySlices) {
+  auto t = tenant("acme", "standard", gpus(1));
+  auto r = allocate(t, {{"offering", "h200-mig-3g"}, {"count", 2}});
+  ASSERT_EQ(r.status, 201) << r.raw;
+  ASSERT_EQ(r.body["state"], "placed") << r.raw;
+  const Json& p = r.body["placement"];
+  // Two 3g instances are 6/7 of a GPU: within a quota of 1.
+  EXPECT_EQ(p["units"], 6000);
+  EXPECT_FALSE(p["mode_changes"].empty() && p["mig_changes"].empty()) << p.dump();
+  // A third 3g instance would be 9/7 GPU: over quota even though the GPU has room.
+  auto third = allocate(t, {{"offering", "h200-mig-3g"}});
+  ASSERT_EQ(third.status, 201);
+  EXPECT_EQ(third.body["reason_code"], "quota_exceeded");
+}
+
+TEST_F(Sched, ImpossibleRequestsAreRejectedAtOnceAndStoreNothing) {
+  auto t = tenant("acme", "standard", gpus(16));
+  auto bad = [&](const Json& body, std::string_view word) {
+    auto r = allocate(t, body);
+    EXPECT_TRUE(IsProblem(r, 400, "invalid_argument")) << body.dump();
+    EXPECT_NE(r.body["detail"].get<std::string>().find(word), std::string::npos)
+        << body.dump() << " -> " << r.body["detail"];
+  };
+  bad({{"offering", "h900-1x"}}, "unknown offering");
+  bad({{"offering", "h200-1x"}, {"count", 0}}, "count");
+  bad({{"offering", "h200-1x"}, {"count", -3}}, "count");
+  bad({{"offering", "h200-1x"}, {"count", 17}}, "can ever hold");
+  bad({{"shape", {{"tier", "dedicated-gpu"}, {"count", 9}}},
+       {"constraints", {{"same_node", true}}}},
+      "same_node");
+  bad({{"offering", "h200-8x-node"}, {"count", 2}, {"constraints", {{"same_node", true}}}},
+      "same_node");
+  bad({{"shape", {{"tier", "mig"}, {"mig_profile", "5g.99gb"}}}}, "MIG profile");
+  bad({{"offering", "h200-1x"}, {"constraints", {{"models", {"A100-80GB"}}}}}, "in common");
+  bad({{"offering", "h200-1x"}, {"shape", {{"tier", "mig"}}}}, "either");
+  bad({{"offering", "h200-1x"}, {"colour", "blue"}}, "colour");
+  bad({{"offering", "h200-1x"}, {"priority_class", "urgent"}}, "priority_class");
+  bad({{"offering", "h200-1x"}, {"end_time", "2020-01-01T00:00:00Z"}}, "past");
+  bad({{"shape", {{"tier", "shared"}, {"milli", 250}, {"count", 1}}}}, "standard");
+  auto list = s.request("GET", t.base() + "/allocations", nullptr, t.info.admin_token);
+  EXPECT_EQ(list.body["items"].size(), 0u);
+}
+
+TEST_F(Sched, HigherPriorityPreemptsTheTenantsOwnPreemptibleWork) {
+  auto t = tenant("acme", "standard", gpus(16));
+  auto low = allocate(
+      t,
+      {{"offering", "h200-1x"}, {"count", 16}, {"priority_class", "low"}, {"preemptible", true}});
+  ASSERT_EQ(low.body["state"], "placed") << low.raw;
+  auto high = allocate(t, {{"offering", "h200-1x"}, {"count", 4}, {"priority_class", "high"}});
+  ASSERT_EQ(high.status, 201) << high.raw;
+  EXPECT_EQ(high.body["state"], "placed") << high.raw;
+  Json victim = get(t, low.body["id"]);
+  EXPECT_EQ(victim["state"], "preempted");
+  EXPECT_EQ(victim["reason_code"], "preempted");
+  EXPECT_FALSE(victim["grace_until"].is_null());
+  // Not preemptible: a high-priority request waits instead.
+  auto solid = allocate(t, {{"offering", "h200-1x"}, {"count", 12}});
+  ASSERT_EQ(solid.body["state"], "placed") << solid.raw;
+  auto again = allocate(t, {{"offering", "h200-1x"}, {"priority_class", "critical"}});
+  EXPECT_EQ(again.body["state"], "pending") << again.raw;
+}
+
+TEST_F(Sched, LenderReclaimsBorrowedCapacity) {
+  Json a_quota = gpus(8);
+  a_quota["cohort"] = "research";
+  Json b_quota = gpus(8);
+  b_quota["cohort"] = "research";
+  auto a = tenant("alpha", "standard", a_quota);
+  auto b = tenant("beta", "standard", b_quota);
+  // Beta borrows alpha's idle half: 16 GPUs.
+  auto borrow = allocate(b, {{"offering", "h200-1x"}, {"count", 16}});
+  ASSERT_EQ(borrow.body["state"], "placed") << borrow.raw;
+  EXPECT_EQ(borrow.body["borrowed_gpu_equivalents"], "8 GPU") << borrow.raw;
+  // Alpha asks for its nominal quota back: beta's borrowed allocation goes.
+  auto mine = allocate(a, {{"offering", "h200-1x"}, {"count", 8}});
+  ASSERT_EQ(mine.body["state"], "placed") << mine.raw;
+  Json lost = get(b, borrow.body["id"]);
+  EXPECT_EQ(lost["state"], "preempted");
+  EXPECT_EQ(lost["reason_code"], "reclaimed");
+  EXPECT_NE(lost["reason"].get<std::string>().find(a.info.id), std::string::npos);
+}
+
+TEST_F(Sched, EndTimeExpiresAndNodeFailureFails) {
+  auto t = tenant("acme", "standard", gpus(16));
+  auto timed = allocate(t, {{"offering", "h200-1x"}, {"duration_seconds", 3600}});
+  ASSERT_EQ(timed.body["state"], "placed");
+  auto other = allocate(t, {{"offering", "h200-8x-node"}});
+  ASSERT_EQ(other.body["state"], "placed") << other.raw;
+  std::string node = other.body["placement"]["nodes"][0];
+
+  s.clock().advance(std::chrono::seconds(3601));
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  EXPECT_EQ(get(t, timed.body["id"])["state"], "expired");
+
+  auto f = s.request("POST", "/v1/nodes/" + node + "/fail", {{"reason", "PSU"}}, admin);
+  ASSERT_EQ(f.status, 200) << f.raw;
+  Json failed = get(t, other.body["id"]);
+  EXPECT_EQ(failed["state"], "failed");
+  EXPECT_EQ(failed["reason_code"], "node_failed");
+  EXPECT_NE(failed["reason"].get<std::string>().find("PSU"), std::string::npos);
+  // Another whole node is no longer possible: one node left, and it is schedulable.
+  auto next = allocate(t, {{"offering", "h200-8x-node"}});
+  EXPECT_EQ(next.body["state"], "placed") << next.raw;
+  EXPECT_NE(next.body["placement"]["nodes"][0], node);
+}
+
+TEST_F(Sched, QueueViewsAndAuditOfSchedulerTransitions) {
+  auto t = tenant("acme", "standard", gpus(1));
+  auto other = tenant("zeta", "standard", gpus(1));
+  ASSERT_EQ(allocate(t, {{"offering", "h200-1x"}}).body["state"], "placed");
+  auto waiting = allocate(t, {{"offering", "h200-1x"}, {"duration_seconds", 60}});
+  ASSERT_EQ(waiting.body["state"], "pending");
+  ASSERT_EQ(allocate(other, {{"offering", "h200-1x"}, {"count", 2}}).body["state"], "pending");
+
+  auto mine = s.request("GET", "/v1/tenants/" + t.info.id + "/queue", nullptr, t.info.admin_token);
+  ASSERT_EQ(mine.status, 200) << mine.raw;
+  ASSERT_EQ(mine.body["items"].size(), 1u);  // only its own
+  EXPECT_EQ(mine.body["length"], 2);         // of the whole queue
+  auto all = s.request("GET", "/v1/queue", nullptr, admin);
+  EXPECT_EQ(all.body["items"].size(), 2u);
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/queue", nullptr, t.info.admin_token), 403));
+  // Other tenants cannot see or touch it.
+  EXPECT_TRUE(IsProblem(s.request("GET",
+                                  "/v1/tenants/" + t.info.id + "/projects/" + t.project +
+                                      "/allocations/" + waiting.body["id"].get<std::string>(),
+                                  nullptr, other.info.admin_token),
+                        404));
+
+  s.clock().advance(std::chrono::seconds(61));
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  bool audited = false;
+  for (const auto& rec : s.audit_records())
+    if (rec["action"] == "allocation.expired" && rec["actor"] == "scheduler") audited = true;
+  EXPECT_TRUE(audited);
+}
+
+TEST_F(Sched, QuotaIsForOperatorsAndProjectsShareTheTenants) {
+  auto t = tenant("acme", "standard", gpus(4));
+  // A tenant admin cannot raise its own quota...
+  EXPECT_TRUE(IsProblem(
+      s.request("PUT", "/v1/tenants/" + t.info.id + "/quota", gpus(100), t.info.admin_token), 403));
+  // ...but divides it among projects, never promising more than it has.
+  auto ok = s.request("PUT", t.base() + "/quota", gpus(3), t.info.admin_token);
+  ASSERT_EQ(ok.status, 200) << ok.raw;
+  EXPECT_TRUE(IsProblem(s.request("PUT", t.base() + "/quota", gpus(5), t.info.admin_token), 400));
+  EXPECT_TRUE(IsProblem(s.request("PUT", t.base() + "/quota",
+                                  {{"models", {{"H200", {{"nominal", -1}}}}}}, t.info.admin_token),
+                        400));
+  // The project cap holds: 3 GPUs, the fourth waits with the project named.
+  ASSERT_EQ(allocate(t, {{"offering", "h200-1x"}, {"count", 3}}).body["state"], "placed");
+  auto fourth = allocate(t, {{"offering", "h200-1x"}});
+  EXPECT_EQ(fourth.body["reason_code"], "quota_exceeded");
+  EXPECT_NE(fourth.body["reason"].get<std::string>().find("project level"), std::string::npos)
+      << fourth.raw;
+  auto q = s.request("GET", "/v1/tenants/" + t.info.id + "/quota", nullptr, t.info.admin_token);
+  ASSERT_EQ(q.status, 200) << q.raw;
+  EXPECT_EQ(q.body["models"]["H200"]["used"], 3.0);
+}
+
+}  // namespace
+}  // namespace gp::it
