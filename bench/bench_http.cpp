@@ -1,8 +1,12 @@
-// Durable creates through the whole HTTP path: N concurrent keep-alive clients POST projects
-// to a real server (in-process, SQLite file in a temp dir, synchronous=FULL) and wait for the
-// 201. Prints creates per second and latency percentiles per concurrency level.
+// Durable creates through the whole HTTP path: N concurrent keep-alive clients POST to a real
+// server (in-process, SQLite file in a temp dir, synchronous=FULL) and wait for the 201.
+// Prints creates per second and latency percentiles per concurrency level.
 //
-//   build/bench/bench_http [requests-per-level]
+//   build/bench/bench_http [requests-per-level] [allocations|projects]
+//
+// allocations (default): each request is a one-GPU allocation, placed before the 201 answers,
+// on a fleet of 2,500 nodes x 8 H200 imported for the run; projects: project creates.
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -18,6 +22,7 @@
 
 #include "api/api.h"
 #include "audit/audit.h"
+#include "fleet/fleet.h"
 #include "tenancy/tenancy.h"
 
 namespace asio = boost::asio;
@@ -27,6 +32,7 @@ using namespace gp;
 
 int main(int argc, char** argv) {
   int per_level = argc > 1 ? std::atoi(argv[1]) : 4000;
+  const bool allocations = argc <= 2 || std::string(argv[2]) != "projects";
   std::string tmpl = (std::filesystem::temp_directory_path() / "gpbench-XXXXXX").string();
   std::string dir = ::mkdtemp(tmpl.data());
   auto store = store::open_sqlite({.path = dir + "/gpuplane.db"});
@@ -35,20 +41,49 @@ int main(int argc, char** argv) {
   SystemClock clock;
   RandomIdSource ids;
   audit::AuditLog log(clock, std::move(*signer));
-  std::string token, tenant_id;
-  (void)(*store)->write([&](store::Tx& tx) -> Result<void> {
+  std::string token, tenant_id, project_id;
+  auto setup = (*store)->write([&](store::Tx& tx) -> Result<void> {
     World w{clock, ids};
     auto boot = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt));
     token = boot->api_key;
     tenant_id = GP_TRY(tenancy::create_tenant(tx, w, {"bench", "", {}, {}})).id;
+    if (!allocations) return ok();
+    project_id =
+        GP_TRY(tenancy::create_project(tx, w, tenancy::TenantScope(tenant_id), {"train", ""})).id;
+    for (int n = 0; n < 2500; ++n) {
+      Json gpus = Json::array();
+      for (int g = 0; g < 8; ++g)
+        gpus.push_back({{"uuid", fmt::format("GPU-{:05d}-{}", n, g)},
+                        {"index", g},
+                        {"model", "NVIDIA H200"},
+                        {"memory_bytes", int64_t{150} << 30},
+                        {"mig_capable", true}});
+      Json inv = {{"node",
+                   {{"name", fmt::format("n{:05d}", n)},
+                    {"cpu_millis", 128000},
+                    {"memory_bytes", int64_t{1} << 40},
+                    {"rack", fmt::format("r{}", n / 32)},
+                    {"nvlink_domain", fmt::format("nvl{}", n)}}},
+                  {"gpus", gpus}};
+      GP_TRY(fleet::import_node(tx, w, GP_TRY(fleet::parse_inventory(inv)), std::nullopt, true));
+    }
+    GP_TRY(
+        tx.exec("INSERT INTO quotas (tenant_id, project_id, model, nominal) VALUES "
+                "(?, '', 'H200', ?)",
+                {tenant_id, int64_t{20000} * 7000}));
     return ok();
   });
+  if (!setup) {
+    std::fprintf(stderr, "setup: %s\n", setup.error().message.c_str());
+    return 1;
+  }
   spdlog::set_level(spdlog::level::warn);
   api::Api api(**store, log, clock, ids);
-  api::Server server(api, "127.0.0.1", 0, 2);
+  api::Server server(api, "127.0.0.1", 0, 16);
   auto port = server.start();
   if (!port) return 1;
 
+  std::printf("%s: durable creates through HTTP\n", allocations ? "allocations" : "projects");
   std::printf("%-8s %10s %12s %10s %10s %10s\n", "clients", "requests", "creates/s", "p50 ms",
               "p99 ms", "errors");
   int serial = 0;
@@ -68,12 +103,16 @@ int main(int argc, char** argv) {
         stream.connect(resolver.resolve("127.0.0.1", std::to_string(*port)));
         beast::flat_buffer buf;
         for (int i = 0; i < each; ++i) {
-          http::request<http::string_body> req{http::verb::post,
-                                               "/v1/tenants/" + tenant_id + "/projects", 11};
+          http::request<http::string_body> req{
+              http::verb::post,
+              "/v1/tenants/" + tenant_id +
+                  (allocations ? "/projects/" + project_id + "/allocations" : "/projects"),
+              11};
           req.set(http::field::host, "127.0.0.1");
           req.set(http::field::authorization, "Bearer " + token);
           req.set(http::field::content_type, "application/json");
-          req.body() = "{\"name\":\"p" + std::to_string(base + c * each + i) + "\"}";
+          req.body() = allocations ? std::string(R"({"shape":{"tier":"dedicated-gpu","count":1}})")
+                                   : "{\"name\":\"p" + std::to_string(base + c * each + i) + "\"}";
           req.prepare_payload();
           auto s = std::chrono::steady_clock::now();
           http::write(stream, req);
@@ -82,7 +121,9 @@ int main(int argc, char** argv) {
           lat[c].push_back(
               std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s)
                   .count());
-          if (res.result_int() != 201) ++errors;
+          if (res.result_int() != 201 ||
+              (allocations && res.body().find("\"state\":\"placed\"") == std::string::npos))
+            ++errors;
         }
       });
     }

@@ -13,7 +13,7 @@ struct ServeOptions {
   std::string bootstrap_credential_file;
   std::string log_level = "info";
   std::string log_format = "text";
-  int threads = 4;
+  int threads = 16;  // handlers block while their write waits for its group commit
   int max_connections = 512;
   int checkpoint_every = 1000;
   int checkpoint_seconds = 60;

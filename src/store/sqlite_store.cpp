@@ -1,6 +1,6 @@
 // SQLite implementation of Store: WAL mode, synchronous=FULL, foreign keys on. One writer
-// connection guarded by a mutex (SQLite allows one writer at a time anyway) and a small pool of
-// reader connections, each with a prepared-statement cache.
+// connection (SQLite allows one writer at a time anyway) fed by a group-commit queue, and a
+// small pool of reader connections, each with a prepared-statement cache.
 #include <fmt/format.h>
 #include <sqlite3.h>
 
@@ -161,9 +161,30 @@ class SqliteStore final : public Store {
     return std::unique_ptr<Store>(std::move(store));
   }
 
+  // Group commit: concurrent writers are queued, and whoever finds no batch running commits
+  // everything queued so far in one transaction, each function under its own savepoint (a
+  // failing one rolls back alone), so one fsync makes many writes durable. Each caller returns
+  // only after the COMMIT that holds its write, with its own result.
   Result<void> write(const std::function<Result<void>(Tx&)>& fn) override {
-    std::lock_guard lock(write_mu_);
-    return in_tx(*writer_, "BEGIN IMMEDIATE", fn);
+    Queued me{&fn};
+    std::unique_lock lock(queue_mu_);
+    queue_.push_back(&me);
+    while (!me.done) {
+      if (leading_) {
+        queue_cv_.wait(lock);
+        continue;
+      }
+      leading_ = true;
+      std::vector<Queued*> batch;
+      batch.swap(queue_);
+      lock.unlock();
+      run_batch(batch);
+      lock.lock();
+      for (Queued* q : batch) q->done = true;
+      leading_ = false;
+      queue_cv_.notify_all();
+    }
+    return me.result;
   }
 
   Result<void> read(const std::function<Result<void>(Tx&)>& fn) override {
@@ -194,6 +215,42 @@ class SqliteStore final : public Store {
 
  private:
   SqliteStore() = default;
+
+  struct Queued {
+    const std::function<Result<void>(Tx&)>* fn;
+    Result<void> result = ok();
+    bool done = false;
+  };
+
+  void run_batch(const std::vector<Queued*>& batch) {
+    std::lock_guard lock(write_mu_);
+    Connection& c = *writer_;
+    if (auto begun = c.exec_script("BEGIN IMMEDIATE"); !begun) {
+      for (Queued* q : batch) q->result = fail(begun.error());
+      return;
+    }
+    SqliteTx tx(c);
+    for (Queued* q : batch) {
+      if (auto sp = c.exec_script("SAVEPOINT w"); !sp) {
+        q->result = fail(sp.error());
+        continue;
+      }
+      try {
+        q->result = (*q->fn)(tx);
+      } catch (const std::exception& e) {
+        q->result = fail(Error::internal(fmt::format("write failed: {}", e.what())));
+      }
+      if (!q->result) (void)c.exec_script("ROLLBACK TO w");
+      (void)c.exec_script("RELEASE w");
+    }
+    if (auto commit = c.exec_script("COMMIT"); !commit) {
+      (void)c.exec_script("ROLLBACK");
+      for (Queued* q : batch)
+        if (q->result)
+          q->result =
+              fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
+    }
+  }
 
   Result<void> in_tx(Connection& c, const char* begin, const std::function<Result<void>(Tx&)>& fn) {
     GP_TRY_VOID(c.exec_script(begin));
@@ -252,8 +309,12 @@ class SqliteStore final : public Store {
   }
 
   std::string path_;
-  std::mutex write_mu_;
+  std::mutex write_mu_;  // the writer connection
   std::unique_ptr<Connection> writer_;
+  std::mutex queue_mu_;  // the group-commit queue
+  std::condition_variable queue_cv_;
+  std::vector<Queued*> queue_;
+  bool leading_ = false;
   std::mutex pool_mu_;
   std::condition_variable pool_cv_;
   std::vector<std::unique_ptr<Connection>> readers_;

@@ -2,9 +2,11 @@
 // and PostgreSQL (HA) are interchangeable without touching callers. SQL handed to a Tx uses `?`
 // placeholders and the portable subset both engines accept; each engine translates as needed.
 //
-// Contract: write() runs its function inside one serializable transaction and commits only if
-// the function succeeds; a commit that returns is durable (fsynced). Concurrent write() calls
-// are serialized. read() sees a consistent snapshot and never blocks writers.
+// Contract: write() runs its function inside a serializable transaction and keeps its changes
+// only if the function succeeds (all of them or none); a write() that returns success is
+// durable (fsynced). Concurrent write() calls run one after another and may share one commit
+// (group commit), each still all-or-nothing. read() sees a consistent snapshot and never
+// blocks writers.
 #pragma once
 
 #include <cstdint>
