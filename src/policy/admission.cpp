@@ -305,7 +305,6 @@ class TenantRules {
       for (size_t i = 0; i < pref->size(); ++i) {
         const Json* term = member(&(*pref)[i], "preference");
         if (term == nullptr) continue;
-        std::vector<std::string> ignored_fields;
         scan_term(*term,
                   fmt::format("{}.preferredDuringSchedulingIgnoredDuringExecution[{}].preference",
                               na_path, i),
