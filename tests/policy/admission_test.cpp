@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -192,6 +193,7 @@ TEST(PodSecurity, EveryFixtureCaseGivesExactlyTheExpectedControlsAtBothLevels) {
     }
   }
   EXPECT_GT(cases, 100u);
+  std::cout << cases << " Pod Security fixture cases, each at baseline and restricted\n";
   // Every upstream check fails somewhere at each level it belongs to, and every fixture file
   // also has passing cases.
   const std::set<std::string> baseline = {

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <random>
 #include <set>
@@ -170,6 +171,8 @@ TEST(RenderKubernetes, EveryObjectOfEveryTierAndClassPassesTheStrictSchemas) {
     }
   }
   EXPECT_GT(objects, 300u);
+  std::cout << "validated " << objects << " objects of " << every_tier_and_class().size()
+            << " bundles against the strict schemas\n";
 }
 
 TEST(RenderKubernetes, TheValidatorRejectsUnknownFieldsAndWrongTypes) {
