@@ -1,6 +1,7 @@
 // Policy: the isolation vocabulary every layer shares — tenant isolation classes, the tiers
 // allocations get GPUs in, the modes a GPU can be in — and the rule tying classes to tiers
-// (DESIGN.md, "Isolation tiers and classes"). Public header of the policy module.
+// (DESIGN.md, "Isolation tiers and classes"), and workload admission (admission.h: Pod Security
+// Standards and tenant rules over Kubernetes AdmissionReviews). Public header of the policy module.
 #pragma once
 
 #include <cstdint>
@@ -30,3 +31,5 @@ std::string_view gpu_mode_name(GpuMode mode);  // "whole", "mig", "time-sliced"
 std::optional<GpuMode> parse_gpu_mode(std::string_view name);
 
 }  // namespace gp::policy
+
+#include "policy/admission.h"  // IWYU pragma: export
