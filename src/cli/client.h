@@ -43,5 +43,7 @@ void field(CLI::App* app, std::shared_ptr<Json> body, const std::string& flag,
 
 // pool, node, gpu, fleet, mig and agent commands (cli_fleet.cpp).
 void add_fleet_commands(CLI::App& app, ClientConfig& c, int* rc);
+// storage audit (cli_storage.cpp).
+void add_storage_commands(CLI::App& app, ClientConfig& c, int* rc);
 
 }  // namespace gp::cli
