@@ -84,10 +84,17 @@ std::string egress_rule(const EgressRule& r) {
 }
 
 std::string exposure_rule(const Exposure& e, const Ipv4Cidr& tenant_cidr) {
-  std::string sources;
+  // CIDRs either nest or are disjoint: after sorting, drop any inside one already kept, so the
+  // anonymous interval set never holds overlapping elements.
   std::vector<Ipv4Cidr> sorted = e.sources;
-  std::sort(sorted.begin(), sorted.end());
-  for (const auto& s : sorted) sources += (sources.empty() ? "" : ", ") + addr(s);
+  std::sort(sorted.begin(), sorted.end(), [](const Ipv4Cidr& a, const Ipv4Cidr& b) {
+    return std::pair(a.network, a.prefix) < std::pair(b.network, b.prefix);
+  });
+  std::vector<Ipv4Cidr> kept;
+  for (const auto& s : sorted)
+    if (kept.empty() || !kept.back().contains(s)) kept.push_back(s);
+  std::string sources;
+  for (const auto& s : kept) sources += (sources.empty() ? "" : ", ") + addr(s);
   return fmt::format("ip saddr {{ {} }} ip daddr {} {} dport {} accept{}", sources,
                      to_string(tenant_cidr), protocol_name(e.protocol), ports_expr(e.ports),
                      comment(e.description));

@@ -154,6 +154,14 @@ class NetnsTest : public ::testing::Test {
       if (!tool_works({tool, "-V"}))
         GTEST_SKIP() << tool << " is missing: install nftables, iproute2 and iputils-ping "
                      << "(scripts/setup.sh installs them)";
+    // Root inside a container without CAP_SYS_ADMIN/CAP_NET_ADMIN cannot make namespaces.
+    std::string probe = unique("probe");
+    auto made = sh({"ip", "netns", "add", probe});
+    if (!made || made->exit_code != 0)
+      GTEST_SKIP() << "cannot create network namespaces here ("
+                   << (made ? made->err : made.error().message)
+                   << "); needs CAP_SYS_ADMIN and CAP_NET_ADMIN";
+    (void)sh({"ip", "netns", "delete", probe});
   }
 
   std::string unique(std::string_view role) { return fmt::format("gpt{}-{}", ::getpid(), role); }

@@ -329,6 +329,16 @@ TEST(Nftables, RejectsInvalidState) {
   }
 }
 
+TEST(Nftables, NestedExposureSourcesAreMerged) {
+  auto state = testing::two_tenant_state();
+  state.policies[0].exposures[0].sources = {cidr("198.51.100.7"), cidr("203.0.113.0/24"),
+                                            cidr("198.51.100.0/24"), cidr("198.51.100.128/25")};
+  auto text = *render_nftables(state);
+  EXPECT_NE(text.find("ip saddr { 198.51.100.0/24, 203.0.113.0/24 } ip daddr 10.240.0.0/24"),
+            std::string::npos)
+      << text;
+}
+
 TEST(Nftables, EmptyNodeIsAValidRuleset) {
   auto text = render_nftables({});
   ASSERT_TRUE(text);
