@@ -9,13 +9,16 @@ PKGS=(
   libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   curl procps
+  # net: the network isolation test (tests/network, LABELS net) runs the real nft and ip in
+  # network namespaces, and ping; CI runs as root, so `make test` always installs them.
+  nftables iproute2 iputils-ping
 )
 # Extra groups can be requested: SETUP_EXTRA="postgres browser" scripts/setup.sh
 for extra in ${SETUP_EXTRA:-}; do
   case "$extra" in
     postgres) PKGS+=(postgresql libpq-dev) ;;
     browser) PKGS+=(chromium nodejs npm) ;;
-    net) PKGS+=(nftables iproute2 iputils-ping) ;;
+    net) ;;  # always installed now (kept so SETUP_EXTRA=net keeps working)
   esac
 done
 

@@ -45,5 +45,7 @@ void field(CLI::App* app, std::shared_ptr<Json> body, const std::string& flag,
 void add_fleet_commands(CLI::App& app, ClientConfig& c, int* rc);
 // offering, quota, allocation, why and queue commands (cli_alloc.cpp).
 void add_alloc_commands(CLI::App& app, ClientConfig& c, int* rc);
+// storage audit (cli_storage.cpp).
+void add_storage_commands(CLI::App& app, ClientConfig& c, int* rc);
 
 }  // namespace gp::cli

@@ -1,0 +1,136 @@
+// Data keys: envelope encryption of the secrets the platform holds for a tenant (registry and
+// storage credentials, ...). Each tenant has versioned AES-256 data keys; each data key is
+// stored only wrapped (AES-256-GCM) by a master key that lives in a file outside the store.
+// Secrets are sealed with AES-256-GCM under the tenant's current data key, with associated data
+// binding the ciphertext to tenant, secret name and key version, so a ciphertext moved to
+// another tenant or name does not open. Rotation never needs downtime: a new master key
+// rewraps the data keys (secrets untouched); a new data key version seals new secrets while
+// old versions keep opening old ones until they are resealed. Destroying a tenant's keys
+// (offboarding) makes every ciphertext of the tenant unopenable: crypto-shredding.
+//
+// Pure over plain structs except load/create_master_key_file (file I/O); randomness is
+// injected. Included by storage.h.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/json.h"
+#include "common/result.h"
+
+namespace gp::storage {
+
+constexpr size_t kKeyBytes = 32;    // AES-256
+constexpr size_t kNonceBytes = 12;  // GCM
+constexpr size_t kTagBytes = 16;
+
+// Returns n cryptographically random bytes; tests inject a deterministic source.
+using RandomSource = std::function<std::string(size_t)>;
+RandomSource system_random();  // OpenSSL RAND_bytes
+
+// A master key, named by its fingerprint (hex of the first 8 bytes of a SHA-256 over a label
+// and the key), so a wrapped key says which master opens it without storing the master.
+class MasterKey {
+ public:
+  // `key` must be kKeyBytes long.
+  static Result<MasterKey> from_bytes(std::string key);
+  ~MasterKey();
+  MasterKey(const MasterKey&) = default;
+  MasterKey& operator=(const MasterKey&) = default;
+  MasterKey(MasterKey&&) = default;
+  MasterKey& operator=(MasterKey&&) = default;
+
+  const std::string& id() const { return id_; }
+  const std::string& bytes() const { return key_; }
+
+ private:
+  MasterKey() = default;
+  std::string key_;
+  std::string id_;
+};
+
+// Reads a master key file: 64 hex characters (one trailing newline allowed). The file must be
+// a regular file (not a symlink) owned by the calling user with no group or other permission
+// bits (0600 or 0400); anything else is refused with the reason.
+Result<MasterKey> load_master_key(const std::filesystem::path& path);
+// Writes a fresh random master key to a new file (O_EXCL, mode 0600).
+Result<MasterKey> create_master_key_file(const std::filesystem::path& path,
+                                         const RandomSource& random);
+
+struct WrappedDataKey {
+  uint32_t version = 0;
+  std::string master_key_id;  // which master key wraps it
+  std::string nonce;          // kNonceBytes
+  std::string ciphertext;     // wrapped key and GCM tag
+  bool operator==(const WrappedDataKey&) const = default;
+};
+
+struct TenantKeys {
+  std::string tenant;
+  uint32_t current_version = 0;  // seals new secrets
+  std::vector<WrappedDataKey> versions;
+  bool destroyed = false;  // crypto-shredded: no key material left, nothing opens
+  bool operator==(const TenantKeys&) const = default;
+};
+
+// What the store persists (the lead keeps one row per tenant).
+struct Keyring {
+  std::vector<TenantKeys> tenants;
+  bool operator==(const Keyring&) const = default;
+};
+
+struct SealedSecret {
+  std::string tenant;
+  std::string name;
+  uint32_t key_version = 0;
+  std::string nonce;
+  std::string ciphertext;  // with GCM tag
+  bool operator==(const SealedSecret&) const = default;
+};
+
+// Gives a tenant its first data key (version 1). Conflict when it has keys already, or had
+// them destroyed (a shredded tenant's name is not silently given a new key).
+Result<void> create_tenant_key(Keyring& ring, std::string_view tenant, const MasterKey& master,
+                               const RandomSource& random);
+// Adds a new data key version and makes it current; older versions keep opening old secrets.
+Result<uint32_t> rotate_data_key(Keyring& ring, std::string_view tenant, const MasterKey& master,
+                                 const RandomSource& random);
+// Rewraps every data key of every tenant under `to`, unwrapping each with whichever of `from`
+// wrapped it. Secrets are untouched. Returns how many keys were rewrapped. All or nothing: on
+// error `ring` is unchanged.
+Result<size_t> rewrap_all(Keyring& ring, std::span<const MasterKey> from, const MasterKey& to,
+                          const RandomSource& random);
+// Crypto-shredding: wipes every data key of the tenant and marks it destroyed.
+Result<void> destroy_tenant_keys(Keyring& ring, std::string_view tenant);
+// Drops a data key version no secret uses any more (after resealing); refuses the current one
+// and versions `still_sealed` uses.
+Result<void> retire_data_key(Keyring& ring, std::string_view tenant, uint32_t version,
+                             std::span<const SealedSecret> still_sealed);
+
+// Secret names: 1-128 characters of letters, digits and "-_./:".
+Result<SealedSecret> seal_secret(const Keyring& ring, std::span<const MasterKey> masters,
+                                 std::string_view tenant, std::string_view name,
+                                 std::string_view plaintext, const RandomSource& random);
+// Errors: not_found for an unknown tenant or key version, permission_denied when the tenant's
+// keys were destroyed, invalid_argument when the ciphertext does not authenticate (tampered,
+// or moved to another tenant or name).
+Result<std::string> open_secret(const Keyring& ring, std::span<const MasterKey> masters,
+                                const SealedSecret& secret);
+// True when the secret is sealed under an older version than the tenant's current one.
+bool needs_reseal(const Keyring& ring, const SealedSecret& secret);
+// Opens and seals again under the current version (lazily on read, or in a batch).
+Result<SealedSecret> reseal_secret(const Keyring& ring, std::span<const MasterKey> masters,
+                                   const SealedSecret& secret, const RandomSource& random);
+
+// Persisted forms (binary fields base64url). Strict readers.
+Json to_json(const Keyring& ring);
+Result<Keyring> keyring_from_json(const Json& j);
+Json to_json(const SealedSecret& secret);
+Result<SealedSecret> sealed_secret_from_json(const Json& j);
+
+}  // namespace gp::storage
