@@ -32,6 +32,18 @@ if [ "$demo" = 1 ]; then
   if [ ! -f "$data/demo-fleet" ]; then
     "$bin" tenant create acme --class sensitive --admin alice >/dev/null
     "$bin" pool create acme-dedicated --tenant acme --description "H200 node dedicated to acme" >/dev/null
+    "$bin" project create --tenant acme training >/dev/null
+    "$bin" tenant create lab --class standard --admin bob >/dev/null
+    "$bin" project create --tenant lab research >/dev/null
+    # The service catalog and quotas (GPU-equivalents per model).
+    "$bin" offering create h200-8x-node --tier dedicated-node --model H200 --gpus 8 >/dev/null
+    "$bin" offering create h200-1x --tier dedicated-gpu --model H200 >/dev/null
+    "$bin" offering create h200-mig-3g --tier mig --model H200 --mig-profile 3g.71gb >/dev/null
+    "$bin" offering create h200-shared-250 --tier shared --model H200 --milli 250 >/dev/null
+    "$bin" offering create a100-1x --tier dedicated-gpu --model A100-80GB >/dev/null
+    "$bin" quota set --tenant acme --model H200 --nominal 8 --limit 16 --cohort demo >/dev/null
+    "$bin" quota set --tenant lab --model H200 --nominal 2 --cohort demo >/dev/null
+    "$bin" quota set --tenant lab --model A100-80GB --nominal 4 >/dev/null
     for n in deploy/demo/*.json; do
       name=$(basename "$n" .json)
       pool=()
@@ -50,6 +62,17 @@ if [ "$demo" = 1 ]; then
   done
   sleep 1
   rm -f "$data"/join-*
+  if [ ! -f "$data/demo-allocations" ]; then
+    # Wait for the agents to enrol, then place a few allocations so the queue is not empty.
+    for _ in $(seq 50); do
+      [ "$("$bin" --output json fleet summary 2>/dev/null | sed -n 's/.*"gpus_total": *\([0-9]*\).*/\1/p')" -ge 36 ] 2>/dev/null && break
+      sleep 0.2
+    done
+    "$bin" allocation create --tenant acme --project training --offering h200-1x --count 2 || true
+    "$bin" allocation create --tenant lab --project research --offering h200-mig-3g --count 2 || true
+    "$bin" allocation create --tenant lab --project research --offering a100-1x --count 6 || true
+    touch "$data/demo-allocations"
+  fi
 fi
 
 cat <<MSG
@@ -61,6 +84,9 @@ Log in as the platform admin (credential in $cred, written on first start, mode 
   $bin node list
   $bin fleet map --svg fleet.svg
   $bin tenant list
+  $bin queue
+  $bin allocation list --tenant lab
+  $bin why --tenant lab --project research ALLOCATION
 Stop with Ctrl-C.
 MSG
 wait "${pids[0]}"

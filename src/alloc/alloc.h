@@ -117,6 +117,38 @@ Result<Page<Allocation>> list_allocations(store::Tx& tx, const tenancy::TenantSc
                                           const AllocationFilter& filter, const PageRequest& page);
 Result<std::vector<Event>> list_events(store::Tx& tx, const std::string& allocation_id);
 
+// ---- reservations: capacity of a shape held for a tenant during a window ----
+
+enum class ReservationState { kScheduled, kActive, kUsed, kEnded, kCancelled };
+std::string_view reservation_state_name(ReservationState s);
+
+struct Reservation {
+  std::string id, tenant_id, project_id;
+  std::optional<std::string> offering_id;
+  sched::Request request;
+  int64_t start_at = 0, end_at = 0;
+  ReservationState state = ReservationState::kScheduled;
+  std::string reason;
+  std::string created_by;
+  int64_t created_at = 0, updated_at = 0, version = 1;
+  Json to_json() const;
+};
+
+// A create body: the allocation fields (offering or shape, constraints, end_time or
+// duration_seconds: the window's end) plus "project" and "start_time" (default now).
+struct NewReservation {
+  NewAllocation shape;
+  int64_t start_at = 0;
+};
+Result<NewReservation> parse_reservation(store::Tx& tx, const World& w, const Json& body,
+                                         const tenancy::Tenant& tenant,
+                                         const tenancy::TenantScope& scope);
+Result<Page<Reservation>> list_reservations(store::Tx& tx, const tenancy::TenantScope& scope,
+                                            const PageRequest& page);
+Result<std::optional<Reservation>> find_reservation(store::Tx& tx,
+                                                    const tenancy::TenantScope& scope,
+                                                    std::string_view id);
+
 struct Options {
   sched::SchedulerOptions scheduler;
   Duration preemption_grace = std::chrono::seconds(30);
@@ -127,7 +159,7 @@ struct Options {
 // service's own lock orders them against readers of its views).
 class Service {
  public:
-  explicit Service(audit::AuditLog& audit, Options options = {});
+  Service(audit::AuditLog& audit, const Clock& clock, Options options = {});
 
   // Validates, checks the tier against the tenant's class, and places the allocation or queues
   // it with the reason. Preempted allocations are recorded and audited here.
@@ -155,6 +187,13 @@ class Service {
   void begin() { changed_ = false; }
   bool changed() const { return changed_; }
 
+  // Holds the shape for the tenant during the window (placed at its start; placed at once
+  // when the window has begun). Rejects what could never be held.
+  Result<Reservation> reserve(store::Tx& tx, const World& w, const NewReservation& n,
+                              const std::string& actor);
+  Result<Reservation> cancel_reservation(store::Tx& tx, const World& w,
+                                         const tenancy::TenantScope& scope, const std::string& id);
+
   // Views.
   Result<Json> why(store::Tx& tx, const World& w, const Allocation& a);
   // Pending allocations in queue order; one tenant's, or all (tenant_id empty).
@@ -174,14 +213,21 @@ class Service {
   Result<void> rebuild(store::Tx& tx);
   Result<void> record_placed(store::Tx& tx, const World& w, const std::string& id,
                              const sched::Decision& d, const std::string& from);
-  Result<void> transition(store::Tx& tx, const World& w, const std::string& id, State from,
-                          State to, const std::string& code, const std::string& reason,
+  // Moves `a` (as loaded) to `to`, recording the event; the scheduler's own moves are audited.
+  Result<void> transition(store::Tx& tx, const World& w, const Allocation& a, State to,
+                          const std::string& code, const std::string& reason,
                           const std::string& actor);
   Result<int> schedule(store::Tx& tx, const World& w);
+  Result<void> record_preempted(store::Tx& tx, const World& w,
+                                const std::vector<std::string>& victims, const std::string& by,
+                                const std::string& by_tenant);
+  // Brings stored reservation states in line with the scheduler's.
+  Result<void> sync_reservations(store::Tx& tx, const World& w);
   Result<int> end(store::Tx& tx, const World& w, const std::string& id, State to,
                   const std::string& code, const std::string& reason, const std::string& actor);
 
   audit::AuditLog& audit_;
+  const Clock& clock_;
   Options options_;
   std::mutex mu_;
   std::optional<sched::Scheduler> sched_;

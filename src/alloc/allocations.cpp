@@ -366,6 +366,7 @@ Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json
   } else if (duration) {
     n.end_at = w.now() + *duration * 1'000'000;
   }
+  if (n.end_at) q.end = from_unix_micros(*n.end_at);
   return n;
 }
 
@@ -398,6 +399,7 @@ Result<Allocation> allocation_from(const store::Row& row) {
   a.placement = row.is_null(9) ? Json(nullptr) : Json::parse(row.text(9));
   a.borrowed_units = row.integer(10);
   a.end_at = row.opt_integer(11);
+  if (a.end_at) a.request.end = from_unix_micros(*a.end_at);
   a.grace_until = row.opt_integer(12);
   a.created_by = row.text(13);
   a.created_at = row.integer(14);

@@ -49,4 +49,7 @@ Result<ProjectQuota> load_project_quota(store::Tx& tx, const std::string& tenant
                                         const std::string& project_id);
 Json model_quota_json(const ModelQuota& q, const sched::QuotaTree::Usage* usage);
 
+// Reservations still to come or running, back into a rebuilt scheduler.
+Result<void> restore_reservations(store::Tx& tx, sched::Scheduler& s, TimePoint now);
+
 }  // namespace gp::alloc::detail

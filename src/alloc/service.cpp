@@ -22,8 +22,8 @@ std::string resource_of(const Allocation& a) {
 
 }  // namespace
 
-Service::Service(audit::AuditLog& audit, Options options)
-    : audit_(audit), options_(std::move(options)) {}
+Service::Service(audit::AuditLog& audit, const Clock& clock, Options options)
+    : audit_(audit), clock_(clock), options_(std::move(options)) {}
 
 void Service::invalidate() {
   std::lock_guard lock(mu_);
@@ -117,6 +117,7 @@ Result<void> Service::rebuild(store::Tx& tx) {
     }();
     if (!restored) orphans_.emplace_back(a.id, restored.error().message);
   }
+  GP_TRY_VOID(detail::restore_reservations(tx, *sched_, clock_.now()));
   for (const NodeRow& n : nodes) {
     if (!n.schedulable) GP_TRY_VOID(sched_->set_node_schedulable(n.spec.id, false));
   }
@@ -152,11 +153,11 @@ Result<void> insert_event(store::Tx& tx, const std::string& id, int64_t at, std:
 
 }  // namespace
 
-Result<void> Service::transition(store::Tx& tx, const World& w, const std::string& id, State from,
-                                 State to, const std::string& code, const std::string& reason,
+Result<void> Service::transition(store::Tx& tx, const World& w, const Allocation& a, State to,
+                                 const std::string& code, const std::string& reason,
                                  const std::string& actor) {
-  auto a = GP_TRY(detail::load(tx, id));
-  if (!a) return fail(Error::internal("allocation " + id + " vanished"));
+  const std::string& id = a.id;
+  const State from = a.state;
   const int64_t now = w.now();
   const bool ending = !live(to);
   GP_TRY(tx.exec(
@@ -167,9 +168,9 @@ Result<void> Service::transition(store::Tx& tx, const World& w, const std::strin
   GP_TRY_VOID(insert_event(tx, id, now, state_name(from), to, code, reason));
   if (actor == kScheduler) {
     audit::Entry e{std::string(kScheduler),
-                   a->tenant_id,
+                   a.tenant_id,
                    fmt::format("allocation.{}", state_name(to)),
-                   resource_of(*a),
+                   resource_of(a),
                    "success",
                    "",
                    "local",
@@ -184,7 +185,7 @@ Result<int> Service::end(store::Tx& tx, const World& w, const std::string& id, S
                          const std::string& actor) {
   auto a = GP_TRY(detail::load(tx, id));
   if (!a || !live(a->state)) return 0;
-  GP_TRY_VOID(transition(tx, w, id, a->state, to, code, reason, actor));
+  GP_TRY_VOID(transition(tx, w, *a, to, code, reason, actor));
   return 1;
 }
 
@@ -202,7 +203,7 @@ Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::st
       "UPDATE allocations SET placement = ?, borrowed_units = ?, placed_at = ? WHERE id = ?",
       {placement.dump(), d.borrowed_units, now, id}));
   auto a = GP_TRY(detail::load(tx, id));
-  GP_TRY_VOID(transition(tx, w, id, a->state, State::kPlaced, "placed", reason, actor));
+  GP_TRY_VOID(transition(tx, w, *a, State::kPlaced, "placed", reason, actor));
   for (const auto& node : placement["nodes"])
     GP_TRY(tx.exec("INSERT INTO allocation_nodes (allocation_id, node_id) VALUES (?,?)",
                    {id, node.get<std::string>()}));
@@ -228,22 +229,32 @@ Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::st
         "excluded.mig_layout, updated_at = excluded.updated_at",
         {c.gpu_uuid, layout.dump(), now}));
   }
+  return record_preempted(tx, w, d.preempted, id, a->tenant_id);
+}
+
+Result<void> Service::record_preempted(store::Tx& tx, const World& w,
+                                       const std::vector<std::string>& victims,
+                                       const std::string& by, const std::string& by_tenant) {
   // Those that had to make room get their reason and a grace period to stop.
-  for (const std::string& victim : d.preempted) {
+  const int64_t now = w.now();
+  for (const std::string& victim : victims) {
     auto v = GP_TRY(detail::load(tx, victim));
     if (!v) continue;
-    const bool same_tenant = v->tenant_id == a->tenant_id;
+    const bool same_tenant = v->tenant_id == by_tenant;
+    const bool for_reservation = by.starts_with("rsv");
     const std::string why =
-        same_tenant ? fmt::format("preempted by {} of priority {}", id,
-                                  detail::priority_class(a->request.priority))
-                    : fmt::format("reclaimed: borrowed quota returned to lender tenant {} for {}",
-                                  a->tenant_id, id);
+        for_reservation ? fmt::format("preempted: the window of reservation {} of tenant {} began",
+                                      by, by_tenant)
+        : same_tenant   ? fmt::format("preempted by higher-priority allocation {}", by)
+                      : fmt::format("reclaimed: borrowed quota returned to lender tenant {} for {}",
+                                    by_tenant, by);
     const int64_t grace =
         now +
         std::chrono::duration_cast<std::chrono::microseconds>(options_.preemption_grace).count();
     GP_TRY(tx.exec("UPDATE allocations SET grace_until = ? WHERE id = ?", {grace, victim}));
-    GP_TRY_VOID(transition(tx, w, victim, v->state, State::kPreempted,
-                           same_tenant ? "preempted" : "reclaimed", why, std::string(kScheduler)));
+    GP_TRY_VOID(transition(tx, w, *v, State::kPreempted,
+                           same_tenant || for_reservation ? "preempted" : "reclaimed", why,
+                           std::string(kScheduler)));
   }
   return ok();
 }
@@ -270,6 +281,7 @@ Result<Allocation> Service::create(store::Tx& tx, const World& w, const NewAlloc
   GP_TRY_VOID(insert_event(tx, id, now, "", State::kPending, code.empty() ? "submitted" : code,
                            d.reason ? d.reason->message : "submitted"));
   if (d.kind == sched::DecisionKind::kPlaced) GP_TRY_VOID(record_placed(tx, w, id, d, actor));
+  GP_TRY_VOID(sync_reservations(tx, w));  // it may have taken a reservation's hold
   return *GP_TRY(detail::load(tx, id));
 }
 
@@ -295,10 +307,16 @@ Result<int> Service::schedule(store::Tx& tx, const World& w) {
   int n = 0;
   for (const sched::Decision& d : s->schedule(from_unix_micros(w.now()))) {
     changed_ = true;
-    if (d.allocation_id.starts_with("reservation:")) continue;
+    if (d.allocation_id.starts_with("reservation:")) {  // a window began: its hold is placed
+      GP_TRY_VOID(record_preempted(tx, w, d.preempted,
+                                   d.allocation_id.substr(std::string_view("reservation:").size()),
+                                   d.placement->tenant));
+      continue;
+    }
     GP_TRY_VOID(record_placed(tx, w, d.allocation_id, d, std::string(kScheduler)));
     ++n;
   }
+  GP_TRY_VOID(sync_reservations(tx, w));
   // Keep each waiting allocation's stated reason current.
   std::unordered_map<std::string, std::pair<std::string, std::string>> reasons;
   for (const auto& v : s->pending(from_unix_micros(w.now())))
@@ -328,7 +346,7 @@ Result<Allocation> Service::release(store::Tx& tx, const World& w,
   if (Result<void> r = s->release(id, from_unix_micros(w.now()));
       !r && r.error().code != ErrorCode::kNotFound)
     return fail(r.error());
-  GP_TRY_VOID(transition(tx, w, id, a->state, State::kReleased, "released",
+  GP_TRY_VOID(transition(tx, w, *a, State::kReleased, "released",
                          reason.empty() ? "released by its owner" : reason, ""));
   GP_TRY(schedule(tx, w));
   return *GP_TRY(detail::load(tx, id));
@@ -360,22 +378,20 @@ Result<int> Service::tick(store::Tx& tx, const World& w) {
 Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::string& node_id) {
   Json allocations = Json::array();
   for (const auto& row : GP_TRY(tx.query(
-           "SELECT a.id, a.state, a.placed_at FROM allocation_nodes an JOIN allocations a ON "
-           "a.id = an.allocation_id WHERE an.node_id = ? ORDER BY a.id",
+           "SELECT allocation_id FROM allocation_nodes WHERE node_id = ? ORDER BY allocation_id",
            {node_id}))) {
-    std::string state = row.text(1);
-    if (state == "placed") {
+    auto a = GP_TRY(detail::load(tx, row.text(0)));
+    if (a->state == State::kPlaced) {
       auto waiting = GP_TRY(tx.query_one(
           "SELECT COUNT(*) FROM allocation_nodes an JOIN nodes n ON n.id = an.node_id WHERE "
           "an.allocation_id = ? AND (n.last_heartbeat IS NULL OR n.last_heartbeat < ?)",
-          {row.text(0), row.integer(2)}));
+          {a->id, a->placed_at.value_or(0)}));
       if (waiting->integer(0) == 0) {
-        GP_TRY_VOID(transition(tx, w, row.text(0), State::kPlaced, State::kActive, "active",
+        GP_TRY_VOID(transition(tx, w, *a, State::kActive, "active",
                                "every node of the allocation has it", std::string(kScheduler)));
-        state = "active";
+        a->state = State::kActive;
       }
     }
-    auto a = GP_TRY(detail::load(tx, row.text(0)));
     Json gpus = Json::array();
     for (const auto& g : a->placement.value("gpus", Json::array())) {
       if (g.value("node", "") == node_id) gpus.push_back(g);
@@ -383,7 +399,7 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
     allocations.push_back({{"id", a->id},
                            {"tenant_id", a->tenant_id},
                            {"project_id", a->project_id},
-                           {"state", state},
+                           {"state", state_name(a->state)},
                            {"tier", sched::tier_name(a->request.tier)},
                            {"gpus", gpus}});
   }

@@ -152,7 +152,7 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
       ids_(ids),
       limits_(limits),
       authn_(store, clock),
-      allocs_(audit, std::move(alloc_options)) {
+      allocs_(audit, clock, std::move(alloc_options)) {
   for (auto table :
        {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(), alloc_routes()})
     for (auto& r : table) routes_.push_back(std::move(r));

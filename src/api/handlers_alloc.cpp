@@ -132,6 +132,20 @@ Result<Mutation> put_platform_quota(Api& api, Call& call, store::Tx& tx) {
   return m;
 }
 
+Result<Mutation> create_reservation(Api& api, Call& call, store::Tx& tx) {
+  auto w = api.world();
+  auto n = GP_TRY(alloc::parse_reservation(tx, w, *call.body, *call.tenant, call.tenant_scope()));
+  auto r = GP_TRY(api.allocs().reserve(tx, w, n, call.who.id));
+  Mutation m;
+  m.reply = json_reply(201, r.to_json(), r.version);
+  m.resource = call.req.path + "/" + r.id;
+  m.detail = {{"state", alloc::reservation_state_name(r.state)},
+              {"shape", r.to_json()["shape"]},
+              {"start_time", r.to_json()["start_time"]},
+              {"end_time", r.to_json()["end_time"]}};
+  return m;
+}
+
 }  // namespace
 
 std::vector<Route> alloc_routes() {
@@ -308,6 +322,54 @@ std::vector<Route> alloc_routes() {
                .summary = "Why an allocation is where it is: queue position, quota at each "
                           "level, whether the fleet has room, and its history.",
                .response_schema = "AllocationWhy"});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/tenants/{tenant}/reservations",
+               .action = "reservation.create",
+               .permission = Permission::kAllocationWrite,
+               .mutation = true,
+               .handler = write_tx(create_reservation),
+               .summary = "Hold capacity of a shape for the tenant during a time window.",
+               .request_schema = "ReservationCreate",
+               .response_schema = "Reservation",
+               .success_status = 201});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/reservations",
+               .action = "reservation.list",
+               .permission = Permission::kAllocationRead,
+               .handler = read_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
+                 auto page = GP_TRY(page_request(api, call));
+                 auto p = GP_TRY(alloc::list_reservations(tx, call.tenant_scope(), page));
+                 return json_reply(200, page_json(p, [](const auto& x) { return x.to_json(); }));
+               }),
+               .query_params = {"limit", "after"},
+               .summary = "The tenant's reservations.",
+               .response_schema = "Reservation[]"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/reservations/{reservation}",
+               .action = "reservation.get",
+               .permission = Permission::kAllocationRead,
+               .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
+                 auto x = GP_TRY(found(
+                     alloc::find_reservation(tx, call.tenant_scope(), call.param("reservation")),
+                     "reservation"));
+                 return json_reply(200, x.to_json(), x.version);
+               }),
+               .summary = "One reservation.",
+               .response_schema = "Reservation"});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/tenants/{tenant}/reservations/{reservation}/cancel",
+               .action = "reservation.cancel",
+               .permission = Permission::kAllocationWrite,
+               .mutation = true,
+               .handler = write_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Mutation> {
+                 auto x = GP_TRY(api.allocs().cancel_reservation(
+                     tx, api.world(), call.tenant_scope(), call.param("reservation")));
+                 Mutation m;
+                 m.reply = json_reply(200, x.to_json(), x.version);
+                 return m;
+               }),
+               .summary = "Cancel a reservation; its held capacity goes back.",
+               .response_schema = "Reservation"});
   r.push_back({.method = "GET",
                .pattern = "/v1/tenants/{tenant}/queue",
                .action = "queue.tenant",

@@ -327,6 +327,24 @@ Json schemas() {
                               {"quota", {{"type", "array"}}},
                               {"capacity", {{"type", "object"}}}},
                              {"id", "state", "reason", "events"});
+  Json reservation_create = s["AllocationCreate"];
+  reservation_create["properties"]["project"] = str();
+  reservation_create["properties"]["start_time"] = time_str();
+  reservation_create["required"] = {"project"};
+  s["ReservationCreate"] = reservation_create;
+  s["Reservation"] = loose(
+      {{"id", str()},
+       {"tenant_id", str()},
+       {"project_id", str()},
+       {"offering_id", nstr()},
+       {"shape", {{"type", "object"}}},
+       {"start_time", time_str()},
+       {"end_time", time_str()},
+       {"state", enum_of({"scheduled", "active", "used", "ended", "cancelled"})},
+       {"reason", str()},
+       {"created_at", time_str()},
+       {"version", integer()}},
+      {"id", "tenant_id", "project_id", "shape", "start_time", "end_time", "state", "reason"});
   s["Queue"] = loose({{"items", {{"type", "array"}}}, {"length", integer()}}, {"items", "length"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},

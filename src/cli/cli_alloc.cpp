@@ -328,6 +328,55 @@ void add_why(CLI::App& app, ClientConfig& c, int* rc) {
   });
 }
 
+void add_reservation(CLI::App& app, ClientConfig& c, int* rc) {
+  auto* rs = app.add_subcommand("reservation", "Hold capacity for a tenant during a window");
+  rs->require_subcommand(1);
+  struct Args {
+    std::string tenant, project, offering, start, end;
+    int64_t count = 0, duration = 0;
+  };
+  auto a = std::make_shared<Args>();
+  auto* create = rs->add_subcommand("create", "Reserve units of an offering");
+  create->add_option("--tenant", a->tenant, "Tenant")->envname("GPUPLANE_TENANT")->required();
+  create->add_option("--project", a->project, "Project charged")
+      ->envname("GPUPLANE_PROJECT")
+      ->required();
+  create->add_option("--offering", a->offering, "Offering")->required();
+  create->add_option("--count", a->count, "Units");
+  create->add_option("--start", a->start, "RFC 3339 start (default now)");
+  create->add_option("--end", a->end, "RFC 3339 end");
+  create->add_option("--duration", a->duration, "Seconds from the start");
+  on_run(create, rc, [&c, a] {
+    Json body = {{"project", a->project}, {"offering", a->offering}};
+    if (a->count) body["count"] = a->count;
+    if (!a->start.empty()) body["start_time"] = a->start;
+    if (!a->end.empty()) body["end_time"] = a->end;
+    if (a->duration) body["duration_seconds"] = a->duration;
+    auto r = call(c, "POST", "/v1/tenants/" + url_encode(a->tenant) + "/reservations", body);
+    if (r) print(c, *r, {});
+    return r.has_value();
+  });
+  auto tenant = std::make_shared<std::string>();
+  auto* list = rs->add_subcommand("list", "A tenant's reservations");
+  list->add_option("--tenant", *tenant, "Tenant")->envname("GPUPLANE_TENANT")->required();
+  on_run(list, rc, [&c, tenant] {
+    auto r = call(c, "GET", "/v1/tenants/" + url_encode(*tenant) + "/reservations");
+    if (r) print(c, *r, {"id", "state", "shape", "start_time", "end_time", "reason"});
+    return r.has_value();
+  });
+  auto id = std::make_shared<std::string>();
+  auto* cancel = rs->add_subcommand("cancel", "Cancel a reservation");
+  cancel->add_option("--tenant", *tenant, "Tenant")->envname("GPUPLANE_TENANT")->required();
+  cancel->add_option("id", *id, "Reservation id")->required();
+  on_run(cancel, rc, [&c, tenant, id] {
+    auto r =
+        call(c, "POST",
+             "/v1/tenants/" + url_encode(*tenant) + "/reservations/" + url_encode(*id) + "/cancel");
+    if (r) print(c, *r, {});
+    return r.has_value();
+  });
+}
+
 void add_queue(CLI::App& app, ClientConfig& c, int* rc) {
   auto tenant = std::make_shared<std::string>();
   auto* q = app.add_subcommand("queue", "Waiting allocations in queue order");
@@ -350,6 +399,7 @@ void add_alloc_commands(CLI::App& app, ClientConfig& c, int* rc) {
   add_quota(app, c, rc);
   add_allocation(app, c, rc);
   add_why(app, c, rc);
+  add_reservation(app, c, rc);
   add_queue(app, c, rc);
 }
 

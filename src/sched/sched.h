@@ -103,6 +103,9 @@ struct Request {
   bool gang = true;  // all-or-nothing over the count (every request is placed atomically)
   int priority = 0;
   bool preemptible = false;
+  // When it will be released, if known: lets it backfill ahead of a blocked larger request, and
+  // use capacity reserved for a later window.
+  std::optional<TimePoint> end;
 };
 
 // Rejects shapes no GPU of the fleet could ever satisfy, at once (invalid_argument).
@@ -409,7 +412,14 @@ class Scheduler {
   // Frees a placed allocation or withdraws a pending one.
   Result<void> release(const std::string& id, TimePoint now);
   // Retries the pending queue in order; returns the decisions for entries that got placed.
+  // Backfill: once a request is blocked for capacity, a later one is placed only if it ends
+  // before the blocked one could start (from the end times of what runs), so it never delays
+  // it; when that start cannot be known (nothing that holds capacity has an end), later
+  // requests are placed as they fit.
   std::vector<Decision> schedule(TimePoint now);
+  // When `request` could start for capacity alone if allocations were released at their end
+  // times; nullopt when the known end times never free enough. Changes nothing.
+  std::optional<TimePoint> earliest_start(const Request& request, TimePoint now);
 
   std::vector<PendingView> pending(TimePoint now) const;  // in queue order
 
@@ -438,10 +448,20 @@ class Scheduler {
   // [start, end). From the start (at reserve() or schedule()) the capacity is placed and held as
   // allocation "reservation:<id>", charged to the tenant's quota, so no other tenant can take
   // it; the tenant's first request of the same shape in the window takes exactly those GPUs.
-  // At the end an unused hold is released. Placed: held now; pending: not yet (with why).
+  // Before the start, a request that is not preemptible and does not end before the window may
+  // be placed only where it leaves room for every upcoming reservation; at the start the hold
+  // may preempt preemptible allocations of any tenant. At the end an unused hold is released.
+  // Placed: held now; pending: not yet (with why).
   Decision reserve(const std::string& id, const Request& shape, TimePoint start, TimePoint end,
                    TimePoint now);
   Result<void> cancel_reservation(const std::string& id, TimePoint now);
+  struct ReservationStatus {
+    bool active = false;          // its hold is placed
+    bool used = false;            // an allocation of its tenant took the hold
+    std::optional<Error> reason;  // why the hold is not placed yet
+  };
+  // nullopt once the window has ended (or it was cancelled).
+  std::optional<ReservationStatus> reservation(const std::string& id) const;
   static std::string reservation_hold_id(const std::string& id) { return "reservation:" + id; }
   const ClusterState& state() const { return state_; }
   const QuotaTree& quota() const { return quota_; }
@@ -490,10 +510,13 @@ class Scheduler {
     double weight = 1;
   };
   Decision try_place(const std::string& id, const Request& request, TimePoint submitted,
-                     int64_t seq, TimePoint now);
+                     int64_t seq, TimePoint now, bool reservation_hold = false);
   Result<Placement> admit_and_place(const Request& request, QuotaCharge* charge,
                                     Admission* admission) const;
-  std::vector<std::string> victims(const Request& request) const;
+  std::vector<std::string> victims(const Request& request, bool any_preemptible) const;
+  // The upcoming reservation (if any) that placing `request` now would leave without room.
+  std::optional<std::string> crowds_reservation(const Request& request, TimePoint now);
+  bool bound_by_reservations(const Request& request, TimePoint now) const;
   void commit(const std::string& id, const Request& request, const QuotaCharge& charge,
               int64_t borrowed, TimePoint submitted, int64_t seq, TimePoint now);
   void drop(const std::string& id, TimePoint now);

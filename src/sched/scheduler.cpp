@@ -131,7 +131,7 @@ void Scheduler::index_victim(const std::string& id, const Held& h, bool add) {
   }
 }
 
-std::vector<std::string> Scheduler::victims(const Request& request) const {
+std::vector<std::string> Scheduler::victims(const Request& request, bool any_preemptible) const {
   const FleetLimits& limits = state_.limits();
   std::vector<std::string> models = request.models;
   if (models.empty()) {
@@ -175,7 +175,86 @@ std::vector<std::string> Scheduler::victims(const Request& request) const {
       if (static_cast<int>(out.size()) >= 2 * options_.max_victims) break;
     }
   }
+  // A reservation's window opening: preemptible work of any tenant makes room.
+  if (any_preemptible) {
+    std::vector<VictimKey> keys;
+    for (const auto& [tenant, v] : victims_) {
+      if (tenant == request.tenant) continue;
+      for (const VictimKey& key : v.preemptible) {
+        if (model_ok(std::get<3>(key), models)) keys.push_back(key);
+        if (static_cast<int>(keys.size()) >= options_.max_victims) break;
+      }
+    }
+    std::ranges::sort(keys);
+    for (VictimKey& key : keys) out.push_back(std::move(std::get<3>(key)));
+  }
   if (static_cast<int>(out.size()) > options_.max_victims) out.resize(options_.max_victims);
+  return out;
+}
+
+bool Scheduler::bound_by_reservations(const Request& request, TimePoint now) const {
+  if (request.preemptible) return false;
+  for (const auto& [rid, r] : reservations_) {
+    if (r.active || r.used || now >= r.start) continue;
+    if (!request.end || *request.end > r.start) return true;
+  }
+  return false;
+}
+
+std::optional<std::string> Scheduler::crowds_reservation(const Request& request, TimePoint now) {
+  if (!bound_by_reservations(request, now)) return std::nullopt;
+  // Place every upcoming reservation the request would overlap, together, beside it.
+  std::vector<std::string> tentative;
+  std::optional<std::string> crowded;
+  for (const auto& [rid, r] : reservations_) {
+    if (r.active || r.used || now >= r.start) continue;
+    if (request.end && *request.end <= r.start) continue;
+    Result<Placement> p = place(state_, r.shape);
+    const std::string hold = "tentative:" + rid;
+    if (!p || !apply(state_, *p, hold)) {
+      crowded = rid;
+      break;
+    }
+    tentative.push_back(hold);
+  }
+  for (const std::string& hold : tentative) (void)sched::release(state_, hold);
+  return crowded;
+}
+
+std::optional<TimePoint> Scheduler::earliest_start(const Request& request, TimePoint now) {
+  if (place(state_, request)) return now;
+  std::vector<std::pair<TimePoint, std::string>> ends;
+  for (const auto& [id, h] : held_) {
+    if (h.request.end) ends.emplace_back(*h.request.end, id);
+  }
+  std::ranges::sort(ends);
+  struct Freed {
+    std::string id;
+    Placement placement;
+  };
+  std::vector<Freed> freed;
+  std::optional<TimePoint> out;
+  for (const auto& [t, id] : ends) {
+    if (freed.size() >= 256) break;
+    const Allocation* a = state_.find(id);
+    if (a == nullptr) continue;
+    // Only what can be put back exactly: healthy GPUs on schedulable nodes.
+    const bool restorable = std::ranges::all_of(a->placement.gpus, [&](const GpuGrant& g) {
+      const ClusterState::Gpu& gpu = state_.gpus()[g.gpu];
+      return gpu.healthy && state_.nodes()[gpu.node].schedulable;
+    });
+    if (!restorable) continue;
+    Placement p = *sched::release(state_, id);
+    p.mode_changes.clear();
+    p.mig_changes.clear();
+    freed.push_back({id, std::move(p)});
+    if (place(state_, request)) {
+      out = std::max(t, now);
+      break;
+    }
+  }
+  for (auto it = freed.rbegin(); it != freed.rend(); ++it)
+    (void)apply(state_, it->placement, it->id);
   return out;
 }
 
@@ -195,15 +274,16 @@ void Scheduler::drop(const std::string& id, TimePoint now) {
 }
 
 Decision Scheduler::try_place(const std::string& id, const Request& request, TimePoint submitted,
-                              int64_t seq, TimePoint now) {
+                              int64_t seq, TimePoint now, bool reservation_hold) {
   Decision d;
   d.allocation_id = id;
   QuotaCharge charge;
   Admission admission;
   Result<Placement> placed = admit_and_place(request, &charge, &admission);
   std::vector<std::string> preempted;
-  if (!placed && options_.preemption) {
-    const std::vector<std::string> candidates = victims(request);
+  if (!placed && options_.preemption &&
+      (reservation_hold || !bound_by_reservations(request, now))) {
+    const std::vector<std::string> candidates = victims(request, reservation_hold);
     struct Removed {
       std::string id;
       Held held;
@@ -284,6 +364,18 @@ Decision Scheduler::try_place(const std::string& id, const Request& request, Tim
     d.kind = DecisionKind::kPending;
     d.reason = applied.error();
     return d;
+  }
+  if (!reservation_hold) {
+    if (std::optional<std::string> rid = crowds_reservation(request, now)) {
+      (void)sched::release(state_, id);
+      const Reservation& r = reservations_.at(*rid);
+      d.kind = DecisionKind::kPending;
+      d.reason = Error::conflict(fmt::format(
+          "the free capacity is reserved for tenant {} (reservation {}) from {}; an allocation "
+          "that ends before then, or a preemptible one, may use it",
+          r.shape.tenant, *rid, format_rfc3339(r.start)));
+      return d;
+    }
   }
   quota_.charge(charge);
   commit(id, request, charge, admission.borrowed, submitted, seq, now);
@@ -403,19 +495,63 @@ std::vector<Decision> Scheduler::schedule(TimePoint now) {
   std::vector<Decision> placed;
   advance_reservations(now, &placed);
   std::vector<PendingView> order = pending(now);
+  // The first request blocked for capacity, and when it could start.
+  std::optional<Pending> head;
+  std::optional<TimePoint> shadow;
+  int checks = 16;  // backfill candidates checked against the head per pass (bounded cost)
   for (const PendingView& view : order) {
     auto it = std::ranges::find_if(pending_,
                                    [&](const Pending& p) { return p.id == view.allocation_id; });
     if (it == pending_.end()) continue;
     const Pending entry = *it;
-    Decision d = try_place(entry.id, entry.request, entry.submitted, entry.seq, now);
-    it = std::ranges::find_if(pending_, [&](const Pending& p) { return p.id == entry.id; });
-    if (d.kind == DecisionKind::kPlaced) {
-      pending_.erase(it);
+    auto take = [&](Decision d) {
+      auto at = std::ranges::find_if(pending_, [&](const Pending& p) { return p.id == entry.id; });
+      pending_.erase(at);
       pending_ids_.erase(entry.id);
       placed.push_back(std::move(d));
-    } else {
-      it->reason = *d.reason;
+    };
+    if (head && shadow && !(entry.request.end && *entry.request.end <= *shadow)) {
+      // It would outlive the head's start: only if it leaves the head's start where it was.
+      QuotaCharge charge;
+      Admission admission;
+      Result<Placement> p = checks-- > 0 ? admit_and_place(entry.request, &charge, &admission)
+                                         : fail(Error::conflict("not checked this pass"));
+      if (p && apply(state_, *p, entry.id)) {
+        const std::optional<TimePoint> start = earliest_start(head->request, now);
+        if (start && *start <= *shadow && !crowds_reservation(entry.request, now)) {
+          quota_.charge(charge);
+          commit(entry.id, entry.request, charge, admission.borrowed, entry.submitted, entry.seq,
+                 now);
+          Decision d;
+          d.kind = DecisionKind::kPlaced;
+          d.allocation_id = entry.id;
+          d.placement = std::move(*p);
+          d.borrowed_units = admission.borrowed;
+          take(std::move(d));
+          continue;
+        }
+        (void)sched::release(state_, entry.id);
+      }
+      it->reason = Error::conflict(fmt::format(
+          "waiting behind {}, which needs the capacity from {}; placing this one now would "
+          "delay it (an end time before then lets it run meanwhile)",
+          head->id, format_rfc3339(*shadow)));
+      continue;
+    }
+    Decision d = try_place(entry.id, entry.request, entry.submitted, entry.seq, now);
+    if (d.kind == DecisionKind::kPlaced) {
+      take(std::move(d));
+      continue;
+    }
+    it = std::ranges::find_if(pending_, [&](const Pending& p) { return p.id == entry.id; });
+    it->reason = *d.reason;
+    if (!head && d.reason->code == ErrorCode::kConflict) {
+      // Blocked for capacity (not kept out of a reservation's room, which fits now).
+      const std::optional<TimePoint> start = earliest_start(entry.request, now);
+      if (!start || *start > now) {
+        head = entry;
+        shadow = start;
+      }
     }
   }
   return placed;
@@ -467,6 +603,12 @@ Result<void> Scheduler::cancel_reservation(const std::string& id, TimePoint now)
   return ok();
 }
 
+std::optional<Scheduler::ReservationStatus> Scheduler::reservation(const std::string& id) const {
+  auto it = reservations_.find(id);
+  if (it == reservations_.end()) return std::nullopt;
+  return ReservationStatus{it->second.active, it->second.used, it->second.reason};
+}
+
 void Scheduler::advance_reservations(TimePoint now, std::vector<Decision>* placed) {
   for (auto it = reservations_.begin(); it != reservations_.end();) {
     Reservation& r = it->second;
@@ -477,7 +619,7 @@ void Scheduler::advance_reservations(TimePoint now, std::vector<Decision>* place
       continue;
     }
     if (now >= r.start && !r.active && !r.used) {
-      Decision d = try_place(hold, r.shape, r.start, seq_++, now);
+      Decision d = try_place(hold, r.shape, r.start, seq_++, now, /*reservation_hold=*/true);
       if (d.kind == DecisionKind::kPlaced) {
         r.active = true;
         r.reason.reset();

@@ -283,6 +283,25 @@ CREATE TABLE gpu_plans (
   updated_at BIGINT NOT NULL
 )
 )SQL"},
+      // 4 is "network and secrets".
+      {5, "reservations", R"SQL(
+CREATE TABLE reservations (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  project_id TEXT NOT NULL REFERENCES projects(id),
+  offering_id TEXT REFERENCES offerings(id),
+  request TEXT NOT NULL,
+  start_at BIGINT NOT NULL,
+  end_at BIGINT NOT NULL,
+  state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+);
+CREATE INDEX reservations_tenant ON reservations (tenant_id, id)
+)SQL"},
   };
   return kMigrations;
 }

@@ -20,12 +20,18 @@ namespace {
 // One tenant with one of everything, created through the API by its own admin.
 struct TenantWorld {
   TenantInfo tenant;
-  std::string project_id, user_id, sa_id, key_id, key_token, binding_id, allocation_id;
+  std::string project_id, user_id, sa_id, key_id, key_token, binding_id, allocation_id,
+      reservation_id;
 
   std::map<std::string, std::string> path_ids() const {
-    return {{"tenant", tenant.id},        {"project", project_id}, {"user", user_id},
-            {"service_account", sa_id},   {"api_key", key_id},     {"role_binding", binding_id},
-            {"allocation", allocation_id}};
+    return {{"tenant", tenant.id},
+            {"project", project_id},
+            {"user", user_id},
+            {"service_account", sa_id},
+            {"api_key", key_id},
+            {"role_binding", binding_id},
+            {"allocation", allocation_id},
+            {"reservation", reservation_id}};
   }
 };
 
@@ -58,6 +64,14 @@ TenantWorld populate(TestServer& s, const std::string& name) {
                     {{"shape", {{"tier", "dedicated-gpu"}}}}, token),
           201, "allocation")
           .body.at("id");
+  w.reservation_id = expect_status(s.request("POST", "/v1/tenants/" + t + "/reservations",
+                                             {{"project", w.project_id},
+                                              {"shape", {{"tier", "dedicated-gpu"}}},
+                                              {"start_time", "2100-01-01T00:00:00Z"},
+                                              {"duration_seconds", 3600}},
+                                             token),
+                                   201, "reservation")
+                         .body.at("id");
   return w;
 }
 
@@ -99,6 +113,10 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
     return {{"models", {{"H200", {{"nominal", 0}}}}}};
   if (schema == "AllocationCreate") return {{"shape", {{"tier", "dedicated-gpu"}}}};
   if (schema == "AllocationRelease") return Json::object();
+  if (schema == "ReservationCreate")
+    return {{"project", w.project_id},
+            {"shape", {{"tier", "dedicated-gpu"}}},
+            {"duration_seconds", 3600}};
   throw std::runtime_error("no minimal body for request schema " + schema);
 }
 
@@ -108,8 +126,8 @@ Json snapshot(TestServer& s, const std::string& tenant) {
   out["tenant"] = expect_status(s.request("GET", "/v1/tenants/" + tenant, nullptr, s.admin_token()),
                                 200, "snapshot tenant")
                       .body;
-  for (const char* noun :
-       {"projects", "users", "service-accounts", "api-keys", "role-bindings", "allocations"})
+  for (const char* noun : {"projects", "users", "service-accounts", "api-keys", "role-bindings",
+                           "allocations", "reservations"})
     out[noun] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/" + noun);
   return out;
 }

@@ -317,3 +317,97 @@ TEST_F(Sched, QuotaIsForOperatorsAndProjectsShareTheTenants) {
 
 }  // namespace
 }  // namespace gp::it
+
+namespace gp::it {
+namespace {
+
+TEST_F(Sched, AgentsReceiveAssignmentsAndActivateTheirAllocations) {
+  auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
+  ASSERT_EQ(jt.status, 201) << jt.raw;
+  auto enrolled = s.request(
+      "POST", "/v1/agent/enroll",
+      {{"join_token", jt.body["token"]}, {"inventory", h200_inventory("agent-node", 1, "r9")}});
+  ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
+  std::string node_token = enrolled.body["credential"];
+  // Fill the imported nodes, so the next allocation must land on the agent's GPU.
+  auto t = tenant("acme", "standard", gpus(17));
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(
+        allocate(t, {{"offering", "h200-1x"}, {"count", 8}, {"constraints", {{"same_node", true}}}})
+            .body["state"],
+        "placed");
+  auto mig = allocate(t, {{"offering", "h200-mig-3g"}});
+  ASSERT_EQ(mig.body["state"], "placed") << mig.raw;
+  ASSERT_EQ(mig.body["placement"]["nodes"][0], enrolled.body["node"]["id"]) << mig.raw;
+
+  auto hb = s.request("POST", "/v1/agent/heartbeat", Json::object(), node_token);
+  ASSERT_EQ(hb.status, 200) << hb.raw;
+  const Json& as = hb.body["assignments"];
+  ASSERT_EQ(as["allocations"].size(), 1u) << hb.raw;
+  EXPECT_EQ(as["allocations"][0]["id"], mig.body["id"]);
+  EXPECT_EQ(as["allocations"][0]["state"], "active");
+  // The GPU must become MIG with a 3g instance: the plan says so until the agent reports it.
+  ASSERT_EQ(as["gpu_plans"].size(), 1u) << hb.raw;
+  EXPECT_EQ(as["gpu_plans"][0]["mode"], "mig");
+  EXPECT_EQ(as["gpu_plans"][0]["mig_layout"][0]["profile"], "3g.71gb");
+  EXPECT_EQ(get(t, mig.body["id"])["state"], "active");
+}
+
+}  // namespace
+}  // namespace gp::it
+
+namespace gp::it {
+namespace {
+
+TEST_F(Sched, ReservationWindowsKeepTheirCapacity) {
+  auto a = tenant("alpha", "standard", gpus(8));
+  auto b = tenant("beta", "standard", gpus(16));
+  const std::string start = format_rfc3339(s.clock().now() + std::chrono::hours(1));
+  auto r = s.request("POST", "/v1/tenants/" + a.info.id + "/reservations",
+                     {{"project", a.project},
+                      {"offering", "h200-1x"},
+                      {"count", 8},
+                      {"start_time", start},
+                      {"duration_seconds", 3600}},
+                     a.info.admin_token);
+  ASSERT_EQ(r.status, 201) << r.raw;
+  EXPECT_EQ(r.body["state"], "scheduled");
+  std::string rid = r.body["id"];
+  // Before the window: work that would still run then may not take the reserved room...
+  ASSERT_EQ(allocate(b, {{"offering", "h200-1x"}, {"count", 8}}).body["state"], "placed");
+  auto crowding = allocate(b, {{"offering", "h200-1x"}, {"count", 8}});
+  EXPECT_EQ(crowding.body["state"], "pending") << crowding.raw;
+  EXPECT_NE(crowding.body["reason"].get<std::string>().find("reserved for tenant " + a.info.id),
+            std::string::npos)
+      << crowding.raw;
+  auto withdrawn = s.request(
+      "POST", b.base() + "/allocations/" + crowding.body["id"].get<std::string>() + "/release",
+      Json::object(), b.info.admin_token);
+  ASSERT_EQ(withdrawn.status, 200);
+  // ...but work that ends before the window may.
+  auto brief = allocate(b, {{"offering", "h200-1x"}, {"count", 8}, {"duration_seconds", 1800}});
+  EXPECT_EQ(brief.body["state"], "placed") << brief.raw;
+
+  // The window opens: the brief work has expired and the capacity is held for alpha.
+  s.clock().advance(std::chrono::minutes(61));
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  EXPECT_EQ(get(b, brief.body["id"])["state"], "expired");
+  auto held = s.request("GET", "/v1/tenants/" + a.info.id + "/reservations/" + rid, nullptr,
+                        a.info.admin_token);
+  EXPECT_EQ(held.body["state"], "active") << held.raw;
+  // Others cannot take it now.
+  EXPECT_EQ(allocate(b, {{"offering", "h200-1x"}}).body["state"], "pending");
+  // Alpha's allocation of the same shape takes exactly the held GPUs.
+  auto mine = allocate(a, {{"offering", "h200-1x"}, {"count", 8}});
+  ASSERT_EQ(mine.body["state"], "placed") << mine.raw;
+  held = s.request("GET", "/v1/tenants/" + a.info.id + "/reservations/" + rid, nullptr,
+                   a.info.admin_token);
+  EXPECT_EQ(held.body["state"], "used") << held.raw;
+  // Beta cannot see alpha's reservation.
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/tenants/" + a.info.id + "/reservations/" + rid,
+                                  nullptr, b.info.admin_token),
+                        404));
+}
+
+}  // namespace
+}  // namespace gp::it

@@ -203,3 +203,84 @@ TEST(ProcessShutdown, SigtermUnderConnectionChurnExitsCleanly) {
 
 }  // namespace
 }  // namespace gp::proc
+
+namespace gp::proc {
+namespace {
+
+// The scheduler's state is rebuilt from the store after SIGKILL: every acknowledged allocation is
+// still where it was placed, and new ones never land on GPUs already held.
+TEST(ProcessCrash, AllocationsSurviveSigkillAndAreNeverDoubleBooked) {
+  constexpr int kNodes = 4, kGpus = 8;
+  TempDir tmp;
+  Server server(tmp.path() / "data");
+  ASSERT_TRUE(server.start());
+  Json nodes = Json::array();
+  for (int n = 0; n < kNodes; ++n) {
+    Json gpus = Json::array();
+    for (int g = 0; g < kGpus; ++g)
+      gpus.push_back({{"uuid", "GPU-crash-" + std::to_string(n) + "-" + std::to_string(g)},
+                      {"index", g},
+                      {"model", "NVIDIA H200"},
+                      {"memory_bytes", int64_t{150} << 30}});
+    nodes.push_back(
+        {{"inventory", {{"node", {{"name", "crash-" + std::to_string(n)}}}, {"gpus", gpus}}}});
+  }
+  auto admin = [&](std::string_view method, const std::string& target, const Json& body) {
+    auto r = server.admin_request(method, target, body);
+    EXPECT_TRUE(r) << (r ? "" : r.error().message);
+    return r ? Json::parse(r->body.empty() ? "null" : r->body) : Json();
+  };
+  admin("POST", "/v1/fleet/import", {{"nodes", nodes}});
+  std::string tenant = admin("POST", "/v1/tenants", {{"name", "crashalloc"}})["id"];
+  std::string project = admin("POST", "/v1/tenants/" + tenant + "/projects", {{"name", "p"}})["id"];
+  admin("PUT", "/v1/tenants/" + tenant + "/quota", {{"models", {{"H200", {{"nominal", 100}}}}}});
+  const std::string allocations = "/v1/tenants/" + tenant + "/projects/" + project + "/allocations";
+
+  // Four clients allocate one GPU at a time until the kill.
+  std::mutex mu;
+  std::set<std::string> acked;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c)
+    clients.emplace_back([&] {
+      while (!stop) {
+        auto r = server.request("POST", allocations, {{"shape", {{"tier", "dedicated-gpu"}}}},
+                                server.admin().api_key, 5000);
+        if (!r) return;
+        std::lock_guard lock(mu);
+        if (r->status == 201) acked.insert(Json::parse(r->body)["id"].get<std::string>());
+        if (acked.size() >= 12) return;
+      }
+    });
+  for (auto& t : clients) t.join();
+  server.kill();
+  ASSERT_GE(acked.size(), 12u);
+  ASSERT_TRUE(server.start()) << "restart after SIGKILL failed";
+
+  // Fill the rest of the fleet after the restart.
+  for (int i = 0; i < kNodes * kGpus; ++i)
+    admin("POST", allocations, {{"shape", {{"tier", "dedicated-gpu"}}}});
+  auto listed = list_all(server, allocations);
+  ASSERT_TRUE(listed) << listed.error().message;
+  std::map<std::string, std::string> holder;  // GPU -> allocation
+  std::set<std::string> present;
+  int placed = 0, pending = 0;
+  for (const auto& a : *listed) {
+    present.insert(a["id"].get<std::string>());
+    if (a["state"] == "pending") ++pending;
+    if (a["state"] != "placed") continue;
+    ++placed;
+    for (const auto& g : a["placement"]["gpus"]) {
+      auto [it, fresh] = holder.emplace(g["gpu"].get<std::string>(), a["id"].get<std::string>());
+      EXPECT_TRUE(fresh) << g["gpu"] << " held by both " << it->second << " and " << a["id"];
+    }
+  }
+  for (const auto& id : acked) EXPECT_TRUE(present.contains(id)) << id << " lost";
+  EXPECT_EQ(placed, kNodes * kGpus);
+  EXPECT_EQ(holder.size(), size_t(kNodes * kGpus));
+  EXPECT_GE(pending, 1);  // what did not fit waits
+  EXPECT_EQ(server.terminate(), 0);
+}
+
+}  // namespace
+}  // namespace gp::proc

@@ -559,13 +559,25 @@ TEST(Scheduler, ReservationHoldsCapacityForItsTenantDuringTheWindow) {
   Decision r = sched.reserve("r1", gpus("a", 2), start, end, kT0);
   ASSERT_EQ(r.kind, DecisionKind::kPending);
   EXPECT_THAT(r.reason->message, HasSubstr("window starts in 3600 s"));
-  // Before the window the capacity is free for anyone.
-  ASSERT_EQ(sched.submit("b1", gpus("b", 2), kT0).kind, DecisionKind::kPlaced);
+  // Before the window the capacity is free only for work that ends before it...
+  Request until_start = gpus("b", 2);
+  until_start.end = start;
+  ASSERT_EQ(sched.submit("b1", until_start, kT0).kind, DecisionKind::kPlaced);
   ASSERT_TRUE(sched.release("b1", kT0));
+  // ...not for work that would still hold it then,
+  Decision overlapping = sched.submit("b0", gpus("b", 2), kT0);
+  ASSERT_EQ(overlapping.kind, DecisionKind::kPending);
+  EXPECT_THAT(overlapping.reason->message, HasSubstr("reserved for tenant a"));
+  ASSERT_TRUE(sched.release("b0", kT0));
+  // ...unless it is preemptible: the window's start takes it back.
+  Request preemptible = gpus("b", 2);
+  preemptible.preemptible = true;
+  ASSERT_EQ(sched.submit("bp", preemptible, kT0).kind, DecisionKind::kPlaced);
   // From the start it is held for the tenant, charged to its quota.
   std::vector<Decision> placed = sched.schedule(start);
   ASSERT_EQ(placed.size(), 1u);
   EXPECT_EQ(placed[0].allocation_id, "reservation:r1");
+  EXPECT_THAT(placed[0].preempted, ElementsAre("bp"));
   EXPECT_EQ(sched.quota().tenant_usage("a", "H200").used, gpu_units(2));
   EXPECT_EQ(sched.submit("b2", gpus("b", 2), start).kind, DecisionKind::kPending);
   ASSERT_EQ(sched.submit("b3", gpus("b", 1), start).kind, DecisionKind::kPlaced);
@@ -590,6 +602,44 @@ TEST(Scheduler, ReservationHoldsCapacityForItsTenantDuringTheWindow) {
   EXPECT_EQ(sched.state().find("reservation:r2"), nullptr);
   EXPECT_EQ(sched.quota().tenant_usage("a", "H200").used, 0);
   EXPECT_EQ(sched.reserve("bad", gpus("a", 1), end, start, end).kind, DecisionKind::kRejected);
+}
+
+TEST(Scheduler, BackfillNeverDelaysTheBlockedHead) {
+  QuotaTree q;
+  for (const char* t : {"a", "b"}) q.set_tenant(t, "H200", {.nominal = gpu_units(8)});
+  Scheduler sched(make_state({{.id = "n1", .gpus = 4}}), q);
+  // Two GPUs run until T0+1h, one with no end.
+  Request running = gpus("a", 2);
+  running.end = kT0 + std::chrono::hours(1);
+  ASSERT_EQ(sched.submit("r", running, kT0).kind, DecisionKind::kPlaced);
+  ASSERT_EQ(sched.submit("forever", gpus("a", 1), kT0).kind, DecisionKind::kPlaced);
+  // The head needs 3 GPUs: it can start at T0+1h when "r" ends.
+  Decision head = sched.submit("head", gpus("b", 3), kT0);
+  ASSERT_EQ(head.kind, DecisionKind::kPending);
+  EXPECT_EQ(sched.earliest_start(gpus("b", 3), kT0), kT0 + std::chrono::hours(1));
+  // A one-GPU request without an end would take the GPU the head needs then: it waits...
+  ASSERT_EQ(sched.submit("long", gpus("b", 1), kT0).kind, DecisionKind::kPlaced)
+      << "submit places what fits; the queue pass is what protects the head";
+  ASSERT_TRUE(sched.release("long", kT0));
+  Request long_one = gpus("b", 1);
+  Request short_one = gpus("b", 1);
+  short_one.end = kT0 + std::chrono::minutes(30);
+  // Queue both behind the head (as if they arrived while the GPU was busy).
+  sched.restore_pending("long", long_one, kT0, Error::conflict("queued"));
+  sched.restore_pending("short", short_one, kT0, Error::conflict("queued"));
+  std::vector<Decision> placed = sched.schedule(kT0);
+  ASSERT_EQ(placed.size(), 1u);
+  EXPECT_EQ(placed[0].allocation_id, "short");  // ends before the head's start: backfilled
+  auto queue = sched.pending(kT0);
+  ASSERT_EQ(queue.size(), 2u);
+  EXPECT_EQ(queue[1].allocation_id, "long");
+  EXPECT_THAT(queue[1].reason.message, HasSubstr("waiting behind head"));
+  // When "r" and "short" end, the head starts on time.
+  ASSERT_TRUE(sched.release("r", kT0 + std::chrono::hours(1)));
+  ASSERT_TRUE(sched.release("short", kT0 + std::chrono::hours(1)));
+  placed = sched.schedule(kT0 + std::chrono::hours(1));
+  ASSERT_GE(placed.size(), 1u);
+  EXPECT_EQ(placed[0].allocation_id, "head");
 }
 
 TEST(Scheduler, RejectsInvalidRequestsAndDuplicateIds) {
