@@ -43,5 +43,7 @@ void field(CLI::App* app, std::shared_ptr<Json> body, const std::string& flag,
 
 // pool, node, gpu, fleet, mig and agent commands (cli_fleet.cpp).
 void add_fleet_commands(CLI::App& app, ClientConfig& c, int* rc);
+// simulate: offline trace replay through the placement engine (cli_simulate.cpp).
+void add_simulate_command(CLI::App& app, int* rc);
 
 }  // namespace gp::cli
