@@ -37,8 +37,10 @@ std::string cell(const std::optional<double>& v) { return v ? fmt::format("{:.2f
 
 int main(int argc, char** argv) {
   std::string dir;
-  if (const char* src = std::getenv("GP_SOURCE_DIR")) dir = std::string(src) + "/../shared/data/openb";
-  else dir = "../shared/data/openb";
+  if (const char* src = std::getenv("GP_SOURCE_DIR"))
+    dir = std::string(src) + "/../shared/data/openb";
+  else
+    dir = "../shared/data/openb";
   std::vector<std::string> traces;
   for (const sim::PublishedRow& row : sim::published_openb()) traces.emplace_back(row.trace);
   std::vector<std::string> policies = {"default", "best-fit", "random"};
@@ -46,10 +48,14 @@ int main(int argc, char** argv) {
   int max_scored = 256;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
-    if (flag == "--data") dir = value;
-    else if (flag == "--traces") traces = split(value);
-    else if (flag == "--policies") policies = split(value);
-    else if (flag == "--max-scored") max_scored = std::atoi(value.c_str());
+    if (flag == "--data")
+      dir = value;
+    else if (flag == "--traces")
+      traces = split(value);
+    else if (flag == "--policies")
+      policies = split(value);
+    else if (flag == "--max-scored")
+      max_scored = std::atoi(value.c_str());
     else if (flag == "--seeds") {
       const std::size_t dash = value.find('-');
       first_seed = std::stoull(value.substr(0, dash));
@@ -69,12 +75,13 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "error: {}\n", nodes.error().message);
     return 1;
   }
-  fmt::print("openb, seeds {}-{}, mean (population std) of GPU allocated % at arrived 100% and "
-             "130%; published figures from the data set's README\n\n",
-             first_seed, last_seed);
+  fmt::print(
+      "openb, seeds {}-{}, mean (population std) of GPU allocated % at arrived 100% and "
+      "130%; published figures from the data set's README\n\n",
+      first_seed, last_seed);
   fmt::print("{:<11} {:<9} {:>14} {:>14} {:>9} {:>8} {:>8} | {:>7} {:>7} {:>7} | {:>7} {:>7}\n",
-             "trace", "policy", "ours@100", "ours@130", "frag@100", "failed", "wall_s",
-             "pubRand", "pubBF", "pubFGD", "FGD130", "vsFGD");
+             "trace", "policy", "ours@100", "ours@130", "frag@100", "failed", "wall_s", "pubRand",
+             "pubBF", "pubFGD", "FGD130", "vsFGD");
   bool all_beat = true;
   for (const std::string& trace : traces) {
     const std::string file = "openb_pod_list_" + trace + ".csv";
@@ -127,13 +134,13 @@ int main(int argc, char** argv) {
         verdict = beat100 && beat130 ? "above" : "BELOW";
         all_beat = all_beat && beat100 && beat130;
       }
-      fmt::print("{:<11} {:<9} {:>7.2f} ({:.2f}) {:>7.2f} ({:.2f}) {:>9.2f} {:>8.0f} {:>8.1f} | {:>7} "
-                 "{:>7} {:>7} | {:>7} {:>7}\n",
-                 trace, name, a.mean, a.std, b.mean, b.std, f.mean, fl.mean, wall,
-                 pub ? fmt::format("{:.2f}", pub->random) : "-",
-                 pub ? fmt::format("{:.2f}", pub->bestfit) : "-",
-                 pub ? fmt::format("{:.2f}", pub->fgd) : "-", pub ? cell(pub->fgd_130) : "-",
-                 verdict);
+      fmt::print(
+          "{:<11} {:<9} {:>7.2f} ({:.2f}) {:>7.2f} ({:.2f}) {:>9.2f} {:>8.0f} {:>8.1f} | {:>7} "
+          "{:>7} {:>7} | {:>7} {:>7}\n",
+          trace, name, a.mean, a.std, b.mean, b.std, f.mean, fl.mean, wall,
+          pub ? fmt::format("{:.2f}", pub->random) : "-",
+          pub ? fmt::format("{:.2f}", pub->bestfit) : "-",
+          pub ? fmt::format("{:.2f}", pub->fgd) : "-", pub ? cell(pub->fgd_130) : "-", verdict);
       std::fflush(stdout);
     }
   }

@@ -41,7 +41,8 @@ Result<std::pair<uint64_t, uint64_t>> parse_seeds(const std::string& text) {
   const uint64_t a = GP_TRY(number(text.substr(0, dash)));
   const uint64_t b = dash == std::string::npos ? a : GP_TRY(number(text.substr(dash + 1)));
   if (b < a || b - a >= 1000) {
-    return fail(Error::invalid(fmt::format("--seeds {}: want FIRST-LAST, at most 1000 seeds", text)));
+    return fail(
+        Error::invalid(fmt::format("--seeds {}: want FIRST-LAST, at most 1000 seeds", text)));
   }
   return std::pair(a, b);
 }
@@ -92,15 +93,17 @@ Json summary(const PolicyRun& p) {
   const auto [b_mean, b_std] = stat(b);
   const auto [f_mean, f_std] = stat(f);
   const auto [failed_mean, failed_std] = stat(failed);
-  return {{"policy", p.policy},          {"seeds", p.runs.size()},
-          {"alloc_pct_at_100", a_mean},  {"alloc_pct_at_100_std", a_std},
-          {"alloc_pct_at_130", b_mean},  {"alloc_pct_at_130_std", b_std},
-          {"frag_pct_at_100", f_mean},   {"frag_pct_at_100_std", f_std},
-          {"failed_pods", failed_mean},  {"failed_pods_std", failed_std},
-          {"wall_s", p.total_wall_s},    {"runs", runs}};
+  return {{"policy", p.policy},         {"seeds", p.runs.size()},
+          {"alloc_pct_at_100", a_mean}, {"alloc_pct_at_100_std", a_std},
+          {"alloc_pct_at_130", b_mean}, {"alloc_pct_at_130_std", b_std},
+          {"frag_pct_at_100", f_mean},  {"frag_pct_at_100_std", f_std},
+          {"failed_pods", failed_mean}, {"failed_pods_std", failed_std},
+          {"wall_s", p.total_wall_s},   {"runs", runs}};
 }
 
-std::string fixed(const Json& v) { return v.is_number() ? fmt::format("{:.2f}", v.get<double>()) : "-"; }
+std::string fixed(const Json& v) {
+  return v.is_number() ? fmt::format("{:.2f}", v.get<double>()) : "-";
+}
 
 std::string svg_of(const std::vector<PolicyRun>& runs, double inflate) {
   const double w = 640, h = 400, left = 50, bottom = 40, top = 20, right = 120;
@@ -113,18 +116,20 @@ std::string svg_of(const std::vector<PolicyRun>& runs, double inflate) {
       "fill=\"white\"/>\n",
       w, h);
   for (int v = 0; v <= 100; v += 20) {
-    out += fmt::format("<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>"
-                       "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
-                       left, y(v), w - right, y(v), left - 4, y(v) + 4, v);
+    out += fmt::format(
+        "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>"
+        "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
+        left, y(v), w - right, y(v), left - 4, y(v) + 4, v);
   }
   for (int v = 0; v <= static_cast<int>(xmax); v += 20) {
     out += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x(v),
                        h - bottom + 14, v);
   }
-  out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">arrived GPU % of capacity"
-                     "</text>\n<text x=\"12\" y=\"{}\" transform=\"rotate(-90 12 {})\" "
-                     "text-anchor=\"middle\">allocated GPU %</text>\n",
-                     (left + w - right) / 2, h - 6, h / 2, h / 2);
+  out += fmt::format(
+      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">arrived GPU % of capacity"
+      "</text>\n<text x=\"12\" y=\"{}\" transform=\"rotate(-90 12 {})\" "
+      "text-anchor=\"middle\">allocated GPU %</text>\n",
+      (left + w - right) / 2, h - 6, h / 2, h / 2);
   const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
   for (std::size_t i = 0; i < runs.size(); ++i) {
     const std::vector<sim::Sample>& curve = runs[i].runs.front().curve;
@@ -133,10 +138,11 @@ std::string svg_of(const std::vector<PolicyRun>& runs, double inflate) {
     for (std::size_t k = 0; k < curve.size(); k += step) {
       points += fmt::format("{:.1f},{:.1f} ", x(curve[k].arrived_pct), y(curve[k].allocated_pct));
     }
-    out += fmt::format("<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>"
-                       "\n<text x=\"{}\" y=\"{}\" fill=\"{}\">{} (seed {})</text>\n",
-                       colors[i % 4], points, w - right + 6, top + 14 * (i + 1), colors[i % 4],
-                       runs[i].policy, runs[i].runs.front().seed);
+    out += fmt::format(
+        "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>"
+        "\n<text x=\"{}\" y=\"{}\" fill=\"{}\">{} (seed {})</text>\n",
+        colors[i % 4], points, w - right + 6, top + 14 * (i + 1), colors[i % 4], runs[i].policy,
+        runs[i].runs.front().seed);
   }
   return out + "</svg>\n";
 }
@@ -234,11 +240,10 @@ int run_protocol_mode(const SimulateOptions& o, const std::vector<sim::TraceNode
     auto pair = [&](const char* key) {
       return fmt::format("{} ({})", fixed(p[key]), fixed(p[std::string(key) + "_std"]));
     };
-    std::cout << fmt::format("{:<10} {:>6} {:>16} {:>16} {:>16} {:>10} {:>8.1f}\n",
-                             p["policy"].get<std::string>(), p["seeds"].get<int>(),
-                             pair("alloc_pct_at_100"), pair("alloc_pct_at_130"),
-                             pair("frag_pct_at_100"), fixed(p["failed_pods"]),
-                             p["wall_s"].get<double>());
+    std::cout << fmt::format(
+        "{:<10} {:>6} {:>16} {:>16} {:>16} {:>10} {:>8.1f}\n", p["policy"].get<std::string>(),
+        p["seeds"].get<int>(), pair("alloc_pct_at_100"), pair("alloc_pct_at_130"),
+        pair("frag_pct_at_100"), fixed(p["failed_pods"]), p["wall_s"].get<double>());
   }
   if (pub != nullptr) {
     std::cout << fmt::format(
@@ -275,7 +280,8 @@ int run_replay_mode(const SimulateOptions& o, const std::vector<sim::TraceNode>&
   }
   Json timeline = Json::array();
   for (const auto& p : r->timeline) {
-    timeline.push_back({{"time", p.time}, {"allocated_pct", p.allocated_pct}, {"pending", p.pending}});
+    timeline.push_back(
+        {{"time", p.time}, {"allocated_pct", p.allocated_pct}, {"pending", p.pending}});
   }
   Json tenants = Json::array();
   for (const sim::TenantFigures& t : r->tenants) {
@@ -298,7 +304,11 @@ int run_replay_mode(const SimulateOptions& o, const std::vector<sim::TraceNode>&
               {"end_time", r->end_time},
               {"mean_alloc_pct", r->mean_alloc_pct},
               {"peak_alloc_pct", r->peak_alloc_pct},
-              {"wait_s", {{"mean", r->mean_wait_s}, {"p50", r->p50_wait_s}, {"p95", r->p95_wait_s}, {"max", r->max_wait_s}}},
+              {"wait_s",
+               {{"mean", r->mean_wait_s},
+                {"p50", r->p50_wait_s},
+                {"p95", r->p95_wait_s},
+                {"max", r->max_wait_s}}},
               {"fairness_jain", r->fairness},
               {"tenants", tenants},
               {"timeline", timeline},

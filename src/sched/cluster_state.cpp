@@ -68,7 +68,8 @@ Result<ClusterState> ClusterState::build(std::vector<NodeSpec> specs) {
     }
     node.schedulable = spec.schedulable;
     if (spec.cpu_milli < 0 || spec.memory_mib < 0) {
-      return fail(Error::invalid(fmt::format("node {}: negative cpu_milli or memory_mib", spec.id)));
+      return fail(
+          Error::invalid(fmt::format("node {}: negative cpu_milli or memory_mib", spec.id)));
     }
     node.cpu_total = spec.cpu_milli;
     node.memory_total = spec.memory_mib;

@@ -74,8 +74,8 @@ struct Mix {
 };
 
 // Groups `mix` (plus one extra shape when given) in shape order.
-void group_mix(const std::map<ClusterState::Shape, int64_t>& mix,
-               const ClusterState::Shape* extra, Mix& m) {
+void group_mix(const std::map<ClusterState::Shape, int64_t>& mix, const ClusterState::Shape* extra,
+               Mix& m) {
   std::vector<MixGroup>& out = m.groups;
   out.clear();
   m.cpu_per_milli = m.memory_per_milli = 0;
@@ -122,7 +122,8 @@ void group_mix(const std::map<ClusterState::Shape, int64_t>& mix,
 // Expected GPU milli of the node that the mix could not use (the FGD paper's node
 // fragmentation): for each shape, all free milli when the shape cannot run on the node (CPU,
 // memory, model or GPUs), else the free milli on GPUs too small for it. A CPU-only shape
-// strands the node's free GPUs only where it cannot fit.
+// strands the node's free GPUs only where it cannot fit. With stranded_weight, plus the free
+// milli the node's CPU or memory could not feed at the mix's CPU (memory) per milli-GPU.
 double fragmentation(const NodeView& v, const Mix& m) {
   double f = 0;
   if (m.stranded_weight > 0) {
@@ -830,8 +831,8 @@ class Placer {
     for (int16_t m : models) {
       const detail::Segment& seg = s_.segment(d, m);
       if (r_.tier == Tier::kShared) {
-        const int top = std::min(static_cast<int>(seg.shared.lists.size()) - 1,
-                                 (1000 - r_.milli) / 100);
+        const int top =
+            std::min(static_cast<int>(seg.shared.lists.size()) - 1, (1000 - r_.milli) / 100);
         for (int k = top; k >= 0; --k) {
           for (int32_t g : seg.shared.lists[k]) {
             if (s_.gpus_[g].milli_used + r_.milli <= 1000 && !offer(s_.gpus_[g].node)) return;
@@ -866,7 +867,8 @@ class Placer {
       gpus[i] = static_cast<uint32_t>(v.model[i]) << 16 | static_cast<uint16_t>(v.free[i]);
     }
     std::sort(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(n));
-    uint64_t h = mix64(static_cast<uint64_t>(v.cpu_free) ^ mix64(static_cast<uint64_t>(v.memory_free)));
+    uint64_t h =
+        mix64(static_cast<uint64_t>(v.cpu_free) ^ mix64(static_cast<uint64_t>(v.memory_free)));
     h = mix64(h ^ v.free.size());
     for (std::size_t i = 0; i < n; ++i) h = mix64(h ^ gpus[i]);
     for (std::size_t i = n; i < v.free.size(); ++i) h = mix64(h ^ static_cast<uint64_t>(v.free[i]));
@@ -882,8 +884,7 @@ class Placer {
 
   // A choice's score; lower is better. Default: the increase in node fragmentation; best-fit:
   // 100 minus the 0..100 integer fullness left after placing (CPU and GPU weighed alike).
-  double score(const NodeView& before, double frag_before, const Choice& c,
-               NodeView& after) const {
+  double score(const NodeView& before, double frag_before, const Choice& c, NodeView& after) const {
     after = before;
     after.cpu_free -= r_.cpu_milli;
     after.memory_free -= r_.memory_mib;
@@ -893,7 +894,8 @@ class Placer {
       after.free[g - node.first_gpu] = static_cast<int16_t>(after.free[g - node.first_gpu] - take);
       after.gpu_free -= take;
     }
-    if (options_.policy == PlacementPolicy::kDefault) return fragmentation(after, mix_) - frag_before;
+    if (options_.policy == PlacementPolicy::kDefault)
+      return fragmentation(after, mix_) - frag_before;
     double left = 0, dims = 0;
     if (after.gpu_total > 0) {
       left += static_cast<double>(after.gpu_free) / static_cast<double>(after.gpu_total);
@@ -994,6 +996,20 @@ class Placer {
       }
       if (best.node >= 0) return placement_of(best, mask);
     }
+    if (r_.tier == Tier::kDedicatedGpu && !r_.cpu_only()) {
+      std::string reasons;
+      for (int16_t m : models) {
+        model_ = m;
+        if (!reasons.empty()) reasons += "; ";
+        reasons +=
+            fmt::format("no schedulable {} node in {} with {} free whole GPU(s); best has {}",
+                        model_name(), where(), r_.count, best_available());
+        if (r_.needs_node_resources()) {
+          reasons += fmt::format(" (and {} milli-CPU, {} MiB free)", r_.cpu_milli, r_.memory_mib);
+        }
+      }
+      if (!reasons.empty()) return fail(Error::conflict(std::move(reasons)));
+    }
     std::string what;
     if (r_.cpu_only()) {
       what = fmt::format("{} milli-CPU and {} MiB", r_.cpu_milli, r_.memory_mib);
@@ -1034,7 +1050,8 @@ class Placer {
     for (int32_t g : c.gpus) {
       const ClusterState::Gpu& gpu = s_.gpus_[g];
       if (gpu.mode != want) p.mode_changes.push_back({g, gpu.uuid, gpu.mode, want});
-      p.gpus.push_back({g, node.id, gpu.uuid, std::nullopt, r_.tier == Tier::kShared ? r_.milli : 0});
+      p.gpus.push_back(
+          {g, node.id, gpu.uuid, std::nullopt, r_.tier == Tier::kShared ? r_.milli : 0});
     }
     return p;
   }
@@ -1045,7 +1062,7 @@ class Placer {
   mutable Mix mix_;
   int32_t tenant_ = -1;
   std::vector<int32_t> domains_;
-  int16_t model_ = 0;
+  mutable int16_t model_ = 0;
   mutable int8_t table_ = -1;
   mutable int profile_ = 0;
 };
@@ -1060,7 +1077,8 @@ Result<Placement> place(const ClusterState& state, const Request& request,
     return fail(Error::invalid("count must be at least 1"));
   }
   if (request.tier == Tier::kShared && (request.milli < 1 || request.milli > 1000)) {
-    return fail(Error::invalid(fmt::format("milli must be 1..1000 per share; got {}", request.milli)));
+    return fail(
+        Error::invalid(fmt::format("milli must be 1..1000 per share; got {}", request.milli)));
   }
   if (options.max_scored_nodes < 0) return fail(Error::invalid("max_scored_nodes is negative"));
   return Placer(state, request, options).run();

@@ -16,9 +16,8 @@ std::vector<const TracePod*> protocol_order(const std::vector<TracePod>& pods,
   std::vector<const TracePod*> order;
   order.reserve(pods.size());
   for (const TracePod& p : pods) order.push_back(&p);
-  std::ranges::stable_sort(order, [](const TracePod* a, const TracePod* b) {
-    return a->name < b->name;
-  });
+  std::ranges::stable_sort(order,
+                           [](const TracePod* a, const TracePod* b) { return a->name < b->name; });
   // Fisher-Yates with our own index draws, so the order does not depend on the standard
   // library's shuffle.
   std::mt19937_64 rng(o.seed);
@@ -31,9 +30,8 @@ std::vector<const TracePod*> protocol_order(const std::vector<TracePod>& pods,
     // Top up: draw with replacement until the next draw's per-GPU milli would pass the target.
     const std::size_t n = pods.size();
     std::vector<const TracePod*> by_name(order);
-    std::ranges::stable_sort(by_name, [](const TracePod* a, const TracePod* b) {
-      return a->name < b->name;
-    });
+    std::ranges::stable_sort(
+        by_name, [](const TracePod* a, const TracePod* b) { return a->name < b->name; });
     while (true) {
       const TracePod* p = by_name[below(n)];
       if (total + p->gpu_milli > target) break;

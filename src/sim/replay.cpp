@@ -19,9 +19,7 @@ namespace {
 struct Departure {
   int64_t time;
   std::size_t pod;
-  bool operator>(const Departure& o) const {
-    return std::tie(time, pod) > std::tie(o.time, o.pod);
-  }
+  bool operator>(const Departure& o) const { return std::tie(time, pod) > std::tie(o.time, o.pod); }
 };
 
 double percentile(std::vector<double> v, double q) {
@@ -137,9 +135,8 @@ Result<ReplayResult> run_replay(const std::vector<TraceNode>& nodes,
   }
   std::size_t next = 0;
   while (next < arrivals.size() || !departures.empty()) {
-    const int64_t arrive_at = next < arrivals.size()
-                                  ? *pods[arrivals[next]].creation_time
-                                  : std::numeric_limits<int64_t>::max();
+    const int64_t arrive_at = next < arrivals.size() ? *pods[arrivals[next]].creation_time
+                                                     : std::numeric_limits<int64_t>::max();
     if (!departures.empty() && departures.top().time <= arrive_at) {
       // Departures first at equal times: what leaves makes room for what arrives.
       const int64_t t = departures.top().time;
@@ -199,7 +196,8 @@ Result<ReplayResult> run_replay(const std::vector<TraceNode>& nodes,
   for (auto& [name, t] : tenants) {
     if (t.placed > 0) t.mean_wait_s /= static_cast<double>(t.placed);
     if (t.demand_milli_s > 0) {
-      const double x = static_cast<double>(t.received_milli_s) / static_cast<double>(t.demand_milli_s);
+      const double x =
+          static_cast<double>(t.received_milli_s) / static_cast<double>(t.demand_milli_s);
       sum += x;
       sum_sq += x * x;
       ++n;

@@ -81,7 +81,7 @@ struct Sample {
 struct ProtocolResult {
   uint64_t seed = 0;
   std::string policy;
-  int64_t pods = 0;         // submitted after top-up or thinning
+  int64_t pods = 0;  // submitted after top-up or thinning
   int64_t original_pods = 0;
   int64_t failed_pods = 0;  // arrived and never placed
   int64_t failed_gpu_milli = 0;

@@ -14,7 +14,8 @@ namespace {
 
 std::string_view trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -66,16 +67,15 @@ Result<Table> read_table(std::string_view csv, std::string_view source,
       for (std::string_view name : required) {
         if (t.column(name) < 0) {
           return fail(Error::invalid(fmt::format("{}:{}: header lacks column \"{}\" (has: {})",
-                                                 source, line_no, name,
-                                                 fmt::join(t.header, ","))));
+                                                 source, line_no, name, fmt::join(t.header, ","))));
         }
       }
       have_header = true;
       continue;
     }
     if (cells.size() != t.header.size()) {
-      return fail(Error::invalid(fmt::format("{}:{}: {} fields, the header has {}", source,
-                                             line_no, cells.size(), t.header.size())));
+      return fail(Error::invalid(fmt::format("{}:{}: {} fields, the header has {}", source, line_no,
+                                             cells.size(), t.header.size())));
     }
     t.rows.emplace_back(line_no, std::move(cells));
   }
@@ -99,8 +99,8 @@ Result<int64_t> integer(const Table& t, int line, const std::vector<std::string_
         fmt::format("{}:{}: column {}: \"{}\" is not an integer", t.source, line, name, v)));
   }
   if (out < lo || out > hi) {
-    return fail(Error::invalid(fmt::format("{}:{}: column {}: {} is outside {}..{}", t.source,
-                                           line, name, out, lo, hi)));
+    return fail(Error::invalid(
+        fmt::format("{}:{}: column {}: {} is outside {}..{}", t.source, line, name, out, lo, hi)));
   }
   return out;
 }
@@ -133,8 +133,8 @@ Result<std::vector<TraceNode>> parse_nodes(std::string_view csv, std::string_vie
     n.gpus = static_cast<int>(gpus);
     n.model = std::string(text(t, row, "model"));
     if (n.gpus > 0 && n.model.empty()) {
-      return fail(Error::invalid(fmt::format("{}:{}: node {} has {} GPUs but no model", source,
-                                             line, n.name, n.gpus)));
+      return fail(Error::invalid(
+          fmt::format("{}:{}: node {} has {} GPUs but no model", source, line, n.name, n.gpus)));
     }
     out.push_back(std::move(n));
   }
@@ -149,13 +149,15 @@ Result<std::vector<TraceNode>> parse_nodes(std::string_view csv, std::string_vie
 }
 
 Result<std::vector<TracePod>> parse_pods(std::string_view csv, std::string_view source) {
-  Table t = GP_TRY(read_table(csv, source, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}));
+  Table t =
+      GP_TRY(read_table(csv, source, {"name", "cpu_milli", "memory_mib", "num_gpu", "gpu_milli"}));
   std::vector<TracePod> out;
   const bool times = t.column("creation_time") >= 0 && t.column("deletion_time") >= 0;
   for (const auto& [line, row] : t.rows) {
     TracePod p;
     p.name = std::string(text(t, row, "name"));
-    if (p.name.empty()) return fail(Error::invalid(fmt::format("{}:{}: empty pod name", source, line)));
+    if (p.name.empty())
+      return fail(Error::invalid(fmt::format("{}:{}: empty pod name", source, line)));
     p.cpu_milli = GP_TRY(integer(t, line, row, "cpu_milli", 0, kMaxCpuMilli));
     p.memory_mib = GP_TRY(integer(t, line, row, "memory_mib", 0, kMaxMemoryMib));
     const int64_t num_gpu = GP_TRY(integer(t, line, row, "num_gpu", 0, kMaxGpusPerNode));
@@ -163,8 +165,8 @@ Result<std::vector<TracePod>> parse_pods(std::string_view csv, std::string_view 
     p.num_gpu = static_cast<int>(num_gpu);
     p.gpu_milli = static_cast<int>(gpu_milli);
     if (p.num_gpu == 0 && p.gpu_milli != 0) {
-      return fail(Error::invalid(fmt::format(
-          "{}:{}: pod {} asks for {} gpu_milli with num_gpu 0", source, line, p.name, gpu_milli)));
+      return fail(Error::invalid(fmt::format("{}:{}: pod {} asks for {} gpu_milli with num_gpu 0",
+                                             source, line, p.name, gpu_milli)));
     }
     if (p.num_gpu == 1 && p.gpu_milli == 0) {
       return fail(Error::invalid(
@@ -176,8 +178,8 @@ Result<std::vector<TracePod>> parse_pods(std::string_view csv, std::string_view 
           source, line, p.name, p.num_gpu, p.gpu_milli)));
     }
     if (p.num_gpu == 0 && p.cpu_milli == 0 && p.memory_mib == 0) {
-      return fail(Error::invalid(
-          fmt::format("{}:{}: pod {} asks for nothing (no GPU, CPU or memory)", source, line, p.name)));
+      return fail(Error::invalid(fmt::format(
+          "{}:{}: pod {} asks for nothing (no GPU, CPU or memory)", source, line, p.name)));
     }
     for (std::string_view m : split(text(t, row, "gpu_spec"), '|')) {
       if (!m.empty()) p.gpu_spec.emplace_back(m);
@@ -192,8 +194,9 @@ Result<std::vector<TracePod>> parse_pods(std::string_view csv, std::string_view 
       if (created >= 0) p.creation_time = created;
       if (deleted >= 0) p.deletion_time = deleted;
       if (created >= 0 && deleted >= 0 && deleted < created) {
-        return fail(Error::invalid(fmt::format("{}:{}: pod {} is deleted ({}) before it is created ({})",
-                                               source, line, p.name, deleted, created)));
+        return fail(
+            Error::invalid(fmt::format("{}:{}: pod {} is deleted ({}) before it is created ({})",
+                                       source, line, p.name, deleted, created)));
       }
     }
     out.push_back(std::move(p));

@@ -1,6 +1,8 @@
 // The trace-replay module: CSV readers, the FGD paper's protocol arithmetic on hand-made traces
 // with known answers, determinism per seed, the placement policies as their definitions say,
 // and the real openb default trace (one seed, best-fit) against the published figure.
+#include "sim/sim.h"
+
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -8,8 +10,6 @@
 #include <map>
 #include <random>
 #include <set>
-
-#include "sim/sim.h"
 
 namespace gp::sim {
 namespace {
@@ -36,8 +36,9 @@ std::string pod_error(std::string_view csv) {
 // ---- CSV ----
 
 TEST(TraceCsv, ReadsTheOpenbColumns) {
-  const auto nodes = nodes_of("sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n"
-                              "n1,8000,32768,0,\n");
+  const auto nodes = nodes_of(
+      "sn,cpu_milli,memory_mib,gpu,model\nn0,64000,262144,2,P100\n"
+      "n1,8000,32768,0,\n");
   ASSERT_EQ(nodes.size(), 2u);
   EXPECT_EQ(nodes[0].gpus, 2);
   EXPECT_EQ(nodes[0].model, "P100");
@@ -108,8 +109,8 @@ TEST(TraceCsv, PodsMapToTiers) {
 // ---- protocol arithmetic ----
 
 TEST(Protocol, FigureIsTheMeanOfSamplesRoundingToX) {
-  const std::vector<Sample> s = {
-      {99.4, 90}, {99.5, 91}, {100.0, 93}, {100.49, 95}, {100.5, 99}, {129.6, 80}};
+  const std::vector<Sample> s = {{99.4, 90},   {99.5, 91},  {100.0, 93},
+                                 {100.49, 95}, {100.5, 99}, {129.6, 80}};
   EXPECT_DOUBLE_EQ(*figure_at(s, 100), (91 + 93 + 95) / 3.0);
   EXPECT_DOUBLE_EQ(*figure_at(s, 130), 80);
   EXPECT_FALSE(figure_at(s, 50).has_value());
@@ -124,11 +125,13 @@ TEST(Protocol, NeverDepartingPodsOnATinyClusterGiveTheKnownCurve) {
   // Three whole-GPU pods on two GPUs, inflate 1.5: the trace is exactly 150%, the top-up stops
   // at once (150% + 1000 milli > 150%). Samples: (50, 50), (100, 100), (150, 100).
   const auto nodes = nodes_of(kTwoGpus);
-  const auto pods = pods_of("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
-                            "a,1000,1024,1,1000\nb,1000,1024,1,1000\nc,1000,1024,1,1000\n");
+  const auto pods = pods_of(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+      "a,1000,1024,1,1000\nb,1000,1024,1,1000\nc,1000,1024,1,1000\n");
   for (PlacementPolicy policy :
        {PlacementPolicy::kDefault, PlacementPolicy::kBestFit, PlacementPolicy::kRandom}) {
-    auto r = run_protocol(nodes, pods, {.seed = 7, .inflate = 1.5, .policy = policy, .curve = true});
+    auto r =
+        run_protocol(nodes, pods, {.seed = 7, .inflate = 1.5, .policy = policy, .curve = true});
     ASSERT_TRUE(r) << r.error().message;
     EXPECT_EQ(r->pods, 3);
     EXPECT_EQ(r->failed_pods, 1);
@@ -164,8 +167,9 @@ TEST(Protocol, TopUpDrawsUntilTheNextPodWouldPassTheTarget) {
 
 TEST(Protocol, ThinningRemovesPodsUntilTheTotalFits) {
   const auto nodes = nodes_of(kTwoGpus);
-  const auto pods = pods_of("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
-                            "a,1,1,1,1000\nb,1,1,1,500\nc,1,1,1,1000\nd,1,1,0,0\n");
+  const auto pods = pods_of(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+      "a,1,1,1,1000\nb,1,1,1,500\nc,1,1,1,1000\nd,1,1,0,0\n");
   // 2500 milli > 1.0 x 2000: random pods go until the total is at most 2000.
   for (uint64_t seed = 40; seed < 50; ++seed) {
     const auto order = protocol_order(pods, 2000, {.seed = seed, .inflate = 1.0});
@@ -189,8 +193,8 @@ std::pair<std::vector<TraceNode>, std::vector<TracePod>> synthetic(uint64_t seed
   const char* models[] = {"G2", "T4", "P100"};
   for (int i = 0; i < 24; ++i) {
     const int m = i % 3;
-    nodes.push_back({fmt::format("n{:02}", i), m == 1 ? 104000 : 96000, 393216, m == 0 ? 8 : 2,
-                     models[m]});
+    nodes.push_back(
+        {fmt::format("n{:02}", i), m == 1 ? 104000 : 96000, 393216, m == 0 ? 8 : 2, models[m]});
   }
   std::vector<TracePod> pods;
   const int milli[] = {100, 250, 460, 500, 810};
@@ -275,7 +279,11 @@ TEST(Policies, RandomPicksOnlyFeasibleNodesAndAllOfThem) {
   ASSERT_TRUE(held);
   ASSERT_EQ(held->gpus.front().node_id, "n4");
   ASSERT_TRUE(sched::apply(s, *held, "hold"));
-  TracePod pod{.name = "p", .cpu_milli = 2000, .memory_mib = 1024, .num_gpu = 1, .gpu_milli = 300,
+  TracePod pod{.name = "p",
+               .cpu_milli = 2000,
+               .memory_mib = 1024,
+               .num_gpu = 1,
+               .gpu_milli = 300,
                .gpu_spec = {"T4"}};
   std::map<std::string, int> nodes_hit;
   std::set<int32_t> gpus_hit;
@@ -292,8 +300,9 @@ TEST(Policies, RandomPicksOnlyFeasibleNodesAndAllOfThem) {
 }
 
 TEST(Policies, BestFitPicksTheTightestNodeAndGpu) {
-  const auto nodes = nodes_of("sn,cpu_milli,memory_mib,gpu,model\nbig,64000,65536,4,T4\n"
-                              "small,16000,65536,2,T4\n");
+  const auto nodes = nodes_of(
+      "sn,cpu_milli,memory_mib,gpu,model\nbig,64000,65536,4,T4\n"
+      "small,16000,65536,2,T4\n");
   sched::ClusterState s = state_of(nodes);
   TracePod share{.name = "s", .cpu_milli = 1000, .memory_mib = 1, .num_gpu = 1, .gpu_milli = 600};
   auto first = sched::place(s, request_of(share), {.policy = PlacementPolicy::kBestFit});
@@ -316,25 +325,33 @@ TEST(Policies, BestFitPicksTheTightestNodeAndGpu) {
 TEST(Policies, DefaultKeepsWholeGpusAndCpuForTheMix) {
   // Two identical 2-GPU nodes; one GPU of `a` already holds a 500 share. A 400 share goes beside
   // it rather than breaking a whole GPU the mix's whole-GPU pods need.
-  const auto nodes = nodes_of("sn,cpu_milli,memory_mib,gpu,model\na,32000,65536,2,T4\n"
-                              "b,32000,65536,2,T4\n");
+  const auto nodes = nodes_of(
+      "sn,cpu_milli,memory_mib,gpu,model\na,32000,65536,2,T4\n"
+      "b,32000,65536,2,T4\n");
   sched::ClusterState s = state_of(nodes);
-  const auto mix_pods = pods_of("name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
-                                "w,4000,1024,1,1000\ns,4000,1024,1,400\n");
+  const auto mix_pods = pods_of(
+      "name,cpu_milli,memory_mib,num_gpu,gpu_milli\n"
+      "w,4000,1024,1,1000\ns,4000,1024,1,400\n");
   const auto mix = workload_of(mix_pods, s);
   TracePod half{.name = "h", .cpu_milli = 4000, .memory_mib = 1024, .num_gpu = 1, .gpu_milli = 500};
   auto p = sched::place(s, request_of(half), {.workload = &mix});
   ASSERT_TRUE(p);
   ASSERT_TRUE(sched::apply(s, *p, "h"));
-  TracePod share{.name = "s", .cpu_milli = 4000, .memory_mib = 1024, .num_gpu = 1, .gpu_milli = 400};
+  TracePod share{
+      .name = "s", .cpu_milli = 4000, .memory_mib = 1024, .num_gpu = 1, .gpu_milli = 400};
   auto q = sched::place(s, request_of(share), {.workload = &mix});
   ASSERT_TRUE(q);
   EXPECT_EQ(q->gpus.front().gpu, p->gpus.front().gpu);
   // A CPU-only pod goes where its CPU strands no free GPU: node `c` has CPU and no free GPU.
-  const auto nodes2 = nodes_of("sn,cpu_milli,memory_mib,gpu,model\nfull,64000,65536,1,T4\n"
-                               "free,24000,65536,2,T4\n");
+  const auto nodes2 = nodes_of(
+      "sn,cpu_milli,memory_mib,gpu,model\nfull,64000,65536,1,T4\n"
+      "free,24000,65536,2,T4\n");
   sched::ClusterState s2 = state_of(nodes2);
-  TracePod whole{.name = "w", .cpu_milli = 4000, .memory_mib = 1, .num_gpu = 1, .gpu_milli = 1000,
+  TracePod whole{.name = "w",
+                 .cpu_milli = 4000,
+                 .memory_mib = 1,
+                 .num_gpu = 1,
+                 .gpu_milli = 1000,
                  .gpu_spec = {"T4"}};
   sched::Request on_full = request_of(whole);
   auto w = sched::place(s2, on_full, {.policy = PlacementPolicy::kBestFit});
