@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
   for (const sim::PublishedRow& row : sim::published_openb()) traces.emplace_back(row.trace);
   std::vector<std::string> policies = {"default", "best-fit", "random"};
   uint64_t first_seed = 42, last_seed = 51;
-  int max_scored = 256;
+  int max_scored = sched::PlaceOptions{}.max_scored_nodes;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--data")

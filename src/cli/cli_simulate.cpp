@@ -26,7 +26,7 @@ struct SimulateOptions {
   std::string output = "table";
   bool compare = false;
   bool live_mix = false;
-  int max_scored = 256;
+  int max_scored = sched::PlaceOptions{}.max_scored_nodes;
   std::string svg;
 };
 

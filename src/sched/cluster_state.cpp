@@ -226,11 +226,38 @@ const Allocation* ClusterState::find(std::string_view allocation_id) const {
   return it == alloc_ids_.end() ? nullptr : &allocs_[it->second];
 }
 
+int16_t ClusterState::free_milli(const Gpu& g) {
+  if (!g.healthy) return 0;
+  switch (g.mode) {
+    case GpuMode::kWhole:
+      return g.whole_owner < 0 ? 1000 : 0;
+    case GpuMode::kTimeSliced:
+      return static_cast<int16_t>(1000 - g.milli_used);
+    default:
+      return g.mig_owned == 0 ? 1000 : 0;
+  }
+}
+
+namespace {
+
+uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
 void ClusterState::recount_node(int32_t n) {
   Node& node = nodes_[n];
   for (NodeModel& m : node.models) m.gpus = m.free_whole = m.convertible = 0;
+  // The GPUs enter the digest as a sum of mixed terms, so their order does not matter.
+  uint64_t gpu_sum = 0;
   for (int32_t g = node.first_gpu; g < node.first_gpu + node.gpu_count; ++g) {
     const Gpu& gpu = gpus_[g];
+    gpu_sum +=
+        mix64(static_cast<uint64_t>(gpu.model) << 16 | static_cast<uint16_t>(free_milli(gpu)));
     if (!gpu.healthy) continue;
     NodeModel* m = nullptr;
     for (NodeModel& entry : node.models) {
@@ -244,6 +271,9 @@ void ClusterState::recount_node(int32_t n) {
       ++m->convertible;
     }
   }
+  node.offer_digest = mix64(mix64(static_cast<uint64_t>(node.cpu_total - node.cpu_used)) ^
+                            mix64(static_cast<uint64_t>(node.memory_total - node.memory_used)) ^
+                            gpu_sum ^ static_cast<uint64_t>(node.gpu_count));
 }
 
 ClusterState::NodeModel& ClusterState::node_model(int32_t node, int16_t model) {

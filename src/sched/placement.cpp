@@ -24,17 +24,7 @@ struct NodeView {
   std::vector<int16_t> model, free;
 };
 
-int16_t gpu_free(const ClusterState::Gpu& g) {
-  if (!g.healthy) return 0;
-  switch (g.mode) {
-    case GpuMode::kWhole:
-      return g.whole_owner < 0 ? 1000 : 0;
-    case GpuMode::kTimeSliced:
-      return static_cast<int16_t>(1000 - g.milli_used);
-    default:
-      return g.mig_owned == 0 ? 1000 : 0;
-  }
-}
+int16_t gpu_free(const ClusterState::Gpu& g) { return ClusterState::free_milli(g); }
 
 void view_of(const ClusterState& s, int32_t n, NodeView& v) {
   const ClusterState::Node& node = s.nodes()[n];
@@ -71,7 +61,37 @@ struct Mix {
   // Weight of the stranded term in fragmentation(): 1 for the default policy, 0 for the FGD
   // paper's measure (the reported frag figure).
   double stranded_weight = 1;
+  // Per GPU model (ClusterState::models() order): the share of the model's capacity that the
+  // mix's model-restricted shapes would use if the fleet were filled with the mix, 0..1. Their
+  // demand is spread over the models each allows in proportion to capacity.
+  std::vector<double> pressure;
 };
+
+// Mix::pressure from the fleet's GPUs of each model (milli).
+void model_pressure(const std::vector<double>& capacity, Mix& m) {
+  m.pressure.assign(capacity.size(), 0);
+  double cap_total = 0, demand_total = 0;
+  for (double c : capacity) cap_total += c;
+  for (const MixGroup& g : m.groups) demand_total += g.weight * g.gpus * g.milli;
+  if (cap_total <= 0 || demand_total <= 0) return;
+  for (const MixGroup& g : m.groups) {
+    if (g.mask == 0 || g.gpus == 0) continue;
+    double cap_mask = 0;
+    for (std::size_t i = 0; i < capacity.size() && i < 64; ++i) {
+      if (g.mask >> i & 1) cap_mask += capacity[i];
+    }
+    if (cap_mask <= 0) continue;
+    const double demand = g.weight * g.gpus * g.milli / cap_mask;
+    for (std::size_t i = 0; i < capacity.size() && i < 64; ++i) {
+      if (g.mask >> i & 1) m.pressure[i] += demand * capacity[i];
+    }
+  }
+  for (std::size_t i = 0; i < capacity.size(); ++i) {
+    if (capacity[i] <= 0) continue;
+    // (restricted demand on the model / all demand) / (model's capacity / all capacity)
+    m.pressure[i] = std::min(1.0, m.pressure[i] / demand_total * cap_total / capacity[i]);
+  }
+}
 
 // Groups `mix` (plus one extra shape when given) in shape order.
 void group_mix(const std::map<ClusterState::Shape, int64_t>& mix, const ClusterState::Shape* extra,
@@ -119,12 +139,26 @@ void group_mix(const std::map<ClusterState::Shape, int64_t>& mix, const ClusterS
   }
 }
 
+// The weight of each group's members whose CPU and memory fit in what a node has free. It
+// depends only on the node's free CPU and memory, so one node's choices share it.
+void fit_weights(int64_t cpu_free, int64_t memory_free, const Mix& m, std::vector<double>& out) {
+  out.assign(m.groups.size(), 0);
+  for (std::size_t i = 0; i < m.groups.size(); ++i) {
+    double fit = 0;
+    for (const auto& [cpu, memory, w] : m.groups[i].members) {
+      if (cpu <= cpu_free && memory <= memory_free) fit += w;
+    }
+    out[i] = fit;
+  }
+}
+
 // Expected GPU milli of the node that the mix could not use (the FGD paper's node
 // fragmentation): for each shape, all free milli when the shape cannot run on the node (CPU,
 // memory, model or GPUs), else the free milli on GPUs too small for it. A CPU-only shape
 // strands the node's free GPUs only where it cannot fit. With stranded_weight, plus the free
 // milli the node's CPU or memory could not feed at the mix's CPU (memory) per milli-GPU.
-double fragmentation(const NodeView& v, const Mix& m) {
+// `fit` is fit_weights() of the node's free CPU and memory.
+double fragmentation(const NodeView& v, const Mix& m, const std::vector<double>& fit) {
   double f = 0;
   if (m.stranded_weight > 0) {
     // Free GPU milli the node's CPU (memory) could not feed at the mix's CPU (memory) per milli.
@@ -139,7 +173,8 @@ double fragmentation(const NodeView& v, const Mix& m) {
     }
     f += m.stranded_weight * stranded;
   }
-  for (const MixGroup& group : m.groups) {
+  for (std::size_t gi = 0; gi < m.groups.size(); ++gi) {
+    const MixGroup& group = m.groups[gi];
     int64_t usable = 0;
     int full = 0;
     int16_t best = 0;
@@ -163,12 +198,8 @@ double fragmentation(const NodeView& v, const Mix& m) {
       f += group.weight * static_cast<double>(v.gpu_free);
       continue;
     }
-    double fit = 0;
-    for (const auto& [cpu, memory, w] : group.members) {
-      if (cpu <= v.cpu_free && memory <= v.memory_free) fit += w;
-    }
-    f += fit * static_cast<double>(v.gpu_free - usable) +
-         (group.weight - fit) * static_cast<double>(v.gpu_free);
+    f += fit[gi] * static_cast<double>(v.gpu_free - usable) +
+         (group.weight - fit[gi]) * static_cast<double>(v.gpu_free);
   }
   return f;
 }
@@ -741,6 +772,12 @@ class Placer {
     }
     group_mix(options_.workload != nullptr ? *options_.workload : s_.mix_,
               options_.workload != nullptr ? nullptr : &self, mix_);
+    capacity_.assign(s_.models_.size(), 0);
+    for (std::size_t m = 0; m < s_.models_.size(); ++m) {
+      if (auto it = s_.limits_.models.find(s_.models_[m]); it != s_.limits_.models.end())
+        capacity_[m] = 1000.0 * static_cast<double>(it->second.total_gpus);
+    }
+    model_pressure(capacity_, mix_);
   }
 
   uint64_t model_mask() const {
@@ -812,10 +849,12 @@ class Placer {
   }
 
   // Candidate nodes of one pool domain, in the best-fit order of the free-capacity indexes
-  // (fullest first), each once; stops after `limit` (0 = all).
+  // (fullest first), each once. The allowed models come in groups, each walked in full before
+  // the next; within a group they are interleaved level by level, so a cap on the nodes looked
+  // at does not favour the model that happens to come first.
   template <typename Visit>
-  void candidate_nodes(int32_t d, const std::vector<int16_t>& models, std::vector<char>& seen,
-                       Visit&& visit) const {
+  void candidate_nodes(int32_t d, const std::vector<std::vector<int16_t>>& model_groups,
+                       std::vector<char>& seen, Visit&& visit) const {
     auto offer = [&](int32_t n) -> bool {  // false: stop
       if (seen[n]) return true;
       seen[n] = 1;
@@ -823,56 +862,74 @@ class Placer {
       return visit(n);
     };
     if (r_.cpu_only()) {
+      // Nodes with the fewest idle GPUs first: CPU and memory taken there strand the least GPU
+      // capacity. One counting pass over the domain's nodes.
+      std::vector<std::vector<int32_t>> by_idle;
       for (int32_t n = 0; n < static_cast<int32_t>(s_.nodes_.size()); ++n) {
-        if (s_.nodes_[n].domain == d && !offer(n)) return;
+        const ClusterState::Node& node = s_.nodes_[n];
+        if (node.domain != d || !node.schedulable) continue;
+        std::size_t idle_gpus = 0;
+        for (const ClusterState::NodeModel& e : node.models) {
+          idle_gpus += static_cast<std::size_t>(e.free_whole + e.convertible);
+        }
+        if (by_idle.size() <= idle_gpus) by_idle.resize(idle_gpus + 1);
+        by_idle[idle_gpus].push_back(n);
+      }
+      for (const std::vector<int32_t>& nodes : by_idle) {
+        for (int32_t n : nodes) {
+          if (!offer(n)) return;
+        }
       }
       return;
     }
-    for (int16_t m : models) {
-      const detail::Segment& seg = s_.segment(d, m);
-      if (r_.tier == Tier::kShared) {
-        const int top =
-            std::min(static_cast<int>(seg.shared.lists.size()) - 1, (1000 - r_.milli) / 100);
-        for (int k = top; k >= 0; --k) {
-          for (int32_t g : seg.shared.lists[k]) {
-            if (s_.gpus_[g].milli_used + r_.milli <= 1000 && !offer(s_.gpus_[g].node)) return;
-          }
-        }
-        for (std::size_t k = 1; k < seg.whole.lists.size(); ++k) {
-          for (int32_t n : seg.whole.lists[k]) {
-            if (!offer(n)) return;
-          }
-        }
-        for (int32_t g : seg.idle.lists[0]) {
-          if (!offer(s_.gpus_[g].node)) return;
-        }
-      } else {
-        for (auto which : {&detail::Segment::whole, &detail::Segment::avail}) {
-          const detail::Buckets& b = seg.*which;
-          for (std::size_t k = r_.count; k < b.lists.size(); ++k) {
-            for (int32_t n : b.lists[k]) {
-              if (!offer(n)) return;
-            }
-          }
-        }
-      }
+    // Each group of models in turn, its models interleaved level by level.
+    for (const std::vector<int16_t>& group : model_groups) {
+      if (!walk_models(d, group, offer)) return;
     }
   }
 
-  // 64-bit digest of a node view, independent of GPU order.
-  static uint64_t signature(const NodeView& v) {
-    std::array<uint32_t, 64> gpus{};
-    const std::size_t n = std::min<std::size_t>(v.free.size(), gpus.size());
-    for (std::size_t i = 0; i < n; ++i) {
-      gpus[i] = static_cast<uint32_t>(v.model[i]) << 16 | static_cast<uint16_t>(v.free[i]);
+  // The GPU indexes of one domain for the request, over `models`; false when offer() stopped.
+  template <typename Offer>
+  bool walk_models(int32_t d, const std::vector<int16_t>& models, Offer& offer) const {
+    // Nodes of a node index from bucket `from` up (fewest free GPUs first), models interleaved.
+    auto each_level = [&](detail::Buckets detail::Segment::*which, std::size_t from) -> bool {
+      std::size_t levels = 0;
+      for (int16_t m : models) levels = std::max(levels, (s_.segment(d, m).*which).lists.size());
+      for (std::size_t k = from; k < levels; ++k) {
+        for (int16_t m : models) {
+          const detail::Buckets& b = s_.segment(d, m).*which;
+          if (k >= b.lists.size()) continue;
+          for (int32_t n : b.lists[k]) {
+            if (!offer(n)) return false;
+          }
+        }
+      }
+      return true;
+    };
+    if (r_.tier == Tier::kShared) {
+      // Time-sliced GPUs the share fits on, fullest first (bucket = used milli / 100).
+      const int top = (1000 - r_.milli) / 100;
+      for (int k = top; k >= 0; --k) {
+        for (int16_t m : models) {
+          const detail::Buckets& b = s_.segment(d, m).shared;
+          if (k >= static_cast<int>(b.lists.size())) continue;
+          for (int32_t g : b.lists[k]) {
+            if (s_.gpus_[g].milli_used + r_.milli <= 1000 && !offer(s_.gpus_[g].node)) return false;
+          }
+        }
+      }
+      if (!each_level(&detail::Segment::whole, 1)) return false;
+      for (int16_t m : models) {
+        for (int32_t g : s_.segment(d, m).idle.lists[0]) {
+          if (!offer(s_.gpus_[g].node)) return false;
+        }
+      }
+      return true;
     }
-    std::sort(gpus.begin(), gpus.begin() + static_cast<std::ptrdiff_t>(n));
-    uint64_t h =
-        mix64(static_cast<uint64_t>(v.cpu_free) ^ mix64(static_cast<uint64_t>(v.memory_free)));
-    h = mix64(h ^ v.free.size());
-    for (std::size_t i = 0; i < n; ++i) h = mix64(h ^ gpus[i]);
-    for (std::size_t i = n; i < v.free.size(); ++i) h = mix64(h ^ static_cast<uint64_t>(v.free[i]));
-    return h;
+    for (auto which : {&detail::Segment::whole, &detail::Segment::avail}) {
+      if (!each_level(which, static_cast<std::size_t>(r_.count))) return false;
+    }
+    return true;
   }
 
   static uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
@@ -884,7 +941,8 @@ class Placer {
 
   // A choice's score; lower is better. Default: the increase in node fragmentation; best-fit:
   // 100 minus the 0..100 integer fullness left after placing (CPU and GPU weighed alike).
-  double score(const NodeView& before, double frag_before, const Choice& c, NodeView& after) const {
+  double score(const NodeView& before, double frag_before, const std::vector<double>& fit_after,
+               const Choice& c, NodeView& after) const {
     after = before;
     after.cpu_free -= r_.cpu_milli;
     after.memory_free -= r_.memory_mib;
@@ -894,8 +952,15 @@ class Placer {
       after.free[g - node.first_gpu] = static_cast<int16_t>(after.free[g - node.first_gpu] - take);
       after.gpu_free -= take;
     }
-    if (options_.policy == PlacementPolicy::kDefault)
-      return fragmentation(after, mix_) - frag_before;
+    if (options_.policy == PlacementPolicy::kDefault) {
+      // The fragmentation it adds, plus the capacity it takes that model-restricted requests of
+      // the mix are expected to need (both in milli-GPU).
+      double reserved = 0;
+      for (int32_t g : c.gpus) {
+        reserved += (r_.tier == Tier::kShared ? r_.milli : 1000) * mix_.pressure[s_.gpus_[g].model];
+      }
+      return fragmentation(after, mix_, fit_after) - frag_before + reserved;
+    }
     double left = 0, dims = 0;
     if (after.gpu_total > 0) {
       left += static_cast<double>(after.gpu_free) / static_cast<double>(after.gpu_total);
@@ -911,20 +976,47 @@ class Placer {
 
   Result<Placement> place_scored(const std::vector<int16_t>& models) const {
     const uint64_t mask = model_mask();
-    if (options_.policy == PlacementPolicy::kDefault) build_mix();
+    // Default: models grouped by Mix::pressure, the least needed by the mix's restricted
+    // requests first, so a capped walk reaches the nodes where the request costs them least.
+    // Other policies (and a mix without restricted requests): one group.
+    std::vector<std::vector<int16_t>> walk;
+    if (options_.policy == PlacementPolicy::kDefault) {
+      build_mix();
+      std::vector<int16_t> order(models);
+      std::ranges::stable_sort(
+          order, [&](int16_t a, int16_t b) { return mix_.pressure[a] < mix_.pressure[b]; });
+      for (int16_t m : order) {
+        if (walk.empty() || mix_.pressure[walk.back().front()] != mix_.pressure[m])
+          walk.emplace_back();
+        walk.back().push_back(m);
+      }
+    } else {
+      walk.push_back(models);
+    }
     std::vector<char> seen(s_.nodes_.size(), 0);
     std::vector<Choice> choices;
     NodeView before, after;
+    std::vector<double> fit_before, fit_after;
+    int visited = 0;
     for (int32_t d : domains_) {
       Choice best;
       double best_score = 0;
       uint64_t best_tie = 0;
       std::vector<int32_t> feasible;  // random: every feasible node
-      std::unordered_set<uint64_t> signatures;
+      std::unordered_set<uint64_t> digests;
       int scored = 0;
       const int limit =
           options_.policy == PlacementPolicy::kDefault ? options_.max_scored_nodes : 0;
-      candidate_nodes(d, models, seen, [&](int32_t n) {
+      // Nodes looked at (scored or skipped as identical) are capped too, at four times the
+      // scored cap, so a fleet of many identical nodes does not make a decision walk them all.
+      candidate_nodes(d, walk, seen, [&](int32_t n) {
+        if (limit > 0 && ++visited > 4 * limit) return false;
+        // A node identical in what it offers to one already looked at scores alike: skip it
+        // (the first, earlier in best-fit order, keeps the tie). It does not count as scored.
+        if (options_.policy == PlacementPolicy::kDefault &&
+            !digests.insert(s_.nodes_[n].offer_digest).second)
+          return true;
+        if (options_.policy != PlacementPolicy::kRandom) view_of(s_, n, before);
         choices.clear();
         choices_on(n, mask, choices);
         if (choices.empty()) return true;
@@ -932,18 +1024,17 @@ class Placer {
           feasible.push_back(n);
           return true;
         }
-        view_of(s_, n, before);
+        double frag_before = 0;
         if (options_.policy == PlacementPolicy::kDefault) {
-          // A node identical in what it offers to one already scored scores alike: skip it
-          // (the first, earlier in best-fit order, keeps the tie). It does not count as scored.
-          if (!signatures.insert(signature(before)).second) return true;
+          fit_weights(before.cpu_free, before.memory_free, mix_, fit_before);
+          frag_before = fragmentation(before, mix_, fit_before);
+          fit_weights(before.cpu_free - r_.cpu_milli, before.memory_free - r_.memory_mib, mix_,
+                      fit_after);
         }
-        const double frag_before =
-            options_.policy == PlacementPolicy::kDefault ? fragmentation(before, mix_) : 0;
         const uint64_t tie =
             options_.policy == PlacementPolicy::kBestFit ? mix64(options_.seed ^ mix64(n)) : 0;
         for (Choice& c : choices) {
-          const double sc = score(before, frag_before, c, after);
+          const double sc = score(before, frag_before, fit_after, c, after);
           // Default: strictly better wins, so ties keep the best-fit index order.
           constexpr double kEps = 1e-9;
           if (best.node < 0 || sc < best_score - kEps ||
@@ -1060,6 +1151,7 @@ class Placer {
   const Request& r_;
   const PlaceOptions& options_;
   mutable Mix mix_;
+  mutable std::vector<double> capacity_;
   int32_t tenant_ = -1;
   std::vector<int32_t> domains_;
   mutable int16_t model_ = 0;
@@ -1090,11 +1182,13 @@ double fragmentation_milli(const ClusterState& state,
   group_mix(mix, nullptr, groups);
   groups.stranded_weight = 0;  // the FGD paper's measure only
   NodeView view;
+  std::vector<double> fit;
   double total = 0;
   for (int32_t n = 0; n < static_cast<int32_t>(state.nodes().size()); ++n) {
     if (!state.nodes()[n].schedulable) continue;
     view_of(state, n, view);
-    total += fragmentation(view, groups);
+    fit_weights(view.cpu_free, view.memory_free, groups, fit);
+    total += fragmentation(view, groups, fit);
   }
   return total;
 }

@@ -204,8 +204,9 @@ struct PlaceOptions {
   uint64_t seed = 0;  // fixes the tie order between equally scored nodes (best-fit)
   uint64_t draw = 0;  // this decision's random number (random policy); the caller's stream
   // Nodes the default policy scores at most per decision, taken in best-fit order from the
-  // free-capacity indexes; 0 = every feasible node. Bounds the decision time on large fleets.
-  int max_scored_nodes = 256;
+  // free-capacity indexes (and four times as many looked at, identical ones skipped); 0 = every
+  // feasible node. Bounds the decision time on large fleets.
+  int max_scored_nodes = 16;
   // The workload mix (shape -> weight) the default policy keeps room for; null = the running
   // allocations plus the request. A simulator that knows the trace passes its mix.
   const std::map<ClusterStateShape, int64_t>* workload = nullptr;
@@ -243,6 +244,10 @@ class ClusterState {
     std::vector<NodeModel> models;
     int64_t cpu_total = 0, cpu_used = 0;  // cpu_total 0: not tracked
     int64_t memory_total = 0, memory_used = 0;
+    // Digest of what the node offers (free CPU and memory, each healthy GPU's model and free
+    // milli, in any order), kept by every change: placement skips nodes identical to one it
+    // has already looked at without reading their GPUs.
+    uint64_t offer_digest = 0;
     bool fits(int64_t cpu, int64_t memory) const {
       return (cpu_total == 0 || cpu_used + cpu <= cpu_total) &&
              (memory_total == 0 || memory_used + memory <= memory_total);
@@ -267,6 +272,10 @@ class ClusterState {
     int32_t shared_pos = -1, idle_pos = -1;
     int8_t shared_bucket = -1, idle_bucket = -1;
   };
+
+  // Milli-GPU a GPU offers to one share or whole-GPU request: 1000 when idle (an idle GPU of
+  // any mode converts), 1000 - used for a time-sliced GPU, else 0.
+  static int16_t free_milli(const Gpu& g);
 
   // Validates the specs (unique ids and UUIDs, catalogs for MIG GPUs, valid layouts).
   static Result<ClusterState> build(std::vector<NodeSpec> nodes);

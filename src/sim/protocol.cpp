@@ -130,8 +130,12 @@ Result<ProtocolResult> run_protocol(const std::vector<TraceNode>& nodes,
       ++r.failed_pods;
       r.failed_gpu_milli += pod.gpu_request();
       if (static_cast<double>(arrived) <= cap) {
-        ++r.failed_by_shape[pod.num_gpu == 0 ? std::string("cpu")
-                                             : fmt::format("{}x{}m", pod.num_gpu, pod.gpu_milli)];
+        std::string key = pod.num_gpu == 0 ? std::string("cpu")
+                                           : fmt::format("{}x{}m", pod.num_gpu, pod.gpu_milli);
+        for (std::size_t k = 0; k < pod.gpu_spec.size(); ++k) {
+          key += (k == 0 ? "[" : "|") + pod.gpu_spec[k] + (k + 1 == pod.gpu_spec.size() ? "]" : "");
+        }
+        ++r.failed_by_shape[key];
       }
     }
     const Sample s{100.0 * static_cast<double>(arrived) / cap,

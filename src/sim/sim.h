@@ -67,8 +67,8 @@ struct ProtocolOptions {
   uint64_t seed = 42;
   double inflate = 1.3;  // arrived GPU request target, as a multiple of capacity
   sched::PlacementPolicy policy = sched::PlacementPolicy::kDefault;
-  int max_scored_nodes = 256;  // sched::PlaceOptions::max_scored_nodes
-  bool curve = false;          // keep every sample in the result
+  int max_scored_nodes = sched::PlaceOptions{}.max_scored_nodes;  // the server's budget
+  bool curve = false;                                             // keep every sample in the result
   // Default policy: keep room for the whole trace's mix (as FGD does) rather than for the
   // running allocations only.
   bool trace_mix = true;
@@ -130,7 +130,7 @@ const PublishedRow* published_for(std::string_view trace);  // by trace name, e.
 struct ReplayOptions {
   sched::PlacementPolicy policy = sched::PlacementPolicy::kDefault;
   uint64_t seed = 42;
-  int max_scored_nodes = 256;
+  int max_scored_nodes = sched::PlaceOptions{}.max_scored_nodes;
   int timeline_points = 100;  // allocation-over-time samples in the result
 };
 
