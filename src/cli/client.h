@@ -47,5 +47,7 @@ void add_fleet_commands(CLI::App& app, ClientConfig& c, int* rc);
 void add_alloc_commands(CLI::App& app, ClientConfig& c, int* rc);
 // storage audit (cli_storage.cpp).
 void add_storage_commands(CLI::App& app, ClientConfig& c, int* rc);
+// simulate: offline trace replay through the placement engine (cli_simulate.cpp).
+void add_simulate_command(CLI::App& app, int* rc);
 
 }  // namespace gp::cli

@@ -67,6 +67,12 @@ Result<ClusterState> ClusterState::build(std::vector<NodeSpec> specs) {
       if (std::ranges::find(pools, pool) == pools.end()) pools.push_back(std::move(pool));
     }
     node.schedulable = spec.schedulable;
+    if (spec.cpu_milli < 0 || spec.memory_mib < 0) {
+      return fail(
+          Error::invalid(fmt::format("node {}: negative cpu_milli or memory_mib", spec.id)));
+    }
+    node.cpu_total = spec.cpu_milli;
+    node.memory_total = spec.memory_mib;
     node.rack = intern(s.rack_names_, rack_ids, spec.rack);
     node.nvlink = intern(s.nvlink_names_, nvlink_ids, spec.nvlink_domain);
     node.first_gpu = static_cast<int32_t>(s.gpus_.size());
@@ -220,11 +226,38 @@ const Allocation* ClusterState::find(std::string_view allocation_id) const {
   return it == alloc_ids_.end() ? nullptr : &allocs_[it->second];
 }
 
+int16_t ClusterState::free_milli(const Gpu& g) {
+  if (!g.healthy) return 0;
+  switch (g.mode) {
+    case GpuMode::kWhole:
+      return g.whole_owner < 0 ? 1000 : 0;
+    case GpuMode::kTimeSliced:
+      return static_cast<int16_t>(1000 - g.milli_used);
+    default:
+      return g.mig_owned == 0 ? 1000 : 0;
+  }
+}
+
+namespace {
+
+uint64_t mix64(uint64_t x) {  // splitmix64 finalizer
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+}  // namespace
+
 void ClusterState::recount_node(int32_t n) {
   Node& node = nodes_[n];
   for (NodeModel& m : node.models) m.gpus = m.free_whole = m.convertible = 0;
+  // The GPUs enter the digest as a sum of mixed terms, so their order does not matter.
+  uint64_t gpu_sum = 0;
   for (int32_t g = node.first_gpu; g < node.first_gpu + node.gpu_count; ++g) {
     const Gpu& gpu = gpus_[g];
+    gpu_sum +=
+        mix64(static_cast<uint64_t>(gpu.model) << 16 | static_cast<uint16_t>(free_milli(gpu)));
     if (!gpu.healthy) continue;
     NodeModel* m = nullptr;
     for (NodeModel& entry : node.models) {
@@ -238,6 +271,9 @@ void ClusterState::recount_node(int32_t n) {
       ++m->convertible;
     }
   }
+  node.offer_digest = mix64(mix64(static_cast<uint64_t>(node.cpu_total - node.cpu_used)) ^
+                            mix64(static_cast<uint64_t>(node.memory_total - node.memory_used)) ^
+                            gpu_sum ^ static_cast<uint64_t>(node.gpu_count));
 }
 
 ClusterState::NodeModel& ClusterState::node_model(int32_t node, int16_t model) {
@@ -412,6 +448,25 @@ int64_t ClusterState::memory_bytes() const {
   return bytes;
 }
 
+void ClusterState::count_shape(const Placement& p, int delta) {
+  Shape shape{.cpu_milli = p.cpu_milli, .memory_mib = p.memory_mib, .model_mask = p.model_mask};
+  if (p.gpus.empty() && p.node_slots.empty()) {
+    if (p.host < 0) return;  // nothing held
+  } else if (p.tier == Tier::kDedicatedGpu) {
+    shape.gpus = static_cast<int16_t>(p.gpus.size());
+    shape.milli = 1000;
+  } else if (p.tier == Tier::kShared) {
+    shape.gpus = 1;
+    shape.milli = static_cast<int16_t>(p.gpus.front().milli);
+    delta *= static_cast<int>(p.gpus.size());  // each share is one unit of the mix
+  } else {
+    return;
+  }
+  auto [it, inserted] = mix_.try_emplace(shape, 0);
+  it->second += delta;
+  if (it->second <= 0) mix_.erase(it);
+}
+
 // ---- apply / release ----
 
 namespace {
@@ -433,9 +488,16 @@ Result<void> apply(ClusterState& s, const Placement& p, std::string_view id) {
   if (s.alloc_ids_.contains(std::string(id))) {
     return fail(Error::conflict(fmt::format("allocation {} already exists", id)));
   }
+  const bool cpu_only = p.gpus.empty() && p.node_slots.empty() && p.host >= 0;
   const int32_t model = s.find_model(p.model);
-  if (model < 0) return fail(Error::invalid(fmt::format("unknown model {}", p.model)));
+  if (model < 0 && !cpu_only) return fail(Error::invalid(fmt::format("unknown model {}", p.model)));
   if (p.tenant.empty()) return fail(Error::invalid("placement without tenant"));
+  if (p.cpu_milli < 0 || p.memory_mib < 0) {
+    return fail(Error::invalid("placement with negative cpu_milli or memory_mib"));
+  }
+  if ((p.cpu_milli > 0 || p.memory_mib > 0) && p.host < 0) {
+    return fail(Error::invalid("placement takes cpu or memory but names no host node"));
+  }
   const int32_t tenant = s.find_tenant(p.tenant);  // -1: first allocation of this tenant
   const bool node_tier = p.tier == Tier::kDedicatedNode || p.tier == Tier::kDedicatedPool;
   auto stale = [&](std::string why) {
@@ -455,6 +517,21 @@ Result<void> apply(ClusterState& s, const Placement& p, std::string_view id) {
     }
     for (const auto& [t, count] : s.nodes_[n].tenants) {
       if (t != tenant) return stale(fmt::format("node {} hosts another tenant", s.nodes_[n].id));
+    }
+  }
+  if (p.host >= 0) {
+    if (p.host >= static_cast<int32_t>(s.nodes_.size()) || !node_ok(p.host)) {
+      return stale("the host node is not available");
+    }
+    if (!s.nodes_[p.host].fits(p.cpu_milli, p.memory_mib)) {
+      return stale(fmt::format("node {} has no room for {} milli-CPU and {} MiB",
+                               s.nodes_[p.host].id, p.cpu_milli, p.memory_mib));
+    }
+    for (const GpuGrant& grant : p.gpus) {
+      if (grant.gpu >= 0 && grant.gpu < static_cast<int32_t>(s.gpus_.size()) &&
+          s.gpus_[grant.gpu].node != p.host) {
+        return stale("a GPU is not on the host node");
+      }
     }
   }
   std::vector<Effective> eff;
@@ -573,6 +650,13 @@ Result<void> apply(ClusterState& s, const Placement& p, std::string_view id) {
     ++node.exclusive_refs;
     s.add_node_tenant(n, t, 1);
   }
+  if (p.host >= 0) {
+    ClusterState::Node& host = s.nodes_[p.host];
+    host.cpu_used += p.cpu_milli;
+    host.memory_used += p.memory_mib;
+    if (p.gpus.empty()) s.add_node_tenant(p.host, t, 1);
+  }
+  s.count_shape(p, 1);
   for (int32_t n : nodes) {
     s.recount_node(n);
     s.index_node(n);
@@ -630,6 +714,13 @@ Result<Placement> release(ClusterState& s, std::string_view id) {
     if (--node.exclusive_refs == 0) node.exclusive_tenant = -1;
     s.add_node_tenant(n, t, -1);
   }
+  if (p.host >= 0) {
+    ClusterState::Node& host = s.nodes_[p.host];
+    host.cpu_used -= p.cpu_milli;
+    host.memory_used -= p.memory_mib;
+    if (p.gpus.empty()) s.add_node_tenant(p.host, t, -1);
+  }
+  s.count_shape(p, -1);
   for (int32_t n : nodes) {
     s.recount_node(n);
     s.index_node(n);

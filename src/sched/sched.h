@@ -5,6 +5,7 @@
 // Public header of the sched module.
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -71,6 +72,9 @@ struct NodeSpec {
   bool schedulable = true;
   std::string rack, nvlink_domain;
   std::vector<GpuSpec> gpus;
+  // Node resources beside the GPUs; 0 = not tracked (requests never wait for it).
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
 };
 
 // What any request could ever get from this fleet; used by validate().
@@ -106,6 +110,16 @@ struct Request {
   // When it will be released, if known: lets it backfill ahead of a blocked larger request, and
   // use capacity reserved for a later window.
   std::optional<TimePoint> end;
+  // Node resources the request takes on the one node that hosts it (a request asking for any
+  // is placed on a single node). A dedicated-gpu request with count 0 and some CPU or memory
+  // is CPU-only: it takes no GPU, only room on a node.
+  int64_t cpu_milli = 0;
+  int64_t memory_mib = 0;
+
+  bool cpu_only() const {
+    return count == 0 && tier == Tier::kDedicatedGpu && (cpu_milli > 0 || memory_mib > 0);
+  }
+  bool needs_node_resources() const { return cpu_milli > 0 || memory_mib > 0; }
 };
 
 // Rejects shapes no GPU of the fleet could ever satisfy, at once (invalid_argument).
@@ -148,6 +162,13 @@ struct Placement {
   std::vector<GpuGrant> gpus;
   std::vector<ModeChange> mode_changes;
   std::vector<MigLayoutChange> mig_changes;
+  // The node charged with cpu_milli / memory_mib (-1 when the request asks for none).
+  int32_t host = -1;
+  std::string host_node;
+  int64_t cpu_milli = 0, memory_mib = 0;
+  // The models the request allowed, as a mask over ClusterState::models() (0 = any), so the
+  // workload mix knows what each running allocation could have used.
+  uint64_t model_mask = 0;
 };
 
 struct Allocation {
@@ -156,10 +177,49 @@ struct Allocation {
   bool live = false;
 };
 
+// ---- placement policies ----
+
+// A request shape of the workload mix (ClusterState::Shape): whole GPUs on one node (gpus >= 1,
+// milli 1000), one share (gpus 1, milli < 1000) or CPU-only (gpus 0).
+struct ClusterStateShape {
+  int16_t gpus = 0;
+  int16_t milli = 0;
+  int64_t cpu_milli = 0, memory_mib = 0;
+  uint64_t model_mask = 0;  // over ClusterState::models(); 0 = any
+  auto operator<=>(const ClusterStateShape&) const = default;
+};
+
+// How place() chooses among the nodes and GPUs that satisfy every hard rule. The policy
+// decides only for single-node shapes (one share, whole GPUs on one node, CPU-only); MIG,
+// node tiers and multi-node spreads are placed by the index-driven best fit under every policy.
+enum class PlacementPolicy {
+  // Fragmentation-aware: the choice that least increases the expected GPU capacity the running
+  // workload mix could not use (see docs/simulate.md), ties to the fullest node and GPU.
+  kDefault,
+  kBestFit,  // the node with the least CPU + GPU left after placing (0..100 score), tightest GPU
+  kRandom,   // uniform among feasible nodes, then among the GPUs that fit (seeded by `draw`)
+};
+std::string_view policy_name(PlacementPolicy policy);
+Result<PlacementPolicy> parse_policy(std::string_view name);
+
+struct PlaceOptions {
+  PlacementPolicy policy = PlacementPolicy::kDefault;
+  uint64_t seed = 0;  // fixes the tie order between equally scored nodes (best-fit)
+  uint64_t draw = 0;  // this decision's random number (random policy); the caller's stream
+  // Nodes the default policy scores at most per decision, taken in best-fit order from the
+  // free-capacity indexes (and four times as many looked at, identical ones skipped); 0 = every
+  // feasible node. Bounds the decision time on large fleets.
+  int max_scored_nodes = 16;
+  // The workload mix (shape -> weight) the default policy keeps room for; null = the running
+  // allocations plus the request. A simulator that knows the trace passes its mix.
+  const std::map<ClusterStateShape, int64_t>* workload = nullptr;
+};
+
 // ---- cluster state ----
 
 class ClusterState;
-Result<Placement> place(const ClusterState& state, const Request& request);
+Result<Placement> place(const ClusterState& state, const Request& request,
+                        const PlaceOptions& options = {});
 
 // The fleet and what is allocated on it, with free-capacity indexes per pool domain and model
 // so placement never scans the whole fleet for the common shapes. Built from plain structs;
@@ -185,6 +245,16 @@ class ClusterState {
     int32_t exclusive_refs = 0;
     std::vector<std::pair<int32_t, int32_t>> tenants;  // (tenant, grants on the node)
     std::vector<NodeModel> models;
+    int64_t cpu_total = 0, cpu_used = 0;  // cpu_total 0: not tracked
+    int64_t memory_total = 0, memory_used = 0;
+    // Digest of what the node offers (free CPU and memory, each healthy GPU's model and free
+    // milli, in any order), kept by every change: placement skips nodes identical to one it
+    // has already looked at without reading their GPUs.
+    uint64_t offer_digest = 0;
+    bool fits(int64_t cpu, int64_t memory) const {
+      return (cpu_total == 0 || cpu_used + cpu <= cpu_total) &&
+             (memory_total == 0 || memory_used + memory <= memory_total);
+    }
   };
   struct Gpu {
     std::string uuid;
@@ -205,6 +275,10 @@ class ClusterState {
     int32_t shared_pos = -1, idle_pos = -1;
     int8_t shared_bucket = -1, idle_bucket = -1;
   };
+
+  // Milli-GPU a GPU offers to one share or whole-GPU request: 1000 when idle (an idle GPU of
+  // any mode converts), 1000 - used for a time-sliced GPU, else 0.
+  static int16_t free_milli(const Gpu& g);
 
   // Validates the specs (unique ids and UUIDs, catalogs for MIG GPUs, valid layouts).
   static Result<ClusterState> build(std::vector<NodeSpec> nodes);
@@ -238,6 +312,12 @@ class ClusterState {
 
   // Bytes held by the state's containers (capacities), for memory-per-GPU figures.
   int64_t memory_bytes() const;
+
+  // The running workload by shape, which the default policy treats as the mix of requests to
+  // keep room for: whole GPUs on one node (gpus >= 1, milli 1000), one share (gpus 1, milli
+  // < 1000) and CPU-only (gpus 0). MIG and node-tier allocations are not in it.
+  using Shape = ClusterStateShape;
+  const std::map<Shape, int64_t>& workload_mix() const { return mix_; }
 
  private:
   friend Result<void> apply(ClusterState&, const Placement&, std::string_view);
@@ -278,14 +358,22 @@ class ClusterState {
   std::vector<int32_t> free_slots_;
   std::unordered_map<std::string, int32_t> alloc_ids_;
   FleetLimits limits_;
+  std::map<Shape, int64_t> mix_;  // shape -> live allocations of it
+  void count_shape(const Placement& p, int delta);
 };
 
 // Where the request would go now, changing nothing. Tier rules are hard constraints; the
-// error (conflict) says specifically why nothing fits.
-Result<Placement> place(const ClusterState& state, const Request& request);
+// error (conflict) says specifically why nothing fits. `options` picks the policy.
+Result<Placement> place(const ClusterState& state, const Request& request,
+                        const PlaceOptions& options);
 // Records a placement (as place() returned it against the current state) as allocation `id`.
 // Re-checks every grant; a stale placement is refused (conflict) and nothing changes.
 Result<void> apply(ClusterState& state, const Placement& placement, std::string_view id);
+// The FGD paper's cluster fragmentation: over the schedulable nodes, the expected GPU milli
+// that a request drawn from `mix` (shape -> weight) could not use, because it does not fit
+// on the node at all (all the node's free milli) or because a GPU has less free than it needs.
+double fragmentation_milli(const ClusterState& state,
+                           const std::map<ClusterState::Shape, int64_t>& mix);
 // Frees what allocation `id` holds; returns its placement. MIG instances stay in the layout,
 // free for the next request of their profile.
 Result<Placement> release(ClusterState& state, std::string_view id);

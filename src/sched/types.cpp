@@ -82,6 +82,10 @@ Result<void> validate(const Request& request, const FleetLimits& limits) {
   }
   if (candidates.empty()) return fail(Error::invalid("the fleet has no GPUs"));
 
+  if (request.cpu_milli < 0 || request.memory_mib < 0) {
+    return fail(Error::invalid("cpu_milli and memory_mib must not be negative"));
+  }
+  if (request.cpu_only()) return ok();  // no GPU: any node with room will do
   const bool node_tier =
       request.tier == Tier::kDedicatedNode || request.tier == Tier::kDedicatedPool;
   if (node_tier) {

@@ -400,6 +400,31 @@ TEST(Quota, ReachedWhileGpusAreFreeLeavesTheRequestPending) {
   EXPECT_EQ(placed[0].allocation_id, "a2");
 }
 
+TEST(Scheduler, CpuOnlyRequestsAreRefusedAndChargeNothing) {
+  // place() hosts CPU-only requests (the trace simulator uses them), but the scheduler admits
+  // through GPU quota, which has no unit for them: it refuses them at once and holds nothing.
+  std::vector<NodeSpec> specs = {make_node({.id = "n1", .gpus = 2})};
+  specs[0].cpu_milli = 16000;
+  specs[0].memory_mib = 65536;
+  Result<ClusterState> state = ClusterState::build(std::move(specs));
+  ASSERT_TRUE(state) << state.error().message;
+  Scheduler sched(std::move(*state), one_gpu_each({"acme"}));
+  Request cpu = gpus("acme", 0);
+  cpu.cpu_milli = 4000;
+  cpu.memory_mib = 1024;
+  ASSERT_TRUE(cpu.cpu_only());
+  ASSERT_TRUE(place(sched.state(), cpu).has_value());
+  Decision d = sched.submit("c1", cpu, kT0);
+  EXPECT_NE(d.kind, DecisionKind::kPlaced);
+  ASSERT_TRUE(d.reason.has_value());
+  EXPECT_EQ(d.reason->code, ErrorCode::kInvalidArgument) << d.reason->message;
+  EXPECT_EQ(sched.held("c1"), nullptr);
+  EXPECT_EQ(sched.state().nodes()[0].cpu_used, 0);
+  EXPECT_EQ(sched.state().live_allocations(), 0);
+  // The tenant's GPU quota is untouched: its one GPU still places.
+  EXPECT_EQ(sched.submit("g1", gpus("acme", 1), kT0).kind, DecisionKind::kPlaced);
+}
+
 TEST(Quota, ProjectLevelIsNamed) {
   QuotaTree q;
   q.set_tenant("acme", "H200", {.nominal = gpu_units(4)});
