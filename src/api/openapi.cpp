@@ -328,6 +328,11 @@ Json schemas() {
                               {"capacity", {{"type", "object"}}}},
                              {"id", "state", "reason", "events"});
   s["Queue"] = loose({{"items", {{"type", "array"}}}, {"length", integer()}}, {"items", "length"});
+  s["AdmissionReview"] = loose({{"apiVersion", str()},
+                                {"kind", str()},
+                                {"request", {{"type", "object"}}},
+                                {"response", {{"type", "object"}}}},
+                               {"apiVersion", "kind"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},

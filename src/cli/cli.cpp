@@ -358,6 +358,7 @@ int main(int argc, char** argv) {
   add_fleet_commands(app, c, &rc);
   add_alloc_commands(app, c, &rc);
   add_storage_commands(app, c, &rc);
+  add_k8s_commands(app, c, &rc);
 
   // Tenants: create takes class and an optional first admin.
   {

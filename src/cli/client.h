@@ -47,5 +47,7 @@ void add_fleet_commands(CLI::App& app, ClientConfig& c, int* rc);
 void add_alloc_commands(CLI::App& app, ClientConfig& c, int* rc);
 // storage audit (cli_storage.cpp).
 void add_storage_commands(CLI::App& app, ClientConfig& c, int* rc);
+// render kubernetes and admission check (cli_k8s.cpp).
+void add_k8s_commands(CLI::App& app, ClientConfig& c, int* rc);
 
 }  // namespace gp::cli
