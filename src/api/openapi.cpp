@@ -346,6 +346,11 @@ Json schemas() {
        {"version", integer()}},
       {"id", "tenant_id", "project_id", "shape", "start_time", "end_time", "state", "reason"});
   s["Queue"] = loose({{"items", {{"type", "array"}}}, {"length", integer()}}, {"items", "length"});
+  s["AdmissionReview"] = loose({{"apiVersion", str()},
+                                {"kind", str()},
+                                {"request", {{"type", "object"}}},
+                                {"response", {{"type", "object"}}}},
+                               {"apiVersion", "kind"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},

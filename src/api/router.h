@@ -96,6 +96,7 @@ std::vector<Route> tenancy_routes();
 std::vector<Route> identity_routes();
 std::vector<Route> fleet_routes();
 std::vector<Route> alloc_routes();
+std::vector<Route> k8s_routes();
 
 // Helpers for handlers.
 Reply json_reply(int status, Json body, std::optional<int64_t> etag = std::nullopt);

@@ -359,6 +359,7 @@ int main(int argc, char** argv) {
   add_alloc_commands(app, c, &rc);
   add_storage_commands(app, c, &rc);
   add_simulate_command(app, &rc);
+  add_k8s_commands(app, c, &rc);
 
   // Tenants: create takes class and an optional first admin.
   {

@@ -49,5 +49,7 @@ void add_alloc_commands(CLI::App& app, ClientConfig& c, int* rc);
 void add_storage_commands(CLI::App& app, ClientConfig& c, int* rc);
 // simulate: offline trace replay through the placement engine (cli_simulate.cpp).
 void add_simulate_command(CLI::App& app, int* rc);
+// render kubernetes and admission check (cli_k8s.cpp).
+void add_k8s_commands(CLI::App& app, ClientConfig& c, int* rc);
 
 }  // namespace gp::cli

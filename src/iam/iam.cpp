@@ -27,7 +27,7 @@ const std::vector<RoleInfo>& role_table() {
        "platform-operator",
        ScopeLevel::kPlatform,
        {P::kTenantRead, P::kTenantList, P::kProjectRead, P::kIdentityRead, P::kFleetRead,
-        P::kFleetWrite, P::kAllocationRead, P::kQuotaWrite}},
+        P::kFleetWrite, P::kAllocationRead, P::kQuotaWrite, P::kAdmissionReview}},
       {Role::kAuditor,
        "auditor",
        ScopeLevel::kPlatform,
@@ -133,6 +133,8 @@ std::string_view permission_name(Permission p) {
       return "billing.read";
     case P::kQuotaWrite:
       return "quota.write";
+    case P::kAdmissionReview:
+      return "admission.review";
   }
   return "unknown";
 }

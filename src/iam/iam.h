@@ -52,7 +52,8 @@ enum class Permission {
   kAllocationRead,
   kAllocationWrite,
   kBillingRead,
-  kQuotaWrite,  // tenant quotas (platform scope), project quotas (tenant scope)
+  kQuotaWrite,       // tenant quotas (platform scope), project quotas (tenant scope)
+  kAdmissionReview,  // answer a cluster's admission webhook (platform scope)
 };
 std::string_view permission_name(Permission p);
 

@@ -1,0 +1,449 @@
+// Kubernetes: the admission webhook a cluster's ValidatingWebhookConfiguration points at, and
+// the tenant bundle (namespaces, quotas, network policies, RBAC, node placement, the webhook
+// configuration) rendered from the store. The decisions are policy::review_admission and
+// render::render_kubernetes; this file gathers their inputs.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+#include <tuple>
+
+#include "api/router.h"
+#include "fleet/fleet.h"
+#include "render/render.h"
+
+namespace gp::api {
+namespace {
+
+using iam::Permission;
+using policy::Tier;
+
+constexpr Tier kAllTiers[] = {Tier::kDedicatedPool, Tier::kDedicatedNode, Tier::kDedicatedGpu,
+                              Tier::kMig, Tier::kShared};
+
+Result<std::vector<tenancy::Tenant>> all_tenants(store::Tx& tx) {
+  std::vector<tenancy::Tenant> out;
+  PageRequest page;
+  page.limit = 500;
+  for (;;) {
+    auto p = GP_TRY(tenancy::list_tenants(tx, page, std::nullopt));
+    for (auto& t : p.items) out.push_back(std::move(t));
+    if (!p.next) return out;
+    page.after = p.next;
+  }
+}
+
+Result<std::vector<tenancy::Project>> all_projects(store::Tx& tx, const std::string& tenant_id) {
+  std::vector<tenancy::Project> out;
+  PageRequest page;
+  page.limit = 500;
+  tenancy::TenantScope scope(tenant_id);
+  for (;;) {
+    auto p = GP_TRY(tenancy::list_projects(tx, scope, page, std::nullopt));
+    for (auto& pr : p.items) out.push_back(std::move(pr));
+    if (!p.next) return out;
+    page.after = p.next;
+  }
+}
+
+// Every node, grouped by pool id (nodes in no pool are left out).
+Result<std::map<std::string, std::vector<fleet::Node>>> nodes_by_pool(store::Tx& tx) {
+  std::map<std::string, std::vector<fleet::Node>> out;
+  PageRequest page;
+  page.limit = 500;
+  for (;;) {
+    auto p = GP_TRY(fleet::list_nodes(tx, page, std::nullopt));
+    for (auto& n : p.items)
+      if (n.pool_id) out[*n.pool_id].push_back(std::move(n));
+    if (!p.next) break;
+    page.after = p.next;
+  }
+  for (auto& [_, nodes] : out)
+    std::sort(nodes.begin(), nodes.end(),
+              [](const auto& a, const auto& b) { return a.info.name < b.info.name; });
+  return out;
+}
+
+std::vector<Tier> tiers_of(policy::IsolationClass c) {
+  std::vector<Tier> out;
+  for (Tier t : kAllTiers)
+    if (policy::class_allows(c, t)) out.push_back(t);
+  return out;
+}
+
+bool has_tier(const std::vector<Tier>& tiers, Tier t) {
+  return std::find(tiers.begin(), tiers.end(), t) != tiers.end();
+}
+
+// MIG profiles of the catalog offerings the class allows, sorted and unique; and the smallest
+// share (milli-GPU) of its shared offerings, 0 when there is none.
+struct CatalogView {
+  std::vector<std::string> mig_profiles;
+  int min_shared_milli = 0;
+};
+Result<CatalogView> catalog_for(store::Tx& tx, policy::IsolationClass c) {
+  CatalogView v;
+  std::set<std::string> profiles;
+  for (const auto& o : GP_TRY(alloc::list_offerings(tx))) {
+    if (!policy::class_allows(c, o.tier)) continue;
+    if (o.tier == Tier::kMig && !o.mig_profile.empty()) profiles.insert(o.mig_profile);
+    if (o.tier == Tier::kShared && o.milli > 0 &&
+        (v.min_shared_milli == 0 || o.milli < v.min_shared_milli))
+      v.min_shared_milli = o.milli;
+  }
+  v.mig_profiles.assign(profiles.begin(), profiles.end());
+  return v;
+}
+
+// The pool's placement as admission sees it: the labels and taint render puts on its nodes.
+policy::PoolPlacement placement_of(const fleet::Pool& pool, const std::string& tenant_name,
+                                   const std::vector<fleet::Node>& nodes) {
+  policy::PoolPlacement p;
+  p.name = pool.name;
+  p.node_labels = {{std::string(render::kPoolLabel), pool.name},
+                   {std::string(render::kTenantLabel), tenant_name}};
+  p.taints.push_back({std::string(render::kTenantLabel), tenant_name, "NoSchedule"});
+  for (const auto& n : nodes) p.nodes.push_back(n.info.name);
+  return p;
+}
+
+// Everything admission needs about `tenant`: its namespaces, the tiers and MIG profiles its
+// class allows, its own pools and every other tenant's.
+Result<policy::TenantAdmissionContext> admission_context(store::Tx& tx,
+                                                         const tenancy::Tenant& tenant,
+                                                         const std::vector<tenancy::Tenant>& all) {
+  policy::TenantAdmissionContext ctx;
+  ctx.tenant = tenant.name;
+  ctx.isolation_class = tenant.isolation_class;
+  for (const auto& p : GP_TRY(all_projects(tx, tenant.id)))
+    if (auto ns = render::project_namespace(tenant.name, p.name)) ctx.namespaces.push_back(*ns);
+  ctx.tiers = tiers_of(tenant.isolation_class);
+  ctx.mig_profiles = GP_TRY(catalog_for(tx, tenant.isolation_class)).mig_profiles;
+  std::map<std::string, std::string> names;  // tenant id -> name
+  for (const auto& t : all) names[t.id] = t.name;
+  auto nodes = GP_TRY(nodes_by_pool(tx));
+  for (const auto& pool : GP_TRY(fleet::list_pools(tx))) {
+    if (!pool.tenant_id) continue;  // shared pools are nobody's to guard
+    auto owner = names.find(*pool.tenant_id);
+    if (owner == names.end()) continue;
+    auto placement = placement_of(pool, owner->second, nodes[pool.id]);
+    if (*pool.tenant_id == tenant.id)
+      ctx.own_pools.push_back(std::move(placement));
+    else
+      ctx.other_pools.push_back(std::move(placement));
+  }
+  ctx.require_own_pool = policy::class_requires_own_pool(tenant.isolation_class);
+  ctx.require_pull_always = policy::class_requires_pull_always(tenant.isolation_class);
+  return ctx;
+}
+
+// The tenants whose projects map to `ns` ("<tenant>-<project>" can be ambiguous: tenant "a",
+// project "b-c" and tenant "a-b", project "c"; the caller refuses such a namespace).
+Result<std::vector<tenancy::Tenant>> namespace_owners(store::Tx& tx, const std::string& ns,
+                                                      const std::vector<tenancy::Tenant>& all) {
+  std::vector<tenancy::Tenant> out;
+  for (const auto& t : all) {
+    if (!ns.starts_with(t.name + "-")) continue;
+    for (const auto& p : GP_TRY(all_projects(tx, t.id))) {
+      auto pns = render::project_namespace(t.name, p.name);
+      if (pns && *pns == ns) {
+        out.push_back(t);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::string request_string(const Json& review, const char* a, const char* b = nullptr) {
+  const Json* j = &review;
+  for (const char* k : {"request", a, b}) {
+    if (k == nullptr) break;
+    if (!j->is_object() || !j->contains(k)) return "";
+    j = &(*j)[k];
+  }
+  return j->is_string() ? j->get<std::string>() : "";
+}
+
+Result<Reply> validate_admission(Api& api, Call& call) {
+  const Json& review = *call.body;
+  std::string ns = GP_TRY(policy::admission_namespace(review));
+  std::optional<std::string> expected;
+  if (auto q = call.req.query.find("tenant"); q != call.req.query.end()) expected = q->second;
+
+  policy::TenantAdmissionContext ctx;
+  std::string owner_id;  // the audited tenant
+  GP_TRY_VOID(api.store().read([&](store::Tx& tx) -> Result<void> {
+    auto all = GP_TRY(all_tenants(tx));
+    if (expected) {
+      // A per-tenant webhook URL (?tenant=acme): the namespace must be that tenant's.
+      auto t = GP_TRY(tenancy::find_tenant(tx, *expected));
+      if (!t) return fail(Error::invalid(fmt::format("tenant \"{}\" not found", *expected)));
+      ctx = GP_TRY(admission_context(tx, *t, all));
+      owner_id = t->id;
+      return ok();
+    }
+    auto owners = GP_TRY(namespace_owners(tx, ns, all));
+    if (owners.size() == 1) {
+      ctx = GP_TRY(admission_context(tx, owners.front(), all));
+      owner_id = owners.front().id;
+      return ok();
+    }
+    // No tenant, or an ambiguous name: evaluated against a tenant that owns nothing, so every
+    // pod-carrying write is refused (tenant.namespace) and deletions still pass.
+    ctx.tenant = owners.empty() ? "(none)" : "(ambiguous)";
+    return ok();
+  }));
+
+  Json response = GP_TRY(policy::review_admission(review, ctx));
+  const Json& verdict = response["response"];
+  if (!verdict.value("allowed", false)) {
+    std::set<std::string> controls;
+    for (const auto& cause : verdict["status"]["details"]["causes"]) {
+      std::string m = cause.value("message", "");
+      controls.insert(m.substr(0, m.find(": ")));
+    }
+    audit::Entry e;
+    e.actor = call.who.id;
+    e.tenant_id = owner_id;
+    e.action = "admission.deny";
+    std::string kind = request_string(review, "kind", "kind");
+    std::string name = request_string(review, "name");
+    e.resource = fmt::format("/namespaces/{}/{}/{}", ns, kind, name).substr(0, 512);
+    e.outcome = "denied";
+    e.request_id = call.request_id;
+    e.source = call.req.remote;
+    e.detail = {{"namespace", ns},
+                {"kind", kind},
+                {"name", name},
+                {"operation", request_string(review, "operation")},
+                {"uid", request_string(review, "uid")},
+                {"user", request_string(review, "userInfo", "username")},
+                {"controls", Json(std::vector<std::string>(controls.begin(), controls.end()))},
+                {"message", verdict["status"].value("message", "").substr(0, 2000)}};
+    GP_TRY_VOID(api.store().write([&](store::Tx& tx) -> Result<void> {
+      GP_TRY_VOID(api.audit().append(tx, e));
+      return ok();
+    }));
+  }
+  return json_reply(200, std::move(response));
+}
+
+// ---- the bundle ----
+
+// The most GPU-equivalents a quota document ({"models": {"H200": {nominal, borrow_limit,
+// limit}}}) lets its holder use at once: per model the limit, else nominal plus what it may
+// borrow (nominal alone when borrowing is unbounded: the cluster cap then follows the
+// guarantee), summed over models.
+double ceiling_gpus(const Json& quota) {
+  double total = 0;
+  if (!quota.contains("models")) return 0;
+  for (const auto& [_, m] : quota["models"].items()) {
+    if (m.contains("limit") && m["limit"].is_number())
+      total += m["limit"].get<double>();
+    else if (m.contains("borrow_limit") && m["borrow_limit"].is_number())
+      total += m.value("nominal", 0.0) + m["borrow_limit"].get<double>();
+    else
+      total += m.value("nominal", 0.0);
+  }
+  return total;
+}
+
+// Compute slices of a MIG profile ("3g.71gb" -> 3); 0 when the name does not say.
+int profile_slices(const std::string& profile) {
+  int n = 0;
+  size_t i = 0;
+  while (i < profile.size() && std::isdigit(static_cast<unsigned char>(profile[i])) && n < 100)
+    n = n * 10 + (profile[i++] - '0');
+  return i < profile.size() && profile[i] == 'g' ? n : 0;
+}
+
+// The Kubernetes quota of a project holding `gpus` GPU-equivalents: whole GPUs, MIG instances
+// of each profile (7 compute slices per GPU) and time-sliced shares, for the tiers allowed.
+render::ProjectQuota cluster_quota(double gpus, const std::vector<Tier>& tiers,
+                                   const CatalogView& catalog) {
+  constexpr double kEps = 1e-9;
+  render::ProjectQuota q;
+  if (has_tier(tiers, Tier::kDedicatedGpu) || has_tier(tiers, Tier::kDedicatedNode) ||
+      has_tier(tiers, Tier::kDedicatedPool))
+    q.gpus = static_cast<int64_t>(std::floor(gpus + kEps));
+  if (has_tier(tiers, Tier::kMig))
+    for (const auto& p : catalog.mig_profiles)
+      if (int s = profile_slices(p); s > 0)
+        q.mig[p] = static_cast<int64_t>(std::floor(gpus * 7 / s + kEps));
+  if (has_tier(tiers, Tier::kShared) && catalog.min_shared_milli > 0)
+    q.shared_gpus = static_cast<int64_t>(std::floor(gpus * 1000 / catalog.min_shared_milli + kEps));
+  return q;
+}
+
+bool dns_label(const std::string& s) {
+  if (s.empty() || s.size() > 63 || s.front() == '-' || s.back() == '-') return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
+
+// Labels all of a pool's nodes carry, less those the kubelet or gpuplane own.
+std::map<std::string, std::string> common_labels(const std::vector<fleet::Node>& nodes) {
+  std::map<std::string, std::string> out;
+  if (nodes.empty()) return out;
+  for (const auto& [k, v] : nodes.front().info.labels) {
+    auto slash = k.find('/');
+    std::string prefix = slash == std::string::npos ? "" : k.substr(0, slash);
+    if (prefix.ends_with("kubernetes.io") || prefix.ends_with("k8s.io") ||
+        prefix.ends_with("gpuplane.io"))
+      continue;
+    bool everywhere = std::all_of(nodes.begin(), nodes.end(), [&](const fleet::Node& n) {
+      auto it = n.info.labels.find(k);
+      return it != n.info.labels.end() && it->second == v;
+    });
+    if (everywhere) out[k] = v;
+  }
+  return out;
+}
+
+Result<std::string> webhook_base(const Call& call) {
+  if (auto q = call.req.query.find("webhook_url"); q != call.req.query.end()) return q->second;
+  auto host = call.req.header("host");
+  if (!host || host->empty())
+    return fail(Error::invalid("no Host header: pass ?webhook_url=https://host[:port]"));
+  return "https://" + std::string(*host);
+}
+
+Result<render::TenantBundleInput> bundle_input(Api& api, Call& call, store::Tx& tx) {
+  const tenancy::Tenant& t = *call.tenant;
+  render::TenantBundleInput in;
+  in.tenant = t.name;
+  in.isolation_class = t.isolation_class;
+  in.tiers = tiers_of(t.isolation_class);
+  auto catalog = GP_TRY(catalog_for(tx, t.isolation_class));
+  in.mig_profiles = catalog.mig_profiles;
+  in.webhook.base_url = GP_TRY(webhook_base(call));
+
+  auto projects = GP_TRY(all_projects(tx, t.id));
+  std::sort(projects.begin(), projects.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  const double tenant_gpus = ceiling_gpus(GP_TRY(api.allocs().tenant_quota(tx, t.id)));
+  std::map<std::string, size_t> by_name;  // project name -> position in in.projects
+  for (const auto& p : projects) {
+    Json pq = GP_TRY(api.allocs().project_quota(tx, t.id, p.id));
+    // A project without its own share may use the whole tenant quota.
+    bool own = pq.contains("models") && !pq["models"].empty();
+    render::Project rp;
+    rp.name = p.name;
+    rp.quota = cluster_quota(own ? ceiling_gpus(pq) : tenant_gpus, in.tiers, catalog);
+    by_name[p.name] = in.projects.size();
+    in.projects.push_back(std::move(rp));
+  }
+
+  auto nodes = GP_TRY(nodes_by_pool(tx));
+  std::vector<fleet::Pool> pools = GP_TRY(fleet::list_pools(tx));
+  std::sort(pools.begin(), pools.end(),
+            [](const auto& a, const auto& b) { return a.name < b.name; });
+  for (const auto& pool : pools) {
+    if (pool.tenant_id != t.id) continue;
+    render::Pool rp;
+    rp.name = pool.name;
+    rp.node_labels = common_labels(nodes[pool.id]);
+    for (const auto& n : nodes[pool.id]) rp.nodes.push_back(n.info.name);
+    in.pools.push_back(std::move(rp));
+  }
+
+  // gpuplane users are Kubernetes users "<tenant>/<username>" (the login name the cluster's
+  // OIDC issuer asserts); gpuplane service accounts become ServiceAccounts of the namespaces
+  // they are bound in. Disabled subjects get nothing.
+  PageRequest page;
+  page.limit = 500;
+  std::vector<tenancy::Binding> bindings;
+  for (;;) {
+    auto b = GP_TRY(tenancy::list_bindings(tx, call.owner(), page));
+    for (auto& x : b.items) bindings.push_back(std::move(x));
+    if (!b.next) break;
+    page.after = b.next;
+  }
+  std::map<std::string, std::string> project_names;
+  for (const auto& p : projects) project_names[p.id] = p.name;
+  for (const auto& b : bindings) {
+    std::vector<std::string> where;  // project names; empty: the whole tenant
+    if (b.project_id) {
+      auto it = project_names.find(*b.project_id);
+      if (it == project_names.end()) continue;
+      where.push_back(it->second);
+    }
+    if (b.subject_kind == "user") {
+      auto u = GP_TRY(tenancy::find_user(tx, call.owner(), b.subject_id));
+      if (!u || u->state != "active") continue;
+      in.role_bindings.push_back({.role = b.role,
+                                  .subject_kind = "User",
+                                  .subject = t.name + "/" + u->username,
+                                  .project = where.empty() ? "" : where.front()});
+    } else if (b.subject_kind == "service_account") {
+      auto sa = GP_TRY(tenancy::find_service_account(tx, call.owner(), b.subject_id));
+      if (!sa || sa->state != "active" || !dns_label(sa->name) || sa->name == "default") continue;
+      if (where.empty())
+        for (const auto& p : projects) where.push_back(p.name);
+      for (const auto& pname : where) {
+        auto& sas = in.projects[by_name[pname]].service_accounts;
+        if (std::find(sas.begin(), sas.end(), sa->name) == sas.end()) sas.push_back(sa->name);
+        in.role_bindings.push_back({.role = b.role,
+                                    .subject_kind = "ServiceAccount",
+                                    .subject = sa->name,
+                                    .project = pname});
+      }
+    }
+  }
+  for (auto& p : in.projects) std::sort(p.service_accounts.begin(), p.service_accounts.end());
+  std::sort(in.role_bindings.begin(), in.role_bindings.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.role, a.subject_kind, a.subject, a.project) <
+           std::tie(b.role, b.subject_kind, b.subject, b.project);
+  });
+  in.role_bindings.erase(std::unique(in.role_bindings.begin(), in.role_bindings.end(),
+                                     [](const auto& a, const auto& b) {
+                                       return a.role == b.role &&
+                                              a.subject_kind == b.subject_kind &&
+                                              a.subject == b.subject && a.project == b.project;
+                                     }),
+                         in.role_bindings.end());
+  return in;
+}
+
+Result<Reply> render_bundle(Api& api, Call& call, store::Tx& tx) {
+  auto in = GP_TRY(bundle_input(api, call, tx));
+  Reply r;
+  r.raw = GP_TRY(render::render_kubernetes(in));
+  r.content_type = "application/yaml";
+  return r;
+}
+
+}  // namespace
+
+std::vector<Route> k8s_routes() {
+  std::vector<Route> r;
+  r.push_back({.method = "POST",
+               .pattern = std::string(render::kAdmissionPath),
+               .action = "admission.review",
+               .permission = Permission::kAdmissionReview,
+               .handler = validate_admission,
+               .query_params = {"tenant"},
+               .summary = "Kubernetes validating admission webhook: answers an "
+                          "admission.k8s.io/v1 AdmissionReview (200 allowed or denied, 400 for "
+                          "a malformed review). The tenant is the one owning the namespace, or "
+                          "`?tenant=` for a per-tenant webhook. Denials are audited as "
+                          "admission.deny.",
+               .request_schema = "AdmissionReview",
+               .response_schema = "AdmissionReview"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/render/kubernetes",
+               .action = "tenant.render.kubernetes",
+               .permission = Permission::kTenantRead,
+               .handler = serialized_tx(render_bundle),
+               .query_params = {"webhook_url"},
+               .summary = "The tenant's Kubernetes bundle as multi-document YAML "
+                          "(application/yaml): namespaces, quotas, limit ranges, network "
+                          "policies, service accounts, RBAC, node placement and the admission "
+                          "webhook at `webhook_url` (default https://<Host>)."});
+  return r;
+}
+
+}  // namespace gp::api

@@ -1,0 +1,277 @@
+// Kubernetes through the API: the admission webhook a cluster calls with a platform key, and
+// the tenant bundle rendered from the store. Two tenants: acme (standard, project train) and
+// beta (standard, project infer, owning pool beta-pool with one node).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "integration/harness.h"
+
+namespace gp::it {
+namespace {
+
+class K8s : public ::testing::Test {
+ protected:
+  TestServer s;
+  TenantInfo acme, beta;
+  std::string webhook_token;  // a platform-operator service account's key, as a cluster uses
+
+  void SetUp() override {
+    const std::string admin = s.admin_token();
+    acme = s.create_tenant("acme", "acme-admin");
+    beta = s.create_tenant("beta", "beta-admin");
+    s.create_project(acme.admin_token, acme.id, "train");
+    s.create_project(beta.admin_token, beta.id, "infer");
+    expect_status(
+        s.request("POST", "/v1/pools", {{"name", "beta-pool"}, {"tenant", beta.id}}, admin), 201,
+        "pool");
+    Json nodes = Json::array({{{"inventory", h200_inventory("beta-node-1", 8)}}});
+    expect_status(
+        s.request("POST", "/v1/fleet/import", {{"pool", "beta-pool"}, {"nodes", nodes}}, admin),
+        201, "import");
+    auto sa = expect_status(
+        s.request("POST", "/v1/service-accounts", {{"name", "cluster-webhook"}}, admin), 201,
+        "platform service account");
+    std::string sa_id = sa.body.at("id");
+    expect_status(s.request("POST", "/v1/role-bindings",
+                            {{"role", "platform-operator"},
+                             {"subject_kind", "service_account"},
+                             {"subject_id", sa_id}},
+                            admin),
+                  201, "binding");
+    webhook_token =
+        expect_status(
+            s.request("POST", "/v1/api-keys",
+                      {{"name", "webhook"}, {"owner_kind", "service_account"}, {"owner_id", sa_id}},
+                      admin),
+            201, "key")
+            .body.at("token");
+  }
+
+  static Json restricted_pod(const std::string& ns) {
+    return {{"apiVersion", "v1"},
+            {"kind", "Pod"},
+            {"metadata", {{"name", "worker"}, {"namespace", ns}}},
+            {"spec",
+             {{"securityContext",
+               {{"runAsNonRoot", true}, {"seccompProfile", {{"type", "RuntimeDefault"}}}}},
+              {"containers",
+               Json::array({{{"name", "main"},
+                             {"image", "registry.example.com/acme/train:1"},
+                             {"securityContext",
+                              {{"allowPrivilegeEscalation", false},
+                               {"capabilities", {{"drop", Json::array({"ALL"})}}}}}}})}}}};
+  }
+
+  static Json review(const Json& object, const std::string& ns, const std::string& uid) {
+    return {{"apiVersion", "admission.k8s.io/v1"},
+            {"kind", "AdmissionReview"},
+            {"request",
+             {{"uid", uid},
+              {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+              {"resource", {{"group", ""}, {"version", "v1"}, {"resource", "pods"}}},
+              {"operation", "CREATE"},
+              {"namespace", ns},
+              {"name", "worker"},
+              {"userInfo", {{"username", "alice"}}},
+              {"object", object}}}};
+  }
+
+  Resp validate(const Json& body, const std::string& query = "") {
+    return s.request("POST", "/v1/admission/validate" + query, body, webhook_token);
+  }
+
+  static std::set<std::string> controls_of(const Json& response) {
+    std::set<std::string> out;
+    for (const auto& c : response.at("response").at("status").at("details").at("causes")) {
+      std::string m = c.at("message");
+      out.insert(m.substr(0, m.find(": ")));
+    }
+    return out;
+  }
+
+  std::vector<Json> admission_denials() {
+    std::vector<Json> out;
+    for (auto& rec : s.audit_records())
+      if (rec.at("action") == "admission.deny") out.push_back(rec);
+    return out;
+  }
+};
+
+TEST_F(K8s, PrivilegedPodIsDeniedWithItsControlsAndAudited) {
+  Json pod = restricted_pod("acme-train");
+  auto& c = pod["spec"]["containers"][0];
+  c["securityContext"]["privileged"] = true;
+  c["securityContext"]["allowPrivilegeEscalation"] = true;
+  pod["spec"]["hostNetwork"] = true;
+  auto r = validate(review(pod, "acme-train", "uid-priv"));
+  ASSERT_EQ(r.status, 200) << r.raw;  // a denial is an answer, not an error
+  const Json& resp = r.body.at("response");
+  EXPECT_EQ(resp.at("uid"), "uid-priv");
+  EXPECT_FALSE(resp.at("allowed").get<bool>());
+  EXPECT_EQ(resp.at("status").at("code"), 403);
+  auto controls = controls_of(r.body);
+  for (const char* want : {"privileged", "hostNamespaces", "allowPrivilegeEscalation"})
+    EXPECT_TRUE(controls.contains(want)) << want << " missing in " << r.raw;
+  std::string message = resp.at("status").at("message");
+  EXPECT_NE(message.find("violates PodSecurity \"restricted:latest\""), std::string::npos)
+      << message;
+
+  auto denials = admission_denials();
+  ASSERT_EQ(denials.size(), 1u);
+  const Json& rec = denials[0];
+  EXPECT_EQ(rec.at("tenant_id"), acme.id);
+  EXPECT_EQ(rec.at("outcome"), "denied");
+  EXPECT_EQ(rec.at("request_id"), r.request_id());
+  EXPECT_EQ(rec.at("detail").at("namespace"), "acme-train");
+  EXPECT_EQ(rec.at("detail").at("uid"), "uid-priv");
+  std::set<std::string> audited;
+  for (const auto& x : rec.at("detail").at("controls")) audited.insert(x.get<std::string>());
+  EXPECT_EQ(audited, controls);
+  // acme's admins see it in their own trail.
+  bool seen = false;
+  for (const auto& x : s.list_all(acme.admin_token, "/v1/tenants/" + acme.id + "/audit"))
+    seen = seen || x.at("action") == "admission.deny";
+  EXPECT_TRUE(seen);
+}
+
+TEST_F(K8s, RestrictedPodIsAllowedAndNotAudited) {
+  auto r = validate(review(restricted_pod("acme-train"), "acme-train", "uid-ok"));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.body.at("apiVersion"), "admission.k8s.io/v1");
+  EXPECT_EQ(r.body.at("kind"), "AdmissionReview");
+  EXPECT_EQ(r.body.at("response").at("uid"), "uid-ok");
+  EXPECT_TRUE(r.body.at("response").at("allowed").get<bool>()) << r.raw;
+  EXPECT_TRUE(admission_denials().empty());
+  // The same pod asking for a MIG slice of a standard tenant's tiers is fine; a whole GPU
+  // only because standard allows dedicated tiers; time-sliced shares are not standard's.
+  Json shared = restricted_pod("acme-train");
+  shared["spec"]["containers"][0]["resources"] = {{"limits", {{"nvidia.com/gpu.shared", 1}}}};
+  auto d = validate(review(shared, "acme-train", "uid-shared"));
+  ASSERT_EQ(d.status, 200) << d.raw;
+  EXPECT_FALSE(d.body.at("response").at("allowed").get<bool>()) << d.raw;
+  EXPECT_TRUE(controls_of(d.body).contains("tenant.gpuResources")) << d.raw;
+}
+
+TEST_F(K8s, ForeignNamespaceAndForeignPoolAreDenied) {
+  // acme's webhook (?tenant=acme) asked about beta's namespace.
+  auto r = validate(review(restricted_pod("beta-infer"), "beta-infer", "uid-ns"), "?tenant=acme");
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_FALSE(r.body.at("response").at("allowed").get<bool>());
+  EXPECT_TRUE(controls_of(r.body).contains("tenant.namespace")) << r.raw;
+  // A namespace no tenant owns is refused too (fail closed).
+  auto none = validate(review(restricted_pod("kube-public"), "kube-public", "uid-none"));
+  ASSERT_EQ(none.status, 200) << none.raw;
+  EXPECT_FALSE(none.body.at("response").at("allowed").get<bool>());
+  EXPECT_TRUE(controls_of(none.body).contains("tenant.namespace")) << none.raw;
+  // Without ?tenant the namespace's owner is found: the same pod in beta's namespace passes.
+  auto own = validate(review(restricted_pod("beta-infer"), "beta-infer", "uid-own"));
+  EXPECT_TRUE(own.body.at("response").at("allowed").get<bool>()) << own.raw;
+
+  // acme's pod steering onto beta's pool by label, and by node name.
+  Json by_label = restricted_pod("acme-train");
+  by_label["spec"]["nodeSelector"] = {{"gpuplane.io/pool", "beta-pool"}};
+  auto l = validate(review(by_label, "acme-train", "uid-label"));
+  ASSERT_EQ(l.status, 200) << l.raw;
+  EXPECT_FALSE(l.body.at("response").at("allowed").get<bool>());
+  EXPECT_TRUE(controls_of(l.body).contains("tenant.placement")) << l.raw;
+  Json by_node = restricted_pod("acme-train");
+  by_node["spec"]["nodeName"] = "beta-node-1";
+  auto n = validate(review(by_node, "acme-train", "uid-node"));
+  EXPECT_FALSE(n.body.at("response").at("allowed").get<bool>()) << n.raw;
+  EXPECT_TRUE(controls_of(n.body).contains("tenant.placement")) << n.raw;
+  // beta itself may target its pool.
+  Json beta_pod = restricted_pod("beta-infer");
+  beta_pod["spec"]["nodeSelector"] = {{"gpuplane.io/pool", "beta-pool"}};
+  auto b = validate(review(beta_pod, "beta-infer", "uid-beta"));
+  EXPECT_TRUE(b.body.at("response").at("allowed").get<bool>()) << b.raw;
+
+  // Every denial above is audited, under the tenant evaluated.
+  std::map<std::string, std::string> tenant_by_uid;
+  for (const auto& rec : admission_denials())
+    tenant_by_uid[rec.at("detail").at("uid")] =
+        rec.at("tenant_id").is_null() ? "" : rec.at("tenant_id").get<std::string>();
+  EXPECT_EQ(tenant_by_uid.size(), 4u);
+  EXPECT_EQ(tenant_by_uid["uid-ns"], acme.id);
+  EXPECT_EQ(tenant_by_uid["uid-none"], "");
+  EXPECT_EQ(tenant_by_uid["uid-label"], acme.id);
+  EXPECT_EQ(tenant_by_uid["uid-node"], acme.id);
+}
+
+TEST_F(K8s, MalformedReviewsAre400AndTheWebhookNeedsItsPermission) {
+  Json no_uid = review(restricted_pod("acme-train"), "acme-train", "x");
+  no_uid["request"].erase("uid");
+  EXPECT_TRUE(IsProblem(validate(no_uid), 400, "invalid_argument"));
+  Json v1beta1 = review(restricted_pod("acme-train"), "acme-train", "x");
+  v1beta1["apiVersion"] = "admission.k8s.io/v1beta1";
+  EXPECT_TRUE(IsProblem(validate(v1beta1), 400, "invalid_argument"));
+  Json no_object = review(restricted_pod("acme-train"), "acme-train", "x");
+  no_object["request"].erase("object");
+  EXPECT_TRUE(IsProblem(validate(no_object), 400, "invalid_argument"));
+  EXPECT_TRUE(IsProblem(s.request_raw("POST", "/v1/admission/validate", "{not json", webhook_token),
+                        400, "invalid_argument"));
+  EXPECT_TRUE(
+      IsProblem(validate(review(restricted_pod("acme-train"), "acme-train", "x"), "?tenant=nobody"),
+                400, "invalid_argument"));
+  EXPECT_TRUE(admission_denials().empty()) << "malformed reviews are not verdicts";
+  // A tenant admin cannot answer for the cluster; nobody anonymous either.
+  auto ok = review(restricted_pod("acme-train"), "acme-train", "x");
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/admission/validate", ok, acme.admin_token), 403,
+                        "permission_denied"));
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/admission/validate", ok), 401, "unauthenticated"));
+}
+
+TEST_F(K8s, RenderReturnsTheTenantBundleAsYaml) {
+  expect_status(s.request("PUT", "/v1/tenants/" + acme.id + "/quota",
+                          {{"models", {{"H200", {{"nominal", 2}}}}}}, s.admin_token()),
+                200, "quota");
+  auto r =
+      s.request("GET", "/v1/tenants/" + acme.id + "/render/kubernetes", nullptr, acme.admin_token);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_TRUE(r.header("Content-Type").starts_with("application/yaml")) << r.header("Content-Type");
+  const std::string& y = r.raw;
+  EXPECT_TRUE(y.starts_with("# Kubernetes bundle for tenant acme")) << y.substr(0, 200);
+  EXPECT_NE(y.find("\n---\n"), std::string::npos) << "a multi-document stream";
+  EXPECT_NE(y.find("kind: Namespace"), std::string::npos);
+  EXPECT_NE(y.find("name: acme-train"), std::string::npos);
+  EXPECT_NE(y.find("kind: ResourceQuota"), std::string::npos);
+  EXPECT_NE(y.find("requests.nvidia.com/gpu: \"2\""), std::string::npos)
+      << "the tenant quota of 2 H200 caps whole GPUs:\n"
+      << y;
+  EXPECT_NE(y.find("kind: ValidatingWebhookConfiguration"), std::string::npos);
+  EXPECT_NE(y.find("https://127.0.0.1/v1/admission/validate"), std::string::npos);
+  EXPECT_NE(y.find("acme/acme-admin"), std::string::npos) << "the tenant admin's binding";
+  EXPECT_EQ(y.find("beta"), std::string::npos) << "nothing of another tenant";
+  // Deterministic: the same state renders the same bytes.
+  auto again =
+      s.request("GET", "/v1/tenants/" + acme.id + "/render/kubernetes", nullptr, acme.admin_token);
+  EXPECT_EQ(again.raw, y);
+  // An explicit webhook URL; a bad one is a 400.
+  auto w =
+      s.request("GET", "/v1/tenants/acme/render/kubernetes?webhook_url=https://gp.example.com:8443",
+                nullptr, s.admin_token());
+  ASSERT_EQ(w.status, 200) << w.raw;
+  EXPECT_NE(w.raw.find("https://gp.example.com:8443/v1/admission/validate"), std::string::npos);
+  EXPECT_TRUE(
+      IsProblem(s.request("GET", "/v1/tenants/acme/render/kubernetes?webhook_url=http://plain",
+                          nullptr, s.admin_token()),
+                400, "invalid_argument"));
+
+  // beta owns a pool: its bundle pins its namespace to it and labels and taints the node.
+  auto b =
+      s.request("GET", "/v1/tenants/" + beta.id + "/render/kubernetes", nullptr, beta.admin_token);
+  ASSERT_EQ(b.status, 200) << b.raw;
+  EXPECT_NE(b.raw.find("kind: Node"), std::string::npos) << b.raw;
+  EXPECT_NE(b.raw.find("name: beta-node-1"), std::string::npos);
+  EXPECT_NE(b.raw.find("gpuplane.io/pool: beta-pool"), std::string::npos);
+  // Another tenant's admin gets 404, as if acme did not exist.
+  EXPECT_TRUE(IsProblem(
+      s.request("GET", "/v1/tenants/" + acme.id + "/render/kubernetes", nullptr, beta.admin_token),
+      404, "not_found"));
+}
+
+}  // namespace
+}  // namespace gp::it
