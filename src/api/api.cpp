@@ -153,8 +153,8 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
       limits_(limits),
       authn_(store, clock),
       allocs_(audit, std::move(alloc_options)) {
-  for (auto table :
-       {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(), alloc_routes()})
+  for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(),
+                     alloc_routes(), network_routes()})
     for (auto& r : table) routes_.push_back(std::move(r));
 }
 

@@ -47,5 +47,9 @@ void add_fleet_commands(CLI::App& app, ClientConfig& c, int* rc);
 void add_alloc_commands(CLI::App& app, ClientConfig& c, int* rc);
 // storage audit (cli_storage.cpp).
 void add_storage_commands(CLI::App& app, ClientConfig& c, int* rc);
+// network and secret commands, and serve's segment pool flags (cli_network.cpp).
+void add_network_commands(CLI::App& app, ClientConfig& c, int* rc);
+struct ServeOptions;
+void add_network_serve_options(CLI::App& serve, ServeOptions& o);
 
 }  // namespace gp::cli

@@ -21,11 +21,12 @@ namespace {
 struct TenantWorld {
   TenantInfo tenant;
   std::string project_id, user_id, sa_id, key_id, key_token, binding_id, allocation_id;
+  std::string secret;  // a name only this tenant uses
 
   std::map<std::string, std::string> path_ids() const {
-    return {{"tenant", tenant.id},        {"project", project_id}, {"user", user_id},
-            {"service_account", sa_id},   {"api_key", key_id},     {"role_binding", binding_id},
-            {"allocation", allocation_id}};
+    return {{"tenant", tenant.id},         {"project", project_id}, {"user", user_id},
+            {"service_account", sa_id},    {"api_key", key_id},     {"role_binding", binding_id},
+            {"allocation", allocation_id}, {"secret", secret}};
   }
 };
 
@@ -58,6 +59,10 @@ TenantWorld populate(TestServer& s, const std::string& name) {
                     {{"shape", {{"tier", "dedicated-gpu"}}}}, token),
           201, "allocation")
           .body.at("id");
+  w.secret = name + "-registry";
+  expect_status(s.request("POST", "/v1/tenants/" + t + "/secrets",
+                          {{"name", w.secret}, {"value", name + "-s3cret"}}, token),
+                201, "secret");
   return w;
 }
 
@@ -99,6 +104,9 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
     return {{"models", {{"H200", {{"nominal", 0}}}}}};
   if (schema == "AllocationCreate") return {{"shape", {{"tier", "dedicated-gpu"}}}};
   if (schema == "AllocationRelease") return Json::object();
+  if (schema == "NetworkPolicySet")
+    return {{"egress", {{{"destination", "203.0.113.0/24"}, {"protocol", "tcp"}}}}};
+  if (schema == "SecretCreate") return {{"name", "intruder"}, {"value", "x"}};
   throw std::runtime_error("no minimal body for request schema " + schema);
 }
 
@@ -108,9 +116,13 @@ Json snapshot(TestServer& s, const std::string& tenant) {
   out["tenant"] = expect_status(s.request("GET", "/v1/tenants/" + tenant, nullptr, s.admin_token()),
                                 200, "snapshot tenant")
                       .body;
-  for (const char* noun :
-       {"projects", "users", "service-accounts", "api-keys", "role-bindings", "allocations"})
+  for (const char* noun : {"projects", "users", "service-accounts", "api-keys", "role-bindings",
+                           "allocations", "secrets"})
     out[noun] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/" + noun);
+  out["network"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/network", nullptr,
+                                           s.admin_token()),
+                                 200, "snapshot network")
+                       .body;
   return out;
 }
 
