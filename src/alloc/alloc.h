@@ -177,6 +177,9 @@ class Service {
   // has reported since placement. Returns what the agent must apply: allocations on the node
   // and planned MIG layouts / modes of its GPUs.
   Result<Json> acknowledge(store::Tx& tx, const World& w, const std::string& node_id);
+  // Offboarding: every live allocation of the tenant is released and its reservations are
+  // cancelled; what waited behind them is placed. Returns the allocations released.
+  Result<int> offboard(store::Tx& tx, const World& w, const std::string& tenant_id);
   // A node failed: its allocations fail and are released.
   Result<int> node_failed(store::Tx& tx, const World& w, const std::string& node_id,
                           const std::string& reason);

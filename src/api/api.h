@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,8 @@
 #include "common/json.h"
 #include "common/page.h"
 #include "iam/iam.h"
+#include "network/network.h"
+#include "storage/storage.h"
 #include "store/store.h"
 
 namespace gp::api {
@@ -32,6 +35,14 @@ struct Limits {
   std::chrono::milliseconds idle_timeout{60000};  // keep-alive between requests
   Duration session_ttl = std::chrono::hours(12);
   int max_page = 1000;
+};
+
+// Tenant isolation settings: the pool tenant network segments come from, and the master key
+// that wraps the tenants' data keys (without one the secrets routes answer 503).
+struct Isolation {
+  network::SegmentPoolConfig segments{
+      .vni_first = 10000, .vni_last = 19999, .supernet = {0x0A400000, 10}, .prefix_length = 24};
+  std::optional<storage::MasterKey> master_key;
 };
 
 struct Route;  // api/router.h
@@ -65,6 +76,9 @@ class Api {
   World world() { return World{clock_, ids_}; }
   const iam::Authenticator& authenticator() const { return authn_; }
   alloc::Service& allocs() { return allocs_; }
+  // Set before serving.
+  void set_isolation(Isolation isolation) { isolation_ = std::move(isolation); }
+  const Isolation& isolation() const { return isolation_; }
 
  private:
   store::Store& store_;
@@ -77,6 +91,7 @@ class Api {
   Metrics metrics_;
   std::atomic<bool> ready_{true};
   std::vector<Route> routes_;
+  Isolation isolation_;
 };
 
 // Serves an Api over HTTP/1.1 on a TCP port: one coroutine per connection, header and body

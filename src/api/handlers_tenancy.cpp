@@ -67,9 +67,15 @@ Result<Mutation> update_tenant(Api& api, Call& call, store::Tx& tx) {
 
 Result<Mutation> offboard_tenant(Api& api, Call& call, store::Tx& tx) {
   auto t = GP_TRY(tenancy::offboard_tenant(tx, api.world(), call.tenant_scope(), call.if_match()));
+  const int released = GP_TRY(api.allocs().offboard(tx, api.world(), t.id));
+  GP_TRY_VOID(release_tenant_network(tx, t.id));
+  GP_TRY_VOID(shred_tenant_keys(tx, t));
   Mutation m;
   m.reply = json_reply(200, t.to_json(), t.version);
-  m.detail = {{"state", "offboarding"}};
+  m.detail = {{"state", "offboarding"},
+              {"allocations_released", released},
+              {"network", "released"},
+              {"data_keys", "destroyed"}};
   return m;
 }
 

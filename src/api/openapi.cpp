@@ -351,6 +351,35 @@ Json schemas() {
                                 {"request", {{"type", "object"}}},
                                 {"response", {{"type", "object"}}}},
                                {"apiVersion", "kind"});
+  Json ports = {{"type", "array"}, {"items", {{"type", {"integer", "string"}}}}};
+  Json protocols = enum_of({"tcp", "udp", "icmp", "any"});
+  Json egress = object(
+      {{"destination", str()}, {"protocol", protocols}, {"ports", ports}, {"description", str()}},
+      {"destination", "protocol"});
+  Json exposure = object({{"protocol", protocols},
+                          {"ports", ports},
+                          {"sources", {{"type", "array"}, {"items", str()}}},
+                          {"description", str()}},
+                         {"protocol", "ports", "sources"});
+  s["NetworkPolicySet"] = object({{"egress", {{"type", "array"}, {"items", egress}}},
+                                  {"exposures", {{"type", "array"}, {"items", exposure}}}},
+                                 {});
+  s["TenantNetwork"] =
+      object({{"segment", object({{"vni", integer()}, {"cidr", str()}}, {"vni", "cidr"})},
+              {"policy", schema_ref("NetworkPolicySet")},
+              {"version", integer()}},
+             {"segment", "policy", "version"});
+  s["NodeNftables"] = object({{"node", str()},
+                              {"table", str()},
+                              {"segments", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+                              {"ruleset", str()}},
+                             {"node", "table", "segments", "ruleset"});
+  s["SecretCreate"] = object({{"name", str()}, {"value", str()}}, {"name", "value"});
+  s["Secret"] = object({{"name", str()},
+                        {"key_version", integer()},
+                        {"created_by", str()},
+                        {"created_at", time_str()}},
+                       {"name", "key_version", "created_by", "created_at"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},

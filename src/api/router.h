@@ -97,6 +97,10 @@ std::vector<Route> identity_routes();
 std::vector<Route> fleet_routes();
 std::vector<Route> alloc_routes();
 std::vector<Route> k8s_routes();
+std::vector<Route> network_routes();
+// Offboarding: frees the tenant's network segment and policy; shreds its data keys.
+Result<void> release_tenant_network(store::Tx& tx, const std::string& tenant_id);
+Result<void> shred_tenant_keys(store::Tx& tx, const tenancy::Tenant& tenant);
 
 // Helpers for handlers.
 Reply json_reply(int status, Json body, std::optional<int64_t> etag = std::nullopt);

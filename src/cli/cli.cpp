@@ -280,6 +280,7 @@ int main(int argc, char** argv) {
       ->add_option("--node-timeout-seconds", so.node_timeout_seconds,
                    "A node silent this long is marked failed")
       ->check(CLI::Range(1, 86400));
+  add_network_serve_options(*serve, so);
   serve->callback([&] { rc = run_serve(so); });
 
   // audit
@@ -360,6 +361,7 @@ int main(int argc, char** argv) {
   add_storage_commands(app, c, &rc);
   add_simulate_command(app, &rc);
   add_k8s_commands(app, c, &rc);
+  add_network_commands(app, c, &rc);
 
   // Tenants: create takes class and an optional first admin.
   {

@@ -51,5 +51,9 @@ void add_storage_commands(CLI::App& app, ClientConfig& c, int* rc);
 void add_simulate_command(CLI::App& app, int* rc);
 // render kubernetes and admission check (cli_k8s.cpp).
 void add_k8s_commands(CLI::App& app, ClientConfig& c, int* rc);
+// network and secret commands, and serve's segment pool flags (cli_network.cpp).
+void add_network_commands(CLI::App& app, ClientConfig& c, int* rc);
+struct ServeOptions;
+void add_network_serve_options(CLI::App& serve, ServeOptions& o);
 
 }  // namespace gp::cli

@@ -1,6 +1,7 @@
 // Private to the cli module.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace gp::cli {
@@ -19,6 +20,11 @@ struct ServeOptions {
   int checkpoint_seconds = 60;
   int grace_ms = 5000;
   int node_timeout_seconds = 40;  // missed heartbeats for this long: node failed
+  // Tenant network segment pool (cli_network.cpp registers the flags).
+  uint32_t vni_first = 10000;
+  uint32_t vni_last = 19999;
+  std::string tenant_supernet = "10.64.0.0/10";
+  int tenant_prefix = 24;
 };
 
 int run_serve(const ServeOptions& o);

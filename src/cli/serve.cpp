@@ -42,6 +42,28 @@ Result<void> write_private_file(const std::string& path, const std::string& cont
   return ok();
 }
 
+// The segment pool from the serve flags, and the master key at <data dir>/master.key (created
+// 0600 on first start).
+Result<api::Isolation> isolation_settings(const ServeOptions& o) {
+  api::Isolation iso;
+  auto supernet = network::parse_cidr(o.tenant_supernet);
+  if (!supernet) return fail(Error::invalid("--tenant-supernet: " + supernet.error().message));
+  iso.segments = {.vni_first = o.vni_first,
+                  .vni_last = o.vni_last,
+                  .supernet = *supernet,
+                  .prefix_length = static_cast<uint8_t>(o.tenant_prefix)};
+  if (auto v = network::validate(iso.segments); !v)
+    return fail(Error::invalid("tenant segment pool: " + v.error().message));
+  std::filesystem::path key = std::filesystem::path(o.data_dir) / "master.key";
+  std::error_code ec;
+  auto key_result = std::filesystem::exists(std::filesystem::symlink_status(key, ec))
+                        ? storage::load_master_key(key)
+                        : storage::create_master_key_file(key, storage::system_random());
+  if (!key_result) return fail(Error::invalid(key.string() + ": " + key_result.error().message));
+  iso.master_key = std::move(*key_result);
+  return iso;
+}
+
 }  // namespace
 
 void setup_logging(const std::string& level, const std::string& format) {
@@ -103,6 +125,12 @@ int run_serve(const ServeOptions& o) {
   api::Limits limits;
   limits.max_connections = o.max_connections;
   api::Api api(**store, audit_log, clock, ids, limits);
+  auto isolation = isolation_settings(o);
+  if (!isolation) {
+    spdlog::critical("{}", isolation.error().message);
+    return 1;
+  }
+  api.set_isolation(std::move(*isolation));
   auto colon = o.listen.rfind(':');
   std::string host = o.listen.substr(0, colon);
   int port = colon == std::string::npos ? 8080 : std::atoi(o.listen.c_str() + colon + 1);

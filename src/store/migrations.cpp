@@ -283,7 +283,35 @@ CREATE TABLE gpu_plans (
   updated_at BIGINT NOT NULL
 )
 )SQL"},
-      // 4 is "network and secrets".
+      {4, "network and secrets", R"SQL(
+CREATE TABLE tenant_segments (
+  tenant_id TEXT PRIMARY KEY REFERENCES tenants(id),
+  vni BIGINT NOT NULL UNIQUE,
+  cidr TEXT NOT NULL UNIQUE,
+  created_at BIGINT NOT NULL
+);
+CREATE TABLE tenant_network_policies (
+  tenant_id TEXT PRIMARY KEY REFERENCES tenants(id),
+  policy TEXT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+);
+CREATE TABLE tenant_keyrings (
+  tenant_id TEXT PRIMARY KEY REFERENCES tenants(id),
+  keyring TEXT NOT NULL,
+  destroyed BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL
+);
+CREATE TABLE tenant_secrets (
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  name TEXT NOT NULL,
+  key_version BIGINT NOT NULL,
+  sealed TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, name)
+)
+)SQL"},
       {5, "reservations", R"SQL(
 CREATE TABLE reservations (
   id TEXT PRIMARY KEY,

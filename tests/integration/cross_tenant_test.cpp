@@ -22,6 +22,7 @@ struct TenantWorld {
   TenantInfo tenant;
   std::string project_id, user_id, sa_id, key_id, key_token, binding_id, allocation_id,
       reservation_id;
+  std::string secret;  // a name only this tenant uses
 
   std::map<std::string, std::string> path_ids() const {
     return {{"tenant", tenant.id},
@@ -31,7 +32,8 @@ struct TenantWorld {
             {"api_key", key_id},
             {"role_binding", binding_id},
             {"allocation", allocation_id},
-            {"reservation", reservation_id}};
+            {"reservation", reservation_id},
+            {"secret", secret}};
   }
 };
 
@@ -72,6 +74,10 @@ TenantWorld populate(TestServer& s, const std::string& name) {
                                              token),
                                    201, "reservation")
                          .body.at("id");
+  w.secret = name + "-registry";
+  expect_status(s.request("POST", "/v1/tenants/" + t + "/secrets",
+                          {{"name", w.secret}, {"value", name + "-s3cret"}}, token),
+                201, "secret");
   return w;
 }
 
@@ -117,6 +123,9 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
     return {{"project", w.project_id},
             {"shape", {{"tier", "dedicated-gpu"}}},
             {"duration_seconds", 3600}};
+  if (schema == "NetworkPolicySet")
+    return {{"egress", {{{"destination", "203.0.113.0/24"}, {"protocol", "tcp"}}}}};
+  if (schema == "SecretCreate") return {{"name", "intruder"}, {"value", "x"}};
   throw std::runtime_error("no minimal body for request schema " + schema);
 }
 
@@ -127,8 +136,12 @@ Json snapshot(TestServer& s, const std::string& tenant) {
                                 200, "snapshot tenant")
                       .body;
   for (const char* noun : {"projects", "users", "service-accounts", "api-keys", "role-bindings",
-                           "allocations", "reservations"})
+                           "allocations", "reservations", "secrets"})
     out[noun] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/" + noun);
+  out["network"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/network", nullptr,
+                                           s.admin_token()),
+                                 200, "snapshot network")
+                       .body;
   return out;
 }
 

@@ -1,0 +1,376 @@
+// Tenant networks (segment, policy, a node's nftables ruleset) and tenant secrets, sealed with
+// the tenant's data key and never returned. The pure rules live in gp_network and gp_storage;
+// this file keeps their state in the store (migration 4).
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "api/router.h"
+
+namespace gp::api {
+namespace {
+
+using iam::Permission;
+
+constexpr size_t kMaxSecretBytes = 64 << 10;
+
+// ---- Network state in the store ----
+
+// Every live segment, named by tenant name (the core's tenant key).
+Result<std::vector<network::Segment>> load_segments(store::Tx& tx) {
+  std::vector<network::Segment> out;
+  for (const auto& row : GP_TRY(
+           tx.query("SELECT t.name, s.vni, s.cidr FROM tenant_segments s JOIN tenants t ON t.id = "
+                    "s.tenant_id ORDER BY t.name"))) {
+    auto cidr = network::parse_cidr(row.text(2));
+    if (!cidr) return fail(Error::internal("stored segment CIDR unreadable: " + row.text(2)));
+    out.push_back({row.text(0), static_cast<uint32_t>(row.integer(1)), *cidr});
+  }
+  return out;
+}
+
+// The tenant's segment, allocated from the configured pool on first use.
+Result<network::Segment> ensure_segment(Api& api, store::Tx& tx, const tenancy::Tenant& t) {
+  auto existing = GP_TRY(load_segments(tx));
+  for (const auto& s : existing)
+    if (s.tenant == t.name) return s;
+  if (t.state == tenancy::TenantState::kOffboarding)
+    return fail(Error::conflict("tenant is being offboarded: its segment was released"));
+  auto seg = GP_TRY(network::allocate_segment(api.isolation().segments, existing, t.name));
+  GP_TRY(tx.exec(
+      "INSERT INTO tenant_segments (tenant_id, vni, cidr, created_at) VALUES (?,?,?,?)",
+      {t.id, int64_t{seg.vni}, network::to_string(seg.cidr), to_unix_micros(api.clock().now())}));
+  return seg;
+}
+
+struct StoredPolicy {
+  network::TenantPolicy policy;
+  int64_t version = 0;  // 0: never set (the default policy: no egress, no exposures)
+};
+
+Result<StoredPolicy> load_policy(Api& api, store::Tx& tx, const tenancy::Tenant& t) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT policy, version FROM tenant_network_policies WHERE tenant_id = ?", {t.id}));
+  if (!row) return StoredPolicy{network::TenantPolicy{.tenant = t.name}, 0};
+  auto j = GP_TRY(parse_json(row->text(0)));
+  auto p = GP_TRY(network::policy_from_json(j, t.name, api.isolation().segments.supernet));
+  return StoredPolicy{std::move(p), row->integer(1)};
+}
+
+// The policy as the API reads and writes it: the tenant comes from the path, never the body.
+Json policy_body(const network::TenantPolicy& p) {
+  Json j = network::to_json(p);
+  j.erase("tenant");
+  return j;
+}
+
+Json segment_json(const network::Segment& s) {
+  return {{"vni", s.vni}, {"cidr", network::to_string(s.cidr)}};
+}
+
+Json network_json(const network::Segment& seg, const StoredPolicy& p) {
+  return {
+      {"segment", segment_json(seg)}, {"policy", policy_body(p.policy)}, {"version", p.version}};
+}
+
+// What a policy change did: the rules added and removed, per list.
+Json policy_diff(const Json& before, const Json& after) {
+  Json diff = Json::object();
+  for (const char* list : {"egress", "exposures"}) {
+    Json added = Json::array(), removed = Json::array();
+    const Json& b = before.at(list);
+    const Json& a = after.at(list);
+    for (const auto& rule : a)
+      if (std::find(b.begin(), b.end(), rule) == b.end()) added.push_back(rule);
+    for (const auto& rule : b)
+      if (std::find(a.begin(), a.end(), rule) == a.end()) removed.push_back(rule);
+    diff[list] = {{"added", added}, {"removed", removed}};
+  }
+  return diff;
+}
+
+Result<Reply> get_network(Api& api, Call& call, store::Tx& tx) {
+  auto seg = GP_TRY(ensure_segment(api, tx, *call.tenant));
+  auto p = GP_TRY(load_policy(api, tx, *call.tenant));
+  return json_reply(200, network_json(seg, p), p.version);
+}
+
+Result<Mutation> put_policy(Api& api, Call& call, store::Tx& tx) {
+  if (call.tenant->state == tenancy::TenantState::kOffboarding)
+    return fail(Error::conflict("tenant is being offboarded and can no longer change"));
+  auto next = GP_TRY(
+      network::policy_from_json(*call.body, call.tenant->name, api.isolation().segments.supernet));
+  auto seg = GP_TRY(ensure_segment(api, tx, *call.tenant));
+  auto before = GP_TRY(load_policy(api, tx, *call.tenant));
+  GP_TRY_VOID(check_if_match(call, before.version));
+  Json after_json = policy_body(next);
+  StoredPolicy after{std::move(next), before.version + 1};
+  int64_t now = to_unix_micros(api.clock().now());
+  if (before.version == 0)
+    GP_TRY(
+        tx.exec("INSERT INTO tenant_network_policies (tenant_id, policy, updated_at, version) "
+                "VALUES (?,?,?,?)",
+                {call.tenant->id, after_json.dump(), now, after.version}));
+  else
+    GP_TRY(
+        tx.exec("UPDATE tenant_network_policies SET policy = ?, updated_at = ?, version = ? "
+                "WHERE tenant_id = ? AND version = ?",
+                {after_json.dump(), now, after.version, call.tenant->id, before.version}));
+  Mutation m;
+  m.reply = json_reply(200, network_json(seg, after), after.version);
+  m.detail = {{"version", after.version},
+              {"diff", policy_diff(policy_body(before.policy), after_json)}};
+  return m;
+}
+
+Result<Reply> node_nftables(Api& api, Call& call, store::Tx& tx) {
+  auto node = GP_TRY(tx.query_one("SELECT id, name FROM nodes WHERE id = ? OR name = ?",
+                                  {call.param("node"), call.param("node")}));
+  if (!node) return fail(Error::not_found("node not found"));
+  network::NodeNetState state;
+  state.segments = GP_TRY(load_segments(tx));
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT t.name, p.policy FROM tenant_network_policies p JOIN tenants t ON t.id = "
+           "p.tenant_id JOIN tenant_segments s ON s.tenant_id = p.tenant_id ORDER BY t.name"))) {
+    auto j = GP_TRY(parse_json(row.text(1)));
+    state.policies.push_back(
+        GP_TRY(network::policy_from_json(j, row.text(0), api.isolation().segments.supernet)));
+  }
+  // Workloads and overlay links are attached by the node's agent; none are recorded yet.
+  auto ruleset = GP_TRY(network::render_nftables(state));
+  Json segments = Json::array();
+  for (const auto& s : state.segments) {
+    Json j = segment_json(s);
+    j["tenant"] = s.tenant;
+    segments.push_back(j);
+  }
+  return json_reply(200,
+                    {{"node", node->text(0)},
+                     {"table", fmt::format("{} {}", network::kTableFamily, network::kTableName)},
+                     {"segments", segments},
+                     {"ruleset", ruleset}});
+}
+
+// ---- Keys and secrets in the store ----
+
+// The tenant's keyring row as a one-tenant Keyring (empty when it has none yet).
+Result<storage::Keyring> load_keyring(store::Tx& tx, const std::string& tenant_id) {
+  auto row =
+      GP_TRY(tx.query_one("SELECT keyring FROM tenant_keyrings WHERE tenant_id = ?", {tenant_id}));
+  if (!row) return storage::Keyring{};
+  return storage::keyring_from_json(GP_TRY(parse_json(row->text(0))));
+}
+
+Result<void> save_keyring(Api& api, store::Tx& tx, const std::string& tenant_id,
+                          const storage::Keyring& ring, bool existed) {
+  if (ring.tenants.size() != 1) return fail(Error::internal("a tenant keyring holds one tenant"));
+  std::string text = storage::to_json(ring).dump();
+  int64_t destroyed = ring.tenants[0].destroyed ? 1 : 0;
+  int64_t now = to_unix_micros(api.clock().now());
+  if (existed)
+    GP_TRY(tx.exec(
+        "UPDATE tenant_keyrings SET keyring = ?, destroyed = ?, updated_at = ? WHERE tenant_id = ?",
+        {text, destroyed, now, tenant_id}));
+  else
+    GP_TRY(
+        tx.exec("INSERT INTO tenant_keyrings (tenant_id, keyring, destroyed, updated_at) VALUES "
+                "(?,?,?,?)",
+                {tenant_id, text, destroyed, now}));
+  return ok();
+}
+
+const storage::MasterKey& master_key(const Api& api) {
+  return *api.isolation().master_key;  // checked by require_master_key
+}
+
+Result<void> require_master_key(const Api& api) {
+  if (!api.isolation().master_key)
+    return fail(ErrorCode::kUnavailable, "no master key is configured: secrets are unavailable");
+  return ok();
+}
+
+constexpr std::string_view kSecretCols = "name, key_version, created_by, created_at";
+
+Json secret_json(const store::Row& row) {
+  return {{"name", row.text(0)},
+          {"key_version", row.integer(1)},
+          {"created_by", row.text(2)},
+          {"created_at", format_rfc3339(from_unix_micros(row.integer(3)))}};
+}
+
+Result<Mutation> create_secret(Api& api, Call& call, store::Tx& tx) {
+  GP_TRY_VOID(require_master_key(api));
+  auto r = body_reader(call, "secret");
+  std::string name = r.string("name", 128);
+  std::string value = r.string("value", kMaxSecretBytes);
+  GP_TRY_VOID(r.finish());
+  if (value.empty()) return fail(Error::invalid("value: must not be empty"));
+  const auto& t = *call.tenant;
+  auto ring = GP_TRY(load_keyring(tx, t.id));
+  const bool existed = !ring.tenants.empty();
+  auto random = storage::system_random();
+  if (!existed) {
+    GP_TRY_VOID(storage::create_tenant_key(ring, t.name, master_key(api), random));
+    GP_TRY_VOID(save_keyring(api, tx, t.id, ring, false));
+  }
+  const storage::MasterKey masters[] = {master_key(api)};
+  auto sealed = GP_TRY(storage::seal_secret(ring, masters, t.name, name, value, random));
+  auto row = GP_TRY(
+      tx.query_one("SELECT 1 FROM tenant_secrets WHERE tenant_id = ? AND name = ?", {t.id, name}));
+  if (row) return fail(Error::conflict(fmt::format("a secret named '{}' already exists", name)));
+  int64_t now = to_unix_micros(api.clock().now());
+  GP_TRY(
+      tx.exec("INSERT INTO tenant_secrets (tenant_id, name, key_version, sealed, created_by, "
+              "created_at) VALUES (?,?,?,?,?,?)",
+              {t.id, name, int64_t{sealed.key_version}, storage::to_json(sealed).dump(),
+               call.who.id, now}));
+  Mutation m;
+  m.reply = json_reply(201, {{"name", name},
+                             {"key_version", sealed.key_version},
+                             {"created_by", call.who.id},
+                             {"created_at", format_rfc3339(from_unix_micros(now))}});
+  m.resource = call.req.path + "/" + name;
+  m.reply.headers.emplace_back("Location", m.resource);
+  m.detail = {{"name", name}, {"key_version", sealed.key_version}};
+  return m;
+}
+
+Result<store::Row> path_secret(store::Tx& tx, Call& call) {
+  return found(tx.query_one(fmt::format("SELECT {} FROM tenant_secrets WHERE tenant_id = ? AND "
+                                        "name = ?",
+                                        kSecretCols),
+                            {call.tenant->id, call.param("secret")}),
+               "secret");
+}
+
+Result<Reply> list_secrets(Api& api, Call& call, store::Tx& tx) {
+  auto page = GP_TRY(page_request(api, call));
+  auto rows = GP_TRY(tx.query(
+      fmt::format("SELECT {} FROM tenant_secrets WHERE tenant_id = ? AND name > ? ORDER BY name "
+                  "LIMIT ?",
+                  kSecretCols),
+      {call.tenant->id, page.after.value_or(""), int64_t{page.limit} + 1}));
+  Json items = Json::array();
+  Json next = nullptr;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    if (i == size_t(page.limit)) {
+      next = rows[i - 1].text(0);
+      break;
+    }
+    items.push_back(secret_json(rows[i]));
+  }
+  return json_reply(200, {{"items", items}, {"next", next}});
+}
+
+Result<Mutation> delete_secret(Api&, Call& call, store::Tx& tx) {
+  auto row = GP_TRY(path_secret(tx, call));
+  GP_TRY(tx.exec("DELETE FROM tenant_secrets WHERE tenant_id = ? AND name = ?",
+                 {call.tenant->id, row.text(0)}));
+  Mutation m;
+  m.reply.status = 204;
+  m.detail = {{"name", row.text(0)}};
+  return m;
+}
+
+}  // namespace
+
+Result<void> release_tenant_network(store::Tx& tx, const std::string& tenant_id) {
+  GP_TRY(tx.exec("DELETE FROM tenant_network_policies WHERE tenant_id = ?", {tenant_id}));
+  GP_TRY(tx.exec("DELETE FROM tenant_segments WHERE tenant_id = ?", {tenant_id}));
+  return ok();
+}
+
+Result<void> shred_tenant_keys(store::Tx& tx, const tenancy::Tenant& tenant) {
+  auto row =
+      GP_TRY(tx.query_one("SELECT keyring FROM tenant_keyrings WHERE tenant_id = ?", {tenant.id}));
+  storage::Keyring ring;
+  if (row) {
+    ring = GP_TRY(storage::keyring_from_json(GP_TRY(parse_json(row->text(0)))));
+    if (!ring.tenants.empty() && ring.tenants[0].destroyed) return ok();  // already shredded
+    GP_TRY_VOID(storage::destroy_tenant_keys(ring, tenant.name));
+  } else {
+    // Never had a key: record it as destroyed so none is ever created under this tenant.
+    ring.tenants.push_back({.tenant = tenant.name, .destroyed = true});
+  }
+  std::string text = storage::to_json(ring).dump();
+  if (row)
+    GP_TRY(tx.exec("UPDATE tenant_keyrings SET keyring = ?, destroyed = 1 WHERE tenant_id = ?",
+                   {text, tenant.id}));
+  else
+    GP_TRY(
+        tx.exec("INSERT INTO tenant_keyrings (tenant_id, keyring, destroyed, updated_at) VALUES "
+                "(?,?,1,0)",
+                {tenant.id, text}));
+  return ok();
+}
+
+std::vector<Route> network_routes() {
+  const std::string tenant = "/v1/tenants/{tenant}";
+  std::vector<Route> r;
+  r.push_back({.method = "GET",
+               .pattern = tenant + "/network",
+               .action = "network.get",
+               .permission = Permission::kTenantRead,
+               .handler = serialized_tx(get_network),
+               .summary = "The tenant's network segment (VNI and CIDR, allocated on first use) "
+                          "and its policy: declared egress and exposures.",
+               .response_schema = "TenantNetwork"});
+  r.push_back({.method = "PUT",
+               .pattern = tenant + "/network/policy",
+               .action = "network.policy.set",
+               .permission = Permission::kIdentityWrite,
+               .mutation = true,
+               .conditional = true,
+               .handler = write_tx(put_policy),
+               .summary = "Replace the tenant's egress rules and exposures (never addresses of the "
+                          "tenant supernet); audited with the rules added and removed.",
+               .request_schema = "NetworkPolicySet",
+               .response_schema = "TenantNetwork"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/nodes/{node}/nftables",
+               .action = "network.nftables",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx(node_nftables),
+               .summary = "The nftables ruleset (table inet gpuplane) the node enforces for the "
+                          "stored tenant segments and policies.",
+               .response_schema = "NodeNftables"});
+  r.push_back({.method = "POST",
+               .pattern = tenant + "/secrets",
+               .action = "secret.create",
+               .permission = Permission::kIdentityWrite,
+               .mutation = true,
+               .handler = write_tx(create_secret),
+               .summary = "Store a secret sealed with the tenant's data key. Write-only: the value "
+                          "is never returned.",
+               .request_schema = "SecretCreate",
+               .response_schema = "Secret",
+               .success_status = 201});
+  r.push_back({.method = "GET",
+               .pattern = tenant + "/secrets",
+               .action = "secret.list",
+               .permission = Permission::kIdentityRead,
+               .handler = read_tx(list_secrets),
+               .query_params = {"limit", "after"},
+               .summary = "The tenant's secrets (names and key versions, never values).",
+               .response_schema = "Secret[]"});
+  r.push_back({.method = "GET",
+               .pattern = tenant + "/secrets/{secret}",
+               .action = "secret.get",
+               .permission = Permission::kIdentityRead,
+               .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
+                 return json_reply(200, secret_json(GP_TRY(path_secret(tx, call))));
+               }),
+               .summary = "One secret's metadata (never its value).",
+               .response_schema = "Secret"});
+  r.push_back({.method = "DELETE",
+               .pattern = tenant + "/secrets/{secret}",
+               .action = "secret.delete",
+               .permission = Permission::kIdentityWrite,
+               .mutation = true,
+               .handler = write_tx(delete_secret),
+               .summary = "Delete a secret.",
+               .success_status = 204});
+  return r;
+}
+
+}  // namespace gp::api
