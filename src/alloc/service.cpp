@@ -419,10 +419,10 @@ Result<int> Service::offboard(store::Tx& tx, const World& w, const std::string& 
   sched::Scheduler* s = GP_TRY(ensure(tx));
   changed_ = true;
   int n = 0;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT id FROM allocations WHERE tenant_id = ? AND state IN "
-           "('pending','placed','active') ORDER BY id",
-           {tenant_id}))) {
+  for (const auto& row :
+       GP_TRY(tx.query("SELECT id FROM allocations WHERE tenant_id = ? AND state IN "
+                       "('pending','placed','active') ORDER BY id",
+                       {tenant_id}))) {
     (void)s->release(row.text(0), w.clock.now());
     n += GP_TRY(end(tx, w, row.text(0), State::kReleased, "tenant_offboarded",
                     "the tenant is being offboarded", std::string(kScheduler)));
@@ -431,9 +431,10 @@ Result<int> Service::offboard(store::Tx& tx, const World& w, const std::string& 
            "SELECT id FROM reservations WHERE tenant_id = ? AND state IN ('scheduled','active')",
            {tenant_id}))) {
     (void)s->cancel_reservation(row.text(0), w.clock.now());
-    GP_TRY(tx.exec("UPDATE reservations SET state = 'cancelled', reason = 'the tenant is being "
-                   "offboarded', updated_at = ?, version = version + 1 WHERE id = ?",
-                   {w.now(), row.text(0)}));
+    GP_TRY(
+        tx.exec("UPDATE reservations SET state = 'cancelled', reason = 'the tenant is being "
+                "offboarded', updated_at = ?, version = version + 1 WHERE id = ?",
+                {w.now(), row.text(0)}));
   }
   GP_TRY(schedule(tx, w));
   return n;

@@ -280,6 +280,14 @@ int main(int argc, char** argv) {
       ->add_option("--node-timeout-seconds", so.node_timeout_seconds,
                    "A node silent this long is marked failed")
       ->check(CLI::Range(1, 86400));
+  serve
+      ->add_option("--fair-share-half-life-hours", so.fair_share_half_life_hours,
+                   "Half-life of past GPU use in the fair-share queue order")
+      ->check(CLI::Range(0.01, 8760.0));
+  serve
+      ->add_option("--preemption-grace-seconds", so.preemption_grace_seconds,
+                   "How long a preempted workload gets to stop")
+      ->check(CLI::Range(0, 86400));
   add_network_serve_options(*serve, so);
   serve->callback([&] { rc = run_serve(so); });
 

@@ -19,7 +19,9 @@ struct ServeOptions {
   int checkpoint_every = 1000;
   int checkpoint_seconds = 60;
   int grace_ms = 5000;
-  int node_timeout_seconds = 40;  // missed heartbeats for this long: node failed
+  int node_timeout_seconds = 40;           // missed heartbeats for this long: node failed
+  double fair_share_half_life_hours = 24;  // how fast past GPU use stops counting
+  int preemption_grace_seconds = 30;       // preempted workloads get this long to stop
   // Tenant network segment pool (cli_network.cpp registers the flags).
   uint32_t vni_first = 10000;
   uint32_t vni_last = 19999;

@@ -124,7 +124,11 @@ int run_serve(const ServeOptions& o) {
 
   api::Limits limits;
   limits.max_connections = o.max_connections;
-  api::Api api(**store, audit_log, clock, ids, limits);
+  alloc::Options scheduling;
+  scheduling.scheduler.fair_share_half_life = std::chrono::duration_cast<Duration>(
+      std::chrono::duration<double, std::ratio<3600>>(o.fair_share_half_life_hours));
+  scheduling.preemption_grace = std::chrono::seconds(o.preemption_grace_seconds);
+  api::Api api(**store, audit_log, clock, ids, limits, scheduling);
   auto isolation = isolation_settings(o);
   if (!isolation) {
     spdlog::critical("{}", isolation.error().message);

@@ -186,7 +186,11 @@ std::vector<std::string> Scheduler::victims(const Request& request, bool any_pre
       }
     }
     std::ranges::sort(keys);
-    for (VictimKey& key : keys) out.push_back(std::move(std::get<3>(key)));
+    for (VictimKey& key : keys) {
+      // A borrowed allocation may already be listed as a reclaim victim.
+      if (std::ranges::find(out, std::get<3>(key)) == out.end())
+        out.push_back(std::move(std::get<3>(key)));
+    }
   }
   if (static_cast<int>(out.size()) > options_.max_victims) out.resize(options_.max_victims);
   return out;

@@ -411,3 +411,27 @@ TEST_F(Sched, ReservationWindowsKeepTheirCapacity) {
 
 }  // namespace
 }  // namespace gp::it
+
+namespace gp::it {
+namespace {
+
+TEST_F(Sched, OffboardingReleasesAllocationsAndLetsOthersIn) {
+  auto gone = tenant("gone", "standard", gpus(16));
+  auto next = tenant("next", "standard", gpus(16));
+  auto held = allocate(gone, {{"offering", "h200-1x"}, {"count", 16}});
+  ASSERT_EQ(held.body["state"], "placed");
+  auto waiting = allocate(next, {{"offering", "h200-1x"}, {"count", 8}});
+  ASSERT_EQ(waiting.body["state"], "pending");
+  auto off = s.request("DELETE", "/v1/tenants/" + gone.info.id, nullptr, admin);
+  ASSERT_EQ(off.status, 200) << off.raw;
+  Json released =
+      s.request("GET", gone.base() + "/allocations/" + held.body["id"].get<std::string>(), nullptr,
+                admin)
+          .body;
+  EXPECT_EQ(released["state"], "released") << released.dump();
+  EXPECT_EQ(released["reason_code"], "tenant_offboarded");
+  EXPECT_EQ(get(next, waiting.body["id"])["state"], "placed");
+}
+
+}  // namespace
+}  // namespace gp::it
