@@ -71,6 +71,8 @@ struct Server::Impl {
   uint16_t port;
   int threads;
   asio::io_context ioc;
+  // The accept loop and the close at stop() run on this strand, never at the same time.
+  asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(ioc)};
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> workers;
   std::atomic<int> active{0};
@@ -211,7 +213,7 @@ Result<uint16_t> Server::start() {
         fmt::format("cannot listen on {}:{}: {}", m.address, m.port, ec.message())));
   uint16_t bound = m.acceptor->local_endpoint().port();
   m.work.emplace(m.ioc.get_executor());
-  asio::co_spawn(m.ioc, m.accept_loop(), asio::detached);
+  asio::co_spawn(m.accept_strand, m.accept_loop(), asio::detached);
   for (int i = 0; i < std::max(1, m.threads); ++i) m.workers.emplace_back([&m] { m.ioc.run(); });
   return bound;
 }
@@ -221,7 +223,7 @@ void Server::stop(std::chrono::milliseconds grace) {
   if (m.workers.empty()) return;
   m.stopping = true;
   m.api.set_ready(false);
-  asio::post(m.ioc, [&m] {
+  asio::post(m.accept_strand, [&m] {
     boost::system::error_code ec;
     if (m.acceptor) m.acceptor->close(ec);
   });
