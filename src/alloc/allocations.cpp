@@ -82,6 +82,14 @@ Json request_json(const sched::Request& r) {
   return j;
 }
 
+Json shape_json(const sched::Request& r) {
+  Json shape = request_json(r);
+  shape.erase("priority");
+  shape.erase("preemptible");
+  shape.erase("isolation");
+  return shape;
+}
+
 Result<sched::Request> request_from(const Json& j) {
   sched::Request r;
   try {
@@ -218,16 +226,12 @@ std::string reason_code(const Error& e) {
 }  // namespace detail
 
 Json Allocation::to_json() const {
-  Json shape = detail::request_json(request);
-  shape.erase("priority");
-  shape.erase("preemptible");
-  shape.erase("isolation");
   return {{"id", id},
           {"tenant_id", tenant_id},
           {"project_id", project_id},
           {"name", name},
           {"offering_id", offering_id ? Json(*offering_id) : Json(nullptr)},
-          {"shape", shape},
+          {"shape", detail::shape_json(request)},
           {"priority_class", detail::priority_class(request.priority)},
           {"priority", request.priority},
           {"preemptible", request.preemptible},

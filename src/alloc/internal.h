@@ -23,6 +23,8 @@ std::string priority_class(int priority);
 // The shape part of a request as stored and shown (tenant and project are columns).
 Json request_json(const sched::Request& r);
 Result<sched::Request> request_from(const Json& j);
+// The shape as tenants see it on an allocation or reservation (no class, priority, preemption).
+Json shape_json(const sched::Request& r);
 
 // A placement names GPUs and nodes by id, so it survives a rebuild of the cluster state.
 Json placement_json(const sched::Placement& p, const sched::ClusterState& state);

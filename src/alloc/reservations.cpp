@@ -48,15 +48,11 @@ std::string_view reservation_state_name(ReservationState s) {
 }
 
 Json Reservation::to_json() const {
-  Json shape = detail::request_json(request);
-  shape.erase("priority");
-  shape.erase("preemptible");
-  shape.erase("isolation");
   return {{"id", id},
           {"tenant_id", tenant_id},
           {"project_id", project_id},
           {"offering_id", offering_id ? Json(*offering_id) : Json(nullptr)},
-          {"shape", shape},
+          {"shape", detail::shape_json(request)},
           {"start_time", detail::ts(start_at)},
           {"end_time", detail::ts(end_at)},
           {"state", reservation_state_name(state)},

@@ -207,10 +207,15 @@ Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::st
   for (const auto& node : placement["nodes"])
     GP_TRY(tx.exec("INSERT INTO allocation_nodes (allocation_id, node_id) VALUES (?,?)",
                    {id, node.get<std::string>()}));
-  // What the GPUs must become: their agents apply these plans.
+  // What the GPUs must become: their agents apply these plans. A mode change and a layout
+  // change both leave the GPU as the state now holds it.
+  std::vector<int32_t> changed;
+  for (const auto& c : p.mode_changes) changed.push_back(c.gpu);
+  for (const auto& c : p.mig_changes) changed.push_back(c.gpu);
+  std::ranges::sort(changed);
+  changed.erase(std::unique(changed.begin(), changed.end()), changed.end());
   const auto& gpus = sched_->state().gpus();
-  for (const auto& c : p.mode_changes) {
-    const int32_t g = c.gpu;
+  for (const int32_t g : changed) {
     Json layout = Json::array();
     for (const auto& i : sched_->state().mig_layout(g))
       layout.push_back({{"profile", i.profile}, {"start", i.start}});
@@ -219,15 +224,6 @@ Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::st
         "CONFLICT (gpu_uuid) DO UPDATE SET mode = excluded.mode, mig_layout = "
         "excluded.mig_layout, updated_at = excluded.updated_at",
         {gpus[g].uuid, std::string(sched::gpu_mode_name(gpus[g].mode)), layout.dump(), now}));
-  }
-  for (const auto& c : p.mig_changes) {
-    Json layout = Json::array();
-    for (const auto& i : c.after) layout.push_back({{"profile", i.profile}, {"start", i.start}});
-    GP_TRY(tx.exec(
-        "INSERT INTO gpu_plans (gpu_uuid, mode, mig_layout, updated_at) VALUES (?,'mig',?,?) ON "
-        "CONFLICT (gpu_uuid) DO UPDATE SET mode = excluded.mode, mig_layout = "
-        "excluded.mig_layout, updated_at = excluded.updated_at",
-        {c.gpu_uuid, layout.dump(), now}));
   }
   return record_preempted(tx, w, d.preempted, id, a->tenant_id);
 }
