@@ -1,5 +1,5 @@
 // Identifier generation, injected so tests and simulations are reproducible. Ids are a short
-// type prefix and 16 lowercase base32 characters of randomness: "ten_k3x9...".
+// type prefix and 16 lowercase base32 characters: "ten_k3x9...".
 #pragma once
 
 #include <atomic>
@@ -17,7 +17,8 @@ class IdSource {
   virtual std::string next(std::string_view prefix) = 0;
 };
 
-// Cryptographically random ids (production).
+// Production ids: time-ordered (millisecond prefix) with 40 cryptographically random bits, so
+// ids sort by creation time and inserts append to the store's indexes.
 class RandomIdSource final : public IdSource {
  public:
   std::string next(std::string_view prefix) override;
@@ -34,7 +35,7 @@ class SeededIdSource final : public IdSource {
   std::mt19937_64 rng_;
 };
 
-// Encodes 80 random bits as 16 base32 characters.
+// Encodes the low 40 bits of hi, then of lo, as 16 base32 characters (order-preserving).
 std::string encode_id(std::string_view prefix, uint64_t hi, uint64_t lo);
 
 }  // namespace gp

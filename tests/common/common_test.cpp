@@ -1,5 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <set>
+#include <thread>
+
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/ids.h"
@@ -110,6 +114,19 @@ TEST(Ids, SeededSourceIsReproducibleAndPrefixed) {
   EXPECT_NE(a.next("ten"), x);
   RandomIdSource r;
   EXPECT_NE(r.next("k"), r.next("k"));
+}
+
+TEST(Ids, ProductionIdsSortByCreationTime) {
+  RandomIdSource r;
+  std::string first = r.next("alc");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::string later = r.next("alc");
+  EXPECT_LT(first, later);
+  EXPECT_EQ(later.size(), 4u + 16u);
+  // The random half differs between ids made in the same millisecond.
+  std::set<std::string> tails;
+  for (int i = 0; i < 100; ++i) tails.insert(r.next("alc").substr(12));
+  EXPECT_GT(tails.size(), 95u);
 }
 
 }  // namespace

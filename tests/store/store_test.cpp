@@ -1,4 +1,9 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
 
 #include "test_util.h"
 
@@ -35,6 +40,50 @@ TEST(SqliteStore, FailedWriteRollsBackEverything) {
     return ok();
   }));
   EXPECT_EQ(n, 0);
+}
+
+// Group commit with the flush outside the writer lock: every writer gets its own result, a
+// failing write rolls back alone, and everything acknowledged is there after reopening.
+TEST(SqliteStore, ConcurrentWritersEachGetTheirOwnResult) {
+  TempDir dir;
+  constexpr int kThreads = 8, kEach = 40;
+  std::atomic<int> acknowledged{0}, refused{0};
+  {
+    auto s = gp::testing::open_store(dir);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+      threads.emplace_back([&, t] {
+        for (int i = 0; i < kEach; ++i) {
+          const bool bad = i % 5 == 4;
+          auto r = s->write([&](Tx& tx) -> Result<void> {
+            GP_TRY(tx.exec("INSERT INTO meta (key, value) VALUES (?, 'v')",
+                           {fmt::format("k{}-{}", t, i)}));
+            if (bad) return fail(Error::invalid("refused"));
+            return ok();
+          });
+          if (r) {
+            ++acknowledged;
+          } else {
+            EXPECT_EQ(r.error().message, "refused");
+            ++refused;
+          }
+        }
+      });
+    for (auto& th : threads) th.join();
+  }
+  EXPECT_EQ(acknowledged.load(), kThreads * kEach * 4 / 5);
+  EXPECT_EQ(refused.load(), kThreads * kEach / 5);
+  auto s = gp::testing::open_store(dir);
+  int n = 0;
+  ASSERT_TRUE(s->read([&](Tx& tx) -> Result<void> {
+    for (const auto& row : GP_TRY(tx.query("SELECT key FROM meta WHERE key LIKE 'k%'"))) {
+      ++n;
+      const std::string key = row.text(0);
+      EXPECT_NE(std::stoi(key.substr(key.find('-') + 1)) % 5, 4) << key << " was refused";
+    }
+    return ok();
+  }));
+  EXPECT_EQ(n, acknowledged.load());
 }
 
 TEST(SqliteStore, UniqueViolationIsConflictAndForeignKeysHold) {
