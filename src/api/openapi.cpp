@@ -380,6 +380,32 @@ Json schemas() {
                         {"created_by", str()},
                         {"created_at", time_str()}},
                        {"name", "key_version", "created_by", "created_at"});
+  Json tier =
+      object({{"from_hours", integer()}, {"to_hours", integer()}, {"unit_price_micros", integer()}},
+             {"from_hours", "unit_price_micros"});
+  Json price = object({{"resource_key", str()},
+                       {"offering", str()},
+                       {"model", enum_of({"flat", "graduated", "volume"})},
+                       {"unit_price_micros", integer()},
+                       {"tiers", {{"type", "array"}, {"items", tier}}}},
+                      {});
+  Json card_props = {{"id", str()},
+                     {"currency", str()},
+                     {"effective_from", time_str()},
+                     {"spot_discount_bps", integer()},
+                     {"committed_discount_bps", integer()},
+                     {"prices", {{"type", "array"}, {"items", price}}}};
+  s["RateCardCreate"] = object(card_props, {"id", "currency", "effective_from", "prices"});
+  card_props["version"] = integer();
+  card_props["created_by"] = str();
+  card_props["created_at"] = time_str();
+  s["RateCard"] = object(card_props, {"id", "version", "currency", "effective_from", "prices",
+                                      "created_by", "created_at"});
+  s["RateCardVersions"] =
+      object({{"id", str()},
+              {"latest", schema_ref("RateCard")},
+              {"versions", {{"type", "array"}, {"items", schema_ref("RateCard")}}}},
+             {"id", "latest", "versions"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},

@@ -27,7 +27,8 @@ const std::vector<RoleInfo>& role_table() {
        "platform-operator",
        ScopeLevel::kPlatform,
        {P::kTenantRead, P::kTenantList, P::kProjectRead, P::kIdentityRead, P::kFleetRead,
-        P::kFleetWrite, P::kAllocationRead, P::kQuotaWrite, P::kAdmissionReview}},
+        P::kFleetWrite, P::kAllocationRead, P::kQuotaWrite, P::kAdmissionReview, P::kBillingRead,
+        P::kBillingWrite}},
       {Role::kAuditor,
        "auditor",
        ScopeLevel::kPlatform,
@@ -131,6 +132,8 @@ std::string_view permission_name(Permission p) {
       return "allocation.write";
     case P::kBillingRead:
       return "billing.read";
+    case P::kBillingWrite:
+      return "billing.write";
     case P::kQuotaWrite:
       return "quota.write";
     case P::kAdmissionReview:

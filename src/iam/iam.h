@@ -52,6 +52,7 @@ enum class Permission {
   kAllocationRead,
   kAllocationWrite,
   kBillingRead,
+  kBillingWrite,     // rate cards (platform)
   kQuotaWrite,       // tenant quotas (platform scope), project quotas (tenant scope)
   kAdmissionReview,  // answer a cluster's admission webhook (platform scope)
 };

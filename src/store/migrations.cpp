@@ -330,6 +330,19 @@ CREATE TABLE reservations (
 );
 CREATE INDEX reservations_tenant ON reservations (tenant_id, id)
 )SQL"},
+      // 6 is metering's. Rate card versions are immutable rows: a new version is a new row.
+      {7, "billing", R"SQL(
+CREATE TABLE rate_cards (
+  id TEXT NOT NULL,
+  version BIGINT NOT NULL,
+  currency TEXT NOT NULL,
+  effective_from BIGINT NOT NULL,
+  card TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  PRIMARY KEY (id, version)
+)
+)SQL"},
   };
   return kMigrations;
 }

@@ -1,0 +1,226 @@
+// Invoice renderers: JSON (machine), CSV (spreadsheets), HTML (a printable page).
+#include <fmt/format.h>
+
+#include "billing/billing.h"
+#include "common/clock.h"
+
+namespace gp::billing {
+
+namespace {
+
+std::string time_text(int64_t us) { return format_rfc3339(from_unix_micros(us)); }
+
+// Exact unit-hours with six decimals (micro-unit-hours, rounded half even).
+std::string hours_text(int64_t micro_hours) { return format_micros(micro_hours); }
+
+std::string csv_field(std::string_view s) {
+  bool quote = s.find_first_of(",\"\r\n") != std::string_view::npos;
+  // A leading = + - @ would make a spreadsheet evaluate the cell: prefix a quote mark.
+  bool formula = !s.empty() && (s[0] == '=' || s[0] == '+' || s[0] == '-' || s[0] == '@');
+  std::string out;
+  if (quote || formula) out.push_back('"');
+  if (formula) out.push_back('\'');
+  for (char c : s) {
+    if (c == '"') out.push_back('"');
+    out.push_back(c);
+  }
+  if (quote || formula) out.push_back('"');
+  return out;
+}
+
+std::string html_escape(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out.push_back(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+Json invoice_to_json(const Invoice& inv) {
+  Json lines = Json::array();
+  for (const auto& li : inv.lines) {
+    Json j = {{"project", li.project},
+              {"resource_key", li.resource_key},
+              {"price_key", li.price_key},
+              {"model", pricing_model_name(li.model)},
+              {"class", usage_class_name(li.usage_class)},
+              {"tier", li.tier},
+              {"quantity_unit_hours", hours_text(li.quantity_micro_hours)},
+              {"quantity_micro_unit_hours", li.quantity_micro_hours},
+              {"unit_price_micros", li.unit_price_micros},
+              {"gross_micros", li.gross_micros},
+              {"discount_bps", li.discount_bps},
+              {"discount_micros", li.discount_micros},
+              {"amount_micros", li.amount_micros}};
+    if (!li.offering.empty()) j["offering"] = li.offering;
+    lines.push_back(std::move(j));
+  }
+  Json credits = Json::array();
+  for (const auto& c : inv.credits) {
+    credits.push_back({{"offering", c.offering},
+                       {"credit_bps", c.credit_bps},
+                       {"charge_micros", c.charge_micros},
+                       {"amount_micros", c.amount_micros},
+                       {"reason", c.reason}});
+  }
+  Json j = {{"id", inv.id},
+            {"tenant", inv.tenant},
+            {"period",
+             {{"start", time_text(inv.period.start_us)},
+              {"end", time_text(inv.period.end_us)},
+              {"label", period_label(inv.period)}}},
+            {"currency", inv.currency},
+            {"rate_card", {{"id", inv.rate_card_id}, {"version", inv.rate_card_version}}},
+            {"state", invoice_state_name(inv.state)},
+            {"revision", inv.revision},
+            {"usage_records", inv.usage_records},
+            {"lines", std::move(lines)},
+            {"sla_credits", std::move(credits)},
+            {"subtotal_micros", inv.subtotal_micros},
+            {"sla_credit_micros", inv.sla_credit_micros},
+            {"taxable_micros", inv.taxable_micros},
+            {"tax_bps", inv.tax_bps},
+            {"tax_micros", inv.tax_micros},
+            {"prepaid_available_micros", inv.prepaid_available_micros},
+            {"prepaid_applied_micros", inv.prepaid_applied_micros},
+            {"prepaid_carried_micros", inv.prepaid_carried_micros},
+            {"total_micros", inv.total_micros},
+            {"total", format_micros(inv.total_micros)}};
+  if (!inv.supersedes.empty()) j["supersedes"] = inv.supersedes;
+  if (inv.finalized_at_us) j["finalized_at"] = time_text(*inv.finalized_at_us);
+  if (inv.voided_at_us) {
+    j["voided_at"] = time_text(*inv.voided_at_us);
+    j["void_reason"] = inv.void_reason;
+  }
+  return j;
+}
+
+std::string invoice_to_csv(const Invoice& inv) {
+  // One table: line rows, then credit rows, then summary rows keyed in the first column.
+  std::string out =
+      "kind,project,resource_key,offering,class,tier,quantity_unit_hours,unit_price,"
+      "discount_bps,gross,discount,amount,currency\n";
+  auto row = [&](std::initializer_list<std::string> cells) {
+    bool first = true;
+    for (const auto& c : cells) {
+      if (!first) out.push_back(',');
+      out += csv_field(c);
+      first = false;
+    }
+    out.push_back('\n');
+  };
+  for (const auto& li : inv.lines) {
+    row({"line", li.project, li.resource_key, li.offering,
+         std::string(usage_class_name(li.usage_class)), std::to_string(li.tier),
+         hours_text(li.quantity_micro_hours), format_micros(li.unit_price_micros),
+         std::to_string(li.discount_bps), format_micros(li.gross_micros),
+         format_micros(li.discount_micros), format_micros(li.amount_micros), inv.currency});
+  }
+  for (const auto& c : inv.credits) {
+    row({"sla_credit", "", "", c.offering, "", "", "", "", std::to_string(c.credit_bps),
+         format_micros(c.charge_micros), "", format_micros(-c.amount_micros), inv.currency});
+  }
+  auto summary = [&](std::string_view kind, Micros m) {
+    row({std::string(kind), "", "", "", "", "", "", "", "", "", "", format_micros(m),
+         inv.currency});
+  };
+  summary("subtotal", inv.subtotal_micros);
+  summary("sla_credits", -inv.sla_credit_micros);
+  summary("tax", inv.tax_micros);
+  summary("prepaid_applied", -inv.prepaid_applied_micros);
+  summary("total", inv.total_micros);
+  return out;
+}
+
+std::string invoice_to_html(const Invoice& inv) {
+  auto money = [&](Micros m) { return html_escape(format_micros_display(m, 2)); };
+  std::string rows;
+  for (const auto& li : inv.lines) {
+    rows += fmt::format(
+        "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td "
+        "class=n>{}</td><td class=n>{}</td><td class=n>{}</td></tr>\n",
+        html_escape(li.project), html_escape(li.resource_key), html_escape(li.offering),
+        html_escape(fmt::format(
+            "{}{}", usage_class_name(li.usage_class),
+            li.model == PricingModel::kFlat ? "" : fmt::format(" (tier {})", li.tier + 1))),
+        html_escape(hours_text(li.quantity_micro_hours)),
+        html_escape(format_micros(li.unit_price_micros)), money(-li.discount_micros),
+        money(li.amount_micros));
+  }
+  std::string credit_rows;
+  for (const auto& c : inv.credits) {
+    credit_rows += fmt::format(
+        "<tr><td colspan=7>SLA credit: {} ({}.{:02}% of {}){}</td><td class=n>{}</td></tr>\n",
+        html_escape(c.offering), c.credit_bps / 100, c.credit_bps % 100, money(c.charge_micros),
+        c.reason.empty() ? "" : " - " + html_escape(c.reason), money(-c.amount_micros));
+  }
+  auto total_row = [&](std::string_view label, Micros m, bool strong = false) {
+    return fmt::format("<tr{}><td colspan=7>{}</td><td class=n>{}</td></tr>\n",
+                       strong ? " class=total" : "", label, money(m));
+  };
+  std::string status = std::string(invoice_state_name(inv.state));
+  if (inv.state == InvoiceState::kVoid) status += " - " + inv.void_reason;
+  return fmt::format(
+      R"(<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>Invoice {id}</title>
+<style>
+body{{font-family:sans-serif;margin:2em;color:#111}}
+table{{border-collapse:collapse;width:100%}}
+th,td{{border-bottom:1px solid #ccc;padding:4px 8px;text-align:left}}
+td.n{{text-align:right;font-variant-numeric:tabular-nums}}
+tr.total td{{font-weight:bold;border-top:2px solid #111}}
+.state{{text-transform:uppercase;letter-spacing:.1em}}
+@media print{{body{{margin:0}}}}
+</style></head><body>
+<h1>Invoice {id}</h1>
+<p class=state>{status}</p>
+<p>Tenant: {tenant}<br>Period: {start} to {end}<br>Rate card: {card} version {version}<br>
+Currency: {currency}{supersedes}</p>
+<table>
+<thead><tr><th>Project</th><th>Resource</th><th>Offering</th><th>Class</th><th>Unit-hours</th><th>Unit price</th><th>Discount</th><th>Amount</th></tr></thead>
+<tbody>
+{rows}{credit_rows}{subtotal}{credits}{tax}{prepaid}{total}</tbody>
+</table>
+<p>Amounts in {currency}; each line is rounded once, half to even, to the micro-unit and shown to the cent.</p>
+</body></html>
+)",
+      fmt::arg("id", html_escape(inv.id)), fmt::arg("status", html_escape(status)),
+      fmt::arg("tenant", html_escape(inv.tenant)),
+      fmt::arg("start", html_escape(time_text(inv.period.start_us))),
+      fmt::arg("end", html_escape(time_text(inv.period.end_us))),
+      fmt::arg("card", html_escape(inv.rate_card_id)), fmt::arg("version", inv.rate_card_version),
+      fmt::arg("currency", html_escape(inv.currency)),
+      fmt::arg("supersedes",
+               inv.supersedes.empty() ? "" : "<br>Supersedes: " + html_escape(inv.supersedes)),
+      fmt::arg("rows", rows), fmt::arg("credit_rows", credit_rows),
+      fmt::arg("subtotal", total_row("Subtotal", inv.subtotal_micros)),
+      fmt::arg("credits", total_row("SLA credits", -inv.sla_credit_micros)),
+      fmt::arg("tax",
+               total_row(fmt::format("Tax ({}.{:02}%)", inv.tax_bps / 100, inv.tax_bps % 100),
+                         inv.tax_micros)),
+      fmt::arg("prepaid", total_row("Prepaid credit applied", -inv.prepaid_applied_micros)),
+      fmt::arg("total", total_row("Total due", inv.total_micros, true)));
+}
+
+}  // namespace gp::billing

@@ -1,0 +1,198 @@
+// Billing commands: rate cards through the API, and an offline invoice preview that rates a
+// JSON file of usage records with a rate card file through gp_billing (no server needed).
+#include <fmt/format.h>
+
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include "billing/billing.h"
+#include "cli/client.h"
+
+namespace gp::cli {
+namespace {
+
+std::optional<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    std::cerr << "error: cannot read " << path << "\n";
+    return std::nullopt;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::optional<Json> read_json(const std::string& path) {
+  auto text = read_text(path);
+  if (!text) return std::nullopt;
+  auto j = parse_json(*text);
+  if (!j) {
+    std::cerr << "error: " << path << ": " << j.error().message << "\n";
+    return std::nullopt;
+  }
+  return *j;
+}
+
+void add_ratecard(CLI::App& app, ClientConfig& c, int* rc) {
+  auto* rcmd = app.add_subcommand("ratecard", "Rate cards (prices), published as versions");
+  rcmd->require_subcommand(1);
+  auto file = std::make_shared<std::string>();
+  auto* create = rcmd->add_subcommand("create", "Publish a rate card (a new version of its id)");
+  create->add_option("file", *file, "Rate card JSON (docs/billing.md)")->required();
+  create->callback([&c, file, rc] {
+    auto body = read_json(*file);
+    std::optional<Json> r;
+    if (body) r = call(c, "POST", "/v1/rate-cards", *body);
+    if (r) print(c, *r, {});
+    if (!r) *rc = 1;
+  });
+  auto* list = rcmd->add_subcommand("list", "The latest version of every rate card");
+  list->callback([&c, rc] {
+    auto r = call(c, "GET", "/v1/rate-cards");
+    if (r) print(c, *r, {"id", "version", "currency", "effective_from", "created_by"});
+    if (!r) *rc = 1;
+  });
+  auto id = std::make_shared<std::string>();
+  auto* show = rcmd->add_subcommand("show", "Every version of one rate card");
+  show->add_option("id", *id, "Rate card id")->required();
+  show->callback([&c, id, rc] {
+    auto r = call(c, "GET", "/v1/rate-cards/" + url_encode(*id));
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    if (c.output == "json") {
+      std::cout << r->dump(2) << "\n";
+      return;
+    }
+    std::vector<Json> rows;
+    for (const auto& v : (*r)["versions"]) {
+      Json row = v;
+      row["prices"] = v["prices"].size();
+      rows.push_back(row);
+    }
+    print_table(rows, {"version", "currency", "effective_from", "spot_discount_bps",
+                       "committed_discount_bps", "prices", "created_by", "created_at"});
+  });
+}
+
+struct PreviewOptions {
+  std::string rate_card, usage, tenant, month, format = "table";
+  int64_t tax_bps = 0;
+  int64_t prepaid_micros = 0;
+};
+
+// Rates the usage file offline and prints the invoices; returns the exit status.
+int preview(const PreviewOptions& o) {
+  auto card_text = read_text(o.rate_card);
+  if (!card_text) return 1;
+  auto card = billing::parse_rate_card_text(*card_text);
+  if (!card) {
+    std::cerr << "error: " << o.rate_card << ": " << card.error().message << "\n";
+    return 1;
+  }
+  auto usage_json = read_json(o.usage);
+  if (!usage_json) return 1;
+  auto usage = billing::parse_usage_records(*usage_json);
+  if (!usage) {
+    std::cerr << "error: " << o.usage << ": " << usage.error().message << "\n";
+    return 1;
+  }
+  billing::Period period;
+  if (!o.month.empty()) {
+    int y = 0, m = 0;
+    char dash = 0;
+    std::istringstream in(o.month);
+    if (!(in >> y >> dash >> m) || dash != '-' || !in.eof()) {
+      std::cerr << "error: --month must be YYYY-MM\n";
+      return 1;
+    }
+    auto p = billing::month_period(y, m);
+    if (!p) {
+      std::cerr << "error: --month: " << p.error().message << "\n";
+      return 1;
+    }
+    period = *p;
+  } else if (!usage->empty()) {
+    int64_t first = usage->front().start_us;
+    for (const auto& r : *usage) first = std::min(first, r.start_us);
+    period = billing::month_containing(first);
+  } else {
+    std::cerr << "error: no usage records and no --month\n";
+    return 1;
+  }
+  std::vector<billing::TenantAccount> accounts;
+  std::vector<billing::UsageRecord> records;
+  for (const auto& r : *usage) {
+    if (o.tenant.empty() || r.tenant == o.tenant) records.push_back(r);
+  }
+  if (!o.tenant.empty()) {
+    accounts.push_back({o.tenant, int32_t(o.tax_bps), o.prepaid_micros});
+  } else {
+    std::set<std::string> tenants;
+    for (const auto& r : records) tenants.insert(r.tenant);
+    for (const auto& t : tenants) accounts.push_back({t, int32_t(o.tax_bps), o.prepaid_micros});
+  }
+  auto invoices = billing::run_invoices(*card, period, records, accounts);
+  if (!invoices) {
+    std::cerr << "error: " << invoices.error().message << "\n";
+    return 1;
+  }
+  if (o.format == "json") {
+    Json out = Json::array();
+    for (const auto& inv : *invoices) out.push_back(billing::invoice_to_json(inv));
+    std::cout << (out.size() == 1 ? out[0] : out).dump(2) << "\n";
+  } else if (o.format == "csv") {
+    for (size_t i = 0; i < invoices->size(); ++i) {
+      if (invoices->size() > 1) std::cout << (i ? "\n" : "") << "# " << (*invoices)[i].id << "\n";
+      std::cout << billing::invoice_to_csv((*invoices)[i]);
+    }
+  } else if (o.format == "html") {
+    for (const auto& inv : *invoices) std::cout << billing::invoice_to_html(inv);
+  } else {
+    std::vector<Json> rows;
+    for (const auto& inv : *invoices) {
+      rows.push_back({{"invoice", inv.id},
+                      {"rate_card", fmt::format("{} v{}", inv.rate_card_id, inv.rate_card_version)},
+                      {"lines", inv.lines.size()},
+                      {"subtotal", billing::format_micros(inv.subtotal_micros)},
+                      {"tax", billing::format_micros(inv.tax_micros)},
+                      {"prepaid", billing::format_micros(inv.prepaid_applied_micros)},
+                      {"total", billing::format_micros(inv.total_micros)},
+                      {"currency", inv.currency}});
+    }
+    print_table(
+        rows, {"invoice", "rate_card", "lines", "subtotal", "tax", "prepaid", "total", "currency"});
+  }
+  return 0;
+}
+
+void add_invoice(CLI::App& app, int* rc) {
+  auto* inv = app.add_subcommand("invoice", "Invoices");
+  inv->require_subcommand(1);
+  auto o = std::make_shared<PreviewOptions>();
+  auto* pv = inv->add_subcommand(
+      "preview", "Rate a JSON file of usage records with a rate card file, offline (no server)");
+  pv->add_option("--rate-card", o->rate_card, "Rate card JSON file")->required();
+  pv->add_option("--usage", o->usage, "Usage records: a JSON array or {\"records\": [...]}")
+      ->required();
+  pv->add_option("--tenant", o->tenant, "Only this tenant (default: one invoice per tenant)");
+  pv->add_option("--month", o->month, "Billing month YYYY-MM (UTC; default: the first record's)");
+  pv->add_option("--tax-bps", o->tax_bps, "Tax rate in basis points")->check(CLI::Range(0, 10000));
+  pv->add_option("--prepaid-micros", o->prepaid_micros, "Prepaid credit balance (micro-units)")
+      ->check(CLI::Range(int64_t(0), INT64_MAX));
+  pv->add_option("--format", o->format, "table, json, csv or html")
+      ->check(CLI::IsMember({"table", "json", "csv", "html"}));
+  pv->callback([o, rc] { *rc = preview(*o); });
+}
+
+}  // namespace
+
+void add_billing_commands(CLI::App& app, ClientConfig& c, int* rc) {
+  add_ratecard(app, c, rc);
+  add_invoice(app, rc);
+}
+
+}  // namespace gp::cli
