@@ -1,6 +1,8 @@
 // Posture reports: one tenant's isolation stack judged against its class, and the fleet-wide
 // matrix of which tenants fail which controls. The facts are read in one read transaction
-// (gp_posture's gather) and judged by its pure evaluator.
+// (gp_posture's gather) and judged by its pure evaluator. The fleet lists tenants by name.
+#include <algorithm>
+
 #include "api/router.h"
 #include "posture/posture.h"
 
@@ -43,6 +45,8 @@ Result<Reply> fleet_posture(Api& api, Call&, store::Tx& tx) {
     if (!tenants.next) break;
     page.after = tenants.next;
   }
+  std::sort(reports.begin(), reports.end(),
+            [](const auto& a, const auto& b) { return a.tenant_name < b.tenant_name; });
   Json body = posture::fleet_matrix(reports);
   body["checked_at"] = format_rfc3339(from_unix_micros(opts.now));
   return json_reply(200, body);

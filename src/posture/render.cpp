@@ -145,7 +145,8 @@ Result<std::string> render_fleet_svg(const Json& fleet) {
     const Json& controls = fleet.at("controls");
     const Json& tenants = fleet.at("tenants");
     constexpr int kCell = 18, kLeft = 180, kTop = 230, kLegend = 40;
-    const int width = kLeft + kCell * static_cast<int>(controls.size()) + 20;
+    // Room on the right for the last column headers, which lean right as they rise.
+    const int width = kLeft + kCell * static_cast<int>(controls.size()) + 160;
     const int height = kTop + kCell * static_cast<int>(tenants.size()) + kLegend;
     std::string out = fmt::format(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" "

@@ -3,6 +3,8 @@
 // the tenant under it; other tenants' admins cannot read it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
 #include <set>
 #include <string>
 
@@ -188,7 +190,12 @@ TEST_F(Posture, FleetViewListsWhichTenantsFailWhichControls) {
   auto r = s.request("GET", "/v1/posture", nullptr, s.admin_token());
   ASSERT_EQ(r.status, 200) << r.raw;
   std::map<std::string, Json> rows;
-  for (const auto& row : r.body.at("tenants")) rows[row.at("name")] = row;
+  std::vector<std::string> names;
+  for (const auto& row : r.body.at("tenants")) {
+    rows[row.at("name")] = row;
+    names.push_back(row.at("name"));
+  }
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end())) << r.raw;
   ASSERT_TRUE(rows.contains("acme") && rows.contains("bravo")) << r.raw;
   EXPECT_EQ(rows["acme"].at("fail"), 0);
   EXPECT_EQ(rows["bravo"].at("failing"), Json::array({"scheduling.project-quotas"}));
