@@ -183,6 +183,49 @@ TEST_F(Posture, RaisingTheClassAboveALiveAllocationFailsTierMinimum) {
   EXPECT_EQ(control(r, "storage.secrets-encrypted").at("status"), "pass");
 }
 
+TEST_F(Posture, SharedNodesShowAsEvidenceAndFailWhenTheClassDemandsDedicatedNodes) {
+  // One node with two GPUs: two tenants with one dedicated GPU each must share it.
+  Json nodes = Json::array({{{"inventory", h200_inventory("gpu-a", 2)}}});
+  expect_status(s.request("POST", "/v1/fleet/import", {{"nodes", nodes}}, s.admin_token()), 201,
+                "import");
+  auto a = compliant("acme");
+  auto b = compliant("bravo");
+  std::string alloc_a;
+  for (const auto* t : {&a, &b}) {
+    auto r = s.request("POST", t->base() + "/projects/" + t->project + "/allocations",
+                       {{"shape", {{"tier", "dedicated-gpu"}}}}, t->token);
+    ASSERT_EQ(r.status, 201) << r.raw;
+    ASSERT_EQ(r.body.at("state"), "placed") << r.raw;
+    if (t == &a) alloc_a = r.body.at("id");
+  }
+  Json r = posture(a);
+  Json c = control(r, "hardware.node-exclusive");
+  EXPECT_EQ(c.at("status"), "not_applicable");  // standard may share nodes
+  Json shared = c.at("evidence").at("seen").at("shared_nodes");
+  ASSERT_EQ(shared.size(), 1u) << c.dump(2);
+  EXPECT_EQ(shared[0].at("node"), "gpu-a");
+  EXPECT_EQ(shared[0].at("allocation"), alloc_a);
+  EXPECT_EQ(shared[0].at("other_tenants"), 1);
+  // Regulated: the shared node fails, and so does the dedicated-gpu tier it now sits below.
+  expect_status(s.request("PATCH", a.base(), {{"isolation_class", "regulated"}}, s.admin_token()),
+                200, "class");
+  r = posture(a);
+  EXPECT_EQ(with_status(r, "fail"),
+            (std::set<std::string>{"hardware.tier-minimum", "hardware.node-exclusive",
+                                   "network.tls", "audit.request-level"}))
+      << r.dump(2);
+  // Releasing B's allocation ends the sharing.
+  auto list = s.request("GET", b.base() + "/allocations", nullptr, b.token);
+  ASSERT_EQ(list.status, 200) << list.raw;
+  std::string alloc_b = list.body.at("items")[0].at("id");
+  expect_status(
+      s.request("POST",
+                b.base() + "/projects/" + b.project + "/allocations/" + alloc_b + "/release",
+                Json::object(), b.token),
+      200, "release");
+  EXPECT_FALSE(with_status(posture(a), "fail").contains("hardware.node-exclusive"));
+}
+
 TEST_F(Posture, FleetViewListsWhichTenantsFailWhichControls) {
   auto good = compliant("acme");
   auto bad = compliant("bravo");
