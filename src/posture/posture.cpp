@@ -74,8 +74,8 @@ Check tenant_boundary(const Facts& f) {
   Json crossing = Json::array();
   for (const auto& b : f.identity.bindings) {
     if (platform_role(b)) continue;
-    bool foreign_subject = b.scope_tenant == f.tenant_id && b.subject_tenant &&
-                           *b.subject_tenant != f.tenant_id;
+    bool foreign_subject =
+        b.scope_tenant == f.tenant_id && b.subject_tenant && *b.subject_tenant != f.tenant_id;
     bool reaches_out = b.subject_tenant == f.tenant_id && b.scope_tenant != f.tenant_id;
     // The other tenant stays unnamed: the tenant's admins read this report.
     if (foreign_subject)
@@ -241,9 +241,9 @@ Check explicit_egress(const Facts& f) {
   }
   Json open = Json::array();
   for (const auto& r : n.policy->egress) {
-    bool all_ports = (r.protocol == network::Protocol::kTcp ||
-                      r.protocol == network::Protocol::kUdp) &&
-                     r.ports.empty();
+    bool all_ports =
+        (r.protocol == network::Protocol::kTcp || r.protocol == network::Protocol::kUdp) &&
+        r.ports.empty();
     if (r.protocol == network::Protocol::kAny || all_ports)
       open.push_back({{"destination", network::to_string(r.destination)},
                       {"protocol", network::protocol_name(r.protocol)},
@@ -321,9 +321,9 @@ Check secrets_encrypted(const Facts& f) {
   c.seen = {{"secrets", s.secrets.size()}, {"not_sealed", bad}};
   if (s.keyring) c.seen["current_key_version"] = s.keyring->current_version;
   c.pass = bad.empty();
-  c.summary = c.pass ? fmt::format("{} secret(s), all sealed with the tenant's data key",
-                                   s.secrets.size())
-                     : fmt::format("{} secret(s) not sealed with a live tenant key", bad.size());
+  c.summary =
+      c.pass ? fmt::format("{} secret(s), all sealed with the tenant's data key", s.secrets.size())
+             : fmt::format("{} secret(s) not sealed with a live tenant key", bad.size());
   return c;
 }
 
@@ -431,9 +431,9 @@ Check retention(const Facts& f) {
   c.seen = {{"oldest_seq", f.audit.oldest_seq}};
   c.pass = f.audit.oldest_seq == 1;
   c.summary = c.pass ? "retained from record 1"
-                     : f.audit.oldest_seq == 0
-                           ? "the trail is empty"
-                           : fmt::format("records before {} are gone", f.audit.oldest_seq);
+              : f.audit.oldest_seq == 0
+                  ? "the trail is empty"
+                  : fmt::format("records before {} are gone", f.audit.oldest_seq);
   return c;
 }
 
@@ -455,8 +455,8 @@ const std::vector<Def>& defs() {
        no_role_escalation},
       {{"identity.tenant-boundary", Layer::kIdentity, "Block access to other tenants' resources",
         "a binding across tenants lets one tenant's principal act inside another",
-        "delete role bindings that name subjects of another tenant", IC::kInternal,
-        kBenchmarkEvery, true},
+        "delete role bindings that name subjects of another tenant", IC::kInternal, kBenchmarkEvery,
+        true},
        tenant_boundary},
       {{"hardware.tier-minimum", Layer::kHardware, "Allocations meet the class's weakest tier",
         "a weaker tier shares GPU memory, faults or nodes with tenants the class must not meet",
@@ -487,8 +487,8 @@ const std::vector<Def>& defs() {
        segment},
       {{"network.default-deny", Layer::kNetwork, "Default deny network across tenants",
         "a rule naming tenant addresses opens one tenant's workloads to another's",
-        "remove egress destinations and exposure sources inside the tenant supernet",
-        IC::kStandard, "standard and above: network default-deny (DESIGN.md); benchmark", true},
+        "remove egress destinations and exposure sources inside the tenant supernet", IC::kStandard,
+        "standard and above: network default-deny (DESIGN.md); benchmark", true},
        default_deny},
       {{"network.explicit-egress", Layer::kNetwork, "Explicit egress only",
         "allow-all egress lets a compromised workload exfiltrate data anywhere",
@@ -557,8 +557,8 @@ const std::vector<Def>& defs() {
        usage_recorded},
       {{"audit.chain", Layer::kAudit, "Audit chain verifies",
         "an edited or truncated trail hides what happened to the tenant",
-        "restore the audit trail from a backup and investigate the first bad record",
-        IC::kInternal, kEveryClass},
+        "restore the audit trail from a backup and investigate the first bad record", IC::kInternal,
+        kEveryClass},
        chain},
       {{"audit.tenant-trail", Layer::kAudit, "Tenant audit trail present",
         "actions on the tenant leave no trace", "investigate why no record names the tenant",
