@@ -154,7 +154,8 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
       authn_(store, clock),
       allocs_(audit, clock, std::move(alloc_options)) {
   for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(),
-                     alloc_routes(), k8s_routes(), network_routes(), billing_routes()})
+                     alloc_routes(), k8s_routes(), network_routes(), billing_routes(),
+                     posture_routes()})
     for (auto& r : table) routes_.push_back(std::move(r));
 }
 

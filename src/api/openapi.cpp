@@ -406,6 +406,63 @@ Json schemas() {
               {"latest", schema_ref("RateCard")},
               {"versions", {{"type", "array"}, {"items", schema_ref("RateCard")}}}},
              {"id", "latest", "versions"});
+  Json counts = object({{"pass", integer()}, {"fail", integer()}, {"not_applicable", integer()}},
+                       {"pass", "fail", "not_applicable"});
+  Json statuses = enum_of({"pass", "fail", "not_applicable"});
+  Json ids = {{"type", "array"}, {"items", str()}};
+  s["PostureControl"] = object(
+      {{"id", str()},
+       {"layer", str()},
+       {"title", str()},
+       {"status", statuses},
+       {"required", {{"type", "boolean"}}},
+       {"summary", str()},
+       {"evidence",
+        object({{"checked", str()}, {"seen", {{"type", "object"}}}, {"checked_at", time_str()}},
+               {"checked", "seen", "checked_at"})},
+       {"threat", str()},
+       {"remediation", str()},
+       {"rule", str()},
+       {"required_from", enum_of(kClasses)},
+       {"benchmark", {{"type", "boolean"}}}},
+      {"id", "layer", "title", "status", "required", "summary", "evidence", "threat", "remediation",
+       "rule", "required_from", "benchmark"});
+  s["PostureReport"] = object(
+      {{"tenant", object({{"id", str()}, {"name", str()}}, {"id", "name"})},
+       {"isolation_class", enum_of(kClasses)},
+       {"checked_at", time_str()},
+       {"counts", counts},
+       {"failing", ids},
+       {"layers",
+        {{"type", "array"},
+         {"items",
+          object({{"layer", str()},
+                  {"controls", {{"type", "array"}, {"items", schema_ref("PostureControl")}}}},
+                 {"layer", "controls"})}}}},
+      {"tenant", "isolation_class", "checked_at", "counts", "failing", "layers"});
+  s["FleetPosture"] = object(
+      {{"checked_at", time_str()},
+       {"counts", object({{"tenants", integer()}, {"failing_tenants", integer()}},
+                         {"tenants", "failing_tenants"})},
+       {"controls",
+        {{"type", "array"},
+         {"items",
+          object(
+              {{"id", str()}, {"layer", str()}, {"title", str()}, {"failing_tenants", integer()}},
+              {"id", "layer", "title", "failing_tenants"})}}},
+       {"tenants",
+        {{"type", "array"},
+         {"items", object({{"id", str()},
+                           {"name", str()},
+                           {"isolation_class", enum_of(kClasses)},
+                           {"pass", integer()},
+                           {"fail", integer()},
+                           {"not_applicable", integer()},
+                           {"failing", ids},
+                           {"controls", {{"type", "object"}, {"additionalProperties", statuses}}}},
+                          {"id", "name", "isolation_class", "pass", "fail", "not_applicable",
+                           "failing", "controls"})}}}},
+      {"checked_at", "counts", "controls", "tenants"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},

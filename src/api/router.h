@@ -99,6 +99,7 @@ std::vector<Route> alloc_routes();
 std::vector<Route> k8s_routes();
 std::vector<Route> network_routes();
 std::vector<Route> billing_routes();
+std::vector<Route> posture_routes();
 // Offboarding: frees the tenant's network segment and policy; shreds its data keys.
 Result<void> release_tenant_network(store::Tx& tx, const std::string& tenant_id);
 Result<void> shred_tenant_keys(store::Tx& tx, const tenancy::Tenant& tenant);

@@ -371,6 +371,7 @@ int main(int argc, char** argv) {
   add_k8s_commands(app, c, &rc);
   add_network_commands(app, c, &rc);
   add_billing_commands(app, c, &rc);
+  add_posture_commands(app, c, &rc);
 
   // Tenants: create takes class and an optional first admin.
   {

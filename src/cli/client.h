@@ -55,6 +55,8 @@ void add_k8s_commands(CLI::App& app, ClientConfig& c, int* rc);
 void add_network_commands(CLI::App& app, ClientConfig& c, int* rc);
 // ratecard commands and the offline invoice preview (cli_billing.cpp).
 void add_billing_commands(CLI::App& app, ClientConfig& c, int* rc);
+// posture TENANT | --fleet [--json] [--svg FILE] (cli_posture.cpp).
+void add_posture_commands(CLI::App& app, ClientConfig& c, int* rc);
 struct ServeOptions;
 void add_network_serve_options(CLI::App& serve, ServeOptions& o);
 

@@ -632,6 +632,8 @@ TEST(ApiFlow, ResponsesMatchTheirOpenApiSchemas) {
           {"/v1/tenants/{tenant}/role-bindings/{role_binding}",
            base + "/role-bindings/" + w.binding, admin},
           {"/v1/audit/verify", "/v1/audit/verify", s.admin_token()},
+          {"/v1/tenants/{tenant}/posture", base + "/posture", admin},
+          {"/v1/posture", "/v1/posture", s.admin_token()},
           {"/v1/whoami", "/v1/whoami", w.session},
       });
   // The checker itself rejects what it should.

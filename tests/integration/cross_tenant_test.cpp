@@ -486,5 +486,29 @@ TEST(CrossTenant, OffboardedTenantCredentialsStopWorkingAtOnce) {
   EXPECT_TRUE(IsProblem(s.request("PATCH", t, {{"state", "active"}}, s.admin_token()), 409));
 }
 
+// A's posture report judges A against the whole fleet (shared nodes, overlapping segments,
+// other tenants' pools) yet never names B: counts and "another tenant", no ids or names.
+TEST(CrossTenant, PostureReportNeverNamesAnotherTenant) {
+  TestServer s;
+  TenantWorld a = populate(s, "alpha");
+  TenantWorld b = populate(s, "bravo");
+  for (const auto* w : {&a, &b})
+    expect_status(s.request("GET", "/v1/tenants/" + w->tenant.id + "/network", nullptr,
+                            w->tenant.admin_token),
+                  200, "segment");
+  auto r =
+      s.request("GET", "/v1/tenants/" + a.tenant.id + "/posture", nullptr, a.tenant.admin_token);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  for (const std::string& secret : {b.tenant.id, b.tenant.name, b.project_id, b.user_id,
+                                    b.allocation_id, b.tenant.admin_user_id})
+    EXPECT_EQ(r.raw.find(secret), std::string::npos) << secret << " leaked into A's posture";
+  // B's admin reads B's report, and only B's.
+  auto own =
+      s.request("GET", "/v1/tenants/" + b.tenant.id + "/posture", nullptr, b.tenant.admin_token);
+  ASSERT_EQ(own.status, 200) << own.raw;
+  EXPECT_EQ(own.body.at("tenant").at("id"), b.tenant.id);
+  EXPECT_EQ(own.raw.find(a.tenant.id), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gp::it

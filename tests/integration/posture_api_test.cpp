@@ -1,0 +1,290 @@
+// Posture reports through the API: a compliant standard tenant passes every control it must
+// have; breaking one thing through the API fails exactly that control, and the fleet view lists
+// the tenant under it; other tenants' admins cannot read it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <string>
+
+#include "integration/harness.h"
+
+namespace gp::it {
+namespace {
+
+class Posture : public ::testing::Test {
+ protected:
+  TestServer s;
+
+  struct Compliant {
+    TenantInfo info;
+    std::string token;  // the admin's expiring key (the initial key is revoked)
+    std::string project;
+    std::string base() const { return "/v1/tenants/" + info.id; }
+  };
+
+  // A standard tenant with everything its class requires: expiring keys only, a tenant quota,
+  // a quota on its project, a segment with the default policy.
+  Compliant compliant(const std::string& name) {
+    Compliant t;
+    t.info = s.create_tenant(name, name + "-admin");
+    // The initial admin key never expires: replace it with one that does, then revoke it.
+    Json key = s.create_api_key(t.info.admin_token, t.info.id,
+                                {{"name", "admin-30d"},
+                                 {"owner_kind", "user"},
+                                 {"owner_id", t.info.admin_user_id},
+                                 {"ttl_seconds", 30 * 86400}});
+    t.token = key.at("token");
+    std::string initial = t.info.admin_token.substr(0, t.info.admin_token.find('.'));
+    expect_status(s.request("DELETE", t.base() + "/api-keys/" + initial, nullptr, t.token), 204,
+                  "revoke the initial key");
+    t.project = s.create_project(t.token, t.info.id, "train").at("id");
+    expect_status(s.request("PUT", t.base() + "/quota", gpus(8), s.admin_token()), 200,
+                  "tenant quota");
+    expect_status(
+        s.request("PUT", t.base() + "/projects/" + t.project + "/quota", gpus(4), t.token), 200,
+        "project quota");
+    expect_status(s.request("GET", t.base() + "/network", nullptr, t.token), 200, "segment");
+    return t;
+  }
+
+  static Json gpus(double n) { return {{"models", {{"H200", {{"nominal", n}, {"limit", n}}}}}}; }
+
+  Json posture(const Compliant& t) {
+    return expect_status(s.request("GET", t.base() + "/posture", nullptr, t.token), 200,
+                         "posture " + t.info.name)
+        .body;
+  }
+
+  static std::set<std::string> with_status(const Json& report, const std::string& status) {
+    std::set<std::string> out;
+    for (const auto& layer : report.at("layers"))
+      for (const auto& c : layer.at("controls"))
+        if (c.at("status") == status) out.insert(c.at("id").get<std::string>());
+    return out;
+  }
+
+  static Json control(const Json& report, const std::string& id) {
+    for (const auto& layer : report.at("layers"))
+      for (const auto& c : layer.at("controls"))
+        if (c.at("id") == id) return c;
+    return nullptr;
+  }
+
+  // What a standard tenant cannot pass or fail yet: not required for its class, or facts the
+  // control plane does not keep yet.
+  const std::set<std::string> kNotApplicable = {
+      "hardware.node-exclusive",   "network.tls",
+      "storage.private-volumes",   "storage.secrets-encrypted",
+      "storage.data-key-rotation", "metering.usage-recorded",
+      "audit.request-level",       "audit.retention"};
+};
+
+TEST_F(Posture, CompliantTenantPassesEveryRequiredControl) {
+  auto t = compliant("acme");
+  Json r = posture(t);
+  EXPECT_EQ(r.at("tenant").at("id"), t.info.id);
+  EXPECT_EQ(r.at("isolation_class"), "standard");
+  EXPECT_EQ(with_status(r, "fail"), std::set<std::string>{}) << r.dump(2);
+  EXPECT_EQ(with_status(r, "not_applicable"), kNotApplicable) << r.dump(2);
+  std::vector<std::string> layers;
+  for (const auto& l : r.at("layers")) layers.push_back(l.at("layer"));
+  EXPECT_EQ(layers, (std::vector<std::string>{"identity", "hardware", "scheduling", "network",
+                                              "storage", "workload", "metering", "audit"}));
+  // Evidence shows what was looked at: the segment the tenant got, the verified chain.
+  Json seg = control(r, "network.segment");
+  EXPECT_EQ(seg.at("evidence").at("seen").at("vni"), 10000) << seg.dump(2);
+  Json chain = control(r, "audit.chain");
+  EXPECT_GT(chain.at("evidence").at("seen").at("records_checked").get<int>(), 5) << chain.dump(2);
+  Json probe = control(r, "workload.block-privileged");
+  EXPECT_NE(probe.at("summary").get<std::string>().find("privileged"), std::string::npos);
+}
+
+TEST_F(Posture, TheInitialAdminKeyNeverExpiresAndPostureSaysSo) {
+  auto t = s.create_tenant("fresh", "fresh-admin");
+  auto r = s.request("GET", "/v1/tenants/" + t.id + "/posture", nullptr, t.admin_token);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  std::set<std::string> failing = with_status(r.body, "fail");
+  EXPECT_TRUE(failing.contains("identity.api-key-expiry")) << r.raw;
+  // No quota and no segment yet either.
+  EXPECT_EQ(failing, (std::set<std::string>{"identity.api-key-expiry", "scheduling.tenant-quota",
+                                            "network.segment"}))
+      << r.raw;
+}
+
+TEST_F(Posture, KeyWithoutExpiryFailsOnlyKeyExpiry) {
+  auto t = compliant("acme");
+  auto sa = s.create_service_account(t.token, t.info.id, "ci");
+  Json key = s.create_api_key(
+      t.token, t.info.id,
+      {{"name", "forever"}, {"owner_kind", "service_account"}, {"owner_id", sa.at("id")}});
+  Json r = posture(t);
+  EXPECT_EQ(with_status(r, "fail"), std::set<std::string>{"identity.api-key-expiry"}) << r.dump(2);
+  Json c = control(r, "identity.api-key-expiry");
+  EXPECT_EQ(c.at("evidence").at("seen").at("without_expiry")[0].at("id"), key.at("id"));
+  // Revoking it restores the pass.
+  expect_status(s.request("DELETE", t.base() + "/api-keys/" + key.at("id").get<std::string>(),
+                          nullptr, t.token),
+                204, "revoke");
+  EXPECT_EQ(with_status(posture(t), "fail"), std::set<std::string>{});
+}
+
+TEST_F(Posture, ProjectWithoutQuotaFailsOnlyProjectQuotas) {
+  auto t = compliant("acme");
+  s.create_project(t.token, t.info.id, "adhoc");
+  Json r = posture(t);
+  EXPECT_EQ(with_status(r, "fail"), std::set<std::string>{"scheduling.project-quotas"})
+      << r.dump(2);
+  EXPECT_EQ(control(r, "scheduling.project-quotas").at("evidence").at("seen").at("without_quota"),
+            Json::array({"adhoc"}));
+}
+
+TEST_F(Posture, AllowAllEgressFailsOnlyExplicitEgress) {
+  auto t = compliant("acme");
+  expect_status(
+      s.request(
+          "PUT", t.base() + "/network/policy",
+          {{"egress", Json::array({{{"destination", "198.51.100.0/24"}, {"protocol", "any"}}})},
+           {"exposures", Json::array()}},
+          t.token),
+      200, "policy");
+  Json r = posture(t);
+  EXPECT_EQ(with_status(r, "fail"), std::set<std::string>{"network.explicit-egress"}) << r.dump(2);
+}
+
+TEST_F(Posture, RaisingTheClassAboveALiveAllocationFailsTierMinimum) {
+  Json nodes = Json::array({{{"inventory", h200_inventory("gpu-a", 8)}}});
+  expect_status(s.request("POST", "/v1/fleet/import", {{"nodes", nodes}}, s.admin_token()), 201,
+                "import");
+  expect_status(s.request("POST", "/v1/offerings",
+                          {{"name", "h200-mig-3g"},
+                           {"tier", "mig"},
+                           {"models", {"H200"}},
+                           {"mig_profile", "3g.71gb"}},
+                          s.admin_token()),
+                201, "offering");
+  auto t = compliant("acme");
+  auto a = s.request("POST", t.base() + "/projects/" + t.project + "/allocations",
+                     {{"offering", "h200-mig-3g"}, {"count", 1}}, t.token);
+  ASSERT_EQ(a.status, 201) << a.raw;
+  EXPECT_EQ(with_status(posture(t), "fail"), std::set<std::string>{});
+  // Sensitive needs dedicated GPUs; the mig allocation it already holds is now below that. The
+  // class also brings its own controls: request-level audit fails (reads are not audited).
+  expect_status(s.request("PATCH", t.base(), {{"isolation_class", "sensitive"}}, s.admin_token()),
+                200, "class");
+  Json r = posture(t);
+  EXPECT_EQ(with_status(r, "fail"),
+            (std::set<std::string>{"hardware.tier-minimum", "audit.request-level"}))
+      << r.dump(2);
+  Json c = control(r, "hardware.tier-minimum");
+  EXPECT_EQ(c.at("evidence").at("seen").at("below_minimum")[0].at("allocation"), a.body.at("id"));
+  // Required now, and passing: the tenant's secrets are sealed with its own key.
+  EXPECT_EQ(control(r, "storage.secrets-encrypted").at("status"), "pass");
+}
+
+TEST_F(Posture, SharedNodesShowAsEvidenceAndFailWhenTheClassDemandsDedicatedNodes) {
+  // One node with two GPUs: two tenants with one dedicated GPU each must share it.
+  Json nodes = Json::array({{{"inventory", h200_inventory("gpu-a", 2)}}});
+  expect_status(s.request("POST", "/v1/fleet/import", {{"nodes", nodes}}, s.admin_token()), 201,
+                "import");
+  auto a = compliant("acme");
+  auto b = compliant("bravo");
+  std::string alloc_a;
+  for (const auto* t : {&a, &b}) {
+    auto r = s.request("POST", t->base() + "/projects/" + t->project + "/allocations",
+                       {{"shape", {{"tier", "dedicated-gpu"}}}}, t->token);
+    ASSERT_EQ(r.status, 201) << r.raw;
+    ASSERT_EQ(r.body.at("state"), "placed") << r.raw;
+    if (t == &a) alloc_a = r.body.at("id");
+  }
+  Json r = posture(a);
+  Json c = control(r, "hardware.node-exclusive");
+  EXPECT_EQ(c.at("status"), "not_applicable");  // standard may share nodes
+  Json shared = c.at("evidence").at("seen").at("shared_nodes");
+  ASSERT_EQ(shared.size(), 1u) << c.dump(2);
+  EXPECT_EQ(shared[0].at("node"), "gpu-a");
+  EXPECT_EQ(shared[0].at("allocation"), alloc_a);
+  EXPECT_EQ(shared[0].at("other_tenants"), 1);
+  // Regulated: the shared node fails, and so does the dedicated-gpu tier it now sits below.
+  expect_status(s.request("PATCH", a.base(), {{"isolation_class", "regulated"}}, s.admin_token()),
+                200, "class");
+  r = posture(a);
+  EXPECT_EQ(with_status(r, "fail"),
+            (std::set<std::string>{"hardware.tier-minimum", "hardware.node-exclusive",
+                                   "network.tls", "audit.request-level"}))
+      << r.dump(2);
+  // Releasing B's allocation ends the sharing.
+  auto list = s.request("GET", b.base() + "/allocations", nullptr, b.token);
+  ASSERT_EQ(list.status, 200) << list.raw;
+  std::string alloc_b = list.body.at("items")[0].at("id");
+  expect_status(
+      s.request("POST",
+                b.base() + "/projects/" + b.project + "/allocations/" + alloc_b + "/release",
+                Json::object(), b.token),
+      200, "release");
+  EXPECT_FALSE(with_status(posture(a), "fail").contains("hardware.node-exclusive"));
+}
+
+TEST_F(Posture, FleetViewListsWhichTenantsFailWhichControls) {
+  auto good = compliant("acme");
+  auto bad = compliant("bravo");
+  s.create_project(bad.token, bad.info.id, "adhoc");
+  auto r = s.request("GET", "/v1/posture", nullptr, s.admin_token());
+  ASSERT_EQ(r.status, 200) << r.raw;
+  std::map<std::string, Json> rows;
+  std::vector<std::string> names;
+  for (const auto& row : r.body.at("tenants")) {
+    rows[row.at("name")] = row;
+    names.push_back(row.at("name"));
+  }
+  EXPECT_TRUE(std::is_sorted(names.begin(), names.end())) << r.raw;
+  ASSERT_TRUE(rows.contains("acme") && rows.contains("bravo")) << r.raw;
+  EXPECT_EQ(rows["acme"].at("fail"), 0);
+  EXPECT_EQ(rows["bravo"].at("failing"), Json::array({"scheduling.project-quotas"}));
+  EXPECT_EQ(rows["bravo"].at("controls").at("scheduling.project-quotas"), "fail");
+  for (const auto& c : r.body.at("controls"))
+    if (c.at("id") == "scheduling.project-quotas") {
+      EXPECT_EQ(c.at("failing_tenants"), 1);
+    }
+  EXPECT_GE(r.body.at("counts").at("failing_tenants").get<int>(), 1);
+}
+
+TEST_F(Posture, OnlyTheTenantsAdminsAuditorsAndOperatorsReadIt) {
+  auto a = compliant("acme");
+  auto b = compliant("bravo");
+  // Another tenant's admin: the tenant does not exist for it.
+  auto other = s.request("GET", a.base() + "/posture", nullptr, b.token);
+  EXPECT_TRUE(IsProblem(other, 404, "not_found")) << other.raw;
+  // A member of the tenant without identity.read: forbidden.
+  auto user = s.create_user(a.token, a.info.id, "dev");
+  s.create_binding(a.token, a.info.id, "project-member", "user", user.at("id"), a.project);
+  std::string dev = s.key_for(a.token, a.info.id, user.at("id"));
+  EXPECT_TRUE(IsProblem(s.request("GET", a.base() + "/posture", nullptr, dev), 403));
+  // Tenant admins never see the fleet.
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/posture", nullptr, a.token), 403));
+  // Platform auditors and operators read both.
+  for (const std::string role : {"auditor", "platform-operator"}) {
+    auto u = expect_status(
+        s.request("POST", "/v1/users", {{"username", role + "-user"}}, s.admin_token()), 201,
+        "platform user");
+    expect_status(
+        s.request("POST", "/v1/role-bindings",
+                  {{"role", role}, {"subject_kind", "user"}, {"subject_id", u.body["id"]}},
+                  s.admin_token()),
+        201, "bind " + role);
+    auto key = expect_status(s.request("POST", "/v1/api-keys",
+                                       {{"name", "k"},
+                                        {"owner_kind", "user"},
+                                        {"owner_id", u.body["id"]},
+                                        {"ttl_seconds", 3600}},
+                                       s.admin_token()),
+                             201, "key");
+    std::string token = key.body.at("token");
+    EXPECT_EQ(s.request("GET", a.base() + "/posture", nullptr, token).status, 200) << role;
+    EXPECT_EQ(s.request("GET", "/v1/posture", nullptr, token).status, 200) << role;
+  }
+}
+
+}  // namespace
+}  // namespace gp::it
