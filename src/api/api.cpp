@@ -154,7 +154,7 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
       authn_(store, clock),
       allocs_(audit, clock, std::move(alloc_options)) {
   for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(),
-                     alloc_routes(), k8s_routes(), network_routes()})
+                     alloc_routes(), k8s_routes(), network_routes(), usage_routes()})
     for (auto& r : table) routes_.push_back(std::move(r));
 }
 
