@@ -117,11 +117,16 @@ Result<UsageEvent> parse_event(const Json& j) {
   for (const auto& [k, v] : d->items())
     if (k != "resource_key" && k != "quantity" && k != "unit")
       return fail(Error::invalid(fmt::format("data.{} is not a known field", k.substr(0, 40))));
-  e.resource_key = GP_TRY(required_string(*d, "resource_key", 128));
+  auto data_string = [&](std::string_view key, size_t max) -> Result<std::string> {
+    auto r = required_string(*d, key, max);
+    if (!r) return fail(Error::invalid("data." + r.error().message));
+    return r;
+  };
+  e.resource_key = GP_TRY(data_string("resource_key", 128));
   if (!token(e.resource_key, 128, true))
     return fail(Error::invalid(
         "data.resource_key must be letters, digits and '-._/' (like gpu/H200), at most 128"));
-  e.unit = GP_TRY(required_string(*d, "unit", 32));
+  e.unit = GP_TRY(data_string("unit", 32));
   if (!token(e.unit, 32, true))
     return fail(Error::invalid("data.unit must be letters, digits and '-._/', at most 32"));
   auto q = d->find("quantity");
