@@ -53,6 +53,8 @@ void add_simulate_command(CLI::App& app, int* rc);
 void add_k8s_commands(CLI::App& app, ClientConfig& c, int* rc);
 // network and secret commands, and serve's segment pool flags (cli_network.cpp).
 void add_network_commands(CLI::App& app, ClientConfig& c, int* rc);
+// usage and usage events post (cli_usage.cpp).
+void add_usage_commands(CLI::App& app, ClientConfig& c, int* rc);
 struct ServeOptions;
 void add_network_serve_options(CLI::App& serve, ServeOptions& o);
 
