@@ -187,7 +187,8 @@ TEST_F(Usage, IntervalsIntegrateToTheAllocationHistoryAcrossRebuildsAndRollbacks
                      {"preemptible", pick(2) == 0}};
         if (pick(4) == 0) body["duration_seconds"] = 60 + pick(3000);
         auto r = s.request("POST", t.base() + "/allocations", body, t.info.admin_token);
-        ASSERT_TRUE(r.status == 201 || r.status == 409) << r.raw;
+        // 400 or 409 when the shape can never fit or conflicts: not what is tested here.
+        ASSERT_TRUE(r.status == 201 || r.status == 400 || r.status == 409) << r.raw;
         if (r.status == 201) made.emplace_back(&t, r.body["id"]);
         break;
       }
@@ -253,6 +254,7 @@ TEST_F(Usage, IntervalsIntegrateToTheAllocationHistoryAcrossRebuildsAndRollbacks
   });
   ASSERT_TRUE(r);
   // The history must have exercised what the property is about.
+  EXPECT_GT(made.size(), 20u);
   EXPECT_GT(crashes, 0);
   EXPECT_GT(rollbacks, 0);
   EXPECT_GT(preempted + failed + expired, 0) << "no allocation ended other than by release";
