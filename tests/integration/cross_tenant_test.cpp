@@ -529,7 +529,9 @@ TEST(CrossTenant, UsageEventsAndUsageStayInsideTheirTenant) {
     EXPECT_TRUE(IsProblem(one, 400, "invalid_argument")) << one.raw;
     EXPECT_EQ(one.body["detail"], none.body["detail"]);
   }
-  // B's usage holds its allocation and none of A's events; A's holds only its own.
+  // An hour of GPU time passes. B's usage holds its allocation and none of A's events; A's
+  // holds only its own.
+  s.clock().advance(std::chrono::hours(1));
   const std::string range = "?from=2000-01-01&to=2100-01-01&granularity=month&group_by=project";
   auto ub = expect_status(s.request("GET", "/v1/tenants/" + b.tenant.id + "/usage" + range, nullptr,
                                     b.tenant.admin_token),
