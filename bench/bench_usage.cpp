@@ -32,14 +32,16 @@ namespace {
 
 constexpr int kDuplicateEvery = 10;  // one event in ten repeats one already stored
 
-// Batch `b` of `size` events: new ids, except every tenth, which repeats one of batch b-1.
+// Batch `b` of `size` events (a multiple of 10): new ids, except every tenth, which repeats one
+// stored by batch b-1.
 Json make_batch(const std::string& tenant, int b, int size, const std::string& time) {
   Json batch = Json::array();
   for (int i = 0; i < size; ++i) {
     const bool repeat = b > 0 && i % kDuplicateEvery == 0;
     batch.push_back(
         {{"specversion", "1.0"},
-         {"id", fmt::format("e-{}-{}", repeat ? b - 1 : b, i)},
+         // A repeat names event i+1 of the previous batch, which was new there.
+         {"id", repeat ? fmt::format("e-{}-{}", b - 1, i + 1) : fmt::format("e-{}-{}", b, i)},
          {"source", "meter://bench"},
          {"type", "dev.gpuplane.usage"},
          {"time", time},
@@ -95,7 +97,7 @@ int main(int argc, char** argv) {
       [](const std::string&, const std::string& p) -> Result<std::string> { return p; }};
   for (int batch : {100, 1000, 5000}) {
     Figure f{"service", batch, 1};
-    const std::string tenant = tenants[figures.size() % tenants.size()];
+    const std::string tenant = tenants[figures.size()];  // a tenant of its own per run
     const int batches = std::max(1, total / batch);
     std::vector<Json> bodies;
     for (int b = 0; b < batches; ++b) bodies.push_back(make_batch(tenant, b, batch, now));
@@ -118,9 +120,6 @@ int main(int argc, char** argv) {
     }
     f.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     figures.push_back(f);
-    // Start each run with the next tenant so dedup keys never collide across runs.
-    tenants.push_back(tenants.front());
-    tenants.erase(tenants.begin());
   }
 
   // 2. The HTTP path: keep-alive clients POST batches; 202 comes after the commit.
