@@ -169,10 +169,11 @@ Result<void> Service::transition(store::Tx& tx, const World& w, const Allocation
       {std::string(state_name(to)), code, reason, now, int64_t{ending}, now, id}));
   if (ending) GP_TRY(tx.exec("DELETE FROM allocation_nodes WHERE allocation_id = ?", {id}));
   GP_TRY_VOID(insert_event(tx, id, now, state_name(from), to, code, reason));
-  // Usage intervals change with the state, in this same transaction.
+  // Usage intervals change with the state, in this same transaction; a placement's interval
+  // starts at the instant record_placed stamped as placed_at.
   GP_TRY_VOID(metering::record_transition(
       tx, {a.id, a.tenant_id, a.project_id, a.offering_id, a.request.preemptible, a.placement},
-      state_name(to), now));
+      state_name(to), to == State::kPlaced && a.placed_at ? *a.placed_at : now));
   if (actor == kScheduler) {
     audit::Entry e{std::string(kScheduler),
                    a.tenant_id,
