@@ -7,6 +7,7 @@
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
 #include "fleet/fleet.h"
+#include "metering/metering.h"
 
 namespace gp::alloc {
 
@@ -124,6 +125,8 @@ Result<void> Service::rebuild(store::Tx& tx) {
   for (const auto& [uuid, healthy] : health) {
     if (!healthy) GP_TRY_VOID(sched_->set_gpu_healthy(uuid, false));
   }
+  // Usage intervals left open by allocations that ended outside this process's view.
+  GP_TRY(metering::recover(tx, to_unix_micros(clock_.now())));
   dirty_ = false;
   return ok();
 }
@@ -166,6 +169,11 @@ Result<void> Service::transition(store::Tx& tx, const World& w, const Allocation
       {std::string(state_name(to)), code, reason, now, int64_t{ending}, now, id}));
   if (ending) GP_TRY(tx.exec("DELETE FROM allocation_nodes WHERE allocation_id = ?", {id}));
   GP_TRY_VOID(insert_event(tx, id, now, state_name(from), to, code, reason));
+  // Usage intervals change with the state, in this same transaction; a placement's interval
+  // starts at the instant record_placed stamped as placed_at.
+  GP_TRY_VOID(metering::record_transition(
+      tx, {a.id, a.tenant_id, a.project_id, a.offering_id, a.request.preemptible, a.placement},
+      state_name(to), to == State::kPlaced && a.placed_at ? *a.placed_at : now));
   if (actor == kScheduler) {
     audit::Entry e{std::string(kScheduler),
                    a.tenant_id,

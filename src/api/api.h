@@ -20,6 +20,7 @@
 #include "common/json.h"
 #include "common/page.h"
 #include "iam/iam.h"
+#include "metering/metering.h"
 #include "network/network.h"
 #include "storage/storage.h"
 #include "store/store.h"
@@ -79,6 +80,9 @@ class Api {
   // Set before serving.
   void set_isolation(Isolation isolation) { isolation_ = std::move(isolation); }
   const Isolation& isolation() const { return isolation_; }
+  // Usage-event time window (future skew, lateness); set before serving.
+  void set_metering(metering::IngestOptions options) { metering_ = options; }
+  const metering::IngestOptions& metering() const { return metering_; }
 
  private:
   store::Store& store_;
@@ -92,6 +96,7 @@ class Api {
   std::atomic<bool> ready_{true};
   std::vector<Route> routes_;
   Isolation isolation_;
+  metering::IngestOptions metering_;
 };
 
 // Serves an Api over HTTP/1.1 on a TCP port: one coroutine per connection, header and body

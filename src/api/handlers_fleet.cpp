@@ -220,6 +220,7 @@ Result<void> Api::housekeeping(Duration node_timeout, bool checkpoint) {
     }
     GP_TRY(allocs().tick(tx, world()));
     if (checkpoint) GP_TRY_VOID(audit().checkpoint(tx));
+    refresh_usage_gauges(*this, tx);
     return ok();
   });
   if (!r) allocs().invalidate();  // whatever the scheduler did in memory was rolled back

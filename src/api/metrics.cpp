@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace gp::api {
 
 void Metrics::observe(const std::string& method, const std::string& route, int status,
@@ -17,6 +19,21 @@ void Metrics::observe(const std::string& method, const std::string& route, int s
 void Metrics::set_gauge(const std::string& name, double value) {
   std::lock_guard lock(mu_);
   gauges_[name] = value;
+}
+
+void Metrics::set_family(const std::string& name, const std::string& help, const std::string& label,
+                         std::vector<std::pair<std::string, double>> values, size_t max_series) {
+  std::ranges::sort(values, [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first < b.first;
+  });
+  if (values.size() > max_series) {
+    double rest = 0;
+    for (size_t i = max_series; i < values.size(); ++i) rest += values[i].second;
+    values.resize(max_series);
+    values.emplace_back("_other", rest);
+  }
+  std::lock_guard lock(mu_);
+  families_[name] = Family{help, label, std::move(values)};
 }
 
 std::string Metrics::render() const {
@@ -47,6 +64,12 @@ std::string Metrics::render() const {
   for (const auto& [name, v] : gauges_) {
     out += fmt::format("# TYPE gpuplane_{} gauge\n", name);
     out += fmt::format("gpuplane_{} {}\n", name, v);
+  }
+  for (const auto& [name, f] : families_) {
+    out += fmt::format("# HELP gpuplane_{} {}\n", name, f.help);
+    out += fmt::format("# TYPE gpuplane_{} gauge\n", name);
+    for (const auto& [value, v] : f.values)
+      out += fmt::format("gpuplane_{}{{{}=\"{}\"}} {}\n", name, f.label, value, v);
   }
   return out;
 }

@@ -8,6 +8,8 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace gp::api {
 
@@ -17,6 +19,10 @@ class Metrics {
                                                       0.05,   0.1,   0.25,   0.5,   1.0,  2.5};
   void observe(const std::string& method, const std::string& route, int status, double seconds);
   void set_gauge(const std::string& name, double value);
+  // A gauge family with one label: the `max_series` largest values keep their label value, the
+  // rest are summed under "_other", so cardinality stays bounded however many there are.
+  void set_family(const std::string& name, const std::string& help, const std::string& label,
+                  std::vector<std::pair<std::string, double>> values, size_t max_series);
   std::string render() const;
 
  private:
@@ -28,6 +34,11 @@ class Metrics {
   mutable std::mutex mu_;
   std::map<std::tuple<std::string, std::string, int>, Series> series_;
   std::map<std::string, double> gauges_;
+  struct Family {
+    std::string help, label;
+    std::vector<std::pair<std::string, double>> values;
+  };
+  std::map<std::string, Family> families_;
 };
 
 }  // namespace gp::api

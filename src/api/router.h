@@ -100,6 +100,9 @@ std::vector<Route> k8s_routes();
 std::vector<Route> network_routes();
 std::vector<Route> billing_routes();
 std::vector<Route> posture_routes();
+std::vector<Route> usage_routes();
+// Sets the usage gauges (GPU-equivalents held per tenant) from the open usage intervals.
+void refresh_usage_gauges(Api& api, store::Tx& tx);
 // Offboarding: frees the tenant's network segment and policy; shreds its data keys.
 Result<void> release_tenant_network(store::Tx& tx, const std::string& tenant_id);
 Result<void> shred_tenant_keys(store::Tx& tx, const tenancy::Tenant& tenant);

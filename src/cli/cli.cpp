@@ -288,6 +288,14 @@ int main(int argc, char** argv) {
       ->add_option("--preemption-grace-seconds", so.preemption_grace_seconds,
                    "How long a preempted workload gets to stop")
       ->check(CLI::Range(0, 86400));
+  serve
+      ->add_option("--usage-lateness-hours", so.usage_lateness_hours,
+                   "Usage events older than this are rejected")
+      ->check(CLI::Range(1, 24 * 400));
+  serve
+      ->add_option("--usage-future-skew-seconds", so.usage_future_skew_seconds,
+                   "Usage events further ahead of the server clock are rejected")
+      ->check(CLI::Range(0, 86400));
   add_network_serve_options(*serve, so);
   serve->callback([&] { rc = run_serve(so); });
 
@@ -372,6 +380,7 @@ int main(int argc, char** argv) {
   add_network_commands(app, c, &rc);
   add_billing_commands(app, c, &rc);
   add_posture_commands(app, c, &rc);
+  add_usage_commands(app, c, &rc);
 
   // Tenants: create takes class and an optional first admin.
   {

@@ -57,6 +57,8 @@ void add_network_commands(CLI::App& app, ClientConfig& c, int* rc);
 void add_billing_commands(CLI::App& app, ClientConfig& c, int* rc);
 // posture TENANT | --fleet [--json] [--svg FILE] (cli_posture.cpp).
 void add_posture_commands(CLI::App& app, ClientConfig& c, int* rc);
+// usage and usage events post (cli_usage.cpp).
+void add_usage_commands(CLI::App& app, ClientConfig& c, int* rc);
 struct ServeOptions;
 void add_network_serve_options(CLI::App& serve, ServeOptions& o);
 

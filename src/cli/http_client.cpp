@@ -58,7 +58,9 @@ Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
     req.set(http::field::user_agent, "gpuplane-cli");
     for (const auto& [k, v] : headers) req.set(k, v);
     if (!body.empty() || method == "POST" || method == "PATCH") {
-      req.set(http::field::content_type, "application/json");
+      // JSON unless the caller named another type (CloudEvents, tests of media types).
+      if (req.find(http::field::content_type) == req.end())
+        req.set(http::field::content_type, "application/json");
       req.body() = std::string(body);
     }
     req.prepare_payload();

@@ -135,6 +135,8 @@ int run_serve(const ServeOptions& o) {
     return 1;
   }
   api.set_isolation(std::move(*isolation));
+  api.set_metering({.max_future_skew = std::chrono::seconds(o.usage_future_skew_seconds),
+                    .lateness = std::chrono::hours(o.usage_lateness_hours)});
   auto colon = o.listen.rfind(':');
   std::string host = o.listen.substr(0, colon);
   int port = colon == std::string::npos ? 8080 : std::atoi(o.listen.c_str() + colon + 1);

@@ -28,22 +28,22 @@ const std::vector<RoleInfo>& role_table() {
        ScopeLevel::kPlatform,
        {P::kTenantRead, P::kTenantList, P::kProjectRead, P::kIdentityRead, P::kFleetRead,
         P::kFleetWrite, P::kAllocationRead, P::kQuotaWrite, P::kAdmissionReview, P::kBillingRead,
-        P::kBillingWrite}},
+        P::kBillingWrite, P::kUsageRead, P::kUsageWrite}},
       {Role::kAuditor,
        "auditor",
        ScopeLevel::kPlatform,
        {P::kTenantRead, P::kTenantList, P::kProjectRead, P::kIdentityRead, P::kAuditRead,
-        P::kFleetRead, P::kAllocationRead, P::kBillingRead}},
+        P::kFleetRead, P::kAllocationRead, P::kBillingRead, P::kUsageRead}},
       {Role::kTenantAdmin,
        "tenant-admin",
        ScopeLevel::kTenant,
        {P::kTenantRead, P::kProjectCreate, P::kProjectRead, P::kProjectUpdate, P::kProjectDelete,
         P::kIdentityRead, P::kIdentityWrite, P::kBindingWrite, P::kAuditRead, P::kAllocationRead,
-        P::kAllocationWrite, P::kBillingRead, P::kQuotaWrite}},
+        P::kAllocationWrite, P::kBillingRead, P::kQuotaWrite, P::kUsageRead, P::kUsageWrite}},
       {Role::kTenantBilling,
        "tenant-billing",
        ScopeLevel::kTenant,
-       {P::kTenantRead, P::kProjectRead, P::kBillingRead}},
+       {P::kTenantRead, P::kProjectRead, P::kBillingRead, P::kUsageRead}},
       {Role::kProjectAdmin,
        "project-admin",
        ScopeLevel::kProject,
@@ -138,6 +138,10 @@ std::string_view permission_name(Permission p) {
       return "quota.write";
     case P::kAdmissionReview:
       return "admission.review";
+    case P::kUsageRead:
+      return "usage.read";
+    case P::kUsageWrite:
+      return "usage.write";
   }
   return "unknown";
 }

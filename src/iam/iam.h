@@ -55,6 +55,8 @@ enum class Permission {
   kBillingWrite,     // rate cards (platform)
   kQuotaWrite,       // tenant quotas (platform scope), project quotas (tenant scope)
   kAdmissionReview,  // answer a cluster's admission webhook (platform scope)
+  kUsageRead,        // usage rollups (tenant scope; platform scope: every tenant)
+  kUsageWrite,       // post usage events from external meters
 };
 std::string_view permission_name(Permission p);
 

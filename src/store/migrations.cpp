@@ -330,7 +330,48 @@ CREATE TABLE reservations (
 );
 CREATE INDEX reservations_tenant ON reservations (tenant_id, id)
 )SQL"},
-      // 6 is metering's. Rate card versions are immutable rows: a new version is a new row.
+      {6, "metering", R"SQL(
+CREATE TABLE usage_intervals (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL,
+  project_id TEXT NOT NULL,
+  allocation_id TEXT NOT NULL,
+  offering_id TEXT,
+  resource_key TEXT NOT NULL,
+  quantity BIGINT NOT NULL,
+  units BIGINT NOT NULL,
+  state TEXT NOT NULL,
+  preemptible BIGINT NOT NULL,
+  start_us BIGINT NOT NULL,
+  end_us BIGINT
+);
+CREATE INDEX usage_intervals_tenant_time ON usage_intervals (tenant_id, start_us);
+CREATE INDEX usage_intervals_time ON usage_intervals (start_us);
+CREATE INDEX usage_intervals_allocation ON usage_intervals (allocation_id, end_us);
+CREATE INDEX usage_intervals_open ON usage_intervals (allocation_id) WHERE end_us IS NULL;
+CREATE TABLE usage_interval_gpus (
+  interval_id TEXT NOT NULL REFERENCES usage_intervals(id),
+  gpu_uuid TEXT NOT NULL,
+  instance TEXT NOT NULL,
+  PRIMARY KEY (interval_id, gpu_uuid, instance)
+);
+CREATE INDEX usage_interval_gpus_gpu ON usage_interval_gpus (gpu_uuid);
+CREATE TABLE usage_events (
+  tenant_id TEXT NOT NULL,
+  source TEXT NOT NULL,
+  event_id TEXT NOT NULL,
+  project_id TEXT,
+  type TEXT NOT NULL,
+  time_us BIGINT NOT NULL,
+  resource_key TEXT NOT NULL,
+  unit TEXT NOT NULL,
+  quantity_micro BIGINT NOT NULL,
+  received_at BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, source, event_id)
+);
+CREATE INDEX usage_events_tenant_time ON usage_events (tenant_id, time_us)
+)SQL"},
+      // Rate card versions are immutable rows: a new version is a new row.
       {7, "billing", R"SQL(
 CREATE TABLE rate_cards (
   id TEXT NOT NULL,

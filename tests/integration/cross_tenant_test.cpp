@@ -512,3 +512,82 @@ TEST(CrossTenant, PostureReportNeverNamesAnotherTenant) {
 
 }  // namespace
 }  // namespace gp::it
+
+namespace gp::it {
+namespace {
+
+// Usage: one tenant's events never land in another's, and each tenant's usage shows only its
+// own allocations and events.
+TEST(CrossTenant, UsageEventsAndUsageStayInsideTheirTenant) {
+  TestServer s;
+  TenantWorld a = populate(s, "alpha");
+  TenantWorld b = populate(s, "bravo");
+  const std::string now = format_rfc3339(s.clock().now());
+  auto event = [&](const std::string& tenant, const std::string& id) {
+    return Json{{"specversion", "1.0"},
+                {"id", id},
+                {"source", "meter://a"},
+                {"type", "dev.gpuplane.usage"},
+                {"time", now},
+                {"tenant", tenant},
+                {"data", {{"resource_key", "storage/standard"}, {"quantity", 5}, {"unit", "GiB"}}}};
+  };
+  // A's admin and A's service-account key (tenant-admin in A) aim events at B by id and name.
+  expect_status(
+      s.request(
+          "POST", "/v1/tenants/" + a.tenant.id + "/role-bindings",
+          {{"role", "tenant-admin"}, {"subject_kind", "service_account"}, {"subject_id", a.sa_id}},
+          a.tenant.admin_token),
+      201, "binding");
+  for (const std::string& token : {a.tenant.admin_token, a.key_token}) {
+    Json batch = Json::array({event(b.tenant.id, "x1"), event(b.tenant.name, "x2"),
+                              event(a.tenant.id, "own-" + token.substr(0, 8))});
+    auto r = s.request("POST", "/v1/usage-events", batch, token);
+    ASSERT_EQ(r.status, 202) << r.raw;
+    EXPECT_EQ(r.body["accepted"], 1) << r.raw;
+    EXPECT_EQ(r.body["results"][0]["reason"], "tenant not found");
+    EXPECT_EQ(r.body["results"][1]["reason"], "tenant not found");
+    // One event alone for B: the same answer as for a tenant that does not exist.
+    auto one = s.request("POST", "/v1/usage-events", event(b.tenant.id, "x3"), token);
+    auto none = s.request("POST", "/v1/usage-events", event("ten_doesnotexist", "x3"), token);
+    EXPECT_TRUE(IsProblem(one, 400, "invalid_argument")) << one.raw;
+    EXPECT_EQ(one.body["detail"], none.body["detail"]);
+  }
+  // An hour of GPU time passes. B's usage holds its allocation and none of A's events; A's
+  // holds only its own.
+  s.clock().advance(std::chrono::hours(1));
+  const std::string range = "?from=2000-01-01&to=2100-01-01&granularity=month&group_by=project";
+  auto ub = expect_status(s.request("GET", "/v1/tenants/" + b.tenant.id + "/usage" + range, nullptr,
+                                    b.tenant.admin_token),
+                          200, "B usage");
+  bool b_allocation = false;
+  for (const auto& row : ub.body["rows"]) {
+    EXPECT_EQ(row["tenant_id"], b.tenant.id) << row;
+    EXPECT_NE(row["kind"], "event") << row;
+    if (row["kind"] == "allocation") b_allocation = row["project_id"] == b.project_id;
+  }
+  EXPECT_TRUE(b_allocation) << ub.raw;
+  auto ua = expect_status(s.request("GET", "/v1/tenants/" + a.tenant.id + "/usage" + range, nullptr,
+                                    a.tenant.admin_token),
+                          200, "A usage");
+  int a_events = 0;
+  for (const auto& row : ua.body["rows"]) {
+    EXPECT_EQ(row["tenant_id"], a.tenant.id) << row;
+    if (row["kind"] == "event") a_events += row["events"].get<int>();
+  }
+  EXPECT_EQ(a_events, 2);
+  // The operator-wide view needs a platform role.
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/usage", nullptr, a.tenant.admin_token), 403));
+  auto all = expect_status(
+      s.request("GET",
+                "/v1/usage" +
+                    std::string("?group_by=tenant&from=2000-01-01&to=2100-01-01&granularity=month"),
+                nullptr, s.admin_token()),
+      200, "platform usage");
+  std::set<std::string> tenants;
+  for (const auto& row : all.body["rows"]) tenants.insert(row["tenant_id"]);
+  EXPECT_TRUE(tenants.contains(a.tenant.id) && tenants.contains(b.tenant.id)) << all.raw;
+}
+
+}  // namespace
+}  // namespace gp::it

@@ -79,7 +79,7 @@ class TestServer {
   Resp request(std::string_view method, std::string_view target, const Json& body = nullptr,
                std::string_view token = {}, const Headers& extra = {});
   // Like request() but sends `body` byte for byte (Content-Type application/json for POST and
-  // PATCH, as the CLI client does).
+  // PATCH, as the CLI client does, unless `extra` names another).
   Resp request_raw(std::string_view method, std::string_view target, std::string_view body,
                    std::string_view token = {}, const Headers& extra = {});
 
