@@ -380,6 +380,16 @@ Json schemas() {
                         {"created_by", str()},
                         {"created_at", time_str()}},
                        {"name", "key_version", "created_by", "created_at"});
+  s["WorkloadPolicySet"] =
+      object({{"allowed_registries", {{"type", "array"}, {"items", str()}, {"maxItems", 64}}},
+              {"require_pull_always", {{"type", "boolean"}}}},
+             {"allowed_registries"});
+  s["WorkloadPolicy"] = object(
+      {{"allowed_registries", {{"type", "array"}, {"items", str()}}},
+       {"require_pull_always", {{"type", "boolean"}}},
+       {"class_requires_pull_always", {{"type", "boolean"}}},
+       {"version", integer()}},
+      {"allowed_registries", "require_pull_always", "class_requires_pull_always", "version"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},

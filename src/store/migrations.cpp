@@ -330,6 +330,15 @@ CREATE TABLE reservations (
 );
 CREATE INDEX reservations_tenant ON reservations (tenant_id, id)
 )SQL"},
+      {8, "workload policy", R"SQL(
+CREATE TABLE tenant_workload_policies (
+  tenant_id TEXT PRIMARY KEY REFERENCES tenants(id),
+  policy TEXT NOT NULL,
+  updated_by TEXT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+)
+)SQL"},
   };
   return kMigrations;
 }
