@@ -624,6 +624,68 @@ Result<Reply> render_bundle(Api& api, Call& call, store::Tx& tx) {
   return r;
 }
 
+// ---- reconcile: the cluster's GPU pods against the fleet's allocations ----
+
+// What each tenant holds per node (Kubernetes node name), from the placements of placed and
+// active allocations: whole GPUs, MIG instances by profile, time-sliced shares (one slot per
+// granted share).
+Result<std::vector<fleet::NodeHolding>> node_holdings(store::Tx& tx,
+                                                      const std::vector<tenancy::Tenant>& all) {
+  std::map<std::string, std::string> tenant_names, node_names;
+  for (const auto& t : all) tenant_names[t.id] = t.name;
+  PageRequest page;
+  page.limit = 500;
+  for (;;) {
+    auto p = GP_TRY(fleet::list_nodes(tx, page, std::nullopt));
+    for (const auto& n : p.items) node_names[n.id] = n.info.name;
+    if (!p.next) break;
+    page.after = p.next;
+  }
+  std::map<std::pair<std::string, std::string>, fleet::NodeHolding> by;  // (tenant, node)
+  for (const auto& row :
+       GP_TRY(tx.query("SELECT tenant_id, placement FROM allocations WHERE placement IS NOT NULL "
+                       "AND state IN ('placed', 'active') ORDER BY id"))) {
+    auto tn = tenant_names.find(row.text(0));
+    if (tn == tenant_names.end()) continue;
+    Json placement = GP_TRY(parse_json(row.text(1)));
+    if (!placement.contains("gpus") || !placement["gpus"].is_array())
+      return fail(Error::internal("stored placement without gpus"));
+    for (const auto& g : placement["gpus"]) {
+      auto nn = node_names.find(g.value("node", ""));
+      std::string node = nn == node_names.end() ? g.value("node", "") : nn->second;
+      auto& h = by[{tn->second, node}];
+      h.tenant = tn->second;
+      h.node = node;
+      if (g.contains("mig") && g["mig"].is_object())
+        ++h.mig[g["mig"].value("profile", "")];
+      else if (g.contains("milli"))
+        ++h.shared;
+      else
+        ++h.whole_gpus;
+    }
+  }
+  std::vector<fleet::NodeHolding> out;
+  for (auto& [_, h] : by) out.push_back(std::move(h));
+  return out;
+}
+
+Result<Reply> reconcile_kubernetes_pods(Api&, Call& call, store::Tx& tx) {
+  if (!call.body) return fail(Error::invalid("body: expected `kubectl get pods -A -o json`"));
+  fleet::PodReconcileInput in;
+  in.pods = &*call.body;
+  auto all = GP_TRY(all_tenants(tx));
+  // Namespace owners; a name two tenants' projects could both produce belongs to neither.
+  std::map<std::string, std::set<std::string>> owners;
+  for (const auto& t : all)
+    for (const auto& p : GP_TRY(all_projects(tx, t.id)))
+      if (auto ns = render::project_namespace(t.name, p.name)) owners[*ns].insert(t.name);
+  for (const auto& [ns, ts] : owners)
+    if (ts.size() == 1) in.namespace_tenants[ns] = *ts.begin();
+  in.holdings = GP_TRY(node_holdings(tx, all));
+  auto report = GP_TRY(fleet::reconcile_pods(in));
+  return json_reply(200, fleet::to_json(report));
+}
+
 }  // namespace
 
 std::vector<Route> k8s_routes() {
@@ -674,6 +736,18 @@ std::vector<Route> k8s_routes() {
                           "registries added and removed. The admission webhook applies it.",
                .request_schema = "WorkloadPolicySet",
                .response_schema = "WorkloadPolicy"});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/fleet/reconcile/kubernetes-pods",
+               .action = "fleet.reconcile.pods",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx(reconcile_kubernetes_pods),
+               .summary = "Reconcile `kubectl get pods -A -o json` against the allocations: "
+                          "per node the Running and Pending pods requesting GPUs, their "
+                          "tenants, and discrepancies (a tenant's pods on a node only others "
+                          "hold, GPU pods on unallocated nodes, more requested than held, GPU "
+                          "pods in namespaces no tenant owns). Changes nothing.",
+               .request_schema = "KubernetesPodList",
+               .response_schema = "PodReconcileReport"});
   return r;
 }
 

@@ -390,6 +390,16 @@ Json schemas() {
        {"class_requires_pull_always", {{"type", "boolean"}}},
        {"version", integer()}},
       {"allowed_registries", "require_pull_always", "class_requires_pull_always", "version"});
+  s["KubernetesPodList"] = {{"type", "object"},
+                            {"properties", {{"kind", str()}, {"items", {{"type", "array"}}}}},
+                            {"required", {"kind", "items"}}};
+  s["PodReconcileReport"] =
+      object({{"pods_seen", integer()},
+              {"gpu_pods", integer()},
+              {"nodes", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+              {"unscheduled", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+              {"discrepancies", {{"type", "array"}, {"items", {{"type", "object"}}}}}},
+             {"pods_seen", "gpu_pods", "nodes", "unscheduled", "discrepancies"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},

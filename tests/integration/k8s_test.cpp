@@ -425,5 +425,63 @@ TEST_F(K8s, WorkloadPolicyRejectsMalformedListsAndNeverLoosensTheClass) {
   EXPECT_FALSE(keep.body.at("require_pull_always").get<bool>());
 }
 
+TEST_F(K8s, ReconcilePodsAgainstAllocations) {
+  const std::string admin = s.admin_token();
+  expect_status(s.request("PUT", "/v1/tenants/" + beta.id + "/quota",
+                          {{"models", {{"H200", {{"nominal", 2}}}}}}, admin),
+                200, "quota");
+  std::string project;
+  for (const auto& p : s.list_all(beta.admin_token, "/v1/tenants/" + beta.id + "/projects"))
+    if (p.at("name") == "infer") project = p.at("id");
+  ASSERT_FALSE(project.empty());
+  auto alloc = expect_status(
+      s.request("POST", "/v1/tenants/" + beta.id + "/projects/" + project + "/allocations",
+                {{"shape", {{"tier", "dedicated-gpu"}}}}, beta.admin_token),
+      201, "allocation");
+  ASSERT_FALSE(alloc.body.at("placement").is_null()) << alloc.raw;
+
+  auto gpu_pod = [](const std::string& ns, const std::string& name, int gpus) {
+    return Json{{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", name}, {"namespace", ns}}},
+                {"spec",
+                 {{"nodeName", "beta-node-1"},
+                  {"containers",
+                   Json::array({{{"name", "main"},
+                                 {"image", "x"},
+                                 {"resources", {{"limits", {{"nvidia.com/gpu", gpus}}}}}}})}}},
+                {"status", {{"phase", "Running"}}}};
+  };
+  Json pods = {{"apiVersion", "v1"},
+               {"kind", "List"},
+               {"items", Json::array({gpu_pod("beta-infer", "ok", 1)})}};
+  const std::string path = "/v1/fleet/reconcile/kubernetes-pods";
+  auto clean = s.request("POST", path, pods, webhook_token);
+  ASSERT_EQ(clean.status, 200) << clean.raw;
+  EXPECT_TRUE(clean.body.at("discrepancies").empty()) << clean.raw;
+  ASSERT_EQ(clean.body.at("nodes").size(), 1u);
+  EXPECT_EQ(clean.body.at("nodes")[0].at("holders"), Json::array({"beta"}));
+  EXPECT_EQ(clean.body.at("nodes")[0].at("pods")[0].at("tenant"), "beta");
+
+  // acme's pod on beta's node, and beta asking one GPU more than it holds there.
+  pods["items"].push_back(gpu_pod("acme-train", "intruder", 1));
+  pods["items"].push_back(gpu_pod("beta-infer", "greedy", 1));
+  auto r = s.request("POST", path, pods, webhook_token);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  std::map<std::string, Json> by_kind;
+  for (const auto& d : r.body.at("discrepancies")) by_kind[d.at("kind")] = d;
+  ASSERT_EQ(by_kind.size(), 2u) << r.raw;
+  EXPECT_EQ(by_kind.at("foreign_node").at("tenant"), "acme");
+  EXPECT_EQ(by_kind.at("over_request").at("requested"), 2);
+  EXPECT_EQ(by_kind.at("over_request").at("held"), 1);
+
+  // Bad input is a 400 naming the item; tenants may not call it.
+  pods["items"][0]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1.5";
+  auto bad = s.request("POST", path, pods, webhook_token);
+  EXPECT_TRUE(IsProblem(bad, 400, "invalid_argument")) << bad.raw;
+  EXPECT_NE(bad.raw.find("items[0]"), std::string::npos) << bad.raw;
+  EXPECT_TRUE(IsProblem(s.request("POST", path, pods, beta.admin_token), 403, "permission_denied"));
+}
+
 }  // namespace
 }  // namespace gp::it
