@@ -108,8 +108,213 @@ policy::PoolPlacement placement_of(const fleet::Pool& pool, const std::string& t
   return p;
 }
 
+// ---- the workload policy (migration 8) ----
+
+constexpr size_t kMaxRegistries = 64;
+constexpr size_t kMaxRegistryLength = 255;
+
+bool lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+
+// A registry host: DNS labels (letters, digits, inner '-', at most 63 each) joined by '.', at
+// most 253 characters. Case is folded by the caller.
+bool registry_host(std::string_view h) {
+  if (h.empty() || h.size() > 253) return false;
+  size_t start = 0;
+  for (;;) {
+    size_t dot = h.find('.', start);
+    std::string_view label = h.substr(start, dot == std::string_view::npos ? h.npos : dot - start);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
+      return false;
+    for (char c : label)
+      if (!lower_alnum(c) && c != '-') return false;
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+// A repository path component as image references spell it: lower-case letters and digits,
+// separated by '.', '_', "__" or runs of '-'.
+bool path_component(std::string_view p) {
+  if (p.empty() || !lower_alnum(p.front()) || !lower_alnum(p.back())) return false;
+  for (size_t i = 0; i < p.size();) {
+    if (lower_alnum(p[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < p.size() && !lower_alnum(p[j])) ++j;
+    std::string_view sep = p.substr(i, j - i);
+    bool dashes = std::all_of(sep.begin(), sep.end(), [](char c) { return c == '-'; });
+    if (!(sep == "." || sep == "_" || sep == "__" || dashes)) return false;
+    i = j;
+  }
+  return true;
+}
+
+// One allow-list entry, "host[:port][/path]", with the host lower-cased. The host must look
+// like a registry (a '.', a port or "localhost"): "acme/tools" would be read as a Docker Hub
+// repository by every image reference, so it is refused with a hint.
+Result<std::string> normalize_registry(size_t index, std::string_view entry) {
+  auto bad = [&](std::string_view why) {
+    return fail(Error::invalid(fmt::format("allowed_registries[{}]: \"{}\" {}", index,
+                                           entry.substr(0, kMaxRegistryLength), why)));
+  };
+  if (entry.empty()) return bad("is empty");
+  if (entry.size() > kMaxRegistryLength)
+    return bad(fmt::format("is longer than {} characters", kMaxRegistryLength));
+  if (entry.find("://") != std::string_view::npos)
+    return bad("has a scheme: write host[:port][/path] without it");
+  if (entry.find('@') != std::string_view::npos)
+    return bad("has a digest: an allow-list names registries and repositories, not images");
+  size_t slash = entry.find('/');
+  std::string host(entry.substr(0, slash));
+  std::string_view path = slash == std::string_view::npos ? "" : entry.substr(slash + 1);
+  std::string port;
+  if (auto colon = host.find(':'); colon != std::string::npos) {
+    port = host.substr(colon + 1);
+    host.resize(colon);
+    if (port.empty() || port.size() > 5 ||
+        !std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) ||
+        port.front() == '0' || std::stoi(port) > 65535)
+      return bad("has an invalid port (1-65535)");
+  }
+  std::transform(host.begin(), host.end(), host.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (!registry_host(host)) return bad("has an invalid registry host");
+  if (host.find('.') == std::string::npos && host != "localhost" && port.empty())
+    return bad(
+        fmt::format("is not a registry host (write docker.io/{} for a Docker Hub path)", entry));
+  std::string out = port.empty() ? host : host + ":" + port;
+  if (slash != std::string_view::npos) {
+    if (path.empty() || path.back() == '/') return bad("ends with '/'");
+    size_t start = 0;
+    for (;;) {
+      size_t next = path.find('/', start);
+      std::string_view comp = path.substr(start, next == path.npos ? path.npos : next - start);
+      if (comp.find(':') != std::string_view::npos)
+        return bad("has a tag: an allow-list names registries and repositories, not images");
+      if (!path_component(comp))
+        return bad(
+            fmt::format("has an invalid path component \"{}\" (lower-case letters and "
+                        "digits separated by '.', '_' or '-')",
+                        comp));
+      if (next == path.npos) break;
+      start = next + 1;
+    }
+    out += "/" + std::string(path);
+  }
+  return out;
+}
+
+struct WorkloadPolicy {
+  std::vector<std::string> allowed_registries;  // empty: any registry
+  bool require_pull_always = false;             // on top of what the class requires
+  int64_t version = 0;                          // 0: never set
+};
+
+Result<WorkloadPolicy> load_workload_policy(store::Tx& tx, const std::string& tenant_id) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT policy, version FROM tenant_workload_policies WHERE tenant_id = ?", {tenant_id}));
+  if (!row) return WorkloadPolicy{};
+  Json j = GP_TRY(parse_json(row->text(0)));
+  WorkloadPolicy p;
+  if (!j.is_object() || !j.contains("allowed_registries") || !j["allowed_registries"].is_array() ||
+      !j.contains("require_pull_always") || !j["require_pull_always"].is_boolean())
+    return fail(Error::internal("stored workload policy unreadable for tenant " + tenant_id));
+  for (const auto& r : j["allowed_registries"]) {
+    if (!r.is_string()) return fail(Error::internal("stored workload policy: registry not text"));
+    p.allowed_registries.push_back(r.get<std::string>());
+  }
+  p.require_pull_always = j["require_pull_always"].get<bool>();
+  p.version = row->integer(1);
+  return p;
+}
+
+Json workload_policy_json(const WorkloadPolicy& p, const tenancy::Tenant& t) {
+  return {{"allowed_registries", p.allowed_registries},
+          {"require_pull_always", p.require_pull_always},
+          {"class_requires_pull_always", policy::class_requires_pull_always(t.isolation_class)},
+          {"version", p.version}};
+}
+
+// The body of a PUT, validated: every entry well formed, no entry twice (after folding the
+// host's case), at most kMaxRegistries; require_pull_always may add to the class's rule but
+// never switch it off.
+Result<WorkloadPolicy> workload_policy_from_body(const Call& call) {
+  auto r = body_reader(call, "workload policy");
+  const Json* list = r.optional_array("allowed_registries");
+  if (list == nullptr && !r.has("allowed_registries"))
+    r.reject("allowed_registries", "is required (an empty list allows any registry)");
+  auto pull = r.optional_bool("require_pull_always");
+  GP_TRY_VOID(r.finish());
+  WorkloadPolicy p;
+  if (list->size() > kMaxRegistries)
+    return fail(Error::invalid(
+        fmt::format("allowed_registries: {} entries, at most {}", list->size(), kMaxRegistries)));
+  std::set<std::string> seen;
+  for (size_t i = 0; i < list->size(); ++i) {
+    const Json& e = (*list)[i];
+    if (!e.is_string())
+      return fail(Error::invalid(fmt::format("allowed_registries[{}]: must be a string", i)));
+    std::string norm = GP_TRY(normalize_registry(i, e.get_ref<const std::string&>()));
+    if (!seen.insert(norm).second)
+      return fail(
+          Error::invalid(fmt::format("allowed_registries[{}]: \"{}\" is listed twice", i, norm)));
+    p.allowed_registries.push_back(std::move(norm));
+  }
+  const auto cls = call.tenant->isolation_class;
+  if (pull && !*pull && policy::class_requires_pull_always(cls))
+    return fail(Error::invalid(
+        fmt::format("require_pull_always: class {} requires imagePullPolicy Always; a workload "
+                    "policy can only tighten it",
+                    policy::class_name(cls))));
+  p.require_pull_always = pull.value_or(false);
+  return p;
+}
+
+Result<Reply> get_workload_policy(Api&, Call& call, store::Tx& tx) {
+  auto p = GP_TRY(load_workload_policy(tx, call.tenant->id));
+  return json_reply(200, workload_policy_json(p, *call.tenant), p.version);
+}
+
+Result<Mutation> put_workload_policy(Api& api, Call& call, store::Tx& tx) {
+  if (call.tenant->state == tenancy::TenantState::kOffboarding)
+    return fail(Error::conflict("tenant is being offboarded and can no longer change"));
+  auto next = GP_TRY(workload_policy_from_body(call));
+  auto before = GP_TRY(load_workload_policy(tx, call.tenant->id));
+  GP_TRY_VOID(check_if_match(call, before.version));
+  next.version = before.version + 1;
+  Json stored = {{"allowed_registries", next.allowed_registries},
+                 {"require_pull_always", next.require_pull_always}};
+  int64_t now = to_unix_micros(api.clock().now());
+  if (before.version == 0)
+    GP_TRY(
+        tx.exec("INSERT INTO tenant_workload_policies (tenant_id, policy, updated_by, updated_at, "
+                "version) VALUES (?,?,?,?,?)",
+                {call.tenant->id, stored.dump(), call.who.id, now, next.version}));
+  else
+    GP_TRY(
+        tx.exec("UPDATE tenant_workload_policies SET policy = ?, updated_by = ?, updated_at = ?, "
+                "version = ? WHERE tenant_id = ? AND version = ?",
+                {stored.dump(), call.who.id, now, next.version, call.tenant->id, before.version}));
+  Json added = Json::array(), removed = Json::array();
+  const auto& b = before.allowed_registries;
+  const auto& a = next.allowed_registries;
+  for (const auto& x : a)
+    if (std::find(b.begin(), b.end(), x) == b.end()) added.push_back(x);
+  for (const auto& x : b)
+    if (std::find(a.begin(), a.end(), x) == a.end()) removed.push_back(x);
+  Mutation m;
+  m.reply = json_reply(200, workload_policy_json(next, *call.tenant), next.version);
+  m.detail = {{"version", next.version},
+              {"registries_added", added},
+              {"registries_removed", removed},
+              {"require_pull_always", next.require_pull_always}};
+  return m;
+}
+
 // Everything admission needs about `tenant`: its namespaces, the tiers and MIG profiles its
-// class allows, its own pools and every other tenant's.
+// class allows, its own pools and every other tenant's, and its stored workload policy.
 Result<policy::TenantAdmissionContext> admission_context(store::Tx& tx,
                                                          const tenancy::Tenant& tenant,
                                                          const std::vector<tenancy::Tenant>& all) {
@@ -134,7 +339,10 @@ Result<policy::TenantAdmissionContext> admission_context(store::Tx& tx,
       ctx.other_pools.push_back(std::move(placement));
   }
   ctx.require_own_pool = policy::class_requires_own_pool(tenant.isolation_class);
-  ctx.require_pull_always = policy::class_requires_pull_always(tenant.isolation_class);
+  auto workload = GP_TRY(load_workload_policy(tx, tenant.id));
+  ctx.allowed_registries = std::move(workload.allowed_registries);
+  ctx.require_pull_always =
+      policy::class_requires_pull_always(tenant.isolation_class) || workload.require_pull_always;
   return ctx;
 }
 
@@ -416,6 +624,68 @@ Result<Reply> render_bundle(Api& api, Call& call, store::Tx& tx) {
   return r;
 }
 
+// ---- reconcile: the cluster's GPU pods against the fleet's allocations ----
+
+// What each tenant holds per node (Kubernetes node name), from the placements of placed and
+// active allocations: whole GPUs, MIG instances by profile, time-sliced shares (one slot per
+// granted share).
+Result<std::vector<fleet::NodeHolding>> node_holdings(store::Tx& tx,
+                                                      const std::vector<tenancy::Tenant>& all) {
+  std::map<std::string, std::string> tenant_names, node_names;
+  for (const auto& t : all) tenant_names[t.id] = t.name;
+  PageRequest page;
+  page.limit = 500;
+  for (;;) {
+    auto p = GP_TRY(fleet::list_nodes(tx, page, std::nullopt));
+    for (const auto& n : p.items) node_names[n.id] = n.info.name;
+    if (!p.next) break;
+    page.after = p.next;
+  }
+  std::map<std::pair<std::string, std::string>, fleet::NodeHolding> by;  // (tenant, node)
+  for (const auto& row :
+       GP_TRY(tx.query("SELECT tenant_id, placement FROM allocations WHERE placement IS NOT NULL "
+                       "AND state IN ('placed', 'active') ORDER BY id"))) {
+    auto tn = tenant_names.find(row.text(0));
+    if (tn == tenant_names.end()) continue;
+    Json placement = GP_TRY(parse_json(row.text(1)));
+    if (!placement.contains("gpus") || !placement["gpus"].is_array())
+      return fail(Error::internal("stored placement without gpus"));
+    for (const auto& g : placement["gpus"]) {
+      auto nn = node_names.find(g.value("node", ""));
+      std::string node = nn == node_names.end() ? g.value("node", "") : nn->second;
+      auto& h = by[{tn->second, node}];
+      h.tenant = tn->second;
+      h.node = node;
+      if (g.contains("mig") && g["mig"].is_object())
+        ++h.mig[g["mig"].value("profile", "")];
+      else if (g.contains("milli"))
+        ++h.shared;
+      else
+        ++h.whole_gpus;
+    }
+  }
+  std::vector<fleet::NodeHolding> out;
+  for (auto& [_, h] : by) out.push_back(std::move(h));
+  return out;
+}
+
+Result<Reply> reconcile_kubernetes_pods(Api&, Call& call, store::Tx& tx) {
+  if (!call.body) return fail(Error::invalid("body: expected `kubectl get pods -A -o json`"));
+  fleet::PodReconcileInput in;
+  in.pods = &*call.body;
+  auto all = GP_TRY(all_tenants(tx));
+  // Namespace owners; a name two tenants' projects could both produce belongs to neither.
+  std::map<std::string, std::set<std::string>> owners;
+  for (const auto& t : all)
+    for (const auto& p : GP_TRY(all_projects(tx, t.id)))
+      if (auto ns = render::project_namespace(t.name, p.name)) owners[*ns].insert(t.name);
+  for (const auto& [ns, ts] : owners)
+    if (ts.size() == 1) in.namespace_tenants[ns] = *ts.begin();
+  in.holdings = GP_TRY(node_holdings(tx, all));
+  auto report = GP_TRY(fleet::reconcile_pods(in));
+  return json_reply(200, fleet::to_json(report));
+}
+
 }  // namespace
 
 std::vector<Route> k8s_routes() {
@@ -443,6 +713,41 @@ std::vector<Route> k8s_routes() {
                           "(application/yaml): namespaces, quotas, limit ranges, network "
                           "policies, service accounts, RBAC, node placement and the admission "
                           "webhook at `webhook_url` (default https://<Host>)."});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/workload-policy",
+               .action = "workload.policy.get",
+               .permission = Permission::kTenantRead,
+               .handler = read_tx(get_workload_policy),
+               .summary = "The tenant's workload policy: the registries its images may come "
+                          "from (empty: any) and whether every container must pull Always on "
+                          "top of what its class requires. Version 0: never set.",
+               .response_schema = "WorkloadPolicy"});
+  r.push_back({.method = "PUT",
+               .pattern = "/v1/tenants/{tenant}/workload-policy",
+               .action = "workload.policy.set",
+               .permission = Permission::kQuotaWrite,
+               .mutation = true,
+               .conditional = true,
+               .handler = write_tx(put_workload_policy),
+               .summary = "Replace the tenant's workload policy: `allowed_registries` "
+                          "(host[:port][/path], at most 64, no duplicates) and "
+                          "`require_pull_always` (may tighten the class's rule, never loosen "
+                          "it). Platform operators and tenant admins; audited with the "
+                          "registries added and removed. The admission webhook applies it.",
+               .request_schema = "WorkloadPolicySet",
+               .response_schema = "WorkloadPolicy"});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/fleet/reconcile/kubernetes-pods",
+               .action = "fleet.reconcile.pods",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx(reconcile_kubernetes_pods),
+               .summary = "Reconcile `kubectl get pods -A -o json` against the allocations: "
+                          "per node the Running and Pending pods requesting GPUs, their "
+                          "tenants, and discrepancies (a tenant's pods on a node only others "
+                          "hold, GPU pods on unallocated nodes, more requested than held, GPU "
+                          "pods in namespaces no tenant owns). Changes nothing.",
+               .request_schema = "KubernetesPodList",
+               .response_schema = "PodReconcileReport"});
   return r;
 }
 

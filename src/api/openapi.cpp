@@ -463,6 +463,26 @@ Json schemas() {
                           {"id", "name", "isolation_class", "pass", "fail", "not_applicable",
                            "failing", "controls"})}}}},
       {"checked_at", "counts", "controls", "tenants"});
+  s["WorkloadPolicySet"] =
+      object({{"allowed_registries", {{"type", "array"}, {"items", str()}, {"maxItems", 64}}},
+              {"require_pull_always", {{"type", "boolean"}}}},
+             {"allowed_registries"});
+  s["WorkloadPolicy"] = object(
+      {{"allowed_registries", {{"type", "array"}, {"items", str()}}},
+       {"require_pull_always", {{"type", "boolean"}}},
+       {"class_requires_pull_always", {{"type", "boolean"}}},
+       {"version", integer()}},
+      {"allowed_registries", "require_pull_always", "class_requires_pull_always", "version"});
+  s["KubernetesPodList"] = {{"type", "object"},
+                            {"properties", {{"kind", str()}, {"items", {{"type", "array"}}}}},
+                            {"required", {"kind", "items"}}};
+  s["PodReconcileReport"] =
+      object({{"pods_seen", integer()},
+              {"gpu_pods", integer()},
+              {"nodes", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+              {"unscheduled", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+              {"discrepancies", {{"type", "array"}, {"items", {{"type", "object"}}}}}},
+             {"pods_seen", "gpu_pods", "nodes", "unscheduled", "discrepancies"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},

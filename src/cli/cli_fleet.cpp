@@ -218,6 +218,52 @@ void add_gpu_and_fleet(CLI::App& app, ClientConfig& c, int* rc) {
     if (r) print(c, *r, {"id", "name", "state", "rack"});
     return r.has_value();
   });
+  auto* rec = fleet->add_subcommand(
+      "reconcile-pods",
+      "Compare `kubectl get pods -A -o json` with the allocations; exits 1 on discrepancies");
+  auto rfile = std::make_shared<std::string>();
+  rec->add_option("file", *rfile, "kubectl output (- for stdin)")->required();
+  on_run(rec, rc, [&c, rfile] {
+    std::string text;
+    if (*rfile == "-") {
+      text.assign(std::istreambuf_iterator<char>(std::cin), {});
+    } else {
+      std::ifstream in(*rfile);
+      if (!in) {
+        std::cerr << "error: cannot read " << *rfile << "\n";
+        return false;
+      }
+      text.assign(std::istreambuf_iterator<char>(in), {});
+    }
+    auto j = parse_json(text);
+    if (!j) {
+      std::cerr << "error: " << *rfile << ": " << j.error().message << "\n";
+      return false;
+    }
+    auto r = call(c, "POST", "/v1/fleet/reconcile/kubernetes-pods", *j);
+    if (!r) return false;
+    if (c.output == "json") {
+      std::cout << r->dump(2) << "\n";
+    } else {
+      std::vector<Json> rows;
+      for (const auto& n : r->at("nodes"))
+        for (const auto& p : n.at("pods"))
+          rows.push_back({{"node", n.at("node")},
+                          {"namespace", p.at("namespace")},
+                          {"pod", p.at("name")},
+                          {"phase", p.at("phase")},
+                          {"tenant", p.at("tenant")},
+                          {"gpus", p.at("resources")}});
+      print_table(rows, {"node", "namespace", "pod", "phase", "tenant", "gpus"});
+      std::cout << fmt::format("{} GPU pods ({} unscheduled) of {} pods\n",
+                               r->at("gpu_pods").get<int64_t>(), r->at("unscheduled").size(),
+                               r->at("pods_seen").get<int64_t>());
+      for (const auto& d : r->at("discrepancies"))
+        std::cout << fmt::format("{}: {}\n", d.at("kind").get<std::string>(),
+                                 d.at("message").get<std::string>());
+    }
+    return r->at("discrepancies").empty();
+  });
 }
 
 void add_mig(CLI::App& app, int* rc) {

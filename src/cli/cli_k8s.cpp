@@ -5,6 +5,8 @@
 #include <fstream>
 #include <iostream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli/client.h"
 
@@ -140,11 +142,65 @@ void add_admission(CLI::App& app, ClientConfig& c, int* rc) {
   });
 }
 
+void add_workload_policy(CLI::App& app, ClientConfig& c, int* rc) {
+  auto* wp = app.add_subcommand(
+      "workload-policy", "A tenant's workload policy: allowed image registries, pull policy");
+  wp->require_subcommand(1);
+  struct Args {
+    std::string tenant;
+    std::vector<std::string> registries;
+    bool pull_always = false;
+  };
+  auto a = std::make_shared<Args>();
+  auto show = [&c](const Json& p) {
+    if (c.output == "json") {
+      print(c, p, {});
+      return;
+    }
+    const auto& regs = p.at("allowed_registries");
+    std::cout << "allowed registries:" << (regs.empty() ? " any" : "") << "\n";
+    for (const auto& r : regs) std::cout << "  " << r.get<std::string>() << "\n";
+    bool own = p.at("require_pull_always").get<bool>();
+    bool cls = p.at("class_requires_pull_always").get<bool>();
+    std::cout << "imagePullPolicy Always: "
+              << (cls   ? "required (class)"
+                  : own ? "required (policy)"
+                        : "not required")
+              << "\n"
+              << "version: " << p.at("version").get<int64_t>() << "\n";
+  };
+  auto* get = wp->add_subcommand("get", "Show the tenant's workload policy");
+  get->add_option("tenant", a->tenant, "Tenant id or name")->required();
+  on_run(get, rc, [&c, a, show] {
+    auto r = call(c, "GET", "/v1/tenants/" + url_encode(a->tenant) + "/workload-policy");
+    if (!r) return false;
+    show(*r);
+    return true;
+  });
+  auto* set = wp->add_subcommand(
+      "set", "Replace the tenant's workload policy (no --registry: any registry)");
+  set->add_option("tenant", a->tenant, "Tenant id or name")->required();
+  set->add_option("--registry,-r", a->registries,
+                  "Allowed registry host[:port][/path]; repeat for more");
+  set->add_flag("--pull-always", a->pull_always,
+                "Every container must set imagePullPolicy: Always");
+  on_run(set, rc, [&c, a, show] {
+    Json body = {{"allowed_registries", a->registries}, {"require_pull_always", a->pull_always}};
+    // Without --pull-always the class's own rule stands (the server refuses to loosen it).
+    if (!a->pull_always) body.erase("require_pull_always");
+    auto r = call(c, "PUT", "/v1/tenants/" + url_encode(a->tenant) + "/workload-policy", body);
+    if (!r) return false;
+    show(*r);
+    return true;
+  });
+}
+
 }  // namespace
 
 void add_k8s_commands(CLI::App& app, ClientConfig& c, int* rc) {
   add_render(app, c, rc);
   add_admission(app, c, rc);
+  add_workload_policy(app, c, rc);
 }
 
 }  // namespace gp::cli

@@ -14,6 +14,7 @@
 #include "fleet/lifecycle.h"
 #include "fleet/mig_catalog.h"
 #include "fleet/mig_geometry.h"
+#include "fleet/pod_reconcile.h"
 #include "store/store.h"
 
 namespace gp::fleet {

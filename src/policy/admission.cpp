@@ -387,9 +387,11 @@ class TenantRules {
           std::move(image_fields));
     if (!bad_pull.empty())
       add("tenant.imagePullPolicy", "imagePullPolicy != Always",
-          fmt::format("{} {} must set imagePullPolicy=Always (required for class {})",
+          fmt::format("{} {} must set imagePullPolicy=Always ({})",
                       bad_pull.size() == 1 ? "container" : "containers", join(bad_pull, ", "),
-                      class_name(t_.isolation_class)),
+                      class_requires_pull_always(t_.isolation_class)
+                          ? fmt::format("required for class {}", class_name(t_.isolation_class))
+                          : std::string("required by the tenant's workload policy")),
           std::move(pull_fields));
   }
 

@@ -384,6 +384,15 @@ CREATE TABLE rate_cards (
   PRIMARY KEY (id, version)
 )
 )SQL"},
+      {8, "workload policy", R"SQL(
+CREATE TABLE tenant_workload_policies (
+  tenant_id TEXT PRIMARY KEY REFERENCES tenants(id),
+  policy TEXT NOT NULL,
+  updated_by TEXT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+)
+)SQL"},
   };
   return kMigrations;
 }

@@ -126,6 +126,8 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
   if (schema == "NetworkPolicySet")
     return {{"egress", {{{"destination", "203.0.113.0/24"}, {"protocol", "tcp"}}}}};
   if (schema == "SecretCreate") return {{"name", "intruder"}, {"value", "x"}};
+  if (schema == "WorkloadPolicySet")
+    return {{"allowed_registries", Json::array({"evil.example.com"})}};
   throw std::runtime_error("no minimal body for request schema " + schema);
 }
 
@@ -142,6 +144,11 @@ Json snapshot(TestServer& s, const std::string& tenant) {
                                            s.admin_token()),
                                  200, "snapshot network")
                        .body;
+  out["workload-policy"] =
+      expect_status(
+          s.request("GET", "/v1/tenants/" + tenant + "/workload-policy", nullptr, s.admin_token()),
+          200, "snapshot workload policy")
+          .body;
   return out;
 }
 

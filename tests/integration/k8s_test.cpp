@@ -273,5 +273,215 @@ TEST_F(K8s, RenderReturnsTheTenantBundleAsYaml) {
       404, "not_found"));
 }
 
+TEST_F(K8s, WorkloadPolicyRestrictsRegistriesAndNamesTheAllowList) {
+  const std::string path = "/v1/tenants/" + acme.id + "/workload-policy";
+  auto empty = s.request("GET", path, nullptr, acme.admin_token);
+  ASSERT_EQ(empty.status, 200) << empty.raw;
+  EXPECT_EQ(empty.body.at("version"), 0);
+  EXPECT_TRUE(empty.body.at("allowed_registries").empty());
+  // Never set: any registry passes.
+  Json hub = restricted_pod("acme-train");
+  hub["spec"]["containers"][0]["image"] = "busybox:1.36";
+  auto any = validate(review(hub, "acme-train", "uid-any"));
+  EXPECT_TRUE(any.body.at("response").at("allowed").get<bool>()) << any.raw;
+
+  // The tenant admin sets the list; the host is case-folded.
+  auto put = s.request(
+      "PUT", path, {{"allowed_registries", Json::array({"Registry.Example.com/acme", "ghcr.io"})}},
+      acme.admin_token);
+  ASSERT_EQ(put.status, 200) << put.raw;
+  EXPECT_EQ(put.body.at("allowed_registries"),
+            Json::array({"registry.example.com/acme", "ghcr.io"}));
+  EXPECT_EQ(put.header("ETag"), "\"1\"");
+  EXPECT_EQ(s.request("GET", path, nullptr, acme.admin_token).body, put.body);
+
+  // A pod from Docker Hub is now denied, and the denial names the allow-list.
+  auto denied = validate(review(hub, "acme-train", "uid-hub"));
+  ASSERT_EQ(denied.status, 200) << denied.raw;
+  EXPECT_FALSE(denied.body.at("response").at("allowed").get<bool>()) << denied.raw;
+  EXPECT_TRUE(controls_of(denied.body).contains("tenant.imageRegistry")) << denied.raw;
+  std::string message = denied.body.at("response").at("status").at("message");
+  EXPECT_NE(message.find("uses busybox:1.36"), std::string::npos) << message;
+  EXPECT_NE(message.find("registry.example.com/acme, ghcr.io"), std::string::npos) << message;
+  // A path prefix is a repository boundary: registry.example.com/acmeevil is not acme's.
+  Json evil = restricted_pod("acme-train");
+  evil["spec"]["containers"][0]["image"] = "registry.example.com/acmeevil/x:1";
+  EXPECT_FALSE(validate(review(evil, "acme-train", "uid-evil"))
+                   .body.at("response")
+                   .at("allowed")
+                   .get<bool>());
+  // The listed registry passes (restricted_pod uses registry.example.com/acme/train:1).
+  auto allowed = validate(review(restricted_pod("acme-train"), "acme-train", "uid-listed"));
+  EXPECT_TRUE(allowed.body.at("response").at("allowed").get<bool>()) << allowed.raw;
+  // beta has no policy: its pods from anywhere still pass.
+  Json beta_hub = hub;
+  beta_hub["metadata"]["namespace"] = "beta-infer";
+  EXPECT_TRUE(validate(review(beta_hub, "beta-infer", "uid-beta-hub"))
+                  .body.at("response")
+                  .at("allowed")
+                  .get<bool>());
+
+  // require_pull_always tightens a standard tenant: a pod without Always is now denied.
+  auto pull = s.request("PUT", path,
+                        {{"allowed_registries", Json::array({"registry.example.com/acme"})},
+                         {"require_pull_always", true}},
+                        s.admin_token(), {{"If-Match", "\"1\""}});
+  ASSERT_EQ(pull.status, 200) << pull.raw;
+  EXPECT_EQ(pull.body.at("version"), 2);
+  auto no_always = validate(review(restricted_pod("acme-train"), "acme-train", "uid-pull"));
+  EXPECT_FALSE(no_always.body.at("response").at("allowed").get<bool>()) << no_always.raw;
+  EXPECT_TRUE(controls_of(no_always.body).contains("tenant.imagePullPolicy")) << no_always.raw;
+  std::string pm = no_always.body.at("response").at("status").at("message");
+  EXPECT_NE(pm.find("workload policy"), std::string::npos) << pm;
+  Json always = restricted_pod("acme-train");
+  always["spec"]["containers"][0]["imagePullPolicy"] = "Always";
+  EXPECT_TRUE(validate(review(always, "acme-train", "uid-always"))
+                  .body.at("response")
+                  .at("allowed")
+                  .get<bool>());
+
+  // A stale If-Match is 412 and changes nothing.
+  EXPECT_TRUE(IsProblem(s.request("PUT", path, {{"allowed_registries", Json::array()}},
+                                  acme.admin_token, {{"If-Match", "\"1\""}}),
+                        412, "precondition_failed"));
+  EXPECT_EQ(s.request("GET", path, nullptr, acme.admin_token).body.at("version"), 2);
+
+  // Audited with what changed.
+  std::vector<Json> sets;
+  for (auto& rec : s.audit_records())
+    if (rec.at("action") == "workload.policy.set" && rec.at("outcome") == "success")
+      sets.push_back(rec);
+  ASSERT_EQ(sets.size(), 2u);
+  EXPECT_EQ(sets[0].at("tenant_id"), acme.id);
+  EXPECT_EQ(sets[0].at("detail").at("registries_added"),
+            Json::array({"registry.example.com/acme", "ghcr.io"}));
+  EXPECT_EQ(sets[1].at("detail").at("registries_removed"), Json::array({"ghcr.io"}));
+
+  // Another tenant's admin neither reads nor writes it (404: acme is hidden from beta).
+  EXPECT_TRUE(IsProblem(s.request("GET", path, nullptr, beta.admin_token), 404, "not_found"));
+  EXPECT_TRUE(
+      IsProblem(s.request("PUT", path, {{"allowed_registries", Json::array()}}, beta.admin_token),
+                404, "not_found"));
+  EXPECT_EQ(s.request("GET", path, nullptr, acme.admin_token).body.at("version"), 2);
+}
+
+TEST_F(K8s, WorkloadPolicyRejectsMalformedListsAndNeverLoosensTheClass) {
+  const std::string path = "/v1/tenants/" + acme.id + "/workload-policy";
+  auto bad = [&](const Json& body, const std::string& want) {
+    auto r = s.request("PUT", path, body, acme.admin_token);
+    EXPECT_TRUE(IsProblem(r, 400, "invalid_argument")) << body.dump() << " -> " << r.raw;
+    EXPECT_NE(r.raw.find(want), std::string::npos) << body.dump() << " -> " << r.raw;
+  };
+  auto regs = [](std::initializer_list<const char*> l) {
+    Json a = Json::array();
+    for (const char* x : l) a.push_back(x);
+    return Json{{"allowed_registries", a}};
+  };
+  bad(Json::object(), "allowed_registries");
+  bad({{"allowed_registries", "ghcr.io"}}, "must be an array");
+  bad({{"allowed_registries", Json::array({7})}}, "must be a string");
+  bad(regs({""}), "is empty");
+  bad(regs({"https://ghcr.io"}), "scheme");
+  bad(regs({"acme/tools"}), "docker.io/acme/tools");
+  bad(regs({"ghcr.io:0"}), "port");
+  bad(regs({"ghcr.io:70000"}), "port");
+  bad(regs({"ghcr..io"}), "host");
+  bad(regs({"-ghcr.io"}), "host");
+  bad(regs({"ghcr.io/Acme"}), "path component");
+  bad(regs({"ghcr.io/acme/"}), "ends with");
+  bad(regs({"ghcr.io/acme:1.0"}), "tag");
+  bad(regs({"ghcr.io/acme@sha256:00"}), "digest");
+  bad(regs({"ghcr.io/acme", "GHCR.io/acme"}), "listed twice");
+  bad({{"allowed_registries", Json::array()}, {"pull", true}}, "pull");
+  Json many = Json::array();
+  for (int i = 0; i < 65; ++i) many.push_back(fmt::format("r{}.example.com", i));
+  bad({{"allowed_registries", many}}, "at most 64");
+  many.erase(many.size() - 1);
+  EXPECT_EQ(s.request("PUT", path, {{"allowed_registries", many}}, acme.admin_token).status, 200);
+  // Ports, localhost and separators that image references allow are fine.
+  auto ok =
+      s.request("PUT", path, regs({"localhost:5000", "10.0.0.7:5000/team", "quay.io/a__b/c-d.e_f"}),
+                acme.admin_token);
+  EXPECT_EQ(ok.status, 200) << ok.raw;
+
+  // A sensitive tenant's class requires Always: the policy cannot switch it off.
+  auto g = expect_status(s.request("POST", "/v1/tenants",
+                                   {{"name", "gamma"},
+                                    {"isolation_class", "sensitive"},
+                                    {"admin", {{"username", "gamma-admin"}}}},
+                                   s.admin_token()),
+                         201, "sensitive tenant");
+  const std::string gpath =
+      "/v1/tenants/" + g.body.at("id").get<std::string>() + "/workload-policy";
+  auto loosen = s.request("PUT", gpath,
+                          {{"allowed_registries", Json::array()}, {"require_pull_always", false}},
+                          s.admin_token());
+  EXPECT_TRUE(IsProblem(loosen, 400, "invalid_argument")) << loosen.raw;
+  EXPECT_NE(loosen.raw.find("only tighten"), std::string::npos) << loosen.raw;
+  auto keep =
+      s.request("PUT", gpath, {{"allowed_registries", Json::array({"ghcr.io"})}}, s.admin_token());
+  ASSERT_EQ(keep.status, 200) << keep.raw;
+  EXPECT_TRUE(keep.body.at("class_requires_pull_always").get<bool>());
+  EXPECT_FALSE(keep.body.at("require_pull_always").get<bool>());
+}
+
+TEST_F(K8s, ReconcilePodsAgainstAllocations) {
+  const std::string admin = s.admin_token();
+  expect_status(s.request("PUT", "/v1/tenants/" + beta.id + "/quota",
+                          {{"models", {{"H200", {{"nominal", 2}}}}}}, admin),
+                200, "quota");
+  std::string project;
+  for (const auto& p : s.list_all(beta.admin_token, "/v1/tenants/" + beta.id + "/projects"))
+    if (p.at("name") == "infer") project = p.at("id");
+  ASSERT_FALSE(project.empty());
+  auto alloc = expect_status(
+      s.request("POST", "/v1/tenants/" + beta.id + "/projects/" + project + "/allocations",
+                {{"shape", {{"tier", "dedicated-gpu"}}}}, beta.admin_token),
+      201, "allocation");
+  ASSERT_FALSE(alloc.body.at("placement").is_null()) << alloc.raw;
+
+  auto gpu_pod = [](const std::string& ns, const std::string& name, int gpus) {
+    return Json{{"apiVersion", "v1"},
+                {"kind", "Pod"},
+                {"metadata", {{"name", name}, {"namespace", ns}}},
+                {"spec",
+                 {{"nodeName", "beta-node-1"},
+                  {"containers",
+                   Json::array({{{"name", "main"},
+                                 {"image", "x"},
+                                 {"resources", {{"limits", {{"nvidia.com/gpu", gpus}}}}}}})}}},
+                {"status", {{"phase", "Running"}}}};
+  };
+  Json pods = {{"apiVersion", "v1"},
+               {"kind", "List"},
+               {"items", Json::array({gpu_pod("beta-infer", "ok", 1)})}};
+  const std::string path = "/v1/fleet/reconcile/kubernetes-pods";
+  auto clean = s.request("POST", path, pods, webhook_token);
+  ASSERT_EQ(clean.status, 200) << clean.raw;
+  EXPECT_TRUE(clean.body.at("discrepancies").empty()) << clean.raw;
+  ASSERT_EQ(clean.body.at("nodes").size(), 1u);
+  EXPECT_EQ(clean.body.at("nodes")[0].at("holders"), Json::array({"beta"}));
+  EXPECT_EQ(clean.body.at("nodes")[0].at("pods")[0].at("tenant"), "beta");
+
+  // acme's pod on beta's node, and beta asking one GPU more than it holds there.
+  pods["items"].push_back(gpu_pod("acme-train", "intruder", 1));
+  pods["items"].push_back(gpu_pod("beta-infer", "greedy", 1));
+  auto r = s.request("POST", path, pods, webhook_token);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  std::map<std::string, Json> by_kind;
+  for (const auto& d : r.body.at("discrepancies")) by_kind[d.at("kind")] = d;
+  ASSERT_EQ(by_kind.size(), 2u) << r.raw;
+  EXPECT_EQ(by_kind.at("foreign_node").at("tenant"), "acme");
+  EXPECT_EQ(by_kind.at("over_request").at("requested"), 2);
+  EXPECT_EQ(by_kind.at("over_request").at("held"), 1);
+
+  // Bad input is a 400 naming the item; tenants may not call it.
+  pods["items"][0]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = "1.5";
+  auto bad = s.request("POST", path, pods, webhook_token);
+  EXPECT_TRUE(IsProblem(bad, 400, "invalid_argument")) << bad.raw;
+  EXPECT_NE(bad.raw.find("items[0]"), std::string::npos) << bad.raw;
+  EXPECT_TRUE(IsProblem(s.request("POST", path, pods, beta.admin_token), 403, "permission_denied"));
+}
+
 }  // namespace
 }  // namespace gp::it
