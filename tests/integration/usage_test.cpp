@@ -318,11 +318,12 @@ TEST_F(Usage, OpenIntervalsOfAllocationsThatEndedElsewhereCloseAtTheirEndOnRebui
 }
 
 TEST_F(Usage, RollupSplitsAcrossMidnightAndShowsIdleGpus) {
-  auto t = tenant("acme", "internal", 8);
-  // Move to 2026-11-30T23:00Z: the allocation runs into December.
+  // Move to 2026-11-30T23:00Z (before onboarding, so the admin's key is fresh): the allocation
+  // runs into December.
   TimePoint eve;
   ASSERT_TRUE(parse_rfc3339("2026-11-30T23:00:00Z", &eve));
   s.clock().set(eve);
+  auto t = tenant("acme", "internal", 8);
   auto c = s.request("POST", t.base() + "/allocations", {{"offering", "h200-1x"}, {"count", 1}},
                      t.info.admin_token);
   ASSERT_EQ(c.status, 201) << c.raw;
