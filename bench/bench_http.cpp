@@ -80,9 +80,9 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::warn);
   api::Api api(**store, log, clock, ids);
-  // I/O threads: 16 as `serve` uses by default; GP_BENCH_THREADS overrides.
+  // I/O threads: 64 as `serve` uses by default; GP_BENCH_THREADS overrides.
   const char* threads_env = std::getenv("GP_BENCH_THREADS");
-  api::Server server(api, "127.0.0.1", 0, threads_env ? std::max(1, std::atoi(threads_env)) : 16);
+  api::Server server(api, "127.0.0.1", 0, threads_env ? std::max(1, std::atoi(threads_env)) : 64);
   auto port = server.start();
   if (!port) return 1;
 

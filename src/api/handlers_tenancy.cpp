@@ -28,8 +28,8 @@ Result<Mutation> create_tenant(Api& api, Call& call, store::Tx& tx) {
     // The first admin's key expires: the admin makes their own keys, and a forgotten
     // onboarding credential does not stay valid for ever.
     constexpr int64_t kInitialKeyTtlUs = int64_t{90} * 24 * 3600 * 1'000'000;
-    auto key = GP_TRY(tenancy::create_api_key(tx, w, scope,
-                                              {"initial", "user", user.id, w.now() + kInitialKeyTtlUs}));
+    auto key = GP_TRY(tenancy::create_api_key(
+        tx, w, scope, {"initial", "user", user.id, w.now() + kInitialKeyTtlUs}));
     body["admin"] = {
         {"user", user.to_json()}, {"api_key", key.key.to_json(w.now())}, {"token", key.token}};
     detail["admin_user_id"] = user.id;

@@ -14,7 +14,9 @@ struct ServeOptions {
   std::string bootstrap_credential_file;
   std::string log_level = "info";
   std::string log_format = "text";
-  int threads = 16;  // handlers block while their write waits for its group commit
+  // Handlers block while their write executes and is flushed, so the thread count bounds
+  // the writes in flight, and with them the size of each group commit.
+  int threads = 64;
   int max_connections = 512;
   int checkpoint_every = 1000;
   int checkpoint_seconds = 60;
