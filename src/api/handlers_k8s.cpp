@@ -3,6 +3,11 @@
 // configuration) rendered from the store. The decisions are policy::review_admission and
 // render::render_kubernetes; this file gathers their inputs.
 #include <fmt/format.h>
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
 #include <algorithm>
 #include <cmath>
@@ -519,6 +524,33 @@ Result<std::string> webhook_base(const Call& call) {
   return "https://" + std::string(*host);
 }
 
+// `?ca_bundle=`: what the API server verifies gpuplane's certificate with, as Kubernetes'
+// `caBundle` carries it (base64 of PEM certificates). Each certificate must parse.
+Result<std::string> ca_bundle(const Call& call) {
+  auto q = call.req.query.find("ca_bundle");
+  if (q == call.req.query.end()) return std::string();
+  const std::string& b64 = q->second;
+  const Error bad = Error::invalid("ca_bundle must be the base64 of PEM certificates");
+  if (b64.empty() || b64.size() > 16384 || b64.size() % 4 != 0) return fail(bad);
+  std::string pem(b64.size() / 4 * 3, '\0');
+  int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(pem.data()),
+                          reinterpret_cast<const unsigned char*>(b64.data()), int(b64.size()));
+  if (n < 0) return fail(bad);
+  pem.resize(size_t(n));
+  while (!pem.empty() && pem.back() == '\0') pem.pop_back();  // the decoder counts padding
+  BIO* bio = BIO_new_mem_buf(pem.data(), int(pem.size()));
+  int certs = 0;
+  while (X509* x = PEM_read_bio_X509(bio, nullptr, nullptr, nullptr)) {
+    X509_free(x);
+    ++certs;
+  }
+  BIO_free(bio);
+  ERR_clear_error();  // the end of the input reads as "no start line"
+  if (certs == 0 || pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+    return fail(Error::invalid("ca_bundle holds no PEM certificate that parses"));
+  return b64;
+}
+
 Result<render::TenantBundleInput> bundle_input(Api& api, Call& call, store::Tx& tx) {
   const tenancy::Tenant& t = *call.tenant;
   render::TenantBundleInput in;
@@ -528,6 +560,7 @@ Result<render::TenantBundleInput> bundle_input(Api& api, Call& call, store::Tx& 
   auto catalog = GP_TRY(catalog_for(tx, t.isolation_class));
   in.mig_profiles = catalog.mig_profiles;
   in.webhook.base_url = GP_TRY(webhook_base(call));
+  in.webhook.ca_bundle = GP_TRY(ca_bundle(call));
 
   auto projects = GP_TRY(all_projects(tx, t.id));
   std::sort(projects.begin(), projects.end(),
@@ -708,7 +741,7 @@ std::vector<Route> k8s_routes() {
                .action = "tenant.render.kubernetes",
                .permission = Permission::kTenantRead,
                .handler = serialized_tx(render_bundle),
-               .query_params = {"webhook_url"},
+               .query_params = {"webhook_url", "ca_bundle"},
                .summary = "The tenant's Kubernetes bundle as multi-document YAML "
                           "(application/yaml): namespaces, quotas, limit ranges, network "
                           "policies, service accounts, RBAC, node placement and the admission "

@@ -1,6 +1,7 @@
 // Kubernetes commands: render a tenant's bundle, and check a workload against the admission
 // webhook the way a cluster's API server would.
 #include <fmt/format.h>
+#include <openssl/evp.h>
 
 #include <fstream>
 #include <iostream>
@@ -43,7 +44,7 @@ void add_render(CLI::App& app, ClientConfig& c, int* rc) {
   auto* render = app.add_subcommand("render", "Render artifacts a cluster applies");
   render->require_subcommand(1);
   struct Args {
-    std::string tenant, output, webhook_url;
+    std::string tenant, output, webhook_url, ca_file;
   };
   auto a = std::make_shared<Args>();
   auto* k8s = render->add_subcommand("kubernetes", "The tenant's Kubernetes bundle (YAML)");
@@ -51,9 +52,23 @@ void add_render(CLI::App& app, ClientConfig& c, int* rc) {
   k8s->add_option("--output,-f", a->output, "Write the YAML to this file instead of stdout");
   k8s->add_option("--webhook-url", a->webhook_url,
                   "Base URL the cluster reaches gpuplane at (https://host[:port])");
+  k8s->add_option("--ca-file", a->ca_file,
+                  "PEM file of the CA that signed gpuplane's certificate (the webhook's caBundle)")
+      ->check(CLI::ExistingFile);
   on_run(k8s, rc, [&c, a] {
     std::string target = "/v1/tenants/" + url_encode(a->tenant) + "/render/kubernetes";
-    if (!a->webhook_url.empty()) target += "?webhook_url=" + url_encode(a->webhook_url);
+    std::vector<std::string> query;
+    if (!a->webhook_url.empty()) query.push_back("webhook_url=" + url_encode(a->webhook_url));
+    if (!a->ca_file.empty()) {
+      std::ifstream in(a->ca_file, std::ios::binary);
+      std::string pem((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      std::string b64(4 * ((pem.size() + 2) / 3) + 1, '\0');
+      b64.resize(size_t(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(b64.data()),
+                                        reinterpret_cast<const unsigned char*>(pem.data()),
+                                        int(pem.size()))));
+      query.push_back("ca_bundle=" + url_encode(b64));
+    }
+    for (size_t i = 0; i < query.size(); ++i) target += (i == 0 ? "?" : "&") + query[i];
     auto r = call(c, "GET", target);
     if (!r) return false;
     if (!r->is_string()) {

@@ -3,7 +3,11 @@
 // beta (standard, project infer, owning pool beta-pool with one node).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
 
+#include <cctype>
 #include <map>
 #include <set>
 #include <string>
@@ -222,6 +226,68 @@ TEST_F(K8s, MalformedReviewsAre400AndTheWebhookNeedsItsPermission) {
   EXPECT_TRUE(IsProblem(s.request("POST", "/v1/admission/validate", ok, acme.admin_token), 403,
                         "permission_denied"));
   EXPECT_TRUE(IsProblem(s.request("POST", "/v1/admission/validate", ok), 401, "unauthenticated"));
+}
+
+// A self-signed CA certificate, PEM, made with OpenSSL for the test.
+std::string self_signed_ca_pem() {
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  X509* x = X509_new();
+  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+  X509_gmtime_adj(X509_getm_notBefore(x), 0);
+  X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+  X509_set_pubkey(x, key);
+  X509_NAME* name = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>("gpuplane test CA"), -1, -1, 0);
+  X509_set_issuer_name(x, name);
+  X509_sign(x, key, EVP_sha256());
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509(bio, x);
+  char* data = nullptr;
+  long len = BIO_get_mem_data(bio, &data);
+  std::string pem(data, size_t(len));
+  BIO_free(bio);
+  X509_free(x);
+  EVP_PKEY_free(key);
+  return pem;
+}
+
+std::string base64(const std::string& bytes) {
+  std::string out(4 * ((bytes.size() + 2) / 3) + 1, '\0');
+  out.resize(size_t(EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                    reinterpret_cast<const unsigned char*>(bytes.data()),
+                                    int(bytes.size()))));
+  return out;
+}
+
+std::string query_escape(const std::string& s) {
+  std::string out;
+  for (char c : s)
+    out +=
+        std::isalnum(static_cast<unsigned char>(c)) ? std::string(1, c) : fmt::format("%{:02X}", c);
+  return out;
+}
+
+TEST_F(K8s, RenderCarriesTheWebhookCaBundle) {
+  const std::string b64 = base64(self_signed_ca_pem());
+  auto r = s.request("GET", "/v1/tenants/acme/render/kubernetes?ca_bundle=" + query_escape(b64),
+                     nullptr, s.admin_token());
+  ASSERT_EQ(r.status, 200) << r.raw;
+  // The YAML writer quotes the value when it must; either way it is the bundle, unchanged.
+  EXPECT_TRUE(r.raw.find("caBundle: " + b64 + "\n") != std::string::npos ||
+              r.raw.find("caBundle: \"" + b64 + "\"\n") != std::string::npos)
+      << r.raw;
+  // Without it there is no caBundle; base64 that is not a certificate is refused.
+  auto plain = s.request("GET", "/v1/tenants/acme/render/kubernetes", nullptr, s.admin_token());
+  EXPECT_EQ(plain.raw.find("caBundle"), std::string::npos);
+  for (std::string bad : {base64("-----BEGIN CERTIFICATE-----\nnot a certificate\n-----END "
+                                 "CERTIFICATE-----\n"),
+                          std::string("not base64!"), base64("hello")})
+    EXPECT_TRUE(IsProblem(
+        s.request("GET", "/v1/tenants/acme/render/kubernetes?ca_bundle=" + query_escape(bad),
+                  nullptr, s.admin_token()),
+        400, "invalid_argument"))
+        << bad;
 }
 
 TEST_F(K8s, RenderReturnsTheTenantBundleAsYaml) {
