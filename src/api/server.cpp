@@ -1,13 +1,16 @@
 // HTTP/1.1 server over Boost.Beast: one C++20 coroutine per connection on its own strand.
 // Slow clients cost a socket, not a thread: each read has a deadline (request head, body, and
 // keep-alive idle), sizes are capped before buffering, and the number of connections is capped.
-// Handlers run on the I/O threads; they are short (SQLite on local disk).
+// Handlers run on the I/O threads; they are short (SQLite on local disk). A request's writes are
+// committed on its I/O thread, but the wait for the disk runs on the flusher pool: the session
+// answers only after that flush, and meanwhile the thread serves other requests.
 #include <spdlog/spdlog.h>
 
 #include <boost/asio.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -81,6 +84,9 @@ struct Server::Impl {
   std::condition_variable drained;
   std::list<std::weak_ptr<Conn>> conns;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  // Waits for the disk (Store::flush); one flush covers every commit before it, so two
+  // threads are plenty.
+  asio::thread_pool flusher{2};
 
   Impl(Api& a, std::string addr, uint16_t p, int t)
       : api(a), address(std::move(addr)), port(p), threads(t) {}
@@ -173,7 +179,25 @@ struct Server::Impl {
       }
       req.body = std::move(msg.body());
       req.remote = remote;
-      HttpResponse resp = api.handle(std::move(req));
+      HttpResponse resp;
+      uint64_t ticket = 0;
+      {
+        store::DeferFlush deferred;  // acknowledged only after the flush below
+        resp = api.handle(std::move(req));
+        ticket = deferred.ticket();
+      }
+      if (ticket > 0) {
+        Result<void> flushed = co_await asio::co_spawn(
+            flusher,
+            [this, ticket]() -> asio::awaitable<Result<void>> {
+              co_return api.store().flush(ticket);
+            },
+            asio::use_awaitable);
+        if (!flushed) {
+          spdlog::error("flush failed: {}", flushed.error().message);
+          resp = plain_problem(503, "unavailable", "the change may not be durable: retry");
+        }
+      }
       bool keep_alive = msg.keep_alive() && !stopping;
       auto res = to_beast(std::move(resp), msg.version(), keep_alive);
       conn->stream.expires_after(limits.body_timeout);
@@ -247,6 +271,7 @@ void Server::stop(std::chrono::milliseconds grace) {
   m.ioc.stop();
   for (auto& t : m.workers) t.join();
   m.workers.clear();
+  m.flusher.join();
 }
 
 void Server::wait() {

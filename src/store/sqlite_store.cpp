@@ -214,7 +214,12 @@ class SqliteStore final : public Store {
       queue_cv_.notify_all();
     }
     lock.unlock();
-    if (me.result && me.commit_seq > 0) GP_TRY_VOID(flush(me.commit_seq));
+    if (me.result && me.commit_seq > 0) {
+      if (DeferFlush* deferred = DeferFlush::current())
+        deferred->note(me.commit_seq);
+      else
+        GP_TRY_VOID(flush(me.commit_seq));
+    }
     return me.result;
   }
 
@@ -272,7 +277,7 @@ class SqliteStore final : public Store {
 
   // Returns once every commit up to `seq` is on disk. Whoever finds no flush running flushes
   // everything committed so far; the others wait for it.
-  Result<void> flush(uint64_t seq) {
+  Result<void> flush(uint64_t seq) override {
     if (wal_fd_ < 0) return ok();  // synchronous=FULL: the COMMIT was already durable
     std::unique_lock lock(flush_mu_);
     while (flushed_seq_ < seq) {

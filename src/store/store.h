@@ -59,10 +59,35 @@ class Tx {
   Result<std::optional<Row>> query_one(std::string_view sql, const Params& params = {});
 };
 
+// Deferred durability, for a server that answers asynchronously. While a DeferFlush lives on
+// this thread, write() returns once its transaction is committed (visible to readers) without
+// waiting for the disk, and the scope keeps the commit's ticket. Before acknowledging anything
+// those writes did, the holder must call Store::flush(ticket()) and see it succeed, typically
+// on another thread, so that waiting for the disk does not hold a request thread.
+class DeferFlush {
+ public:
+  DeferFlush();
+  ~DeferFlush();
+  DeferFlush(const DeferFlush&) = delete;
+  DeferFlush& operator=(const DeferFlush&) = delete;
+  uint64_t ticket() const { return ticket_; }  // 0: nothing to wait for
+  // For stores: the innermost scope on this thread, or null.
+  static DeferFlush* current();
+  void note(uint64_t ticket) { ticket_ = std::max(ticket_, ticket); }
+
+ private:
+  uint64_t ticket_ = 0;
+  DeferFlush* outer_;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
+  // Returns once `fn`'s changes are committed and, unless a DeferFlush scope is open on this
+  // thread, on disk.
   virtual Result<void> write(const std::function<Result<void>(Tx&)>& fn) = 0;
+  // Returns once every write up to `ticket` (DeferFlush::ticket) is on disk.
+  virtual Result<void> flush(uint64_t ticket) = 0;
   virtual Result<void> read(const std::function<Result<void>(Tx&)>& fn) = 0;
   // "sqlite" or "postgres"
   virtual std::string_view engine() const = 0;

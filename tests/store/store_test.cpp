@@ -86,6 +86,50 @@ TEST(SqliteStore, ConcurrentWritersEachGetTheirOwnResult) {
   EXPECT_EQ(n, acknowledged.load());
 }
 
+// Deferred durability: inside a scope, a write is committed and visible at once, and the scope
+// holds the ticket to flush before acknowledging; nested scopes pass their tickets outwards.
+TEST(SqliteStore, DeferFlushHandsOutTheTicketToWaitFor) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  auto insert = [&](const std::string& key) {
+    return s->write([&](Tx& tx) -> Result<void> {
+      GP_TRY(tx.exec("INSERT INTO meta (key, value) VALUES (?, 'v')", {key}));
+      return ok();
+    });
+  };
+  auto count = [&] {
+    int64_t n = -1;
+    EXPECT_TRUE(s->read([&](Tx& tx) -> Result<void> {
+      n = GP_TRY(tx.query_one("SELECT COUNT(*) FROM meta WHERE key LIKE 'd%'"))->integer(0);
+      return ok();
+    }));
+    return n;
+  };
+  uint64_t first = 0, second = 0;
+  {
+    store::DeferFlush outer;
+    EXPECT_EQ(outer.ticket(), 0u) << "nothing written yet";
+    ASSERT_TRUE(insert("d1"));
+    first = outer.ticket();
+    EXPECT_GT(first, 0u);
+    EXPECT_EQ(count(), 1) << "committed and visible before the flush";
+    {
+      store::DeferFlush inner;
+      ASSERT_TRUE(insert("d2"));
+      second = inner.ticket();
+      EXPECT_GT(second, first);
+    }
+    EXPECT_EQ(outer.ticket(), second) << "the inner scope's writes are the outer's to flush";
+    // A failed write commits nothing and adds no ticket.
+    ASSERT_FALSE(s->write([](Tx&) -> Result<void> { return fail(Error::invalid("no")); }));
+    EXPECT_EQ(outer.ticket(), second);
+    EXPECT_TRUE(s->flush(outer.ticket()));
+  }
+  EXPECT_EQ(store::DeferFlush::current(), nullptr);
+  ASSERT_TRUE(insert("d3"));  // no scope: flushed before write() returns
+  EXPECT_EQ(count(), 3);
+}
+
 TEST(SqliteStore, UniqueViolationIsConflictAndForeignKeysHold) {
   TempDir dir;
   auto s = gp::testing::open_store(dir);
