@@ -1,5 +1,6 @@
 // Durable creates through the whole HTTP path: N concurrent keep-alive clients POST to a real
-// server (in-process, SQLite file in a temp dir, synchronous=FULL) and wait for the 201.
+// server (in-process, SQLite file in a temp dir, every write flushed before its answer) and
+// wait for the 201.
 // Prints creates per second and latency percentiles per concurrency level.
 //
 //   build/bench/bench_http [requests-per-level] [allocations|projects]

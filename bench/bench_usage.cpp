@@ -198,7 +198,7 @@ int main(int argc, char** argv) {
                      {"events_per_second", f.rate()}});
     std::printf("%s\n", out.dump(2).c_str());
   } else {
-    std::printf("durable usage-event ingestion with dedup (SQLite, synchronous=FULL)\n");
+    std::printf("durable usage-event ingestion with dedup (SQLite, flushed before each answer)\n");
     std::printf("%-8s %7s %6s %9s %9s %10s %12s\n", "path", "clients", "batch", "events",
                 "accepted", "duplicate", "events/s");
     for (const auto& f : figures)
