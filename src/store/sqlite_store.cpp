@@ -190,7 +190,8 @@ class SqliteStore final : public Store {
   // Group commit: concurrent writers are queued, and whoever finds no batch running commits
   // everything queued so far in one transaction, each function under its own savepoint (a
   // failing one rolls back alone), so one fsync makes many writes durable. Each caller returns
-  // only after the COMMIT that holds its write, with its own result.
+  // with its own result, after the COMMIT that holds its write and the flush that covers it
+  // (inside a DeferFlush scope, the flush is left to the scope's holder).
   Result<void> write(const std::function<Result<void>(Tx&)>& fn) override {
     Queued me{&fn};
     std::unique_lock lock(queue_mu_);
