@@ -153,9 +153,9 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
       limits_(limits),
       authn_(store, clock),
       allocs_(audit, clock, std::move(alloc_options)) {
-  for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(),
-                     alloc_routes(), k8s_routes(), network_routes(), billing_routes(),
-                     posture_routes(), usage_routes()})
+  for (auto table :
+       {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(), alloc_routes(),
+        k8s_routes(), network_routes(), billing_routes(), posture_routes(), usage_routes()})
     for (auto& r : table) routes_.push_back(std::move(r));
 }
 

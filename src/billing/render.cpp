@@ -3,6 +3,7 @@
 
 #include "billing/billing.h"
 #include "common/clock.h"
+#include "common/markup.h"
 
 namespace gp::billing {
 
@@ -25,33 +26,6 @@ std::string csv_field(std::string_view s) {
     out.push_back(c);
   }
   if (quote || formula) out.push_back('"');
-  return out;
-}
-
-std::string html_escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
   return out;
 }
 
@@ -154,26 +128,26 @@ std::string invoice_to_csv(const Invoice& inv) {
 }
 
 std::string invoice_to_html(const Invoice& inv) {
-  auto money = [&](Micros m) { return html_escape(format_micros_display(m, 2)); };
+  auto money = [&](Micros m) { return markup_escape(format_micros_display(m, 2)); };
   std::string rows;
   for (const auto& li : inv.lines) {
     rows += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=n>{}</td><td "
         "class=n>{}</td><td class=n>{}</td><td class=n>{}</td></tr>\n",
-        html_escape(li.project), html_escape(li.resource_key), html_escape(li.offering),
-        html_escape(fmt::format(
+        markup_escape(li.project), markup_escape(li.resource_key), markup_escape(li.offering),
+        markup_escape(fmt::format(
             "{}{}", usage_class_name(li.usage_class),
             li.model == PricingModel::kFlat ? "" : fmt::format(" (tier {})", li.tier + 1))),
-        html_escape(hours_text(li.quantity_micro_hours)),
-        html_escape(format_micros(li.unit_price_micros)), money(-li.discount_micros),
+        markup_escape(hours_text(li.quantity_micro_hours)),
+        markup_escape(format_micros(li.unit_price_micros)), money(-li.discount_micros),
         money(li.amount_micros));
   }
   std::string credit_rows;
   for (const auto& c : inv.credits) {
     credit_rows += fmt::format(
         "<tr><td colspan=7>SLA credit: {} ({}.{:02}% of {}){}</td><td class=n>{}</td></tr>\n",
-        html_escape(c.offering), c.credit_bps / 100, c.credit_bps % 100, money(c.charge_micros),
-        c.reason.empty() ? "" : " - " + html_escape(c.reason), money(-c.amount_micros));
+        markup_escape(c.offering), c.credit_bps / 100, c.credit_bps % 100, money(c.charge_micros),
+        c.reason.empty() ? "" : " - " + markup_escape(c.reason), money(-c.amount_micros));
   }
   auto total_row = [&](std::string_view label, Micros m, bool strong = false) {
     return fmt::format("<tr{}><td colspan=7>{}</td><td class=n>{}</td></tr>\n",
@@ -205,14 +179,14 @@ Currency: {currency}{supersedes}</p>
 <p>Amounts in {currency}; each line is rounded once, half to even, to the micro-unit and shown to the cent.</p>
 </body></html>
 )",
-      fmt::arg("id", html_escape(inv.id)), fmt::arg("status", html_escape(status)),
-      fmt::arg("tenant", html_escape(inv.tenant)),
-      fmt::arg("start", html_escape(time_text(inv.period.start_us))),
-      fmt::arg("end", html_escape(time_text(inv.period.end_us))),
-      fmt::arg("card", html_escape(inv.rate_card_id)), fmt::arg("version", inv.rate_card_version),
-      fmt::arg("currency", html_escape(inv.currency)),
+      fmt::arg("id", markup_escape(inv.id)), fmt::arg("status", markup_escape(status)),
+      fmt::arg("tenant", markup_escape(inv.tenant)),
+      fmt::arg("start", markup_escape(time_text(inv.period.start_us))),
+      fmt::arg("end", markup_escape(time_text(inv.period.end_us))),
+      fmt::arg("card", markup_escape(inv.rate_card_id)), fmt::arg("version", inv.rate_card_version),
+      fmt::arg("currency", markup_escape(inv.currency)),
       fmt::arg("supersedes",
-               inv.supersedes.empty() ? "" : "<br>Supersedes: " + html_escape(inv.supersedes)),
+               inv.supersedes.empty() ? "" : "<br>Supersedes: " + markup_escape(inv.supersedes)),
       fmt::arg("rows", rows), fmt::arg("credit_rows", credit_rows),
       fmt::arg("subtotal", total_row("Subtotal", inv.subtotal_micros)),
       fmt::arg("credits", total_row("SLA credits", -inv.sla_credit_micros)),

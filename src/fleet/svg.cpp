@@ -2,33 +2,11 @@
 // Pure functions of their inputs; colours carry meaning and every shape has a <title> tooltip.
 #include <fmt/format.h>
 
+#include "common/markup.h"
 #include "fleet/fleet.h"
 
 namespace gp::fleet {
 namespace {
-
-std::string esc(std::string_view s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out.push_back(c);
-    }
-  }
-  return out;
-}
 
 // A stable colour per profile size (compute slices).
 std::string_view profile_colour(int compute_slices) {
@@ -69,10 +47,10 @@ void draw_slices(std::string& out, const MigCatalog& cat, const Layout& layout, 
         R"(<g><title>{} at memory slice {} ({} compute slices)</title><rect x="{:.1f}" y="{}" width="{:.1f}" height="{}" rx="3" fill="{}" stroke="#333333"/>)"
         R"(<text x="{:.1f}" y="{}" text-anchor="middle">{}</text></g>)"
         "\n",
-        esc(inst.profile), inst.start, p->compute_slices, ix + 1, y + 1, iw - 2, h - 2,
+        markup_escape(inst.profile), inst.start, p->compute_slices, ix + 1, y + 1, iw - 2, h - 2,
         profile_colour(p->compute_slices), ix + iw / 2, y + h / 2 + 4,
-        iw >= 60   ? esc(inst.profile)
-        : iw >= 18 ? esc(inst.profile.substr(0, inst.profile.find('.')))
+        iw >= 60   ? markup_escape(inst.profile)
+        : iw >= 18 ? markup_escape(inst.profile.substr(0, inst.profile.find('.')))
                    : std::string());
   }
 }
@@ -81,10 +59,11 @@ void draw_slices(std::string& out, const MigCatalog& cat, const Layout& layout, 
 
 std::string mig_layout_svg(const MigCatalog& cat, const Layout& layout, std::string_view title) {
   const int w = 640, h = 110;
-  std::string out = fmt::format(fmt::runtime(kHeader), w, h, w, h, esc(title), esc(title));
+  std::string out =
+      fmt::format(fmt::runtime(kHeader), w, h, w, h, markup_escape(title), markup_escape(title));
   out += fmt::format(R"(<text x="10" y="20" font-size="14" font-weight="bold">{}</text>)"
                      "\n",
-                     esc(title));
+                     markup_escape(title));
   draw_slices(out, cat, layout, 10, 32, w - 20, 44);
   for (int s = 0; s < cat.memory_slices; ++s)
     out += fmt::format(R"(<text x="{:.1f}" y="92" text-anchor="middle" fill="#666666">{}</text>)"
@@ -97,7 +76,7 @@ std::string mig_layout_svg(const MigCatalog& cat, const Layout& layout, std::str
       room += fmt::format("{}{}x {}", room.empty() ? "" : ", ", free[i], cat.profiles[i].name);
   out += fmt::format(R"(<text x="10" y="106" fill="#333333">free: {}</text>)"
                      "\n",
-                     esc(room.empty() ? "none" : room));
+                     markup_escape(room.empty() ? "none" : room));
   out += "</svg>\n";
   return out;
 }
@@ -123,9 +102,9 @@ std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& 
         R"(<g><title>{} ({}{}) rack {} pool {}</title><circle cx="16" cy="{}" r="6" fill="{}"/>)"
         R"(<text x="28" y="{}">{}</text><text x="28" y="{}" fill="#666666" font-size="10">{}{}</text></g>)"
         "\n",
-        esc(n.info.name), state, n.cordoned ? ", cordoned" : "", esc(n.info.rack),
-        esc(n.pool_id.value_or("shared")), y + gpu_h / 2, colour, y + 14, esc(n.info.name), y + 28,
-        state, n.cordoned ? " cordoned" : "");
+        markup_escape(n.info.name), state, n.cordoned ? ", cordoned" : "",
+        markup_escape(n.info.rack), markup_escape(n.pool_id.value_or("shared")), y + gpu_h / 2,
+        colour, y + 14, markup_escape(n.info.name), y + 28, state, n.cordoned ? " cordoned" : "");
     int x = label_w;
     for (const auto& g : gpus) {
       std::string fill = g.health == "healthy"   ? "#d5f5e3"
@@ -134,15 +113,15 @@ std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& 
       out += fmt::format(
           R"(<g><title>GPU {} {} {} {} {}</title><rect x="{}" y="{}" width="{}" height="{}" rx="4" fill="{}" stroke="#555555"/>)"
           "\n",
-          g.info.index, esc(g.info.model), esc(g.info.uuid), gpu_mode_name(g.info.mode),
-          esc(g.health_reason), x, y, gpu_w, gpu_h, fill);
+          g.info.index, markup_escape(g.info.model), markup_escape(g.info.uuid),
+          gpu_mode_name(g.info.mode), markup_escape(g.health_reason), x, y, gpu_w, gpu_h, fill);
       if (g.info.mode == GpuMode::kMig) {
         if (auto cat = mig_catalog(g.info.product.empty() ? g.info.model : g.info.product); cat)
           draw_slices(out, **cat, g.info.mig_instances, x + 3, y + 14, gpu_w - 6, gpu_h - 17);
       }
       out += fmt::format(R"(<text x="{}" y="{}" font-size="10">{} {}{}</text></g>)"
                          "\n",
-                         x + 4, y + 11, g.info.index, esc(g.info.model),
+                         x + 4, y + 11, g.info.index, markup_escape(g.info.model),
                          g.info.mode == GpuMode::kTimeSliced ? " TS" : "");
       x += gpu_w + gap;
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/markup.h"
 #include "posture/posture.h"
 
 namespace gp::posture {
@@ -36,29 +37,6 @@ Result<std::string> guarded(std::string_view what, F&& fn) {
   } catch (const Json::exception& e) {
     return fail(Error::invalid(fmt::format("not a {}: {}", what, e.what())));
   }
-}
-
-std::string xml_escape(std::string_view s) {
-  std::string out;
-  for (char ch : s) {
-    switch (ch) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += ch;
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -156,14 +134,14 @@ Result<std::string> render_fleet_svg(const Json& fleet) {
     for (size_t i = 0; i < controls.size(); ++i) {
       int x = kLeft + kCell * static_cast<int>(i) + kCell / 2 + 4;
       out += fmt::format("<text x=\"{0}\" y=\"{1}\" transform=\"rotate(-60 {0} {1})\">{2}</text>\n",
-                         x, kTop - 6, xml_escape(controls[i].at("id").get<std::string>()));
+                         x, kTop - 6, markup_escape(controls[i].at("id").get<std::string>()));
     }
     for (size_t r = 0; r < tenants.size(); ++r) {
       const Json& t = tenants[r];
       int y = kTop + kCell * static_cast<int>(r);
       out += fmt::format("<text x=\"{}\" y=\"{}\" text-anchor=\"end\">{} ({})</text>\n", kLeft - 6,
-                         y + kCell - 5, xml_escape(t.at("name").get<std::string>()),
-                         xml_escape(t.at("isolation_class").get<std::string>()));
+                         y + kCell - 5, markup_escape(t.at("name").get<std::string>()),
+                         markup_escape(t.at("isolation_class").get<std::string>()));
       for (size_t i = 0; i < controls.size(); ++i) {
         std::string id = controls[i].at("id").get<std::string>();
         std::string status = t.at("controls").at(id).get<std::string>();
@@ -174,7 +152,8 @@ Result<std::string> render_fleet_svg(const Json& fleet) {
             "<rect x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{}\" stroke=\"white\">"
             "<title>{}: {} {}</title></rect>\n",
             kLeft + kCell * static_cast<int>(i), y, kCell, kCell, fill,
-            xml_escape(t.at("name").get<std::string>()), xml_escape(id), status_label(status));
+            markup_escape(t.at("name").get<std::string>()), markup_escape(id),
+            status_label(status));
       }
     }
     int ly = kTop + kCell * static_cast<int>(tenants.size()) + 24;
