@@ -393,6 +393,18 @@ CREATE TABLE tenant_workload_policies (
   version BIGINT NOT NULL
 )
 )SQL"},
+      // Which rate card prices a tenant, its tax rate and its prepaid credit balance.
+      {9, "billing accounts", R"SQL(
+CREATE TABLE billing_accounts (
+  tenant_id TEXT PRIMARY KEY REFERENCES tenants(id),
+  rate_card_id TEXT NOT NULL,
+  tax_bps BIGINT NOT NULL,
+  prepaid_credit_micros BIGINT NOT NULL,
+  updated_by TEXT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+)
+)SQL"},
   };
   return kMigrations;
 }

@@ -1,0 +1,153 @@
+// The store-backed ledger: accounts, rate card versions per period, and metered usage intervals
+// as billing records rated into an invoice.
+#include "billing/ledger.h"
+
+#include <gtest/gtest.h>
+
+#include "test_util.h"
+
+namespace gp::billing {
+namespace {
+
+constexpr int64_t kHour = 3'600'000'000;
+
+class Ledger : public ::testing::Test {
+ protected:
+  gp::testing::TempDir dir;
+  std::unique_ptr<store::Store> store = gp::testing::open_store(dir);
+  Period november = *month_period(2026, 11);
+
+  void SetUp() override {
+    gp::testing::must_write(*store, [&](store::Tx& tx) -> Result<bool> {
+      for (const char* t : {"ten_a", "ten_b"}) {
+        GP_TRY(tx.exec(
+            "INSERT INTO tenants (id, name, display_name, isolation_class, state, labels, "
+            "created_at, updated_at, version) VALUES (?, ?, '', 'standard', 'active', '{}', 0, 0, "
+            "1)",
+            {std::string(t), std::string(t)}));
+      }
+      GP_TRY(tx.exec(
+          "INSERT INTO offerings (id, name, tier, models, gpus, mig_profile, milli, description, "
+          "created_at, version) VALUES ('off_1', 'h200-premium', 'dedicated_gpu', '[]', 1, '', 0, "
+          "'', 0, 1)"));
+      return true;
+    });
+  }
+
+  void publish(const std::string& id, int64_t version, const std::string& effective,
+               int64_t gpu_price) {
+    Json card = {{"id", id},
+                 {"version", version},
+                 {"currency", "USD"},
+                 {"effective_from", effective},
+                 {"prices",
+                  {{{"resource_key", "gpu/H200"}, {"unit_price_micros", gpu_price}},
+                   {{"offering", "h200-premium"}, {"unit_price_micros", gpu_price * 2}}}}};
+    auto parsed = *parse_rate_card(card);
+    gp::testing::must_write(*store, [&](store::Tx& tx) -> Result<bool> {
+      GP_TRY(tx.exec(
+          "INSERT INTO rate_cards (id, version, currency, effective_from, card, created_by, "
+          "created_at) VALUES (?, ?, 'USD', ?, ?, 'test', 0)",
+          {id, version, parsed.effective_from_us, rate_card_to_json(parsed).dump()}));
+      return true;
+    });
+  }
+
+  void interval(const std::string& id, const std::string& tenant, std::optional<std::string> off,
+                int64_t start, std::optional<int64_t> end, int64_t gpus) {
+    gp::testing::must_write(*store, [&](store::Tx& tx) -> Result<bool> {
+      store::Params p = {id, tenant, std::string("prj_1"), std::string("alc_") + id};
+      p.emplace_back(store::opt(off));
+      p.emplace_back(std::string("gpu/H200"));
+      p.emplace_back(gpus);
+      p.emplace_back(gpus * 7000);
+      p.emplace_back(start);
+      p.emplace_back(store::opt(end));
+      GP_TRY(tx.exec(
+          "INSERT INTO usage_intervals (id, tenant_id, project_id, allocation_id, offering_id, "
+          "resource_key, quantity, units, state, preemptible, start_us, end_us) VALUES (?, ?, ?, "
+          "?, ?, ?, ?, ?, 'active', 0, ?, ?)",
+          p));
+      return true;
+    });
+  }
+
+  template <typename F>
+  auto read(F&& f) {
+    return gp::testing::must_write(*store, std::forward<F>(f));
+  }
+};
+
+TEST_F(Ledger, AccountsDefaultThenStoreStrictUpdates) {
+  auto a = read([&](store::Tx& tx) { return load_account(tx, "ten_a"); });
+  EXPECT_EQ(a.rate_card_id, kDefaultRateCard);
+  EXPECT_EQ(a.version, 0);
+  EXPECT_FALSE(a.to_json()["stored"].get<bool>());
+
+  auto updated = apply_account_update(a, {{"tax_bps", 1900}, {"prepaid_credit_micros", 5'000'000}});
+  ASSERT_TRUE(updated) << updated.error().message;
+  read([&](store::Tx& tx) { return save_account(tx, *updated, "usr_ops", 42); });
+  auto stored = read([&](store::Tx& tx) { return load_account(tx, "ten_a"); });
+  EXPECT_EQ(stored.tax_bps, 1900);
+  EXPECT_EQ(stored.prepaid_credit_micros, 5'000'000);
+  EXPECT_EQ(stored.version, 1);
+  EXPECT_EQ(stored.updated_by, "usr_ops");
+
+  for (const Json& bad : {Json{{"tax_bps", 10001}}, Json{{"prepaid_credit_micros", -1}},
+                          Json{{"rate_card", ""}}, Json{{"currency", "EUR"}}, Json::array()}) {
+    EXPECT_FALSE(apply_account_update(stored, bad)) << bad.dump();
+  }
+}
+
+TEST_F(Ledger, TheCardInForceAtThePeriodStartPricesIt) {
+  publish("default", 1, "2026-01-01T00:00:00Z", 1'000'000);
+  publish("default", 2, "2026-11-15T00:00:00Z", 3'000'000);
+  auto nov = read([&](store::Tx& tx) { return rate_card_for_period(tx, "default", november); });
+  EXPECT_EQ(nov.version, 1);
+  auto dec = read(
+      [&](store::Tx& tx) { return rate_card_for_period(tx, "default", *month_period(2026, 12)); });
+  EXPECT_EQ(dec.version, 2);
+  // A card first effective inside the period prices it; none at all is a clear conflict.
+  publish("late", 1, "2026-11-10T00:00:00Z", 1);
+  EXPECT_EQ(read([&](store::Tx& tx) { return rate_card_for_period(tx, "late", november); }).id,
+            "late");
+  auto e = gp::testing::must_fail(
+      *store, [&](store::Tx& tx) { return rate_card_for_period(tx, "missing", november); });
+  EXPECT_EQ(e.code, ErrorCode::kConflict);
+  EXPECT_NE(e.message.find("missing"), std::string::npos);
+}
+
+TEST_F(Ledger, IntervalsAreClippedToThePeriodAndOpenOnesRunToNow) {
+  publish("default", 1, "2026-01-01T00:00:00Z", 2'000'000);
+  const int64_t start = november.start_us;
+  interval("i1", "ten_a", std::nullopt, start - 2 * kHour, start + 3 * kHour, 2);      // 3 h inside
+  interval("i2", "ten_a", std::string("off_1"), start + 10 * kHour, std::nullopt, 1);  // open
+  interval("i3", "ten_b", std::nullopt, start, start + kHour, 8);  // another tenant
+  const int64_t now = start + 14 * kHour;
+
+  auto records =
+      read([&](store::Tx& tx) { return load_usage_records(tx, "ten_a", november, now); });
+  ASSERT_EQ(records.size(), 2u);
+  EXPECT_EQ(records[0].start_us, start);
+  EXPECT_EQ(records[0].end_us, start + 3 * kHour);
+  EXPECT_EQ(records[0].quantity, 2);
+  EXPECT_EQ(records[1].offering, "h200-premium");
+  EXPECT_EQ(records[1].end_us, now);
+  EXPECT_EQ(records[1].gpu_equivalent_units, 7000);
+
+  auto inv = read([&](store::Tx& tx) { return rate_tenant(tx, "ten_a", november, now); });
+  // 2 GPUs x 3 h x 2.00 + 1 GPU-equivalent x 4 h x 4.00 (the offering's price wins).
+  EXPECT_EQ(inv.subtotal_micros, 12'000'000 + 16'000'000);
+  EXPECT_EQ(inv.tenant, "ten_a");
+  EXPECT_EQ(inv.rate_card_version, 1);
+
+  auto all = read([&](store::Tx& tx) { return load_usage_records(tx, "", november, now); });
+  EXPECT_EQ(all.size(), 3u);
+  // Nothing is counted before the period starts or after now.
+  EXPECT_TRUE(read([&](store::Tx& tx) {
+                return load_usage_records(tx, "ten_a", november, start - 1);
+              }).empty());
+}
+
+}  // namespace
+}  // namespace gp::billing
