@@ -275,7 +275,15 @@ Result<MeteringFacts> gather_metering(store::Tx& tx, const tenancy::Tenant& t,
                     "1 FROM allocation_events e WHERE e.allocation_id = a.id) ORDER BY a.id",
                     {t.id})))
     f.allocations_without_events.push_back(row.text(0));
-  // Usage intervals and samples per tenant are not kept by this build: usage stays nullopt.
+  // Metering keeps one open usage interval for every allocation that holds resources.
+  UsageFacts usage;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT a.id FROM allocations a WHERE a.tenant_id = ? AND a.state IN ('placed', "
+           "'active') AND NOT EXISTS (SELECT 1 FROM usage_intervals u WHERE u.allocation_id = "
+           "a.id AND u.end_us IS NULL) ORDER BY a.id",
+           {t.id})))
+    usage.placed_without_usage.push_back(row.text(0));
+  f.usage = std::move(usage);
   return f;
 }
 

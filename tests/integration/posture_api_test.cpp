@@ -74,11 +74,13 @@ class Posture : public ::testing::Test {
 
   // What a standard tenant cannot pass or fail yet: not required for its class, or facts the
   // control plane does not keep yet.
-  const std::set<std::string> kNotApplicable = {
-      "hardware.node-exclusive",   "network.tls",
-      "storage.private-volumes",   "storage.secrets-encrypted",
-      "storage.data-key-rotation", "metering.usage-recorded",
-      "audit.request-level",       "audit.retention"};
+  const std::set<std::string> kNotApplicable = {"hardware.node-exclusive",
+                                                "network.tls",
+                                                "storage.private-volumes",
+                                                "storage.secrets-encrypted",
+                                                "storage.data-key-rotation",
+                                                "audit.request-level",
+                                                "audit.retention"};
 };
 
 TEST_F(Posture, CompliantTenantPassesEveryRequiredControl) {
@@ -181,6 +183,31 @@ TEST_F(Posture, RaisingTheClassAboveALiveAllocationFailsTierMinimum) {
   EXPECT_EQ(c.at("evidence").at("seen").at("below_minimum")[0].at("allocation"), a.body.at("id"));
   // Required now, and passing: the tenant's secrets are sealed with its own key.
   EXPECT_EQ(control(r, "storage.secrets-encrypted").at("status"), "pass");
+}
+
+TEST_F(Posture, ALiveAllocationWithoutAnOpenUsageIntervalFailsUsageRecorded) {
+  Json nodes = Json::array({{{"inventory", h200_inventory("gpu-a", 8)}}});
+  expect_status(s.request("POST", "/v1/fleet/import", {{"nodes", nodes}}, s.admin_token()), 201,
+                "import");
+  auto t = compliant("acme");
+  auto a =
+      s.request("POST", t.base() + "/projects/" + t.project + "/allocations",
+                {{"shape", {{"tier", "mig"}, {"mig_profile", "3g.71gb"}, {"count", 1}}}}, t.token);
+  ASSERT_EQ(a.status, 201) << a.raw;
+  Json before = control(posture(t), "metering.usage-recorded");
+  EXPECT_EQ(before.at("status"), "pass") << before.dump(2);
+  // Close the interval behind the control plane's back: the allocation still holds its GPU.
+  const std::string id = a.body.at("id");
+  auto closed = s.store().write([&](store::Tx& tx) -> Result<void> {
+    GP_TRY(
+        tx.exec("UPDATE usage_intervals SET end_us = start_us + 1 WHERE allocation_id = ?", {id}));
+    return ok();
+  });
+  ASSERT_TRUE(closed) << closed.error().message;
+  Json r = posture(t);
+  EXPECT_EQ(with_status(r, "fail"), std::set<std::string>{"metering.usage-recorded"}) << r.dump(2);
+  EXPECT_EQ(control(r, "metering.usage-recorded").at("evidence").at("seen").at("without_usage"),
+            Json::array({id}));
 }
 
 TEST_F(Posture, SharedNodesShowAsEvidenceAndFailWhenTheClassDemandsDedicatedNodes) {
