@@ -12,11 +12,14 @@ PKGS=(
   # net: the network isolation test (tests/network, LABELS net) runs the real nft and ip in
   # network namespaces, and ping; CI runs as root, so `make test` always installs them.
   nftables iproute2 iputils-ping
+  # postgres: the PostgreSQL store (libpq) and the throwaway clusters its tests start with
+  # initdb/pg_ctl (tests/support/pg_cluster.sh); no system service is used.
+  postgresql-15 libpq-dev
 )
 # Extra groups can be requested: SETUP_EXTRA="postgres browser" scripts/setup.sh
 for extra in ${SETUP_EXTRA:-}; do
   case "$extra" in
-    postgres) PKGS+=(postgresql libpq-dev) ;;
+    postgres) ;;  # always installed now
     browser) PKGS+=(chromium nodejs npm) ;;
     net) ;;  # always installed now (kept so SETUP_EXTRA=net keeps working)
   esac

@@ -259,7 +259,9 @@ int main(int argc, char** argv) {
 
   ServeOptions so;
   auto* serve = app.add_subcommand("serve", "Run the control plane");
-  serve->add_option("--data", so.data_dir, "Data directory (SQLite store, audit key)");
+  serve->add_option("--data", so.data_dir, "Data directory (SQLite store, audit and master keys)");
+  serve->add_option("--store", so.store,
+                    "postgres://user@host:port/db for PostgreSQL (default: SQLite in --data)");
   serve->add_option("--listen", so.listen, "host:port to listen on (port 0 picks one)");
   serve->add_option("--port-file", so.port_file, "Write the bound port here");
   serve->add_option("--bootstrap-password-file", so.bootstrap_password_file,

@@ -8,6 +8,7 @@ namespace gp::cli {
 
 struct ServeOptions {
   std::string data_dir = "./var";
+  std::string store;  // postgres://... or a SQLite file; empty: <data_dir>/gpuplane.db
   std::string listen = "127.0.0.1:8080";
   std::string port_file;
   std::string bootstrap_password_file;

@@ -15,6 +15,7 @@
 
 #include "api/api.h"
 #include "cli/commands.h"
+#include "store/engines.h"
 #include "tenancy/tenancy.h"
 
 namespace gp::cli {
@@ -82,7 +83,8 @@ int run_serve(const ServeOptions& o) {
   std::error_code fs_ec;
   std::filesystem::create_directories(o.data_dir, fs_ec);
   ::chmod(o.data_dir.c_str(), 0700);
-  auto store = store::open_sqlite({.path = o.data_dir + "/gpuplane.db"});
+  const std::string location = o.store.empty() ? o.data_dir + "/gpuplane.db" : o.store;
+  auto store = store::open_store(location);
   if (!store) {
     spdlog::critical("store: {}", store.error().message);
     return 1;
@@ -168,7 +170,7 @@ int run_serve(const ServeOptions& o) {
   std::string endpoint = fmt::format("http://{}:{}", host, *bound);
   if (!o.port_file.empty()) (void)write_private_file(o.port_file, std::to_string(*bound) + "\n");
   std::cout << "gpuplane serving on " << endpoint << " (data: " << o.data_dir << ")" << std::endl;
-  spdlog::info("listening on {} store=sqlite data={}", endpoint, o.data_dir);
+  spdlog::info("listening on {} store={} data={}", endpoint, (*store)->engine(), o.data_dir);
 
   // Housekeeping once a second: nodes that missed heartbeats are marked failed; the audit
   // trail is sealed by a signed checkpoint every checkpoint_seconds even when it is quiet.

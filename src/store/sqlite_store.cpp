@@ -23,6 +23,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "store/group_commit.h"
 #include "store/store.h"
 
 namespace gp::store {
@@ -187,34 +188,12 @@ class SqliteStore final : public Store {
     return std::unique_ptr<Store>(std::move(store));
   }
 
-  // Group commit: concurrent writers are queued, and whoever finds no batch running commits
-  // everything queued so far in one transaction, each function under its own savepoint (a
-  // failing one rolls back alone), so one fsync makes many writes durable. Each caller returns
+  // Group commit (group_commit.h): one COMMIT and one fsync for many writes. Each caller returns
   // with its own result, after the COMMIT that holds its write and the flush that covers it
   // (inside a DeferFlush scope, the flush is left to the scope's holder).
   Result<void> write(const std::function<Result<void>(Tx&)>& fn) override {
-    Queued me{&fn};
-    std::unique_lock lock(queue_mu_);
-    queue_.push_back(&me);
-    while (!me.done) {
-      if (leading_) {
-        queue_cv_.wait(lock);
-        continue;
-      }
-      leading_ = true;
-      std::vector<Queued*> batch;
-      batch.swap(queue_);
-      lock.unlock();
-      const uint64_t seq = run_batch(batch);
-      lock.lock();
-      for (Queued* q : batch) {
-        q->commit_seq = seq;
-        q->done = true;
-      }
-      leading_ = false;
-      queue_cv_.notify_all();
-    }
-    lock.unlock();
+    QueuedWrite me =
+        group_.submit(fn, [this](const std::vector<QueuedWrite*>& b) { return run_batch(b); });
     if (me.result && me.commit_seq > 0) {
       if (DeferFlush* deferred = DeferFlush::current())
         deferred->note(me.commit_seq);
@@ -252,13 +231,6 @@ class SqliteStore final : public Store {
 
  private:
   SqliteStore() = default;
-
-  struct Queued {
-    const std::function<Result<void>(Tx&)>* fn;
-    Result<void> result = ok();
-    uint64_t commit_seq = 0;  // the batch's commit, 0 when nothing was committed
-    bool done = false;
-  };
 
   // Opens the WAL for flushing, and makes its directory entry durable once.
   Result<void> open_wal() {
@@ -303,30 +275,18 @@ class SqliteStore final : public Store {
   }
 
   // Runs a batch in one transaction; returns its commit's sequence number, 0 if none.
-  uint64_t run_batch(const std::vector<Queued*>& batch) {
+  uint64_t run_batch(const std::vector<QueuedWrite*>& batch) {
     std::lock_guard lock(write_mu_);
     Connection& c = *writer_;
     if (auto begun = c.exec_script("BEGIN IMMEDIATE"); !begun) {
-      for (Queued* q : batch) q->result = fail(begun.error());
+      for (QueuedWrite* q : batch) q->result = fail(begun.error());
       return 0;
     }
     SqliteTx tx(c);
-    for (Queued* q : batch) {
-      if (auto sp = c.exec_script("SAVEPOINT w"); !sp) {
-        q->result = fail(sp.error());
-        continue;
-      }
-      try {
-        q->result = (*q->fn)(tx);
-      } catch (const std::exception& e) {
-        q->result = fail(Error::internal(fmt::format("write failed: {}", e.what())));
-      }
-      if (!q->result) (void)c.exec_script("ROLLBACK TO w");
-      (void)c.exec_script("RELEASE w");
-    }
+    run_under_savepoints([&](std::string_view sql) { return c.exec_script(sql); }, tx, batch);
     if (auto commit = c.exec_script("COMMIT"); !commit) {
       (void)c.exec_script("ROLLBACK");
-      for (Queued* q : batch)
+      for (QueuedWrite* q : batch)
         if (q->result)
           q->result =
               fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
@@ -394,10 +354,7 @@ class SqliteStore final : public Store {
   std::string path_;
   std::mutex write_mu_;  // the writer connection
   std::unique_ptr<Connection> writer_;
-  std::mutex queue_mu_;  // the group-commit queue
-  std::condition_variable queue_cv_;
-  std::vector<Queued*> queue_;
-  bool leading_ = false;
+  GroupCommit group_;
   std::atomic<uint64_t> committed_seq_{0};  // batches committed (under write_mu_)
   int wal_fd_ = -1;                         // -1: COMMIT itself syncs (synchronous=FULL)
   std::mutex flush_mu_;

@@ -1,4 +1,5 @@
 #include "integration/harness.h"
+#include "pg_test_util.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -143,8 +144,12 @@ TestServer::TestServer(api::Limits limits)
     : dir_(tmp_.path), clock_(from_unix_micros(kStartMicros)), ids_(20261129) {
   // Every request logs a line at info; keep test output to warnings and errors.
   spdlog::set_level(spdlog::level::warn);
-  auto store = store::open_sqlite({.path = (dir_ / "gpuplane.db").string()});
-  if (!store) throw std::runtime_error("open_sqlite: " + store.error().message);
+  // SQLite in the test's directory, or a schema of its own when the suite runs against
+  // PostgreSQL (CTest's second run of every integration test).
+  const std::string pg = gp::testing::test_pg_conninfo();
+  auto store = pg.empty() ? store::open_sqlite({.path = (dir_ / "gpuplane.db").string()})
+                          : gp::testing::PgSchemaStore::open(pg);
+  if (!store) throw std::runtime_error("open store: " + store.error().message);
   store_ = std::move(*store);
   auto signer = audit::load_or_create((dir_ / "keys").string());
   if (!signer) throw std::runtime_error("audit key: " + signer.error().message);

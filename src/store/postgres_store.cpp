@@ -1,0 +1,415 @@
+// PostgreSQL implementation of Store, through libpq. One writer connection fed by the same
+// group-commit queue as SQLite (group_commit.h), so a single COMMIT, and the server's single WAL
+// flush, covers many writes; a pool of reader connections, each reading a REPEATABLE READ
+// snapshot. A COMMIT that returns is durable (synchronous_commit stays on), so flush() has
+// nothing left to wait for.
+//
+// SQL: callers write `?` placeholders; they become $1..$n here (outside quoted literals and
+// identifiers). `rowid` (SQLite's storage order, used by the audit verifier) reads as `ctid`,
+// the physical order of PostgreSQL's never-updated audit rows. Each connection prepares a
+// statement once and keeps it.
+//
+// Failures: a lost connection, a server shutting down or a serialization failure is
+// `unavailable` (503); the connection is re-established before its next use, so service
+// resumes by itself once the server is back.
+#include <fmt/format.h>
+#include <libpq-fe.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+#include "store/engines.h"
+#include "store/group_commit.h"
+
+namespace gp::store {
+
+std::string translate_placeholders(std::string_view sql) {
+  std::string out;
+  out.reserve(sql.size() + 16);
+  int n = 0;
+  char quote = 0;
+  for (size_t i = 0; i < sql.size(); ++i) {
+    const char c = sql[i];
+    if (quote) {
+      out += c;
+      if (c == quote) quote = 0;  // a doubled quote re-enters the literal at once
+      continue;
+    }
+    if (c == '\'' || c == '"') {
+      quote = c;
+      out += c;
+    } else if (c == '?') {
+      out += fmt::format("${}", ++n);
+    } else if ((c == 'r' || c == 'R') && sql.substr(i, 5).size() == 5 &&
+               (sql.compare(i, 5, "rowid") == 0 || sql.compare(i, 5, "ROWID") == 0) &&
+               (i == 0 || !(std::isalnum(uint8_t(sql[i - 1])) || sql[i - 1] == '_')) &&
+               (i + 5 == sql.size() || !(std::isalnum(uint8_t(sql[i + 5])) || sql[i + 5] == '_'))) {
+      out += "ctid";
+      i += 4;
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+namespace {
+
+// PostgreSQL type oids (catalog/pg_type.h) that read back as integers or reals.
+constexpr Oid kBoolOid = 16, kInt8Oid = 20, kInt2Oid = 21, kInt4Oid = 23, kOidOid = 26,
+              kFloat4Oid = 700, kFloat8Oid = 701, kNumericOid = 1700;
+
+bool connection_lost(std::string_view sqlstate) {
+  // 08: connection exception; 57P: operator intervention (shutdown, crash, cannot connect now).
+  return sqlstate.starts_with("08") || sqlstate.starts_with("57P");
+}
+
+Error error_of(PGconn* conn, const PGresult* res, std::string_view sql) {
+  const char* state = res ? PQresultErrorField(res, PG_DIAG_SQLSTATE) : nullptr;
+  const std::string sqlstate = state ? state : "";
+  std::string msg = res ? PQresultErrorMessage(res) : PQerrorMessage(conn);
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == ' ')) msg.pop_back();
+  if (sqlstate == "23505") return Error::conflict(fmt::format("{}: {}", kUniqueViolation, msg));
+  if (sqlstate.starts_with("23"))
+    return Error::invalid(fmt::format("constraint violated: {}", msg));
+  if (sqlstate.empty() || connection_lost(sqlstate) || sqlstate == "40001" || sqlstate == "40P01" ||
+      sqlstate == "53300" || PQstatus(conn) != CONNECTION_OK) {
+    return Error::unavailable(fmt::format("store unavailable: {}", msg));
+  }
+  return Error::internal(fmt::format("postgres: {} in: {}", msg, sql.substr(0, 300)));
+}
+
+Result<Value> value_of(const PGresult* res, int row, int col) {
+  if (PQgetisnull(res, row, col)) return Value(Null{});
+  const char* text = PQgetvalue(res, row, col);
+  const int len = PQgetlength(res, row, col);
+  switch (PQftype(res, col)) {
+    case kBoolOid:
+      return Value(int64_t(text[0] == 't' ? 1 : 0));
+    case kInt2Oid:
+    case kInt4Oid:
+    case kInt8Oid:
+    case kOidOid:
+      return Value(int64_t(std::strtoll(text, nullptr, 10)));
+    case kNumericOid: {
+      // SUM over BIGINT is NUMERIC: integral values come back as integers, exactly.
+      std::string_view v(text, size_t(len));
+      if (v.find_first_of(".eE") == std::string_view::npos) {
+        errno = 0;
+        const long long n = std::strtoll(text, nullptr, 10);
+        if (errno == ERANGE)
+          return fail(Error::internal(fmt::format("postgres: integer {} out of range", v)));
+        return Value(int64_t(n));
+      }
+      return Value(std::strtod(text, nullptr));
+    }
+    case kFloat4Oid:
+    case kFloat8Oid:
+      return Value(std::strtod(text, nullptr));
+    default:
+      return Value(std::string(text, size_t(len)));
+  }
+}
+
+using ResultPtr = std::unique_ptr<PGresult, decltype(&PQclear)>;
+
+class Connection {
+ public:
+  static Result<std::unique_ptr<Connection>> open(const std::string& conninfo) {
+    auto c = std::unique_ptr<Connection>(new Connection(conninfo));
+    GP_TRY_VOID(c->connect());
+    return c;
+  }
+  ~Connection() {
+    if (conn_) PQfinish(conn_);
+  }
+
+  // Starts a transaction, re-establishing a connection that was lost (its prepared statements
+  // are gone with it). A connection the server dropped while idle is only noticed when used,
+  // so a BEGIN that finds it dead reconnects and tries once more: nothing had been done yet.
+  Result<void> begin(std::string_view sql) {
+    if (!conn_ || PQstatus(conn_) != CONNECTION_OK) GP_TRY_VOID(connect());
+    auto r = script(sql);
+    if (!r && PQstatus(conn_) != CONNECTION_OK) {
+      GP_TRY_VOID(connect());
+      r = script(sql);
+    }
+    return r;
+  }
+
+  Result<void> script(std::string_view sql) {
+    ResultPtr res(PQexec(conn_, std::string(sql).c_str()), &PQclear);
+    const auto status = PQresultStatus(res.get());
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
+      return fail(error_of(conn_, res.get(), sql));
+    return ok();
+  }
+
+  Result<std::vector<Row>> run(std::string_view sql, const Params& params, int64_t* changes) {
+    const std::string* name = GP_TRY(prepare(sql, params));
+    std::vector<std::string> texts(params.size());
+    std::vector<const char*> values(params.size(), nullptr);
+    for (size_t i = 0; i < params.size(); ++i) {
+      const Value& v = params[i];
+      if (std::holds_alternative<Null>(v)) continue;
+      if (auto n = std::get_if<int64_t>(&v))
+        texts[i] = std::to_string(*n);
+      else if (auto d = std::get_if<double>(&v))
+        texts[i] = fmt::format("{}", *d);
+      else
+        texts[i] = std::get<std::string>(v);
+      values[i] = texts[i].c_str();
+    }
+    ResultPtr res(PQexecPrepared(conn_, name->c_str(), int(params.size()), values.data(), nullptr,
+                                 nullptr, 0),
+                  &PQclear);
+    const auto status = PQresultStatus(res.get());
+    if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
+      return fail(error_of(conn_, res.get(), sql));
+    std::vector<Row> rows;
+    const int n = PQntuples(res.get()), cols = PQnfields(res.get());
+    rows.reserve(size_t(n));
+    for (int r = 0; r < n; ++r) {
+      std::vector<Value> row;
+      row.reserve(size_t(cols));
+      for (int c = 0; c < cols; ++c) row.push_back(GP_TRY(value_of(res.get(), r, c)));
+      rows.emplace_back(std::move(row));
+    }
+    if (changes) {
+      const char* tuples = PQcmdTuples(res.get());
+      *changes = tuples && *tuples ? std::strtoll(tuples, nullptr, 10) : 0;
+    }
+    return rows;
+  }
+
+ private:
+  explicit Connection(std::string conninfo) : conninfo_(std::move(conninfo)) {}
+
+  Result<void> connect() {
+    if (conn_) PQfinish(conn_);
+    prepared_.clear();
+    conn_ = PQconnectdb(conninfo_.c_str());
+    if (PQstatus(conn_) != CONNECTION_OK) {
+      std::string msg = PQerrorMessage(conn_);
+      while (!msg.empty() && msg.back() == '\n') msg.pop_back();
+      return fail(Error::unavailable(fmt::format("cannot connect to PostgreSQL: {}", msg)));
+    }
+    // Quiet notices; UTC for any server-side time function; statements never hang forever.
+    PQsetNoticeProcessor(
+        conn_, [](void*, const char*) {}, nullptr);
+    return script("SET TIME ZONE 'UTC'; SET lock_timeout = '10s'");
+  }
+
+  // The statement prepared for `sql` on this connection. Parameters are sent as text with
+  // their types left to the server, which infers them from the statement; a statement where it
+  // cannot (`? IS NULL`) is prepared again with the types of the values.
+  Result<const std::string*> prepare(std::string_view sql, const Params& params) {
+    std::string key(sql);
+    if (auto it = prepared_.find(key); it != prepared_.end()) return &it->second;
+    const std::string translated = translate_placeholders(sql);
+    std::string name = fmt::format("s{}", prepared_.size() + 1);
+    ResultPtr res(PQprepare(conn_, name.c_str(), translated.c_str(), int(params.size()), nullptr),
+                  &PQclear);
+    if (PQresultStatus(res.get()) != PGRES_COMMAND_OK) {
+      const char* state = PQresultErrorField(res.get(), PG_DIAG_SQLSTATE);
+      if (!state || std::string_view(state) != "42P18")
+        return fail(error_of(conn_, res.get(), sql));
+      std::vector<Oid> types(params.size(), 0);
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (std::holds_alternative<int64_t>(params[i]))
+          types[i] = kInt8Oid;
+        else if (std::holds_alternative<double>(params[i]))
+          types[i] = kFloat8Oid;
+        else
+          types[i] = 25;  // text
+      }
+      res.reset(
+          PQprepare(conn_, name.c_str(), translated.c_str(), int(params.size()), types.data()));
+      if (PQresultStatus(res.get()) != PGRES_COMMAND_OK)
+        return fail(error_of(conn_, res.get(), sql));
+    }
+    return &prepared_.emplace(std::move(key), std::move(name)).first->second;
+  }
+
+  std::string conninfo_;
+  PGconn* conn_ = nullptr;
+  std::unordered_map<std::string, std::string> prepared_;  // SQL -> statement name
+};
+
+class PgTx final : public Tx {
+ public:
+  explicit PgTx(Connection& c) : c_(c) {}
+  Result<int64_t> exec(std::string_view sql, const Params& params) override {
+    int64_t changes = 0;
+    GP_TRY_VOID(c_.run(sql, params, &changes));
+    return changes;
+  }
+  Result<std::vector<Row>> query(std::string_view sql, const Params& params) override {
+    return c_.run(sql, params, nullptr);
+  }
+
+ private:
+  Connection& c_;
+};
+
+// Key of the advisory lock that serializes migrations between replicas starting together.
+constexpr int64_t kMigrationLock = 0x67706d6967;  // "gpmig"
+
+class PostgresStore final : public Store {
+ public:
+  static Result<std::unique_ptr<Store>> open(const PostgresOptions& o) {
+    auto store = std::unique_ptr<PostgresStore>(new PostgresStore());
+    store->writer_ = GP_TRY(Connection::open(o.conninfo));
+    GP_TRY_VOID(store->migrate());
+    for (int i = 0; i < std::max(1, o.read_connections); ++i) {
+      store->readers_.push_back(GP_TRY(Connection::open(o.conninfo)));
+      store->free_readers_.push_back(store->readers_.back().get());
+    }
+    return std::unique_ptr<Store>(std::move(store));
+  }
+
+  Result<void> write(const std::function<Result<void>(Tx&)>& fn) override {
+    return group_.submit(fn, [this](const std::vector<QueuedWrite*>& b) { return run_batch(b); })
+        .result;
+  }
+
+  Result<void> flush(uint64_t) override { return ok(); }  // every COMMIT is already durable
+
+  Result<void> read(const std::function<Result<void>(Tx&)>& fn) override {
+    Connection* c = acquire_reader();
+    auto r = in_tx(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", fn);
+    release_reader(c);
+    return r;
+  }
+
+  std::string_view engine() const override { return "postgres"; }
+
+  Result<void> backup_to(const std::string&) override {
+    return fail(Error::unavailable(
+        "backups of a PostgreSQL store are taken with pg_dump or pg_basebackup (docs/ha.md)"));
+  }
+
+ private:
+  PostgresStore() = default;
+
+  uint64_t run_batch(const std::vector<QueuedWrite*>& batch) {
+    std::lock_guard lock(write_mu_);
+    Connection& c = *writer_;
+    if (auto begun = c.begin("BEGIN"); !begun) {
+      for (QueuedWrite* q : batch) q->result = fail(begun.error());
+      return 0;
+    }
+    PgTx tx(c);
+    run_under_savepoints([&](std::string_view sql) { return c.script(sql); }, tx, batch);
+    if (auto commit = c.script("COMMIT"); !commit) {
+      (void)c.script("ROLLBACK");
+      for (QueuedWrite* q : batch)
+        if (q->result)
+          q->result =
+              fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
+      return 0;
+    }
+    return ++committed_seq_;
+  }
+
+  Result<void> in_tx(Connection& c, const char* begin, const std::function<Result<void>(Tx&)>& fn) {
+    GP_TRY_VOID(c.begin(begin));
+    PgTx tx(c);
+    auto r = fn(tx);
+    if (!r) {
+      (void)c.script("ROLLBACK");
+      return r;
+    }
+    if (auto commit = c.script("COMMIT"); !commit) {
+      (void)c.script("ROLLBACK");
+      return fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
+    }
+    return ok();
+  }
+
+  // Applies what is missing under an advisory lock, so replicas starting together migrate once.
+  Result<void> migrate() {
+    Connection& c = *writer_;
+    GP_TRY_VOID(c.script(fmt::format("SELECT pg_advisory_lock({})", kMigrationLock)));
+    auto r = [&]() -> Result<void> {
+      GP_TRY_VOID(
+          c.script("CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, "
+                   "name TEXT NOT NULL, applied_at BIGINT NOT NULL)"));
+      for (const auto& m : migrations()) {
+        auto done = GP_TRY(c.run("SELECT 1 FROM schema_migrations WHERE version = ?",
+                                 {int64_t(m.version)}, nullptr));
+        if (!done.empty()) continue;
+        GP_TRY_VOID(c.script("BEGIN"));
+        auto applied = c.script(m.sql);
+        if (applied) {
+          const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
+          auto ins = c.run("INSERT INTO schema_migrations VALUES (?, ?, ?)",
+                           {int64_t(m.version), std::string(m.name), now}, nullptr);
+          if (!ins) applied = fail(ins.error());
+        }
+        if (!applied) {
+          (void)c.script("ROLLBACK");
+          return fail(Error::internal(fmt::format("migration {} ({}) failed: {}", m.version, m.name,
+                                                  applied.error().message)));
+        }
+        GP_TRY_VOID(c.script("COMMIT"));
+      }
+      return ok();
+    }();
+    (void)c.script(fmt::format("SELECT pg_advisory_unlock({})", kMigrationLock));
+    return r;
+  }
+
+  Connection* acquire_reader() {
+    std::unique_lock lock(pool_mu_);
+    pool_cv_.wait(lock, [&] { return !free_readers_.empty(); });
+    Connection* c = free_readers_.back();
+    free_readers_.pop_back();
+    return c;
+  }
+  void release_reader(Connection* c) {
+    {
+      std::lock_guard lock(pool_mu_);
+      free_readers_.push_back(c);
+    }
+    pool_cv_.notify_one();
+  }
+
+  std::mutex write_mu_;  // the writer connection
+  std::unique_ptr<Connection> writer_;
+  GroupCommit group_;
+  uint64_t committed_seq_ = 0;  // under write_mu_
+  std::mutex pool_mu_;
+  std::condition_variable pool_cv_;
+  std::vector<std::unique_ptr<Connection>> readers_;
+  std::vector<Connection*> free_readers_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Store>> open_postgres(const PostgresOptions& options) {
+  return PostgresStore::open(options);
+}
+
+Result<AdminCommand> open_postgres_admin(const std::string& conninfo) {
+  std::shared_ptr<Connection> c = GP_TRY(Connection::open(conninfo));
+  return AdminCommand([c](const std::string& sql) -> Result<void> { return c->script(sql); });
+}
+
+bool is_postgres_url(std::string_view location) {
+  return location.starts_with("postgres://") || location.starts_with("postgresql://");
+}
+
+Result<std::unique_ptr<Store>> open_store(const std::string& location, int read_connections) {
+  if (is_postgres_url(location))
+    return open_postgres({.conninfo = location, .read_connections = read_connections});
+  return open_sqlite({.path = location, .read_connections = read_connections});
+}
+
+}  // namespace gp::store
