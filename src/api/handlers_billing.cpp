@@ -99,6 +99,7 @@ std::vector<Route> billing_routes() {
                .handler = read_tx(get_rate_card),
                .summary = "Every version of one rate card, oldest first.",
                .response_schema = "RateCardVersions"});
+  for (auto& route : invoice_routes()) r.push_back(std::move(route));
   return r;
 }
 

@@ -99,6 +99,7 @@ std::vector<Route> alloc_routes();
 std::vector<Route> k8s_routes();
 std::vector<Route> network_routes();
 std::vector<Route> billing_routes();
+std::vector<Route> invoice_routes();  // billing accounts and invoices (handlers_invoices.cpp)
 std::vector<Route> posture_routes();
 std::vector<Route> usage_routes();
 // Sets the usage gauges (GPU-equivalents held per tenant) from the open usage intervals.

@@ -141,3 +141,606 @@ Result<Invoice> rate_tenant(store::Tx& tx, const std::string& tenant_id, const P
 }
 
 }  // namespace gp::billing
+
+// ---------------------------------------------------------------------------------------------
+// Stored invoices
+
+namespace gp::billing {
+
+namespace {
+
+constexpr int64_t kMaxOnDemandPeriodUs = int64_t(366) * 24 * kUsPerHour;
+constexpr size_t kMaxVoidReason = 500;
+
+constexpr std::string_view kInvoiceColumns =
+    "id, supersedes, invoice, state, revision, created_by, created_at, computed_at, finalized_at, "
+    "voided_at, void_reason, version";
+
+std::string time_text(int64_t us) { return format_rfc3339(from_unix_micros(us)); }
+
+Result<PricingModel> model_named(std::string_view s) {
+  for (auto m : {PricingModel::kFlat, PricingModel::kGraduated, PricingModel::kVolume})
+    if (pricing_model_name(m) == s) return m;
+  return fail(Error::internal(fmt::format("stored invoice: unknown pricing model '{}'", s)));
+}
+
+Result<UsageClass> class_named(std::string_view s) {
+  for (auto c : {UsageClass::kCommitted, UsageClass::kOnDemand, UsageClass::kSpot})
+    if (usage_class_name(c) == s) return c;
+  return fail(Error::internal(fmt::format("stored invoice: unknown usage class '{}'", s)));
+}
+
+Result<InvoiceState> state_named(std::string_view s) {
+  for (auto st : {InvoiceState::kDraft, InvoiceState::kFinalized, InvoiceState::kVoid})
+    if (invoice_state_name(st) == s) return st;
+  return fail(Error::invalid(fmt::format("invoice state '{}': want draft, finalized or void", s)));
+}
+
+Result<int64_t> time_of(const Json& j) {
+  TimePoint tp;
+  if (!j.is_string() || !parse_rfc3339(j.get<std::string>(), &tp))
+    return fail(Error::internal("stored invoice: bad time"));
+  return to_unix_micros(tp);
+}
+
+// The inverse of invoice_to_json for the invoices this module stored (trusted input: a mismatch
+// is an internal error, not a client's).
+Result<Invoice> invoice_from_json(const Json& j) {
+  try {
+    Invoice inv;
+    inv.id = j.at("id").get<std::string>();
+    inv.tenant = j.at("tenant").get<std::string>();
+    inv.period.start_us = GP_TRY(time_of(j.at("period").at("start")));
+    inv.period.end_us = GP_TRY(time_of(j.at("period").at("end")));
+    inv.currency = j.at("currency").get<std::string>();
+    inv.rate_card_id = j.at("rate_card").at("id").get<std::string>();
+    inv.rate_card_version = j.at("rate_card").at("version").get<int64_t>();
+    inv.revision = j.at("revision").get<int>();
+    inv.usage_records = j.at("usage_records").get<size_t>();
+    for (const auto& l : j.at("lines")) {
+      LineItem li;
+      li.project = l.at("project").get<std::string>();
+      li.resource_key = l.at("resource_key").get<std::string>();
+      li.offering = l.value("offering", "");
+      li.price_key = l.at("price_key").get<std::string>();
+      li.model = GP_TRY(model_named(l.at("model").get<std::string>()));
+      li.usage_class = GP_TRY(class_named(l.at("class").get<std::string>()));
+      li.tier = l.at("tier").get<int>();
+      li.quantity_micro_hours = l.at("quantity_micro_unit_hours").get<int64_t>();
+      li.unit_price_micros = l.at("unit_price_micros").get<int64_t>();
+      li.gross_micros = l.at("gross_micros").get<int64_t>();
+      li.discount_bps = l.at("discount_bps").get<int32_t>();
+      li.discount_micros = l.at("discount_micros").get<int64_t>();
+      li.amount_micros = l.at("amount_micros").get<int64_t>();
+      inv.lines.push_back(std::move(li));
+    }
+    for (const auto& c : j.at("sla_credits")) {
+      inv.credits.push_back({c.at("offering").get<std::string>(), c.at("credit_bps").get<int32_t>(),
+                             c.at("charge_micros").get<int64_t>(),
+                             c.at("amount_micros").get<int64_t>(),
+                             c.at("reason").get<std::string>()});
+    }
+    inv.subtotal_micros = j.at("subtotal_micros").get<int64_t>();
+    inv.sla_credit_micros = j.at("sla_credit_micros").get<int64_t>();
+    inv.taxable_micros = j.at("taxable_micros").get<int64_t>();
+    inv.tax_bps = j.at("tax_bps").get<int32_t>();
+    inv.tax_micros = j.at("tax_micros").get<int64_t>();
+    inv.prepaid_available_micros = j.at("prepaid_available_micros").get<int64_t>();
+    inv.prepaid_applied_micros = j.at("prepaid_applied_micros").get<int64_t>();
+    inv.prepaid_carried_micros = j.at("prepaid_carried_micros").get<int64_t>();
+    inv.total_micros = j.at("total_micros").get<int64_t>();
+    inv.supersedes = j.value("supersedes", "");
+    return inv;
+  } catch (const std::exception& e) {
+    return fail(Error::internal(fmt::format("stored invoice is unreadable: {}", e.what())));
+  }
+}
+
+Result<StoredInvoice> stored_from_row(const store::Row& row) {
+  StoredInvoice s;
+  s.id = row.text(0);
+  s.supersedes_id = row.text(1);
+  s.invoice = GP_TRY(invoice_from_json(GP_TRY(parse_json(row.text(2)))));
+  s.invoice.state = GP_TRY(state_named(row.text(3)));
+  s.invoice.revision = int(row.integer(4));
+  s.created_by = row.text(5);
+  s.created_at = row.integer(6);
+  s.computed_at = row.integer(7);
+  s.invoice.finalized_at_us = row.opt_integer(8);
+  s.invoice.voided_at_us = row.opt_integer(9);
+  s.invoice.void_reason = row.text(10);
+  s.version = row.integer(11);
+  return s;
+}
+
+Result<void> insert_invoice(store::Tx& tx, const StoredInvoice& s) {
+  const Invoice& inv = s.invoice;
+  GP_TRY(tx.exec(
+      "INSERT INTO invoices (id, tenant_id, period_start, period_end, revision, state, "
+      "rate_card_id, rate_card_version, supersedes, invoice, total_micros, currency, created_by, "
+      "created_at, computed_at, finalized_at, voided_at, void_reason, version) VALUES (?, ?, ?, ?, "
+      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+      {s.id, inv.tenant, inv.period.start_us, inv.period.end_us, int64_t(inv.revision),
+       std::string(invoice_state_name(inv.state)), inv.rate_card_id, inv.rate_card_version,
+       s.supersedes_id.empty() ? store::Value(store::Null{}) : store::Value(s.supersedes_id),
+       invoice_to_json(inv).dump(), inv.total_micros, inv.currency, s.created_by, s.created_at,
+       s.computed_at, store::opt(inv.finalized_at_us), store::opt(inv.voided_at_us),
+       inv.void_reason.empty() ? store::Value(store::Null{}) : store::Value(inv.void_reason),
+       s.version}));
+  return ok();
+}
+
+// Writes a changed invoice over version `s.version - 1` (optimistic: a concurrent change is a
+// conflict, though writes are serialized by the store anyway).
+Result<void> update_invoice(store::Tx& tx, const StoredInvoice& s) {
+  const Invoice& inv = s.invoice;
+  auto n = GP_TRY(tx.exec(
+      "UPDATE invoices SET state = ?, rate_card_id = ?, rate_card_version = ?, invoice = ?, "
+      "total_micros = ?, currency = ?, computed_at = ?, finalized_at = ?, voided_at = ?, "
+      "void_reason = ?, version = ? WHERE id = ? AND version = ?",
+      {std::string(invoice_state_name(inv.state)), inv.rate_card_id, inv.rate_card_version,
+       invoice_to_json(inv).dump(), inv.total_micros, inv.currency, s.computed_at,
+       store::opt(inv.finalized_at_us), store::opt(inv.voided_at_us),
+       inv.void_reason.empty() ? store::Value(store::Null{}) : store::Value(inv.void_reason),
+       s.version, s.id, s.version - 1}));
+  if (n != 1) return fail(Error::conflict(fmt::format("invoice {} changed meanwhile", s.id)));
+  return ok();
+}
+
+// The latest revision of the tenant's invoice for exactly `period`.
+Result<std::optional<StoredInvoice>> latest_for_period(store::Tx& tx, const std::string& tenant_id,
+                                                       const Period& period) {
+  auto row = GP_TRY(tx.query_one(
+      fmt::format("SELECT {} FROM invoices WHERE tenant_id = ? AND period_start = ? AND "
+                  "period_end = ? ORDER BY revision DESC LIMIT 1",
+                  kInvoiceColumns),
+      {tenant_id, period.start_us, period.end_us}));
+  if (!row) return std::optional<StoredInvoice>();
+  return std::optional<StoredInvoice>(GP_TRY(stored_from_row(*row)));
+}
+
+// conflict when a non-void invoice of the tenant for another period overlaps `period`: the same
+// GPU-second must never be billed twice.
+Result<void> check_no_overlap(store::Tx& tx, const std::string& tenant_id, const Period& period) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT id, period_start, period_end FROM invoices WHERE tenant_id = ? AND state <> 'void' "
+      "AND period_start < ? AND period_end > ? AND NOT (period_start = ? AND period_end = ?) "
+      "LIMIT 1",
+      {tenant_id, period.end_us, period.start_us, period.start_us, period.end_us}));
+  if (row) {
+    return fail(Error::conflict(fmt::format(
+        "invoice {} ({}) overlaps {}: void it first, usage is never billed twice", row->text(0),
+        period_label({row->integer(1), row->integer(2)}), period_label(period))));
+  }
+  return ok();
+}
+
+Result<void> check_period_started(const Period& period, int64_t now) {
+  if (period.start_us >= now) {
+    return fail(Error::invalid(fmt::format("period {} has not started yet (it starts at {})",
+                                           period_label(period), time_text(period.start_us))));
+  }
+  return ok();
+}
+
+// Stores `recomputed` (a draft rated at `now`) as the tenant's invoice for its period, given the
+// latest stored revision for that period.
+Result<DraftResult> store_draft(store::Tx& tx, World world, std::optional<StoredInvoice> latest,
+                                Invoice recomputed, const std::string& who) {
+  const int64_t now = world.now();
+  DraftResult out;
+  if (!latest) {
+    out.outcome = DraftOutcome::kCreated;
+    out.stored.id = world.ids.next("inv");
+    out.stored.invoice = std::move(recomputed);
+    out.stored.created_by = who;
+    out.stored.created_at = now;
+    out.stored.computed_at = now;
+    out.stored.version = 1;
+    GP_TRY_VOID(insert_invoice(tx, out.stored));
+    return out;
+  }
+  switch (latest->invoice.state) {
+    case InvoiceState::kDraft:
+      out.outcome = DraftOutcome::kRefreshed;
+      out.stored = std::move(*latest);
+      GP_TRY_VOID(replace_draft(out.stored.invoice, std::move(recomputed)));
+      out.stored.computed_at = now;
+      out.stored.version += 1;
+      GP_TRY_VOID(update_invoice(tx, out.stored));
+      return out;
+    case InvoiceState::kFinalized:
+      return fail(Error::conflict(fmt::format(
+          "invoice {} ({}) is finalized and cannot change; void it to re-issue the period",
+          latest->id, latest->invoice.id)));
+    case InvoiceState::kVoid:
+      out.outcome = DraftOutcome::kReissued;
+      out.stored.invoice = GP_TRY(reissue_invoice(latest->invoice, std::move(recomputed)));
+      out.stored.id = world.ids.next("inv");
+      out.stored.supersedes_id = latest->id;
+      out.stored.created_by = who;
+      out.stored.created_at = now;
+      out.stored.computed_at = now;
+      out.stored.version = 1;
+      GP_TRY_VOID(insert_invoice(tx, out.stored));
+      return out;
+  }
+  return fail(Error::internal("unknown invoice state"));
+}
+
+Result<StoredInvoice> require_invoice(store::Tx& tx, const std::string& tenant_id,
+                                      const std::string& id) {
+  auto s = GP_TRY(find_invoice(tx, tenant_id, id));
+  if (!s) return fail(Error::not_found("invoice not found"));
+  return std::move(*s);
+}
+
+Json totals_json(const Invoice& inv) {
+  return {{"subtotal_micros", inv.subtotal_micros},
+          {"sla_credit_micros", inv.sla_credit_micros},
+          {"tax_micros", inv.tax_micros},
+          {"prepaid_applied_micros", inv.prepaid_applied_micros},
+          {"total_micros", inv.total_micros},
+          {"lines", inv.lines.size()}};
+}
+
+}  // namespace
+
+Json StoredInvoice::to_json() const {
+  Json j = invoice_to_json(invoice);
+  j["id"] = id;
+  j["label"] = invoice.id;
+  j.erase("supersedes");
+  if (!supersedes_id.empty()) {
+    j["supersedes"] = supersedes_id;
+    j["supersedes_label"] = invoice.supersedes;
+  }
+  j["created_by"] = created_by;
+  j["created_at"] = time_text(created_at);
+  j["computed_at"] = time_text(computed_at);
+  j["version"] = version;
+  return j;
+}
+
+Json StoredInvoice::summary_json() const {
+  Json j = {{"id", id},
+            {"label", invoice.id},
+            {"tenant", invoice.tenant},
+            {"period", period_label(invoice.period)},
+            {"state", invoice_state_name(invoice.state)},
+            {"revision", invoice.revision},
+            {"currency", invoice.currency},
+            {"rate_card", {{"id", invoice.rate_card_id}, {"version", invoice.rate_card_version}}},
+            {"lines", invoice.lines.size()},
+            {"subtotal_micros", invoice.subtotal_micros},
+            {"total_micros", invoice.total_micros},
+            {"total", format_micros(invoice.total_micros)},
+            {"computed_at", time_text(computed_at)}};
+  if (!supersedes_id.empty()) j["supersedes"] = supersedes_id;
+  return j;
+}
+
+Result<Period> parse_month(std::string_view text) {
+  auto bad = [&] {
+    return fail(Error::invalid(
+        fmt::format("period '{}': want a UTC calendar month YYYY-MM", text.substr(0, 40))));
+  };
+  if (text.size() != 7 || text[4] != '-') return bad();
+  int year = 0, month = 0;
+  for (size_t i = 0; i < 7; ++i) {
+    if (i == 4) continue;
+    if (text[i] < '0' || text[i] > '9') return bad();
+    (i < 4 ? year : month) = (i < 4 ? year : month) * 10 + (text[i] - '0');
+  }
+  auto p = month_period(year, month);
+  if (!p) return bad();
+  return p;
+}
+
+Result<Period> parse_period_body(const Json& body) {
+  ObjectReader rd(body, "invoice request");
+  auto month = rd.optional_string("period", 16);
+  auto start = rd.optional_string("start", 64);
+  auto end = rd.optional_string("end", 64);
+  GP_TRY_VOID(rd.finish());
+  if (month) {
+    if (start || end)
+      return fail(Error::invalid("give either 'period' (YYYY-MM) or 'start' and 'end', not both"));
+    return parse_month(*month);
+  }
+  if (!start || !end)
+    return fail(Error::invalid(
+        "an invoice needs 'period' (YYYY-MM) or both 'start' and 'end' (RFC 3339, UTC)"));
+  Period p;
+  TimePoint tp;
+  if (!parse_rfc3339(*start, &tp))
+    return fail(Error::invalid("field 'start': not an RFC 3339 time"));
+  p.start_us = to_unix_micros(tp);
+  if (!parse_rfc3339(*end, &tp)) return fail(Error::invalid("field 'end': not an RFC 3339 time"));
+  p.end_us = to_unix_micros(tp);
+  if (p.end_us <= p.start_us) return fail(Error::invalid("field 'end': must be after 'start'"));
+  if (p.end_us - p.start_us > kMaxOnDemandPeriodUs)
+    return fail(Error::invalid("an on-demand period is at most 366 days"));
+  return p;
+}
+
+std::string_view draft_outcome_name(DraftOutcome o) {
+  switch (o) {
+    case DraftOutcome::kCreated:
+      return "created";
+    case DraftOutcome::kRefreshed:
+      return "refreshed";
+    case DraftOutcome::kReissued:
+      return "reissued";
+  }
+  return "created";
+}
+
+Result<DraftResult> refresh_draft(store::Tx& tx, World world, const std::string& tenant_id,
+                                  const Period& period, const std::string& who,
+                                  std::span<const OfferingCredit> sla_credits) {
+  const int64_t now = world.now();
+  GP_TRY_VOID(check_period_started(period, now));
+  auto latest = GP_TRY(latest_for_period(tx, tenant_id, period));
+  if (latest && latest->invoice.state == InvoiceState::kFinalized) {
+    return fail(Error::conflict(fmt::format(
+        "invoice {} ({}) is finalized and cannot change; void it to re-issue the period",
+        latest->id, latest->invoice.id)));
+  }
+  GP_TRY_VOID(check_no_overlap(tx, tenant_id, period));
+  Invoice recomputed = GP_TRY(rate_tenant(tx, tenant_id, period, now, sla_credits));
+  return store_draft(tx, world, std::move(latest), std::move(recomputed), who);
+}
+
+Result<std::optional<StoredInvoice>> find_invoice(store::Tx& tx, const std::string& tenant_id,
+                                                  const std::string& id) {
+  auto row = GP_TRY(tx.query_one(
+      fmt::format("SELECT {} FROM invoices WHERE id = ? AND tenant_id = ?", kInvoiceColumns),
+      {id, tenant_id}));
+  if (!row) return std::optional<StoredInvoice>();
+  return std::optional<StoredInvoice>(GP_TRY(stored_from_row(*row)));
+}
+
+Result<Page<StoredInvoice>> list_invoices(store::Tx& tx, const InvoiceFilter& filter,
+                                          const PageRequest& page) {
+  std::string sql = fmt::format("SELECT {} FROM invoices WHERE 1 = 1", kInvoiceColumns);
+  store::Params params;
+  if (!filter.tenant_id.empty()) {
+    sql += " AND tenant_id = ?";
+    params.push_back(filter.tenant_id);
+  }
+  if (filter.period) {
+    sql += " AND period_start = ? AND period_end = ?";
+    params.push_back(filter.period->start_us);
+    params.push_back(filter.period->end_us);
+  }
+  if (filter.state) {
+    sql += " AND state = ?";
+    params.push_back(std::string(invoice_state_name(*filter.state)));
+  }
+  if (page.after) {
+    sql += " AND id > ?";
+    params.push_back(*page.after);
+  }
+  sql += " ORDER BY id LIMIT ?";
+  params.push_back(int64_t(page.limit) + 1);
+  std::vector<StoredInvoice> items;
+  for (const auto& row : GP_TRY(tx.query(sql, params)))
+    items.push_back(GP_TRY(stored_from_row(row)));
+  return make_page(std::move(items), page);
+}
+
+Result<StoredInvoice> finalize_stored(store::Tx& tx, const std::string& tenant_id,
+                                      const std::string& id, const std::string& who, int64_t now) {
+  StoredInvoice s = GP_TRY(require_invoice(tx, tenant_id, id));
+  Invoice& inv = s.invoice;
+  if (inv.state == InvoiceState::kDraft) {
+    if (now < inv.period.end_us) {
+      return fail(Error::conflict(
+          fmt::format("invoice {} covers {}, which ends at {}: finalize it after the period ends",
+                      s.id, period_label(inv.period), time_text(inv.period.end_us))));
+    }
+    if (s.computed_at < inv.period.end_us) {
+      return fail(Error::conflict(
+          fmt::format("draft {} was rated at {}, before its period ended: refresh it (POST "
+                      "/v1/tenants/{}/invoices) and review it before finalizing",
+                      s.id, time_text(s.computed_at), tenant_id)));
+    }
+  }
+  // Prepaid credit from the balance as it is now (other invoices may have used some since the
+  // draft was rated); the rest of the invoice is as reviewed.
+  Account account = GP_TRY(load_account(tx, tenant_id));
+  Micros due = GP_TRY(checked_add(inv.taxable_micros, inv.tax_micros));
+  Invoice finalized = inv;
+  finalized.prepaid_available_micros = account.prepaid_credit_micros;
+  finalized.prepaid_applied_micros = std::min(account.prepaid_credit_micros, due);
+  finalized.prepaid_carried_micros =
+      account.prepaid_credit_micros - finalized.prepaid_applied_micros;
+  finalized.total_micros = due - finalized.prepaid_applied_micros;
+  GP_TRY_VOID(finalize_invoice(finalized, now));  // conflict unless a draft
+  inv = std::move(finalized);
+  s.version += 1;
+  GP_TRY_VOID(update_invoice(tx, s));
+  if (inv.prepaid_applied_micros > 0) {
+    account.prepaid_credit_micros -= inv.prepaid_applied_micros;
+    GP_TRY(save_account(tx, std::move(account), who, now));
+  }
+  return s;
+}
+
+Result<StoredInvoice> void_stored(store::Tx& tx, const std::string& tenant_id,
+                                  const std::string& id, std::string_view reason,
+                                  const std::string& who, int64_t now) {
+  if (reason.size() > kMaxVoidReason)
+    return fail(
+        Error::invalid(fmt::format("field 'reason': at most {} characters", kMaxVoidReason)));
+  StoredInvoice s = GP_TRY(require_invoice(tx, tenant_id, id));
+  GP_TRY_VOID(void_invoice(s.invoice, now, reason));
+  s.version += 1;
+  GP_TRY_VOID(update_invoice(tx, s));
+  if (s.invoice.prepaid_applied_micros > 0) {
+    Account account = GP_TRY(load_account(tx, tenant_id));
+    account.prepaid_credit_micros =
+        GP_TRY(checked_add(account.prepaid_credit_micros, s.invoice.prepaid_applied_micros));
+    GP_TRY(save_account(tx, std::move(account), who, now));
+  }
+  return s;
+}
+
+Json Verification::to_json() const {
+  Json diffs = Json::array();
+  for (const auto& d : differences) diffs.push_back(d);
+  return {
+      {"id", stored.id},
+      {"label", stored.invoice.id},
+      {"state", invoice_state_name(stored.invoice.state)},
+      {"rate_card", {{"id", recomputed.rate_card_id}, {"version", recomputed.rate_card_version}}},
+      {"matches", matches()},
+      {"stored", totals_json(stored.invoice)},
+      {"recomputed", totals_json(recomputed)},
+      {"usage_records", recomputed.usage_records},
+      {"differences", diffs}};
+}
+
+Result<Verification> verify_invoice(store::Tx& tx, const std::string& tenant_id,
+                                    const std::string& id, int64_t now) {
+  Verification v;
+  v.stored = GP_TRY(require_invoice(tx, tenant_id, id));
+  const Invoice& inv = v.stored.invoice;
+  if (inv.state == InvoiceState::kDraft) {
+    return fail(Error::conflict(fmt::format(
+        "invoice {} is a draft: refresh it to re-rate it; verify checks finalized invoices",
+        v.stored.id)));
+  }
+  RateCard card;
+  bool found_card = false;
+  for (auto& c : GP_TRY(load_rate_card_versions(tx, inv.rate_card_id))) {
+    if (c.version == inv.rate_card_version) {
+      card = std::move(c);
+      found_card = true;
+    }
+  }
+  if (!found_card) {
+    return fail(Error::conflict(fmt::format("rate card '{}' version {} is no longer stored",
+                                            inv.rate_card_id, inv.rate_card_version)));
+  }
+  const int64_t until = std::max(now, inv.period.end_us);
+  auto usage = GP_TRY(load_usage_records(tx, tenant_id, inv.period, until));
+  std::vector<OfferingCredit> credits;
+  for (const auto& c : inv.credits) credits.push_back({c.offering, c.credit_bps, c.reason});
+  TenantAccount terms{tenant_id, inv.tax_bps, inv.prepaid_available_micros};
+  v.recomputed = GP_TRY(compute_invoice(card, terms, inv.period, usage, credits));
+  auto cmp = [&](std::string_view what, int64_t stored, int64_t again) {
+    if (stored != again)
+      v.differences.push_back(fmt::format("{}: stored {} recomputed {}", what, stored, again));
+  };
+  cmp("subtotal_micros", inv.subtotal_micros, v.recomputed.subtotal_micros);
+  cmp("sla_credit_micros", inv.sla_credit_micros, v.recomputed.sla_credit_micros);
+  cmp("taxable_micros", inv.taxable_micros, v.recomputed.taxable_micros);
+  cmp("tax_micros", inv.tax_micros, v.recomputed.tax_micros);
+  cmp("prepaid_applied_micros", inv.prepaid_applied_micros, v.recomputed.prepaid_applied_micros);
+  cmp("total_micros", inv.total_micros, v.recomputed.total_micros);
+  cmp("usage_records", int64_t(inv.usage_records), int64_t(v.recomputed.usage_records));
+  const Json a = invoice_to_json(inv), b = invoice_to_json(v.recomputed);
+  if (a["lines"] != b["lines"]) v.differences.push_back("lines differ");
+  if (a["sla_credits"] != b["sla_credits"]) v.differences.push_back("SLA credit lines differ");
+  return v;
+}
+
+Json RunReport::to_json() const {
+  Json items = Json::array();
+  size_t created = 0, refreshed = 0, reissued = 0;
+  Micros total = 0;
+  for (const auto& d : drafts) {
+    Json j = d.stored.summary_json();
+    j["outcome"] = draft_outcome_name(d.outcome);
+    items.push_back(std::move(j));
+    created += d.outcome == DraftOutcome::kCreated;
+    refreshed += d.outcome == DraftOutcome::kRefreshed;
+    reissued += d.outcome == DraftOutcome::kReissued;
+    total += d.stored.invoice.total_micros;
+  }
+  for (const auto& f : finalized) {
+    Json j = f.summary_json();
+    j["outcome"] = "unchanged";
+    items.push_back(std::move(j));
+  }
+  return {{"period", period_label(period)},
+          {"start", time_text(period.start_us)},
+          {"end", time_text(period.end_us)},
+          {"drafts", drafts.size()},
+          {"created", created},
+          {"refreshed", refreshed},
+          {"reissued", reissued},
+          {"finalized_unchanged", finalized.size()},
+          {"drafts_total_micros", total},
+          {"items", std::move(items)}};
+}
+
+Result<RunReport> run_period(store::Tx& tx, World world, const Period& period,
+                             const std::string& who, const CreditsByTenant& sla_credits) {
+  const int64_t now = world.now();
+  GP_TRY_VOID(check_period_started(period, now));
+  RunReport report;
+  report.period = period;
+  // Everything read once: usage of every tenant, accounts, the invoices of the period, and any
+  // non-void invoice of another period overlapping it.
+  std::map<std::string, std::vector<UsageRecord>, std::less<>> usage;
+  for (auto& r : GP_TRY(load_usage_records(tx, "", period, now)))
+    usage[r.tenant].push_back(std::move(r));
+  for (const auto& row : GP_TRY(tx.query("SELECT tenant_id FROM billing_accounts")))
+    usage.try_emplace(row.text(0));
+  std::map<std::string, StoredInvoice, std::less<>> latest;
+  for (const auto& row :
+       GP_TRY(tx.query(fmt::format("SELECT {}, tenant_id FROM invoices WHERE period_start = ? AND "
+                                   "period_end = ? ORDER BY tenant_id, revision",
+                                   kInvoiceColumns),
+                       {period.start_us, period.end_us}))) {
+    latest.insert_or_assign(row.text(12), GP_TRY(stored_from_row(row)));
+  }
+  std::map<std::string, std::string, std::less<>> overlapping;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT tenant_id, id FROM invoices WHERE state <> 'void' AND period_start < ? AND "
+           "period_end > ? AND NOT (period_start = ? AND period_end = ?)",
+           {period.end_us, period.start_us, period.start_us, period.end_us}))) {
+    overlapping.emplace(row.text(0), row.text(1));
+  }
+  std::map<std::string, RateCard, std::less<>> cards;
+  for (auto& [tenant, records] : usage) {
+    auto prior = latest.find(tenant);
+    if (prior != latest.end() && prior->second.invoice.state == InvoiceState::kFinalized) {
+      report.finalized.push_back(prior->second);
+      continue;
+    }
+    if (auto o = overlapping.find(tenant); o != overlapping.end()) {
+      return fail(Error::conflict(
+          fmt::format("tenant '{}': invoice {} overlaps {}: void it first, usage is never billed "
+                      "twice",
+                      tenant, o->second, period_label(period))));
+    }
+    const Account account = GP_TRY(load_account(tx, tenant));
+    auto card = cards.find(account.rate_card_id);
+    if (card == cards.end()) {
+      auto c = rate_card_for_period(tx, account.rate_card_id, period);
+      if (!c) {
+        return fail(
+            Error{c.error().code, fmt::format("tenant '{}': {}", tenant, c.error().message)});
+      }
+      card = cards.emplace(account.rate_card_id, std::move(*c)).first;
+    }
+    std::span<const OfferingCredit> credits;
+    if (auto c = sla_credits.find(tenant); c != sla_credits.end()) credits = c->second;
+    auto inv = compute_invoice(card->second, account.terms(), period, records, credits);
+    if (!inv) {
+      return fail(
+          Error{inv.error().code, fmt::format("tenant '{}': {}", tenant, inv.error().message)});
+    }
+    std::optional<StoredInvoice> before;
+    if (prior != latest.end()) before = prior->second;
+    report.drafts.push_back(
+        GP_TRY(store_draft(tx, world, std::move(before), std::move(*inv), who)));
+  }
+  return report;
+}
+
+}  // namespace gp::billing

@@ -4,12 +4,14 @@
 // caller's store transaction, like the other repositories.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "billing/billing.h"
+#include "common/page.h"
 #include "store/store.h"
 
 namespace gp::billing {
@@ -53,5 +55,98 @@ Result<std::vector<UsageRecord>> load_usage_records(store::Tx& tx, const std::st
 // at `now` (a draft; state and id are the caller's).
 Result<Invoice> rate_tenant(store::Tx& tx, const std::string& tenant_id, const Period& period,
                             int64_t now, std::span<const OfferingCredit> sla_credits = {});
+
+// ---------------------------------------------------------------------------------------------
+// Invoices stored by the server (migration 12). A tenant has at most one non-void invoice per
+// period, and no two non-void invoices of a tenant overlap in time. Drafts are re-rated in place;
+// a finalized invoice never changes again except to become void; a void one is re-issued as the
+// next revision, which supersedes it. Finalizing applies the account's prepaid credit (the
+// balance goes down in the same transaction); voiding gives it back.
+
+// SLA credits per tenant id, for a run over every tenant.
+using CreditsByTenant = std::map<std::string, std::vector<OfferingCredit>, std::less<>>;
+
+struct StoredInvoice {
+  std::string id;             // "inv_...": URL-safe, from the id source
+  std::string supersedes_id;  // stored id of the void invoice this one re-issues
+  Invoice invoice;            // invoice.id is the human label "<tenant>/<period>[#rev]"
+  std::string created_by;
+  int64_t created_at = 0;
+  int64_t computed_at = 0;  // when the lines were last rated from metered usage
+  int64_t version = 0;      // bumped by every change (refresh, finalize, void)
+
+  // invoice_to_json with the stored id as "id", the label as "label", and the row's times.
+  Json to_json() const;
+  // A one-line summary (lists).
+  Json summary_json() const;
+};
+
+// "2026-11": the UTC calendar month.
+Result<Period> parse_month(std::string_view text);
+// Strict body: {"period": "YYYY-MM"} or {"start": RFC 3339, "end": RFC 3339} (an on-demand
+// period of at most 366 days).
+Result<Period> parse_period_body(const Json& body);
+
+enum class DraftOutcome { kCreated, kRefreshed, kReissued };
+std::string_view draft_outcome_name(DraftOutcome o);
+
+struct DraftResult {
+  StoredInvoice stored;
+  DraftOutcome outcome = DraftOutcome::kCreated;
+};
+
+// Creates or refreshes the tenant's draft for `period` from its metered usage as it stands at
+// `world.now()`: a new draft (revision 1), the draft re-rated in place, or, after a void, the
+// next revision superseding it. conflict when the period's invoice is finalized, when another
+// non-void invoice of the tenant overlaps the period, or when the period has not started.
+Result<DraftResult> refresh_draft(store::Tx& tx, World world, const std::string& tenant_id,
+                                  const Period& period, const std::string& who,
+                                  std::span<const OfferingCredit> sla_credits = {});
+
+// The tenant's invoice `id` (a stored id), or nothing (another tenant's invoice is nothing).
+Result<std::optional<StoredInvoice>> find_invoice(store::Tx& tx, const std::string& tenant_id,
+                                                  const std::string& id);
+
+struct InvoiceFilter {
+  std::string tenant_id;  // empty: every tenant
+  std::optional<Period> period;
+  std::optional<InvoiceState> state;
+};
+// Invoices by id (creation order), a page at a time.
+Result<Page<StoredInvoice>> list_invoices(store::Tx& tx, const InvoiceFilter& filter,
+                                          const PageRequest& page);
+
+// draft -> finalized, at `now`. The period must have ended and the draft must have been rated
+// after its end (refresh it otherwise). The prepaid credit is re-applied from the account's
+// balance now, and the balance goes down by the amount applied.
+Result<StoredInvoice> finalize_stored(store::Tx& tx, const std::string& tenant_id,
+                                      const std::string& id, const std::string& who, int64_t now);
+// finalized -> void with a reason; the prepaid credit it applied goes back to the account.
+Result<StoredInvoice> void_stored(store::Tx& tx, const std::string& tenant_id,
+                                  const std::string& id, std::string_view reason,
+                                  const std::string& who, int64_t now);
+
+// A finalized (or void) invoice recomputed from raw usage with the rate card version it names,
+// its tax rate, its prepaid credit available and its SLA credit rates.
+struct Verification {
+  StoredInvoice stored;
+  Invoice recomputed;
+  std::vector<std::string> differences;  // "total_micros: stored 1 recomputed 2", ...
+  bool matches() const { return differences.empty(); }
+  Json to_json() const;
+};
+Result<Verification> verify_invoice(store::Tx& tx, const std::string& tenant_id,
+                                    const std::string& id, int64_t now);
+
+// A run for every tenant with metered usage in `period` or a stored billing account: one draft
+// each (created, refreshed or re-issued); finalized invoices are left as they are.
+struct RunReport {
+  Period period;
+  std::vector<DraftResult> drafts;
+  std::vector<StoredInvoice> finalized;  // already final: unchanged
+  Json to_json() const;
+};
+Result<RunReport> run_period(store::Tx& tx, World world, const Period& period,
+                             const std::string& who, const CreditsByTenant& sla_credits = {});
 
 }  // namespace gp::billing

@@ -1,5 +1,6 @@
-// Billing commands: rate cards through the API, and an offline invoice preview that rates a
-// JSON file of usage records with a rate card file through gp_billing (no server needed).
+// Billing commands: rate cards, billing accounts and invoices through the API, and an offline
+// invoice preview that rates a JSON file of usage records with a rate card file through
+// gp_billing (no server needed).
 #include <fmt/format.h>
 
 #include <fstream>
@@ -169,9 +170,266 @@ int preview(const PreviewOptions& o) {
   return 0;
 }
 
-void add_invoice(CLI::App& app, int* rc) {
+// Writes `text` to `path` (or stdout when empty); false after printing the error.
+bool emit(const std::string& text, const std::string& path) {
+  if (path.empty() || path == "-") {
+    std::cout << text;
+    if (!text.empty() && text.back() != '\n') std::cout << "\n";
+    return true;
+  }
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  if (!out) {
+    std::cerr << "error: cannot write " << path << "\n";
+    return false;
+  }
+  std::cerr << "wrote " << path << "\n";
+  return true;
+}
+
+std::string money(const Json& micros) {
+  return micros.is_number_integer() ? billing::format_micros(micros.get<int64_t>()) : cell(micros);
+}
+
+// An invoice as key/value lines, its line items as a table, then the totals.
+void print_invoice(const Json& j) {
+  std::cout << fmt::format("invoice   {} ({})\n", j.value("id", ""), j.value("label", ""));
+  std::cout << fmt::format("state     {} (revision {})\n", j.value("state", ""),
+                           cell(j.value("revision", Json(nullptr))));
+  std::cout << fmt::format("period    {} .. {}\n", j["period"].value("start", ""),
+                           j["period"].value("end", ""));
+  std::cout << fmt::format("rate card {} v{}   currency {}\n", j["rate_card"].value("id", ""),
+                           cell(j["rate_card"].value("version", Json(nullptr))),
+                           j.value("currency", ""));
+  if (j.contains("supersedes"))
+    std::cout << fmt::format("supersedes {} ({})\n", j.value("supersedes", ""),
+                             j.value("supersedes_label", ""));
+  if (j.contains("void_reason"))
+    std::cout << fmt::format("void      {}\n", j.value("void_reason", ""));
+  std::vector<Json> rows;
+  for (const auto& l : j["lines"]) {
+    Json row = l;
+    row["unit_price"] = money(l["unit_price_micros"]);
+    row["discount"] = money(l["discount_micros"]);
+    row["amount"] = money(l["amount_micros"]);
+    rows.push_back(std::move(row));
+  }
+  std::cout << "\n";
+  if (rows.empty()) {
+    std::cout << "(no usage in this period)\n";
+  } else {
+    print_table(rows, {"project", "resource_key", "offering", "class", "tier",
+                       "quantity_unit_hours", "unit_price", "discount", "amount"});
+  }
+  std::cout << "\n";
+  for (const auto& [label, key] : std::vector<std::pair<std::string, std::string>>{
+           {"subtotal", "subtotal_micros"},
+           {"SLA credits", "sla_credit_micros"},
+           {"tax", "tax_micros"},
+           {"prepaid applied", "prepaid_applied_micros"},
+           {"total", "total_micros"}})
+    std::cout << fmt::format("{:<16} {:>20}\n", label, money(j.value(key, Json(nullptr))));
+}
+
+std::string tenant_invoices(const std::string& tenant) {
+  return "/v1/tenants/" + url_encode(tenant) + "/invoices";
+}
+
+Json period_body(const std::string& period, const std::string& start, const std::string& end) {
+  Json b = Json::object();
+  if (!period.empty()) b["period"] = period;
+  if (!start.empty()) b["start"] = start;
+  if (!end.empty()) b["end"] = end;
+  return b;
+}
+
+const std::vector<std::string> kSummaryCols = {"id",    "label", "state",   "revision",
+                                               "lines", "total", "currency"};
+
+struct InvoiceArgs {
+  std::string tenant, id, period, start, end, state, format = "table", out, reason, after;
+};
+
+void add_invoice_api(CLI::App* inv, ClientConfig& c, int* rc) {
+  auto a = std::make_shared<InvoiceArgs>();
+  auto* create = inv->add_subcommand(
+      "create", "Rate a tenant's metered usage into its draft for a month or a period");
+  create->add_option("tenant", a->tenant, "Tenant name or id")->required();
+  create->add_option("--period", a->period, "Calendar month YYYY-MM (UTC)");
+  create->add_option("--start", a->start, "On-demand period start (RFC 3339)");
+  create->add_option("--end", a->end, "On-demand period end (RFC 3339)");
+  create->callback([&c, a, rc] {
+    auto r = call(c, "POST", tenant_invoices(a->tenant), period_body(a->period, a->start, a->end));
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    if (c.output == "json")
+      std::cout << r->dump(2) << "\n";
+    else
+      print_invoice(*r);
+  });
+
+  auto* list = inv->add_subcommand(
+      "list", "A tenant's invoices, or every tenant's (operators) without TENANT");
+  list->add_option("tenant", a->tenant, "Tenant name or id");
+  list->add_option("--period", a->period, "Calendar month YYYY-MM");
+  list->add_option("--state", a->state, "draft, finalized or void")
+      ->check(CLI::IsMember({"draft", "finalized", "void"}));
+  list->add_option("--after", a->after, "Cursor from the previous page");
+  list->callback([&c, a, rc] {
+    std::string target = a->tenant.empty() ? "/v1/invoices" : tenant_invoices(a->tenant);
+    std::vector<std::string> q;
+    if (!a->period.empty()) q.push_back("period=" + url_encode(a->period));
+    if (!a->state.empty()) q.push_back("state=" + url_encode(a->state));
+    if (!a->after.empty()) q.push_back("after=" + url_encode(a->after));
+    for (size_t i = 0; i < q.size(); ++i) target += (i == 0 ? "?" : "&") + q[i];
+    auto r = call(c, "GET", target);
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    std::vector<std::string> cols = kSummaryCols;
+    if (a->tenant.empty()) cols.insert(cols.begin() + 2, "tenant");
+    print(c, *r, cols);
+  });
+
+  auto* get = inv->add_subcommand("get", "One invoice: a table, JSON, CSV or printable HTML");
+  get->add_option("tenant", a->tenant, "Tenant name or id")->required();
+  get->add_option("id", a->id, "Invoice id (inv_...)")->required();
+  get->add_option("--format", a->format, "table, json, csv or html")
+      ->check(CLI::IsMember({"table", "json", "csv", "html"}));
+  get->add_option("--out,-o", a->out, "Write to this file instead of stdout");
+  get->callback([&c, a, rc] {
+    std::string target = tenant_invoices(a->tenant) + "/" + url_encode(a->id);
+    const bool table = a->format == "table" && c.output != "json";
+    if (!table) target += "?format=" + (a->format == "table" ? std::string("json") : a->format);
+    auto r = call(c, "GET", target);
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    if (table && a->out.empty()) {
+      print_invoice(*r);
+      return;
+    }
+    std::string text = r->is_string() ? r->get<std::string>() : r->dump(2) + "\n";
+    if (!emit(text, a->out)) *rc = 1;
+  });
+
+  auto* fin = inv->add_subcommand(
+      "finalize", "Finalize a draft (immutable; applies the tenant's prepaid credit)");
+  fin->add_option("tenant", a->tenant, "Tenant name or id")->required();
+  fin->add_option("id", a->id, "Invoice id")->required();
+  fin->callback([&c, a, rc] {
+    auto r = call(c, "POST", tenant_invoices(a->tenant) + "/" + url_encode(a->id) + "/finalize");
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    if (c.output == "json")
+      std::cout << r->dump(2) << "\n";
+    else
+      print_invoice(*r);
+  });
+
+  auto* vd = inv->add_subcommand("void", "Void a finalized invoice (the period can be re-issued)");
+  vd->add_option("tenant", a->tenant, "Tenant name or id")->required();
+  vd->add_option("id", a->id, "Invoice id")->required();
+  vd->add_option("--reason", a->reason, "Why (kept on the invoice and in the audit trail)")
+      ->required();
+  vd->callback([&c, a, rc] {
+    auto r = call(c, "POST", tenant_invoices(a->tenant) + "/" + url_encode(a->id) + "/void",
+                  {{"reason", a->reason}});
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    if (c.output == "json")
+      std::cout << r->dump(2) << "\n";
+    else
+      print_invoice(*r);
+  });
+
+  auto* ver = inv->add_subcommand(
+      "verify", "Recompute a finalized invoice from raw usage; exit 1 unless it matches");
+  ver->add_option("tenant", a->tenant, "Tenant name or id")->required();
+  ver->add_option("id", a->id, "Invoice id")->required();
+  ver->callback([&c, a, rc] {
+    auto r = call(c, "GET", tenant_invoices(a->tenant) + "/" + url_encode(a->id) + "/verify");
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    if (c.output == "json") {
+      std::cout << r->dump(2) << "\n";
+    } else {
+      std::cout << fmt::format(
+          "{} ({}): {}\n", r->value("id", ""), r->value("label", ""),
+          r->value("matches", false) ? "matches raw usage" : "DIFFERS from raw usage");
+      std::vector<Json> rows;
+      for (const char* k : {"subtotal_micros", "sla_credit_micros", "tax_micros",
+                            "prepaid_applied_micros", "total_micros"}) {
+        rows.push_back({{"total", k},
+                        {"stored", money((*r)["stored"].value(k, Json(nullptr)))},
+                        {"recomputed", money((*r)["recomputed"].value(k, Json(nullptr)))}});
+      }
+      print_table(rows, {"total", "stored", "recomputed"});
+      for (const auto& d : (*r)["differences"]) std::cout << "difference: " << cell(d) << "\n";
+    }
+    if (!r->value("matches", false)) *rc = 1;
+  });
+
+  auto* run = inv->add_subcommand("run", "Draft the invoices of a month for every tenant");
+  run->add_option("--period", a->period, "Calendar month YYYY-MM (UTC)")->required();
+  run->callback([&c, a, rc] {
+    auto r = call(c, "POST", "/v1/invoices/run", period_body(a->period, "", ""));
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    if (c.output == "json") {
+      std::cout << r->dump(2) << "\n";
+      return;
+    }
+    std::cout << fmt::format(
+        "{}: {} drafts ({} created, {} refreshed, {} re-issued), {} finalized unchanged\n",
+        r->value("period", ""), cell((*r)["drafts"]), cell((*r)["created"]),
+        cell((*r)["refreshed"]), cell((*r)["reissued"]), cell((*r)["finalized_unchanged"]));
+    std::vector<Json> rows((*r)["items"].begin(), (*r)["items"].end());
+    print_table(rows, {"tenant", "id", "label", "outcome", "state", "total", "currency"});
+  });
+}
+
+void add_billing_account(CLI::App& app, ClientConfig& c, int* rc) {
+  auto* acc = app.add_subcommand("billing-account", "A tenant's rate card, tax rate and prepaid");
+  acc->require_subcommand(1);
+  auto tenant = std::make_shared<std::string>();
+  auto* get = acc->add_subcommand("get", "Show a tenant's billing account");
+  get->add_option("tenant", *tenant, "Tenant name or id")->required();
+  get->callback([&c, tenant, rc] {
+    auto r = call(c, "GET", "/v1/tenants/" + url_encode(*tenant) + "/billing-account");
+    if (r) print(c, *r, {});
+    if (!r) *rc = 1;
+  });
+  auto body = std::make_shared<Json>(Json::object());
+  auto* set = acc->add_subcommand("set", "Set a tenant's billing account (operators)");
+  set->add_option("tenant", *tenant, "Tenant name or id")->required();
+  field<std::string>(set, body, "--rate-card", "rate_card", "Rate card id");
+  field<int64_t>(set, body, "--tax-bps", "tax_bps", "Tax rate in basis points (0-10000)");
+  field<int64_t>(set, body, "--prepaid-micros", "prepaid_credit_micros",
+                 "Prepaid credit balance in micro-units (replaces the balance)");
+  set->callback([&c, tenant, body, rc] {
+    auto r = call(c, "PUT", "/v1/tenants/" + url_encode(*tenant) + "/billing-account", *body);
+    if (r) print(c, *r, {});
+    if (!r) *rc = 1;
+  });
+}
+
+void add_invoice(CLI::App& app, ClientConfig& c, int* rc) {
   auto* inv = app.add_subcommand("invoice", "Invoices");
   inv->require_subcommand(1);
+  add_invoice_api(inv, c, rc);
   auto o = std::make_shared<PreviewOptions>();
   auto* pv = inv->add_subcommand(
       "preview", "Rate a JSON file of usage records with a rate card file, offline (no server)");
@@ -192,7 +450,8 @@ void add_invoice(CLI::App& app, int* rc) {
 
 void add_billing_commands(CLI::App& app, ClientConfig& c, int* rc) {
   add_ratecard(app, c, rc);
-  add_invoice(app, rc);
+  add_billing_account(app, c, rc);
+  add_invoice(app, c, rc);
 }
 
 }  // namespace gp::cli

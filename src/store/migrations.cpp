@@ -405,6 +405,35 @@ CREATE TABLE billing_accounts (
   version BIGINT NOT NULL
 )
 )SQL"},
+      // Invoices built from metered usage: drafts are replaced in place, finalized rows never
+      // change again except to become void. A tenant has at most one non-void invoice per period.
+      {12, "invoices", R"SQL(
+CREATE TABLE invoices (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  period_start BIGINT NOT NULL,
+  period_end BIGINT NOT NULL,
+  revision BIGINT NOT NULL,
+  state TEXT NOT NULL,
+  rate_card_id TEXT NOT NULL,
+  rate_card_version BIGINT NOT NULL,
+  supersedes TEXT REFERENCES invoices(id),
+  invoice TEXT NOT NULL,
+  total_micros BIGINT NOT NULL,
+  currency TEXT NOT NULL,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  computed_at BIGINT NOT NULL,
+  finalized_at BIGINT,
+  voided_at BIGINT,
+  void_reason TEXT,
+  version BIGINT NOT NULL,
+  UNIQUE (tenant_id, period_start, period_end, revision)
+);
+CREATE UNIQUE INDEX invoices_one_open_per_period ON invoices (tenant_id, period_start, period_end)
+  WHERE state <> 'void';
+CREATE INDEX invoices_period ON invoices (period_start, period_end, tenant_id)
+)SQL"},
   };
   return kMigrations;
 }

@@ -149,5 +149,124 @@ TEST_F(Ledger, IntervalsAreClippedToThePeriodAndOpenOnesRunToNow) {
               }).empty());
 }
 
+// ---- stored invoices ----
+
+class StoredInvoices : public Ledger {
+ protected:
+  ManualClock clock{from_unix_micros(0)};
+  SeededIdSource ids{7};
+  World world() { return World{clock, ids}; }
+  void at(int64_t us) { clock.set(from_unix_micros(us)); }
+
+  StoredInvoice draft(const std::string& tenant, const Period& p,
+                      std::vector<OfferingCredit> credits = {}) {
+    return read([&](store::Tx& tx) -> Result<StoredInvoice> {
+      return GP_TRY(refresh_draft(tx, world(), tenant, p, "usr_ops", credits)).stored;
+    });
+  }
+  StoredInvoice finalize(const std::string& tenant, const std::string& id) {
+    return read([&](store::Tx& tx) {
+      return finalize_stored(tx, tenant, id, "usr_ops", to_unix_micros(clock.now()));
+    });
+  }
+  Micros balance(const std::string& tenant) {
+    return read([&](store::Tx& tx) { return load_account(tx, tenant); }).prepaid_credit_micros;
+  }
+};
+
+TEST_F(StoredInvoices, PrepaidCreditIsSpentOnceAcrossInvoicesAndVerifyAgrees) {
+  publish("default", 1, "2026-01-01T00:00:00Z", 1'000'000);
+  const Period october = *month_period(2026, 10);
+  // 7 GPU-hours in October and 7 in November at 1.00: 7.00 due each, 10.00 prepaid.
+  interval("o1", "ten_a", std::nullopt, october.start_us, october.start_us + 7 * kHour, 1);
+  interval("n1", "ten_a", std::nullopt, november.start_us, november.start_us + 7 * kHour, 1);
+  read([&](store::Tx& tx) {
+    Account a = *load_account(tx, "ten_a");
+    a.prepaid_credit_micros = 10'000'000;
+    return save_account(tx, a, "usr_ops", 0);
+  });
+  at(november.end_us + kHour);
+  auto oct = draft("ten_a", october);
+  auto nov = draft("ten_a", november);
+  EXPECT_EQ(oct.invoice.prepaid_applied_micros, 7'000'000);
+  EXPECT_EQ(nov.invoice.prepaid_applied_micros, 7'000'000);  // as the balance stands today
+
+  auto oct_final = finalize("ten_a", oct.id);
+  EXPECT_EQ(oct_final.invoice.total_micros, 0);
+  EXPECT_EQ(balance("ten_a"), 3'000'000);
+  // Finalizing November applies what is left, not what the draft showed.
+  auto nov_final = finalize("ten_a", nov.id);
+  EXPECT_EQ(nov_final.invoice.prepaid_available_micros, 3'000'000);
+  EXPECT_EQ(nov_final.invoice.prepaid_applied_micros, 3'000'000);
+  EXPECT_EQ(nov_final.invoice.total_micros, 4'000'000);
+  EXPECT_EQ(balance("ten_a"), 0);
+
+  auto v = read([&](store::Tx& tx) {
+    return verify_invoice(tx, "ten_a", nov.id, to_unix_micros(clock.now()));
+  });
+  EXPECT_TRUE(v.matches()) << v.to_json().dump();
+  // Raw usage changed under a finalized invoice: verify says what differs.
+  read([&](store::Tx& tx) -> Result<bool> {
+    GP_TRY(tx.exec("UPDATE usage_intervals SET end_us = end_us + ? WHERE id = 'n1'", {kHour}));
+    return true;
+  });
+  auto tampered = read([&](store::Tx& tx) {
+    return verify_invoice(tx, "ten_a", nov.id, to_unix_micros(clock.now()));
+  });
+  EXPECT_FALSE(tampered.matches());
+  EXPECT_EQ(tampered.recomputed.subtotal_micros, 8'000'000);
+  ASSERT_FALSE(tampered.differences.empty());
+  EXPECT_EQ(tampered.differences.front(), "subtotal_micros: stored 7000000 recomputed 8000000");
+  // Another tenant's id is not found.
+  auto e = gp::testing::must_fail(*store, [&](store::Tx& tx) {
+    return verify_invoice(tx, "ten_b", nov.id, to_unix_micros(clock.now()));
+  });
+  EXPECT_EQ(e.code, ErrorCode::kNotFound);
+}
+
+TEST_F(StoredInvoices, OneNonVoidInvoicePerPeriodHeldByTheSchema) {
+  publish("default", 1, "2026-01-01T00:00:00Z", 1'000'000);
+  interval("n1", "ten_a", std::nullopt, november.start_us, november.start_us + kHour, 1);
+  at(november.end_us);
+  auto first = draft("ten_a", november);
+  finalize("ten_a", first.id);
+  read([&](store::Tx& tx) {
+    return void_stored(tx, "ten_a", first.id, "wrong card", "usr_ops", november.end_us);
+  });
+  auto second = draft("ten_a", november);
+  EXPECT_EQ(second.invoice.revision, 2);
+  EXPECT_EQ(second.supersedes_id, first.id);
+  // Reviving the void revision beside the live one breaks the partial unique index.
+  auto e = gp::testing::must_fail(*store, [&](store::Tx& tx) -> Result<bool> {
+    GP_TRY(tx.exec("UPDATE invoices SET state = 'finalized' WHERE id = ?", {first.id}));
+    return true;
+  });
+  EXPECT_EQ(e.code, ErrorCode::kConflict) << e.message;
+}
+
+TEST_F(StoredInvoices, RunPassesSlaCreditsPerTenantAndVerifyReappliesTheirRates) {
+  publish("default", 1, "2026-01-01T00:00:00Z", 1'000'000);
+  interval("a1", "ten_a", std::string("off_1"), november.start_us, november.start_us + 10 * kHour,
+           1);
+  interval("b1", "ten_b", std::nullopt, november.start_us, november.start_us + 5 * kHour, 1);
+  at(november.end_us + 1);
+  CreditsByTenant credits;
+  credits["ten_a"] = {{"h200-premium", 1000, "availability 99.5% < 99.9%"}};
+  auto report =
+      read([&](store::Tx& tx) { return run_period(tx, world(), november, "usr_ops", credits); });
+  ASSERT_EQ(report.drafts.size(), 2u);
+  const StoredInvoice& a = report.drafts[0].stored;
+  EXPECT_EQ(a.invoice.tenant, "ten_a");
+  EXPECT_EQ(a.invoice.subtotal_micros, 20'000'000);  // the offering at 2.00 x 10 h
+  EXPECT_EQ(a.invoice.sla_credit_micros, 2'000'000);
+  EXPECT_EQ(report.drafts[1].stored.invoice.sla_credit_micros, 0);
+  finalize("ten_a", a.id);
+  auto v = read([&](store::Tx& tx) {
+    return verify_invoice(tx, "ten_a", a.id, to_unix_micros(clock.now()));
+  });
+  EXPECT_TRUE(v.matches()) << v.to_json().dump();
+  EXPECT_EQ(v.recomputed.sla_credit_micros, 2'000'000);
+}
+
 }  // namespace
 }  // namespace gp::billing

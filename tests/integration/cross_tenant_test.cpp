@@ -21,7 +21,7 @@ namespace {
 struct TenantWorld {
   TenantInfo tenant;
   std::string project_id, user_id, sa_id, key_id, key_token, binding_id, allocation_id,
-      reservation_id;
+      reservation_id, invoice_id;
   std::string secret;  // a name only this tenant uses
 
   std::map<std::string, std::string> path_ids() const {
@@ -33,6 +33,7 @@ struct TenantWorld {
             {"role_binding", binding_id},
             {"allocation", allocation_id},
             {"reservation", reservation_id},
+            {"invoice", invoice_id},
             {"secret", secret}};
   }
 };
@@ -74,6 +75,27 @@ TenantWorld populate(TestServer& s, const std::string& name) {
                                              token),
                                    201, "reservation")
                          .body.at("id");
+  // A finalized invoice for the hour before last (operators draft and finalize invoices).
+  if (s.request("GET", "/v1/rate-cards/default", nullptr, s.admin_token()).status == 404) {
+    expect_status(
+        s.request("POST", "/v1/rate-cards",
+                  {{"id", "default"},
+                   {"currency", "USD"},
+                   {"effective_from", "2020-01-01T00:00:00Z"},
+                   {"prices", {{{"resource_key", "gpu/H200"}, {"unit_price_micros", 1'000'000}}}}},
+                  s.admin_token()),
+        201, "rate card");
+  }
+  const TimePoint now = s.clock().now();
+  w.invoice_id = expect_status(s.request("POST", "/v1/tenants/" + t + "/invoices",
+                                         {{"start", format_rfc3339(now - std::chrono::hours(2))},
+                                          {"end", format_rfc3339(now - std::chrono::hours(1))}},
+                                         s.admin_token()),
+                               201, "invoice")
+                     .body.at("id");
+  expect_status(s.request("POST", "/v1/tenants/" + t + "/invoices/" + w.invoice_id + "/finalize",
+                          nullptr, s.admin_token()),
+                200, "finalize invoice");
   w.secret = name + "-registry";
   expect_status(s.request("POST", "/v1/tenants/" + t + "/secrets",
                           {{"name", w.secret}, {"value", name + "-s3cret"}}, token),
@@ -126,6 +148,9 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
   if (schema == "NetworkPolicySet")
     return {{"egress", {{{"destination", "203.0.113.0/24"}, {"protocol", "tcp"}}}}};
   if (schema == "SecretCreate") return {{"name", "intruder"}, {"value", "x"}};
+  if (schema == "BillingAccountUpdate") return {{"tax_bps", 9999}};
+  if (schema == "InvoiceRequest") return {{"period", "2026-01"}};
+  if (schema == "InvoiceVoid") return {{"reason", "intruder"}};
   if (schema == "WorkloadPolicySet")
     return {{"allowed_registries", Json::array({"evil.example.com"})}};
   throw std::runtime_error("no minimal body for request schema " + schema);
@@ -149,6 +174,12 @@ Json snapshot(TestServer& s, const std::string& tenant) {
           s.request("GET", "/v1/tenants/" + tenant + "/workload-policy", nullptr, s.admin_token()),
           200, "snapshot workload policy")
           .body;
+  out["billing-account"] =
+      expect_status(
+          s.request("GET", "/v1/tenants/" + tenant + "/billing-account", nullptr, s.admin_token()),
+          200, "snapshot billing account")
+          .body;
+  out["invoices"] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/invoices");
   return out;
 }
 
@@ -271,8 +302,12 @@ TEST(CrossTenant, ForeignObjectIdsUnderOwnTenantPathAreNotFound) {
   for (const auto* r : tenant_routes(s.api())) {
     if (r->pattern.find('{', std::string("/v1/tenants/{tenant}").size()) == std::string::npos)
       continue;  // collection routes name no object of B
-    auto resp = s.request(r->method, fill(r->pattern, ids), minimal_body(r->request_schema, a),
-                          a.tenant.admin_token);
+    // Routes only operators may call (billing.write) are probed with the platform admin: the
+    // object of B under A's path is still not found.
+    const std::string& token =
+        r->permission == iam::Permission::kBillingWrite ? s.admin_token() : a.tenant.admin_token;
+    auto resp =
+        s.request(r->method, fill(r->pattern, ids), minimal_body(r->request_schema, a), token);
     EXPECT_TRUE(IsProblem(resp, 404, "not_found")) << r->method << " " << r->pattern;
     ++checked;
   }
