@@ -617,10 +617,12 @@ TEST(CrossTenant, SlaStandingStaysInsideItsTenant) {
     expect_status(s.request("PUT", "/v1/tenants/" + t + "/quota",
                             {{"models", {{"H200", {{"nominal", 2}}}}}}, s.admin_token()),
                   200, "quota");
-    expect_status(
+    auto placed = expect_status(
         s.request("POST", "/v1/tenants/" + t + "/projects/" + w->project_id + "/allocations",
-                  {{"offering", "h200-1x"}}, w->tenant.admin_token),
+                  // Ends before populate's reservations begin, so it may use their capacity.
+                  {{"offering", "h200-1x"}, {"duration_seconds", 7200}}, w->tenant.admin_token),
         201, "allocation");
+    ASSERT_EQ(placed.body["state"], "placed") << placed.raw;
   }
   s.clock().advance(std::chrono::hours(1));
   for (const auto* w : {&a, &b}) {
