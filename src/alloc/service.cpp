@@ -127,6 +127,8 @@ Result<void> Service::rebuild(store::Tx& tx) {
   }
   // Usage intervals left open by allocations that ended outside this process's view.
   GP_TRY(metering::recover(tx, to_unix_micros(clock_.now())));
+  // Downtime intervals the fleet no longer explains (or outages without one), for SLAs.
+  GP_TRY(fleet::repair_downtime(tx, to_unix_micros(clock_.now())));
   dirty_ = false;
   return ok();
 }

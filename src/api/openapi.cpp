@@ -612,6 +612,62 @@ Json schemas() {
        {"drafts_total_micros", integer()},
        {"items", {{"type", "array"}, {"items", object(summary_props, summary_required)}}}},
       {"period", "drafts", "created", "refreshed", "reissued", "finalized_unchanged", "items"});
+  Json sla_tiers = {{"type", "array"},
+                    {"items", object({{"below_ppm", integer()}, {"credit_bps", integer()}},
+                                     {"below_ppm", "credit_bps"})}};
+  s["OfferingSlaSet"] = object(
+      {{"offering", str()}, {"target_ppm", integer()}, {"tiers", sla_tiers}}, {"target_ppm"});
+  s["OfferingSla"] = object({{"offering", str()},
+                             {"offering_name", str()},
+                             {"target_ppm", integer()},
+                             {"target", str()},
+                             {"tiers", sla_tiers},
+                             {"configured", {{"type", "boolean"}}},
+                             {"updated_by", nstr()},
+                             {"updated_at", ntime()},
+                             {"version", integer()}},
+                            {"offering", "offering_name", "target_ppm", "target", "tiers",
+                             "configured", "updated_by", "updated_at", "version"});
+  Json sla_row = object(
+      {{"tenant_id", str()},
+       {"tenant", str()},
+       {"offering_id", str()},
+       {"offering", str()},
+       {"target_ppm", integer()},
+       {"target", str()},
+       {"availability", str()},
+       {"availability_ppm", integer()},
+       {"met_target", {{"type", "boolean"}}},
+       {"entitled_gpu_hours", {{"type", "number"}}},
+       {"downtime_gpu_minutes", {{"type", "number"}}},
+       {"entitled_unit_us", str()},
+       {"downtime_unit_us", str()},
+       {"credit_bps", integer()},
+       {"reason", str()}},
+      {"tenant_id", "tenant", "offering_id", "offering", "target_ppm", "target", "availability",
+       "availability_ppm", "met_target", "entitled_gpu_hours", "downtime_gpu_minutes",
+       "entitled_unit_us", "downtime_unit_us", "credit_bps", "reason"});
+  s["SlaStanding"] = object({{"period", str()},
+                             {"from", time_str()},
+                             {"to", time_str()},
+                             {"as_of", time_str()},
+                             {"items", {{"type", "array"}, {"items", sla_row}}}},
+                            {"period", "from", "to", "as_of", "items"});
+  Json downtime = object(
+      {{"id", str()},
+       {"node_id", str()},
+       {"node", str()},
+       {"gpu_uuid", nstr()},
+       {"scope", enum_of({"node", "gpu"})},
+       {"cause", str()},
+       {"start", time_str()},
+       {"end", ntime()},
+       {"seconds_in_range", integer()}},
+      {"id", "node_id", "node", "gpu_uuid", "scope", "cause", "start", "end", "seconds_in_range"});
+  s["DowntimeList"] = object({{"from", time_str()},
+                              {"to", time_str()},
+                              {"items", {{"type", "array"}, {"items", downtime}}}},
+                             {"from", "to", "items"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},

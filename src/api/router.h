@@ -102,6 +102,7 @@ std::vector<Route> billing_routes();
 std::vector<Route> invoice_routes();  // billing accounts and invoices (handlers_invoices.cpp)
 std::vector<Route> posture_routes();
 std::vector<Route> usage_routes();
+std::vector<Route> sla_routes();
 // Sets the usage gauges (GPU-equivalents held per tenant) from the open usage intervals.
 void refresh_usage_gauges(Api& api, store::Tx& tx);
 // Offboarding: frees the tenant's network segment and policy; shreds its data keys.

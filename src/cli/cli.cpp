@@ -383,6 +383,7 @@ int main(int argc, char** argv) {
   add_billing_commands(app, c, &rc);
   add_posture_commands(app, c, &rc);
   add_usage_commands(app, c, &rc);
+  add_sla_commands(app, c, &rc);
 
   // Tenants: create takes class and an optional first admin.
   {

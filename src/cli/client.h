@@ -59,6 +59,8 @@ void add_billing_commands(CLI::App& app, ClientConfig& c, int* rc);
 void add_posture_commands(CLI::App& app, ClientConfig& c, int* rc);
 // usage and usage events post (cli_usage.cpp).
 void add_usage_commands(CLI::App& app, ClientConfig& c, int* rc);
+// sla and offering sla get|set (cli_sla.cpp); after add_alloc_commands.
+void add_sla_commands(CLI::App& app, ClientConfig& c, int* rc);
 struct ServeOptions;
 void add_network_serve_options(CLI::App& serve, ServeOptions& o);
 

@@ -108,6 +108,34 @@ Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::strin
 // GPUs by model, mode and health, nodes by state, free vs allocated.
 Result<Json> summary(store::Tx& tx);
 
+// ---- downtime (SLA accounting) ----
+// A node (gpu_uuid empty) or one GPU out of service: the node failed (until it is ready again
+// or retired: maintenance after a failure is still the outage), or the GPU unhealthy or missing.
+// Intervals are opened and closed in the transaction of the fleet change that causes them (save of
+// a node state, an inventory report), so they survive restarts with it; at most one is open per
+// (node, GPU).
+struct Downtime {
+  std::string id, node_id, gpu_uuid, cause;
+  int64_t start_us = 0;
+  std::optional<int64_t> end_us;  // open while unset
+  Json to_json() const;
+};
+// Opens an interval at `now` unless one is open for (node, gpu); one closed exactly at `now` is
+// reopened (continuous downtime stays one interval).
+Result<void> open_downtime(store::Tx& tx, const std::string& node_id, const std::string& gpu_uuid,
+                           const std::string& cause, int64_t now);
+// Closes the open interval of (node, gpu) at `now`, if any (an empty one is dropped).
+Result<void> close_downtime(store::Tx& tx, const std::string& node_id, const std::string& gpu_uuid,
+                            int64_t now);
+// Intervals overlapping [from_us, to_us) (open ones reach to now), by start, node, GPU.
+Result<std::vector<Downtime>> list_downtime(store::Tx& tx, int64_t from_us, int64_t to_us);
+// Makes downtime agree with the fleet (at start and at every scheduler rebuild): an open
+// interval of a node that is no longer failed (or in maintenance after failing), or of a GPU that
+// is healthy, gone or on a retired node, is closed at the last recorded change of that node or GPU
+// (clipped to [start, now]); a failed node or unhealthy/missing GPU without an open interval gets
+// one from its last recorded change. Returns the number of intervals closed or opened.
+Result<int> repair_downtime(store::Tx& tx, int64_t now);
+
 // ---- drawings ----
 // One GPU's MIG layout: memory slices with the instances placed on them, and the room left.
 std::string mig_layout_svg(const MigCatalog& catalog, const Layout& layout, std::string_view title);

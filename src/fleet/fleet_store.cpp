@@ -161,7 +161,9 @@ Result<Node> load_node(store::Tx& tx, const std::string& id) {
   return node_from(*row);
 }
 
+// Every node state change goes through here, so downtime opens and closes with it.
 Result<void> save_state(store::Tx& tx, const World& w, Node& n, NodeState s, std::string reason) {
+  const NodeState before = n.state;
   n.state = s;
   n.state_reason = std::move(reason);
   n.updated_at = w.now();
@@ -169,6 +171,12 @@ Result<void> save_state(store::Tx& tx, const World& w, Node& n, NodeState s, std
   GP_TRY_VOID(
       tx.exec("UPDATE nodes SET state=?, state_reason=?, updated_at=?, version=? WHERE id=?",
               {std::string(node_state_name(s)), n.state_reason, n.updated_at, n.version, n.id}));
+  if (s == NodeState::kFailed && before != NodeState::kFailed)
+    GP_TRY_VOID(open_downtime(tx, n.id, "", n.state_reason, n.updated_at));
+  // Repairing a failed node (failed -> maintenance) keeps the outage going: it ends when the
+  // node is ready for work again, or retired.
+  if ((s == NodeState::kReady || s == NodeState::kRetired) && before != s)
+    GP_TRY_VOID(close_downtime(tx, n.id, "", n.updated_at));
   return ok();
 }
 
@@ -233,6 +241,11 @@ Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node
   if (next == NodeState::kRetired) {
     GP_TRY_VOID(tx.exec("UPDATE nodes SET credential_hash = NULL WHERE id = ?", {n.id}));
     GP_TRY_VOID(tx.exec("UPDATE gpus SET present = 0 WHERE node_id = ?", {n.id}));
+    // A retired node's GPUs owe no service any more.
+    for (const auto& r : GP_TRY(tx.query("SELECT gpu_uuid FROM downtime_intervals WHERE node_id "
+                                         "= ? AND gpu_uuid <> '' AND end_us IS NULL",
+                                         {n.id})))
+      GP_TRY_VOID(close_downtime(tx, n.id, r.text(0), n.updated_at));
   }
   return n;
 }
@@ -314,13 +327,20 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
     std::string health = g.health.healthy() ? "healthy" : "unhealthy";
     // Unhealthy stays unhealthy until an operator clears it: a GPU that threw an XID and then
     // reported clean is not trusted again automatically.
-    auto prev =
-        GP_TRY(tx.query_one("SELECT health, health_reason FROM gpus WHERE uuid = ?", {g.uuid}));
+    auto prev = GP_TRY(
+        tx.query_one("SELECT health, health_reason, node_id FROM gpus WHERE uuid = ?", {g.uuid}));
     std::string reason = g.health.reason();
     if (prev && prev->text(0) == "unhealthy" && health == "healthy") {
       health = "unhealthy";
       reason = prev->text(1);
     }
+    // Downtime of this GPU: opens when it stops being healthy, closes when it is healthy again.
+    const bool was_healthy = !prev || prev->text(2) != n.id || prev->text(0) == "healthy";
+    if (was_healthy && health != "healthy")
+      GP_TRY_VOID(
+          open_downtime(tx, n.id, g.uuid, reason.empty() ? health : health + ": " + reason, now));
+    else if (!was_healthy && health == "healthy")
+      GP_TRY_VOID(close_downtime(tx, n.id, g.uuid, now));
     GP_TRY_VOID(tx.exec("DELETE FROM gpus WHERE uuid = ?", {g.uuid}));
     GP_TRY_VOID(tx.exec(
         fmt::format(
@@ -332,13 +352,17 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
          now}));
   }
   auto existing =
-      GP_TRY(tx.query("SELECT uuid FROM gpus WHERE node_id = ? AND present = 1", {n.id}));
+      GP_TRY(tx.query("SELECT uuid, health FROM gpus WHERE node_id = ? AND present = 1", {n.id}));
   for (const auto& r : existing)
-    if (!reported.contains(r.text(0)))
+    if (!reported.contains(r.text(0))) {
       GP_TRY_VOID(tx.exec(
           "UPDATE gpus SET health='missing', health_reason='no longer reported by the node', "
           "updated_at=? WHERE uuid=?",
           {now, r.text(0)}));
+      if (r.text(1) == "healthy")
+        GP_TRY_VOID(
+            open_downtime(tx, n.id, r.text(0), "missing: no longer reported by the node", now));
+    }
   n.info = inv.node;
   n.updated_at = now;
   GP_TRY_VOID(

@@ -405,6 +405,30 @@ CREATE TABLE billing_accounts (
   version BIGINT NOT NULL
 )
 )SQL"},
+      // Downtime history for SLA accounting (numbered 10: 9 is taken on another branch; the
+      // runner applies each version it has not seen, so a gap is harmless). At most one open
+      // interval per (node, GPU); gpu_uuid '' is the whole node.
+      {10, "sla", R"SQL(
+CREATE TABLE downtime_intervals (
+  id TEXT PRIMARY KEY,
+  node_id TEXT NOT NULL,
+  gpu_uuid TEXT NOT NULL,
+  cause TEXT NOT NULL,
+  start_us BIGINT NOT NULL,
+  end_us BIGINT
+);
+CREATE UNIQUE INDEX downtime_intervals_open ON downtime_intervals (node_id, gpu_uuid)
+  WHERE end_us IS NULL;
+CREATE INDEX downtime_intervals_node ON downtime_intervals (node_id, end_us);
+CREATE INDEX downtime_intervals_time ON downtime_intervals (start_us);
+CREATE TABLE offering_slas (
+  offering_id TEXT PRIMARY KEY REFERENCES offerings(id),
+  sla TEXT NOT NULL,
+  updated_by TEXT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+)
+)SQL"},
       // Invoices built from metered usage: drafts are replaced in place, finalized rows never
       // change again except to become void. A tenant has at most one non-void invoice per period.
       {12, "invoices", R"SQL(

@@ -1,3 +1,4 @@
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "fleet/fleet.h"
@@ -212,6 +213,180 @@ TEST_F(FleetTest, DedicatedPoolsNeedAnExistingTenantAndEmptyPoolsOnlyAreDeleted)
   auto e = run([&](store::Tx& tx) { return enroll(tx, w_, t.token, inventory("a", {"GPU-1"})); });
   EXPECT_EQ(e.node.pool_id, p.id);
   EXPECT_EQ(error([&](store::Tx& tx) { return delete_pool(tx, p.id); }).code, ErrorCode::kConflict);
+}
+
+// ---- downtime history (SLA accounting) ----
+
+class DowntimeTest : public FleetTest {
+ protected:
+  std::vector<Downtime> downtime() {
+    return run([&](store::Tx& tx) { return list_downtime(tx, 0, clock_now() + 1); });
+  }
+  int64_t clock_now() const { return w_.now(); }
+  int64_t open_count() {
+    return count("SELECT COUNT(*) FROM downtime_intervals WHERE end_us IS NULL");
+  }
+};
+
+TEST_F(DowntimeTest, OperatorFailOpensANodeIntervalAndRecoverClosesIt) {
+  auto a = enroll_node(inventory("a", {"GPU-1"}));
+  clock_.advance(std::chrono::seconds(10));
+  const int64_t failed_at = clock_now();
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kFail, "bad PSU"); });
+  auto d = downtime();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].node_id, a.node.id);
+  EXPECT_EQ(d[0].gpu_uuid, "");
+  EXPECT_EQ(d[0].cause, "bad PSU");
+  EXPECT_EQ(d[0].start_us, failed_at);
+  EXPECT_FALSE(d[0].end_us);
+  // Failing it again (a new reason) keeps the one open interval.
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kFail, "x"); });
+  EXPECT_EQ(open_count(), 1);
+  clock_.advance(std::chrono::seconds(90));
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kRecover, ""); });
+  d = downtime();
+  ASSERT_EQ(d.size(), 1u);
+  ASSERT_TRUE(d[0].end_us);
+  EXPECT_EQ(*d[0].end_us - d[0].start_us, 90'000'000);
+  // Repairing a failed node in maintenance is still the outage; it ends when the node resumes.
+  clock_.advance(std::chrono::seconds(5));
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kFail, "GPU"); });
+  clock_.advance(std::chrono::seconds(3));
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kMaintenance, ""); });
+  EXPECT_EQ(open_count(), 1);
+  clock_.advance(std::chrono::seconds(4));
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kResume, ""); });
+  d = downtime();
+  ASSERT_EQ(d.size(), 2u);
+  ASSERT_TRUE(d[1].end_us);
+  EXPECT_EQ(*d[1].end_us - d[1].start_us, 7'000'000);
+  // Planned maintenance of a healthy node is no outage.
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kMaintenance, ""); });
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kResume, ""); });
+  EXPECT_EQ(downtime().size(), 2u);
+  // A further outage is a further interval; retiring the failed node ends it.
+  clock_.advance(std::chrono::seconds(5));
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kFail, "fans"); });
+  clock_.advance(std::chrono::seconds(7));
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kRetire, ""); });
+  d = downtime();
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[2].cause, "fans");
+  ASSERT_TRUE(d[2].end_us);
+  EXPECT_EQ(*d[2].end_us - d[2].start_us, 7'000'000);
+  EXPECT_EQ(open_count(), 0);
+}
+
+TEST_F(DowntimeTest, MissedHeartbeatsOpenAndResumedHeartbeatsClose) {
+  auto a = enroll_node(inventory("a", {"GPU-1"}));
+  clock_.advance(std::chrono::seconds(60));
+  run([&](store::Tx& tx) { return sweep_missed_heartbeats(tx, w_, std::chrono::seconds(40)); });
+  // A second sweep finds the node already failed: still one open interval.
+  clock_.advance(std::chrono::seconds(60));
+  run([&](store::Tx& tx) { return sweep_missed_heartbeats(tx, w_, std::chrono::seconds(40)); });
+  EXPECT_EQ(open_count(), 1);
+  clock_.advance(std::chrono::seconds(30));
+  run([&](store::Tx& tx) { return heartbeat(tx, w_, a.node.id); });
+  auto d = downtime();
+  ASSERT_EQ(d.size(), 1u);
+  EXPECT_EQ(d[0].cause, "missed heartbeats");
+  ASSERT_TRUE(d[0].end_us);
+  EXPECT_EQ(*d[0].end_us - d[0].start_us, 90'000'000);
+}
+
+TEST_F(DowntimeTest, GpuHealthFlipsOpenAndCloseGpuIntervalsOnce) {
+  auto inv = inventory("a", {"GPU-1", "GPU-2"});
+  auto a = enroll_node(inv);
+  clock_.advance(std::chrono::seconds(1));
+  inv.gpus[0].health.xid_errors = {79};
+  run([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, inv); });
+  // Clean reports keep an unhealthy GPU unhealthy: no second interval, none closed.
+  inv.gpus[0].health.xid_errors = {};
+  clock_.advance(std::chrono::seconds(1));
+  run([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, inv); });
+  clock_.advance(std::chrono::seconds(1));
+  auto two = inv;
+  two.gpus.pop_back();  // GPU-2 goes missing
+  run([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, two); });
+  run([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, two); });
+  auto d = downtime();
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0].gpu_uuid, "GPU-1");
+  EXPECT_EQ(d[0].cause, "unhealthy: XID 79");
+  EXPECT_EQ(d[1].gpu_uuid, "GPU-2");
+  EXPECT_EQ(d[1].cause, "missing: no longer reported by the node");
+  EXPECT_EQ(open_count(), 2);
+  // GPU-2 reported healthy again: its interval closes after 4 s; GPU-1 stays down.
+  clock_.advance(std::chrono::seconds(4));
+  run([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, inv); });
+  d = downtime();
+  ASSERT_EQ(d.size(), 2u);
+  ASSERT_TRUE(d[1].end_us);
+  EXPECT_EQ(*d[1].end_us - d[1].start_us, 4'000'000);
+  EXPECT_FALSE(d[0].end_us);
+  // The database itself refuses a second open interval for the same (node, GPU).
+  auto dup = store_->write([&](store::Tx& tx) -> Result<void> {
+    GP_TRY(tx.exec("INSERT INTO downtime_intervals VALUES ('x', ?, 'GPU-1', 'dup', 1, NULL)",
+                   {a.node.id}));
+    return ok();
+  });
+  EXPECT_FALSE(dup);
+  EXPECT_EQ(open_count(), 1);
+}
+
+TEST_F(DowntimeTest, RepairClosesStaleIntervalsAndOpensMissingOnes) {
+  auto a = enroll_node(inventory("a", {"GPU-1"}));
+  auto b = enroll_node(inventory("b", {"GPU-2"}));
+  clock_.advance(std::chrono::seconds(10));
+  run([&](store::Tx& tx) { return apply_action(tx, w_, b.node.id, NodeAction::kFail, "PSU"); });
+  const int64_t b_failed = clock_now();
+  // What a crash between two writers could have left: a ready node with an open interval, a
+  // failed node without one, a healthy GPU with an open interval.
+  const int64_t a_changed =
+      count(fmt::format("SELECT updated_at FROM nodes WHERE id = '{}'", a.node.id));
+  ASSERT_TRUE(store_->write([&](store::Tx& tx) -> Result<void> {
+    GP_TRY(tx.exec("DELETE FROM downtime_intervals"));
+    GP_TRY(tx.exec("INSERT INTO downtime_intervals VALUES ('s1', ?, '', 'stale', ?, NULL)",
+                   {a.node.id, a_changed - 5'000'000}));
+    GP_TRY(tx.exec("INSERT INTO downtime_intervals VALUES ('s2', ?, 'GPU-1', 'stale', ?, NULL)",
+                   {a.node.id, a_changed - 5'000'000}));
+    return ok();
+  }));
+  clock_.advance(std::chrono::seconds(100));
+  EXPECT_EQ(run([&](store::Tx& tx) { return repair_downtime(tx, clock_now()); }), 3);
+  EXPECT_EQ(run([&](store::Tx& tx) { return repair_downtime(tx, clock_now()); }), 0);
+  auto d = downtime();
+  ASSERT_EQ(d.size(), 3u);
+  int open = 0;
+  for (const auto& x : d) {
+    if (x.node_id == a.node.id) {
+      ASSERT_TRUE(x.end_us) << x.id;
+      EXPECT_LE(*x.end_us, clock_now());
+      EXPECT_GE(*x.end_us, x.start_us);
+    } else {
+      ++open;
+      EXPECT_FALSE(x.end_us);
+      EXPECT_EQ(x.start_us, b_failed);
+      EXPECT_EQ(x.cause, "PSU");
+    }
+  }
+  EXPECT_EQ(open, 1);
+}
+
+TEST_F(DowntimeTest, ListingIsARangeQuery) {
+  auto a = enroll_node(inventory("a", {"GPU-1"}));
+  const int64_t t0 = clock_now();
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kFail, "x"); });
+  clock_.advance(std::chrono::seconds(10));
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kRecover, ""); });
+  auto in = run([&](store::Tx& tx) { return list_downtime(tx, t0 + 1, t0 + 2); });
+  EXPECT_EQ(in.size(), 1u);
+  auto after =
+      run([&](store::Tx& tx) { return list_downtime(tx, t0 + 10'000'000, t0 + 20'000'000); });
+  EXPECT_EQ(after.size(), 0u);
+  auto bad = error([&](store::Tx& tx) { return list_downtime(tx, t0, t0); });
+  EXPECT_EQ(bad.code, ErrorCode::kInvalidArgument);
 }
 
 TEST(FleetSvg, DrawingsAreWellFormed) {

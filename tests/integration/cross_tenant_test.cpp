@@ -633,3 +633,49 @@ TEST(CrossTenant, UsageEventsAndUsageStayInsideTheirTenant) {
 
 }  // namespace
 }  // namespace gp::it
+
+namespace gp::it {
+namespace {
+
+// SLA standing: each tenant reads only its own rows; another tenant's standing is hidden as if
+// the tenant did not exist, and the every-tenant view is for operators.
+TEST(CrossTenant, SlaStandingStaysInsideItsTenant) {
+  TestServer s;
+  TenantWorld a = populate(s, "alpha");
+  TenantWorld b = populate(s, "bravo");
+  expect_status(s.request("POST", "/v1/offerings",
+                          {{"name", "h200-1x"}, {"tier", "dedicated-gpu"}, {"models", {"H200"}}},
+                          s.admin_token()),
+                201, "offering");
+  for (const auto* w : {&a, &b}) {
+    const std::string t = w->tenant.id;
+    expect_status(s.request("PUT", "/v1/tenants/" + t + "/quota",
+                            {{"models", {{"H200", {{"nominal", 2}}}}}}, s.admin_token()),
+                  200, "quota");
+    auto placed = expect_status(
+        s.request("POST", "/v1/tenants/" + t + "/projects/" + w->project_id + "/allocations",
+                  // Ends before populate's reservations begin, so it may use their capacity.
+                  {{"offering", "h200-1x"}, {"duration_seconds", 7200}}, w->tenant.admin_token),
+        201, "allocation");
+    ASSERT_EQ(placed.body["state"], "placed") << placed.raw;
+  }
+  s.clock().advance(std::chrono::hours(1));
+  for (const auto* w : {&a, &b}) {
+    auto own = expect_status(
+        s.request("GET", "/v1/tenants/" + w->tenant.id + "/sla", nullptr, w->tenant.admin_token),
+        200, "own SLA");
+    ASSERT_EQ(own.body["items"].size(), 1u) << own.raw;
+    EXPECT_EQ(own.body["items"][0]["tenant_id"], w->tenant.id);
+  }
+  EXPECT_TRUE(IsProblem(
+      s.request("GET", "/v1/tenants/" + b.tenant.id + "/sla", nullptr, a.tenant.admin_token), 404,
+      "not_found"));
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/sla", nullptr, a.tenant.admin_token), 403));
+  auto all = expect_status(s.request("GET", "/v1/sla", nullptr, s.admin_token()), 200, "all");
+  std::set<std::string> tenants;
+  for (const auto& row : all.body["items"]) tenants.insert(row["tenant_id"]);
+  EXPECT_EQ(tenants, (std::set<std::string>{a.tenant.id, b.tenant.id})) << all.raw;
+}
+
+}  // namespace
+}  // namespace gp::it

@@ -1,0 +1,45 @@
+// gp_sla_standing: SLA standing from the store. Entitled time comes from the metering usage
+// intervals, downtime from the fleet's downtime history, SLAs from offering_slas (the default
+// tiers otherwise); the arithmetic is gp_sla's pure compute_availability. Rules:
+// docs/billing.md, "SLA".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "sla/sla.h"
+#include "store/store.h"
+
+namespace gp::sla {
+
+// "YYYY-MM" (a UTC calendar month) as [start, next month's start) in Unix microseconds.
+Result<std::pair<int64_t, int64_t>> parse_period(std::string_view period);
+// The month holding `us`, as "YYYY-MM".
+std::string period_of(int64_t us);
+
+// Availability and credit per (tenant, offering id) over [period_start_us, period_end_us) for
+// one tenant (or all: tenant_id empty), as of `now` (open intervals reach to now).
+Result<std::vector<Availability>> standing(store::Tx& tx, const std::string& tenant_id,
+                                           int64_t period_start_us, int64_t period_end_us,
+                                           int64_t now);
+
+// ---- per-offering SLAs ----
+struct StoredSla {
+  OfferingSla sla;          // sla.offering is the offering's id
+  bool configured = false;  // false: no row, the default tiers apply
+  std::string updated_by;
+  int64_t updated_at = 0, version = 0;  // version 0: never set
+};
+Json offering_sla_json(const OfferingSla& s);
+// The offering's SLA as stored, or the default (configured = false, version 0).
+Result<StoredSla> find_offering_sla(store::Tx& tx, const std::string& offering_id);
+// Replaces the offering's SLA (s.offering names it by id) when its version is still
+// `expected_version` (0: none yet); returns the stored record.
+Result<StoredSla> put_offering_sla(store::Tx& tx, const OfferingSla& s, int64_t expected_version,
+                                   const std::string& updated_by, int64_t now);
+
+}  // namespace gp::sla
