@@ -33,7 +33,8 @@ struct TenantWorld {
             {"role_binding", binding_id},
             {"allocation", allocation_id},
             {"reservation", reservation_id},
-            {"secret", secret}};
+            {"secret", secret},
+            {"budget", project_id}};
   }
 };
 
@@ -74,6 +75,9 @@ TenantWorld populate(TestServer& s, const std::string& name) {
                                              token),
                                    201, "reservation")
                          .body.at("id");
+  expect_status(s.request("PUT", "/v1/tenants/" + t + "/budgets/" + w.project_id,
+                          {{"amount_micros", 500'000'000}}, token),
+                201, "budget");
   w.secret = name + "-registry";
   expect_status(s.request("POST", "/v1/tenants/" + t + "/secrets",
                           {{"name", w.secret}, {"value", name + "-s3cret"}}, token),
@@ -126,6 +130,7 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
   if (schema == "NetworkPolicySet")
     return {{"egress", {{{"destination", "203.0.113.0/24"}, {"protocol", "tcp"}}}}};
   if (schema == "SecretCreate") return {{"name", "intruder"}, {"value", "x"}};
+  if (schema == "BudgetPut") return {{"amount_micros", 1}, {"hard_stop", true}};
   if (schema == "WorkloadPolicySet")
     return {{"allowed_registries", Json::array({"evil.example.com"})}};
   throw std::runtime_error("no minimal body for request schema " + schema);
@@ -138,7 +143,7 @@ Json snapshot(TestServer& s, const std::string& tenant) {
                                 200, "snapshot tenant")
                       .body;
   for (const char* noun : {"projects", "users", "service-accounts", "api-keys", "role-bindings",
-                           "allocations", "reservations", "secrets"})
+                           "allocations", "reservations", "secrets", "budgets", "budget-alerts"})
     out[noun] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/" + noun);
   out["network"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/network", nullptr,
                                            s.admin_token()),
