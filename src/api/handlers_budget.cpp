@@ -68,14 +68,29 @@ audit::Entry alert_audit(const billing::AlertRecord& a, std::string_view request
                       "local",        a.to_json()};
 }
 
+// Paginated by project id, the tenant-wide budget first; the cursor is the last item's
+// {budget} path segment ("-" for the tenant-wide one).
 Result<Reply> list_budgets(Api& api, Call& call, store::Tx& tx) {
-  auto budgets = GP_TRY(billing::load_budgets(tx, call.tenant->id));
+  auto page = GP_TRY(page_request(api, call));
+  auto budgets = GP_TRY(billing::load_budgets(tx, call.tenant->id));  // ordered by project_id
+  if (page.after) {
+    const std::string after = *page.after == kTenantWide ? std::string() : *page.after;
+    std::erase_if(budgets, [&](const auto& b) {
+      return *page.after == kTenantWide ? b.budget.project.empty() : b.budget.project <= after;
+    });
+  }
+  Json next = nullptr;
+  if (budgets.size() > size_t(page.limit)) {
+    budgets.resize(size_t(page.limit));
+    const std::string& last = budgets.back().budget.project;
+    next = last.empty() ? std::string(kTenantWide) : last;
+  }
   Json items = Json::array();
   if (!budgets.empty()) {
     const auto spend = billing::month_to_date_spend(tx, call.tenant->id, api.world().now());
     for (const auto& b : budgets) items.push_back(budget_json(b, spend));
   }
-  return json_reply(200, {{"items", items}, {"next", nullptr}});
+  return json_reply(200, {{"items", items}, {"next", next}});
 }
 
 Result<Reply> get_budget(Api& api, Call& call, store::Tx& tx) {
@@ -284,6 +299,7 @@ std::vector<Route> budget_routes() {
                .action = "budget.list",
                .permission = Permission::kBillingRead,
                .handler = read_tx(list_budgets),
+               .query_params = {"limit", "after"},
                .summary = "The tenant's budgets (project_id null: the whole tenant), each with the "
                           "month-to-date spend and the share of the amount spent.",
                .response_schema = "Budget[]"});

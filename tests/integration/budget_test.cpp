@@ -230,6 +230,19 @@ TEST_F(Budgets, ProjectBudgetCoversItsProjectAndTheTenantBudgetAll) {
       EXPECT_EQ(b["spend_micros"], 20 * kUsd);
   }
 
+  // Paginated: the tenant-wide budget first (cursor "-"), then the project's.
+  auto first = s.request("GET", "/v1/tenants/" + t.id + "/budgets?limit=1", nullptr, t.admin_token);
+  ASSERT_EQ(first.status, 200) << first.raw;
+  ASSERT_EQ(first.body["items"].size(), 1u);
+  EXPECT_TRUE(first.body["items"][0]["project_id"].is_null());
+  EXPECT_EQ(first.body["next"], "-");
+  auto rest =
+      s.request("GET", "/v1/tenants/" + t.id + "/budgets?limit=1&after=-", nullptr, t.admin_token);
+  ASSERT_EQ(rest.status, 200) << rest.raw;
+  ASSERT_EQ(rest.body["items"].size(), 1u);
+  EXPECT_EQ(rest.body["items"][0]["project_id"], p1);
+  EXPECT_TRUE(rest.body["next"].is_null());
+
   // A tenant-wide hard stop now covers project two as well: 30 + 10 > 35.
   ASSERT_EQ(put_budget(t, "-", {{"amount_micros", 35 * kUsd}, {"hard_stop", true}}).status, 200);
   auto r = allocate(t, p2);
