@@ -30,6 +30,7 @@ int http_status(ErrorCode c) {
     case ErrorCode::kConflict:
       return 409;
     case ErrorCode::kQuotaExceeded:
+    case ErrorCode::kBudgetExceeded:
       return 409;
     case ErrorCode::kPreconditionFailed:
       return 412;
@@ -153,9 +154,9 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
       limits_(limits),
       authn_(store, clock),
       allocs_(audit, clock, std::move(alloc_options)) {
-  for (auto table :
-       {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(), alloc_routes(),
-        k8s_routes(), network_routes(), billing_routes(), posture_routes(), usage_routes()})
+  for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(),
+                     alloc_routes(), k8s_routes(), network_routes(), billing_routes(),
+                     posture_routes(), usage_routes(), budget_routes()})
     for (auto& r : table) routes_.push_back(std::move(r));
   for (auto& r : sla_routes()) routes_.push_back(std::move(r));
 }

@@ -61,6 +61,10 @@ class Api {
   // places waiting ones that now fit (all audited), and signs an audit checkpoint when
   // `checkpoint` is set.
   Result<void> housekeeping(Duration node_timeout, bool checkpoint);
+  // Rates every tenant's month-to-date usage: records budget alerts for thresholds reached
+  // (once per budget, month and threshold; audited) and sets the revenue gauges. Returns the
+  // alerts recorded. Run by the server every minute (docs/billing.md).
+  Result<int> billing_sweep();
 
   Metrics& metrics() { return metrics_; }
   const Limits& limits() const { return limits_; }

@@ -53,7 +53,9 @@ Result<Mutation> create_allocation(Api& api, Call& call, store::Tx& tx) {
     m.audited = false;  // nothing changed
     return m;
   }
+  auto gate = GP_TRY(budget_precheck(api, tx, call.tenant->id, call.project->id));
   auto a = GP_TRY(api.allocs().create(tx, w, n, call.who.id));
+  if (gate) GP_TRY_VOID(budget_admit(api, tx, *gate, a));
   m.reply = json_reply(201, a.to_json(), a.version);
   m.resource = call.req.path + "/" + a.id;
   m.detail = {

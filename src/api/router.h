@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "api/api.h"
+#include "billing/ledger.h"
 #include "tenancy/tenancy.h"
 
 namespace gp::api {
@@ -103,6 +104,20 @@ std::vector<Route> invoice_routes();  // billing accounts and invoices (handlers
 std::vector<Route> posture_routes();
 std::vector<Route> usage_routes();
 std::vector<Route> sla_routes();
+std::vector<Route> budget_routes();
+// The budget hard stop around an allocation create (handlers_budget.cpp). The precheck costs one
+// indexed lookup when no budget with a hard stop covers the project (nullopt) and refuses a
+// budget already spent; budget_admit refuses a created allocation whose price would take the
+// spend over the amount (the caller's transaction then rolls back).
+struct BudgetGate {
+  std::vector<billing::Budget> stops;
+  billing::Spend spend;
+};
+Result<std::optional<BudgetGate>> budget_precheck(Api& api, store::Tx& tx,
+                                                  const std::string& tenant_id,
+                                                  const std::string& project_id);
+Result<void> budget_admit(Api& api, store::Tx& tx, const BudgetGate& gate,
+                          const alloc::Allocation& a);
 // Sets the usage gauges (GPU-equivalents held per tenant) from the open usage intervals.
 void refresh_usage_gauges(Api& api, store::Tx& tx);
 // Offboarding: frees the tenant's network segment and policy; shreds its data keys.

@@ -148,5 +148,76 @@ struct RunReport {
 };
 Result<RunReport> run_period(store::Tx& tx, World world, const Period& period,
                              const std::string& who, const CreditsByTenant& sla_credits = {});
+// Budgets, stored: one per tenant (project "") and per project, evaluated against the
+// month-to-date spend rated from metered usage (docs/billing.md, "Budgets").
+
+struct StoredBudget {
+  Budget budget;
+  std::string updated_by;
+  int64_t updated_at = 0;
+  int64_t version = 0;
+};
+
+// A PUT body for the budget of `tenant`/`project` (project "" for the tenant): strictly
+// {"amount_micros", "thresholds_bps"?, "hard_stop"?}; tenant and project come from the path.
+Result<Budget> parse_budget_body(const std::string& tenant, const std::string& project,
+                                 const Json& body);
+Result<std::vector<StoredBudget>> load_budgets(store::Tx& tx, const std::string& tenant_id);
+Result<std::optional<StoredBudget>> find_budget(store::Tx& tx, const std::string& tenant_id,
+                                                const std::string& project_id);
+// Inserts or replaces; the new version is the stored one + 1 (1 for a new budget).
+Result<StoredBudget> save_budget(store::Tx& tx, const Budget& b, const std::string& who,
+                                 int64_t now);
+// False when there was none.
+Result<bool> delete_budget(store::Tx& tx, const std::string& tenant_id,
+                           const std::string& project_id);
+
+// A tenant's spend so far in the UTC month holding `now`, rated with its account's card.
+struct Spend {
+  Period period;
+  std::string currency;
+  Micros total_micros = 0;
+  std::map<std::string, Micros, std::less<>> by_project;
+  int64_t gpu_equivalent_unit_us = 0;  // GPU-equivalent units x microseconds rated
+
+  Micros for_project(std::string_view project) const;  // "" : the whole tenant
+};
+// `extra` records (a proposal) are rated together with the metered usage, so the difference
+// to the spend without them is their exact cost under tiered prices. Needs a rate card in force
+// only when there is something to price.
+Result<Spend> month_to_date_spend(store::Tx& tx, const std::string& tenant_id, int64_t now,
+                                  std::span<const UsageRecord> extra = {});
+
+// The spend a budget is measured against: the tenant's total, or its project's lines.
+inline Micros spend_of(const Spend& s, const Budget& b) { return s.for_project(b.project); }
+
+// The budgets of a tenant with a hard stop that covers `project` (its own and the tenant's):
+// one indexed lookup, empty for almost every tenant.
+Result<std::vector<Budget>> hard_stop_budgets(store::Tx& tx, const std::string& tenant_id,
+                                              const std::string& project_id);
+
+struct AlertRecord {
+  int64_t id = 0;
+  std::string tenant_id, project_id, period;
+  int32_t threshold_bps = 0;
+  Micros threshold_micros = 0, amount_micros = 0, spend_micros = 0;
+  int64_t created_at = 0;
+  Json to_json() const;
+};
+
+// Records an alert for every threshold of `b` that `spend_micros` has reached in `period` and
+// that has no alert yet in that period; returns the new ones (each fires once per period).
+Result<std::vector<AlertRecord>> record_budget_alerts(store::Tx& tx, const Budget& b,
+                                                      const Period& period, Micros spend_micros,
+                                                      int64_t now);
+// A tenant's alerts, oldest first, `limit` after id `after` (0: from the start).
+Result<std::vector<AlertRecord>> list_budget_alerts(store::Tx& tx, const std::string& tenant_id,
+                                                    int64_t after, int limit);
+
+// Tenants with metered usage overlapping `period` (for the sweep).
+Result<std::vector<std::string>> tenants_with_usage(store::Tx& tx, const Period& period,
+                                                    int64_t now);
+// Tenants with at least one budget.
+Result<std::vector<std::string>> tenants_with_budgets(store::Tx& tx);
 
 }  // namespace gp::billing

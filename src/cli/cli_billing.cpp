@@ -446,12 +446,151 @@ void add_invoice(CLI::App& app, ClientConfig& c, int* rc) {
   pv->callback([o, rc] { *rc = preview(*o); });
 }
 
+// "12.5" (currency units, at most six decimals) in micro-units; nullopt when malformed.
+std::optional<int64_t> parse_units(std::string_view s, int decimals, int64_t scale) {
+  if (s.empty() || s.size() > 24) return std::nullopt;
+  int64_t whole = 0, frac = 0;
+  int digits = 0;
+  bool dot = false;
+  for (char ch : s) {
+    if (ch == '.' && !dot) {
+      dot = true;
+      continue;
+    }
+    if (ch < '0' || ch > '9') return std::nullopt;
+    if (dot) {
+      if (++digits > decimals) return std::nullopt;
+      frac = frac * 10 + (ch - '0');
+    } else {
+      if (whole > (INT64_MAX / scale - 9) / 10) return std::nullopt;
+      whole = whole * 10 + (ch - '0');
+    }
+  }
+  if (s.back() == '.' || s.front() == '.') return std::nullopt;
+  for (int i = digits; i < decimals; ++i) frac *= 10;
+  return whole * scale + frac;
+}
+
+std::string budget_target(const std::string& tenant, const std::string& project) {
+  return "/v1/tenants/" + url_encode(tenant) + "/budgets/" +
+         (project.empty() || project == "-" ? std::string("-") : url_encode(project));
+}
+
+const std::vector<std::string> kBudgetCols = {"project_id", "amount_micros",  "spend_micros",
+                                              "percent",    "thresholds_bps", "hard_stop",
+                                              "period",     "currency",       "version"};
+
+struct BudgetArgs {
+  std::string tenant, project, amount, thresholds;
+  bool hard_stop = false;
+  int limit = 100;
+};
+
+void add_budget(CLI::App& app, ClientConfig& c, int* rc) {
+  auto* b = app.add_subcommand("budget", "Budgets per tenant and project: alerts and hard stop");
+  b->require_subcommand(1);
+  auto a = std::make_shared<BudgetArgs>();
+  auto scope = [a](CLI::App* cmd) {
+    cmd->add_option("tenant", a->tenant, "Tenant id or name")->required();
+    cmd->add_option("project", a->project, "Project id or name; '-' or omitted: the whole tenant");
+  };
+
+  auto* set = b->add_subcommand("set", "Create or replace a budget for the UTC month");
+  scope(set);
+  set->add_option("--amount", a->amount, "Amount per month in currency units, e.g. 1000.00")
+      ->required();
+  set->add_option("--thresholds", a->thresholds,
+                  "Alert thresholds in percent, ascending, e.g. 50,80,100 (the default)");
+  set->add_flag("--hard-stop", a->hard_stop, "Refuse new allocations that would exceed it");
+  set->callback([&c, a, rc] {
+    auto amount = parse_units(a->amount, 6, 1'000'000);
+    if (!amount || *amount <= 0) {
+      std::cerr << "error: --amount must be a positive decimal with at most six decimals\n";
+      *rc = 1;
+      return;
+    }
+    Json body = {{"amount_micros", *amount}, {"hard_stop", a->hard_stop}};
+    if (!a->thresholds.empty()) {
+      Json ts = Json::array();
+      std::stringstream in(a->thresholds);
+      std::string item;
+      while (std::getline(in, item, ',')) {
+        auto bps = parse_units(item, 2, 100);
+        if (!bps) {
+          std::cerr << "error: --thresholds: '" << item
+                    << "' is not a percentage (at most two decimals)\n";
+          *rc = 1;
+          return;
+        }
+        ts.push_back(*bps);
+      }
+      body["thresholds_bps"] = ts;
+    }
+    auto r = call(c, "PUT", budget_target(a->tenant, a->project), body);
+    if (r) print(c, *r, {});
+    if (!r) *rc = 1;
+  });
+
+  auto* get = b->add_subcommand("get", "One budget with its month-to-date spend");
+  scope(get);
+  get->callback([&c, a, rc] {
+    auto r = call(c, "GET", budget_target(a->tenant, a->project));
+    if (r) print(c, *r, {});
+    if (!r) *rc = 1;
+  });
+
+  auto* list = b->add_subcommand("list", "The tenant's budgets with month-to-date spend");
+  list->add_option("tenant", a->tenant, "Tenant id or name")->required();
+  list->callback([&c, a, rc] {
+    auto r = call(c, "GET", "/v1/tenants/" + url_encode(a->tenant) + "/budgets");
+    if (r) print(c, *r, kBudgetCols);
+    if (!r) *rc = 1;
+  });
+
+  auto* del = b->add_subcommand("delete", "Remove a budget (its alerts stay)");
+  scope(del);
+  del->callback([&c, a, rc] {
+    auto r = call(c, "DELETE", budget_target(a->tenant, a->project));
+    if (r && c.output != "json") std::cout << "deleted\n";
+    if (r && c.output == "json") std::cout << "{}\n";
+    if (!r) *rc = 1;
+  });
+
+  auto* alerts = b->add_subcommand("alerts", "Budget alerts of a tenant, oldest first");
+  alerts->add_option("tenant", a->tenant, "Tenant id or name")->required();
+  alerts->add_option("--limit", a->limit, "Page size")->check(CLI::Range(1, 1000));
+  alerts->callback([&c, a, rc] {
+    std::vector<Json> rows;
+    std::string after;
+    for (;;) {
+      std::string target =
+          fmt::format("/v1/tenants/{}/budget-alerts?limit={}", url_encode(a->tenant), a->limit);
+      if (!after.empty()) target += "&after=" + url_encode(after);
+      auto r = call(c, "GET", target);
+      if (!r) {
+        *rc = 1;
+        return;
+      }
+      for (const auto& item : (*r)["items"]) rows.push_back(item);
+      if (!(*r)["next"].is_string()) break;
+      after = (*r)["next"].get<std::string>();
+    }
+    if (c.output == "json") {
+      std::cout << Json{{"items", rows}}.dump(2) << "\n";
+      return;
+    }
+    print_table(rows, {"id", "project_id", "period", "threshold_bps", "threshold_micros",
+                       "spend_micros", "created_at"});
+  });
+}
+
 }  // namespace
 
 void add_billing_commands(CLI::App& app, ClientConfig& c, int* rc) {
   add_ratecard(app, c, rc);
   add_billing_account(app, c, rc);
   add_invoice(app, c, rc);
+  add_budget(app, c, rc);
 }
 
 }  // namespace gp::cli

@@ -180,12 +180,19 @@ int run_serve(const ServeOptions& o) {
   std::thread housekeeper([&] {
     std::unique_lock lock(mu);
     auto last_checkpoint = std::chrono::steady_clock::now();
+    auto last_billing = std::chrono::steady_clock::time_point();  // first sweep at once
     while (!cv.wait_for(lock, std::chrono::seconds(1), [&] { return done.load(); })) {
       bool seal = std::chrono::steady_clock::now() - last_checkpoint >=
                   std::chrono::seconds(o.checkpoint_seconds);
       auto r = api.housekeeping(std::chrono::seconds(o.node_timeout_seconds), seal);
       if (!r) spdlog::error("housekeeping failed: {}", r.error().message);
       if (seal) last_checkpoint = std::chrono::steady_clock::now();
+      // Budget alerts and revenue gauges: every tenant rated once a minute.
+      if (std::chrono::steady_clock::now() - last_billing >= std::chrono::minutes(1)) {
+        if (auto b = api.billing_sweep(); !b)
+          spdlog::error("billing sweep failed: {}", b.error().message);
+        last_billing = std::chrono::steady_clock::now();
+      }
     }
   });
 

@@ -30,6 +30,8 @@ std::string_view error_code_name(ErrorCode code) {
       return "rate_limited";
     case ErrorCode::kQuotaExceeded:
       return "quota_exceeded";
+    case ErrorCode::kBudgetExceeded:
+      return "budget_exceeded";
     case ErrorCode::kTenantSuspended:
       return "tenant_suspended";
     case ErrorCode::kUnavailable:

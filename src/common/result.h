@@ -23,6 +23,7 @@ enum class ErrorCode {
   kPreconditionRequired,  // 428: If-Match required
   kResourceExhausted,     // 429
   kQuotaExceeded,         // 409 with its own code (scheduler)
+  kBudgetExceeded,        // 409 with its own code: a budget's hard stop refused the spend
   kTenantSuspended,       // 403: the tenant may not create anything
   kUnavailable,           // 503
   kInternal,              // 500

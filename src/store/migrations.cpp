@@ -429,6 +429,34 @@ CREATE TABLE offering_slas (
   version BIGINT NOT NULL
 )
 )SQL"},
+      // Budgets per tenant (project_id '') and project; an alert fires once per budget, period
+      // and threshold (the unique key), whatever evaluates it.
+      {11, "budgets", R"SQL(
+CREATE TABLE budgets (
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  project_id TEXT NOT NULL,
+  amount_micros BIGINT NOT NULL,
+  thresholds TEXT NOT NULL,
+  hard_stop BIGINT NOT NULL,
+  updated_by TEXT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, project_id)
+);
+CREATE TABLE budget_alerts (
+  id BIGINT PRIMARY KEY,  -- max + 1 at insert (writers are serialized): ascending, portable
+  tenant_id TEXT NOT NULL,
+  project_id TEXT NOT NULL,
+  period TEXT NOT NULL,
+  threshold_bps BIGINT NOT NULL,
+  threshold_micros BIGINT NOT NULL,
+  amount_micros BIGINT NOT NULL,
+  spend_micros BIGINT NOT NULL,
+  created_at BIGINT NOT NULL,
+  UNIQUE (tenant_id, project_id, period, threshold_bps)
+);
+CREATE INDEX budget_alerts_tenant ON budget_alerts (tenant_id, id)
+)SQL"},
       // Invoices built from metered usage: drafts are replaced in place, finalized rows never
       // change again except to become void. A tenant has at most one non-void invoice per period.
       {12, "invoices", R"SQL(
@@ -457,7 +485,6 @@ CREATE TABLE invoices (
 CREATE UNIQUE INDEX invoices_one_open_per_period ON invoices (tenant_id, period_start, period_end)
   WHERE state <> 'void';
 CREATE INDEX invoices_period ON invoices (period_start, period_end, tenant_id)
-)SQL"},
   };
   return kMigrations;
 }

@@ -34,7 +34,8 @@ struct TenantWorld {
             {"allocation", allocation_id},
             {"reservation", reservation_id},
             {"invoice", invoice_id},
-            {"secret", secret}};
+            {"secret", secret},
+            {"budget", project_id}};
   }
 };
 
@@ -96,6 +97,9 @@ TenantWorld populate(TestServer& s, const std::string& name) {
   expect_status(s.request("POST", "/v1/tenants/" + t + "/invoices/" + w.invoice_id + "/finalize",
                           nullptr, s.admin_token()),
                 200, "finalize invoice");
+  expect_status(s.request("PUT", "/v1/tenants/" + t + "/budgets/" + w.project_id,
+                          {{"amount_micros", 500'000'000}}, token),
+                201, "budget");
   w.secret = name + "-registry";
   expect_status(s.request("POST", "/v1/tenants/" + t + "/secrets",
                           {{"name", w.secret}, {"value", name + "-s3cret"}}, token),
@@ -151,6 +155,7 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
   if (schema == "BillingAccountUpdate") return {{"tax_bps", 9999}};
   if (schema == "InvoiceRequest") return {{"period", "2026-01"}};
   if (schema == "InvoiceVoid") return {{"reason", "intruder"}};
+  if (schema == "BudgetPut") return {{"amount_micros", 1}, {"hard_stop", true}};
   if (schema == "WorkloadPolicySet")
     return {{"allowed_registries", Json::array({"evil.example.com"})}};
   throw std::runtime_error("no minimal body for request schema " + schema);
@@ -163,7 +168,7 @@ Json snapshot(TestServer& s, const std::string& tenant) {
                                 200, "snapshot tenant")
                       .body;
   for (const char* noun : {"projects", "users", "service-accounts", "api-keys", "role-bindings",
-                           "allocations", "reservations", "secrets"})
+                           "allocations", "reservations", "secrets", "budgets", "budget-alerts"})
     out[noun] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/" + noun);
   out["network"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/network", nullptr,
                                            s.admin_token()),

@@ -1,0 +1,347 @@
+// Budgets: per tenant and per project, threshold alerts as events, the optional hard stop on
+// allocation create, and the billing sweep that records alerts and sets the revenue gauges.
+// The rules are in docs/billing.md ("Budgets").
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <charconv>
+#include <set>
+
+#include "api/router.h"
+#include "billing/ledger.h"
+
+namespace gp::api {
+namespace {
+
+using iam::Permission;
+
+constexpr int64_t kUsPerHour = 3'600'000'000;
+// The path segment naming the tenant-wide budget (a project name never starts with '-').
+constexpr std::string_view kTenantWide = "-";
+// Series kept per revenue gauge; the rest are summed as tenant="_other".
+constexpr size_t kRevenueSeries = 50;
+
+// The project the path's {budget} names: "" for "-" (the whole tenant), else a project of the
+// tenant by id or name.
+Result<std::string> budget_project(Call& call, store::Tx& tx) {
+  const std::string& which = call.param("budget");
+  if (which == kTenantWide) return std::string();
+  auto p = GP_TRY(found(tenancy::find_project(tx, call.tenant_scope(), which), "project"));
+  return p.id;
+}
+
+std::string budget_path(const std::string& tenant_id, const std::string& project_id) {
+  return fmt::format("/v1/tenants/{}/budgets/{}", tenant_id,
+                     project_id.empty() ? std::string(kTenantWide) : project_id);
+}
+
+Json budget_json(const billing::StoredBudget& s, const Result<billing::Spend>& spend) {
+  const billing::Budget& b = s.budget;
+  Json j = {{"tenant_id", b.tenant},
+            {"project_id", b.project.empty() ? Json(nullptr) : Json(b.project)},
+            {"amount_micros", b.amount_micros},
+            {"thresholds_bps", b.thresholds_bps},
+            {"hard_stop", b.hard_stop},
+            {"updated_by", s.updated_by},
+            {"updated_at", format_rfc3339(from_unix_micros(s.updated_at))},
+            {"version", s.version}};
+  if (spend) {
+    const billing::Micros spent = billing::spend_of(*spend, b);
+    j["period"] = billing::period_label(spend->period);
+    j["currency"] = spend->currency.empty() ? Json(nullptr) : Json(spend->currency);
+    j["spend_micros"] = spent;
+    // Spent share of the amount in basis points (floor) and as a percentage for display.
+    j["spent_bps"] = int64_t(billing::Wide(spent) * billing::kBasisPoints / b.amount_micros);
+    j["percent"] = double(spent) * 100.0 / double(b.amount_micros);
+  } else {
+    j["spend_micros"] = nullptr;
+    j["spend_error"] = spend.error().message;
+  }
+  return j;
+}
+
+audit::Entry alert_audit(const billing::AlertRecord& a, std::string_view request_id) {
+  return audit::Entry{"system",       a.tenant_id,
+                      "budget.alert", budget_path(a.tenant_id, a.project_id),
+                      "success",      std::string(request_id),
+                      "local",        a.to_json()};
+}
+
+// Paginated by project id, the tenant-wide budget first; the cursor is the last item's
+// {budget} path segment ("-" for the tenant-wide one).
+Result<Reply> list_budgets(Api& api, Call& call, store::Tx& tx) {
+  auto page = GP_TRY(page_request(api, call));
+  auto budgets = GP_TRY(billing::load_budgets(tx, call.tenant->id));  // ordered by project_id
+  if (page.after) {
+    const std::string after = *page.after == kTenantWide ? std::string() : *page.after;
+    std::erase_if(budgets, [&](const auto& b) {
+      return *page.after == kTenantWide ? b.budget.project.empty() : b.budget.project <= after;
+    });
+  }
+  Json next = nullptr;
+  if (budgets.size() > size_t(page.limit)) {
+    budgets.resize(size_t(page.limit));
+    const std::string& last = budgets.back().budget.project;
+    next = last.empty() ? std::string(kTenantWide) : last;
+  }
+  Json items = Json::array();
+  if (!budgets.empty()) {
+    const auto spend = billing::month_to_date_spend(tx, call.tenant->id, api.world().now());
+    for (const auto& b : budgets) items.push_back(budget_json(b, spend));
+  }
+  return json_reply(200, {{"items", items}, {"next", next}});
+}
+
+Result<Reply> get_budget(Api& api, Call& call, store::Tx& tx) {
+  const std::string project = GP_TRY(budget_project(call, tx));
+  auto b = GP_TRY(found(billing::find_budget(tx, call.tenant->id, project), "budget"));
+  const auto spend = billing::month_to_date_spend(tx, call.tenant->id, api.world().now());
+  return json_reply(200, budget_json(b, spend), b.version);
+}
+
+Result<Mutation> put_budget(Api& api, Call& call, store::Tx& tx) {
+  const std::string project = GP_TRY(budget_project(call, tx));
+  auto b = GP_TRY(billing::parse_budget_body(call.tenant->id, project, *call.body));
+  auto current = GP_TRY(billing::find_budget(tx, call.tenant->id, project));
+  GP_TRY_VOID(check_if_match(call, current ? current->version : 0));
+  const int64_t now = api.world().now();
+  auto saved = GP_TRY(billing::save_budget(tx, b, call.who.id, now));
+  // Thresholds the spend already reached fire now rather than at the next sweep.
+  const auto spend = billing::month_to_date_spend(tx, call.tenant->id, now);
+  Json fired = Json::array();
+  if (spend) {
+    for (const auto& a : GP_TRY(billing::record_budget_alerts(tx, b, spend->period,
+                                                              billing::spend_of(*spend, b), now))) {
+      GP_TRY_VOID(api.audit().append(tx, alert_audit(a, call.request_id)));
+      fired.push_back(a.threshold_bps);
+    }
+  }
+  Mutation m;
+  m.reply = json_reply(current ? 200 : 201, budget_json(saved, spend), saved.version);
+  m.resource = budget_path(call.tenant->id, project);
+  m.detail = {{"amount_micros", b.amount_micros},
+              {"thresholds_bps", b.thresholds_bps},
+              {"hard_stop", b.hard_stop},
+              {"version", saved.version},
+              {"alerts_fired_bps", fired}};
+  return m;
+}
+
+Result<Mutation> delete_budget(Api&, Call& call, store::Tx& tx) {
+  const std::string project = GP_TRY(budget_project(call, tx));
+  auto current = GP_TRY(found(billing::find_budget(tx, call.tenant->id, project), "budget"));
+  GP_TRY_VOID(check_if_match(call, current.version));
+  GP_TRY(billing::delete_budget(tx, call.tenant->id, project));
+  Mutation m;
+  m.reply = json_reply(204, nullptr);
+  m.resource = budget_path(call.tenant->id, project);
+  m.detail = {{"amount_micros", current.budget.amount_micros}, {"version", current.version}};
+  return m;
+}
+
+Result<Reply> list_alerts(Api& api, Call& call, store::Tx& tx) {
+  auto page = GP_TRY(page_request(api, call));
+  int64_t after = 0;
+  if (page.after) {
+    const std::string& a = *page.after;
+    auto [ptr, ec] = std::from_chars(a.data(), a.data() + a.size(), after);
+    if (ec != std::errc() || ptr != a.data() + a.size() || after < 0)
+      return fail(Error::invalid("after is not a valid cursor"));
+  }
+  auto rows = GP_TRY(billing::list_budget_alerts(tx, call.tenant->id, after, page.limit + 1));
+  Json next = nullptr;
+  if (rows.size() > size_t(page.limit)) {
+    rows.resize(size_t(page.limit));
+    next = std::to_string(rows.back().id);
+  }
+  Json items = Json::array();
+  for (const auto& a : rows) items.push_back(a.to_json());
+  return json_reply(200, {{"items", items}, {"next", next}});
+}
+
+}  // namespace
+
+// ---- the hard stop around allocation create ----
+
+Result<std::optional<BudgetGate>> budget_precheck(Api& api, store::Tx& tx,
+                                                  const std::string& tenant_id,
+                                                  const std::string& project_id) {
+  auto stops = GP_TRY(billing::hard_stop_budgets(tx, tenant_id, project_id));
+  if (stops.empty()) return std::optional<BudgetGate>();
+  auto spend = billing::month_to_date_spend(tx, tenant_id, api.world().now());
+  if (!spend)
+    return fail(Error::conflict(fmt::format(
+        "a budget with a hard stop covers this project but its spend cannot be rated: {}",
+        spend.error().message)));
+  for (const auto& b : stops) {
+    const billing::Micros spent = billing::spend_of(*spend, b);
+    if (spent < b.amount_micros) continue;
+    const std::string scope = b.project.empty() ? fmt::format("tenant '{}'", b.tenant)
+                                                : fmt::format("project '{}'", b.project);
+    return fail(ErrorCode::kBudgetExceeded,
+                fmt::format("the budget of {} {} for {} is spent: {} spent in {} (hard stop); "
+                            "nothing new can be allocated until the next period or a larger budget",
+                            billing::format_micros(b.amount_micros), spend->currency, scope,
+                            billing::format_micros(spent), billing::period_label(spend->period)));
+  }
+  return std::optional<BudgetGate>(BudgetGate{std::move(stops), std::move(*spend)});
+}
+
+Result<void> budget_admit(Api& api, store::Tx& tx, const BudgetGate& gate,
+                          const alloc::Allocation& a) {
+  // A queued allocation holds nothing yet: it was admitted by the precheck (spend under the
+  // amount) and its cost counts once it is placed.
+  if (a.placement.is_null()) return ok();
+  auto holding = GP_TRY(metering::holding_of(a.placement));
+  if (!holding) return ok();
+  const int64_t now = api.world().now();
+  billing::UsageRecord r;
+  r.tenant = a.tenant_id;
+  r.project = a.project_id;
+  r.resource_key = holding->resource_key;
+  if (a.offering_id) {
+    if (auto o = GP_TRY(alloc::find_offering(tx, *a.offering_id))) r.offering = o->name;
+  }
+  r.preemptible = a.request.preemptible;
+  r.start_us = now;
+  // The proposal: its first hour, or up to its end time when it has one.
+  r.end_us = a.end_at ? *a.end_at : now + kUsPerHour;
+  r.quantity = holding->quantity;
+  r.gpu_equivalent_units = holding->units;
+  if (r.end_us <= r.start_us) return ok();
+  const billing::UsageRecord proposal[] = {r};
+  auto with = billing::month_to_date_spend(tx, a.tenant_id, now, proposal);
+  if (!with)
+    return fail(Error::conflict(fmt::format(
+        "a budget with a hard stop covers this project but the allocation cannot be priced: {}",
+        with.error().message)));
+  for (const auto& b : gate.stops) {
+    const billing::Micros before = billing::spend_of(gate.spend, b);
+    const billing::Micros cost = std::max<billing::Micros>(0, billing::spend_of(*with, b) - before);
+    auto d = GP_TRY(billing::evaluate_budget(b, before, cost));
+    if (d.refused)
+      return fail(ErrorCode::kBudgetExceeded,
+                  fmt::format("{}; priced as {} of {} {} from now", d.reason,
+                              a.end_at ? "the allocation up to its end time" : "the first hour",
+                              r.quantity, r.resource_key));
+  }
+  return ok();
+}
+
+// ---- the billing sweep ----
+
+Result<int> Api::billing_sweep() {
+  const int64_t now = world().now();
+  const billing::Period period = billing::month_containing(now);
+  struct Rated {
+    std::string tenant;
+    billing::Spend spend;
+    std::vector<billing::StoredBudget> budgets;
+  };
+  std::vector<Rated> rated;
+  // Rating reads only; the write transaction below just records what fired.
+  GP_TRY_VOID(store().read([&](store::Tx& tx) -> Result<void> {
+    std::set<std::string> tenants;
+    for (auto& t : GP_TRY(billing::tenants_with_usage(tx, period, now))) tenants.insert(t);
+    for (auto& t : GP_TRY(billing::tenants_with_budgets(tx))) tenants.insert(t);
+    for (const auto& t : tenants) {
+      auto spend = billing::month_to_date_spend(tx, t, now);
+      if (!spend) {
+        spdlog::warn("billing sweep: tenant {} not rated: {}", t, spend.error().message);
+        continue;
+      }
+      rated.push_back({t, std::move(*spend), GP_TRY(billing::load_budgets(tx, t))});
+    }
+    return ok();
+  }));
+
+  std::vector<std::pair<std::string, double>> revenue, gpu_hours;
+  for (const auto& r : rated) {
+    revenue.emplace_back(r.tenant, double(r.spend.total_micros));
+    gpu_hours.emplace_back(r.tenant, double(r.spend.gpu_equivalent_unit_us) /
+                                         double(billing::kGpuEquivalentUnits) / double(kUsPerHour));
+  }
+  metrics().set_family("billing_revenue_month_to_date_micros",
+                       "Revenue rated so far this UTC month (invoice subtotal before credits and "
+                       "tax), micro-units of the tenant's card currency, by tenant (the largest "
+                       "50; the rest summed as tenant=\"_other\").",
+                       "tenant", std::move(revenue), kRevenueSeries);
+  metrics().set_family("billing_gpu_hours_month_to_date",
+                       "GPU-equivalent-hours billed so far this UTC month, by tenant (the largest "
+                       "50; the rest summed as tenant=\"_other\").",
+                       "tenant", std::move(gpu_hours), kRevenueSeries);
+
+  int fired = 0;
+  GP_TRY_VOID(store().write([&](store::Tx& tx) -> Result<void> {
+    for (const auto& r : rated) {
+      for (const auto& b : r.budgets) {
+        // Changed or removed since it was read: the next sweep judges the new one.
+        auto now_stored = GP_TRY(billing::find_budget(tx, b.budget.tenant, b.budget.project));
+        if (!now_stored || now_stored->version != b.version) continue;
+        for (const auto& a : GP_TRY(billing::record_budget_alerts(
+                 tx, b.budget, r.spend.period, billing::spend_of(r.spend, b.budget), now))) {
+          GP_TRY_VOID(audit().append(tx, alert_audit(a, "billing-sweep")));
+          ++fired;
+        }
+      }
+    }
+    return ok();
+  }));
+  metrics().set_gauge("billing_sweep_timestamp_seconds", double(now) / 1e6);
+  return fired;
+}
+
+std::vector<Route> budget_routes() {
+  std::vector<Route> r;
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/budgets",
+               .action = "budget.list",
+               .permission = Permission::kBillingRead,
+               .handler = read_tx(list_budgets),
+               .query_params = {"limit", "after"},
+               .summary = "The tenant's budgets (project_id null: the whole tenant), each with the "
+                          "month-to-date spend and the share of the amount spent.",
+               .response_schema = "Budget[]"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/budgets/{budget}",
+               .action = "budget.get",
+               .permission = Permission::kBillingRead,
+               .handler = read_tx(get_budget),
+               .summary = "One budget: {budget} is a project id or name, or '-' for the "
+                          "tenant-wide budget.",
+               .response_schema = "Budget"});
+  r.push_back({.method = "PUT",
+               .pattern = "/v1/tenants/{tenant}/budgets/{budget}",
+               .action = "budget.set",
+               .permission = Permission::kQuotaWrite,
+               .mutation = true,
+               .conditional = true,
+               .handler = write_tx(put_budget),
+               .summary = "Create or replace a budget ({budget}: project id or name, or '-' for "
+                          "the whole tenant): amount per UTC month, alert thresholds, hard stop. "
+                          "Operators and tenant admins (quota.write).",
+               .request_schema = "BudgetPut",
+               .response_schema = "Budget"});
+  r.push_back({.method = "DELETE",
+               .pattern = "/v1/tenants/{tenant}/budgets/{budget}",
+               .action = "budget.delete",
+               .permission = Permission::kQuotaWrite,
+               .mutation = true,
+               .conditional = true,
+               .handler = write_tx(delete_budget),
+               .summary = "Remove a budget (its alerts stay).",
+               .success_status = 204});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/budget-alerts",
+               .action = "budget_alert.list",
+               .permission = Permission::kBillingRead,
+               .handler = read_tx(list_alerts),
+               .query_params = {"limit", "after"},
+               .summary = "Budget alerts, oldest first: one per budget, UTC month and threshold "
+                          "reached.",
+               .response_schema = "BudgetAlert[]"});
+  return r;
+}
+
+}  // namespace gp::api

@@ -1,0 +1,226 @@
+// Stored budgets, their alerts and the month-to-date spend they are measured against.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <set>
+
+#include "billing/ledger.h"
+#include "common/clock.h"
+
+namespace gp::billing {
+
+namespace {
+
+std::string thresholds_text(const std::vector<int32_t>& bps) {
+  Json j = Json::array();
+  for (int32_t t : bps) j.push_back(t);
+  return j.dump();
+}
+
+Result<StoredBudget> budget_from(const store::Row& row) {
+  StoredBudget s;
+  s.budget.tenant = row.text(0);
+  s.budget.project = row.text(1);
+  s.budget.amount_micros = row.integer(2);
+  const Json ts = Json::parse(row.text(3), nullptr, false);
+  if (!ts.is_array()) return fail(Error::internal("stored budget thresholds unreadable"));
+  s.budget.thresholds_bps.clear();
+  for (const auto& t : ts) s.budget.thresholds_bps.push_back(t.get<int32_t>());
+  s.budget.hard_stop = row.integer(4) != 0;
+  s.updated_by = row.text(5);
+  s.updated_at = row.integer(6);
+  s.version = row.integer(7);
+  return s;
+}
+
+constexpr std::string_view kBudgetColumns =
+    "tenant_id, project_id, amount_micros, thresholds, hard_stop, updated_by, updated_at, version";
+
+AlertRecord alert_from(const store::Row& row) {
+  AlertRecord a;
+  a.id = row.integer(0);
+  a.tenant_id = row.text(1);
+  a.project_id = row.text(2);
+  a.period = row.text(3);
+  a.threshold_bps = int32_t(row.integer(4));
+  a.threshold_micros = row.integer(5);
+  a.amount_micros = row.integer(6);
+  a.spend_micros = row.integer(7);
+  a.created_at = row.integer(8);
+  return a;
+}
+
+constexpr std::string_view kAlertColumns =
+    "id, tenant_id, project_id, period, threshold_bps, threshold_micros, amount_micros, "
+    "spend_micros, created_at";
+
+}  // namespace
+
+Result<Budget> parse_budget_body(const std::string& tenant, const std::string& project,
+                                 const Json& body) {
+  if (!body.is_object()) return fail(Error::invalid("budget: body must be a JSON object"));
+  for (const char* key : {"tenant", "project"}) {
+    if (body.contains(key))
+      return fail(Error::invalid(fmt::format("field '{}': given by the path, not the body", key)));
+  }
+  Json j = body;
+  j["tenant"] = tenant;
+  if (!project.empty()) j["project"] = project;
+  return parse_budget(j);
+}
+
+Result<std::vector<StoredBudget>> load_budgets(store::Tx& tx, const std::string& tenant_id) {
+  std::vector<StoredBudget> out;
+  for (const auto& row :
+       GP_TRY(tx.query(fmt::format("SELECT {} FROM budgets WHERE tenant_id = ? ORDER BY project_id",
+                                   kBudgetColumns),
+                       {tenant_id})))
+    out.push_back(GP_TRY(budget_from(row)));
+  return out;
+}
+
+Result<std::optional<StoredBudget>> find_budget(store::Tx& tx, const std::string& tenant_id,
+                                                const std::string& project_id) {
+  auto row = GP_TRY(tx.query_one(
+      fmt::format("SELECT {} FROM budgets WHERE tenant_id = ? AND project_id = ?", kBudgetColumns),
+      {tenant_id, project_id}));
+  if (!row) return std::optional<StoredBudget>();
+  return std::optional<StoredBudget>(GP_TRY(budget_from(*row)));
+}
+
+Result<StoredBudget> save_budget(store::Tx& tx, const Budget& b, const std::string& who,
+                                 int64_t now) {
+  GP_TRY_VOID(validate_budget(b));
+  auto current = GP_TRY(find_budget(tx, b.tenant, b.project));
+  StoredBudget s{b, who, now, current ? current->version + 1 : 1};
+  GP_TRY(tx.exec(
+      "INSERT INTO budgets (tenant_id, project_id, amount_micros, thresholds, hard_stop, "
+      "updated_by, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, "
+      "project_id) DO UPDATE SET amount_micros = excluded.amount_micros, thresholds = "
+      "excluded.thresholds, hard_stop = excluded.hard_stop, updated_by = excluded.updated_by, "
+      "updated_at = excluded.updated_at, version = excluded.version",
+      {b.tenant, b.project, b.amount_micros, thresholds_text(b.thresholds_bps),
+       int64_t(b.hard_stop ? 1 : 0), who, now, s.version}));
+  return s;
+}
+
+Result<bool> delete_budget(store::Tx& tx, const std::string& tenant_id,
+                           const std::string& project_id) {
+  return GP_TRY(tx.exec("DELETE FROM budgets WHERE tenant_id = ? AND project_id = ?",
+                        {tenant_id, project_id})) > 0;
+}
+
+Micros Spend::for_project(std::string_view project) const {
+  if (project.empty()) return total_micros;
+  auto it = by_project.find(project);
+  return it == by_project.end() ? 0 : it->second;
+}
+
+Result<Spend> month_to_date_spend(store::Tx& tx, const std::string& tenant_id, int64_t now,
+                                  std::span<const UsageRecord> extra) {
+  Spend s;
+  s.period = month_containing(now);
+  const Account account = GP_TRY(load_account(tx, tenant_id));
+  auto usage = GP_TRY(load_usage_records(tx, tenant_id, s.period, now));
+  if (usage.empty() && extra.empty()) return s;  // nothing to price: no card needed
+  const RateCard card = GP_TRY(rate_card_for_period(tx, account.rate_card_id, s.period));
+  usage.insert(usage.end(), extra.begin(), extra.end());
+  const Invoice inv = GP_TRY(compute_invoice(card, account.terms(), s.period, usage));
+  s.currency = inv.currency;
+  s.total_micros = inv.subtotal_micros;
+  for (const auto& line : inv.lines) s.by_project[line.project] += line.amount_micros;
+  for (const auto& r : usage) {
+    auto piece = clip_to_period(r, s.period);
+    if (piece)
+      s.gpu_equivalent_unit_us += piece->gpu_equivalent_units * (piece->end_us - piece->start_us);
+  }
+  return s;
+}
+
+Result<std::vector<Budget>> hard_stop_budgets(store::Tx& tx, const std::string& tenant_id,
+                                              const std::string& project_id) {
+  std::vector<Budget> out;
+  // The primary key (tenant_id, project_id) serves this lookup.
+  for (const auto& row : GP_TRY(tx.query(
+           fmt::format("SELECT {} FROM budgets WHERE tenant_id = ? AND project_id IN ('', ?) AND "
+                       "hard_stop <> 0 ORDER BY project_id",
+                       kBudgetColumns),
+           {tenant_id, project_id})))
+    out.push_back(GP_TRY(budget_from(row)).budget);
+  return out;
+}
+
+Json AlertRecord::to_json() const {
+  return {{"id", std::to_string(id)},
+          {"tenant_id", tenant_id},
+          {"project_id", project_id.empty() ? Json(nullptr) : Json(project_id)},
+          {"period", period},
+          {"threshold_bps", threshold_bps},
+          {"threshold_micros", threshold_micros},
+          {"amount_micros", amount_micros},
+          {"spend_micros", spend_micros},
+          {"created_at", format_rfc3339(from_unix_micros(created_at))}};
+}
+
+Result<std::vector<AlertRecord>> record_budget_alerts(store::Tx& tx, const Budget& b,
+                                                      const Period& period, Micros spend_micros,
+                                                      int64_t now) {
+  std::vector<AlertRecord> out;
+  if (spend_micros <= 0) return out;
+  // Every threshold the spend has reached: the crossings from nothing spent to `spend`.
+  Budget alerts_only = b;
+  alerts_only.hard_stop = false;
+  const BudgetDecision d = GP_TRY(evaluate_budget(alerts_only, 0, spend_micros));
+  const std::string label = period_label(period);
+  for (const auto& c : d.crossed) {
+    const int64_t changed = GP_TRY(tx.exec(
+        "INSERT INTO budget_alerts (id, tenant_id, project_id, period, threshold_bps, "
+        "threshold_micros, amount_micros, spend_micros, created_at) SELECT COALESCE(MAX(id), 0) "
+        "+ 1, ?, ?, ?, ?, ?, ?, ?, ? FROM budget_alerts WHERE TRUE ON CONFLICT (tenant_id, "
+        "project_id, period, threshold_bps) DO NOTHING",
+        {b.tenant, b.project, label, int64_t(c.threshold_bps), c.threshold_micros, b.amount_micros,
+         spend_micros, now}));
+    if (changed == 0) continue;  // already fired this period
+    auto row = GP_TRY(tx.query_one(
+        fmt::format("SELECT {} FROM budget_alerts WHERE tenant_id = ? AND project_id = ? AND "
+                    "period = ? AND threshold_bps = ?",
+                    kAlertColumns),
+        {b.tenant, b.project, label, int64_t(c.threshold_bps)}));
+    if (!row) return fail(Error::internal("budget alert vanished after insert"));
+    out.push_back(alert_from(*row));
+  }
+  return out;
+}
+
+Result<std::vector<AlertRecord>> list_budget_alerts(store::Tx& tx, const std::string& tenant_id,
+                                                    int64_t after, int limit) {
+  std::vector<AlertRecord> out;
+  for (const auto& row : GP_TRY(tx.query(
+           fmt::format("SELECT {} FROM budget_alerts WHERE tenant_id = ? AND id > ? ORDER BY id "
+                       "LIMIT ?",
+                       kAlertColumns),
+           {tenant_id, after, int64_t(limit)})))
+    out.push_back(alert_from(row));
+  return out;
+}
+
+Result<std::vector<std::string>> tenants_with_usage(store::Tx& tx, const Period& period,
+                                                    int64_t now) {
+  const int64_t until = std::min(period.end_us, now);
+  std::vector<std::string> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT DISTINCT tenant_id FROM usage_intervals WHERE start_us < ? AND (end_us IS NULL "
+           "OR end_us > ?) ORDER BY tenant_id",
+           {until, period.start_us})))
+    out.push_back(row.text(0));
+  return out;
+}
+
+Result<std::vector<std::string>> tenants_with_budgets(store::Tx& tx) {
+  std::vector<std::string> out;
+  for (const auto& row : GP_TRY(tx.query("SELECT DISTINCT tenant_id FROM budgets ORDER BY 1")))
+    out.push_back(row.text(0));
+  return out;
+}
+
+}  // namespace gp::billing
