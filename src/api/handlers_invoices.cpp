@@ -42,8 +42,13 @@ Result<Mutation> put_account(Api& api, Call& call, store::Tx& tx) {
 
 Result<Mutation> draft_invoice(Api& api, Call& call, store::Tx& tx) {
   auto period = GP_TRY(billing::parse_period_body(*call.body));
-  // SLA credits join here once the SLA standing is wired in (see docs/billing.md).
-  auto r = GP_TRY(billing::refresh_draft(tx, api.world(), call.tenant->id, period, call.who.id));
+  const auto credits =
+      GP_TRY(billing::load_sla_credits(tx, call.tenant->id, period, api.world().now()));
+  const auto mine = credits.find(call.tenant->id);
+  auto r = GP_TRY(billing::refresh_draft(
+      tx, api.world(), call.tenant->id, period, call.who.id,
+      mine != credits.end() ? std::span<const billing::OfferingCredit>(mine->second)
+                            : std::span<const billing::OfferingCredit>()));
   Mutation m;
   m.reply = json_reply(r.outcome == billing::DraftOutcome::kRefreshed ? 200 : 201,
                        r.stored.to_json(), r.stored.version);
@@ -178,7 +183,8 @@ Result<Reply> verify(Api& api, Call& call, store::Tx& tx) {
 
 Result<Mutation> run(Api& api, Call& call, store::Tx& tx) {
   auto period = GP_TRY(billing::parse_period_body(*call.body));
-  auto report = GP_TRY(billing::run_period(tx, api.world(), period, call.who.id));
+  const auto credits = GP_TRY(billing::load_sla_credits(tx, "", period, api.world().now()));
+  auto report = GP_TRY(billing::run_period(tx, api.world(), period, call.who.id, credits));
   Json body = report.to_json();
   Mutation m;
   m.reply = json_reply(200, body);

@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "metering/metering.h"
+#include "sla/standing.h"
 
 namespace gp::billing {
 
@@ -105,11 +106,31 @@ Result<RateCard> rate_card_for_period(store::Tx& tx, std::string_view id, const 
   return *first;
 }
 
+namespace {
+
+// Offering ids to the names rate cards and invoices use. A deleted offering keeps its id.
+class OfferingNames {
+ public:
+  static Result<OfferingNames> load(store::Tx& tx) {
+    OfferingNames n;
+    for (const auto& row : GP_TRY(tx.query("SELECT id, name FROM offerings")))
+      n.names_.emplace(row.text(0), row.text(1));
+    return n;
+  }
+  const std::string& operator()(const std::string& id) const {
+    auto it = names_.find(id);
+    return it != names_.end() ? it->second : id;
+  }
+
+ private:
+  std::map<std::string, std::string, std::less<>> names_;
+};
+
+}  // namespace
+
 Result<std::vector<UsageRecord>> load_usage_records(store::Tx& tx, const std::string& tenant_id,
                                                     const Period& period, int64_t now) {
-  std::map<std::string, std::string, std::less<>> offering_names;
-  for (const auto& row : GP_TRY(tx.query("SELECT id, name FROM offerings")))
-    offering_names.emplace(row.text(0), row.text(1));
+  const auto offering_name = GP_TRY(OfferingNames::load(tx));
   const int64_t until = std::min(period.end_us, now);
   std::vector<UsageRecord> out;
   if (until <= period.start_us) return out;
@@ -118,16 +139,25 @@ Result<std::vector<UsageRecord>> load_usage_records(store::Tx& tx, const std::st
     r.tenant = i.tenant_id;
     r.project = i.project_id;
     r.resource_key = i.resource_key;
-    if (i.offering_id) {
-      auto name = offering_names.find(*i.offering_id);
-      r.offering = name != offering_names.end() ? name->second : *i.offering_id;
-    }
+    if (i.offering_id) r.offering = offering_name(*i.offering_id);
     r.preemptible = i.preemptible;
     r.start_us = std::max(i.start_us, period.start_us);
     r.end_us = std::min(i.end_us.value_or(until), until);
     r.quantity = i.quantity;
     r.gpu_equivalent_units = i.units;
     if (r.end_us > r.start_us) out.push_back(std::move(r));
+  }
+  return out;
+}
+
+Result<CreditsByTenant> load_sla_credits(store::Tx& tx, const std::string& tenant_id,
+                                         const Period& period, int64_t now) {
+  const auto offering_name = GP_TRY(OfferingNames::load(tx));
+  CreditsByTenant out;
+  for (const auto& a : GP_TRY(sla::standing(tx, tenant_id, period.start_us, period.end_us, now))) {
+    if (a.credit_bps > 0)
+      out[a.tenant].push_back(
+          {.offering = offering_name(a.offering), .credit_bps = a.credit_bps, .reason = a.reason});
   }
   return out;
 }

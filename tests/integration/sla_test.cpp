@@ -257,3 +257,46 @@ TEST_F(Sla, BadInputIsAClearErrorAndChangesNothing) {
 
 }  // namespace
 }  // namespace gp::it
+
+namespace gp::it {
+namespace {
+
+// The credit the standing shows is the one the invoice applies: 10% of the offering's charge.
+TEST_F(Sla, TheCreditTierLandsOnTheTenantsInvoice) {
+  auto card = s.request("POST", "/v1/rate-cards",
+                        {{"id", "default"},
+                         {"currency", "USD"},
+                         {"effective_from", "2020-01-01T00:00:00Z"},
+                         {"prices", {{{"offering", "h200-1x"}, {"unit_price_micros", 3'600'000}}}}},
+                        admin);
+  ASSERT_EQ(card.status, 201) << card.raw;
+  outage(990, 10);
+  auto draft =
+      s.request("POST", "/v1/tenants/" + acme.id + "/invoices", {{"period", period()}}, admin);
+  ASSERT_EQ(draft.status, 201) << draft.raw;
+  // 990 s of one GPU at 3.60 an hour; the node failure ended the allocation.
+  EXPECT_EQ(draft.body["subtotal_micros"], 990'000) << draft.raw;
+  ASSERT_EQ(draft.body["sla_credits"].size(), 1u) << draft.raw;
+  const Json& credit = draft.body["sla_credits"][0];
+  EXPECT_EQ(credit["offering"], "h200-1x");
+  EXPECT_EQ(credit["credit_bps"], 1000);
+  EXPECT_EQ(credit["charge_micros"], 990'000);
+  EXPECT_EQ(credit["amount_micros"], 99'000);
+  EXPECT_EQ(credit["reason"], "availability 99.000000% below 99.9000%");
+  EXPECT_EQ(draft.body["total_micros"], 891'000);
+  // Bravo met its target: the monthly run gives it no credit line.
+  auto run = s.request("POST", "/v1/invoices/run", {{"period", period()}}, admin);
+  ASSERT_EQ(run.status, 200) << run.raw;
+  auto list = s.request("GET", "/v1/tenants/" + bravo.id + "/invoices", nullptr, admin);
+  ASSERT_EQ(list.status, 200) << list.raw;
+  ASSERT_EQ(list.body["items"].size(), 1u) << list.raw;
+  auto inv = s.request(
+      "GET",
+      "/v1/tenants/" + bravo.id + "/invoices/" + list.body["items"][0]["id"].get<std::string>(),
+      nullptr, admin);
+  EXPECT_TRUE(inv.body["sla_credits"].empty()) << inv.raw;
+  EXPECT_GT(inv.body["subtotal_micros"].get<int64_t>(), 0) << inv.raw;
+}
+
+}  // namespace
+}  // namespace gp::it
