@@ -157,6 +157,7 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
        {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(), alloc_routes(),
         k8s_routes(), network_routes(), billing_routes(), posture_routes(), usage_routes()})
     for (auto& r : table) routes_.push_back(std::move(r));
+  for (auto& r : storage_routes()) routes_.push_back(std::move(r));
 }
 
 Api::~Api() = default;

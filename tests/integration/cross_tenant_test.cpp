@@ -78,6 +78,9 @@ TenantWorld populate(TestServer& s, const std::string& name) {
   expect_status(s.request("POST", "/v1/tenants/" + t + "/secrets",
                           {{"name", w.secret}, {"value", name + "-s3cret"}}, token),
                 201, "secret");
+  expect_status(s.request("PUT", "/v1/tenants/" + t + "/projects/" + w.project_id + "/volumes",
+                          {{"size_limits", {{"datasets", 1 << 20}}}}, token),
+                200, "volumes");
   return w;
 }
 
@@ -126,6 +129,7 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
   if (schema == "NetworkPolicySet")
     return {{"egress", {{{"destination", "203.0.113.0/24"}, {"protocol", "tcp"}}}}};
   if (schema == "SecretCreate") return {{"name", "intruder"}, {"value", "x"}};
+  if (schema == "VolumesSet") return {{"size_limits", {{"scratch", 1}}}};
   if (schema == "WorkloadPolicySet")
     return {{"allowed_registries", Json::array({"evil.example.com"})}};
   throw std::runtime_error("no minimal body for request schema " + schema);
@@ -143,6 +147,10 @@ Json snapshot(TestServer& s, const std::string& tenant) {
   out["network"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/network", nullptr,
                                            s.admin_token()),
                                  200, "snapshot network")
+                       .body;
+  out["volumes"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/volumes", nullptr,
+                                           s.admin_token()),
+                                 200, "snapshot volumes")
                        .body;
   out["workload-policy"] =
       expect_status(
