@@ -201,16 +201,20 @@ bool Enforcer::network_round(const Assignment& a) {
                     workloads.error().message);
       return false;
     }
-    std::set<std::string> live;
+    std::set<std::string> live, unattached;
     for (const auto& s : state.segments) live.insert(s.tenant);
     for (auto& w : *workloads) {
       if (!live.contains(w.tenant)) {
         // Its tenant has no segment (offboarded, or not yet allocated): it gets no rules.
-        spdlog::warn("workload {}: tenant {} has no live segment; not attached", w.name, w.tenant);
+        if (!unattached_.contains(w.name))
+          spdlog::warn("workload {}: tenant {} has no live segment; not attached", w.name,
+                       w.tenant);
+        unattached.insert(w.name);
         continue;
       }
       state.workloads.push_back(std::move(w));
     }
+    unattached_ = std::move(unattached);  // warned once per workload, again if it comes back
   }
   auto ruleset = network::render_nftables(state);
   if (!ruleset) {

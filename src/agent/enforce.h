@@ -6,6 +6,7 @@
 #pragma once
 
 #include <functional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,7 +61,8 @@ class Enforcer {
 
   const AgentOptions& o_;
   network::NftCommand nft_;
-  std::string applied_ruleset_;  // the text last applied successfully; "" before the first
+  std::string applied_ruleset_;       // the text last applied successfully; "" before the first
+  std::set<std::string> unattached_;  // workloads left out last round (warned about once)
 };
 
 }  // namespace gp::agent
