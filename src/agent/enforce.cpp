@@ -221,13 +221,19 @@ bool Enforcer::network_round(const Assignment& a) {
     spdlog::error("nftables ruleset: {}; ruleset left as it is", ruleset.error().message);
     return false;
   }
-  if (*ruleset == applied_ruleset_) return true;
+  // Unchanged text is applied again only every kResync, which also repairs a table someone
+  // flushed or deleted by hand.
+  const auto now = std::chrono::steady_clock::now();
+  if (*ruleset == applied_ruleset_ && now - applied_at_ < kResync) return true;
   if (auto r = network::apply_ruleset(*ruleset, nft_); !r) {
     spdlog::error("nft: {} (retrying next round)", r.error().message);
     applied_ruleset_.clear();
     return false;
   }
+  const bool changed = *ruleset != applied_ruleset_;
   applied_ruleset_ = *ruleset;
+  applied_at_ = now;
+  if (!changed) return true;
   spdlog::info("nftables: applied table {} {} ({} segments, {} workloads)", network::kTableFamily,
                network::kTableName, state.segments.size(), state.workloads.size());
   return true;

@@ -5,6 +5,7 @@
 // runtime attached to this node. Parsing is pure; Enforcer::round does the I/O and never throws.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <set>
 #include <string>
@@ -61,7 +62,9 @@ class Enforcer {
 
   const AgentOptions& o_;
   network::NftCommand nft_;
-  std::string applied_ruleset_;       // the text last applied successfully; "" before the first
+  std::string applied_ruleset_;  // the text last applied successfully; "" before the first
+  std::chrono::steady_clock::time_point applied_at_{};
+  static constexpr std::chrono::seconds kResync{60};
   std::set<std::string> unattached_;  // workloads left out last round (warned about once)
 };
 
