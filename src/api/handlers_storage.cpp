@@ -14,7 +14,9 @@ namespace {
 
 using iam::Permission;
 
-// Size limits stay below 2^62 bytes, so they fit a signed 64-bit JSON integer anywhere.
+// Size limits: at least 1 MiB (what the storage core accepts), below 2^62 bytes so they fit a
+// signed 64-bit JSON integer anywhere.
+constexpr int64_t kMinSizeLimit = int64_t{1} << 20;
 constexpr int64_t kMaxSizeLimit = int64_t{1} << 62;
 
 // ---- Tenant id ranges ----
@@ -74,10 +76,10 @@ Result<std::vector<std::pair<storage::VolumeKind, uint64_t>>> parse_limits(const
     if (!kind)
       return fail(Error::invalid(fmt::format(
           "{}.{}: unknown volume (datasets, models, checkpoints or scratch)", where, key)));
-    if (!value.is_number_integer() || value.get<int64_t>() < 1 ||
+    if (!value.is_number_integer() || value.get<int64_t>() < kMinSizeLimit ||
         value.get<int64_t>() > kMaxSizeLimit)
       return fail(Error::invalid(
-          fmt::format("{}.{}: must be an integer number of bytes, 1 to 2^62", where, key)));
+          fmt::format("{}.{}: must be an integer number of bytes, 1 MiB to 2^62", where, key)));
     out.emplace_back(*kind, value.get<uint64_t>());
   }
   std::sort(out.begin(), out.end());

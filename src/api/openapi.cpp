@@ -486,7 +486,7 @@ Json schemas() {
   // Tenant storage (handlers_storage.cpp).
   Json limits = {{"type", "object"},
                  {"propertyNames", enum_of({"datasets", "models", "checkpoints", "scratch"})},
-                 {"additionalProperties", {{"type", "integer"}, {"minimum", 1}}}};
+                 {"additionalProperties", {{"type", "integer"}, {"minimum", 1 << 20}}}};
   s["VolumesSet"] = object({{"size_limits", limits}}, {});
   Json project_volumes = {{"project", str()},      {"project_id", str()},
                           {"uid", integer()},      {"gid", integer()},

@@ -8,24 +8,25 @@ namespace gp::agent {
 namespace {
 
 Json good_assignment() {
-  return {{"node", "node_1"},
-          {"generated_at", "2026-01-01T00:00:00Z"},
-          {"supernet", "10.64.0.0/10"},
-          {"segments",
-           {{{"tenant", "acme"}, {"vni", 10000}, {"cidr", "10.64.0.0/24"}},
-            {{"tenant", "umbrella"}, {"vni", 10001}, {"cidr", "10.64.1.0/24"}}}},
-          {"policies",
-           {{{"tenant", "acme"},
-             {"policy",
-              {{"egress", {{{"destination", "203.0.113.0/24"}, {"protocol", "tcp"}}}},
-               {"exposures", Json::array()}}}}}},
-          {"volumes",
-           {{{"tenant", "acme"},
-             {"ids", {{"first", 1000000}, {"count", 65536}}},
-             {"projects",
-              {{{"project", "vision"}, {"id", 1000001}, {"size_limits", {{"datasets", 4096}}}}}}}}},
-          {"storage_deletions",
-           {{{"id", "sdel_1"}, {"tenant", "old"}, {"project", ""}, {"due_at", "x"}}}}};
+  return {
+      {"node", "node_1"},
+      {"generated_at", "2026-01-01T00:00:00Z"},
+      {"supernet", "10.64.0.0/10"},
+      {"segments",
+       {{{"tenant", "acme"}, {"vni", 10000}, {"cidr", "10.64.0.0/24"}},
+        {{"tenant", "umbrella"}, {"vni", 10001}, {"cidr", "10.64.1.0/24"}}}},
+      {"policies",
+       {{{"tenant", "acme"},
+         {"policy",
+          {{"egress", {{{"destination", "203.0.113.0/24"}, {"protocol", "tcp"}}}},
+           {"exposures", Json::array()}}}}}},
+      {"volumes",
+       {{{"tenant", "acme"},
+         {"ids", {{"first", 1000000}, {"count", 65536}}},
+         {"projects",
+          {{{"project", "vision"}, {"id", 1000001}, {"size_limits", {{"datasets", 1 << 22}}}}}}}}},
+      {"storage_deletions",
+       {{{"id", "sdel_1"}, {"tenant", "old"}, {"project", ""}, {"due_at", "x"}}}}};
 }
 
 TEST(Enforce, ParsesAWholeAssignment) {
@@ -41,7 +42,7 @@ TEST(Enforce, ParsesAWholeAssignment) {
   ASSERT_EQ(a->volumes[0].projects.size(), 1u);
   EXPECT_EQ(a->volumes[0].projects[0].id, 1000001u);
   ASSERT_EQ(a->volumes[0].projects[0].size_limits.size(), 1u);
-  EXPECT_EQ(a->volumes[0].projects[0].size_limits[0].second, 4096u);
+  EXPECT_EQ(a->volumes[0].projects[0].size_limits[0].second, 1u << 22);
   ASSERT_EQ(a->deletions.size(), 1u);
   EXPECT_TRUE(a->deletions[0].project.empty());
   // The rendered ruleset of the assignment alone is valid.

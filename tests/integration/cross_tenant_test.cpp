@@ -129,7 +129,7 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
   if (schema == "NetworkPolicySet")
     return {{"egress", {{{"destination", "203.0.113.0/24"}, {"protocol", "tcp"}}}}};
   if (schema == "SecretCreate") return {{"name", "intruder"}, {"value", "x"}};
-  if (schema == "VolumesSet") return {{"size_limits", {{"scratch", 1}}}};
+  if (schema == "VolumesSet") return {{"size_limits", {{"scratch", 1 << 20}}}};
   if (schema == "WorkloadPolicySet")
     return {{"allowed_registries", Json::array({"evil.example.com"})}};
   throw std::runtime_error("no minimal body for request schema " + schema);

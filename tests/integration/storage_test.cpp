@@ -59,7 +59,7 @@ TEST_F(Storage, VolumesGetTheTenantsIdsAndModesThatDenyOthers) {
   auto r = s.request("PUT", volumes(a, "vision"), {{"size_limits", {{"datasets", 1 << 30}}}},
                      a.admin_token);
   ASSERT_EQ(r.status, 200) << r.raw;
-  EXPECT_EQ(r.header("ETag"), "W/\"1\"");
+  EXPECT_EQ(r.header("ETag"), "\"1\"");
   EXPECT_EQ(r.body.at("size_limits").at("datasets"), 1 << 30);
   ASSERT_EQ(s.request("PUT", volumes(a, "speech"), Json::object(), a.admin_token).status, 200);
   ASSERT_EQ(s.request("PUT", volumes(b, "nlp"), Json::object(), b.admin_token).status, 200);
@@ -97,18 +97,19 @@ TEST_F(Storage, VolumesGetTheTenantsIdsAndModesThatDenyOthers) {
   EXPECT_TRUE(IsProblem(s.request("PUT", volumes(a, "vision"), Json::object(), a.admin_token,
                                   {{"If-Match", "W/\"7\""}}),
                         412));
-  auto r2 = s.request("PUT", volumes(a, "vision"), {{"size_limits", {{"scratch", 4096}}}},
+  auto r2 = s.request("PUT", volumes(a, "vision"), {{"size_limits", {{"scratch", 4 << 20}}}},
                       a.admin_token, {{"If-Match", "W/\"1\""}});
   ASSERT_EQ(r2.status, 200) << r2.raw;
   EXPECT_EQ(r2.body.at("version"), 2);
   EXPECT_EQ(r2.body.at("uid"), vision_uid);
-  EXPECT_EQ(r2.body.at("size_limits"), Json({{"scratch", 4096}}));
+  EXPECT_EQ(r2.body.at("size_limits"), Json({{"scratch", 4 << 20}}));
   EXPECT_EQ(plan(a).at("ids").at("first"), first_a);
 }
 
 TEST_F(Storage, BadInputIsRefusedAndStoresNothing) {
   const std::vector<Json> bad = {
       {{"size_limits", {{"datasets", 0}}}},
+      {{"size_limits", {{"datasets", (1 << 20) - 1}}}},
       {{"size_limits", {{"datasets", -5}}}},
       {{"size_limits", {{"datasets", "1G"}}}},
       {{"size_limits", {{"datasets", 1.5}}}},
@@ -160,10 +161,10 @@ TEST_F(Storage, AssignmentCarriesSegmentsPoliciesAndVolumePlans) {
       200);
   ASSERT_EQ(s.request("GET", "/v1/tenants/" + b.id + "/network", nullptr, b.admin_token).status,
             200);
-  ASSERT_EQ(
-      s.request("PUT", volumes(a, "vision"), {{"size_limits", {{"models", 123456}}}}, a.admin_token)
-          .status,
-      200);
+  ASSERT_EQ(s.request("PUT", volumes(a, "vision"), {{"size_limits", {{"models", 3 << 20}}}},
+                      a.admin_token)
+                .status,
+            200);
 
   Json as = assignment();
   EXPECT_EQ(as.at("supernet"), "10.64.0.0/10");
@@ -179,7 +180,7 @@ TEST_F(Storage, AssignmentCarriesSegmentsPoliciesAndVolumePlans) {
   EXPECT_EQ(v.at("ids").at("first"), plan(a).at("ids").at("first"));
   ASSERT_EQ(v.at("projects").size(), 1u);
   EXPECT_EQ(v.at("projects")[0].at("project"), "vision");
-  EXPECT_EQ(v.at("projects")[0].at("size_limits").at("models"), 123456);
+  EXPECT_EQ(v.at("projects")[0].at("size_limits").at("models"), 3 << 20);
   EXPECT_TRUE(as.at("storage_deletions").empty());
 }
 
