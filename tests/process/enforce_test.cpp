@@ -122,7 +122,9 @@ TEST(Enforce, AgentCreatesVolumeTreesAndRemovesThemWhenDue) {
 
 // Runs a command to completion; true when it exits 0.
 bool sh(const std::vector<std::string>& argv, std::string* out = nullptr) {
-  auto r = run(argv[0], {argv.begin() + 1, argv.end()}, {}, std::nullopt, 20s);
+  std::string program = find_program(argv[0]);  // run() takes a path, not a name
+  if (program.empty()) return false;
+  auto r = run(program, {argv.begin() + 1, argv.end()}, {}, std::nullopt, 20s);
   if (out) *out = r.out + r.err;
   return r.exit_code == 0;
 }
