@@ -32,10 +32,10 @@ Result<std::string> text_of(const Json& j, const char* key) {
 }
 
 Result<uint32_t> u32_of(const Json& j, const char* key) {
-  const Json* v = GP_TRY(member(j, key, &Json::is_number_unsigned, "an unsigned integer"));
-  if (v->get<uint64_t>() > UINT32_MAX)
+  const Json* v = GP_TRY(member(j, key, &Json::is_number_integer, "an integer"));
+  if (v->get<int64_t>() < 0 || v->get<int64_t>() > int64_t{UINT32_MAX})
     return fail(Error::invalid(fmt::format("assignment: '{}' out of range", key)));
-  return static_cast<uint32_t>(v->get<uint64_t>());
+  return static_cast<uint32_t>(v->get<int64_t>());
 }
 
 }  // namespace
@@ -68,9 +68,9 @@ Result<Assignment> parse_assignment(const Json& j) {
       const Json* limits = GP_TRY(member(p, "size_limits", &Json::is_object, "an object"));
       for (const auto& [kind, bytes] : limits->items()) {
         auto k = storage::parse_volume_kind(kind);
-        if (!k || !bytes.is_number_unsigned())
+        if (!k || !bytes.is_number_integer() || bytes.get<int64_t>() < 1)
           return fail(Error::invalid("assignment: bad size limit " + kind));
-        pv.size_limits.emplace_back(*k, bytes.get<uint64_t>());
+        pv.size_limits.emplace_back(*k, static_cast<uint64_t>(bytes.get<int64_t>()));
       }
       tv.projects.push_back(std::move(pv));
     }
