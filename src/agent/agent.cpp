@@ -9,6 +9,7 @@
 #include <iostream>
 #include <thread>
 
+#include "agent/enforce.h"
 #include "agent/nvml.h"
 #include "cli/http_client.h"
 #include "fleet/inventory.h"
@@ -89,13 +90,19 @@ struct Reply {
   Json body;
 };
 
-Result<Reply> post(const cli::Endpoint& ep, const std::string& path, const Json& body,
-                   const std::string& token) {
+Result<Reply> request(const cli::Endpoint& ep, std::string_view method, const std::string& path,
+                      const Json& body, const std::string& token) {
   std::vector<std::pair<std::string, std::string>> headers;
   if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
-  auto r = GP_TRY(cli::http_request(ep, "POST", path, body.dump(), headers, 15000));
+  auto r = GP_TRY(
+      cli::http_request(ep, method, path, body.is_null() ? "" : body.dump(), headers, 15000));
   Json j = Json::parse(r.body, nullptr, false);
   return Reply{r.status, j.is_discarded() ? Json(r.body) : j};
+}
+
+Result<Reply> post(const cli::Endpoint& ep, const std::string& path, const Json& body,
+                   const std::string& token) {
+  return request(ep, "POST", path, body, token);
 }
 
 std::string problem_detail(const Json& j) {
@@ -165,6 +172,12 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
                  r->body["node"]["id"].get<std::string>());
   }
 
+  Enforcer enforcer(o);
+  const HttpCall http = [&](std::string_view method, const std::string& path,
+                            const Json& body) -> Result<std::pair<int, Json>> {
+    auto r = GP_TRY(request(*ep, method, path, body, credential));
+    return std::pair<int, Json>{r.status, std::move(r.body)};
+  };
   int failures = 0;
   while (!stop) {
     auto inv = source->inventory();
@@ -189,7 +202,9 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       failures = 0;
       spdlog::debug("heartbeat ok: node state {}", r->body["node"].value("state", "?"));
     }
-    if (o.once) return r && r->status == 200 ? 0 : 1;
+    // Enforcement runs even when the heartbeat failed: the assignment may still be readable.
+    const bool enforced = !enforcer.enabled() || enforcer.round(http);
+    if (o.once) return r && r->status == 200 && enforced ? 0 : 1;
     for (int i = 0; i < o.heartbeat_seconds * 10 && !stop; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

@@ -1,7 +1,9 @@
 // The node agent: enrols with a one-time join token, then reports the node's inventory,
 // health and utilization samples to the control plane on every heartbeat, with its own node
 // credential. GPUs come from NVML (loaded with dlopen) or, with --simulate, from an inventory
-// file re-read at each heartbeat. Public header of the agent module.
+// file re-read at each heartbeat. With --storage-root and --enforce-network it also enforces its
+// assignment: tenant volume trees, due storage deletions, the tenant nftables ruleset.
+// Public header of the agent module.
 #pragma once
 
 #include <atomic>
@@ -17,6 +19,12 @@ struct AgentOptions {
   int heartbeat_seconds = 10;
   bool once = false;             // one heartbeat, then exit
   bool print_inventory = false;  // discover, print JSON, exit (no server)
+  // Enforcement, each round after the heartbeat (agent/enforce.h):
+  std::string storage_root;      // create planned volume trees here, execute due deletions
+  std::string workloads_file;    // local workload attachments (JSON), re-read each round
+  bool enforce_network = false;  // apply the nftables ruleset (table inet gpuplane)
+  std::string nft_prefix;        // words run before nft, e.g. "ip netns exec NS"
+  std::string nft_binary = "nft";
 };
 
 // Runs until `stop` becomes true (or one round with `once`). Returns a process exit code.

@@ -159,6 +159,7 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
                      posture_routes(), usage_routes(), budget_routes()})
     for (auto& r : table) routes_.push_back(std::move(r));
   for (auto& r : sla_routes()) routes_.push_back(std::move(r));
+  for (auto& r : storage_routes()) routes_.push_back(std::move(r));
 }
 
 Api::~Api() = default;

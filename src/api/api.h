@@ -44,6 +44,10 @@ struct Isolation {
   network::SegmentPoolConfig segments{
       .vni_first = 10000, .vni_last = 19999, .supernet = {0x0A400000, 10}, .prefix_length = 24};
   std::optional<storage::MasterKey> master_key;
+  // Tenant storage: the uid/gid pool tenant ranges come from, and how long deleted volumes
+  // (and offboarded tenants' trees) stay on disk before the agents remove them.
+  storage::IdPoolConfig storage_ids;
+  Duration storage_grace = std::chrono::hours(168);
 };
 
 struct Route;  // api/router.h

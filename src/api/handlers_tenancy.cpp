@@ -74,12 +74,14 @@ Result<Mutation> offboard_tenant(Api& api, Call& call, store::Tx& tx) {
   const int released = GP_TRY(api.allocs().offboard(tx, api.world(), t.id));
   GP_TRY_VOID(release_tenant_network(tx, t.id));
   GP_TRY_VOID(shred_tenant_keys(tx, t));
+  Json storage = GP_TRY(schedule_tenant_storage_deletion(api, tx, t, call.who.id));
   Mutation m;
   m.reply = json_reply(200, t.to_json(), t.version);
   m.detail = {{"state", "offboarding"},
               {"allocations_released", released},
               {"network", "released"},
-              {"data_keys", "destroyed"}};
+              {"data_keys", "destroyed"},
+              {"storage", storage}};
   return m;
 }
 

@@ -701,6 +701,62 @@ Json schemas() {
                              {"created_at", time_str()}},
                             {"id", "tenant_id", "project_id", "period", "threshold_bps",
                              "threshold_micros", "amount_micros", "spend_micros", "created_at"});
+  // Tenant storage (handlers_storage.cpp).
+  Json limits = {{"type", "object"},
+                 {"propertyNames", enum_of({"datasets", "models", "checkpoints", "scratch"})},
+                 {"additionalProperties", {{"type", "integer"}, {"minimum", 1 << 20}}}};
+  s["VolumesSet"] = object({{"size_limits", limits}}, {});
+  Json project_volumes = {{"project", str()},      {"project_id", str()},
+                          {"uid", integer()},      {"gid", integer()},
+                          {"size_limits", limits}, {"state", enum_of({"active", "deleting"})},
+                          {"version", integer()}};
+  Json dir = object({{"path", str()},
+                     {"uid", integer()},
+                     {"gid", integer()},
+                     {"mode", str()},
+                     {"size_limit", integer()},
+                     {"quota_project", integer()}},
+                    {"path", "uid", "gid", "mode"});
+  Json pv_response = project_volumes;
+  pv_response["tenant"] = str();
+  pv_response["directories"] = {{"type", "array"}, {"items", dir}};
+  s["ProjectVolumes"] = object(pv_response, {"tenant", "project", "project_id", "uid", "gid",
+                                             "size_limits", "state", "version", "directories"});
+  s["StorageDeletion"] =
+      object({{"id", str()},
+              {"tenant_id", str()},
+              {"tenant", str()},
+              {"project", str()},
+              {"path", str()},
+              {"reason", str()},
+              {"requested_by", str()},
+              {"requested_at", time_str()},
+              {"due_at", time_str()},
+              {"state", enum_of({"scheduled", "done"})},
+              {"done_at", ntime()},
+              {"done_by", nstr()}},
+             {"id", "tenant_id", "tenant", "project", "path", "reason", "requested_by",
+              "requested_at", "due_at", "state", "done_at", "done_by"});
+  s["StorageDeletionDone"] = object({{"detail", str()}}, {});
+  Json id_range = object({{"first", integer()}, {"last", integer()}, {"count", integer()}},
+                         {"first", "last", "count"});
+  s["TenantVolumes"] = object(
+      {{"tenant", str()},
+       {"ids", {{"type", {"object", "null"}}, {"properties", id_range["properties"]}}},
+       {"projects", {{"type", "array"}, {"items", object(project_volumes, {"project", "uid"})}}},
+       {"directories", {{"type", "array"}, {"items", dir}}},
+       {"deletions", {{"type", "array"}, {"items", schema_ref("StorageDeletion")}}}},
+      {"tenant", "ids", "projects", "directories", "deletions"});
+  Json objects = {{"type", "array"}, {"items", {{"type", "object"}}}};
+  s["AgentAssignment"] = object(
+      {{"node", str()},
+       {"generated_at", time_str()},
+       {"supernet", str()},
+       {"segments", objects},
+       {"policies", objects},
+       {"volumes", objects},
+       {"storage_deletions", objects}},
+      {"node", "generated_at", "supernet", "segments", "policies", "volumes", "storage_deletions"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},

@@ -118,11 +118,16 @@ Result<std::optional<BudgetGate>> budget_precheck(Api& api, store::Tx& tx,
                                                   const std::string& project_id);
 Result<void> budget_admit(Api& api, store::Tx& tx, const BudgetGate& gate,
                           const alloc::Allocation& a);
+std::vector<Route> storage_routes();
 // Sets the usage gauges (GPU-equivalents held per tenant) from the open usage intervals.
 void refresh_usage_gauges(Api& api, store::Tx& tx);
 // Offboarding: frees the tenant's network segment and policy; shreds its data keys.
 Result<void> release_tenant_network(store::Tx& tx, const std::string& tenant_id);
 Result<void> shred_tenant_keys(store::Tx& tx, const tenancy::Tenant& tenant);
+// Offboarding: schedules the removal of the tenant's storage tree after the grace period
+// (its ids are released once an agent has removed it); "none" when it never had volumes.
+Result<Json> schedule_tenant_storage_deletion(Api& api, store::Tx& tx, const tenancy::Tenant& t,
+                                              const std::string& who);
 
 // Helpers for handlers.
 Reply json_reply(int status, Json body, std::optional<int64_t> etag = std::nullopt);

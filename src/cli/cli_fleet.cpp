@@ -337,6 +337,15 @@ void add_agent(CLI::App& app, int* rc) {
       ->check(CLI::Range(1, 3600));
   cmd->add_flag("--once", o->once, "One heartbeat, then exit");
   cmd->add_flag("--print-inventory", o->print_inventory, "Discover, print the inventory, exit");
+  cmd->add_option("--storage-root", o->storage_root,
+                  "Shared storage root: create tenant volume trees here, remove them when due");
+  cmd->add_option("--workloads", o->workloads_file,
+                  "JSON map of local workloads {NAME: {tenant, interface, address}}, re-read "
+                  "each round");
+  cmd->add_flag("--enforce-network", o->enforce_network,
+                "Apply the tenant nftables ruleset (table inet gpuplane) with nft");
+  cmd->add_option("--nft-prefix", o->nft_prefix,
+                  "Command words run before nft, e.g. \"ip netns exec NS\"");
   cmd->callback([o, token_file, rc] {
     if (!token_file->empty()) {
       std::ifstream in(*token_file);

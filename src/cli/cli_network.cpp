@@ -236,6 +236,7 @@ void add_network_serve_options(CLI::App& serve, ServeOptions& o) {
                    "IPv4 supernet tenant CIDRs are carved from");
   serve.add_option("--tenant-prefix", o.tenant_prefix, "Prefix length of every tenant CIDR")
       ->check(CLI::Range(1, 30));
+  add_storage_serve_options(serve, o);
 }
 
 }  // namespace gp::cli

@@ -63,5 +63,7 @@ void add_usage_commands(CLI::App& app, ClientConfig& c, int* rc);
 void add_sla_commands(CLI::App& app, ClientConfig& c, int* rc);
 struct ServeOptions;
 void add_network_serve_options(CLI::App& serve, ServeOptions& o);
+// serve's storage id pool and deletion grace (cli_storage.cpp).
+void add_storage_serve_options(CLI::App& serve, ServeOptions& o);
 
 }  // namespace gp::cli

@@ -3,6 +3,10 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+
+#include "common/clock.h"
+#include "common/result.h"
 
 namespace gp::cli {
 
@@ -32,9 +36,16 @@ struct ServeOptions {
   uint32_t vni_last = 19999;
   std::string tenant_supernet = "10.64.0.0/10";
   int tenant_prefix = 24;
+  // Tenant storage: the uid/gid pool and the deletion grace (cli_storage.cpp registers them).
+  uint32_t storage_id_first = 1'000'000;
+  uint32_t storage_id_last = (uint32_t{1} << 30) - 1;
+  uint32_t storage_id_block = 65'536;
+  std::string storage_grace = "168h";
 };
 
 int run_serve(const ServeOptions& o);
+// "90s", "30m", "168h", "7d" (a positive whole number and a unit; cli_storage.cpp).
+Result<Duration> parse_duration_flag(std::string_view text);
 // Logs to stderr, one line per event: `text` or `json`.
 void setup_logging(const std::string& level, const std::string& format);
 int run_audit_verify(const std::string& data_dir, bool json);

@@ -55,6 +55,12 @@ Result<api::Isolation> isolation_settings(const ServeOptions& o) {
                   .prefix_length = static_cast<uint8_t>(o.tenant_prefix)};
   if (auto v = network::validate(iso.segments); !v)
     return fail(Error::invalid("tenant segment pool: " + v.error().message));
+  iso.storage_ids = {o.storage_id_first, o.storage_id_last, o.storage_id_block};
+  if (auto v = storage::validate(iso.storage_ids); !v)
+    return fail(Error::invalid("storage id pool: " + v.error().message));
+  auto grace = parse_duration_flag(o.storage_grace);
+  if (!grace) return fail(Error::invalid("--storage-grace: " + grace.error().message));
+  iso.storage_grace = *grace;
   std::filesystem::path key = std::filesystem::path(o.data_dir) / "master.key";
   std::error_code ec;
   auto key_result = std::filesystem::exists(std::filesystem::symlink_status(key, ec))

@@ -485,6 +485,46 @@ CREATE TABLE invoices (
 CREATE UNIQUE INDEX invoices_one_open_per_period ON invoices (tenant_id, period_start, period_end)
   WHERE state <> 'void';
 CREATE INDEX invoices_period ON invoices (period_start, period_end, tenant_id)
+)SQL"},
+      // Tenant storage: each tenant's uid/gid block, its projects' volumes (a row stays, state
+      // 'deleting', until the agent has removed the tree, so its id is never handed out while
+      // files still carry it), and the deletions the agents execute once due.
+      {13, "tenant storage", R"SQL(
+CREATE TABLE tenant_storage_ids (
+  tenant_id TEXT PRIMARY KEY REFERENCES tenants(id),
+  first_id BIGINT NOT NULL UNIQUE,
+  count BIGINT NOT NULL,
+  created_at BIGINT NOT NULL
+);
+CREATE TABLE project_volumes (
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  project_id TEXT NOT NULL,
+  project_name TEXT NOT NULL,
+  uid BIGINT NOT NULL,
+  size_limits TEXT NOT NULL,
+  state TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, project_id),
+  UNIQUE (tenant_id, uid)
+);
+CREATE TABLE storage_deletions (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  tenant_name TEXT NOT NULL,
+  project_name TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  requested_by TEXT NOT NULL,
+  requested_at BIGINT NOT NULL,
+  due_at BIGINT NOT NULL,
+  state TEXT NOT NULL,
+  done_at BIGINT,
+  done_by TEXT
+);
+CREATE INDEX storage_deletions_due ON storage_deletions (state, due_at);
+CREATE INDEX storage_deletions_tenant ON storage_deletions (tenant_id, requested_at)
+)SQL"},
   };
   return kMigrations;
 }

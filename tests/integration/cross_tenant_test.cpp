@@ -104,6 +104,9 @@ TenantWorld populate(TestServer& s, const std::string& name) {
   expect_status(s.request("POST", "/v1/tenants/" + t + "/secrets",
                           {{"name", w.secret}, {"value", name + "-s3cret"}}, token),
                 201, "secret");
+  expect_status(s.request("PUT", "/v1/tenants/" + t + "/projects/" + w.project_id + "/volumes",
+                          {{"size_limits", {{"datasets", 1 << 20}}}}, token),
+                200, "volumes");
   return w;
 }
 
@@ -156,6 +159,7 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
   if (schema == "InvoiceRequest") return {{"period", "2026-01"}};
   if (schema == "InvoiceVoid") return {{"reason", "intruder"}};
   if (schema == "BudgetPut") return {{"amount_micros", 1}, {"hard_stop", true}};
+  if (schema == "VolumesSet") return {{"size_limits", {{"scratch", 1 << 20}}}};
   if (schema == "WorkloadPolicySet")
     return {{"allowed_registries", Json::array({"evil.example.com"})}};
   throw std::runtime_error("no minimal body for request schema " + schema);
@@ -173,6 +177,10 @@ Json snapshot(TestServer& s, const std::string& tenant) {
   out["network"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/network", nullptr,
                                            s.admin_token()),
                                  200, "snapshot network")
+                       .body;
+  out["volumes"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/volumes", nullptr,
+                                           s.admin_token()),
+                                 200, "snapshot volumes")
                        .body;
   out["workload-policy"] =
       expect_status(

@@ -1,0 +1,242 @@
+#include "agent/enforce.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+namespace gp::agent {
+namespace {
+
+Result<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail(Error::not_found("cannot read " + path));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+Result<const Json*> member(const Json& j, const char* key, bool (Json::*is)() const,
+                           const char* type) {
+  if (!j.is_object() || !j.contains(key) || !(j.at(key).*is)())
+    return fail(Error::invalid(fmt::format("assignment: '{}' missing or not {}", key, type)));
+  return &j.at(key);
+}
+
+Result<std::string> text_of(const Json& j, const char* key) {
+  const Json* v = GP_TRY(member(j, key, &Json::is_string, "a string"));
+  return v->get<std::string>();
+}
+
+Result<uint32_t> u32_of(const Json& j, const char* key) {
+  const Json* v = GP_TRY(member(j, key, &Json::is_number_integer, "an integer"));
+  if (v->get<int64_t>() < 0 || v->get<int64_t>() > int64_t{UINT32_MAX})
+    return fail(Error::invalid(fmt::format("assignment: '{}' out of range", key)));
+  return static_cast<uint32_t>(v->get<int64_t>());
+}
+
+}  // namespace
+
+Result<Assignment> parse_assignment(const Json& j) {
+  Assignment a;
+  auto supernet = GP_TRY(network::parse_cidr(GP_TRY(text_of(j, "supernet"))));
+  for (const auto& s : *GP_TRY(member(j, "segments", &Json::is_array, "an array"))) {
+    network::Segment seg;
+    seg.tenant = GP_TRY(text_of(s, "tenant"));
+    seg.vni = GP_TRY(u32_of(s, "vni"));
+    seg.cidr = GP_TRY(network::parse_cidr(GP_TRY(text_of(s, "cidr"))));
+    a.net.segments.push_back(std::move(seg));
+  }
+  GP_TRY_VOID(network::validate_segments(a.net.segments));
+  for (const auto& p : *GP_TRY(member(j, "policies", &Json::is_array, "an array"))) {
+    std::string tenant = GP_TRY(text_of(p, "tenant"));
+    const Json* body = GP_TRY(member(p, "policy", &Json::is_object, "an object"));
+    a.net.policies.push_back(GP_TRY(network::policy_from_json(*body, tenant, supernet)));
+  }
+  for (const auto& v : *GP_TRY(member(j, "volumes", &Json::is_array, "an array"))) {
+    storage::TenantVolumes tv;
+    tv.tenant = GP_TRY(text_of(v, "tenant"));
+    const Json* ids = GP_TRY(member(v, "ids", &Json::is_object, "an object"));
+    tv.ids = {GP_TRY(u32_of(*ids, "first")), GP_TRY(u32_of(*ids, "count"))};
+    for (const auto& p : *GP_TRY(member(v, "projects", &Json::is_array, "an array"))) {
+      storage::ProjectVolumes pv;
+      pv.project = GP_TRY(text_of(p, "project"));
+      pv.id = GP_TRY(u32_of(p, "id"));
+      const Json* limits = GP_TRY(member(p, "size_limits", &Json::is_object, "an object"));
+      for (const auto& [kind, bytes] : limits->items()) {
+        auto k = storage::parse_volume_kind(kind);
+        if (!k || !bytes.is_number_integer() || bytes.get<int64_t>() < 1)
+          return fail(Error::invalid("assignment: bad size limit " + kind));
+        pv.size_limits.emplace_back(*k, static_cast<uint64_t>(bytes.get<int64_t>()));
+      }
+      tv.projects.push_back(std::move(pv));
+    }
+    // The core re-checks names, ranges and ids before anything touches the disk.
+    GP_TRY(storage::plan_layout(tv));
+    a.volumes.push_back(std::move(tv));
+  }
+  for (const auto& d : *GP_TRY(member(j, "storage_deletions", &Json::is_array, "an array")))
+    a.deletions.push_back(
+        {GP_TRY(text_of(d, "id")), GP_TRY(text_of(d, "tenant")), GP_TRY(text_of(d, "project"))});
+  return a;
+}
+
+Result<std::vector<network::Workload>> parse_workloads(const Json& j) {
+  if (!j.is_object())
+    return fail(
+        Error::invalid("workloads: expected an object of NAME: {tenant, interface, "
+                       "address}"));
+  std::vector<network::Workload> out;
+  for (const auto& [name, w] : j.items()) {
+    if (!w.is_object())
+      return fail(Error::invalid(fmt::format("workloads.{}: must be an object", name)));
+    ObjectReader r(w, "workloads." + name);
+    network::Workload wl;
+    wl.name = name;
+    wl.tenant = r.string("tenant", 63);
+    wl.interface = r.string("interface", 15);
+    std::string address = r.string("address", 15);
+    GP_TRY_VOID(r.finish());
+    auto a = network::parse_ipv4(address);
+    if (!a)
+      return fail(Error::invalid(fmt::format("workloads.{}.address: {}", name, a.error().message)));
+    wl.address = *a;
+    out.push_back(std::move(wl));
+  }
+  return out;
+}
+
+std::vector<std::string> split_words(const std::string& prefix) {
+  std::vector<std::string> out;
+  std::istringstream in(prefix);
+  for (std::string w; in >> w;) out.push_back(w);
+  return out;
+}
+
+Enforcer::Enforcer(const AgentOptions& options) : o_(options) {
+  nft_.argv = split_words(o_.nft_prefix);
+  nft_.argv.push_back(o_.nft_binary);
+}
+
+bool Enforcer::enabled() const { return !o_.storage_root.empty() || o_.enforce_network; }
+
+bool Enforcer::round(const HttpCall& http) {
+  auto r = http("GET", "/v1/agent/assignment", nullptr);
+  if (!r) {
+    spdlog::warn("assignment: {} (retrying next round)", r.error().message);
+    return false;
+  }
+  if (r->first != 200) {
+    spdlog::error(
+        "assignment refused (HTTP {}): {}", r->first,
+        r->second.is_object() ? r->second.value("detail", r->second.dump()) : r->second.dump());
+    return false;
+  }
+  auto a = parse_assignment(r->second);
+  if (!a) {
+    spdlog::error("assignment unreadable, nothing changed: {}", a.error().message);
+    return false;
+  }
+  bool ok = true;
+  if (!o_.storage_root.empty()) ok = storage_round(*a, http) && ok;
+  if (o_.enforce_network) ok = network_round(*a) && ok;
+  return ok;
+}
+
+bool Enforcer::storage_round(const Assignment& a, const HttpCall& http) {
+  bool ok = true;
+  const std::filesystem::path root = o_.storage_root;
+  // Deletions first, so a tree is never recreated and removed in the same round.
+  for (const auto& d : a.deletions) {
+    std::string what = d.project.empty() ? d.tenant : d.tenant + "/" + d.project;
+    auto removed = d.project.empty() ? storage::remove_tenant(root, d.tenant)
+                                     : storage::remove_project(root, d.tenant, d.project);
+    if (!removed && removed.error().code != ErrorCode::kNotFound) {
+      spdlog::error("storage deletion {} ({}): {} (retrying next round)", d.id, what,
+                    removed.error().message);
+      ok = false;
+      continue;
+    }
+    spdlog::info("storage deletion {}: {} {}", d.id, what,
+                 removed ? "removed" : "was already absent");
+    auto ack = http("POST", "/v1/agent/storage-deletions/" + d.id + "/done", Json::object());
+    if (!ack || ack->first != 200) {
+      spdlog::error("storage deletion {}: acknowledgement failed: {}", d.id,
+                    ack ? ack->second.dump() : ack.error().message);
+      ok = false;
+    }
+  }
+  for (const auto& tv : a.volumes) {
+    auto report = storage::create_volumes(root, tv);
+    if (!report) {
+      spdlog::error("volumes of tenant {}: {} (retrying next round)", tv.tenant,
+                    report.error().message);
+      ok = false;
+      continue;
+    }
+    for (const auto& p : report->created) spdlog::info("volumes: created {}", p);
+    for (const auto& p : report->adjusted) spdlog::debug("volumes: owner and mode set on {}", p);
+    for (const auto& l : report->size_limits)
+      if (!l.enforced)
+        spdlog::debug("volumes: size limit of {} not enforced: {}", l.path, l.detail);
+  }
+  return ok;
+}
+
+bool Enforcer::network_round(const Assignment& a) {
+  network::NodeNetState state = a.net;
+  if (!o_.workloads_file.empty()) {
+    Result<std::vector<network::Workload>> workloads = std::vector<network::Workload>{};
+    if (auto text = read_text(o_.workloads_file); !text)
+      workloads = fail(text.error());
+    else if (auto j = parse_json(*text); !j)
+      workloads = fail(j.error());
+    else
+      workloads = parse_workloads(*j);
+    if (!workloads) {
+      spdlog::error("workloads file {}: {}; ruleset left as it is", o_.workloads_file,
+                    workloads.error().message);
+      return false;
+    }
+    std::set<std::string> live, unattached;
+    for (const auto& s : state.segments) live.insert(s.tenant);
+    for (auto& w : *workloads) {
+      if (!live.contains(w.tenant)) {
+        // Its tenant has no segment (offboarded, or not yet allocated): it gets no rules.
+        if (!unattached_.contains(w.name))
+          spdlog::warn("workload {}: tenant {} has no live segment; not attached", w.name,
+                       w.tenant);
+        unattached.insert(w.name);
+        continue;
+      }
+      state.workloads.push_back(std::move(w));
+    }
+    unattached_ = std::move(unattached);  // warned once per workload, again if it comes back
+  }
+  auto ruleset = network::render_nftables(state);
+  if (!ruleset) {
+    spdlog::error("nftables ruleset: {}; ruleset left as it is", ruleset.error().message);
+    return false;
+  }
+  // Unchanged text is applied again only every kResync, which also repairs a table someone
+  // flushed or deleted by hand.
+  const auto now = std::chrono::steady_clock::now();
+  if (*ruleset == applied_ruleset_ && now - applied_at_ < kResync) return true;
+  if (auto r = network::apply_ruleset(*ruleset, nft_); !r) {
+    spdlog::error("nft: {} (retrying next round)", r.error().message);
+    applied_ruleset_.clear();
+    return false;
+  }
+  const bool changed = *ruleset != applied_ruleset_;
+  applied_ruleset_ = *ruleset;
+  applied_at_ = now;
+  if (!changed) return true;
+  spdlog::info("nftables: applied table {} {} ({} segments, {} workloads)", network::kTableFamily,
+               network::kTableName, state.segments.size(), state.workloads.size());
+  return true;
+}
+
+}  // namespace gp::agent

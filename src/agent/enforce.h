@@ -1,0 +1,71 @@
+// Private to the agent module: what the agent enforces on its node besides reporting. Each round
+// it reads its assignment from the control plane (tenant segments and policies, volume plans,
+// due storage deletions), executes due deletions and acknowledges them, creates the planned
+// volume trees, and applies the nftables ruleset for the live tenants and the workloads the
+// runtime attached to this node. Parsing is pure; Enforcer::round does the I/O and never throws.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "agent/agent.h"
+#include "common/json.h"
+#include "common/result.h"
+#include "network/network.h"
+#include "storage/storage.h"
+
+namespace gp::agent {
+
+struct DueDeletion {
+  std::string id;
+  std::string tenant;
+  std::string project;  // empty: the whole tenant tree
+};
+
+struct Assignment {
+  network::NodeNetState net;  // segments and policies; workloads come from the node
+  std::vector<storage::TenantVolumes> volumes;
+  std::vector<DueDeletion> deletions;
+};
+
+// The body of GET /v1/agent/assignment, checked strictly enough that a malformed answer
+// changes nothing on the node.
+Result<Assignment> parse_assignment(const Json& j);
+
+// The workloads file: {"NAME": {"tenant": "acme", "interface": "veth-a1", "address":
+// "10.64.0.2"}, ...} as a CNI plugin or runtime writes it. Sorted by name.
+Result<std::vector<network::Workload>> parse_workloads(const Json& j);
+
+// Splits a command prefix ("ip netns exec ns1") into words; empty when `prefix` is blank.
+std::vector<std::string> split_words(const std::string& prefix);
+
+// One HTTP call to the control plane with the node credential: (status, parsed body).
+using HttpCall = std::function<Result<std::pair<int, Json>>(
+    std::string_view method, const std::string& path, const Json& body)>;
+
+class Enforcer {
+ public:
+  explicit Enforcer(const AgentOptions& options);
+  // True when any of --storage-root, --enforce-network is set.
+  bool enabled() const;
+  // One round; failures are logged and retried the next round. Returns false when something
+  // failed (for --once).
+  bool round(const HttpCall& http);
+
+ private:
+  bool storage_round(const Assignment& a, const HttpCall& http);
+  bool network_round(const Assignment& a);
+
+  const AgentOptions& o_;
+  network::NftCommand nft_;
+  std::string applied_ruleset_;  // the text last applied successfully; "" before the first
+  std::chrono::steady_clock::time_point applied_at_{};
+  static constexpr std::chrono::seconds kResync{60};
+  std::set<std::string> unattached_;  // workloads left out last round (warned about once)
+};
+
+}  // namespace gp::agent

@@ -1,0 +1,280 @@
+// Tenant storage through the API: volumes with strict input and allocated id ranges, tenant
+// scoping, the node agent's assignment (segments, policies, volume plans, due deletions), and
+// deletions scheduled by volume removal and offboarding that reach the agents only once due.
+#include <gtest/gtest.h>
+
+#include <set>
+#include <string>
+
+#include "integration/harness.h"
+
+namespace gp::it {
+namespace {
+
+using namespace std::chrono_literals;
+
+class Storage : public ::testing::Test {
+ protected:
+  TestServer s;
+  TenantInfo a, b;
+  std::string node_token;
+
+  void SetUp() override {
+    a = s.create_tenant("alpha", "alpha-admin");
+    b = s.create_tenant("bravo", "bravo-admin");
+    s.create_project(a.admin_token, a.id, "vision");
+    s.create_project(a.admin_token, a.id, "speech");
+    s.create_project(b.admin_token, b.id, "nlp");
+    auto jt = s.request("POST", "/v1/join-tokens", Json::object(), s.admin_token());
+    ASSERT_EQ(jt.status, 201) << jt.raw;
+    auto enrolled = s.request(
+        "POST", "/v1/agent/enroll",
+        {{"join_token", jt.body["token"]}, {"inventory", h200_inventory("storage-node", 1)}});
+    ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
+    node_token = enrolled.body["credential"];
+  }
+
+  std::string volumes(const TenantInfo& t, const std::string& project) const {
+    return "/v1/tenants/" + t.id + "/projects/" + project + "/volumes";
+  }
+  Json plan(const TenantInfo& t) {
+    auto r = s.request("GET", "/v1/tenants/" + t.id + "/volumes", nullptr, t.admin_token);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return r.body;
+  }
+  Json assignment() {
+    auto r = s.request("GET", "/v1/agent/assignment", nullptr, node_token);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return r.body;
+  }
+};
+
+const Json* find_dir(const Json& plan, const std::string& path) {
+  for (const auto& d : plan.at("directories"))
+    if (d.at("path") == path) return &d;
+  return nullptr;
+}
+
+TEST_F(Storage, VolumesGetTheTenantsIdsAndModesThatDenyOthers) {
+  auto r = s.request("PUT", volumes(a, "vision"), {{"size_limits", {{"datasets", 1 << 30}}}},
+                     a.admin_token);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_EQ(r.header("ETag"), "\"1\"");
+  EXPECT_EQ(r.body.at("size_limits").at("datasets"), 1 << 30);
+  ASSERT_EQ(s.request("PUT", volumes(a, "speech"), Json::object(), a.admin_token).status, 200);
+  ASSERT_EQ(s.request("PUT", volumes(b, "nlp"), Json::object(), b.admin_token).status, 200);
+
+  Json pa = plan(a), pb = plan(b);
+  const int64_t first_a = pa.at("ids").at("first"), last_a = pa.at("ids").at("last");
+  const int64_t first_b = pb.at("ids").at("first"), last_b = pb.at("ids").at("last");
+  EXPECT_GE(first_a, 1'000'000);  // the default pool starts above login users
+  EXPECT_TRUE(last_a < first_b || last_b < first_a) << pa.dump() << pb.dump();
+  // The tenant's top directory is its own first id; projects get distinct ids inside the range.
+  const Json* top = find_dir(pa, "alpha");
+  ASSERT_NE(top, nullptr) << pa.dump();
+  EXPECT_EQ(top->at("uid"), first_a);
+  EXPECT_EQ(top->at("mode"), "0750");
+  std::set<int64_t> project_ids;
+  for (const auto& p : pa.at("projects")) {
+    int64_t id = p.at("uid");
+    EXPECT_GT(id, first_a);
+    EXPECT_LE(id, last_a);
+    project_ids.insert(id);
+  }
+  EXPECT_EQ(project_ids.size(), 2u);
+  const Json* datasets = find_dir(pa, "alpha/vision/datasets");
+  ASSERT_NE(datasets, nullptr);
+  EXPECT_EQ(datasets->at("size_limit"), 1 << 30);
+  EXPECT_EQ(datasets->at("mode"), "2770");
+  EXPECT_EQ(find_dir(pa, "alpha/vision/scratch")->at("mode"), "3770");
+  for (const auto& d : pa.at("directories")) {
+    EXPECT_TRUE(d.at("path").get<std::string>().starts_with("alpha")) << d.dump();
+    EXPECT_EQ(std::stoi(d.at("mode").get<std::string>(), nullptr, 8) & 07, 0) << d.dump();
+  }
+
+  // Changing the limits needs the current version; the ids stay.
+  int64_t vision_uid = r.body.at("uid");
+  EXPECT_TRUE(IsProblem(s.request("PUT", volumes(a, "vision"), Json::object(), a.admin_token,
+                                  {{"If-Match", "W/\"7\""}}),
+                        412));
+  auto r2 = s.request("PUT", volumes(a, "vision"), {{"size_limits", {{"scratch", 4 << 20}}}},
+                      a.admin_token, {{"If-Match", "W/\"1\""}});
+  ASSERT_EQ(r2.status, 200) << r2.raw;
+  EXPECT_EQ(r2.body.at("version"), 2);
+  EXPECT_EQ(r2.body.at("uid"), vision_uid);
+  EXPECT_EQ(r2.body.at("size_limits"), Json({{"scratch", 4 << 20}}));
+  EXPECT_EQ(plan(a).at("ids").at("first"), first_a);
+}
+
+TEST_F(Storage, BadInputIsRefusedAndStoresNothing) {
+  const std::vector<Json> bad = {
+      {{"size_limits", {{"datasets", 0}}}},
+      {{"size_limits", {{"datasets", (1 << 20) - 1}}}},
+      {{"size_limits", {{"datasets", -5}}}},
+      {{"size_limits", {{"datasets", "1G"}}}},
+      {{"size_limits", {{"datasets", 1.5}}}},
+      {{"size_limits", {{"homes", 100}}}},
+      {{"size_limits", Json::array({1})}},
+      {{"size_limits", {{"datasets", 100}}}, {"extra", true}},
+      Json::array(),
+  };
+  for (const auto& body : bad)
+    EXPECT_TRUE(IsProblem(s.request("PUT", volumes(a, "vision"), body, a.admin_token), 400))
+        << body.dump();
+  EXPECT_TRUE(IsProblem(s.request_raw("PUT", volumes(a, "vision"), "{\"size_limits\": {",
+                                      a.admin_token, {{"Content-Type", "application/json"}}),
+                        400));
+  Json pa = plan(a);
+  EXPECT_TRUE(pa.at("ids").is_null()) << pa.dump();
+  EXPECT_TRUE(pa.at("projects").empty());
+  EXPECT_TRUE(IsProblem(s.request("PUT", volumes(a, "nope"), Json::object(), a.admin_token), 404));
+  EXPECT_TRUE(IsProblem(s.request("DELETE", volumes(a, "vision"), nullptr, a.admin_token), 404));
+}
+
+TEST_F(Storage, AnotherTenantSeesNothing) {
+  ASSERT_EQ(s.request("PUT", volumes(a, "vision"), Json::object(), a.admin_token).status, 200);
+  EXPECT_TRUE(
+      IsProblem(s.request("GET", "/v1/tenants/" + a.id + "/volumes", nullptr, b.admin_token), 404));
+  EXPECT_TRUE(
+      IsProblem(s.request("PUT", volumes(a, "vision"), Json::object(), b.admin_token), 404));
+  EXPECT_TRUE(IsProblem(s.request("DELETE", volumes(a, "vision"), nullptr, b.admin_token), 404));
+  // Tenants do not list deletions, and node credentials reach only agent routes.
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/storage/deletions", nullptr, a.admin_token), 403));
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/agent/assignment", nullptr, a.admin_token), 403));
+  EXPECT_TRUE(
+      IsProblem(s.request("GET", "/v1/tenants/" + a.id + "/volumes", nullptr, node_token), 403));
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/agent/assignment"), 401));
+  // B's plan is its own, empty.
+  Json pb = plan(b);
+  EXPECT_TRUE(pb.at("ids").is_null());
+  EXPECT_EQ(pb.dump().find("alpha"), std::string::npos);
+}
+
+TEST_F(Storage, AssignmentCarriesSegmentsPoliciesAndVolumePlans) {
+  Json policy = {{"egress",
+                  {{{"destination", "203.0.113.0/24"},
+                    {"protocol", "tcp"},
+                    {"ports", {443}},
+                    {"description", "registry"}}}}};
+  ASSERT_EQ(
+      s.request("PUT", "/v1/tenants/" + a.id + "/network/policy", policy, a.admin_token).status,
+      200);
+  ASSERT_EQ(s.request("GET", "/v1/tenants/" + b.id + "/network", nullptr, b.admin_token).status,
+            200);
+  ASSERT_EQ(s.request("PUT", volumes(a, "vision"), {{"size_limits", {{"models", 3 << 20}}}},
+                      a.admin_token)
+                .status,
+            200);
+
+  Json as = assignment();
+  EXPECT_EQ(as.at("supernet"), "10.64.0.0/10");
+  std::set<std::string> tenants;
+  for (const auto& seg : as.at("segments")) tenants.insert(seg.at("tenant"));
+  EXPECT_EQ(tenants, (std::set<std::string>{"alpha", "bravo"}));
+  ASSERT_EQ(as.at("policies").size(), 1u) << as.dump();
+  EXPECT_EQ(as.at("policies")[0].at("tenant"), "alpha");
+  EXPECT_EQ(as.at("policies")[0].at("policy").at("egress")[0].at("destination"), "203.0.113.0/24");
+  ASSERT_EQ(as.at("volumes").size(), 1u) << as.dump();
+  const Json& v = as.at("volumes")[0];
+  EXPECT_EQ(v.at("tenant"), "alpha");
+  EXPECT_EQ(v.at("ids").at("first"), plan(a).at("ids").at("first"));
+  ASSERT_EQ(v.at("projects").size(), 1u);
+  EXPECT_EQ(v.at("projects")[0].at("project"), "vision");
+  EXPECT_EQ(v.at("projects")[0].at("size_limits").at("models"), 3 << 20);
+  EXPECT_TRUE(as.at("storage_deletions").empty());
+}
+
+TEST_F(Storage, DeletionsReachTheAgentOnlyOnceDue) {
+  ASSERT_EQ(s.request("PUT", volumes(a, "vision"), Json::object(), a.admin_token).status, 200);
+  ASSERT_EQ(s.request("PUT", volumes(a, "speech"), Json::object(), a.admin_token).status, 200);
+  int64_t speech_uid = 0;
+  for (const auto& p : plan(a).at("projects"))
+    if (p.at("project") == "speech") speech_uid = p.at("uid");
+
+  // Removing a project's volumes schedules its tree, due after the grace (168h by default).
+  auto del = s.request("DELETE", volumes(a, "speech"), nullptr, a.admin_token);
+  ASSERT_EQ(del.status, 202) << del.raw;
+  EXPECT_EQ(del.body.at("path"), "alpha/speech");
+  EXPECT_EQ(del.body.at("state"), "scheduled");
+  const std::string project_deletion = del.body.at("id");
+  // Not in the plan any more, and not yet due.
+  Json as = assignment();
+  ASSERT_EQ(as.at("volumes").size(), 1u);
+  EXPECT_EQ(as.at("volumes")[0].at("projects").size(), 1u);
+  EXPECT_TRUE(as.at("storage_deletions").empty());
+  // Set again while the deletion is pending: refused, the old tree still exists.
+  EXPECT_TRUE(
+      IsProblem(s.request("PUT", volumes(a, "speech"), Json::object(), a.admin_token), 409));
+  // A new project never gets the uid the old tree's files carry.
+  s.create_project(a.admin_token, a.id, "robotics");
+  auto robotics = s.request("PUT", volumes(a, "robotics"), Json::object(), a.admin_token);
+  ASSERT_EQ(robotics.status, 200);
+  EXPECT_NE(robotics.body.at("uid"), speech_uid);
+
+  // Offboarding schedules the whole tree.
+  auto off = s.request("DELETE", "/v1/tenants/" + a.id, nullptr, s.admin_token());
+  ASSERT_EQ(off.status, 200) << off.raw;
+  auto deletions = s.request("GET", "/v1/storage/deletions", nullptr, s.admin_token());
+  ASSERT_EQ(deletions.status, 200) << deletions.raw;
+  ASSERT_EQ(deletions.body.at("items").size(), 2u) << deletions.raw;
+  std::string tenant_deletion;
+  for (const auto& d : deletions.body.at("items"))
+    if (d.at("project") == "") tenant_deletion = d.at("id");
+  ASSERT_FALSE(tenant_deletion.empty());
+  as = assignment();
+  EXPECT_TRUE(as.at("volumes").empty()) << "an offboarded tenant's volumes are not planned";
+  EXPECT_TRUE(as.at("storage_deletions").empty());
+  // Acknowledging early is refused.
+  EXPECT_TRUE(
+      IsProblem(s.request("POST", "/v1/agent/storage-deletions/" + tenant_deletion + "/done",
+                          Json::object(), node_token),
+                409));
+
+  s.clock().advance(167h);
+  EXPECT_TRUE(assignment().at("storage_deletions").empty());
+  s.clock().advance(2h);
+  as = assignment();
+  ASSERT_EQ(as.at("storage_deletions").size(), 2u) << as.dump();
+  std::set<std::string> due;
+  for (const auto& d : as.at("storage_deletions")) due.insert(d.at("id"));
+  EXPECT_EQ(due, (std::set<std::string>{project_deletion, tenant_deletion}));
+
+  // The agent acknowledges; a retry changes nothing.
+  for (int i = 0; i < 2; ++i) {
+    auto done = s.request("POST", "/v1/agent/storage-deletions/" + tenant_deletion + "/done",
+                          Json::object(), node_token);
+    ASSERT_EQ(done.status, 200) << done.raw;
+    EXPECT_EQ(done.body.at("state"), "done");
+    EXPECT_FALSE(done.body.at("done_by").is_null());
+  }
+  EXPECT_TRUE(IsProblem(
+      s.request("POST", "/v1/agent/storage-deletions/sdel_nope/done", Json::object(), node_token),
+      404));
+  as = assignment();
+  ASSERT_EQ(as.at("storage_deletions").size(), 1u);
+  EXPECT_EQ(as.at("storage_deletions")[0].at("id"), project_deletion);
+  // The tenant's ids are released: its plan has no range any more.
+  auto pa = s.request("GET", "/v1/tenants/" + a.id + "/volumes", nullptr, s.admin_token());
+  ASSERT_EQ(pa.status, 200) << pa.raw;
+  EXPECT_TRUE(pa.body.at("ids").is_null());
+  auto done_list = s.request("GET", "/v1/storage/deletions?state=done", nullptr, s.admin_token());
+  ASSERT_EQ(done_list.body.at("items").size(), 1u);
+  EXPECT_TRUE(IsProblem(
+      s.request("GET", "/v1/storage/deletions?state=bogus", nullptr, s.admin_token()), 400));
+
+  // Audited: the offboarding names the scheduled deletion; the acknowledgement is recorded once.
+  int offboard = 0, done_records = 0;
+  for (const auto& rec : s.audit_records()) {
+    if (rec.at("action") == "tenant.offboard" && rec.at("outcome") == "success") {
+      ++offboard;
+      EXPECT_EQ(rec.at("detail").at("storage").at("deletion"), tenant_deletion);
+    }
+    if (rec.at("action") == "node.storage_deletion.done" && rec.at("outcome") == "success")
+      ++done_records;
+  }
+  EXPECT_EQ(offboard, 1);
+  EXPECT_EQ(done_records, 1);
+}
+
+}  // namespace
+}  // namespace gp::it
