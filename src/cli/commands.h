@@ -31,6 +31,11 @@ struct ServeOptions {
   uint32_t vni_last = 19999;
   std::string tenant_supernet = "10.64.0.0/10";
   int tenant_prefix = 24;
+  // HTTPS with this certificate chain and key (cli_tls.cpp registers the flags), or plain
+  // HTTP when `plaintext` is set explicitly; serve refuses to start with neither.
+  std::string tls_cert;
+  std::string tls_key;
+  bool plaintext = false;
 };
 
 int run_serve(const ServeOptions& o);
