@@ -62,11 +62,14 @@ Result<std::shared_ptr<ssl::context>> server_context(const CertFiles& files) {
   if (SSL_CTX_use_certificate_chain_file(c, files.cert_file.c_str()) != 1)
     return fail(
         Error::invalid(fmt::format("TLS certificate {}: {}", files.cert_file, openssl_error())));
-  if (SSL_CTX_use_PrivateKey_file(c, files.key_file.c_str(), SSL_FILETYPE_PEM) != 1)
-    return fail(Error::invalid(fmt::format("TLS key {}: {}", files.key_file, openssl_error())));
-  if (SSL_CTX_check_private_key(c) != 1)
+  // OpenSSL compares the key with the certificate while loading it; say so in plain words.
+  if (SSL_CTX_use_PrivateKey_file(c, files.key_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+      SSL_CTX_check_private_key(c) != 1) {
+    if (ERR_GET_REASON(ERR_peek_last_error()) != X509_R_KEY_VALUES_MISMATCH)
+      return fail(Error::invalid(fmt::format("TLS key {}: {}", files.key_file, openssl_error())));
     return fail(Error::invalid(fmt::format("TLS key {} does not match the certificate {}: {}",
                                            files.key_file, files.cert_file, openssl_error())));
+  }
   return ctx;
 }
 
