@@ -5,6 +5,8 @@
 //
 //   build/bench/bench_http [requests-per-level] [allocations|projects]
 //
+// Plain HTTP by default; GP_BENCH_TLS=1 serves HTTPS (a test CA and certificate made for the
+// run, TLS 1.3, one handshake per client connection).
 // allocations (default): each request is a one-GPU allocation, placed before the 201 answers,
 // on a fleet of 2,500 nodes x 8 H200 imported for the run; projects: project creates.
 #include <fmt/format.h>
@@ -17,6 +19,7 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -26,6 +29,7 @@
 #include "audit/audit.h"
 #include "fleet/fleet.h"
 #include "tenancy/tenancy.h"
+#include "tls/tls.h"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -83,11 +87,27 @@ int main(int argc, char** argv) {
   api::Api api(**store, log, clock, ids);
   // I/O threads: 64 as `serve` uses by default; GP_BENCH_THREADS overrides.
   const char* threads_env = std::getenv("GP_BENCH_THREADS");
-  api::Server server(api, "127.0.0.1", 0, threads_env ? std::max(1, std::atoi(threads_env)) : 64);
+  const char* tls_env = std::getenv("GP_BENCH_TLS");
+  const bool use_tls = tls_env && std::string(tls_env) == "1";
+  std::optional<tls::CertFiles> tls_files;
+  std::shared_ptr<asio::ssl::context> client_tls;
+  if (use_tls) {
+    auto made = tls::ensure_dev_pki(dir + "/tls", {"localhost"}, {"127.0.0.1"},
+                                    std::chrono::system_clock::now(), 1);
+    if (!made) return 1;
+    auto pki = tls::dev_pki_paths(dir + "/tls");
+    tls_files = tls::CertFiles{pki.server_cert, pki.server_key};
+    auto ctx = tls::client_context(pki.ca_cert);
+    if (!ctx) return 1;
+    client_tls = *ctx;
+  }
+  api::Server server(api, "127.0.0.1", 0, threads_env ? std::max(1, std::atoi(threads_env)) : 64,
+                     tls_files);
   auto port = server.start();
   if (!port) return 1;
 
-  std::printf("%s: durable creates through HTTP\n", allocations ? "allocations" : "projects");
+  std::printf("%s: durable creates through %s\n", allocations ? "allocations" : "projects",
+              use_tls ? "HTTPS" : "HTTP");
   std::printf("%-8s %10s %12s %10s %10s %12s %10s\n", "clients", "requests", "creates/s", "p50 ms",
               "p99 ms", "cpu ms/req", "errors");
   // CPU time of the whole process (server and clients) per request: on a shared machine this
@@ -118,37 +138,45 @@ int main(int argc, char** argv) {
     serial += clients * each;
     auto t0 = std::chrono::steady_clock::now();
     const double cpu0 = cpu_seconds();
+    // One client's requests on its keep-alive connection (TCP or TLS).
+    auto run_client = [&](int c, auto& stream) {
+      beast::flat_buffer buf;
+      for (int i = 0; i < each; ++i) {
+        http::request<http::string_body> req{
+            http::verb::post,
+            "/v1/tenants/" + tenant_id +
+                (allocations ? "/projects/" + project_id + "/allocations" : "/projects"),
+            11};
+        req.set(http::field::host, "127.0.0.1");
+        req.set(http::field::authorization, "Bearer " + token);
+        req.set(http::field::content_type, "application/json");
+        req.body() = allocations ? std::string(R"({"shape":{"tier":"dedicated-gpu","count":1}})")
+                                 : "{\"name\":\"p" + std::to_string(base + c * each + i) + "\"}";
+        req.prepare_payload();
+        auto s = std::chrono::steady_clock::now();
+        http::write(stream, req);
+        http::response<http::string_body> res;
+        http::read(stream, buf, res);
+        lat[c].push_back(
+            std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s)
+                .count());
+        if (res.result_int() != 201 ||
+            (allocations && res.body().find("\"state\":\"placed\"") == std::string::npos))
+          ++errors;
+      }
+    };
     std::vector<std::thread> threads;
     for (int c = 0; c < clients; ++c) {
       threads.emplace_back([&, c] {
         asio::io_context ioc;
-        beast::tcp_stream stream(ioc);
+        beast::tcp_stream tcp(ioc);
         asio::ip::tcp::resolver resolver(ioc);
-        stream.connect(resolver.resolve("127.0.0.1", std::to_string(*port)));
-        beast::flat_buffer buf;
-        for (int i = 0; i < each; ++i) {
-          http::request<http::string_body> req{
-              http::verb::post,
-              "/v1/tenants/" + tenant_id +
-                  (allocations ? "/projects/" + project_id + "/allocations" : "/projects"),
-              11};
-          req.set(http::field::host, "127.0.0.1");
-          req.set(http::field::authorization, "Bearer " + token);
-          req.set(http::field::content_type, "application/json");
-          req.body() = allocations ? std::string(R"({"shape":{"tier":"dedicated-gpu","count":1}})")
-                                   : "{\"name\":\"p" + std::to_string(base + c * each + i) + "\"}";
-          req.prepare_payload();
-          auto s = std::chrono::steady_clock::now();
-          http::write(stream, req);
-          http::response<http::string_body> res;
-          http::read(stream, buf, res);
-          lat[c].push_back(
-              std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - s)
-                  .count());
-          if (res.result_int() != 201 ||
-              (allocations && res.body().find("\"state\":\"placed\"") == std::string::npos))
-            ++errors;
-        }
+        tcp.connect(resolver.resolve("127.0.0.1", std::to_string(*port)));
+        if (!use_tls) return run_client(c, tcp);
+        beast::ssl_stream<beast::tcp_stream> tls_stream(std::move(tcp), *client_tls);
+        if (!tls::expect_peer(tls_stream.native_handle(), "127.0.0.1")) return;
+        tls_stream.handshake(asio::ssl::stream_base::client);
+        run_client(c, tls_stream);
       });
     }
     for (auto& t : threads) t.join();

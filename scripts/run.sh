@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# `make run`: the control plane on 127.0.0.1:8080 with its embedded SQLite store under ./var,
-# plus a demo fleet of simulated node agents (H200 and A100 nodes, some GPUs in MIG mode,
+# `make run`: the control plane on https://127.0.0.1:8080 with its embedded SQLite store under
+# ./var, plus a demo fleet of simulated node agents (H200 and A100 nodes, some GPUs in MIG mode,
 # one pool dedicated to the demo tenant "acme"). Ctrl-C stops everything.
+# On first start a local CA and a server certificate for 127.0.0.1, ::1 and localhost are made in
+# ./var/tls (kept afterwards); the CLI and the agents trust that CA. GPUPLANE_PLAINTEXT=1 serves
+# plain HTTP instead.
 set -euo pipefail
 bin=$(realpath "${1:-build/src/gpuplane}")
 data=${GPUPLANE_DATA:-var}
@@ -9,7 +12,20 @@ listen=${GPUPLANE_LISTEN:-127.0.0.1:8080}
 demo=${GPUPLANE_DEMO:-1}
 mkdir -p "$data"
 cred="$data/admin-credential"
-export GPUPLANE_ENDPOINT="http://$listen"
+if [ "${GPUPLANE_PLAINTEXT:-0}" = 1 ]; then
+  export GPUPLANE_ENDPOINT="http://$listen"
+  transport=(--plaintext)
+  curl_tls=()
+  agent_tls=()
+else
+  # Never regenerated: an existing CA stays trusted by the CLI configs and agents that use it.
+  "$bin" tls dev-certs --dir "$data/tls" >/dev/null
+  export GPUPLANE_ENDPOINT="https://$listen"
+  export GPUPLANE_CA_FILE="$(realpath "$data/tls/ca.pem")"
+  transport=(--tls-cert "$data/tls/server.pem" --tls-key "$data/tls/server.key")
+  curl_tls=(--cacert "$GPUPLANE_CA_FILE")
+  agent_tls=(--ca-file "$GPUPLANE_CA_FILE")
+fi
 
 pids=()
 cleanup() {
@@ -19,13 +35,13 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 "$bin" serve --data "$data" --listen "$listen" --bootstrap-credential-file "$cred" \
-  2>"$data/server.log" &
+  "${transport[@]}" 2>"$data/server.log" &
 pids+=($!)
 for _ in $(seq 1 100); do
-  curl -sf "$GPUPLANE_ENDPOINT/healthz" >/dev/null 2>&1 && break
+  curl -sf "${curl_tls[@]}" "$GPUPLANE_ENDPOINT/healthz" >/dev/null 2>&1 && break
   sleep 0.1
 done
-curl -sf "$GPUPLANE_ENDPOINT/healthz" >/dev/null || { echo "server did not start; see $data/server.log"; exit 1; }
+curl -sf "${curl_tls[@]}" "$GPUPLANE_ENDPOINT/healthz" >/dev/null || { echo "server did not start; see $data/server.log"; exit 1; }
 export GPUPLANE_TOKEN=$(sed -n 's/^api_key: //p' "$cred")
 
 if [ "$demo" = 1 ]; then
@@ -56,7 +72,7 @@ if [ "$demo" = 1 ]; then
     name=$(basename "$n" .json)
     token=()
     [ -f "$data/join-$name" ] && token=(--join-token-file "$data/join-$name")
-    "$bin" agent --server "$GPUPLANE_ENDPOINT" --state-dir "$data/agents/$name" \
+    "$bin" agent --server "$GPUPLANE_ENDPOINT" "${agent_tls[@]}" --state-dir "$data/agents/$name" \
       --simulate "$n" --heartbeat-seconds 10 "${token[@]}" 2>>"$data/agents.log" &
     pids+=($!)
   done
@@ -79,6 +95,7 @@ cat <<MSG
 gpuplane is serving on $GPUPLANE_ENDPOINT (data in $data/, logs in $data/*.log).
 Log in as the platform admin (credential in $cred, written on first start, mode 0600):
   export GPUPLANE_ENDPOINT=$GPUPLANE_ENDPOINT
+  export GPUPLANE_CA_FILE=${GPUPLANE_CA_FILE:-}
   export GPUPLANE_TOKEN=\$(sed -n 's/^api_key: //p' $cred)     # or: $bin login -u admin
   $bin fleet summary
   $bin node list

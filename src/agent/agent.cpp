@@ -18,6 +18,7 @@ namespace gp::agent {
 namespace {
 
 constexpr char kCredentialFile[] = "node-credential";
+constexpr char kPinnedCaFile[] = "server-ca.pem";
 
 std::optional<std::string> read_file(const std::string& path) {
   std::ifstream in(path);
@@ -134,6 +135,26 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   }
   std::filesystem::create_directories(o.state_dir);
   ::chmod(o.state_dir.c_str(), 0700);
+  std::string pinned = o.state_dir + "/" + kPinnedCaFile;
+  if (!o.ca_file.empty()) {
+    auto ca = read_file(o.ca_file);
+    if (!ca || ca->find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+      spdlog::critical("--ca-file {}: not a readable PEM certificate", o.ca_file);
+      return 2;
+    }
+    if (read_file(pinned) != ca) {
+      std::string tmp = pinned + ".tmp";
+      {
+        std::ofstream out(tmp, std::ios::trunc);
+        out << *ca;
+      }
+      std::filesystem::rename(tmp, pinned);
+      spdlog::info("pinned the control plane CA from {}", o.ca_file);
+    }
+  }
+  if (std::filesystem::exists(pinned)) ep->ca_file = pinned;
+  if (ep->tls && ep->ca_file.empty())
+    spdlog::warn("no --ca-file: the control plane certificate is checked against the system store");
   std::string cred_path = o.state_dir + "/" + kCredentialFile;
   std::string credential = read_file(cred_path).value_or("");
   while (!credential.empty() && std::isspace(static_cast<unsigned char>(credential.back())))

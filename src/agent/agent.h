@@ -14,6 +14,9 @@ namespace gp::agent {
 struct AgentOptions {
   std::string server = "http://127.0.0.1:8080";
   std::string join_token;  // needed only until the node has a credential
+  // https: the CA that signed the control plane's certificate. It is pinned: copied into the
+  // state dir and trusted alone (not the system store), also on later starts without the flag.
+  std::string ca_file;
   std::string state_dir = "./agent-state";
   std::string simulate_file;  // inventory JSON; empty = NVML
   int heartbeat_seconds = 10;

@@ -24,6 +24,7 @@
 #include "network/network.h"
 #include "storage/storage.h"
 #include "store/store.h"
+#include "tls/tls.h"
 
 namespace gp::api {
 
@@ -108,10 +109,12 @@ class Api {
 };
 
 // Serves an Api over HTTP/1.1 on a TCP port: one coroutine per connection, header and body
-// deadlines, size limits, a connection cap, and graceful shutdown.
+// deadlines, size limits, a connection cap, and graceful shutdown. With `tls` the port speaks
+// HTTPS only (tls::server_context settings).
 class Server {
  public:
-  Server(Api& api, std::string address, uint16_t port, int threads);
+  Server(Api& api, std::string address, uint16_t port, int threads,
+         std::optional<tls::CertFiles> tls = std::nullopt);
   ~Server();
   // Binds; returns the bound port (useful with port 0).
   Result<uint16_t> start();
@@ -119,6 +122,10 @@ class Server {
   void stop(std::chrono::milliseconds grace = std::chrono::milliseconds(5000));
   void wait();
   int active_connections() const;
+  bool uses_tls() const;
+  // Reads the certificate and key files again: new handshakes use them, open connections keep
+  // the certificate they were accepted with. On error the current ones stay in use.
+  Result<void> reload_tls();
 
  private:
   struct Impl;

@@ -4,6 +4,9 @@
 // Handlers run on the I/O threads; they are short (SQLite on local disk). A request's writes are
 // committed on its I/O thread, but the wait for the disk runs on the flusher pool: the session
 // answers only after that flush, and meanwhile the thread serves other requests.
+// With TLS each connection first completes a handshake (within the header deadline) on the
+// context current at accept time; reload_tls() swaps that context, so new handshakes use the
+// new certificate while open connections keep the one they were accepted with.
 #include <spdlog/spdlog.h>
 
 #include <boost/asio.hpp>
@@ -14,6 +17,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <condition_variable>
 #include <list>
 #include <mutex>
@@ -21,19 +25,31 @@
 #include <utility>  // boost/asio/awaitable.hpp forgets it (Boost 1.74)
 
 #include "api/api.h"
+#include "tls/tls.h"
 
 namespace gp::api {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
+namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
 namespace {
 
+// One accepted connection: a plain TCP stream, or a TLS stream over one.
 struct Conn {
-  explicit Conn(tcp::socket s) : stream(std::move(s)) {}
-  beast::tcp_stream stream;
+  Conn(tcp::socket s, std::shared_ptr<ssl::context> context) : ctx(std::move(context)) {
+    if (ctx)
+      tls.emplace(std::move(s), *ctx);
+    else
+      plain.emplace(std::move(s));
+  }
+  beast::tcp_stream& transport() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+  // The context this connection was accepted with: a reload does not pull it from under it.
+  std::shared_ptr<ssl::context> ctx;
+  std::optional<beast::tcp_stream> plain;
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
   bool busy = false;  // touched only on the connection's strand
 };
 
@@ -73,6 +89,9 @@ struct Server::Impl {
   std::string address;
   uint16_t port;
   int threads;
+  std::optional<tls::CertFiles> tls_files;
+  std::mutex tls_mu;
+  std::shared_ptr<ssl::context> tls_ctx;  // guarded by tls_mu; null without TLS
   asio::io_context ioc;
   // The accept loop and the close at stop() run on this strand, never at the same time.
   asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(ioc)};
@@ -88,8 +107,13 @@ struct Server::Impl {
   // threads are plenty.
   asio::thread_pool flusher{2};
 
-  Impl(Api& a, std::string addr, uint16_t p, int t)
-      : api(a), address(std::move(addr)), port(p), threads(t) {}
+  Impl(Api& a, std::string addr, uint16_t p, int t, std::optional<tls::CertFiles> files)
+      : api(a), address(std::move(addr)), port(p), threads(t), tls_files(std::move(files)) {}
+
+  std::shared_ptr<ssl::context> current_tls() {
+    std::lock_guard lock(tls_mu);
+    return tls_ctx;
+  }
 
   asio::awaitable<void> accept_loop() {
     for (;;) {
@@ -101,9 +125,9 @@ struct Server::Impl {
         spdlog::warn("accept failed: {}", ec.message());
         continue;
       }
-      auto conn = std::make_shared<Conn>(std::move(socket));
+      auto conn = std::make_shared<Conn>(std::move(socket), current_tls());
       if (active.load() >= api.limits().max_connections) {
-        asio::co_spawn(conn->stream.get_executor(), reject_busy(conn), asio::detached);
+        asio::co_spawn(conn->transport().get_executor(), reject_busy(conn), asio::detached);
         continue;
       }
       ++active;
@@ -112,44 +136,80 @@ struct Server::Impl {
         std::erase_if(conns, [](const auto& w) { return w.expired(); });
         conns.push_back(conn);
       }
-      asio::co_spawn(conn->stream.get_executor(), session(conn), asio::detached);
+      asio::co_spawn(conn->transport().get_executor(), session(conn), asio::detached);
     }
   }
 
   asio::awaitable<void> reject_busy(std::shared_ptr<Conn> conn) {
     boost::system::error_code ec;
-    conn->stream.expires_after(std::chrono::seconds(2));
+    conn->transport().expires_after(std::chrono::seconds(2));
     auto res = to_beast(plain_problem(503, "unavailable", "too many connections"), 11, false);
     res.set(http::field::retry_after, "1");
-    co_await http::async_write(conn->stream, res, asio::redirect_error(asio::use_awaitable, ec));
-    conn->stream.socket().shutdown(tcp::socket::shutdown_both, ec);
+    if (conn->tls) {
+      co_await conn->tls->async_handshake(ssl::stream_base::server,
+                                          asio::redirect_error(asio::use_awaitable, ec));
+      if (!ec)
+        co_await http::async_write(*conn->tls, res, asio::redirect_error(asio::use_awaitable, ec));
+    } else {
+      co_await http::async_write(*conn->plain, res, asio::redirect_error(asio::use_awaitable, ec));
+    }
+    conn->transport().socket().shutdown(tcp::socket::shutdown_both, ec);
   }
 
   asio::awaitable<void> session(std::shared_ptr<Conn> conn) {
-    const Limits& limits = api.limits();
-    beast::flat_buffer buffer;
     boost::system::error_code ec;
     std::string remote;
     {
-      auto ep = conn->stream.socket().remote_endpoint(ec);
+      auto ep = conn->transport().socket().remote_endpoint(ec);
       if (!ec) remote = ep.address().to_string();
     }
+    if (conn->tls) {
+      // A client that speaks plain HTTP, an old protocol version or no shared suite fails here
+      // and gets no HTTP answer: the connection is closed.
+      conn->transport().expires_after(api.limits().header_timeout);
+      co_await conn->tls->async_handshake(ssl::stream_base::server,
+                                          asio::redirect_error(asio::use_awaitable, ec));
+      if (ec) {
+        spdlog::debug("TLS handshake with {} failed: {}", remote, ec.message());
+      } else if (co_await serve(*conn, *conn->tls, remote)) {
+        // Say goodbye (close_notify) but do not wait long for the client's.
+        conn->transport().expires_after(std::chrono::milliseconds(500));
+        co_await conn->tls->async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
+      }
+    } else {
+      co_await serve(*conn, *conn->plain, remote);
+    }
+    conn->transport().socket().shutdown(tcp::socket::shutdown_both, ec);
+    conn->transport().close();
+    if (--active == 0) {
+      std::lock_guard lock(mu);  // pairs with the predicate check in stop()
+      drained.notify_all();
+    }
+  }
+
+  // The requests of one connection, until it closes or fails. True when it ended cleanly (the
+  // last answer said Connection: close, or the server is stopping).
+  template <typename Stream>
+  asio::awaitable<bool> serve(Conn& conn, Stream& stream, const std::string& remote) {
+    const Limits& limits = api.limits();
+    beast::flat_buffer buffer;
+    boost::system::error_code ec;
     bool first = true;
     while (!stopping) {
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
       parser.body_limit(limits.max_body_bytes);
       // The first request head must arrive within header_timeout; later ones may wait idle.
-      conn->stream.expires_after(first ? limits.header_timeout : limits.idle_timeout);
-      co_await http::async_read_header(conn->stream, buffer, parser,
+      conn.transport().expires_after(first ? limits.header_timeout : limits.idle_timeout);
+      co_await http::async_read_header(stream, buffer, parser,
                                        asio::redirect_error(asio::use_awaitable, ec));
       if (!ec && !parser.is_done()) {
-        conn->busy = true;
-        conn->stream.expires_after(limits.body_timeout);
-        co_await http::async_read(conn->stream, buffer, parser,
+        conn.busy = true;
+        conn.transport().expires_after(limits.body_timeout);
+        co_await http::async_read(stream, buffer, parser,
                                   asio::redirect_error(asio::use_awaitable, ec));
       }
-      conn->busy = true;
+      conn.busy = true;
       first = false;
       if (ec) {
         std::optional<HttpResponse> err;
@@ -161,12 +221,11 @@ struct Server::Impl {
                  ec != http::error::end_of_stream && ec != http::error::partial_message)
           err = plain_problem(400, "invalid_argument", "malformed HTTP request");
         if (err) {
-          conn->stream.expires_after(std::chrono::seconds(5));
+          conn.transport().expires_after(std::chrono::seconds(5));
           auto res = to_beast(std::move(*err), 11, false);
-          co_await http::async_write(conn->stream, res,
-                                     asio::redirect_error(asio::use_awaitable, ec));
+          co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
         }
-        break;
+        co_return false;
       }
       auto& msg = parser.get();
       HttpRequest req;
@@ -200,22 +259,19 @@ struct Server::Impl {
       }
       bool keep_alive = msg.keep_alive() && !stopping;
       auto res = to_beast(std::move(resp), msg.version(), keep_alive);
-      conn->stream.expires_after(limits.body_timeout);
-      co_await http::async_write(conn->stream, res, asio::redirect_error(asio::use_awaitable, ec));
-      conn->busy = false;
-      if (ec || !keep_alive) break;
+      conn.transport().expires_after(limits.body_timeout);
+      co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+      conn.busy = false;
+      if (ec) co_return false;
+      if (!keep_alive) co_return true;
     }
-    conn->stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-    conn->stream.close();
-    if (--active == 0) {
-      std::lock_guard lock(mu);  // pairs with the predicate check in stop()
-      drained.notify_all();
-    }
+    co_return true;
   }
 };
 
-Server::Server(Api& api, std::string address, uint16_t port, int threads)
-    : impl_(std::make_unique<Impl>(api, std::move(address), port, threads)) {}
+Server::Server(Api& api, std::string address, uint16_t port, int threads,
+               std::optional<tls::CertFiles> tls)
+    : impl_(std::make_unique<Impl>(api, std::move(address), port, threads, std::move(tls))) {}
 
 Server::~Server() {
   if (!impl_->workers.empty()) stop(std::chrono::milliseconds(0));
@@ -223,6 +279,7 @@ Server::~Server() {
 
 Result<uint16_t> Server::start() {
   auto& m = *impl_;
+  if (m.tls_files) m.tls_ctx = GP_TRY(tls::server_context(*m.tls_files));
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(m.address, ec);
   if (ec) return fail(Error::invalid("bad listen address: " + m.address));
@@ -256,9 +313,9 @@ void Server::stop(std::chrono::milliseconds grace) {
     std::lock_guard lock(m.mu);
     for (auto& w : m.conns) {
       if (auto c = w.lock()) {
-        asio::post(c->stream.get_executor(), [c] {
+        asio::post(c->transport().get_executor(), [c] {
           boost::system::error_code ignored;  // the session may have closed it already
-          if (!c->busy) c->stream.socket().cancel(ignored);
+          if (!c->busy) c->transport().socket().cancel(ignored);
         });
       }
     }
@@ -280,5 +337,16 @@ void Server::wait() {
 }
 
 int Server::active_connections() const { return impl_->active.load(); }
+
+bool Server::uses_tls() const { return impl_->tls_files.has_value(); }
+
+Result<void> Server::reload_tls() {
+  auto& m = *impl_;
+  if (!m.tls_files) return fail(Error::invalid("this server does not use TLS"));
+  auto fresh = GP_TRY(tls::server_context(*m.tls_files));
+  std::lock_guard lock(m.tls_mu);
+  m.tls_ctx = std::move(fresh);
+  return ok();
+}
 
 }  // namespace gp::api

@@ -39,6 +39,12 @@ void resolve(ClientConfig& c) {
     else
       c.endpoint = "http://127.0.0.1:8080";
   }
+  if (c.ca_file.empty()) {
+    if (const char* f = std::getenv("GPUPLANE_CA_FILE"))
+      c.ca_file = f;
+    else if (file.is_object())
+      c.ca_file = file.value("ca_file", "");
+  }
   if (c.token.empty()) {
     if (const char* t = std::getenv("GPUPLANE_TOKEN"))
       c.token = t;
@@ -67,6 +73,7 @@ std::optional<Json> call(ClientConfig& c, std::string_view method, const std::st
     std::cerr << "error: " << ep.error().message << "\n";
     return std::nullopt;
   }
+  ep->ca_file = c.ca_file;
   std::vector<std::pair<std::string, std::string>> headers;
   if (auth && !c.token.empty()) headers.emplace_back("Authorization", "Bearer " + c.token);
   auto res = http_request(*ep, method, target, body.is_null() ? "" : body.dump(), headers);
@@ -256,6 +263,7 @@ int main(int argc, char** argv) {
   app.add_option("--token", c.token, "Bearer token (env GPUPLANE_TOKEN)");
   app.add_option("--output,-o", c.output, "table or json")->check(CLI::IsMember({"table", "json"}));
   app.add_option("--config", c.config_path, "Config file (env GPUPLANE_CONFIG)");
+  app.add_option("--ca-file", c.ca_file, "https: trust this CA (env GPUPLANE_CA_FILE)");
 
   ServeOptions so;
   auto* serve = app.add_subcommand("serve", "Run the control plane");
@@ -299,6 +307,7 @@ int main(int argc, char** argv) {
                    "Usage events further ahead of the server clock are rejected")
       ->check(CLI::Range(0, 86400));
   add_network_serve_options(*serve, so);
+  add_tls_serve_options(*serve, so);
   serve->callback([&] { rc = run_serve(so); });
 
   // audit
@@ -351,7 +360,9 @@ int main(int argc, char** argv) {
     std::filesystem::create_directories(std::filesystem::path(c.config_path).parent_path(), ec);
     // Created 0600 from the start: the token is never readable by others, not even briefly.
     int fd = ::open(c.config_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    std::string text = Json{{"endpoint", c.endpoint}, {"token", (*r)["token"]}}.dump(2) + "\n";
+    Json saved{{"endpoint", c.endpoint}, {"token", (*r)["token"]}};
+    if (!c.ca_file.empty()) saved["ca_file"] = std::filesystem::absolute(c.ca_file).string();
+    std::string text = saved.dump(2) + "\n";
     bool written = fd >= 0 && ::fchmod(fd, 0600) == 0 &&
                    ::write(fd, text.data(), text.size()) == ssize_t(text.size());
     int err = errno;
@@ -384,6 +395,7 @@ int main(int argc, char** argv) {
   add_posture_commands(app, c, &rc);
   add_usage_commands(app, c, &rc);
   add_sla_commands(app, c, &rc);
+  add_tls_commands(app, &rc);
 
   // Tenants: create takes class and an optional first admin.
   {

@@ -331,6 +331,7 @@ void add_agent(CLI::App& app, int* rc) {
   cmd->add_option("--server", o->server, "Control plane URL");
   cmd->add_option("--join-token", o->join_token, "One-time enrolment token");
   cmd->add_option("--join-token-file", *token_file, "Read the join token from this file");
+  cmd->add_option("--ca-file", o->ca_file, "https: pin this CA for the control plane");
   cmd->add_option("--state-dir", o->state_dir, "Where the node credential is kept (0700)");
   cmd->add_option("--simulate", o->simulate_file, "Inventory JSON instead of NVML");
   cmd->add_option("--heartbeat-seconds", o->heartbeat_seconds, "Heartbeat period")

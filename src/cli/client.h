@@ -16,6 +16,7 @@ namespace gp::cli {
 struct ClientConfig {
   std::string endpoint;
   std::string token;
+  std::string ca_file;  // https: the CA that signed the server's certificate
   std::string output = "table";
   std::string config_path;
 };
@@ -65,5 +66,8 @@ struct ServeOptions;
 void add_network_serve_options(CLI::App& serve, ServeOptions& o);
 // serve's storage id pool and deletion grace (cli_storage.cpp).
 void add_storage_serve_options(CLI::App& serve, ServeOptions& o);
+// serve's --tls-cert/--tls-key/--plaintext, and `tls dev-certs` (cli_tls.cpp).
+void add_tls_serve_options(CLI::App& serve, ServeOptions& o);
+void add_tls_commands(CLI::App& app, int* rc);
 
 }  // namespace gp::cli

@@ -41,6 +41,11 @@ struct ServeOptions {
   uint32_t storage_id_last = (uint32_t{1} << 30) - 1;
   uint32_t storage_id_block = 65'536;
   std::string storage_grace = "168h";
+  // HTTPS with this certificate chain and key (cli_tls.cpp registers the flags), or plain
+  // HTTP when `plaintext` is set explicitly; serve refuses to start with neither.
+  std::string tls_cert;
+  std::string tls_key;
+  bool plaintext = false;
 };
 
 int run_serve(const ServeOptions& o);

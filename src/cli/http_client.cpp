@@ -2,11 +2,16 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+#include <optional>
 #include <utility>
+
+#include "tls/tls.h"
 
 namespace gp::cli {
 
@@ -22,29 +27,70 @@ std::string ClientResponse::header(std::string_view name) const {
 
 Result<Endpoint> parse_endpoint(std::string_view url) {
   Endpoint ep;
+  const std::string original(url);
   if (url.starts_with("http://")) {
     url.remove_prefix(7);
   } else if (url.starts_with("https://")) {
-    return fail(Error::invalid("https endpoints are not supported by this build yet"));
+    url.remove_prefix(8);
+    ep.tls = true;
+  } else if (url.find("://") != std::string_view::npos) {
+    return fail(Error::invalid(
+        fmt::format("bad endpoint '{}': the scheme must be http:// or https://", original)));
   }
   while (url.ends_with('/')) url.remove_suffix(1);
-  auto colon = url.rfind(':');
-  if (colon == std::string_view::npos) {
-    ep.host = std::string(url);
-    ep.port = "80";
-  } else {
-    ep.host = std::string(url.substr(0, colon));
-    ep.port = std::string(url.substr(colon + 1));
+  std::string_view host = url, port;
+  if (url.starts_with('[')) {  // [v6 address]:port
+    auto close = url.find(']');
+    if (close == std::string_view::npos)
+      return fail(Error::invalid(fmt::format("bad endpoint '{}': unclosed '['", original)));
+    host = url.substr(1, close - 1);
+    std::string_view rest = url.substr(close + 1);
+    if (rest.starts_with(':'))
+      port = rest.substr(1);
+    else if (!rest.empty())
+      return fail(Error::invalid(fmt::format("bad endpoint '{}'", original)));
+  } else if (auto colon = url.rfind(':'); colon != std::string_view::npos) {
+    host = url.substr(0, colon);
+    port = url.substr(colon + 1);
+    if (port.empty()) port = "-";  // "host:" is an error, not the default port
   }
-  if (ep.host.empty() || ep.port.empty())
-    return fail(Error::invalid(fmt::format("bad endpoint '{}': want http://host:port", url)));
+  ep.host = std::string(host);
+  ep.port = port.empty() ? (ep.tls ? "443" : "80") : std::string(port);
+  bool numeric = !ep.port.empty() && ep.port.size() <= 5 &&
+                 std::all_of(ep.port.begin(), ep.port.end(), ::isdigit);
+  if (ep.host.empty() || !numeric || std::stoi(ep.port) > 65535)
+    return fail(Error::invalid(
+        fmt::format("bad endpoint '{}': want http://host:port or https://host:port", original)));
   return ep;
 }
+
+namespace {
+
+template <typename Stream>
+ClientResponse exchange(Stream& stream, http::request<http::string_body>& req) {
+  http::write(stream, req);
+  beast::flat_buffer buffer;
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(64 << 20);
+  http::read(stream, buffer, parser);
+  auto& res = parser.get();
+  ClientResponse out;
+  out.status = res.result_int();
+  out.body = std::move(res.body());
+  for (const auto& f : res)
+    out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+  return out;
+}
+
+}  // namespace
 
 Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
                                     std::string_view target, std::string_view body,
                                     const std::vector<std::pair<std::string, std::string>>& headers,
                                     int timeout_ms) {
+  std::shared_ptr<asio::ssl::context> ctx;
+  if (ep.tls) ctx = GP_TRY(tls::client_context(ep.ca_file));
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream;
   try {
     asio::io_context ioc;
     asio::ip::tcp::resolver resolver(ioc);
@@ -64,19 +110,30 @@ Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
       req.body() = std::string(body);
     }
     req.prepare_payload();
-    http::write(stream, req);
-    beast::flat_buffer buffer;
-    http::response_parser<http::string_body> parser;
-    parser.body_limit(64 << 20);
-    http::read(stream, buffer, parser);
-    auto& res = parser.get();
-    ClientResponse out;
-    out.status = res.result_int();
-    out.body = std::move(res.body());
-    for (const auto& f : res)
-      out.headers.emplace_back(std::string(f.name_string()), std::string(f.value()));
+    if (!ep.tls) {
+      ClientResponse out = exchange(stream, req);
+      beast::error_code ec;
+      stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+      return out;
+    }
+    tls_stream.emplace(std::move(stream), *ctx);
+    GP_TRY_VOID(tls::expect_peer(tls_stream->native_handle(), ep.host));
     beast::error_code ec;
-    stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    tls_stream->handshake(asio::ssl::stream_base::client, ec);
+    if (ec) {
+      std::string why = tls::verify_failure(tls_stream->native_handle());
+      std::string trust = ep.ca_file.empty() ? "the system CA store" : "the CA in " + ep.ca_file;
+      if (!why.empty())
+        return fail(Error::unavailable(
+            fmt::format("TLS: the certificate of {}:{} is not trusted ({}); it was checked "
+                        "against {} (--ca-file or GPUPLANE_CA_FILE)",
+                        ep.host, ep.port, why, trust)));
+      return fail(Error::unavailable(
+          fmt::format("TLS handshake with {}:{} failed: {}", ep.host, ep.port, ec.message())));
+    }
+    ClientResponse out = exchange(*tls_stream, req);
+    beast::get_lowest_layer(*tls_stream).expires_after(std::chrono::milliseconds(500));
+    tls_stream->shutdown(ec);  // close_notify; the answer is complete whatever this returns
     return out;
   } catch (const std::exception& e) {
     return fail(

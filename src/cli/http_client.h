@@ -1,4 +1,6 @@
-// A small blocking HTTP/1.1 client for the CLI and tests (Boost.Beast).
+// A small blocking HTTP/1.1 client for the CLI, the node agent and tests (Boost.Beast), over
+// TCP or TLS (https://: TLS 1.2+, the server certificate verified against a CA file or the
+// system store, and its name or IP address checked).
 #pragma once
 
 #include <string>
@@ -19,8 +21,12 @@ struct ClientResponse {
 struct Endpoint {
   std::string host = "127.0.0.1";
   std::string port = "8080";
+  bool tls = false;
+  // With tls: trust only the CA certificates in this PEM file (empty: the system store).
+  std::string ca_file;
 };
-Result<Endpoint> parse_endpoint(std::string_view url);  // http://host:port
+// http://host[:port] or https://host[:port]; IPv6 hosts in brackets.
+Result<Endpoint> parse_endpoint(std::string_view url);
 
 Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
                                     std::string_view target, std::string_view body,

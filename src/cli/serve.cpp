@@ -1,5 +1,6 @@
 // `gpuplane serve`: opens the store, loads the audit signing key, bootstraps the first
-// platform admin, and serves the API until SIGTERM/SIGINT, then drains and exits.
+// platform admin, and serves the API (HTTPS, or HTTP with --plaintext) until SIGTERM/SIGINT,
+// then drains and exits. SIGHUP reloads the TLS certificate and key.
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_sinks.h>
@@ -86,6 +87,15 @@ void setup_logging(const std::string& level, const std::string& format) {
 
 int run_serve(const ServeOptions& o) {
   setup_logging(o.log_level, o.log_format);
+  if (o.tls_cert.empty() && !o.plaintext) {
+    spdlog::critical(
+        "refusing to serve without TLS: give --tls-cert FILE --tls-key FILE (`gpuplane tls "
+        "dev-certs --dir DIR` makes a local CA and certificate), or --plaintext to serve plain "
+        "HTTP on purpose");
+    return 2;
+  }
+  std::optional<tls::CertFiles> tls_files;
+  if (!o.tls_cert.empty()) tls_files = tls::CertFiles{o.tls_cert, o.tls_key};
   std::error_code fs_ec;
   std::filesystem::create_directories(o.data_dir, fs_ec);
   ::chmod(o.data_dir.c_str(), 0700);
@@ -148,13 +158,14 @@ int run_serve(const ServeOptions& o) {
   auto colon = o.listen.rfind(':');
   std::string host = o.listen.substr(0, colon);
   int port = colon == std::string::npos ? 8080 : std::atoi(o.listen.c_str() + colon + 1);
-  api::Server server(api, host, uint16_t(port), o.threads);
+  api::Server server(api, host, uint16_t(port), o.threads, tls_files);
 
   // Block the signals before threads start so only sigwait sees them.
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
   auto bound = server.start();
@@ -173,10 +184,14 @@ int run_serve(const ServeOptions& o) {
       std::cout << "Bootstrap platform-admin credential (shown once, store it now):\n" << text;
     }
   }
-  std::string endpoint = fmt::format("http://{}:{}", host, *bound);
+  std::string endpoint =
+      fmt::format("{}://{}:{}", tls_files ? "https" : "http",
+                  host.find(':') != std::string::npos ? "[" + host + "]" : host, *bound);
   if (!o.port_file.empty()) (void)write_private_file(o.port_file, std::to_string(*bound) + "\n");
   std::cout << "gpuplane serving on " << endpoint << " (data: " << o.data_dir << ")" << std::endl;
   spdlog::info("listening on {} store={} data={}", endpoint, (*store)->engine(), o.data_dir);
+  if (!tls_files)
+    spdlog::warn("serving plain HTTP (--plaintext): tokens cross the network in clear");
 
   // Housekeeping once a second: nodes that missed heartbeats are marked failed; the audit
   // trail is sealed by a signed checkpoint every checkpoint_seconds even when it is quiet.
@@ -203,7 +218,21 @@ int run_serve(const ServeOptions& o) {
   });
 
   int sig = 0;
-  sigwait(&set, &sig);
+  for (;;) {
+    sigwait(&set, &sig);
+    if (sig != SIGHUP) break;
+    if (!tls_files) {
+      spdlog::info("SIGHUP: nothing to reload without TLS");
+      continue;
+    }
+    // New handshakes use the new certificate; open connections keep theirs.
+    auto reloaded = server.reload_tls();
+    if (reloaded)
+      spdlog::info("SIGHUP: reloaded the TLS certificate {} and key {}", o.tls_cert, o.tls_key);
+    else
+      spdlog::error("SIGHUP: TLS reload failed, still serving the previous certificate: {}",
+                    reloaded.error().message);
+  }
   spdlog::info("signal {} received: draining", sig);
   server.stop(std::chrono::milliseconds(o.grace_ms));
   {

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -315,6 +316,7 @@ bool Server::start(std::chrono::milliseconds timeout) {
                                    cred_file.string(),
                                    "--log-level",
                                    "warn"};
+  if (!tls()) args.push_back("--plaintext");
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   SpawnOptions o{.stdout_path = side / ("stdout." + std::to_string(runs_)),
                  .stderr_path = side / ("stderr." + std::to_string(runs_))};
@@ -380,14 +382,20 @@ std::optional<int> Server::terminate(std::chrono::milliseconds timeout) {
   return code;
 }
 
-std::string Server::endpoint() const { return "http://127.0.0.1:" + std::to_string(port_); }
+bool Server::tls() const {
+  return std::find(extra_args_.begin(), extra_args_.end(), "--tls-cert") != extra_args_.end();
+}
+
+std::string Server::endpoint() const {
+  return (tls() ? "https://127.0.0.1:" : "http://127.0.0.1:") + std::to_string(port_);
+}
 
 std::string Server::log() const { return child_ ? child_->stderr_text() : ""; }
 
 Result<cli::ClientResponse> Server::request(std::string_view method, std::string_view target,
                                             const Json& body, const std::string& token,
                                             int timeout_ms) const {
-  cli::Endpoint ep{"127.0.0.1", std::to_string(port_)};
+  cli::Endpoint ep{"127.0.0.1", std::to_string(port_), tls(), ca_file_};
   std::vector<std::pair<std::string, std::string>> headers;
   if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
   return cli::http_request(ep, method, target, body.is_null() ? "" : body.dump(), headers,

@@ -113,10 +113,13 @@ struct Credential {
 
 // `gpuplane serve` on 127.0.0.1:0 over one data directory. start() may be called again after
 // kill() or terminate() to restart the server on the same data; the bootstrap credential is
-// kept from the first start.
+// kept from the first start. Plain HTTP (--plaintext) unless `extra_args` hold --tls-cert and
+// --tls-key: then HTTPS, and requests trust the CA given to set_ca_file().
 class Server {
  public:
   explicit Server(std::filesystem::path data_dir, std::vector<std::string> extra_args = {});
+  void set_ca_file(std::string ca_file) { ca_file_ = std::move(ca_file); }
+  bool tls() const;
   ~Server();
 
   // Starts the server and waits (bounded) for its port file. False, with a test failure
@@ -129,7 +132,8 @@ class Server {
 
   const std::filesystem::path& data_dir() const { return data_dir_; }
   uint16_t port() const { return port_; }
-  std::string endpoint() const;  // http://127.0.0.1:<port>
+  pid_t pid() const { return child_ ? child_->pid() : -1; }
+  std::string endpoint() const;  // http(s)://127.0.0.1:<port>
   const Credential& admin() const { return admin_; }
   std::string log() const;  // the current run's stderr
 
@@ -144,6 +148,7 @@ class Server {
  private:
   std::filesystem::path data_dir_;
   std::vector<std::string> extra_args_;
+  std::string ca_file_;
   std::optional<Child> child_;
   uint16_t port_ = 0;
   Credential admin_;
