@@ -167,7 +167,30 @@ Result<StorageFacts> gather_storage(store::Tx& tx, const tenancy::Tenant& t) {
       if (auto sealed = storage::sealed_secret_from_json(*j)) sf.sealed_for = sealed->tenant;
     f.secrets.push_back(std::move(sf));
   }
-  // Volumes live on the nodes' filesystems; the store keeps no record of them yet.
+  // Volumes as the control plane plans them: the agents create exactly this tree (owners and
+  // modes), and `gpuplane storage audit` checks what is really on disk.
+  VolumeFacts v;
+  if (auto ids = GP_TRY(tx.query_one(
+          "SELECT first_id, count FROM tenant_storage_ids WHERE tenant_id = ?", {t.id}))) {
+    v.ids_first = static_cast<uint32_t>(ids->integer(0));
+    v.ids_count = static_cast<uint32_t>(ids->integer(1));
+    storage::TenantVolumes tv{.tenant = t.name, .ids = {v.ids_first, v.ids_count}, .projects = {}};
+    for (const auto& p : GP_TRY(tx.query("SELECT project_name, uid FROM project_volumes WHERE "
+                                         "tenant_id = ? AND state = 'active' ORDER BY project_name",
+                                         {t.id}))) {
+      tv.projects.push_back(
+          {.project = p.text(0), .id = static_cast<uint32_t>(p.integer(1)), .size_limits = {}});
+    }
+    if (auto plan = storage::plan_layout(tv)) {
+      for (const auto& d : *plan)
+        v.volumes.push_back({d.path, uint32_t(d.uid), uint32_t(d.gid), uint32_t(d.mode)});
+    } else {
+      // A stored id the layout refuses (outside the range): show it as it is stored.
+      for (const auto& p : tv.projects)
+        v.volumes.push_back({t.name + "/" + p.project, p.id, p.id, 02770});
+    }
+  }
+  f.volumes = std::move(v);
   return f;
 }
 

@@ -74,13 +74,9 @@ class Posture : public ::testing::Test {
 
   // What a standard tenant cannot pass or fail yet: not required for its class, or facts the
   // control plane does not keep yet.
-  const std::set<std::string> kNotApplicable = {"hardware.node-exclusive",
-                                                "network.tls",
-                                                "storage.private-volumes",
-                                                "storage.secrets-encrypted",
-                                                "storage.data-key-rotation",
-                                                "audit.request-level",
-                                                "audit.retention"};
+  const std::set<std::string> kNotApplicable = {
+      "hardware.node-exclusive",   "network.tls",         "storage.secrets-encrypted",
+      "storage.data-key-rotation", "audit.request-level", "audit.retention"};
 };
 
 TEST_F(Posture, CompliantTenantPassesEveryRequiredControl) {
@@ -208,6 +204,24 @@ TEST_F(Posture, ALiveAllocationWithoutAnOpenUsageIntervalFailsUsageRecorded) {
   EXPECT_EQ(with_status(r, "fail"), std::set<std::string>{"metering.usage-recorded"}) << r.dump(2);
   EXPECT_EQ(control(r, "metering.usage-recorded").at("evidence").at("seen").at("without_usage"),
             Json::array({id}));
+}
+
+TEST_F(Posture, AVolumeOwnedOutsideTheTenantsIdsFailsPrivateVolumes) {
+  auto t = compliant("acme");
+  auto v = s.request("PUT", t.base() + "/projects/" + t.project + "/volumes", Json::object(),
+                     s.admin_token());
+  ASSERT_EQ(v.status, 201) << v.raw;
+  Json before = control(posture(t), "storage.private-volumes");
+  EXPECT_EQ(before.at("status"), "pass") << before.dump(2);
+  EXPECT_EQ(before.at("evidence").at("seen").at("volumes"), 6) << before.dump(2);
+  // A project id moved outside the tenant's range behind the API's back.
+  auto moved = s.store().write([&](store::Tx& tx) -> Result<void> {
+    GP_TRY(tx.exec("UPDATE project_volumes SET uid = 5 WHERE tenant_id = ?", {t.info.id}));
+    return ok();
+  });
+  ASSERT_TRUE(moved) << moved.error().message;
+  Json r = posture(t);
+  EXPECT_EQ(with_status(r, "fail"), std::set<std::string>{"storage.private-volumes"}) << r.dump(2);
 }
 
 TEST_F(Posture, SharedNodesShowAsEvidenceAndFailWhenTheClassDemandsDedicatedNodes) {
