@@ -15,6 +15,16 @@ std::string invoice_path(const std::string& tenant_id, const std::string& id) {
   return fmt::format("/v1/tenants/{}/invoices/{}", tenant_id, id);
 }
 
+// The SLA credits the tenant earned in `period` (none when it met every target).
+Result<std::vector<billing::OfferingCredit>> tenant_sla_credits(Api& api, store::Tx& tx,
+                                                                const std::string& tenant_id,
+                                                                const billing::Period& period) {
+  auto credits = GP_TRY(billing::load_sla_credits(tx, tenant_id, period, api.world().now()));
+  auto mine = credits.find(tenant_id);
+  if (mine == credits.end()) return std::vector<billing::OfferingCredit>{};
+  return std::move(mine->second);
+}
+
 Result<Reply> get_account(Api&, Call& call, store::Tx& tx) {
   auto a = GP_TRY(billing::load_account(tx, call.tenant->id));
   return json_reply(200, a.to_json(), a.version);
@@ -42,13 +52,9 @@ Result<Mutation> put_account(Api& api, Call& call, store::Tx& tx) {
 
 Result<Mutation> draft_invoice(Api& api, Call& call, store::Tx& tx) {
   auto period = GP_TRY(billing::parse_period_body(*call.body));
-  const auto credits =
-      GP_TRY(billing::load_sla_credits(tx, call.tenant->id, period, api.world().now()));
-  const auto mine = credits.find(call.tenant->id);
-  auto r = GP_TRY(billing::refresh_draft(
-      tx, api.world(), call.tenant->id, period, call.who.id,
-      mine != credits.end() ? std::span<const billing::OfferingCredit>(mine->second)
-                            : std::span<const billing::OfferingCredit>()));
+  const auto credits = GP_TRY(tenant_sla_credits(api, tx, call.tenant->id, period));
+  auto r = GP_TRY(
+      billing::refresh_draft(tx, api.world(), call.tenant->id, period, call.who.id, credits));
   Mutation m;
   m.reply = json_reply(r.outcome == billing::DraftOutcome::kRefreshed ? 200 : 201,
                        r.stored.to_json(), r.stored.version);
@@ -198,6 +204,23 @@ Result<Mutation> run(Api& api, Call& call, store::Tx& tx) {
 const std::vector<std::string> kListParams = {"limit", "after", "period", "state"};
 
 }  // namespace
+
+Result<Json> draft_final_invoice(Api& api, store::Tx& tx, const tenancy::Tenant& t,
+                                 const std::string& who) {
+  const billing::Period period = billing::month_containing(api.world().now());
+  const auto credits = GP_TRY(tenant_sla_credits(api, tx, t.id, period));
+  auto r = billing::refresh_draft(tx, api.world(), t.id, period, who, credits);
+  if (!r) {
+    // Rating fails before anything is written (no card in force, an overlapping invoice).
+    if (r.error().code == ErrorCode::kInternal || r.error().code == ErrorCode::kUnavailable)
+      return fail(r.error());
+    return Json{{"period", billing::period_label(period)}, {"not_produced", r.error().message}};
+  }
+  return Json{{"id", r->stored.id},
+              {"period", billing::period_label(period)},
+              {"total_micros", r->stored.invoice.total_micros},
+              {"currency", r->stored.invoice.currency}};
+}
 
 std::vector<Route> invoice_routes() {
   std::vector<Route> r;

@@ -75,13 +75,12 @@ Result<Mutation> offboard_tenant(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(release_tenant_network(tx, t.id));
   GP_TRY_VOID(shred_tenant_keys(tx, t));
   Json storage = GP_TRY(schedule_tenant_storage_deletion(api, tx, t, call.who.id));
+  Json invoice = GP_TRY(draft_final_invoice(api, tx, t, call.who.id));
   Mutation m;
   m.reply = json_reply(200, t.to_json(), t.version);
-  m.detail = {{"state", "offboarding"},
-              {"allocations_released", released},
-              {"network", "released"},
-              {"data_keys", "destroyed"},
-              {"storage", storage}};
+  m.detail = {{"state", "offboarding"}, {"allocations_released", released},
+              {"network", "released"},  {"data_keys", "destroyed"},
+              {"storage", storage},     {"final_invoice", invoice}};
   return m;
 }
 

@@ -126,6 +126,11 @@ Result<void> release_tenant_network(store::Tx& tx, const std::string& tenant_id)
 Result<void> shred_tenant_keys(store::Tx& tx, const tenancy::Tenant& tenant);
 // Offboarding: schedules the removal of the tenant's storage tree after the grace period
 // (its ids are released once an agent has removed it); "none" when it never had volumes.
+// Offboarding: the tenant's final invoice, the current month's draft rated now that its
+// allocations are released (finalized with the monthly close). Never blocks offboarding: what
+// stops it (e.g. no rate card in force) is reported instead of an invoice id.
+Result<Json> draft_final_invoice(Api& api, store::Tx& tx, const tenancy::Tenant& t,
+                                 const std::string& who);
 Result<Json> schedule_tenant_storage_deletion(Api& api, store::Tx& tx, const tenancy::Tenant& t,
                                               const std::string& who);
 

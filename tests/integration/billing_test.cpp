@@ -425,6 +425,55 @@ TEST_F(Invoices, MonthlyRunMakesOneDraftPerTenantAndOperatorsListAcrossTenants) 
                         404, "not_found"));
 }
 
+// Offboarding releases the tenant's allocations and leaves the month's final draft, rated from
+// the usage up to that moment; a tenant that cannot be rated is still offboarded, and says why.
+TEST_F(Invoices, OffboardingLeavesTheFinalInvoiceOfTheMonth) {
+  auto acme = tenant("acme");
+  auto bolt = tenant("bolt");
+  at("2026-11-03T10:00:00Z");
+  allocate(acme, "h200-1x", 2);
+  advance_minutes(90);
+  auto off = s.request("DELETE", acme.base(), nullptr, admin);
+  ASSERT_EQ(off.status, 200) << off.raw;
+  advance_minutes(600);  // nothing accrues after offboarding
+  auto list = invoices(acme);
+  ASSERT_EQ(list.size(), 1u);
+  auto inv = s.request("GET", acme.base() + "/invoices/" + list[0]["id"].get<std::string>(),
+                       nullptr, admin);
+  ASSERT_EQ(inv.status, 200) << inv.raw;
+  EXPECT_EQ(inv.body["state"], "draft");
+  EXPECT_EQ(inv.body["period"]["label"], "2026-11");
+  EXPECT_EQ(inv.body["subtotal_micros"], 2 * kGpuPrice * 3 / 2) << inv.raw;  // 2 GPUs x 1.5 h
+  Json detail;
+  for (const auto& rec : s.audit_records())
+    if (rec.at("action") == "tenant.offboard" && rec.at("outcome") == "success")
+      detail = rec.at("detail");
+  ASSERT_TRUE(detail.contains("final_invoice")) << detail.dump();
+  EXPECT_EQ(detail["final_invoice"]["id"], list[0]["id"]);
+  EXPECT_EQ(detail["final_invoice"]["total_micros"], 2 * kGpuPrice * 3 / 2);
+
+  // bolt's account names a card that was withdrawn from under it: no invoice, but offboarded.
+  ASSERT_EQ(
+      s.request("PUT", bolt.base() + "/billing-account", {{"rate_card", "default"}}, admin).status,
+      200);
+  auto moved = s.store().write([&](store::Tx& tx) -> Result<void> {
+    GP_TRY(tx.exec("UPDATE billing_accounts SET rate_card_id = 'withdrawn' WHERE tenant_id = ?",
+                   {bolt.info.id}));
+    return ok();
+  });
+  ASSERT_TRUE(moved) << moved.error().message;
+  allocate(bolt, "h200-1x", 1);
+  advance_minutes(30);
+  auto off_b = s.request("DELETE", bolt.base(), nullptr, admin);
+  ASSERT_EQ(off_b.status, 200) << off_b.raw;
+  EXPECT_TRUE(invoices(bolt).empty());
+  for (const auto& rec : s.audit_records())  // the last offboarding: bolt's
+    if (rec.at("action") == "tenant.offboard" && rec.at("outcome") == "success")
+      detail = rec.at("detail");
+  EXPECT_NE(detail["final_invoice"].value("not_produced", "").find("withdrawn"), std::string::npos)
+      << detail.dump();
+}
+
 TEST_F(Invoices, BadInputsAreRefusedAndChangeNothing) {
   auto acme = tenant("acme");
   allocate(acme, "h200-1x", 1);
