@@ -49,6 +49,8 @@ struct Isolation {
   // (and offboarded tenants' trees) stay on disk before the agents remove them.
   storage::IdPoolConfig storage_ids;
   Duration storage_grace = std::chrono::hours(168);
+  // The API listener speaks TLS (serve --tls-cert/--tls-key): the posture's network.tls fact.
+  bool api_tls = false;
 };
 
 struct Route;  // api/router.h

@@ -11,12 +11,13 @@ namespace {
 
 using iam::Permission;
 
-// What the server itself guarantees: this build serves plain HTTP (TLS is terminated in front
-// of it, if at all, which the server cannot see) and audits mutations and denials, not reads.
+// What the server itself guarantees: TLS when its listener has a certificate (a proxy that
+// terminates TLS in front of a --plaintext server is not visible to it), and audit of
+// mutations and denials, not of reads.
 posture::GatherOptions gather_options(const Api& api) {
   return {.supernet = api.isolation().segments.supernet,
           .verifier = nullptr,
-          .tls = false,
+          .tls = api.isolation().api_tls,
           .reads_audited = false,
           .now = to_unix_micros(api.clock().now())};
 }

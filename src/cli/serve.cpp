@@ -152,6 +152,7 @@ int run_serve(const ServeOptions& o) {
     spdlog::critical("{}", isolation.error().message);
     return 1;
   }
+  isolation->api_tls = !o.tls_cert.empty();
   api.set_isolation(std::move(*isolation));
   api.set_metering({.max_future_skew = std::chrono::seconds(o.usage_future_skew_seconds),
                     .lateness = std::chrono::hours(o.usage_lateness_hours)});

@@ -229,6 +229,29 @@ TEST_F(Tls, HttpsRequestsWorkWithModernProtocolsOnly) {
   EXPECT_NE(cbc.reason().find("handshake failure"), std::string::npos) << cbc.reason();
 }
 
+// The posture report sees the listener: a regulated tenant passes network.tls here, where the
+// in-process suite (plain HTTP) sees it fail.
+TEST_F(Tls, PostureSeesTheTlsListener) {
+  auto t = server_.admin_request("POST", "/v1/tenants", Json{{"name", "vault"}});
+  ASSERT_TRUE(t) << t.error().message;
+  ASSERT_EQ(t->status, 201) << t->body;
+  const std::string id = Json::parse(t->body).at("id");
+  auto cls =
+      server_.admin_request("PATCH", "/v1/tenants/" + id, Json{{"isolation_class", "regulated"}});
+  ASSERT_TRUE(cls) << cls.error().message;
+  ASSERT_EQ(cls->status, 200) << cls->body;
+  auto r = server_.admin_request("GET", "/v1/tenants/" + id + "/posture");
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_EQ(r->status, 200) << r->body;
+  Json control;
+  for (const auto& layer : Json::parse(r->body).at("layers"))
+    for (const auto& c : layer.at("controls"))
+      if (c.at("id") == "network.tls") control = c;
+  ASSERT_FALSE(control.is_null()) << r->body;
+  EXPECT_EQ(control.at("status"), "pass") << control.dump();
+  EXPECT_EQ(control.at("evidence").at("seen").at("tls"), true) << control.dump();
+}
+
 TEST_F(Tls, PlainHttpOnTheTlsPortGetsNoHttpAnswer) {
   bool closed = false;
   std::string got = plain_exchange(
