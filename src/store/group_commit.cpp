@@ -31,8 +31,12 @@ QueuedWrite GroupCommit::submit(const WriteFn& fn, const BatchRunner& run_batch)
   return me;
 }
 
-void run_under_savepoints(const std::function<Result<void>(std::string_view)>& script, Tx& tx,
-                          const std::vector<QueuedWrite*>& batch) {
+bool commit_batch(const Begin& begin, const Script& script, Tx& tx,
+                  const std::vector<QueuedWrite*>& batch) {
+  if (auto begun = begin(); !begun) {
+    for (QueuedWrite* q : batch) q->result = fail(begun.error());
+    return false;
+  }
   for (QueuedWrite* q : batch) {
     if (auto sp = script("SAVEPOINT w"); !sp) {
       q->result = fail(sp.error());
@@ -46,6 +50,29 @@ void run_under_savepoints(const std::function<Result<void>(std::string_view)>& s
     if (!q->result) (void)script("ROLLBACK TO w");
     (void)script("RELEASE w");
   }
+  if (auto commit = script("COMMIT"); !commit) {
+    (void)script("ROLLBACK");
+    for (QueuedWrite* q : batch)
+      if (q->result)
+        q->result =
+            fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
+    return false;
+  }
+  return true;
+}
+
+Result<void> run_in_tx(const Begin& begin, const Script& script, Tx& tx, const WriteFn& fn) {
+  GP_TRY_VOID(begin());
+  auto r = fn(tx);
+  if (!r) {
+    (void)script("ROLLBACK");
+    return r;
+  }
+  if (auto commit = script("COMMIT"); !commit) {
+    (void)script("ROLLBACK");
+    return fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
+  }
+  return ok();
 }
 
 }  // namespace gp::store

@@ -39,9 +39,20 @@ class GroupCommit {
   bool leading_ = false;
 };
 
-// Runs every queued function in the open transaction `tx`, each under SAVEPOINT w: a failing
-// (or throwing) function is rolled back alone. `script` executes a statement without results.
-void run_under_savepoints(const std::function<Result<void>(std::string_view)>& script, Tx& tx,
-                          const std::vector<QueuedWrite*>& batch);
+// Executes one statement without results on a store's connection.
+using Script = std::function<Result<void>(std::string_view sql)>;
+// Starts a transaction on it (each store and use has its own BEGIN).
+using Begin = std::function<Result<void>()>;
+
+// Runs a batch as one transaction on a connection: `begin` starts it, then every queued
+// function runs under SAVEPOINT w (a failing or throwing one is rolled back alone), then
+// `script` commits. Returns whether it committed; when BEGIN or COMMIT fails, every write that
+// had succeeded carries the failure instead (503: nothing of the batch is kept).
+bool commit_batch(const Begin& begin, const Script& script, Tx& tx,
+                  const std::vector<QueuedWrite*>& batch);
+
+// Runs `fn` alone in a transaction `begin` starts (a read): rolled back when it fails,
+// committed otherwise.
+Result<void> run_in_tx(const Begin& begin, const Script& script, Tx& tx, const WriteFn& fn);
 
 }  // namespace gp::store

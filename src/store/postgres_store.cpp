@@ -281,7 +281,9 @@ class PostgresStore final : public Store {
 
   Result<void> read(const std::function<Result<void>(Tx&)>& fn) override {
     Connection* c = acquire_reader();
-    auto r = in_tx(*c, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", fn);
+    PgTx tx(*c);
+    auto r = run_in_tx([&] { return c->begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); },
+                       [&](std::string_view sql) { return c->script(sql); }, tx, fn);
     release_reader(c);
     return r;
   }
@@ -299,36 +301,11 @@ class PostgresStore final : public Store {
   uint64_t run_batch(const std::vector<QueuedWrite*>& batch) {
     std::lock_guard lock(write_mu_);
     Connection& c = *writer_;
-    if (auto begun = c.begin("BEGIN"); !begun) {
-      for (QueuedWrite* q : batch) q->result = fail(begun.error());
-      return 0;
-    }
     PgTx tx(c);
-    run_under_savepoints([&](std::string_view sql) { return c.script(sql); }, tx, batch);
-    if (auto commit = c.script("COMMIT"); !commit) {
-      (void)c.script("ROLLBACK");
-      for (QueuedWrite* q : batch)
-        if (q->result)
-          q->result =
-              fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
-      return 0;
-    }
-    return ++committed_seq_;
-  }
-
-  Result<void> in_tx(Connection& c, const char* begin, const std::function<Result<void>(Tx&)>& fn) {
-    GP_TRY_VOID(c.begin(begin));
-    PgTx tx(c);
-    auto r = fn(tx);
-    if (!r) {
-      (void)c.script("ROLLBACK");
-      return r;
-    }
-    if (auto commit = c.script("COMMIT"); !commit) {
-      (void)c.script("ROLLBACK");
-      return fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
-    }
-    return ok();
+    const bool committed =
+        commit_batch([&] { return c.begin("BEGIN"); },
+                     [&](std::string_view sql) { return c.script(sql); }, tx, batch);
+    return committed ? ++committed_seq_ : 0;
   }
 
   // Applies what is missing under an advisory lock, so replicas starting together migrate once.

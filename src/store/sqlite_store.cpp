@@ -205,7 +205,9 @@ class SqliteStore final : public Store {
 
   Result<void> read(const std::function<Result<void>(Tx&)>& fn) override {
     Connection* c = acquire_reader();
-    auto r = in_tx(*c, "BEGIN", fn);
+    SqliteTx tx(*c);
+    auto r = run_in_tx([&] { return c->exec_script("BEGIN"); },
+                       [&](std::string_view sql) { return c->exec_script(sql); }, tx, fn);
     release_reader(c);
     return r;
   }
@@ -278,37 +280,11 @@ class SqliteStore final : public Store {
   uint64_t run_batch(const std::vector<QueuedWrite*>& batch) {
     std::lock_guard lock(write_mu_);
     Connection& c = *writer_;
-    if (auto begun = c.exec_script("BEGIN IMMEDIATE"); !begun) {
-      for (QueuedWrite* q : batch) q->result = fail(begun.error());
-      return 0;
-    }
     SqliteTx tx(c);
-    run_under_savepoints([&](std::string_view sql) { return c.exec_script(sql); }, tx, batch);
-    if (auto commit = c.exec_script("COMMIT"); !commit) {
-      (void)c.exec_script("ROLLBACK");
-      for (QueuedWrite* q : batch)
-        if (q->result)
-          q->result =
-              fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
-      return 0;
-    }
-    return ++committed_seq_;
-  }
-
-  Result<void> in_tx(Connection& c, const char* begin, const std::function<Result<void>(Tx&)>& fn) {
-    GP_TRY_VOID(c.exec_script(begin));
-    SqliteTx tx(c);
-    auto r = fn(tx);
-    if (!r) {
-      (void)c.exec_script("ROLLBACK");
-      return r;
-    }
-    auto commit = c.exec_script("COMMIT");
-    if (!commit) {
-      (void)c.exec_script("ROLLBACK");
-      return fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
-    }
-    return ok();
+    const bool committed =
+        commit_batch([&] { return c.exec_script("BEGIN IMMEDIATE"); },
+                     [&](std::string_view sql) { return c.exec_script(sql); }, tx, batch);
+    return committed ? ++committed_seq_ : 0;
   }
 
   Result<void> migrate() {
