@@ -588,11 +588,13 @@ TEST_F(Invoices, SubtotalsEqualUsageRatedIndependentlyOverRandomHistories) {
   std::map<std::string, int64_t> want;
   auto r = s.store().read([&](store::Tx& tx) -> Result<void> {
     for (const auto& row : GP_TRY(tx.query(
-             "SELECT tenant_id, project_id, resource_key, preemptible, SUM(quantity * "
-             "(MIN(COALESCE(end_us, ?), ?) - MAX(start_us, ?))) FROM usage_intervals WHERE "
-             "start_us < ? AND COALESCE(end_us, ?) > ? GROUP BY tenant_id, project_id, "
-             "resource_key, preemptible",
-             {nov.end_us, nov.end_us, nov.start_us, nov.end_us, nov.end_us, nov.start_us}))) {
+             // Portable SQL (SQLite and PostgreSQL): each interval clipped to November.
+             "SELECT tenant_id, project_id, resource_key, preemptible, SUM(quantity * ((CASE "
+             "WHEN end_us IS NULL OR end_us > ? THEN ? ELSE end_us END) - (CASE WHEN start_us < "
+             "? THEN ? ELSE start_us END))) FROM usage_intervals WHERE start_us < ? AND "
+             "COALESCE(end_us, ?) > ? GROUP BY tenant_id, project_id, resource_key, preemptible",
+             {nov.end_us, nov.end_us, nov.start_us, nov.start_us, nov.end_us, nov.end_us,
+              nov.start_us}))) {
       const std::string key = row.text(2);
       const int64_t price = key == "gpu/H200" ? kGpuPrice : kMigPrice;
       const int64_t discount = row.integer(3) ? 6000 : 0;

@@ -243,8 +243,9 @@ TEST_F(Tls, PostureSeesTheTlsListener) {
   auto r = server_.admin_request("GET", "/v1/tenants/" + id + "/posture");
   ASSERT_TRUE(r) << r.error().message;
   ASSERT_EQ(r->status, 200) << r->body;
+  const Json report = Json::parse(r->body);
   Json control;
-  for (const auto& layer : Json::parse(r->body).at("layers"))
+  for (const auto& layer : report.at("layers"))
     for (const auto& c : layer.at("controls"))
       if (c.at("id") == "network.tls") control = c;
   ASSERT_FALSE(control.is_null()) << r->body;
