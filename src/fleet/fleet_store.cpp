@@ -1,5 +1,6 @@
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -508,6 +509,21 @@ Result<Json> summary(store::Tx& tx) {
     m[r.text(2)] = m.value(r.text(2), int64_t(0)) + c;
     m["by_mode"][r.text(1)] = m["by_mode"].value(r.text(1), int64_t(0)) + c;
     if (r.text(2) == "healthy" && r.text(3) == "ready") m["free"] = m["free"].get<int64_t>() + c;
+  }
+  // Allocated: GPUs that a live allocation holds, whole or in part (a MIG instance or a share),
+  // from the open usage intervals metering keeps beside every allocation. Free: healthy GPUs
+  // on ready nodes that nothing holds.
+  for (const auto& r : GP_TRY(tx.query(
+           "SELECT g.model, CASE WHEN g.health = 'healthy' AND n.state = 'ready' THEN 1 ELSE 0 "
+           "END, COUNT(DISTINCT g.uuid) FROM usage_interval_gpus ug JOIN usage_intervals ui ON "
+           "ui.id = ug.interval_id JOIN gpus g ON g.uuid = ug.gpu_uuid JOIN nodes n ON n.id = "
+           "g.node_id WHERE ui.end_us IS NULL AND g.present = 1 AND n.state != 'retired' GROUP "
+           "BY g.model, CASE WHEN g.health = 'healthy' AND n.state = 'ready' THEN 1 ELSE 0 END"))) {
+    if (!by_model.contains(r.text(0))) continue;
+    Json& m = by_model[r.text(0)];
+    const int64_t held = r.integer(2);
+    m["allocated"] = m["allocated"].get<int64_t>() + held;
+    if (r.integer(1) == 1) m["free"] = std::max<int64_t>(0, m["free"].get<int64_t>() - held);
   }
   Json nodes = Json::object();
   for (const auto& r : GP_TRY(tx.query("SELECT state, COUNT(*) FROM nodes GROUP BY state")))

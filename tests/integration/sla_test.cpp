@@ -261,6 +261,27 @@ TEST_F(Sla, BadInputIsAClearErrorAndChangesNothing) {
 namespace gp::it {
 namespace {
 
+// The fleet summary counts a GPU as allocated while a live allocation holds it, and as free only
+// when it is healthy, on a ready node, and held by nothing.
+TEST_F(Sla, FleetSummaryCountsHeldGpusAsAllocated) {
+  auto summary = [&] {
+    auto r = s.request("GET", "/v1/fleet/summary", nullptr, admin);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return r.body["gpus_by_model"]["H200"];
+  };
+  EXPECT_EQ(summary()["allocated"], 0);
+  EXPECT_EQ(summary()["free"], 4);
+  const std::string n = allocate(acme, acme_project);
+  Json held = summary();
+  EXPECT_EQ(held["allocated"], 1) << held.dump();
+  EXPECT_EQ(held["free"], 3) << held.dump();
+  // The node fails: its allocation ends and neither of its GPUs is free.
+  node(n, "fail", "PSU");
+  Json failed = summary();
+  EXPECT_EQ(failed["allocated"], 0) << failed.dump();
+  EXPECT_EQ(failed["free"], 2) << failed.dump();
+}
+
 // The credit the standing shows is the one the invoice applies: 10% of the offering's charge.
 TEST_F(Sla, TheCreditTierLandsOnTheTenantsInvoice) {
   auto card = s.request("POST", "/v1/rate-cards",
