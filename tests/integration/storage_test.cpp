@@ -188,7 +188,8 @@ TEST_F(Storage, DeletionsReachTheAgentOnlyOnceDue) {
   ASSERT_EQ(s.request("PUT", volumes(a, "vision"), Json::object(), a.admin_token).status, 200);
   ASSERT_EQ(s.request("PUT", volumes(a, "speech"), Json::object(), a.admin_token).status, 200);
   int64_t speech_uid = 0;
-  for (const auto& p : plan(a).at("projects"))
+  const Json before = plan(a);  // kept: a range-for over a temporary's member would dangle
+  for (const auto& p : before.at("projects"))
     if (p.at("project") == "speech") speech_uid = p.at("uid");
 
   // Removing a project's volumes schedules its tree, due after the grace (168h by default).
