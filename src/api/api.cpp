@@ -412,6 +412,18 @@ Result<PageRequest> page_request(const Api& api, const Call& call) {
   return p;
 }
 
+Result<int64_t> time_param(const Call& call, const std::string& name, int64_t fallback) {
+  auto it = call.req.query.find(name);
+  if (it == call.req.query.end()) return fallback;
+  std::string v = it->second;
+  if (v.size() == 10) v += "T00:00:00Z";
+  TimePoint tp;
+  if (!parse_rfc3339(v, &tp))
+    return fail(Error::invalid(
+        fmt::format("{} must be an RFC 3339 time or a date (YYYY-MM-DD, UTC)", name)));
+  return to_unix_micros(tp);
+}
+
 ObjectReader body_reader(const Call& call, std::string_view what) {
   static const Json kEmpty = Json::object();
   return ObjectReader(call.body ? *call.body : kEmpty, what);

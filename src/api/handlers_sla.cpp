@@ -124,19 +124,6 @@ Result<Reply> standing_reply(Api& api, Call& call, store::Tx& tx, const std::str
                           {"items", items}});
 }
 
-// RFC 3339, or a date (midnight UTC).
-Result<int64_t> time_param(const Call& call, const std::string& name, int64_t fallback) {
-  auto it = call.req.query.find(name);
-  if (it == call.req.query.end()) return fallback;
-  std::string v = it->second;
-  if (v.size() == 10) v += "T00:00:00Z";
-  TimePoint tp;
-  if (!parse_rfc3339(v, &tp))
-    return fail(Error::invalid(
-        fmt::format("{} must be an RFC 3339 time or a date (YYYY-MM-DD, UTC)", name)));
-  return to_unix_micros(tp);
-}
-
 Result<Reply> list_downtime(Api& api, Call& call, store::Tx& tx) {
   const int64_t now = api.world().now();
   const int64_t to = GP_TRY(time_param(call, "to", now));

@@ -77,19 +77,6 @@ Result<Mutation> post_usage_events(Api& api, Call& call, store::Tx& tx) {
   return m;
 }
 
-// RFC 3339, or a date (midnight UTC).
-Result<int64_t> time_param(const Call& call, const std::string& name, int64_t fallback) {
-  auto it = call.req.query.find(name);
-  if (it == call.req.query.end()) return fallback;
-  std::string v = it->second;
-  if (v.size() == 10) v += "T00:00:00Z";
-  TimePoint tp;
-  if (!parse_rfc3339(v, &tp))
-    return fail(Error::invalid(
-        fmt::format("{} must be an RFC 3339 time or a date (YYYY-MM-DD, UTC)", name)));
-  return to_unix_micros(tp);
-}
-
 Result<Reply> usage_report(Api& api, Call& call, store::Tx& tx, const std::string& tenant_id,
                            bool platform) {
   metering::UsageQuery q;

@@ -137,6 +137,9 @@ Result<Json> schedule_tenant_storage_deletion(Api& api, store::Tx& tx, const ten
 // Helpers for handlers.
 Reply json_reply(int status, Json body, std::optional<int64_t> etag = std::nullopt);
 Result<PageRequest> page_request(const Api& api, const Call& call);
+// Query parameter `name` as Unix microseconds: an RFC 3339 time or a date (midnight UTC);
+// `fallback` when absent.
+Result<int64_t> time_param(const Call& call, const std::string& name, int64_t fallback);
 template <typename T, typename F>
 Json page_json(const Page<T>& page, F&& to_json) {
   Json items = Json::array();

@@ -231,6 +231,17 @@ void print_invoice(const Json& j) {
     std::cout << fmt::format("{:<16} {:>20}\n", label, money(j.value(key, Json(nullptr))));
 }
 
+// A command's answer that is one invoice: JSON with --output json, else print_invoice.
+void show_invoice(const ClientConfig& c, const std::optional<Json>& r, int* rc) {
+  if (!r) {
+    *rc = 1;
+  } else if (c.output == "json") {
+    std::cout << r->dump(2) << "\n";
+  } else {
+    print_invoice(*r);
+  }
+}
+
 std::string tenant_invoices(const std::string& tenant) {
   return "/v1/tenants/" + url_encode(tenant) + "/invoices";
 }
@@ -260,14 +271,7 @@ void add_invoice_api(CLI::App* inv, ClientConfig& c, int* rc) {
   create->add_option("--end", a->end, "On-demand period end (RFC 3339)");
   create->callback([&c, a, rc] {
     auto r = call(c, "POST", tenant_invoices(a->tenant), period_body(a->period, a->start, a->end));
-    if (!r) {
-      *rc = 1;
-      return;
-    }
-    if (c.output == "json")
-      std::cout << r->dump(2) << "\n";
-    else
-      print_invoice(*r);
+    show_invoice(c, r, rc);
   });
 
   auto* list = inv->add_subcommand(
@@ -323,14 +327,7 @@ void add_invoice_api(CLI::App* inv, ClientConfig& c, int* rc) {
   fin->add_option("id", a->id, "Invoice id")->required();
   fin->callback([&c, a, rc] {
     auto r = call(c, "POST", tenant_invoices(a->tenant) + "/" + url_encode(a->id) + "/finalize");
-    if (!r) {
-      *rc = 1;
-      return;
-    }
-    if (c.output == "json")
-      std::cout << r->dump(2) << "\n";
-    else
-      print_invoice(*r);
+    show_invoice(c, r, rc);
   });
 
   auto* vd = inv->add_subcommand("void", "Void a finalized invoice (the period can be re-issued)");
@@ -341,14 +338,7 @@ void add_invoice_api(CLI::App* inv, ClientConfig& c, int* rc) {
   vd->callback([&c, a, rc] {
     auto r = call(c, "POST", tenant_invoices(a->tenant) + "/" + url_encode(a->id) + "/void",
                   {{"reason", a->reason}});
-    if (!r) {
-      *rc = 1;
-      return;
-    }
-    if (c.output == "json")
-      std::cout << r->dump(2) << "\n";
-    else
-      print_invoice(*r);
+    show_invoice(c, r, rc);
   });
 
   auto* ver = inv->add_subcommand(

@@ -1,12 +1,14 @@
-// Group commit, shared by the stores (private to gp_store). Concurrent write() calls queue up;
-// whoever finds no batch running takes everything queued so far and runs it as one transaction,
-// each function under its own savepoint, so one commit (and one flush) covers many writes while
-// each caller still gets its own all-or-nothing result.
+// What the SQLite and PostgreSQL stores share (private to gp_store): group commit (concurrent
+// write() calls queue up; whoever finds no batch running takes everything queued so far and runs
+// it as one transaction, each function under its own savepoint, so one commit and one flush
+// cover many writes while each caller still gets its own all-or-nothing result), the
+// transaction adapter over an engine connection, and the pool of reader connections.
 #pragma once
 
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string_view>
 #include <vector>
@@ -54,5 +56,57 @@ bool commit_batch(const Begin& begin, const Script& script, Tx& tx,
 // Runs `fn` alone in a transaction `begin` starts (a read): rolled back when it fails,
 // committed otherwise.
 Result<void> run_in_tx(const Begin& begin, const Script& script, Tx& tx, const WriteFn& fn);
+
+// A Tx over one engine connection: C::run(sql, params, int64_t* changes) runs a statement.
+template <typename C>
+class ConnectionTx final : public Tx {
+ public:
+  explicit ConnectionTx(C& c) : c_(c) {}
+  Result<int64_t> exec(std::string_view sql, const Params& params) override {
+    int64_t changes = 0;
+    GP_TRY_VOID(c_.run(sql, params, &changes));
+    return changes;
+  }
+  Result<std::vector<Row>> query(std::string_view sql, const Params& params) override {
+    return c_.run(sql, params, nullptr);
+  }
+
+ private:
+  C& c_;
+};
+
+// Reader connections lent one at a time; a reader waits while every one is busy.
+template <typename C>
+class ReaderPool {
+ public:
+  void add(std::unique_ptr<C> c) {
+    free_.push_back(c.get());
+    all_.push_back(std::move(c));
+  }
+  // Runs f(C&) on a free connection and returns what it returns.
+  template <typename F>
+  auto with(F&& f) {
+    C* c = nullptr;
+    {
+      std::unique_lock lock(mu_);
+      cv_.wait(lock, [&] { return !free_.empty(); });
+      c = free_.back();
+      free_.pop_back();
+    }
+    auto r = f(*c);
+    {
+      std::lock_guard lock(mu_);
+      free_.push_back(c);
+    }
+    cv_.notify_one();
+    return r;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<C>> all_;
+  std::vector<C*> free_;
+};
 
 }  // namespace gp::store

@@ -240,21 +240,7 @@ class Connection {
   std::unordered_map<std::string, std::string> prepared_;  // SQL -> statement name
 };
 
-class PgTx final : public Tx {
- public:
-  explicit PgTx(Connection& c) : c_(c) {}
-  Result<int64_t> exec(std::string_view sql, const Params& params) override {
-    int64_t changes = 0;
-    GP_TRY_VOID(c_.run(sql, params, &changes));
-    return changes;
-  }
-  Result<std::vector<Row>> query(std::string_view sql, const Params& params) override {
-    return c_.run(sql, params, nullptr);
-  }
-
- private:
-  Connection& c_;
-};
+using PgTx = ConnectionTx<Connection>;
 
 // Key of the advisory lock that serializes migrations between replicas starting together.
 constexpr int64_t kMigrationLock = 0x67706d6967;  // "gpmig"
@@ -266,8 +252,7 @@ class PostgresStore final : public Store {
     store->writer_ = GP_TRY(Connection::open(o.conninfo));
     GP_TRY_VOID(store->migrate());
     for (int i = 0; i < std::max(1, o.read_connections); ++i) {
-      store->readers_.push_back(GP_TRY(Connection::open(o.conninfo)));
-      store->free_readers_.push_back(store->readers_.back().get());
+      store->readers_.add(GP_TRY(Connection::open(o.conninfo)));
     }
     return std::unique_ptr<Store>(std::move(store));
   }
@@ -280,12 +265,11 @@ class PostgresStore final : public Store {
   Result<void> flush(uint64_t) override { return ok(); }  // every COMMIT is already durable
 
   Result<void> read(const std::function<Result<void>(Tx&)>& fn) override {
-    Connection* c = acquire_reader();
-    PgTx tx(*c);
-    auto r = run_in_tx([&] { return c->begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); },
-                       [&](std::string_view sql) { return c->script(sql); }, tx, fn);
-    release_reader(c);
-    return r;
+    return readers_.with([&](Connection& c) {
+      PgTx tx(c);
+      return run_in_tx([&] { return c.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); },
+                       [&](std::string_view sql) { return c.script(sql); }, tx, fn);
+    });
   }
 
   std::string_view engine() const override { return "postgres"; }
@@ -343,29 +327,11 @@ class PostgresStore final : public Store {
     return r;
   }
 
-  Connection* acquire_reader() {
-    std::unique_lock lock(pool_mu_);
-    pool_cv_.wait(lock, [&] { return !free_readers_.empty(); });
-    Connection* c = free_readers_.back();
-    free_readers_.pop_back();
-    return c;
-  }
-  void release_reader(Connection* c) {
-    {
-      std::lock_guard lock(pool_mu_);
-      free_readers_.push_back(c);
-    }
-    pool_cv_.notify_one();
-  }
-
   std::mutex write_mu_;  // the writer connection
   std::unique_ptr<Connection> writer_;
   GroupCommit group_;
   uint64_t committed_seq_ = 0;  // under write_mu_
-  std::mutex pool_mu_;
-  std::condition_variable pool_cv_;
-  std::vector<std::unique_ptr<Connection>> readers_;
-  std::vector<Connection*> free_readers_;
+  ReaderPool<Connection> readers_;
 };
 
 }  // namespace

@@ -141,21 +141,7 @@ class Connection {
   std::unordered_map<std::string, sqlite3_stmt*> cache_;
 };
 
-class SqliteTx final : public Tx {
- public:
-  explicit SqliteTx(Connection& c) : c_(c) {}
-  Result<int64_t> exec(std::string_view sql, const Params& params) override {
-    int64_t changes = 0;
-    GP_TRY_VOID(c_.run(sql, params, &changes));
-    return changes;
-  }
-  Result<std::vector<Row>> query(std::string_view sql, const Params& params) override {
-    return c_.run(sql, params, nullptr);
-  }
-
- private:
-  Connection& c_;
-};
+using SqliteTx = ConnectionTx<Connection>;
 
 class SqliteStore final : public Store {
  public:
@@ -182,8 +168,7 @@ class SqliteStore final : public Store {
     for (int i = 0; i < std::max(1, o.read_connections); ++i) {
       auto c = GP_TRY(Connection::open(o.path, o.read_only));
       GP_TRY_VOID(c->exec_script("PRAGMA foreign_keys=ON;"));
-      store->readers_.push_back(std::move(c));
-      store->free_readers_.push_back(store->readers_.back().get());
+      store->readers_.add(std::move(c));
     }
     return std::unique_ptr<Store>(std::move(store));
   }
@@ -204,31 +189,28 @@ class SqliteStore final : public Store {
   }
 
   Result<void> read(const std::function<Result<void>(Tx&)>& fn) override {
-    Connection* c = acquire_reader();
-    SqliteTx tx(*c);
-    auto r = run_in_tx([&] { return c->exec_script("BEGIN"); },
-                       [&](std::string_view sql) { return c->exec_script(sql); }, tx, fn);
-    release_reader(c);
-    return r;
+    return readers_.with([&](Connection& c) {
+      SqliteTx tx(c);
+      return run_in_tx([&] { return c.exec_script("BEGIN"); },
+                       [&](std::string_view sql) { return c.exec_script(sql); }, tx, fn);
+    });
   }
 
   std::string_view engine() const override { return "sqlite"; }
 
   Result<void> backup_to(const std::string& path) override {
     // VACUUM INTO writes a consistent, compacted copy while readers and writers continue.
-    Connection* c = acquire_reader();
-    sqlite3_stmt* stmt = nullptr;
-    Result<void> r = ok();
-    if (sqlite3_prepare_v2(c->db(), "VACUUM INTO ?", -1, &stmt, nullptr) != SQLITE_OK) {
-      r = fail(Error::internal(sqlite3_errmsg(c->db())));
-    } else {
+    return readers_.with([&](Connection& c) -> Result<void> {
+      sqlite3_stmt* stmt = nullptr;
+      if (sqlite3_prepare_v2(c.db(), "VACUUM INTO ?", -1, &stmt, nullptr) != SQLITE_OK)
+        return fail(Error::internal(sqlite3_errmsg(c.db())));
       sqlite3_bind_text(stmt, 1, path.c_str(), -1, SQLITE_TRANSIENT);
+      Result<void> r = ok();
       if (sqlite3_step(stmt) != SQLITE_DONE)
-        r = fail(Error::internal(fmt::format("backup failed: {}", sqlite3_errmsg(c->db()))));
+        r = fail(Error::internal(fmt::format("backup failed: {}", sqlite3_errmsg(c.db()))));
       sqlite3_finalize(stmt);
-    }
-    release_reader(c);
-    return r;
+      return r;
+    });
   }
 
  private:
@@ -312,21 +294,6 @@ class SqliteStore final : public Store {
     return ok();
   }
 
-  Connection* acquire_reader() {
-    std::unique_lock lock(pool_mu_);
-    pool_cv_.wait(lock, [&] { return !free_readers_.empty(); });
-    Connection* c = free_readers_.back();
-    free_readers_.pop_back();
-    return c;
-  }
-  void release_reader(Connection* c) {
-    {
-      std::lock_guard lock(pool_mu_);
-      free_readers_.push_back(c);
-    }
-    pool_cv_.notify_one();
-  }
-
   std::string path_;
   std::mutex write_mu_;  // the writer connection
   std::unique_ptr<Connection> writer_;
@@ -337,10 +304,7 @@ class SqliteStore final : public Store {
   std::condition_variable flush_cv_;
   uint64_t flushed_seq_ = 0;  // every commit up to here is on disk
   bool flushing_ = false;
-  std::mutex pool_mu_;
-  std::condition_variable pool_cv_;
-  std::vector<std::unique_ptr<Connection>> readers_;
-  std::vector<Connection*> free_readers_;
+  ReaderPool<Connection> readers_;
 };
 
 }  // namespace

@@ -1,5 +1,4 @@
 #include "integration/harness.h"
-#include "pg_test_util.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -18,6 +17,7 @@
 #include <thread>
 
 #include "cli/http_client.h"
+#include "pg_test_util.h"
 #include "tenancy/tenancy.h"
 
 namespace gp::it {
