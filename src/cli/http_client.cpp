@@ -8,7 +8,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <optional>
 #include <utility>
 
 #include "tls/tls.h"
@@ -90,9 +89,8 @@ Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
                                     int timeout_ms) {
   std::shared_ptr<asio::ssl::context> ctx;
   if (ep.tls) ctx = GP_TRY(tls::client_context(ep.ca_file));
-  std::optional<beast::ssl_stream<beast::tcp_stream>> tls_stream;
   try {
-    asio::io_context ioc;
+    asio::io_context ioc;  // outlives every stream below: they are destroyed first
     asio::ip::tcp::resolver resolver(ioc);
     beast::tcp_stream stream(ioc);
     stream.expires_after(std::chrono::milliseconds(timeout_ms));
@@ -116,12 +114,12 @@ Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
       stream.socket().shutdown(asio::ip::tcp::socket::shutdown_both, ec);
       return out;
     }
-    tls_stream.emplace(std::move(stream), *ctx);
-    GP_TRY_VOID(tls::expect_peer(tls_stream->native_handle(), ep.host));
+    beast::ssl_stream<beast::tcp_stream> tls_stream(std::move(stream), *ctx);
+    GP_TRY_VOID(tls::expect_peer(tls_stream.native_handle(), ep.host));
     beast::error_code ec;
-    tls_stream->handshake(asio::ssl::stream_base::client, ec);
+    tls_stream.handshake(asio::ssl::stream_base::client, ec);
     if (ec) {
-      std::string why = tls::verify_failure(tls_stream->native_handle());
+      std::string why = tls::verify_failure(tls_stream.native_handle());
       std::string trust = ep.ca_file.empty() ? "the system CA store" : "the CA in " + ep.ca_file;
       if (!why.empty())
         return fail(Error::unavailable(
@@ -131,9 +129,9 @@ Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
       return fail(Error::unavailable(
           fmt::format("TLS handshake with {}:{} failed: {}", ep.host, ep.port, ec.message())));
     }
-    ClientResponse out = exchange(*tls_stream, req);
-    beast::get_lowest_layer(*tls_stream).expires_after(std::chrono::milliseconds(500));
-    tls_stream->shutdown(ec);  // close_notify; the answer is complete whatever this returns
+    ClientResponse out = exchange(tls_stream, req);
+    beast::get_lowest_layer(tls_stream).expires_after(std::chrono::milliseconds(500));
+    tls_stream.shutdown(ec);  // close_notify; the answer is complete whatever this returns
     return out;
   } catch (const std::exception& e) {
     return fail(
