@@ -150,15 +150,17 @@ Json placement_json(const sched::Placement& p, const sched::ClusterState& state)
       if (std::ranges::find(nodes, g.node_id) == nodes.end()) nodes.push_back(g.node_id);
     }
   }
-  return {{"model", p.model},
-          {"tier", sched::tier_name(p.tier)},
-          {"units", p.units},
-          {"gpu_equivalents", sched::format_units(p.units)},
-          {"whole_nodes", !p.nodes.empty()},
-          {"nodes", nodes},
-          {"gpus", gpus},
-          {"mode_changes", mode_changes},
-          {"mig_changes", mig_changes}};
+  Json out = {{"model", p.model},
+              {"tier", sched::tier_name(p.tier)},
+              {"units", p.units},
+              {"gpu_equivalents", sched::format_units(p.units)},
+              {"whole_nodes", !p.nodes.empty()},
+              {"nodes", nodes},
+              {"gpus", gpus},
+              {"mode_changes", mode_changes},
+              {"mig_changes", mig_changes}};
+  if (!p.reservation.empty()) out["reservation"] = p.reservation;
+  return out;
 }
 
 Index::Index(const sched::ClusterState& state) {
@@ -180,6 +182,7 @@ Result<sched::Placement> placement_from(const Json& j, const sched::Request& r,
     p.units = j.at("units").get<int64_t>();
     p.priority = r.priority;
     p.preemptible = r.preemptible;
+    p.reservation = j.value("reservation", "");
     if (j.at("whole_nodes").get<bool>()) {
       for (const auto& n : j.at("nodes")) {
         auto it = index.nodes.find(n.get<std::string>());

@@ -206,6 +206,7 @@ Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::st
   Json placement = detail::placement_json(p, sched_->state());
   std::string reason = fmt::format("placed on {} {} GPU(s) of {} node(s)", p.gpus.size(), p.model,
                                    placement["nodes"].size());
+  if (!p.reservation.empty()) reason += fmt::format(" held by reservation {}", p.reservation);
   if (d.borrowed_units > 0)
     reason +=
         fmt::format(", {} GPU borrowed from the cohort", sched::format_units(d.borrowed_units));

@@ -141,6 +141,7 @@ Result<std::vector<UsageRecord>> load_usage_records(store::Tx& tx, const std::st
     r.resource_key = i.resource_key;
     if (i.offering_id) r.offering = offering_name(*i.offering_id);
     r.preemptible = i.preemptible;
+    r.committed = i.reservation_id.has_value();
     r.start_us = std::max(i.start_us, period.start_us);
     r.end_us = std::min(i.end_us.value_or(until), until);
     r.quantity = i.quantity;

@@ -22,6 +22,8 @@ Result<std::optional<Holding>> holding_of(const Json& placement) {
     return fail(Error::internal("placement lacks units or gpus"));
   Holding h;
   h.units = units.get<int64_t>();
+  if (const Json r = placement.value("reservation", Json()); r.is_string())
+    h.reservation_id = r.get<std::string>();
   if (gpus.empty() || h.units <= 0) return std::optional<Holding>();  // CPU-only
   if (model.empty()) return fail(Error::internal("placement names no GPU model"));
   for (const Json& g : gpus) {
@@ -55,12 +57,12 @@ Result<void> open_interval(store::Tx& tx, const AllocationView& a, const Holding
                            std::string_view state, int64_t start) {
   // Unique per allocation: a zero-length interval at the same instant was removed first.
   const std::string id = fmt::format("{}@{}", a.id, start);
-  GP_TRY(
-      tx.exec("INSERT INTO usage_intervals (id, tenant_id, project_id, allocation_id, offering_id, "
-              "resource_key, quantity, units, state, preemptible, start_us, end_us) VALUES "
-              "(?,?,?,?,?,?,?,?,?,?,?,NULL)",
-              {id, a.tenant_id, a.project_id, a.id, store::opt(a.offering_id), h.resource_key,
-               h.quantity, h.units, std::string(state), int64_t{a.preemptible}, start}));
+  GP_TRY(tx.exec(
+      "INSERT INTO usage_intervals (id, tenant_id, project_id, allocation_id, offering_id, "
+      "resource_key, quantity, units, state, preemptible, start_us, end_us, reservation_id) "
+      "VALUES (?,?,?,?,?,?,?,?,?,?,?,NULL,?)",
+      {id, a.tenant_id, a.project_id, a.id, store::opt(a.offering_id), h.resource_key, h.quantity,
+       h.units, std::string(state), int64_t{a.preemptible}, start, store::opt(h.reservation_id)}));
   for (const Device& d : h.devices)
     GP_TRY(
         tx.exec("INSERT INTO usage_interval_gpus (interval_id, gpu_uuid, instance) VALUES (?,?,?)",
@@ -142,7 +144,8 @@ Json Interval::to_json() const {
           {"preemptible", preemptible},
           {"start", format_rfc3339(from_unix_micros(start_us))},
           {"end", end_us ? Json(format_rfc3339(from_unix_micros(*end_us))) : Json(nullptr)},
-          {"devices", devices_json}};
+          {"devices", devices_json},
+          {"reservation_id", reservation_id ? Json(*reservation_id) : Json(nullptr)}};
 }
 
 Result<std::vector<Interval>> load_intervals(store::Tx& tx, const std::string& tenant_id,
@@ -156,13 +159,14 @@ Result<std::vector<Interval>> load_intervals(store::Tx& tx, const std::string& t
   params.emplace_back(from_us);
   std::vector<Interval> out;
   std::map<std::string, size_t> at;
-  for (const auto& row : GP_TRY(tx.query(
-           fmt::format("SELECT ui.id, ui.tenant_id, ui.project_id, ui.allocation_id, "
-                       "ui.offering_id, ui.resource_key, ui.quantity, ui.units, ui.state, "
-                       "ui.preemptible, ui.start_us, ui.end_us FROM usage_intervals ui WHERE {} "
-                       "ORDER BY ui.start_us, ui.id",
-                       where),
-           params))) {
+  for (const auto& row : GP_TRY(
+           tx.query(fmt::format("SELECT ui.id, ui.tenant_id, ui.project_id, ui.allocation_id, "
+                                "ui.offering_id, ui.resource_key, ui.quantity, ui.units, ui.state, "
+                                "ui.preemptible, ui.start_us, ui.end_us, ui.reservation_id FROM "
+                                "usage_intervals ui WHERE {} "
+                                "ORDER BY ui.start_us, ui.id",
+                                where),
+                    params))) {
     Interval i;
     i.id = row.text(0);
     i.tenant_id = row.text(1);
@@ -176,6 +180,7 @@ Result<std::vector<Interval>> load_intervals(store::Tx& tx, const std::string& t
     i.preemptible = row.integer(9) != 0;
     i.start_us = row.integer(10);
     i.end_us = row.opt_integer(11);
+    i.reservation_id = row.opt_text(12);
     at.emplace(i.id, out.size());
     out.push_back(std::move(i));
   }

@@ -34,6 +34,8 @@ struct Holding {
   int64_t quantity = 0;      // GPUs, MIG instances or milli-GPUs
   int64_t units = 0;         // GPU-equivalents in scheduler units (1 GPU = 7000)
   std::vector<Device> devices;
+  // The reservation the placement took its GPUs from: its usage is committed use.
+  std::optional<std::string> reservation_id;
 };
 
 // The placement JSON an allocation stores (alloc's placement_json) as a holding. A placement
@@ -70,6 +72,7 @@ struct Interval {
   int64_t start_us = 0;
   std::optional<int64_t> end_us;  // open while unset
   std::vector<Device> devices;
+  std::optional<std::string> reservation_id;  // committed use, from this reservation
   Json to_json() const;
 };
 

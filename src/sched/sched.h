@@ -169,6 +169,9 @@ struct Placement {
   // The models the request allowed, as a mask over ClusterState::models() (0 = any), so the
   // workload mix knows what each running allocation could have used.
   uint64_t model_mask = 0;
+  // The reservation whose held GPUs this placement took over ("" when none): its usage is
+  // committed use, priced with the rate card's committed discount.
+  std::string reservation;
 };
 
 struct Allocation {

@@ -664,6 +664,7 @@ std::optional<Decision> Scheduler::use_reservation(const std::string& id, const 
     mine.project = request.project;
     mine.priority = request.priority;
     mine.preemptible = request.preemptible;
+    mine.reservation = rid;
     QuotaCharge charge = before.charge;
     charge.project = request.project;
     Result<Admission> admitted = quota_.admit(charge);

@@ -525,6 +525,11 @@ CREATE TABLE storage_deletions (
 CREATE INDEX storage_deletions_due ON storage_deletions (state, due_at);
 CREATE INDEX storage_deletions_tenant ON storage_deletions (tenant_id, requested_at)
 )SQL"},
+      // Committed use: an interval of an allocation that took over a reservation's held GPUs
+      // names the reservation, and is priced with the rate card's committed discount.
+      {14, "committed use", R"SQL(
+ALTER TABLE usage_intervals ADD COLUMN reservation_id TEXT
+)SQL"},
   };
   return kMigrations;
 }

@@ -474,6 +474,63 @@ TEST_F(Invoices, OffboardingLeavesTheFinalInvoiceOfTheMonth) {
       << detail.dump();
 }
 
+TEST_F(Invoices, ReservationUsageIsCommittedUseAtTheCommittedDiscount) {
+  auto acme = tenant("acme");
+  Json c = card();
+  c["id"] = "committed";
+  c["committed_discount_bps"] = 2500;
+  ASSERT_EQ(s.request("POST", "/v1/rate-cards", c, admin).status, 201);
+  ASSERT_EQ(s.request("PUT", acme.base() + "/billing-account", {{"rate_card", "committed"}}, admin)
+                .status,
+            200);
+  at("2026-11-03T09:00:00Z");
+  auto r = s.request("POST", acme.base() + "/reservations",
+                     {{"project", acme.project},
+                      {"offering", "h200-1x"},
+                      {"count", 2},
+                      {"start_time", "2026-11-03T10:00:00Z"},
+                      {"duration_seconds", 7200}},
+                     acme.info.admin_token);
+  ASSERT_EQ(r.status, 201) << r.raw;
+  const std::string rid = r.body["id"];
+  at("2026-11-03T10:00:00Z");
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  // The same shape takes the held GPUs; one more GPU is plain on-demand use.
+  auto reserved = s.request("POST", acme.allocations(), {{"offering", "h200-1x"}, {"count", 2}},
+                            acme.info.admin_token);
+  ASSERT_EQ(reserved.status, 201) << reserved.raw;
+  EXPECT_EQ(reserved.body["placement"]["reservation"], rid) << reserved.raw;
+  EXPECT_NE(reserved.body["reason"].get<std::string>().find(rid), std::string::npos);
+  const std::string on_demand = allocate(acme, "h200-1x", 1);
+  advance_minutes(60);
+  release(acme, reserved.body["id"]);
+  release(acme, on_demand);
+
+  auto inv = draft(acme, {{"period", "2026-11"}});
+  ASSERT_EQ(inv.status, 201) << inv.raw;
+  Json committed, plain;
+  for (const auto& l : inv.body["lines"]) (l["class"] == "committed" ? committed : plain) = l;
+  ASSERT_FALSE(committed.is_null()) << inv.raw;
+  ASSERT_FALSE(plain.is_null()) << inv.raw;
+  EXPECT_EQ(inv.body["lines"].size(), 2u) << inv.raw;
+  EXPECT_EQ(committed["quantity_micro_unit_hours"], 2'000'000);  // 2 GPUs x 1 h
+  EXPECT_EQ(committed["discount_bps"], 2500);
+  EXPECT_EQ(committed["amount_micros"], 2 * kGpuPrice * 3 / 4);
+  EXPECT_EQ(plain["class"], "on_demand");
+  EXPECT_EQ(plain["amount_micros"], kGpuPrice);
+  EXPECT_EQ(inv.body["subtotal_micros"], 2 * kGpuPrice * 3 / 4 + kGpuPrice) << inv.raw;
+  // The stored usage names the reservation, so re-rating raw usage (verify) finds it too.
+  int64_t intervals = 0;
+  auto read = s.store().read([&](store::Tx& tx) -> Result<void> {
+    auto row = GP_TRY(
+        tx.query_one("SELECT COUNT(*) FROM usage_intervals WHERE reservation_id = ?", {rid}));
+    intervals = row->integer(0);
+    return ok();
+  });
+  ASSERT_TRUE(read) << read.error().message;
+  EXPECT_EQ(intervals, 1);
+}
+
 TEST_F(Invoices, BadInputsAreRefusedAndChangeNothing) {
   auto acme = tenant("acme");
   allocate(acme, "h200-1x", 1);
