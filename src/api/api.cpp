@@ -153,7 +153,8 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
       ids_(ids),
       limits_(limits),
       authn_(store, clock),
-      allocs_(audit, clock, std::move(alloc_options)) {
+      allocs_(audit, clock, std::move(alloc_options)),
+      throttles_(std::make_unique<Throttles>(limits.rate)) {
   for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(),
                      alloc_routes(), k8s_routes(), network_routes(), billing_routes(),
                      posture_routes(), usage_routes(), budget_routes()})
@@ -166,9 +167,6 @@ Api::~Api() = default;
 
 const std::vector<Route>& Api::routes() const { return routes_; }
 
-namespace {
-
-// Records a denied or rejected request in its own transaction (nothing else was written).
 void audit_failure(Api& api, const Call& call, const Route* route, std::string_view outcome,
                    const Error& e) {
   audit::Entry entry;
@@ -188,8 +186,6 @@ void audit_failure(Api& api, const Call& call, const Route* route, std::string_v
     spdlog::error("audit write failed for request {}: {}", call.request_id, r.error().message);
 }
 
-}  // namespace
-
 HttpResponse Api::handle(HttpRequest req) {
   auto started = std::chrono::steady_clock::now();
   if (req.path.empty()) parse_target(req);
@@ -208,8 +204,13 @@ HttpResponse Api::handle(HttpRequest req) {
     audit_failure(*this, call, route, outcome, e);
     audited = true;
   };
+  const TimePoint now = clock_.now();
 
   auto dispatch = [&]() -> Result<Reply> {
+    if (!req.remote.empty()) {
+      if (auto v = throttles_->address.take(req.remote, now); !v.allowed)
+        return fail(throttled(call, v, "this client address"));
+    }
     if (req.query_error) return fail(Error::invalid(*req.query_error));
     auto segs = split_path(req.path);
     for (const auto& r : routes_) {
@@ -239,6 +240,13 @@ HttpResponse Api::handle(HttpRequest req) {
 
     // Authentication.
     if (route->access != Access::kPublic) {
+      // An address that keeps presenting bad credentials is refused before they are checked.
+      if (auto v = throttles_->auth_failures.check(req.remote, now); !v.allowed) {
+        Error e = throttled(call, v, "failed authentications from this address");
+        // One "throttled" audit record per address a minute, not one per refused request.
+        if (throttles_->audit_throttled.take(req.remote, now).allowed) deny("throttled", e);
+        return fail(e);
+      }
       auto auth = req.header("authorization");
       Result<iam::Principal> who = fail(Error::unauthenticated("missing bearer token"));
       if (auth) {
@@ -248,10 +256,13 @@ HttpResponse Api::handle(HttpRequest req) {
           who = fail(Error::unauthenticated("Authorization must be 'Bearer <token>'"));
       }
       if (!who) {
+        throttles_->auth_failures.take(req.remote, now);
         deny("denied", who.error());
         return fail(who.error());
       }
       call.who = std::move(*who);
+      if (auto v = throttles_->principal.take(call.who.id, now); !v.allowed)
+        return fail(throttled(call, v, fmt::format("principal {}", call.who.id)));
       bool node = call.who.kind == iam::PrincipalKind::kNode;
       if (node != (route->access == Access::kNode)) {
         Error e = Error::denied(node ? "node credentials are accepted only by /v1/agent routes"
@@ -341,11 +352,16 @@ HttpResponse Api::handle(HttpRequest req) {
     // for a tenant that does not exist has no tenant to record against.
     bool missing_tenant = call.params.contains("tenant") && !call.tenant;
     bool denial = e.code == ErrorCode::kUnauthenticated || e.code == ErrorCode::kPermissionDenied;
-    if (route && !audited && !missing_tenant && (route->mutation || denial)) {
+    // A throttled request is not audited one by one (flooding would cost a write each).
+    bool throttled_now = call.retry_after.count() > 0;
+    if (route && !audited && !missing_tenant && !throttled_now && (route->mutation || denial)) {
       audit_failure(*this, call, route, denial ? "denied" : "rejected", e);
     }
     resp = problem(e, request_id);
     if (e.code == ErrorCode::kMethodNotAllowed) resp.headers.emplace_back("Allow", allowed);
+    if (call.retry_after.count() > 0)  // whole seconds, rounded up (RFC 9110 delay-seconds)
+      resp.headers.emplace_back("Retry-After",
+                                std::to_string((call.retry_after.count() + 999) / 1000));
     if (e.code == ErrorCode::kInternal) spdlog::error("request {}: {}", request_id, e.message);
   }
   resp.headers.emplace_back("X-Request-Id", request_id);
@@ -358,6 +374,12 @@ HttpResponse Api::handle(HttpRequest req) {
 }
 
 // ---- Call helpers ----
+
+Error throttled(Call& call, const RateLimiter::Verdict& v, std::string_view what) {
+  call.retry_after = v.retry_after;
+  return {ErrorCode::kResourceExhausted,
+          fmt::format("rate limit of {} exceeded; retry after {} ms", what, v.retry_after.count())};
+}
 
 iam::Scope Call::scope() const {
   iam::Scope s;

@@ -14,6 +14,7 @@
 #include "alloc/alloc.h"
 #include "api/http.h"
 #include "api/metrics.h"
+#include "api/rate_limit.h"
 #include "audit/audit.h"
 #include "common/clock.h"
 #include "common/ids.h"
@@ -37,6 +38,7 @@ struct Limits {
   std::chrono::milliseconds idle_timeout{60000};  // keep-alive between requests
   Duration session_ttl = std::chrono::hours(12);
   int max_page = 1000;
+  RateLimits rate;  // all off unless set (serve sets RateLimits::server_defaults())
 };
 
 // Tenant isolation settings: the pool tenant network segments come from, and the master key
@@ -88,6 +90,7 @@ class Api {
   World world() { return World{clock_, ids_}; }
   const iam::Authenticator& authenticator() const { return authn_; }
   alloc::Service& allocs() { return allocs_; }
+  Throttles& throttles() { return *throttles_; }
   // Set before serving.
   void set_isolation(Isolation isolation) { isolation_ = std::move(isolation); }
   const Isolation& isolation() const { return isolation_; }
@@ -104,6 +107,7 @@ class Api {
   iam::Authenticator authn_;
   alloc::Service allocs_;
   Metrics metrics_;
+  std::unique_ptr<Throttles> throttles_;
   std::atomic<bool> ready_{true};
   std::vector<Route> routes_;
   Isolation isolation_;

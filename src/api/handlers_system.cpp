@@ -37,12 +37,34 @@ Result<Reply> login(Api& api, Call& call) {
   std::string username = r.string("username", 127);  // "<tenant>/<username>" or "<username>"
   std::string password = r.string("password", 256);
   GP_TRY_VOID(r.finish());
+  // Wrong passwords are throttled per address and per account: a guesser is slowed to the
+  // account's refill rate wherever it guesses from, and the real user waits seconds at most.
+  Throttles& t = api.throttles();
+  const TimePoint now = api.clock().now();
+  const std::string account = "login:" + username;
+  for (auto [limiter, key, what] :
+       {std::tuple{&t.auth_failures, call.req.remote, "failed authentications from this address"},
+        std::tuple{&t.login_failures, account, "failed logins of this account"}}) {
+    if (auto v = limiter->check(key, now); !v.allowed) {
+      Error e = throttled(call, v, what);
+      if (t.audit_throttled.take(key, now).allowed)
+        audit_failure(api, call, call.route, "throttled", e);
+      return fail(e);
+    }
+  }
   // The slow password check runs outside the write transaction.
   std::string user_id;
-  GP_TRY_VOID(api.store().read([&](store::Tx& tx) -> Result<void> {
+  auto checked = api.store().read([&](store::Tx& tx) -> Result<void> {
     user_id = GP_TRY(tenancy::check_password(tx, username, password));
     return ok();
-  }));
+  });
+  if (!checked) {
+    if (checked.error().code == ErrorCode::kUnauthenticated) {
+      t.auth_failures.take(call.req.remote, now);
+      t.login_failures.take(account, now);
+    }
+    return fail(checked.error());
+  }
   // Login authenticates by password, so the session's owner is the audit actor.
   call.who.id = user_id;
   call.who.kind = iam::PrincipalKind::kUser;

@@ -51,6 +51,8 @@ struct Call {
   std::optional<tenancy::Tenant> tenant;    // resolved {tenant}
   std::optional<tenancy::Project> project;  // resolved {project}
   std::optional<Json> body;                 // parsed JSON body (POST/PATCH)
+  // Set with a 429 (kResourceExhausted): when to retry, sent as Retry-After.
+  std::chrono::milliseconds retry_after{0};
 
   // The scope the route acts at (tenant and project from the path).
   iam::Scope scope() const;
@@ -59,6 +61,14 @@ struct Call {
   std::optional<int64_t> if_match() const;
   const std::string& param(const std::string& name) const { return params.at(name); }
 };
+
+// Records a denied, rejected or throttled request in its own transaction (nothing else was
+// written).
+void audit_failure(Api& api, const Call& call, const Route* route, std::string_view outcome,
+                   const Error& e);
+
+// The 429 of a rate limit that refused the call: names the limit, sets call.retry_after.
+Error throttled(Call& call, const RateLimiter::Verdict& v, std::string_view what);
 
 using Handler = std::function<Result<Reply>(Api&, Call&)>;
 using TxHandler = std::function<Result<Reply>(Api&, Call&, store::Tx&)>;

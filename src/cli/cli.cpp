@@ -282,6 +282,15 @@ int main(int argc, char** argv) {
   serve->add_option("--threads", so.threads, "I/O threads")->check(CLI::Range(1, 256));
   serve->add_option("--max-connections", so.max_connections, "Connection cap")
       ->check(CLI::Range(1, 100000));
+  serve
+      ->add_option("--rate-limit-principal", so.rate_limit_principal,
+                   "Requests per second per principal, bursts of twice that; 0 = off (default 200)")
+      ->check(CLI::Range(0.0, 1e6));
+  serve
+      ->add_option("--rate-limit-address", so.rate_limit_address,
+                   "Requests per second per client address, bursts of twice that; 0 = off "
+                   "(default 1000)")
+      ->check(CLI::Range(0.0, 1e6));
   serve->add_option("--checkpoint-every", so.checkpoint_every, "Audit records per checkpoint")
       ->check(CLI::Range(1, 1000000));
   serve->add_option("--checkpoint-seconds", so.checkpoint_seconds, "Seconds between checkpoints")

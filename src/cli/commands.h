@@ -23,6 +23,10 @@ struct ServeOptions {
   // the writes in flight, and with them the size of each group commit.
   int threads = 64;
   int max_connections = 512;
+  // Rate limits in requests per second (bursts of twice that); 0 turns one off, and unset
+  // (negative) keeps api::RateLimits::server_defaults().
+  double rate_limit_principal = -1;
+  double rate_limit_address = -1;
   int checkpoint_every = 1000;
   int checkpoint_seconds = 60;
   int grace_ms = 5000;

@@ -142,6 +142,11 @@ int run_serve(const ServeOptions& o) {
 
   api::Limits limits;
   limits.max_connections = o.max_connections;
+  limits.rate = api::RateLimits::server_defaults();
+  if (o.rate_limit_principal >= 0)
+    limits.rate.per_principal = {o.rate_limit_principal, std::max(1.0, 2 * o.rate_limit_principal)};
+  if (o.rate_limit_address >= 0)
+    limits.rate.per_address = {o.rate_limit_address, std::max(1.0, 2 * o.rate_limit_address)};
   alloc::Options scheduling;
   scheduling.scheduler.fair_share_half_life = std::chrono::duration_cast<Duration>(
       std::chrono::duration<double, std::ratio<3600>>(o.fair_share_half_life_hours));

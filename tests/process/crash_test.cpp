@@ -91,7 +91,7 @@ class ProjectLoad {
 
 TEST(ProcessCrash, AcknowledgedCreatesSurviveSigkillWithTheirAuditRecords) {
   TempDir tmp;
-  Server server(tmp.path() / "data");
+  Server server(tmp.path() / "data", kNoRateLimits);
   ASSERT_TRUE(server.start());
 
   auto t = server.admin_request("POST", "/v1/tenants", {{"name", "crash"}});
@@ -165,7 +165,7 @@ TEST(ProcessShutdown, SigtermUnderConnectionChurnExitsCleanly) {
   constexpr int kChurners = 8;
   constexpr int kRequestsBeforeSigterm = 200;
   TempDir tmp;
-  Server server(tmp.path() / "data");
+  Server server(tmp.path() / "data", kNoRateLimits);
   for (int round = 1; round <= kRounds; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     ASSERT_TRUE(server.start());
@@ -212,7 +212,7 @@ namespace {
 TEST(ProcessCrash, AllocationsSurviveSigkillAndAreNeverDoubleBooked) {
   constexpr int kNodes = 4, kGpus = 8;
   TempDir tmp;
-  Server server(tmp.path() / "data");
+  Server server(tmp.path() / "data", kNoRateLimits);
   ASSERT_TRUE(server.start());
   Json nodes = Json::array();
   for (int n = 0; n < kNodes; ++n) {

@@ -115,6 +115,10 @@ struct Credential {
 // kill() or terminate() to restart the server on the same data; the bootstrap credential is
 // kept from the first start. Plain HTTP (--plaintext) unless `extra_args` hold --tls-cert and
 // --tls-key: then HTTPS, and requests trust the CA given to set_ca_file().
+// serve flags for load tests about durability, not rate limits: both limits off.
+inline const std::vector<std::string> kNoRateLimits = {"--rate-limit-principal", "0",
+                                                       "--rate-limit-address", "0"};
+
 class Server {
  public:
   explicit Server(std::filesystem::path data_dir, std::vector<std::string> extra_args = {});

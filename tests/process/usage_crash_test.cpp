@@ -36,7 +36,7 @@ Json batch_of(const std::string& tenant, const std::string& prefix) {
 
 TEST(ProcessCrash, AcknowledgedUsageEventsSurviveSigkill) {
   TempDir tmp;
-  Server server(tmp.path() / "data");
+  Server server(tmp.path() / "data", kNoRateLimits);
   ASSERT_TRUE(server.start());
   auto t = server.admin_request("POST", "/v1/tenants", {{"name", "meter"}});
   ASSERT_TRUE(t && t->status == 201);
@@ -128,7 +128,7 @@ TEST(ProcessCrash, AcknowledgedUsageEventsSurviveSigkill) {
 // allocation and none for the others: nothing double counted, nothing lost.
 TEST(ProcessCrash, UsageIntervalsMatchAllocationsAfterSigkill) {
   TempDir tmp;
-  Server server(tmp.path() / "data");
+  Server server(tmp.path() / "data", kNoRateLimits);
   ASSERT_TRUE(server.start());
   Json gpus = Json::array();
   for (int g = 0; g < 8; ++g)
