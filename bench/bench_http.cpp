@@ -27,6 +27,7 @@
 
 #include "api/api.h"
 #include "audit/audit.h"
+#include "bench_env.h"
 #include "fleet/fleet.h"
 #include "tenancy/tenancy.h"
 #include "tls/tls.h"
@@ -39,16 +40,15 @@ using namespace gp;
 int main(int argc, char** argv) {
   int per_level = argc > 1 ? std::atoi(argv[1]) : 4000;
   const bool allocations = argc <= 2 || std::string(argv[2]) != "projects";
-  std::string tmpl = (std::filesystem::temp_directory_path() / "gpbench-XXXXXX").string();
-  std::string dir = ::mkdtemp(tmpl.data());
-  auto store = store::open_sqlite({.path = dir + "/gpuplane.db"});
-  auto signer = audit::load_or_create(dir);
-  if (!store || !signer) return 1;
-  SystemClock clock;
-  RandomIdSource ids;
-  audit::AuditLog log(clock, std::move(*signer));
+  auto env = bench::BenchEnv::open();
+  if (!env) return 1;
+  store::Store& store = env->store();
+  SystemClock& clock = env->clock;
+  RandomIdSource& ids = env->ids;
+  audit::AuditLog& log = env->log();
+  const std::string& dir = env->dir();
   std::string token, tenant_id, project_id;
-  auto setup = (*store)->write([&](store::Tx& tx) -> Result<void> {
+  auto setup = store.write([&](store::Tx& tx) -> Result<void> {
     World w{clock, ids};
     auto boot = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt));
     token = boot->api_key;
@@ -84,7 +84,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::set_level(spdlog::level::warn);
-  api::Api api(**store, log, clock, ids);
+  api::Api api(store, log, clock, ids);
   // I/O threads: 64 as `serve` uses by default; GP_BENCH_THREADS overrides.
   const char* threads_env = std::getenv("GP_BENCH_THREADS");
   const char* tls_env = std::getenv("GP_BENCH_TLS");
@@ -189,6 +189,5 @@ int main(int argc, char** argv) {
                 (cpu_seconds() - cpu0) * 1000 / double(all.size()), errors.load());
   }
   server.stop();
-  std::filesystem::remove_all(dir);
   return 0;
 }

@@ -21,6 +21,7 @@
 
 #include "api/api.h"
 #include "audit/audit.h"
+#include "bench_env.h"
 #include "tenancy/tenancy.h"
 
 namespace asio = boost::asio;
@@ -79,16 +80,14 @@ double pct(std::vector<double> v, double p) {
 
 int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::max(1.0, std::atof(argv[1])) : 5.0;
-  std::string tmpl = (std::filesystem::temp_directory_path() / "gpbench-XXXXXX").string();
-  std::string dir = ::mkdtemp(tmpl.data());
-  auto store = store::open_sqlite({.path = dir + "/gpuplane.db"});
-  auto signer = audit::load_or_create(dir);
-  if (!store || !signer) return 1;
-  SystemClock clock;
-  RandomIdSource ids;
-  audit::AuditLog log(clock, std::move(*signer));
+  auto env = bench::BenchEnv::open();
+  if (!env) return 1;
+  store::Store& store = env->store();
+  SystemClock& clock = env->clock;
+  RandomIdSource& ids = env->ids;
+  audit::AuditLog& log = env->log();
   Tenant noisy, quiet;
-  auto setup = (*store)->write([&](store::Tx& tx) -> Result<void> {
+  auto setup = store.write([&](store::Tx& tx) -> Result<void> {
     World w{clock, ids};
     GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt));
     for (Tenant* t : {&noisy, &quiet}) {
@@ -133,7 +132,7 @@ int main(int argc, char** argv) {
         Phase{"flood, default limits", true, api::RateLimits::server_defaults()}}) {
     api::Limits limits;
     limits.rate = phase.rate;
-    api::Api api(**store, log, clock, ids, limits);
+    api::Api api(store, log, clock, ids, limits);
     api::Server server(api, "127.0.0.1", 0, 64);
     auto port = server.start();
     if (!port) return 1;
@@ -142,12 +141,13 @@ int main(int argc, char** argv) {
     std::vector<Client> flooders(phase.flood ? kFlooders : 0);
     std::vector<std::thread> threads;
     threads.emplace_back([&] {
-      q.run("127.0.0.1", *port, "/v1/tenants/" + quiet.id, quiet.token, stop, std::chrono::milliseconds(5));
+      q.run("127.0.0.1", *port, "/v1/tenants/" + quiet.id, quiet.token, stop,
+            std::chrono::milliseconds(5));
     });
     for (auto& f : flooders)
       threads.emplace_back([&, fp = &f] {
-        fp->run("127.0.0.2", *port, "/v1/tenants/" + noisy.id + "/projects?limit=50", noisy.token, stop,
-                std::chrono::microseconds(0));
+        fp->run("127.0.0.2", *port, "/v1/tenants/" + noisy.id + "/projects?limit=50", noisy.token,
+                stop, std::chrono::microseconds(0));
       });
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
     stop = true;
@@ -163,6 +163,5 @@ int main(int argc, char** argv) {
     if (q.other || q.throttled)
       std::printf("  quiet tenant refused: %d throttled, %d other\n", q.throttled, q.other);
   }
-  std::filesystem::remove_all(dir);
   return 0;
 }

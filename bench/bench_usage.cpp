@@ -20,6 +20,7 @@
 
 #include "api/api.h"
 #include "audit/audit.h"
+#include "bench_env.h"
 #include "metering/metering.h"
 #include "tenancy/tenancy.h"
 
@@ -65,17 +66,15 @@ int main(int argc, char** argv) {
   const int total = argc > 1 && argv[1][0] != '-' ? std::atoi(argv[1]) : 200000;
   bool json_out = false;
   for (int i = 1; i < argc; ++i) json_out |= std::string(argv[i]) == "--json";
-  std::string tmpl = (std::filesystem::temp_directory_path() / "gpbench-XXXXXX").string();
-  std::string dir = ::mkdtemp(tmpl.data());
-  auto store = store::open_sqlite({.path = dir + "/gpuplane.db"});
-  auto signer = audit::load_or_create(dir);
-  if (!store || !signer) return 1;
-  SystemClock clock;
-  RandomIdSource ids;
-  audit::AuditLog log(clock, std::move(*signer));
+  auto env = bench::BenchEnv::open();
+  if (!env) return 1;
+  store::Store& store = env->store();
+  SystemClock& clock = env->clock;
+  RandomIdSource& ids = env->ids;
+  audit::AuditLog& log = env->log();
   std::string token;
   std::vector<std::string> tenants;
-  auto setup = (*store)->write([&](store::Tx& tx) -> Result<void> {
+  auto setup = store.write([&](store::Tx& tx) -> Result<void> {
     World w{clock, ids};
     token = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt))->api_key;
     for (int t = 0; t < 4; ++t)
@@ -105,7 +104,7 @@ int main(int argc, char** argv) {
     for (const Json& body : bodies) {
       auto parsed = metering::parse_events(body, 10000);
       if (!parsed) return 1;
-      auto r = (*store)->write([&](store::Tx& tx) -> Result<void> {
+      auto r = store.write([&](store::Tx& tx) -> Result<void> {
         auto report =
             GP_TRY(metering::ingest(tx, parsed->events, resolve, {}, to_unix_micros(clock.now())));
         f.accepted += report.accepted;
@@ -123,7 +122,7 @@ int main(int argc, char** argv) {
   }
 
   // 2. The HTTP path: keep-alive clients POST batches; 202 comes after the commit.
-  api::Api api(**store, log, clock, ids);
+  api::Api api(store, log, clock, ids);
   api::Server server(api, "127.0.0.1", 0, 16);
   auto port = server.start();
   if (!port) return 1;
@@ -205,6 +204,5 @@ int main(int argc, char** argv) {
       std::printf("%-8s %7d %6d %9lld %9lld %10lld %12.0f\n", f.path.c_str(), f.clients, f.batch,
                   (long long)f.events, (long long)f.accepted, (long long)f.duplicates, f.rate());
   }
-  std::filesystem::remove_all(dir);
   return 0;
 }
