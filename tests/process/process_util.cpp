@@ -313,9 +313,10 @@ bool Server::start(std::chrono::milliseconds timeout) {
                                    "--port-file",
                                    port_file.string(),
                                    "--bootstrap-credential-file",
-                                   cred_file.string(),
-                                   "--log-level",
-                                   "warn"};
+                                   cred_file.string()};
+  // Quiet logs unless the test asks for a level of its own.
+  if (std::ranges::find(extra_args_, "--log-level") == extra_args_.end())
+    args.insert(args.end(), {"--log-level", "warn"});
   if (!tls()) args.push_back("--plaintext");
   args.insert(args.end(), extra_args_.begin(), extra_args_.end());
   SpawnOptions o{.stdout_path = side / ("stdout." + std::to_string(runs_)),
