@@ -146,7 +146,9 @@ std::vector<Route> system_routes() {
   routes.push_back({.method = "GET",
                     .pattern = "/metrics",
                     .action = "system.metrics",
-                    .access = Access::kPublic,
+                    // Per-tenant usage and revenue: platform credentials only (a scraper's
+                    // service account with a platform role holding usage.read).
+                    .permission = iam::Permission::kUsageRead,
                     .handler = [](Api& api, Call&) -> Result<Reply> {
                       return text_reply(api.metrics().render(),
                                         "text/plain; version=0.0.4; charset=utf-8");

@@ -456,7 +456,11 @@ TEST(ApiFlow, MetricsCountRequestsByRouteTemplate) {
   ASSERT_EQ(s.request("GET", tenant_path(t) + "/projects/nope", nullptr, t.admin_token).status,
             404);
   ASSERT_EQ(s.request("GET", "/v1/no/such/thing").status, 404);
-  auto m = s.request("GET", "/metrics");
+  // Metrics name tenants and their revenue: platform credentials only.
+  EXPECT_TRUE(IsProblem(s.request("GET", "/metrics"), 401));
+  const int tenant_admin = s.request("GET", "/metrics", nullptr, t.admin_token).status;
+  EXPECT_TRUE(tenant_admin == 403 || tenant_admin == 404) << tenant_admin;
+  auto m = s.request("GET", "/metrics", nullptr, s.admin_token());
   ASSERT_EQ(m.status, 200);
   EXPECT_TRUE(m.header("Content-Type").starts_with("text/plain"));
   const std::string& text = m.raw;

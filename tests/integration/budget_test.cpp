@@ -136,7 +136,7 @@ TEST_F(Budgets, AlertsFireOncePerThresholdPerMonth) {
   EXPECT_EQ(audited, 3);
 
   // The revenue gauges the sweep set.
-  auto metrics = s.request("GET", "/metrics");
+  auto metrics = s.request("GET", "/metrics", nullptr, admin);
   ASSERT_EQ(metrics.status, 200);
   EXPECT_NE(metrics.raw.find(fmt::format(
                 "gpuplane_billing_revenue_month_to_date_micros{{tenant=\"{}\"}} 150000000", t.id)),

@@ -515,7 +515,7 @@ TEST_F(Usage, MetricsShowGpuEquivalentsHeldPerTenant) {
                      t.info.admin_token);
   ASSERT_EQ(c.status, 201) << c.raw;
   ASSERT_TRUE(s.api().housekeeping(std::chrono::seconds(3600), false));
-  auto m = s.request("GET", "/metrics");
+  auto m = s.request("GET", "/metrics", nullptr, s.admin_token());
   ASSERT_EQ(m.status, 200);
   EXPECT_NE(m.raw.find(fmt::format("gpuplane_usage_gpu_equivalents{{tenant=\"{}\"}} 3", t.info.id)),
             std::string::npos)

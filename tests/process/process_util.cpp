@@ -305,15 +305,10 @@ bool Server::start(std::chrono::milliseconds timeout) {
   std::error_code ec;
   fs::remove(port_file, ec);
   ++runs_;
-  std::vector<std::string> args = {"serve",
-                                   "--data",
-                                   data_dir_.string(),
-                                   "--listen",
-                                   "127.0.0.1:0",
-                                   "--port-file",
-                                   port_file.string(),
-                                   "--bootstrap-credential-file",
-                                   cred_file.string()};
+  std::vector<std::string> args = {
+      "serve",           "--data",      data_dir_.string(), "--listen",
+      "127.0.0.1:0",     "--port-file", port_file.string(), "--bootstrap-credential-file",
+      cred_file.string()};
   // Quiet logs unless the test asks for a level of its own.
   if (std::ranges::find(extra_args_, "--log-level") == extra_args_.end())
     args.insert(args.end(), {"--log-level", "warn"});

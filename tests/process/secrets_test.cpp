@@ -87,9 +87,9 @@ TEST(Secrets, NoSecretOfTheRunIsInALogOrInTheStore) {
 
   // Used wrongly: a wrong password, the session and the key with a changed secret, a bogus
   // join token at enrolment.
-  EXPECT_EQ(post("/v1/auth/login", {{"username", "vault/carol"}, {"password", password + "x"}})
-                .status,
-            401);
+  EXPECT_EQ(
+      post("/v1/auth/login", {{"username", "vault/carol"}, {"password", password + "x"}}).status,
+      401);
   secrets["wrong password"] = password + "x";
   for (std::string bad : {session, api_key}) {
     bad.back() = bad.back() == 'A' ? 'B' : 'A';
@@ -119,12 +119,11 @@ TEST(Secrets, NoSecretOfTheRunIsInALogOrInTheStore) {
                  {"model", "NVIDIA H200"},
                  {"memory_bytes", int64_t(141) << 30}}}}};
   std::ofstream(dir.str("inv.json")) << inv.dump();
-  auto agent = Child::spawn(gpuplane_binary(),
-                            {"agent", "--server", server.endpoint(), "--join-token", join,
-                             "--state-dir", dir.str("agent-state"), "--simulate",
-                             dir.str("inv.json"), "--heartbeat-seconds", "1"},
-                            {.stdout_path = dir.path() / "agent.out",
-                             .stderr_path = dir.path() / "agent.err"});
+  auto agent = Child::spawn(
+      gpuplane_binary(),
+      {"agent", "--server", server.endpoint(), "--join-token", join, "--state-dir",
+       dir.str("agent-state"), "--simulate", dir.str("inv.json"), "--heartbeat-seconds", "1"},
+      {.stdout_path = dir.path() / "agent.out", .stderr_path = dir.path() / "agent.err"});
   ASSERT_TRUE(agent);
   std::string credential;
   for (int i = 0; i < 150 && credential.empty(); ++i) {
