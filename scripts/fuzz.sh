@@ -21,7 +21,7 @@ TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=("${ALL_TARGETS[@]}")
 
 case "$SECONDS_PER_TARGET" in
-  '' | *[!0-9]*) echo "fuzz: SECONDS must be a whole number, not '$SECONDS_PER_TARGET'" >&2; exit 2 ;;
+  '' | *[!0-9]* | 0) echo "fuzz: SECONDS must be a whole number >= 1, not '$SECONDS_PER_TARGET'" >&2; exit 2 ;;
 esac
 for t in "${TARGETS[@]}"; do
   [ -d "fuzz/corpus/$t" ] || { echo "fuzz: unknown target '$t' (no fuzz/corpus/$t)" >&2; exit 2; }
