@@ -1,10 +1,13 @@
 # gpuplane: `make run` and `make test` do everything on a fresh Debian 12 machine (as root).
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
+TEST_FUZZ_SECONDS ?= 5
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build run test test-release test-asan bench format clean
+.PHONY: all setup build run test test-release test-asan test-fuzz fuzz bench format clean
 
 all: build
 
@@ -18,8 +21,9 @@ build: setup
 run: build
 	@scripts/run.sh $(BUILD)/src/gpuplane
 
-# Every test: the release build, then the unit and integration suites under ASan+UBSan.
-test: test-release test-asan
+# Every test: the release build, then the unit and integration suites under ASan+UBSan, then a
+# short run of every fuzz target.
+test: test-release test-asan test-fuzz
 
 test-release: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 300
@@ -30,6 +34,13 @@ test-asan: setup
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
+# libFuzzer targets (docs/fuzzing.md): a bounded run in `make test`, a longer one in `make fuzz`.
+test-fuzz: setup
+	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_JOBS=$(JOBS) scripts/fuzz.sh $(TEST_FUZZ_SECONDS)
+
+fuzz: setup
+	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_JOBS=$(JOBS) scripts/fuzz.sh $(FUZZ_SECONDS)
+
 bench: build
 	@for b in $(BUILD)/bench/bench_*; do [ -x "$$b" ] && "$$b"; done; true
 
@@ -37,4 +48,4 @@ format:
 	@git ls-files '*.cpp' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -15,6 +15,9 @@ PKGS=(
   # postgres: the PostgreSQL store (libpq) and the throwaway clusters its tests start with
   # initdb/pg_ctl (tests/support/pg_cluster.sh); no system service is used.
   postgresql-15 libpq-dev
+  # fuzz: libFuzzer targets (fuzz/, scripts/fuzz.sh, `make fuzz` and `make test-fuzz`) need
+  # clang 16 (clang 14 cannot compile std::expected with libstdc++ 12) and its runtime libraries.
+  clang-16 libclang-rt-16-dev
 )
 # Extra groups can be requested: SETUP_EXTRA="postgres browser" scripts/setup.sh
 for extra in ${SETUP_EXTRA:-}; do

@@ -23,6 +23,10 @@ Result<Json> parse_json(std::string_view text) {
     if (too_deep)
       return fail(Error::invalid(fmt::format("JSON nesting deeper than {}", kMaxJsonDepth)));
     return fail(Error::invalid(fmt::format("malformed JSON at byte {}", e.byte)));
+  } catch (const Json::out_of_range&) {
+    // A number beyond double's range ("1e999"): nlohmann throws out_of_range (406), not
+    // parse_error (found by fuzz/fuzz_json).
+    return fail(Error::invalid("JSON number out of range"));
   }
 }
 

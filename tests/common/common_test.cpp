@@ -25,6 +25,19 @@ TEST(ParseJson, RejectsMalformedInvalidUtf8AndDeepNesting) {
   EXPECT_TRUE(parse_json(ok_depth).has_value());
 }
 
+// Found by fuzz/fuzz_json (fuzz/corpus/json/regress-number-overflow): a number beyond double's
+// range made nlohmann throw out_of_range, which escaped parse_json and terminated the process.
+TEST(ParseJson, RejectsNumbersOutOfRangeWithoutThrowing) {
+  for (std::string_view text : {"123453e678", "[1, -1e999]", R"({"memory_bytes": 858993e59120})"}) {
+    auto j = parse_json(text);
+    ASSERT_FALSE(j) << text;
+    EXPECT_EQ(j.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_EQ(j.error().message, "JSON number out of range");
+  }
+  EXPECT_TRUE(parse_json("1e308").has_value());
+  EXPECT_TRUE(parse_json("18446744073709551616").has_value());  // beyond uint64: a double
+}
+
 TEST(ObjectReader, ReportsUnknownFieldsWrongTypesAndRanges) {
   Json j = {{"name", "x"}, {"count", 5}, {"extra", true}};
   {
