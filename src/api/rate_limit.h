@@ -33,7 +33,7 @@ struct RateLimits {
   // Failed password logins per account, whatever the address: slows a distributed guesser to
   // `per_second` guesses while the real user waits at most 1/per_second seconds.
   RateLimit login_failures_per_account;
-  // serve's defaults (docs/hardening.md). Api's own default is all off, for in-process use.
+  // serve's defaults (docs/operator-guide.md). Api's own default is all off, for in-process use.
   static RateLimits server_defaults();
 };
 
@@ -53,7 +53,6 @@ class RateLimiter {
   Verdict take(std::string_view key, TimePoint now);
   // Whether a token is there, without taking it.
   Verdict check(std::string_view key, TimePoint now);
-  const RateLimit& limit() const { return limit_; }
   size_t size() const;
 
  private:
