@@ -43,9 +43,17 @@ class BenchEnv {
     std::filesystem::remove_all(dir_);
   }
 
+  // What a benchmark works with, to bind by name:
+  //   auto [store, clock, ids, log] = env->parts();
+  struct Parts {
+    store::Store& store;
+    SystemClock& clock;
+    RandomIdSource& ids;
+    audit::AuditLog& log;
+  };
+  Parts parts() { return {*store_, clock, ids, *log_}; }
+
   const std::string& dir() const { return dir_; }
-  store::Store& store() { return *store_; }
-  audit::AuditLog& log() { return *log_; }
   SystemClock clock;
   RandomIdSource ids;
 

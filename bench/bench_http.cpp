@@ -42,10 +42,7 @@ int main(int argc, char** argv) {
   const bool allocations = argc <= 2 || std::string(argv[2]) != "projects";
   auto env = bench::BenchEnv::open();
   if (!env) return 1;
-  store::Store& store = env->store();
-  SystemClock& clock = env->clock;
-  RandomIdSource& ids = env->ids;
-  audit::AuditLog& log = env->log();
+  auto [store, clock, ids, log] = env->parts();
   const std::string& dir = env->dir();
   std::string token, tenant_id, project_id;
   auto setup = store.write([&](store::Tx& tx) -> Result<void> {

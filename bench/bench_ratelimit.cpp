@@ -82,10 +82,7 @@ int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::max(1.0, std::atof(argv[1])) : 5.0;
   auto env = bench::BenchEnv::open();
   if (!env) return 1;
-  store::Store& store = env->store();
-  SystemClock& clock = env->clock;
-  RandomIdSource& ids = env->ids;
-  audit::AuditLog& log = env->log();
+  auto [store, clock, ids, log] = env->parts();
   Tenant noisy, quiet;
   auto setup = store.write([&](store::Tx& tx) -> Result<void> {
     World w{clock, ids};

@@ -68,10 +68,7 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) json_out |= std::string(argv[i]) == "--json";
   auto env = bench::BenchEnv::open();
   if (!env) return 1;
-  store::Store& store = env->store();
-  SystemClock& clock = env->clock;
-  RandomIdSource& ids = env->ids;
-  audit::AuditLog& log = env->log();
+  auto [store, clock, ids, log] = env->parts();
   std::string token;
   std::vector<std::string> tenants;
   auto setup = store.write([&](store::Tx& tx) -> Result<void> {
