@@ -86,6 +86,14 @@ void setup_logging(const std::string& level, const std::string& format) {
 }
 
 int run_serve(const ServeOptions& o) {
+  // Block the signals before any thread exists (the server's flusher pool starts in its
+  // constructor), so every thread inherits the mask and only sigwait below sees them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
   setup_logging(o.log_level, o.log_format);
   if (o.tls_cert.empty() && !o.plaintext) {
     spdlog::critical(
@@ -165,14 +173,6 @@ int run_serve(const ServeOptions& o) {
   std::string host = o.listen.substr(0, colon);
   int port = colon == std::string::npos ? 8080 : std::atoi(o.listen.c_str() + colon + 1);
   api::Server server(api, host, uint16_t(port), o.threads, tls_files);
-
-  // Block the signals before threads start so only sigwait sees them.
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
   auto bound = server.start();
   if (!bound) {

@@ -4,10 +4,12 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <csignal>
 #include <iostream>
 #include <map>
 #include <mutex>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "process/process_util.h"
@@ -201,12 +203,6 @@ TEST(ProcessShutdown, SigtermUnderConnectionChurnExitsCleanly) {
   }
 }
 
-}  // namespace
-}  // namespace gp::proc
-
-namespace gp::proc {
-namespace {
-
 // The scheduler's state is rebuilt from the store after SIGKILL: every acknowledged allocation is
 // still where it was placed, and new ones never land on GPUs already held.
 TEST(ProcessCrash, AllocationsSurviveSigkillAndAreNeverDoubleBooked) {
@@ -280,6 +276,31 @@ TEST(ProcessCrash, AllocationsSurviveSigkillAndAreNeverDoubleBooked) {
   EXPECT_EQ(holder.size(), size_t(kNodes * kGpus));
   EXPECT_GE(pending, 1);  // what did not fit waits
   EXPECT_EQ(server.terminate(), 0);
+}
+
+// Every thread but the one in sigwait blocks SIGTERM, SIGINT and SIGHUP; a thread that did
+// not would take the signal's default action and kill the server without draining (a pool
+// started before the mask once did, so SIGTERM exited 143 about one time in six).
+TEST(ProcessShutdown, EveryServerThreadBlocksTheShutdownSignals) {
+  TempDir tmp;
+  Server server(tmp.path() / "data");
+  ASSERT_TRUE(server.start());
+  const auto tasks = std::filesystem::path("/proc") / std::to_string(server.pid()) / "task";
+  const uint64_t wanted = (1ull << (SIGTERM - 1)) | (1ull << (SIGINT - 1)) | (1ull << (SIGHUP - 1));
+  int threads = 0;
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    if (task.path().filename() == std::to_string(server.pid())) continue;  // the sigwait thread
+    std::istringstream status(read_file(task.path() / "status"));
+    std::string line;
+    uint64_t blocked = 0;
+    while (std::getline(status, line))
+      if (line.starts_with("SigBlk:")) blocked = std::stoull(line.substr(7), nullptr, 16);
+    EXPECT_EQ(blocked & wanted, wanted)
+        << "thread " << task.path().filename() << " SigBlk " << std::hex << blocked;
+    ++threads;
+  }
+  EXPECT_GE(threads, 2) << "expected the worker and flusher threads";
+  EXPECT_EQ(server.terminate(), 0) << server.log();
 }
 
 }  // namespace
