@@ -70,12 +70,6 @@ struct Client {
   }
 };
 
-double pct(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(double(v.size()) * p))];
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -155,8 +149,9 @@ int main(int argc, char** argv) {
       ok += f.ok;
       throttled += f.throttled;
     }
-    std::printf("%-28s %8.2fms %8.2fms %8.2fms %12.0f %12.0f\n", phase.name, pct(q.latency_ms, 0.5),
-                pct(q.latency_ms, 0.99), pct(q.latency_ms, 1.0), ok / seconds, throttled / seconds);
+    std::printf("%-28s %8.2fms %8.2fms %8.2fms %12.0f %12.0f\n", phase.name,
+                bench::percentile(q.latency_ms, 0.5), bench::percentile(q.latency_ms, 0.99),
+                bench::percentile(q.latency_ms, 1.0), ok / seconds, throttled / seconds);
     if (q.other || q.throttled)
       std::printf("  quiet tenant refused: %d throttled, %d other\n", q.throttled, q.other);
   }

@@ -238,6 +238,16 @@ HttpResponse Api::handle(HttpRequest req) {
         return fail(Error::invalid(fmt::format("unknown query parameter '{}'", k.substr(0, 64))));
     }
 
+    // A follower changes nothing: writes go to the leader.
+    if (!leader_ && req.method != "GET" && req.method != "HEAD") {
+      const std::string url = leader_url();
+      call.retry_after = std::chrono::seconds(1);  // refused before any work, like a throttle
+      return fail(Error::unavailable(
+          url.empty()
+              ? "this replica is a follower and no leader is known yet; retry shortly"
+              : fmt::format("this replica is a follower; send writes to the leader at {}", url)));
+    }
+
     // Authentication.
     if (route->access != Access::kPublic) {
       // An address that keeps presenting bad credentials is refused before they are checked.
@@ -256,6 +266,8 @@ HttpResponse Api::handle(HttpRequest req) {
           who = fail(Error::unauthenticated("Authorization must be 'Bearer <token>'"));
       }
       if (!who) {
+        // A store that cannot be read (503) says nothing about the credential.
+        if (who.error().code != ErrorCode::kUnauthenticated) return fail(who.error());
         throttles_->auth_failures.take(req.remote, now);
         deny("denied", who.error());
         return fail(who.error());
@@ -352,7 +364,8 @@ HttpResponse Api::handle(HttpRequest req) {
     // for a tenant that does not exist has no tenant to record against.
     bool missing_tenant = call.params.contains("tenant") && !call.tenant;
     bool denial = e.code == ErrorCode::kUnauthenticated || e.code == ErrorCode::kPermissionDenied;
-    // A throttled request is not audited one by one (flooding would cost a write each).
+    // A throttled request, or a write a follower refused, is not audited one by one (a flood
+    // would cost a write each).
     bool throttled_now = call.retry_after.count() > 0;
     if (route && !audited && !missing_tenant && !throttled_now && (route->mutation || denial)) {
       audit_failure(*this, call, route, denial ? "denied" : "rejected", e);
@@ -362,6 +375,9 @@ HttpResponse Api::handle(HttpRequest req) {
     if (call.retry_after.count() > 0)  // whole seconds, rounded up (RFC 9110 delay-seconds)
       resp.headers.emplace_back("Retry-After",
                                 std::to_string((call.retry_after.count() + 999) / 1000));
+    if (!leader_)
+      if (auto url = leader_url(); !url.empty())
+        resp.headers.emplace_back("X-Gpuplane-Leader", url);
     if (e.code == ErrorCode::kInternal) spdlog::error("request {}: {}", request_id, e.message);
   }
   resp.headers.emplace_back("X-Request-Id", request_id);
@@ -371,6 +387,17 @@ HttpResponse Api::handle(HttpRequest req) {
                request_id, req.method, route_label, resp.status, secs * 1000,
                call.who.authenticated() ? call.who.id : "-", req.remote);
   return resp;
+}
+
+void Api::set_role(bool leader, std::string leader_url) {
+  std::lock_guard lock(role_mu_);
+  leader_url_ = std::move(leader_url);
+  leader_ = leader;
+}
+
+std::string Api::leader_url() const {
+  std::lock_guard lock(role_mu_);
+  return leader_url_;
 }
 
 // ---- Call helpers ----
@@ -504,6 +531,8 @@ Handler serialized_tx(TxHandler fn) {
   return [fn = std::move(fn)](Api& api, Call& call) -> Result<Reply> {
     Result<Reply> out = fail(Error::internal("no reply"));
     auto r = api.store().write([&](store::Tx& tx) -> Result<void> {
+      // A follower's scheduler is not kept current by its own writes: read it afresh.
+      if (!api.leader()) api.allocs().invalidate();
       out = fn(api, call, tx);
       return ok();
     });

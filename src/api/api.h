@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -81,6 +82,12 @@ class Api {
   Json openapi() const;
   void set_ready(bool ready) { ready_ = ready; }
   bool ready() const { return ready_; }
+  // Replicas sharing one store (docs/ha.md): only the leader changes anything. A follower
+  // answers reads and refuses every other method with 503 and Retry-After, naming the leader
+  // (`leader_url`, empty while none is known) in its message and an X-Gpuplane-Leader header.
+  void set_role(bool leader, std::string leader_url = "");
+  bool leader() const { return leader_; }
+  std::string leader_url() const;
 
   // Internals shared by the route handlers (api/*.cpp).
   store::Store& store() { return store_; }
@@ -109,6 +116,9 @@ class Api {
   Metrics metrics_;
   std::unique_ptr<Throttles> throttles_;
   std::atomic<bool> ready_{true};
+  std::atomic<bool> leader_{true};
+  mutable std::mutex role_mu_;
+  std::string leader_url_;  // guarded by role_mu_
   std::vector<Route> routes_;
   Isolation isolation_;
   metering::IngestOptions metering_;

@@ -129,7 +129,7 @@ std::vector<Route> system_routes() {
        .pattern = "/readyz",
        .action = "system.readyz",
        .access = Access::kPublic,
-       .handler = [](Api& api, Call&) -> Result<Reply> {
+       .handler = [](Api& api, Call& call) -> Result<Reply> {
          bool store_ok = api.store()
                              .read([](store::Tx& tx) -> Result<void> {
                                GP_TRY_VOID(tx.query("SELECT 1"));
@@ -138,11 +138,23 @@ std::vector<Route> system_routes() {
                              .has_value();
          if (!api.ready() || !store_ok)
            return fail(Error::unavailable(store_ok ? "shutting down" : "store unreachable"));
-         Reply r = json_reply(
-             200, {{"status", "ready"}, {"role", "leader"}, {"store", api.store().engine()}});
-         return r;
+         // ?role=leader: ready only on the leader (a load balancer's check for writes).
+         const auto wanted = call.req.query.find("role");
+         if (wanted != call.req.query.end() && wanted->second != "leader" &&
+             wanted->second != "any")
+           return fail(Error::invalid("role must be 'leader' or 'any'"));
+         const bool leader = api.leader();
+         if (wanted != call.req.query.end() && wanted->second == "leader" && !leader)
+           return fail(Error::unavailable("this replica is a follower"));
+         Json body = {{"status", "ready"},
+                      {"role", leader ? "leader" : "follower"},
+                      {"store", api.store().engine()}};
+         if (!leader) body["leader"] = api.leader_url();
+         return json_reply(200, body);
        },
-       .summary = "Readiness: the store answers and the server accepts work."});
+       .query_params = {"role"},
+       .summary = "Readiness: the store answers and the server accepts work; its role (leader "
+                  "or follower), and with ?role=leader ready only on the leader."});
   routes.push_back({.method = "GET",
                     .pattern = "/metrics",
                     .action = "system.metrics",

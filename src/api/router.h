@@ -51,7 +51,8 @@ struct Call {
   std::optional<tenancy::Tenant> tenant;    // resolved {tenant}
   std::optional<tenancy::Project> project;  // resolved {project}
   std::optional<Json> body;                 // parsed JSON body (POST/PATCH)
-  // Set with a 429 (kResourceExhausted): when to retry, sent as Retry-After.
+  // Set with a 429 (kResourceExhausted) or a follower's 503: when to retry, sent as
+  // Retry-After. Such refusals are not audited one by one.
   std::chrono::milliseconds retry_after{0};
 
   // The scope the route acts at (tenant and project from the path).

@@ -295,6 +295,13 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   serve->add_option("--checkpoint-seconds", so.checkpoint_seconds, "Seconds between checkpoints")
       ->check(CLI::Range(1, 86400));
+  serve->add_option("--advertise-url", so.advertise_url,
+                    "URL followers name as the leader's when this replica leads (default: the "
+                    "listen URL)");
+  serve
+      ->add_option("--leader-takeover-ms", so.leader_takeover_ms,
+                   "PostgreSQL replicas: hold the leader lock this long before writing")
+      ->check(CLI::Range(0, 60000));
   serve
       ->add_option("--node-timeout-seconds", so.node_timeout_seconds,
                    "A node silent this long is marked failed")
@@ -405,6 +412,7 @@ int main(int argc, char** argv) {
   add_usage_commands(app, c, &rc);
   add_sla_commands(app, c, &rc);
   add_tls_commands(app, &rc);
+  add_backup_commands(app, &rc);
 
   // Tenants: create takes class and an optional first admin.
   {

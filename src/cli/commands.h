@@ -30,6 +30,10 @@ struct ServeOptions {
   int checkpoint_every = 1000;
   int checkpoint_seconds = 60;
   int grace_ms = 5000;
+  // Replicas on one PostgreSQL store (docs/ha.md): the URL followers send writers to, and how
+  // long a new leader holds the lock before it writes.
+  std::string advertise_url;  // default: the URL this replica listens on
+  int leader_takeover_ms = 2000;
   int node_timeout_seconds = 40;           // missed heartbeats for this long: node failed
   double fair_share_half_life_hours = 24;  // how fast past GPU use stops counting
   int preemption_grace_seconds = 30;       // preempted workloads get this long to stop

@@ -1,11 +1,13 @@
 // `gpuplane serve`: opens the store, loads the audit signing key, bootstraps the first
 // platform admin, and serves the API (HTTPS, or HTTP with --plaintext) until SIGTERM/SIGINT,
-// then drains and exits. SIGHUP reloads the TLS certificate and key.
+// then drains and exits. SIGHUP reloads the TLS certificate and key. Replicas sharing one
+// store elect a leader; followers serve reads (docs/ha.md).
 #include <fmt/format.h>
 #include <signal.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -71,6 +73,91 @@ Result<api::Isolation> isolation_settings(const ServeOptions& o) {
   iso.master_key = std::move(*key_result);
   return iso;
 }
+
+// Leadership among replicas of one store (docs/ha.md). The holder of the store's leader lock
+// leads once it has held it for `takeover` (time for a leader that lost its session to notice
+// and stop writing): it rebuilds the scheduler from the store, names itself in
+// control_plane_leader (audited), and takes writes. Everyone else follows: reads only, writes
+// refused with the leader's URL. Checked every second by the housekeeper.
+class Leadership {
+ public:
+  Leadership(api::Api& api, store::Store& store, audit::AuditLog& audit,
+             std::unique_ptr<store::LeaderLock> lock, Duration takeover)
+      : api_(api), store_(store), audit_(audit), lock_(std::move(lock)), takeover_(takeover) {
+    char host[256] = {};
+    ::gethostname(host, sizeof(host) - 1);
+    holder_ = fmt::format("{}/{}", host, ::getpid());
+  }
+
+  void set_url(std::string url) { url_ = std::move(url); }
+
+  // Whether this replica leads now.
+  bool tick() {
+    auto held = lock_->hold();
+    if (!held) {
+      // Once per distinct error, not every second while the store is away.
+      if (held.error().message != last_error_)
+        spdlog::error("leader lock: {}", held.error().message);
+      last_error_ = held.error().message;
+      held = false;
+    } else {
+      last_error_.clear();
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (!*held) {
+      if (api_.leader()) spdlog::error("lost the leader lock: {} is a follower now", holder_);
+      since_.reset();
+      api_.set_role(false, current_leader());
+      return false;
+    }
+    if (api_.leader()) return true;
+    if (!since_) {
+      since_ = now;
+      spdlog::info("took the leader lock; leading in {} ms",
+                   std::chrono::duration_cast<std::chrono::milliseconds>(takeover_).count());
+    }
+    if (now - *since_ < takeover_) return false;
+    auto claimed = store_.write([&](store::Tx& tx) -> Result<void> {
+      api_.allocs().invalidate();  // the previous leader's decisions are in the store only
+      GP_TRY_VOID(tx.exec("DELETE FROM control_plane_leader"));
+      GP_TRY_VOID(
+          tx.exec("INSERT INTO control_plane_leader (id, holder, url, since) VALUES (1, ?, ?, ?)",
+                  {holder_, url_, to_unix_micros(SystemClock().now())}));
+      audit::Entry e{"system", "",      "controlplane.leader", "replica/" + holder_, "success",
+                     "leader", "local", {{"url", url_}}};
+      GP_TRY_VOID(audit_.append(tx, e));
+      return ok();
+    });
+    if (!claimed) {
+      spdlog::error("claiming leadership failed, will retry: {}", claimed.error().message);
+      return false;
+    }
+    api_.set_role(true);
+    spdlog::info("leading: {} at {}", holder_, url_);
+    return true;
+  }
+
+ private:
+  std::string current_leader() {
+    std::string url;
+    (void)store_.read([&](store::Tx& tx) -> Result<void> {
+      auto row = GP_TRY(tx.query_one("SELECT url FROM control_plane_leader WHERE id = 1"));
+      if (row) url = row->text(0);
+      return ok();
+    });
+    return url;
+  }
+
+  api::Api& api_;
+  store::Store& store_;
+  audit::AuditLog& audit_;
+  std::unique_ptr<store::LeaderLock> lock_;
+  Duration takeover_;
+  std::string holder_;
+  std::string url_;
+  std::optional<std::chrono::steady_clock::time_point> since_;
+  std::string last_error_;
+};
 
 }  // namespace
 
@@ -173,6 +260,17 @@ int run_serve(const ServeOptions& o) {
   std::string host = o.listen.substr(0, colon);
   int port = colon == std::string::npos ? 8080 : std::atoi(o.listen.c_str() + colon + 1);
   api::Server server(api, host, uint16_t(port), o.threads, tls_files);
+  auto lock = store::open_leader_lock(location);
+  if (!lock) {
+    spdlog::critical("leader lock: {}", lock.error().message);
+    return 1;
+  }
+  // SQLite's lock is a flock, free only once its holder has exited: no takeover wait.
+  const Duration takeover = store::is_postgres_url(location)
+                                ? Duration(std::chrono::milliseconds(o.leader_takeover_ms))
+                                : Duration::zero();
+  Leadership leadership(api, **store, audit_log, std::move(*lock), takeover);
+  api.set_role(false);  // no writes until the first election below
 
   auto bound = server.start();
   if (!bound) {
@@ -193,6 +291,8 @@ int run_serve(const ServeOptions& o) {
   std::string endpoint =
       fmt::format("{}://{}:{}", tls_files ? "https" : "http",
                   host.find(':') != std::string::npos ? "[" + host + "]" : host, *bound);
+  leadership.set_url(o.advertise_url.empty() ? endpoint : o.advertise_url);
+  if (!leadership.tick()) spdlog::info("following the leader at {}", api.leader_url());
   if (!o.port_file.empty()) (void)write_private_file(o.port_file, std::to_string(*bound) + "\n");
   std::cout << "gpuplane serving on " << endpoint << " (data: " << o.data_dir << ")" << std::endl;
   spdlog::info("listening on {} store={} data={}", endpoint, (*store)->engine(), o.data_dir);
@@ -209,6 +309,7 @@ int run_serve(const ServeOptions& o) {
     auto last_checkpoint = std::chrono::steady_clock::now();
     auto last_billing = std::chrono::steady_clock::time_point();  // first sweep at once
     while (!cv.wait_for(lock, std::chrono::seconds(1), [&] { return done.load(); })) {
+      if (!leadership.tick()) continue;  // the leader alone runs the periodic work
       bool seal = std::chrono::steady_clock::now() - last_checkpoint >=
                   std::chrono::seconds(o.checkpoint_seconds);
       auto r = api.housekeeping(std::chrono::seconds(o.node_timeout_seconds), seal);
@@ -247,8 +348,10 @@ int run_serve(const ServeOptions& o) {
   }
   cv.notify_all();
   housekeeper.join();
-  auto r = (*store)->write([&](store::Tx& tx) { return audit_log.checkpoint(tx); });
-  if (!r) spdlog::error("final audit checkpoint failed: {}", r.error().message);
+  if (api.leader()) {
+    auto r = (*store)->write([&](store::Tx& tx) { return audit_log.checkpoint(tx); });
+    if (!r) spdlog::error("final audit checkpoint failed: {}", r.error().message);
+  }
   spdlog::info("stopped");
   return 0;
 }

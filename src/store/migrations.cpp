@@ -530,6 +530,16 @@ CREATE INDEX storage_deletions_tenant ON storage_deletions (tenant_id, requested
       {14, "committed use", R"SQL(
 ALTER TABLE usage_intervals ADD COLUMN reservation_id TEXT
 )SQL"},
+      // Replicas on one store: the leader names itself here, so that followers can point
+      // writers at it (docs/ha.md). One row.
+      {15, "control-plane leader", R"SQL(
+CREATE TABLE control_plane_leader (
+  id INTEGER PRIMARY KEY,
+  holder TEXT NOT NULL,
+  url TEXT NOT NULL,
+  since BIGINT NOT NULL
+)
+)SQL"},
   };
   return kMigrations;
 }

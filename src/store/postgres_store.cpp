@@ -12,14 +12,20 @@
 // Failures: a lost connection, a server shutting down or a serialization failure is
 // `unavailable` (503); the connection is re-established before its next use, so service
 // resumes by itself once the server is back.
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <libpq-fe.h>
+#include <sys/file.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 
 #include "store/engines.h"
@@ -141,6 +147,12 @@ class Connection {
     return r;
   }
 
+  // Connects again when the connection was lost; prepared statements go with it.
+  Result<void> reconnect_if_lost() {
+    if (conn_ && PQstatus(conn_) == CONNECTION_OK) return ok();
+    return connect();
+  }
+
   Result<void> script(std::string_view sql) {
     ResultPtr res(PQexec(conn_, std::string(sql).c_str()), &PQclear);
     const auto status = PQresultStatus(res.get());
@@ -245,12 +257,25 @@ using PgTx = ConnectionTx<Connection>;
 // Key of the advisory lock that serializes migrations between replicas starting together.
 constexpr int64_t kMigrationLock = 0x67706d6967;  // "gpmig"
 
+// An advisory-lock key of this connection's schema: replicas of one deployment share it, other
+// schemas in the same database (tests, a second deployment) do not.
+Result<int64_t> schema_lock_key(Connection& c, std::string_view purpose) {
+  auto rows = GP_TRY(c.run("SELECT hashtextextended(? || current_schema(), 0)",
+                           {std::string(purpose) + ":"}, nullptr));
+  if (rows.empty() || rows[0].is_null(0))
+    return fail(
+        Error::internal("postgres: no current schema for the " + std::string(purpose) + " lock"));
+  return rows[0].integer(0);
+}
+
 class PostgresStore final : public Store {
  public:
   static Result<std::unique_ptr<Store>> open(const PostgresOptions& o) {
     auto store = std::unique_ptr<PostgresStore>(new PostgresStore());
     store->writer_ = GP_TRY(Connection::open(o.conninfo));
     GP_TRY_VOID(store->migrate());
+    store->begin_write_ = fmt::format("BEGIN; SELECT pg_advisory_xact_lock({})",
+                                      GP_TRY(schema_lock_key(*store->writer_, "gpuplane-writer")));
     for (int i = 0; i < std::max(1, o.read_connections); ++i) {
       store->readers_.add(GP_TRY(Connection::open(o.conninfo)));
     }
@@ -287,7 +312,7 @@ class PostgresStore final : public Store {
     Connection& c = *writer_;
     PgTx tx(c);
     const bool committed =
-        commit_batch([&] { return c.begin("BEGIN"); },
+        commit_batch([&] { return c.begin(begin_write_); },
                      [&](std::string_view sql) { return c.script(sql); }, tx, batch);
     return committed ? ++committed_seq_ : 0;
   }
@@ -329,6 +354,11 @@ class PostgresStore final : public Store {
 
   std::mutex write_mu_;  // the writer connection
   std::unique_ptr<Connection> writer_;
+  // Every write transaction first takes a transaction-scoped advisory lock of the schema, so
+  // writes stay one after another when several replicas (a follower's audit of a denial, a
+  // leader stepping down late) write to one schema: the audit chain reads its head inside the
+  // transaction.
+  std::string begin_write_;
   GroupCommit group_;
   uint64_t committed_seq_ = 0;  // under write_mu_
   ReaderPool<Connection> readers_;
@@ -338,6 +368,58 @@ class PostgresStore final : public Store {
 
 Result<std::unique_ptr<Store>> open_postgres(const PostgresOptions& options) {
   return PostgresStore::open(options);
+}
+
+namespace {
+
+class PostgresLeaderLock final : public LeaderLock {
+ public:
+  explicit PostgresLeaderLock(std::unique_ptr<Connection> c) : c_(std::move(c)) {}
+  Result<bool> hold() override {
+    if (held_) {
+      if (c_->script("SELECT 1")) return true;
+      held_ = false;  // the session is gone, and its lock with it
+      return false;
+    }
+    GP_TRY_VOID(c_->reconnect_if_lost());
+    if (!key_) key_ = GP_TRY(schema_lock_key(*c_, "gpuplane-leader"));
+    auto rows = GP_TRY(c_->run("SELECT pg_try_advisory_lock(?)", {*key_}, nullptr));
+    held_ = !rows.empty() && rows[0].integer(0) == 1;  // booleans read as 0 or 1
+    return held_;
+  }
+
+ private:
+  std::unique_ptr<Connection> c_;
+  std::optional<int64_t> key_;
+  bool held_ = false;
+};
+
+class FileLeaderLock final : public LeaderLock {
+ public:
+  explicit FileLeaderLock(std::string path) : path_(std::move(path)) {}
+  ~FileLeaderLock() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Result<bool> hold() override {
+    if (held_) return true;
+    if (fd_ < 0) fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd_ < 0)
+      return fail(Error::unavailable(fmt::format("{}: {}", path_, std::strerror(errno))));
+    held_ = ::flock(fd_, LOCK_EX | LOCK_NB) == 0;
+    return held_;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool held_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<LeaderLock>> open_leader_lock(const std::string& location) {
+  if (!is_postgres_url(location)) return std::make_unique<FileLeaderLock>(location + "-leader");
+  return std::make_unique<PostgresLeaderLock>(GP_TRY(Connection::open(location)));
 }
 
 Result<AdminCommand> open_postgres_admin(const std::string& conninfo) {

@@ -42,6 +42,7 @@ class Row {
   const std::string& text(size_t i) const;  // "" for NULL
   std::optional<std::string> opt_text(size_t i) const;
   std::optional<int64_t> opt_integer(size_t i) const;
+  const Value& value(size_t i) const { return cols_.at(i); }  // as read (backup copies it)
 
  private:
   std::vector<Value> cols_;

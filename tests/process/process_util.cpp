@@ -388,11 +388,10 @@ std::string Server::endpoint() const {
 
 std::string Server::log() const { return child_ ? child_->stderr_text() : ""; }
 
-Result<cli::ClientResponse> Server::request(std::string_view method, std::string_view target,
-                                            const Json& body, const std::string& token,
-                                            int timeout_ms) const {
+Result<cli::ClientResponse> Server::request(
+    std::string_view method, std::string_view target, const Json& body, const std::string& token,
+    int timeout_ms, std::vector<std::pair<std::string, std::string>> headers) const {
   cli::Endpoint ep{"127.0.0.1", std::to_string(port_), tls(), ca_file_};
-  std::vector<std::pair<std::string, std::string>> headers;
   if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
   return cli::http_request(ep, method, target, body.is_null() ? "" : body.dump(), headers,
                            timeout_ms);

@@ -139,12 +139,15 @@ class Server {
   pid_t pid() const { return child_ ? child_->pid() : -1; }
   std::string endpoint() const;  // http(s)://127.0.0.1:<port>
   const Credential& admin() const { return admin_; }
+  // A replica of a store another server bootstrapped: use that server's admin credential.
+  void use_admin(Credential admin) { admin_ = std::move(admin); }
   std::string log() const;  // the current run's stderr
 
-  // One HTTP request with `token` as bearer (none if empty); the body is JSON text.
-  Result<cli::ClientResponse> request(std::string_view method, std::string_view target,
-                                      const Json& body = nullptr, const std::string& token = "",
-                                      int timeout_ms = 10000) const;
+  // One HTTP request with `token` as bearer (none if empty) and `headers`; the body is JSON.
+  Result<cli::ClientResponse> request(
+      std::string_view method, std::string_view target, const Json& body = nullptr,
+      const std::string& token = "", int timeout_ms = 10000,
+      std::vector<std::pair<std::string, std::string>> headers = {}) const;
   // As request() with the admin API key.
   Result<cli::ClientResponse> admin_request(std::string_view method, std::string_view target,
                                             const Json& body = nullptr) const;
