@@ -99,24 +99,19 @@ int run_restore(const std::string& from_dir, const std::string& data_dir,
     std::cerr << "error: " << from_dir << " holds no backup (" << kBackupDb << " is missing)\n";
     return 1;
   }
-  // The keys go first and never replace different ones: a data directory's master key is
-  // what its sealed secrets need.
+  // Key files never replace different ones: a data directory's master key is what its sealed
+  // secrets need. Checked before anything is written; the missing ones are copied last.
   fs::create_directories(data_dir, ec);
   ::chmod(data_dir.c_str(), 0700);
+  std::vector<std::string> missing_keys;
   for (const auto& key : kKeyFiles) {
     const fs::path src = fs::path(from_dir) / key, dst = fs::path(data_dir) / key;
     if (!fs::exists(src, ec)) continue;
-    if (fs::exists(dst, ec)) {
-      if (read_file_text(src) != read_file_text(dst)) {
-        std::cerr << "error: " << dst << " differs from the backup's; restore into a new data "
-                  << "directory\n";
-        return 1;
-      }
-      continue;
-    }
-    fs::copy_file(src, dst, ec);
-    if (ec) {
-      std::cerr << "error: copying " << src << ": " << ec.message() << "\n";
+    if (!fs::exists(dst, ec)) {
+      missing_keys.push_back(key);
+    } else if (read_file_text(src) != read_file_text(dst)) {
+      std::cerr << "error: " << dst << " differs from the backup's; restore into a new data "
+                << "directory\n";
       return 1;
     }
   }
@@ -137,8 +132,18 @@ int run_restore(const std::string& from_dir, const std::string& data_dir,
     std::cerr << "error: " << (!from ? from.error() : to.error()).message << "\n";
     return 1;
   }
-  return report(store::copy_store(**from, **to, progress_lines()),
-                "restored into " + (store_location.empty() ? location : "the PostgreSQL store"));
+  const int rc =
+      report(store::copy_store(**from, **to, progress_lines()),
+             "restored into " + (store_location.empty() ? location : std::string("PostgreSQL")));
+  if (rc != 0) return rc;
+  for (const auto& key : missing_keys) {
+    fs::copy_file(fs::path(from_dir) / key, fs::path(data_dir) / key, ec);
+    if (ec) {
+      std::cerr << "error: copying " << key << ": " << ec.message() << "\n";
+      return 1;
+    }
+  }
+  return 0;
 }
 
 }  // namespace
