@@ -25,16 +25,22 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// The key=value fields of a libpq connection string (pg_cluster.sh writes plain words).
+std::map<std::string, std::string> conninfo_fields(const std::string& conninfo) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(conninfo);
+  std::string word;
+  while (in >> word)
+    if (auto eq = word.find('='); eq != std::string::npos)
+      kv[word.substr(0, eq)] = word.substr(eq + 1);
+  return kv;
+}
+
 // A database of its own on the test cluster, dropped at the end.
 class TestDatabase {
  public:
   explicit TestDatabase(const std::string& conninfo) : conninfo_(conninfo) {
-    std::map<std::string, std::string> kv;
-    std::istringstream in(conninfo);
-    std::string word;
-    while (in >> word)
-      if (auto eq = word.find('='); eq != std::string::npos)
-        kv[word.substr(0, eq)] = word.substr(eq + 1);
+    auto kv = conninfo_fields(conninfo);
     static int counter = 0;
     name_ = "ha_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
     url_ = "postgres://" + kv["user"] + "@" + kv["host"] + ":" + kv["port"] + "/" + name_;
@@ -317,12 +323,7 @@ class PrivateCluster {
     script_ = std::string(src ? src : ".") + "/tests/support/pg_cluster.sh";
     auto r = run("/bin/bash", {script_, "start", dir_}, {}, std::nullopt, 120s);
     if (r.exit_code != 0) throw std::runtime_error("pg_cluster.sh start: " + r.err);
-    std::map<std::string, std::string> kv;
-    std::istringstream in(read_file(fs::path(dir_) / "conninfo"));
-    std::string word;
-    while (in >> word)
-      if (auto eq = word.find('='); eq != std::string::npos)
-        kv[word.substr(0, eq)] = word.substr(eq + 1);
+    auto kv = conninfo_fields(read_file(fs::path(dir_) / "conninfo"));
     url_ = "postgres://postgres@127.0.0.1:" + kv["port"] + "/postgres";
   }
   ~PrivateCluster() { (void)run("/bin/bash", {script_, "stop", dir_}, {}, std::nullopt, 60s); }
