@@ -28,7 +28,7 @@
 #include "api/api.h"
 #include "audit/audit.h"
 #include "bench_env.h"
-#include "fleet/fleet.h"
+#include "bench_fleet.h"
 #include "tenancy/tenancy.h"
 #include "tls/tls.h"
 
@@ -53,23 +53,7 @@ int main(int argc, char** argv) {
     if (!allocations) return ok();
     project_id =
         GP_TRY(tenancy::create_project(tx, w, tenancy::TenantScope(tenant_id), {"train", ""})).id;
-    for (int n = 0; n < 2500; ++n) {
-      Json gpus = Json::array();
-      for (int g = 0; g < 8; ++g)
-        gpus.push_back({{"uuid", fmt::format("GPU-{:05d}-{}", n, g)},
-                        {"index", g},
-                        {"model", "NVIDIA H200"},
-                        {"memory_bytes", int64_t{150} << 30},
-                        {"mig_capable", true}});
-      Json inv = {{"node",
-                   {{"name", fmt::format("n{:05d}", n)},
-                    {"cpu_millis", 128000},
-                    {"memory_bytes", int64_t{1} << 40},
-                    {"rack", fmt::format("r{}", n / 32)},
-                    {"nvlink_domain", fmt::format("nvl{}", n)}}},
-                  {"gpus", gpus}};
-      GP_TRY(fleet::import_node(tx, w, GP_TRY(fleet::parse_inventory(inv)), std::nullopt, true));
-    }
+    GP_TRY_VOID(bench::import_h200_fleet(tx, w, 2500));
     GP_TRY(
         tx.exec("INSERT INTO quotas (tenant_id, project_id, model, nominal) VALUES "
                 "(?, '', 'H200', ?)",

@@ -38,7 +38,7 @@
 
 #include "api/api.h"
 #include "bench_env.h"
-#include "fleet/fleet.h"
+#include "bench_fleet.h"
 #include "tenancy/tenancy.h"
 
 namespace asio = boost::asio;
@@ -181,18 +181,7 @@ Result<Setup> populate(store::Store& store, const Clock& clock, IdSource& ids) {
     for (int p = 0; p < 49; ++p)
       GP_TRY(tenancy::create_project(tx, w, scope, {fmt::format("p{:02d}", p), ""}));
     // 4,000 nodes x 8 H200: room for every create of a run.
-    for (int n = 0; n < 4000; ++n) {
-      Json gpus = Json::array();
-      for (int g = 0; g < 8; ++g)
-        gpus.push_back({{"uuid", fmt::format("GPU-{:05d}-{}", n, g)},
-                        {"index", g},
-                        {"model", "NVIDIA H200"},
-                        {"memory_bytes", int64_t{150} << 30}});
-      Json inv = {
-          {"node", {{"name", fmt::format("n{:05d}", n)}, {"rack", fmt::format("r{}", n / 32)}}},
-          {"gpus", gpus}};
-      GP_TRY(fleet::import_node(tx, w, GP_TRY(fleet::parse_inventory(inv)), std::nullopt, true));
-    }
+    GP_TRY_VOID(bench::import_h200_fleet(tx, w, 4000));
     GP_TRY(tx.exec(
         "INSERT INTO quotas (tenant_id, project_id, model, nominal) VALUES (?, '', 'H200', ?)",
         {s.tenant, int64_t{32000} * 7000}));

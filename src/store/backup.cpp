@@ -30,13 +30,6 @@ Result<int64_t> schema_version(Tx& tx) {
   return row && !row->is_null(0) ? row->integer(0) : 0;
 }
 
-std::string joined(const std::vector<std::string>& names, std::string_view each) {
-  std::string out;
-  for (size_t i = 0; i < names.size(); ++i)
-    out += (i ? ", " : "") + fmt::format(fmt::runtime(each), names[i]);
-  return out;
-}
-
 }  // namespace
 
 std::vector<std::string> schema_tables() {
@@ -74,9 +67,13 @@ Result<CopyStats> copy_store(Store& from, Store& to, const CopyProgress& progres
             source_version, target_version)));
       for (const auto& table : tables) {
         const auto cols = GP_TRY(columns_of(in, from.engine(), table));
-        const std::string list = joined(cols, "{}");
+        std::string list, marks;
+        for (size_t c = 0; c < cols.size(); ++c) {
+          list += (c ? ", " : "") + cols[c];
+          marks += c ? ", ?" : "?";
+        }
         const std::string insert =
-            fmt::format("INSERT INTO {} ({}) VALUES ({})", table, list, joined(cols, "?"));
+            fmt::format("INSERT INTO {} ({}) VALUES ({})", table, list, marks);
         auto rows =
             GP_TRY(in.query(fmt::format("SELECT {} FROM {}{}", list, table, row_order(table))));
         for (const auto& row : rows) {
