@@ -7,7 +7,7 @@ TEST_FUZZ_SECONDS ?= 5
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 
-.PHONY: all setup build run test test-release test-asan test-fuzz fuzz bench format clean
+.PHONY: all setup build run test test-release test-static test-asan test-fuzz fuzz tidy thread-safety bench format clean
 
 all: build
 
@@ -23,10 +23,21 @@ run: build
 
 # Every test: the release build, then the unit and integration suites under ASan+UBSan, then a
 # short run of every fuzz target.
-test: test-release test-asan test-fuzz
+test: test-release test-static test-asan test-fuzz
 
 test-release: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 300
+
+# Static checks over the release build's compile commands (docs/static-analysis.md): clang's
+# thread-safety analysis in `make test`; clang-tidy with .clang-tidy (`make tidy`) on its own,
+# since over the whole tree it takes longer than CI can spare. Any finding fails.
+test-static: thread-safety
+
+thread-safety: build
+	@CHECK_JOBS=$(JOBS) scripts/clang_checks.py --thread-safety $(BUILD)
+
+tidy: build
+	@CHECK_JOBS=$(JOBS) scripts/clang_checks.py --tidy $(BUILD)
 
 test-asan: setup
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGP_SANITIZE=ON $(CMAKE_ARGS) >/dev/null

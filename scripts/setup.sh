@@ -18,6 +18,8 @@ PKGS=(
   # fuzz: libFuzzer targets (fuzz/, scripts/fuzz.sh, `make fuzz` and `make test-fuzz`) need
   # clang 16 (clang 14 cannot compile std::expected with libstdc++ 12) and its runtime libraries.
   clang-16 libclang-rt-16-dev
+  # static checks (`make test-static`): clang-tidy 16; clang-16 runs the thread-safety analysis.
+  clang-tidy-16
 )
 # Extra groups can be requested: SETUP_EXTRA="postgres browser" scripts/setup.sh
 for extra in ${SETUP_EXTRA:-}; do

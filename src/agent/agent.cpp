@@ -13,12 +13,16 @@
 #include "agent/nvml.h"
 #include "cli/http_client.h"
 #include "fleet/inventory.h"
+#include "tls/tls.h"
 
 namespace gp::agent {
 namespace {
 
 constexpr char kCredentialFile[] = "node-credential";
 constexpr char kPinnedCaFile[] = "server-ca.pem";
+// The node's client certificate for mTLS, followed by its private key (0600): one file, so a
+// renewal replaces both with one rename.
+constexpr char kIdentityFile[] = "node-identity.pem";
 
 std::optional<std::string> read_file(const std::string& path) {
   std::ifstream in(path);
@@ -110,6 +114,53 @@ std::string problem_detail(const Json& j) {
   return j.is_object() ? j.value("detail", j.dump()) : j.dump();
 }
 
+// Writes `text` to `path` with mode 0600 through a temporary file and a rename.
+Result<void> write_private(const std::string& path, const std::string& text) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    ::chmod(tmp.c_str(), 0600);
+    out << text;
+    if (!out.flush()) return fail(Error::internal("cannot write " + tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return fail(Error::internal("cannot write " + path + ": " + ec.message()));
+  return ok();
+}
+
+Result<void> save_identity(const std::string& path, const Json& certificate,
+                           const std::string& key_pem) {
+  if (!certificate.is_object() || !certificate.contains("pem") || !certificate["pem"].is_string())
+    return fail(Error::internal("the control plane sent no client certificate"));
+  return write_private(path, certificate["pem"].get<std::string>() + key_pem);
+}
+
+// Whether the certificate in `identity_path` has passed two thirds of its life.
+Result<bool> renewal_due(const std::string& identity_path) {
+  auto pem = read_file(identity_path);
+  if (!pem) return fail(Error::internal("cannot read " + identity_path));
+  auto info = GP_TRY(tls::cert_info(*pem));
+  return std::chrono::system_clock::now() >=
+         info.not_before + (info.not_after - info.not_before) * 2 / 3;
+}
+
+// Asks for a new client certificate for a new key and saves both in `identity_path`. An
+// unauthenticated error means the control plane refused the node (revoked, expired).
+Result<void> request_certificate(const cli::Endpoint& ep, const std::string& identity_path,
+                                 const std::string& credential) {
+  auto next = GP_TRY(tls::make_csr("gpuplane-node"));
+  auto r = GP_TRY(post(ep, "/v1/agent/certificate", {{"csr", next.csr_pem}}, credential));
+  if (r.status != 201)
+    return fail(Error{r.status == 401 ? ErrorCode::kUnauthenticated : ErrorCode::kUnavailable,
+                      fmt::format("certificate request refused (HTTP {}): {}", r.status,
+                                  problem_detail(r.body))});
+  GP_TRY_VOID(save_identity(identity_path, r.body, next.key_pem));
+  spdlog::info("new node certificate: serial {}, valid until {}", r.body.value("serial", "?"),
+               r.body.value("not_after", "?"));
+  return ok();
+}
+
 }  // namespace
 
 int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
@@ -156,6 +207,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   if (ep->tls && ep->ca_file.empty())
     spdlog::warn("no --ca-file: the control plane certificate is checked against the system store");
   std::string cred_path = o.state_dir + "/" + kCredentialFile;
+  const std::string identity_path = o.state_dir + "/" + kIdentityFile;
   std::string credential = read_file(cred_path).value_or("");
   while (!credential.empty() && std::isspace(static_cast<unsigned char>(credential.back())))
     credential.pop_back();
@@ -171,8 +223,19 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       spdlog::critical("inventory: {}", inv.error().message);
       return 1;
     }
-    auto r = post(*ep, "/v1/agent/enroll",
-                  {{"join_token", o.join_token}, {"inventory", fleet::to_json(*inv)}}, "");
+    Json enrolment = {{"join_token", o.join_token}, {"inventory", fleet::to_json(*inv)}};
+    // Over TLS the node asks for a client certificate for a key that never leaves it.
+    std::optional<tls::KeyAndCsr> identity;
+    if (ep->tls) {
+      auto made = tls::make_csr("gpuplane-node");
+      if (!made) {
+        spdlog::critical("node key: {}", made.error().message);
+        return 1;
+      }
+      identity = std::move(*made);
+      enrolment["csr"] = identity->csr_pem;
+    }
+    auto r = post(*ep, "/v1/agent/enroll", enrolment, "");
     if (!r) {
       spdlog::critical("enrolment failed: {}", r.error().message);
       return 1;
@@ -181,18 +244,31 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       spdlog::critical("enrolment refused (HTTP {}): {}", r->status, problem_detail(r->body));
       return 1;
     }
-    credential = r->body["credential"].get<std::string>();
-    std::string tmp = cred_path + ".tmp";
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << credential << "\n";
+    if (identity) {
+      if (auto saved =
+              save_identity(identity_path, r->body.value("certificate", Json()), identity->key_pem);
+          !saved) {
+        spdlog::critical("enrolment: {}", saved.error().message);
+        return 1;
+      }
     }
-    ::chmod(tmp.c_str(), 0600);
-    std::filesystem::rename(tmp, cred_path);
+    credential = r->body["credential"].get<std::string>();
+    if (auto saved = write_private(cred_path, credential + "\n"); !saved) {
+      spdlog::critical("enrolment: {}", saved.error().message);
+      return 1;
+    }
     spdlog::info("enrolled as node {} ({})", r->body["node"]["name"].get<std::string>(),
                  r->body["node"]["id"].get<std::string>());
   }
 
+  if (ep->tls && !std::filesystem::exists(identity_path)) {
+    // Enrolled before the control plane served TLS: the credential gets the first certificate.
+    if (auto got = request_certificate(*ep, identity_path, credential); !got) {
+      spdlog::critical("node certificate: {}", got.error().message);
+      return got.error().code == ErrorCode::kUnauthenticated ? 3 : 1;
+    }
+  }
+  if (ep->tls) ep->identity_file = identity_path;
   Enforcer enforcer(o);
   const HttpCall http = [&](std::string_view method, const std::string& path,
                             const Json& body) -> Result<std::pair<int, Json>> {
@@ -201,6 +277,20 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   };
   int failures = 0;
   while (!stop) {
+    if (!ep->identity_file.empty()) {
+      Result<void> renewed = ok();
+      if (auto due = renewal_due(identity_path); !due)
+        renewed = fail(due.error());
+      else if (*due)
+        renewed = request_certificate(*ep, identity_path, credential);
+      if (!renewed) {
+        if (renewed.error().code == ErrorCode::kUnauthenticated) {
+          spdlog::critical("the control plane refused this node: {}", renewed.error().message);
+          return 3;
+        }
+        spdlog::warn("node certificate: {}", renewed.error().message);
+      }
+    }
     auto inv = source->inventory();
     Json body = Json::object();
     if (inv) {

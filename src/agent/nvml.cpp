@@ -170,7 +170,7 @@ Nvml::Nvml(void* library, std::unique_ptr<NvmlApi> api) : library_(library), api
 
 Nvml::~Nvml() {
   {
-    std::lock_guard lock(events_mu_);
+    MutexLock lock(events_mu_);
     if (event_set_ != nullptr && api_->event_set_free != nullptr) {
       api_->event_set_free(static_cast<nvmlEventSet_t>(event_set_));
     }
@@ -191,7 +191,7 @@ Result<std::unique_ptr<Nvml>> Nvml::open(const std::string& library) {
   return start(handle, lookup, library);
 }
 
-Result<std::unique_ptr<Nvml>> Nvml::open_with(NvmlSymbolLookup lookup) {
+Result<std::unique_ptr<Nvml>> Nvml::open_with(const NvmlSymbolLookup& lookup) {
   return start(nullptr, lookup, "the supplied NVML");
 }
 
@@ -550,7 +550,7 @@ Result<std::map<std::string, std::vector<int>>> Nvml::poll_xid_events() {
       api_->event_set_wait == nullptr) {
     return fail(Error::unavailable("the NVIDIA driver lacks the NVML event API (XID reporting)"));
   }
-  std::lock_guard lock(events_mu_);
+  MutexLock lock(events_mu_);
   if (event_set_ == nullptr) {
     nvmlEventSet_t set = nullptr;
     if (nvmlReturn_t rc = api_->event_set_create(&set); rc != NVML_SUCCESS) {

@@ -8,12 +8,12 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
+#include "common/thread_safety.h"
 #include "fleet/inventory.h"
 #include "fleet/mig_catalog.h"
 
@@ -55,7 +55,7 @@ class Nvml {
 
   // As open(), resolving entry points through `lookup` instead of a loaded library; the
   // session then unloads nothing. For tests, which supply a simulated NVML.
-  static Result<std::unique_ptr<Nvml>> open_with(NvmlSymbolLookup lookup);
+  static Result<std::unique_ptr<Nvml>> open_with(const NvmlSymbolLookup& lookup);
 
   ~Nvml();
   Nvml(const Nvml&) = delete;
@@ -116,10 +116,10 @@ class Nvml {
   void* library_;  // dlopen handle; nullptr when opened with a lookup
   std::unique_ptr<NvmlApi> api_;
 
-  std::mutex events_mu_;
-  void* event_set_ = nullptr;                 // nvmlEventSet_t; guarded by events_mu_
-  std::set<std::string> registered_uuids_;    // guarded by events_mu_
-  std::map<void*, std::string> event_uuids_;  // nvmlDevice_t -> UUID; guarded by events_mu_
+  Mutex events_mu_;
+  void* event_set_ GP_GUARDED_BY(events_mu_) = nullptr;  // nvmlEventSet_t
+  std::set<std::string> registered_uuids_ GP_GUARDED_BY(events_mu_);
+  std::map<void*, std::string> event_uuids_ GP_GUARDED_BY(events_mu_);  // nvmlDevice_t -> UUID
 };
 
 }  // namespace gp::agent

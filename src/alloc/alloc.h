@@ -6,7 +6,6 @@
 #pragma once
 
 #include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "audit/audit.h"
 #include "common/json.h"
 #include "common/page.h"
+#include "common/thread_safety.h"
 #include "sched/sched.h"
 #include "store/store.h"
 #include "tenancy/tenancy.h"
@@ -187,8 +187,14 @@ class Service {
   void invalidate();
   // Calls made since the last begin() changed the in-memory scheduler; after a failed
   // transaction the caller must invalidate().
-  void begin() { changed_ = false; }
-  bool changed() const { return changed_; }
+  void begin() GP_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    changed_ = false;
+  }
+  bool changed() GP_EXCLUDES(mu_) {
+    MutexLock lock(mu_);
+    return changed_;
+  }
 
   // Holds the shape for the tenant during the window (placed at its start; placed at once
   // when the window has begun). Rejects what could never be held.
@@ -212,32 +218,34 @@ class Service {
   Result<void> set_platform_quota(store::Tx& tx, const std::map<std::string, int64_t>& limits);
 
  private:
-  Result<sched::Scheduler*> ensure(store::Tx& tx);
-  Result<void> rebuild(store::Tx& tx);
+  Result<sched::Scheduler*> ensure(store::Tx& tx) GP_REQUIRES(mu_);
+  Result<void> rebuild(store::Tx& tx) GP_REQUIRES(mu_);
   Result<void> record_placed(store::Tx& tx, const World& w, const std::string& id,
-                             const sched::Decision& d, const std::string& from);
+                             const sched::Decision& d, const std::string& from) GP_REQUIRES(mu_);
   // Moves `a` (as loaded) to `to`, recording the event; the scheduler's own moves are audited.
   Result<void> transition(store::Tx& tx, const World& w, const Allocation& a, State to,
                           const std::string& code, const std::string& reason,
                           const std::string& actor);
-  Result<int> schedule(store::Tx& tx, const World& w);
+  Result<int> schedule(store::Tx& tx, const World& w) GP_REQUIRES(mu_);
   Result<void> record_preempted(store::Tx& tx, const World& w,
                                 const std::vector<std::string>& victims, const std::string& by,
-                                const std::string& by_tenant);
+                                const std::string& by_tenant) GP_REQUIRES(mu_);
   // Brings stored reservation states in line with the scheduler's.
-  Result<void> sync_reservations(store::Tx& tx, const World& w);
+  Result<void> sync_reservations(store::Tx& tx, const World& w) GP_REQUIRES(mu_);
   Result<int> end(store::Tx& tx, const World& w, const std::string& id, State to,
-                  const std::string& code, const std::string& reason, const std::string& actor);
+                  const std::string& code, const std::string& reason, const std::string& actor)
+      GP_REQUIRES(mu_);
 
   audit::AuditLog& audit_;
   const Clock& clock_;
   Options options_;
-  std::mutex mu_;
-  std::optional<sched::Scheduler> sched_;
-  bool dirty_ = true;
-  bool changed_ = false;
-  std::vector<std::pair<std::string, std::string>> orphans_;  // (id, why) lost in a rebuild
-  std::map<std::string, double> carried_weights_;
+  Mutex mu_;
+  std::optional<sched::Scheduler> sched_ GP_GUARDED_BY(mu_);
+  bool dirty_ GP_GUARDED_BY(mu_) = true;
+  bool changed_ GP_GUARDED_BY(mu_) = false;
+  // (id, why) lost in a rebuild
+  std::vector<std::pair<std::string, std::string>> orphans_ GP_GUARDED_BY(mu_);
+  std::map<std::string, double> carried_weights_ GP_GUARDED_BY(mu_);
 };
 
 }  // namespace gp::alloc

@@ -122,7 +122,7 @@ Result<std::optional<Reservation>> find_reservation(store::Tx& tx,
 
 Result<Reservation> Service::reserve(store::Tx& tx, const World& w, const NewReservation& n,
                                      const std::string& actor) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   const std::string id = w.ids.next("rsv");
   const int64_t now = w.now();
@@ -145,7 +145,7 @@ Result<Reservation> Service::reserve(store::Tx& tx, const World& w, const NewRes
 Result<Reservation> Service::cancel_reservation(store::Tx& tx, const World& w,
                                                 const tenancy::TenantScope& scope,
                                                 const std::string& id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto r = GP_TRY(find_reservation(tx, scope, id));
   if (!r) return fail(Error::not_found("reservation not found"));
   if (r->state != ReservationState::kScheduled && r->state != ReservationState::kActive)

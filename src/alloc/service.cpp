@@ -24,10 +24,10 @@ std::string resource_of(const Allocation& a) {
 }  // namespace
 
 Service::Service(audit::AuditLog& audit, const Clock& clock, Options options)
-    : audit_(audit), clock_(clock), options_(std::move(options)) {}
+    : audit_(audit), clock_(clock), options_(options) {}
 
 void Service::invalidate() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   dirty_ = true;
 }
 
@@ -87,6 +87,7 @@ Result<void> Service::rebuild(store::Tx& tx) {
     nodes[n->second].spec.gpus.push_back(std::move(g));
   }
   std::vector<sched::NodeSpec> specs;
+  specs.reserve(nodes.size());
   for (const NodeRow& n : nodes) specs.push_back(n.spec);
   auto state = sched::ClusterState::build(std::move(specs));
   if (!state)
@@ -112,9 +113,10 @@ Result<void> Service::rebuild(store::Tx& tx) {
       sched_->restore_pending(a.id, a.request, submitted, std::move(why));
       continue;
     }
-    Result<void> restored = [&]() -> Result<void> {
-      auto p = GP_TRY(detail::placement_from(a.placement, a.request, sched_->state(), index));
-      return sched_->restore(a.id, a.request, p, submitted, submitted);
+    // The lambda gets the scheduler itself: the analysis cannot see mu_ held inside it.
+    Result<void> restored = [&, &s = *sched_]() -> Result<void> {
+      auto p = GP_TRY(detail::placement_from(a.placement, a.request, s.state(), index));
+      return s.restore(a.id, a.request, p, submitted, submitted);
     }();
     if (!restored) orphans_.emplace_back(a.id, restored.error().message);
   }
@@ -221,6 +223,7 @@ Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::st
   // What the GPUs must become: their agents apply these plans. A mode change and a layout
   // change both leave the GPU as the state now holds it.
   std::vector<int32_t> changed;
+  changed.reserve(p.mode_changes.size() + p.mig_changes.size());
   for (const auto& c : p.mode_changes) changed.push_back(c.gpu);
   for (const auto& c : p.mig_changes) changed.push_back(c.gpu);
   std::ranges::sort(changed);
@@ -268,7 +271,7 @@ Result<void> Service::record_preempted(store::Tx& tx, const World& w,
 
 Result<Allocation> Service::create(store::Tx& tx, const World& w, const NewAllocation& n,
                                    const std::string& actor) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   const std::string id = w.ids.next("alc");
   const int64_t now = w.now();
@@ -293,7 +296,7 @@ Result<Allocation> Service::create(store::Tx& tx, const World& w, const NewAlloc
 }
 
 Result<Json> Service::dry_run(store::Tx& tx, const NewAllocation& n) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   Result<sched::Placement> p = s->probe(n.request);
   if (!p && p.error().code == ErrorCode::kInvalidArgument) return fail(p.error());
@@ -343,7 +346,7 @@ Result<int> Service::schedule(store::Tx& tx, const World& w) {
 Result<Allocation> Service::release(store::Tx& tx, const World& w,
                                     const tenancy::TenantScope& scope, const std::string& id,
                                     const std::string& reason) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto a = GP_TRY(find_allocation(tx, scope, id));
   if (!a) return fail(Error::not_found("allocation not found"));
   if (!live(a->state))
@@ -360,7 +363,7 @@ Result<Allocation> Service::release(store::Tx& tx, const World& w,
 }
 
 Result<int> Service::tick(store::Tx& tx, const World& w) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   int n = 0;
   for (const auto& [id, why] : std::exchange(orphans_, {})) {
@@ -422,7 +425,7 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
 }
 
 Result<int> Service::offboard(store::Tx& tx, const World& w, const std::string& tenant_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   changed_ = true;
   int n = 0;
@@ -449,7 +452,7 @@ Result<int> Service::offboard(store::Tx& tx, const World& w, const std::string& 
 
 Result<int> Service::node_failed(store::Tx& tx, const World& w, const std::string& node_id,
                                  const std::string& reason) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   int n = 0;
   for (const auto& row : GP_TRY(tx.query(
            "SELECT allocation_id FROM allocation_nodes WHERE node_id = ? ORDER BY allocation_id",
@@ -463,7 +466,7 @@ Result<int> Service::node_failed(store::Tx& tx, const World& w, const std::strin
 }
 
 Result<Json> Service::why(store::Tx& tx, const World& w, const Allocation& a) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   Json out = {{"id", a.id},
               {"state", state_name(a.state)},
@@ -524,7 +527,7 @@ Result<Json> Service::why(store::Tx& tx, const World& w, const Allocation& a) {
 }
 
 Result<Json> Service::queue(store::Tx& tx, const World& w, const std::string& tenant_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   const TimePoint now = w.clock.now();
   Json items = Json::array();
@@ -548,7 +551,7 @@ Result<Json> Service::queue(store::Tx& tx, const World& w, const std::string& te
 }
 
 Result<Json> Service::tenant_quota(store::Tx& tx, const std::string& tenant_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   TenantQuota q = GP_TRY(detail::load_tenant_quota(tx, tenant_id));
   Json models = Json::object();
@@ -570,7 +573,7 @@ Result<Json> Service::tenant_quota(store::Tx& tx, const std::string& tenant_id) 
 
 Result<Json> Service::project_quota(store::Tx& tx, const std::string& tenant_id,
                                     const std::string& project_id) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   ProjectQuota q = GP_TRY(detail::load_project_quota(tx, tenant_id, project_id));
   Json models = Json::object();
@@ -582,7 +585,7 @@ Result<Json> Service::project_quota(store::Tx& tx, const std::string& tenant_id,
 }
 
 Result<Json> Service::platform_quota(store::Tx& tx) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   Json models = Json::object();
   for (const auto& [m, model] : s->state().limits().models) {

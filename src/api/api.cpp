@@ -7,8 +7,10 @@
 #include <charconv>
 #include <chrono>
 
+#include "api/client_key.h"
 #include "api/router.h"
 #include "common/crypto.h"
+#include "fleet/fleet.h"
 
 namespace gp::api {
 namespace {
@@ -20,7 +22,6 @@ int http_status(ErrorCode c) {
     case ErrorCode::kUnauthenticated:
       return 401;
     case ErrorCode::kPermissionDenied:
-      return 403;
     case ErrorCode::kTenantSuspended:
       return 403;
     case ErrorCode::kNotFound:
@@ -28,7 +29,6 @@ int http_status(ErrorCode c) {
     case ErrorCode::kMethodNotAllowed:
       return 405;
     case ErrorCode::kConflict:
-      return 409;
     case ErrorCode::kQuotaExceeded:
     case ErrorCode::kBudgetExceeded:
       return 409;
@@ -153,7 +153,7 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
       ids_(ids),
       limits_(limits),
       authn_(store, clock),
-      allocs_(audit, clock, std::move(alloc_options)),
+      allocs_(audit, clock, alloc_options),
       throttles_(std::make_unique<Throttles>(limits.rate)) {
   for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(),
                      alloc_routes(), k8s_routes(), network_routes(), billing_routes(),
@@ -186,6 +186,41 @@ void audit_failure(Api& api, const Call& call, const Route* route, std::string_v
     spdlog::error("audit write failed for request {}: {}", call.request_id, r.error().message);
 }
 
+namespace {
+
+// Node mTLS: an agent call must come with its own node's certificate, verified against the node
+// CA during the handshake and still unrevoked in the store.
+Result<void> check_node_certificate(Api& api, const iam::Principal& who, const HttpRequest& req,
+                                    std::string_view action) {
+  const auto& pki = api.isolation().node_pki;
+  if (!pki || !pki->required) return ok();
+  if (!req.client_cert) {
+    // A node enrolled before the control plane served TLS has no certificate on record: its
+    // credential alone may ask for the first one, never for anything else.
+    bool first = false;
+    if (action == "node.certificate.renew")
+      GP_TRY_VOID(api.store().read([&](store::Tx& tx) -> Result<void> {
+        first = GP_TRY(fleet::list_certificates(tx, who.id)).empty();
+        return ok();
+      }));
+    if (first) return ok();
+    return fail(Error::unauthenticated(
+        "agent calls need the node's client certificate (mTLS); this connection presented none"));
+  }
+  const tls::PeerCert& cert = *req.client_cert;
+  if (!cert.verify_error.empty())
+    return fail(Error::unauthenticated(
+        fmt::format("node certificate {} refused: {}", cert.serial, cert.verify_error)));
+  if (cert.common_name != who.id)
+    return fail(Error::unauthenticated(
+        fmt::format("node certificate {} names {}, not this node", cert.serial, cert.common_name)));
+  return api.store().read([&](store::Tx& tx) {
+    return fleet::check_certificate(tx, who.id, cert.serial, to_unix_micros(api.clock().now()));
+  });
+}
+
+}  // namespace
+
 HttpResponse Api::handle(HttpRequest req) {
   auto started = std::chrono::steady_clock::now();
   if (req.path.empty()) parse_target(req);
@@ -205,10 +240,11 @@ HttpResponse Api::handle(HttpRequest req) {
     audited = true;
   };
   const TimePoint now = clock_.now();
+  const std::string client = client_key(req.remote);  // what the address limits count
 
   auto dispatch = [&]() -> Result<Reply> {
     if (!req.remote.empty()) {
-      if (auto v = throttles_->address.take(req.remote, now); !v.allowed)
+      if (auto v = throttles_->address.take(client, now); !v.allowed)
         return fail(throttled(call, v, "this client address"));
     }
     if (req.query_error) return fail(Error::invalid(*req.query_error));
@@ -251,10 +287,10 @@ HttpResponse Api::handle(HttpRequest req) {
     // Authentication.
     if (route->access != Access::kPublic) {
       // An address that keeps presenting bad credentials is refused before they are checked.
-      if (auto v = throttles_->auth_failures.check(req.remote, now); !v.allowed) {
+      if (auto v = throttles_->auth_failures.check(client, now); !v.allowed) {
         Error e = throttled(call, v, "failed authentications from this address");
         // One "throttled" audit record per address a minute, not one per refused request.
-        if (throttles_->audit_throttled.take(req.remote, now).allowed) deny("throttled", e);
+        if (throttles_->audit_throttled.take(client, now).allowed) deny("throttled", e);
         return fail(e);
       }
       auto auth = req.header("authorization");
@@ -268,7 +304,7 @@ HttpResponse Api::handle(HttpRequest req) {
       if (!who) {
         // A store that cannot be read (503) says nothing about the credential.
         if (who.error().code != ErrorCode::kUnauthenticated) return fail(who.error());
-        throttles_->auth_failures.take(req.remote, now);
+        throttles_->auth_failures.take(client, now);
         deny("denied", who.error());
         return fail(who.error());
       }
@@ -281,6 +317,14 @@ HttpResponse Api::handle(HttpRequest req) {
                                      : "this route accepts only node agent credentials");
         deny("denied", e);
         return fail(e);
+      }
+      if (node) {
+        if (auto cert = check_node_certificate(*this, call.who, req, route->action); !cert) {
+          if (cert.error().code != ErrorCode::kUnauthenticated) return fail(cert.error());
+          throttles_->auth_failures.take(client, now);
+          deny("denied", cert.error());
+          return fail(cert.error());
+        }
       }
     }
 
@@ -390,13 +434,13 @@ HttpResponse Api::handle(HttpRequest req) {
 }
 
 void Api::set_role(bool leader, std::string leader_url) {
-  std::lock_guard lock(role_mu_);
+  MutexLock lock(role_mu_);
   leader_url_ = std::move(leader_url);
   leader_ = leader;
 }
 
 std::string Api::leader_url() const {
-  std::lock_guard lock(role_mu_);
+  MutexLock lock(role_mu_);
   return leader_url_;
 }
 

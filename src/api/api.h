@@ -7,7 +7,6 @@
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +20,7 @@
 #include "common/ids.h"
 #include "common/json.h"
 #include "common/page.h"
+#include "common/thread_safety.h"
 #include "iam/iam.h"
 #include "metering/metering.h"
 #include "network/network.h"
@@ -42,6 +42,15 @@ struct Limits {
   RateLimits rate;  // all off unless set (serve sets RateLimits::server_defaults())
 };
 
+// Node mTLS (docs/fleet.md): the CA that signs node agents' client certificates and how long
+// one lasts. With `required` (the API listens with TLS) every agent call must present a valid,
+// unrevoked certificate of its own node, and enrolment must send a certificate request.
+struct NodePki {
+  tls::KeyAndCert ca;
+  Duration cert_ttl = std::chrono::hours(24);
+  bool required = false;
+};
+
 // Tenant isolation settings: the pool tenant network segments come from, and the master key
 // that wraps the tenants' data keys (without one the secrets routes answer 503).
 struct Isolation {
@@ -54,6 +63,7 @@ struct Isolation {
   Duration storage_grace = std::chrono::hours(168);
   // The API listener speaks TLS (serve --tls-cert/--tls-key): the posture's network.tls fact.
   bool api_tls = false;
+  std::optional<NodePki> node_pki;  // none: node certificates are neither issued nor checked
 };
 
 struct Route;  // api/router.h
@@ -117,8 +127,8 @@ class Api {
   std::unique_ptr<Throttles> throttles_;
   std::atomic<bool> ready_{true};
   std::atomic<bool> leader_{true};
-  mutable std::mutex role_mu_;
-  std::string leader_url_;  // guarded by role_mu_
+  mutable Mutex role_mu_;
+  std::string leader_url_ GP_GUARDED_BY(role_mu_);
   std::vector<Route> routes_;
   Isolation isolation_;
   metering::IngestOptions metering_;

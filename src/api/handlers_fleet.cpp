@@ -75,7 +75,7 @@ Result<Reply> list_nodes(Api& api, Call& call, store::Tx& tx) {
 }
 
 // POST /v1/nodes/{node}/<verb>: lifecycle actions and cordon.
-MutationHandler node_verb(std::string verb) {
+MutationHandler node_verb(const std::string& verb) {
   return [verb](Api& api, Call& call, store::Tx& tx) -> Result<Mutation> {
     auto r = body_reader(call, "node action");
     std::string reason = r.optional_string("reason", 500).value_or("");
@@ -139,23 +139,95 @@ Result<Mutation> import_inventory(Api& api, Call& call, store::Tx& tx) {
   return m;
 }
 
+constexpr size_t kMaxCsrBytes = 16 * 1024;
+
+// Signs a node's certificate request with the node CA and records the certificate: the agent's
+// client identity for mTLS, valid from a few minutes ago (clock skew) for the configured TTL.
+Result<Json> issue_node_certificate(Api& api, store::Tx& tx, const std::string& node_id,
+                                    const std::string& csr) {
+  const auto& pki = api.isolation().node_pki;
+  if (!pki)
+    return fail(Error::invalid(
+        "csr: this control plane issues no node certificates (it does not serve TLS)"));
+  const auto now = std::chrono::floor<std::chrono::seconds>(api.clock().now());
+  const auto ttl = std::chrono::duration_cast<std::chrono::seconds>(pki->cert_ttl);
+  // Backdated for clocks that lag ours: five minutes, or a quarter of a short lifetime.
+  const auto from = now - std::min<std::chrono::seconds>(std::chrono::minutes(5), ttl / 4);
+  const uint64_t serial = tls::random_serial();
+  std::string pem = GP_TRY(tls::sign_client_csr(
+      pki->ca, csr, {.common_name = node_id, .not_before = from, .validity = now + ttl - from},
+      serial));
+  fleet::NodeCertificate record{.serial = std::to_string(serial),
+                                .node_id = node_id,
+                                .not_before = to_unix_micros(from),
+                                .not_after = to_unix_micros(now + ttl)};
+  GP_TRY_VOID(fleet::record_certificate(tx, api.world(), record));
+  return Json{{"pem", pem},
+              {"serial", record.serial},
+              {"not_after", format_rfc3339(now + ttl)},
+              {"ca", pki->ca.cert_pem}};
+}
+
 Result<Mutation> enroll(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "enrolment");
   std::string token = r.string("join_token", 128);
   const Json* inv = r.optional_object("inventory");
   if (!inv) r.reject("inventory", "is required");
+  auto csr = r.optional_string("csr", kMaxCsrBytes);
   GP_TRY_VOID(r.finish());
+  const auto& pki = api.isolation().node_pki;
+  if (!csr && pki && pki->required)
+    return fail(Error::invalid(
+        "csr: this control plane requires node client certificates (mTLS); send a certificate "
+        "request with the enrolment (gpuplane agent does)"));
   auto inventory = GP_TRY(fleet::parse_inventory(*inv));
   auto e = GP_TRY(fleet::enroll(tx, api.world(), token, inventory));
   auto gpus = GP_TRY(fleet::list_gpus(tx, e.node.id));
+  Json reply = {{"node", node_with_gpus(e.node, gpus)}, {"credential", e.credential}};
+  if (csr) reply["certificate"] = GP_TRY(issue_node_certificate(api, tx, e.node.id, *csr));
   api.allocs().invalidate();
-  Json body = node_with_gpus(e.node, gpus);
   Mutation m;
-  m.reply = json_reply(201, {{"node", body}, {"credential", e.credential}});
+  m.reply = json_reply(201, reply);
   m.resource = "/v1/nodes/" + e.node.id;
   m.actor = e.node.id;
   m.detail = {{"node", e.node.info.name}, {"gpus", gpus.size()}};
+  if (csr) m.detail["certificate"] = reply["certificate"]["serial"];
   return m;
+}
+
+// POST /v1/agent/certificate: an agent renews its client certificate before it runs out.
+Result<Mutation> renew_certificate(Api& api, Call& call, store::Tx& tx) {
+  auto r = body_reader(call, "certificate request");
+  std::string csr = r.string("csr", kMaxCsrBytes);
+  GP_TRY_VOID(r.finish());
+  Json cert = GP_TRY(issue_node_certificate(api, tx, call.who.id, csr));
+  Mutation m;
+  m.reply = json_reply(201, cert);
+  m.resource = "/v1/nodes/" + call.who.id + "/certificates/" + cert["serial"].get<std::string>();
+  m.detail = {{"serial", cert["serial"]}, {"not_after", cert["not_after"]}};
+  return m;
+}
+
+// POST /v1/nodes/{node}/revoke: cuts a node's agent off at its next call.
+Result<Mutation> revoke_node(Api& api, Call& call, store::Tx& tx) {
+  auto r = body_reader(call, "node revocation");
+  std::string reason = r.optional_string("reason", 500).value_or("");
+  GP_TRY_VOID(r.finish());
+  auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
+  if (reason.empty()) reason = "operator: revoke";
+  int revoked = GP_TRY(fleet::revoke_node(tx, api.world(), n.id, reason));
+  Mutation m;
+  m.reply = json_reply(200, {{"node", n.to_json()}, {"certificates_revoked", revoked}});
+  m.resource = "/v1/nodes/" + n.id;
+  m.detail = {{"node", n.info.name}, {"certificates_revoked", revoked}, {"reason", reason}};
+  return m;
+}
+
+Result<Reply> list_node_certificates(Api&, Call& call, store::Tx& tx) {
+  auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
+  Json items = Json::array();
+  for (const auto& c : GP_TRY(fleet::list_certificates(tx, n.id))) items.push_back(c.to_json());
+  return json_reply(200, {{"items", items}, {"next", nullptr}});
 }
 
 Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
@@ -311,6 +383,23 @@ std::vector<Route> fleet_routes() {
                  .summary = "Node lifecycle: " + verb + ".",
                  .request_schema = "NodeAction",
                  .response_schema = "Node"});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/nodes/{node}/revoke",
+               .action = "node.revoke",
+               .permission = Permission::kFleetWrite,
+               .mutation = true,
+               .handler = write_tx(revoke_node),
+               .summary = "Revoke the node's certificates and credential: its agent is refused "
+                          "from its next call on.",
+               .request_schema = "NodeAction",
+               .response_schema = "NodeRevoked"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/nodes/{node}/certificates",
+               .action = "node.certificates",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx(list_node_certificates),
+               .summary = "Client certificates issued to the node's agent, newest first.",
+               .response_schema = "NodeCertificate[]"});
   r.push_back({.method = "GET",
                .pattern = "/v1/gpus",
                .action = "gpu.list",
@@ -383,6 +472,16 @@ std::vector<Route> fleet_routes() {
                .summary = "A node agent enrols with a join token; returns its credential once.",
                .request_schema = "Enrollment",
                .response_schema = "Enrolled",
+               .success_status = 201});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/agent/certificate",
+               .action = "node.certificate.renew",
+               .access = Access::kNode,
+               .mutation = true,
+               .handler = write_tx(renew_certificate),
+               .summary = "A node agent renews its client certificate with a new key.",
+               .request_schema = "CertificateRequest",
+               .response_schema = "IssuedCertificate",
                .success_status = 201});
   r.push_back({.method = "POST",
                .pattern = "/v1/agent/heartbeat",

@@ -2,6 +2,7 @@
 // trail (listing per platform or tenant, and server-side verification).
 #include <fmt/format.h>
 
+#include "api/client_key.h"
 #include "api/router.h"
 
 namespace gp::api {
@@ -43,7 +44,8 @@ Result<Reply> login(Api& api, Call& call) {
   const TimePoint now = api.clock().now();
   const std::string account = "login:" + username;
   for (auto [limiter, key, what] :
-       {std::tuple{&t.auth_failures, call.req.remote, "failed authentications from this address"},
+       {std::tuple{&t.auth_failures, client_key(call.req.remote),
+                   "failed authentications from this address"},
         std::tuple{&t.login_failures, account, "failed logins of this account"}}) {
     if (auto v = limiter->check(key, now); !v.allowed) {
       Error e = throttled(call, v, what);
@@ -60,7 +62,7 @@ Result<Reply> login(Api& api, Call& call) {
   });
   if (!checked) {
     if (checked.error().code == ErrorCode::kUnauthenticated) {
-      t.auth_failures.take(call.req.remote, now);
+      t.auth_failures.take(client_key(call.req.remote), now);
       t.login_failures.take(account, now);
     }
     return fail(checked.error());

@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tls/tls.h"
+
 namespace gp::api {
 
 struct HttpRequest {
@@ -17,8 +19,9 @@ struct HttpRequest {
   std::map<std::string, std::string> query;
   std::vector<std::pair<std::string, std::string>> headers;  // names lower case
   std::string body;
-  std::string remote;                      // client address
-  std::optional<std::string> query_error;  // set when the query string could not be decoded
+  std::string remote;                        // client address
+  std::optional<tls::PeerCert> client_cert;  // the TLS client certificate, when one was shown
+  std::optional<std::string> query_error;    // set when the query string could not be decoded
 
   std::optional<std::string_view> header(std::string_view lower_name) const;
 };

@@ -8,7 +8,7 @@ namespace gp::api {
 
 void Metrics::observe(const std::string& method, const std::string& route, int status,
                       double seconds) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   auto& s = series_[{method, route, status}];
   ++s.count;
   s.sum += seconds;
@@ -17,7 +17,7 @@ void Metrics::observe(const std::string& method, const std::string& route, int s
 }
 
 void Metrics::set_gauge(const std::string& name, double value) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   gauges_[name] = value;
 }
 
@@ -32,12 +32,12 @@ void Metrics::set_family(const std::string& name, const std::string& help, const
     values.resize(max_series);
     values.emplace_back("_other", rest);
   }
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   families_[name] = Family{help, label, std::move(values)};
 }
 
 std::string Metrics::render() const {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   std::string out;
   out += "# HELP gpuplane_http_requests_total HTTP requests by route template and status.\n";
   out += "# TYPE gpuplane_http_requests_total counter\n";

@@ -6,10 +6,11 @@
 #include <array>
 #include <atomic>
 #include <map>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "common/thread_safety.h"
 
 namespace gp::api {
 
@@ -31,14 +32,14 @@ class Metrics {
     double sum = 0;
     std::array<uint64_t, kBuckets.size()> buckets{};
   };
-  mutable std::mutex mu_;
-  std::map<std::tuple<std::string, std::string, int>, Series> series_;
-  std::map<std::string, double> gauges_;
+  mutable Mutex mu_;
+  std::map<std::tuple<std::string, std::string, int>, Series> series_ GP_GUARDED_BY(mu_);
+  std::map<std::string, double> gauges_ GP_GUARDED_BY(mu_);
   struct Family {
     std::string help, label;
     std::vector<std::pair<std::string, double>> values;
   };
-  std::map<std::string, Family> families_;
+  std::map<std::string, Family> families_ GP_GUARDED_BY(mu_);
 };
 
 }  // namespace gp::api

@@ -205,10 +205,27 @@ Json schemas() {
   s["FleetSummary"] =
       loose({{"gpus_total", integer()}}, {"gpus_total", "gpus_by_model", "nodes_by_state"});
   s["FleetImport"] = object({{"nodes", {{"type", "array"}}}, {"pool", str()}}, {"nodes"});
-  s["Enrollment"] = object({{"join_token", str()}, {"inventory", schema_ref("Inventory")}},
-                           {"join_token", "inventory"});
-  s["Enrolled"] =
-      object({{"node", schema_ref("Node")}, {"credential", str()}}, {"node", "credential"});
+  s["Enrollment"] =
+      object({{"join_token", str()}, {"inventory", schema_ref("Inventory")}, {"csr", str()}},
+             {"join_token", "inventory"});
+  s["IssuedCertificate"] =
+      object({{"pem", str()}, {"serial", str()}, {"not_after", str()}, {"ca", str()}},
+             {"pem", "serial", "not_after", "ca"});
+  s["CertificateRequest"] = object({{"csr", str()}}, {"csr"});
+  s["Enrolled"] = object({{"node", schema_ref("Node")},
+                          {"credential", str()},
+                          {"certificate", schema_ref("IssuedCertificate")}},
+                         {"node", "credential"});
+  s["NodeCertificate"] = object({{"serial", str()},
+                                 {"node_id", str()},
+                                 {"not_before", str()},
+                                 {"not_after", str()},
+                                 {"issued_at", str()},
+                                 {"revoked_at", nstr()},
+                                 {"revoke_reason", str()}},
+                                {"serial", "node_id", "not_before", "not_after", "revoked_at"});
+  s["NodeRevoked"] = object({{"node", schema_ref("Node")}, {"certificates_revoked", integer()}},
+                            {"node", "certificates_revoked"});
   s["Heartbeat"] =
       object({{"inventory", schema_ref("Inventory")}, {"samples", {{"type", "array"}}}}, {});
   s["HeartbeatReply"] = loose({{"node", schema_ref("Node")}}, {"node", "assignments"});

@@ -1,10 +1,23 @@
 #include "api/rate_limit.h"
 
 #include <algorithm>
+#include <boost/asio/ip/address.hpp>
 #include <cmath>
 #include <functional>
 
 namespace gp::api {
+
+std::string client_key(std::string_view remote) {
+  boost::system::error_code ec;
+  auto address = boost::asio::ip::make_address(std::string(remote), ec);
+  if (ec || !address.is_v6()) return std::string(remote);
+  auto v6 = address.to_v6();
+  if (v6.is_v4_mapped())
+    return boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, v6).to_string();
+  auto bytes = v6.to_bytes();
+  std::fill(bytes.begin() + 8, bytes.end(), 0);
+  return boost::asio::ip::address_v6(bytes).to_string() + "/64";
+}
 
 RateLimits RateLimits::server_defaults() {
   return {.per_principal = {.per_second = 200, .burst = 400},
@@ -25,7 +38,7 @@ double RateLimiter::tokens_at(const Bucket& b, TimePoint now) const {
 RateLimiter::Verdict RateLimiter::visit(std::string_view key, TimePoint now, bool consume) {
   if (!limit_.enabled()) return {};
   Shard& shard = shards_[std::hash<std::string_view>{}(key) % kShards];
-  std::lock_guard lock(shard.mu);
+  MutexLock lock(shard.mu);
   auto it = shard.buckets.find(std::string(key));
   if (it == shard.buckets.end()) {
     if (shard.buckets.size() >= max_per_shard_) {
@@ -59,7 +72,7 @@ RateLimiter::Verdict RateLimiter::check(std::string_view key, TimePoint now) {
 size_t RateLimiter::size() const {
   size_t n = 0;
   for (const Shard& s : shards_) {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     n += s.buckets.size();
   }
   return n;

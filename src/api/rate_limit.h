@@ -7,12 +7,12 @@
 #include <array>
 #include <chrono>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "common/clock.h"
+#include "common/thread_safety.h"
 
 namespace gp::api {
 
@@ -61,8 +61,8 @@ class RateLimiter {
     TimePoint at;
   };
   struct Shard {
-    mutable std::mutex mu;
-    std::unordered_map<std::string, Bucket> buckets;
+    mutable Mutex mu;
+    std::unordered_map<std::string, Bucket> buckets GP_GUARDED_BY(mu);
   };
   static constexpr size_t kShards = 16;
 

@@ -18,13 +18,12 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
-#include <condition_variable>
 #include <list>
-#include <mutex>
 #include <thread>
 #include <utility>  // boost/asio/awaitable.hpp forgets it (Boost 1.74)
 
 #include "api/api.h"
+#include "common/thread_safety.h"
 #include "tls/tls.h"
 
 namespace gp::api {
@@ -90,8 +89,8 @@ struct Server::Impl {
   uint16_t port;
   int threads;
   std::optional<tls::CertFiles> tls_files;
-  std::mutex tls_mu;
-  std::shared_ptr<ssl::context> tls_ctx;  // guarded by tls_mu; null without TLS
+  Mutex tls_mu;
+  std::shared_ptr<ssl::context> tls_ctx GP_GUARDED_BY(tls_mu);  // null without TLS
   asio::io_context ioc;
   // The accept loop and the close at stop() run on this strand, never at the same time.
   asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(ioc)};
@@ -99,9 +98,9 @@ struct Server::Impl {
   std::vector<std::thread> workers;
   std::atomic<int> active{0};
   std::atomic<bool> stopping{false};
-  std::mutex mu;
-  std::condition_variable drained;
-  std::list<std::weak_ptr<Conn>> conns;
+  Mutex mu;
+  CondVar drained;
+  std::list<std::weak_ptr<Conn>> conns GP_GUARDED_BY(mu);
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   // Waits for the disk (Store::flush); one flush covers every commit before it, so two
   // threads are plenty.
@@ -111,7 +110,7 @@ struct Server::Impl {
       : api(a), address(std::move(addr)), port(p), threads(t), tls_files(std::move(files)) {}
 
   std::shared_ptr<ssl::context> current_tls() {
-    std::lock_guard lock(tls_mu);
+    MutexLock lock(tls_mu);
     return tls_ctx;
   }
 
@@ -132,7 +131,7 @@ struct Server::Impl {
       }
       ++active;
       {
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         std::erase_if(conns, [](const auto& w) { return w.expired(); });
         conns.push_back(conn);
       }
@@ -171,26 +170,29 @@ struct Server::Impl {
                                           asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         spdlog::debug("TLS handshake with {} failed: {}", remote, ec.message());
-      } else if (co_await serve(*conn, *conn->tls, remote)) {
+      } else if (co_await serve(*conn, *conn->tls, remote,
+                                tls::peer_certificate(conn->tls->native_handle()))) {
         // Say goodbye (close_notify) but do not wait long for the client's.
         conn->transport().expires_after(std::chrono::milliseconds(500));
         co_await conn->tls->async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
       }
     } else {
-      co_await serve(*conn, *conn->plain, remote);
+      co_await serve(*conn, *conn->plain, remote, std::nullopt);
     }
     conn->transport().socket().shutdown(tcp::socket::shutdown_both, ec);
     conn->transport().close();
     if (--active == 0) {
-      std::lock_guard lock(mu);  // pairs with the predicate check in stop()
+      MutexLock lock(mu);  // pairs with the check in stop()
       drained.notify_all();
     }
   }
 
   // The requests of one connection, until it closes or fails. True when it ended cleanly (the
-  // last answer said Connection: close, or the server is stopping).
+  // last answer said Connection: close, or the server is stopping). `peer` is the client
+  // certificate the TLS handshake received, handed to every request of the connection.
   template <typename Stream>
-  asio::awaitable<bool> serve(Conn& conn, Stream& stream, const std::string& remote) {
+  asio::awaitable<bool> serve(Conn& conn, Stream& stream, const std::string& remote,
+                              std::optional<tls::PeerCert> peer) {
     const Limits& limits = api.limits();
     beast::flat_buffer buffer;
     boost::system::error_code ec;
@@ -238,6 +240,7 @@ struct Server::Impl {
       }
       req.body = std::move(msg.body());
       req.remote = remote;
+      req.client_cert = peer;
       HttpResponse resp;
       uint64_t ticket = 0;
       {
@@ -279,7 +282,11 @@ Server::~Server() {
 
 Result<uint16_t> Server::start() {
   auto& m = *impl_;
-  if (m.tls_files) m.tls_ctx = GP_TRY(tls::server_context(*m.tls_files));
+  if (m.tls_files) {
+    auto ctx = GP_TRY(tls::server_context(*m.tls_files));
+    MutexLock lock(m.tls_mu);
+    m.tls_ctx = std::move(ctx);
+  }
   boost::system::error_code ec;
   auto addr = asio::ip::make_address(m.address, ec);
   if (ec) return fail(Error::invalid("bad listen address: " + m.address));
@@ -310,7 +317,7 @@ void Server::stop(std::chrono::milliseconds grace) {
   });
   // Idle keep-alive connections are closed now; busy ones finish their request first.
   {
-    std::lock_guard lock(m.mu);
+    MutexLock lock(m.mu);
     for (auto& w : m.conns) {
       if (auto c = w.lock()) {
         asio::post(c->transport().get_executor(), [c] {
@@ -321,8 +328,10 @@ void Server::stop(std::chrono::milliseconds grace) {
     }
   }
   {
-    std::unique_lock lock(m.mu);
-    m.drained.wait_for(lock, grace, [&] { return m.active.load() == 0; });
+    MutexLock lock(m.mu);
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    while (m.active.load() != 0 && m.drained.wait_until(m.mu, deadline)) {
+    }
   }
   m.work.reset();
   m.ioc.stop();
@@ -344,7 +353,7 @@ Result<void> Server::reload_tls() {
   auto& m = *impl_;
   if (!m.tls_files) return fail(Error::invalid("this server does not use TLS"));
   auto fresh = GP_TRY(tls::server_context(*m.tls_files));
-  std::lock_guard lock(m.tls_mu);
+  MutexLock lock(m.tls_mu);
   m.tls_ctx = std::move(fresh);
   return ok();
 }

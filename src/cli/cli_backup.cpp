@@ -22,9 +22,11 @@ namespace fs = std::filesystem;
 
 constexpr std::string_view kBackupDb = "gpuplane.db";
 // The keys that travel with a backup: the store is useless without the master key (tenant
-// secrets) and unverifiable without the audit key.
+// secrets), unverifiable without the audit key, and every node must enrol again without the
+// node CA that signed its certificate.
 const std::vector<std::string> kKeyFiles = {"master.key", std::string(audit::kSigningKeyFile),
-                                            std::string(audit::kPublicKeyFile)};
+                                            std::string(audit::kPublicKeyFile), "node-ca.pem",
+                                            "node-ca.key"};
 
 std::string read_file_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -107,6 +107,27 @@ void add_node(CLI::App& app, ClientConfig& c, int* rc) {
       return r.has_value();
     });
   }
+  auto* revoke = node->add_subcommand(
+      "revoke", "Revoke a node's certificates and credential: its agent is refused at once");
+  revoke->add_option("id", *id, "Node id or name")->required();
+  revoke->add_option("--reason", *reason, "Why (recorded in the audit trail)");
+  on_run(revoke, rc, [&c, id, reason] {
+    Json body = Json::object();
+    if (!reason->empty()) body["reason"] = *reason;
+    auto r = call(c, "POST", "/v1/nodes/" + url_encode(*id) + "/revoke", body);
+    if (r)
+      std::cout << fmt::format("node {}: {} certificate(s) and its credential revoked\n",
+                               (*r)["node"]["name"].get<std::string>(),
+                               (*r)["certificates_revoked"].get<int>());
+    return r.has_value();
+  });
+  auto* certs = node->add_subcommand("certificates", "Client certificates issued to a node");
+  certs->add_option("id", *id, "Node id or name")->required();
+  on_run(certs, rc, [&c, id] {
+    auto r = call(c, "GET", "/v1/nodes/" + url_encode(*id) + "/certificates");
+    if (r) print(c, *r, {"serial", "issued_at", "not_after", "revoked_at", "revoke_reason"});
+    return r.has_value();
+  });
   auto body = std::make_shared<Json>(Json::object());
   auto* jt = node->add_subcommand("join-token", "Create a one-time enrolment token for an agent");
   field<std::string>(jt, body, "--pool", "pool", "Nodes enrolled with it join this pool");

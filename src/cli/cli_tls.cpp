@@ -17,6 +17,11 @@ void add_tls_serve_options(CLI::App& serve, ServeOptions& o) {
   auto* key = serve.add_option("--tls-key", o.tls_key, "The private key of --tls-cert (PEM)");
   auto* plain = serve.add_flag("--plaintext", o.plaintext,
                                "Serve plain HTTP (no TLS): only for tests and local benchmarks");
+  serve
+      .add_option("--node-cert-ttl", o.node_cert_ttl,
+                  "Lifetime of node agents' client certificates (mTLS; renewed at 2/3), e.g. "
+                  "24h, 90m")
+      ->capture_default_str();
   cert->needs(key);
   key->needs(cert);
   plain->excludes(cert);

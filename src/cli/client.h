@@ -34,7 +34,7 @@ std::string read_password(const std::string& prompt, bool from_stdin);
 // Binds a CLI option to a JSON body field (a JSON pointer such as "/admin/email"), set only
 // when given.
 template <typename T>
-void field(CLI::App* app, std::shared_ptr<Json> body, const std::string& flag,
+void field(CLI::App* app, const std::shared_ptr<Json>& body, const std::string& flag,
            const std::string& key, const std::string& help, bool required = false) {
   std::string pointer = key.starts_with("/") ? key : "/" + key;
   auto* opt = app->add_option_function<T>(

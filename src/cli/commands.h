@@ -54,6 +54,9 @@ struct ServeOptions {
   std::string tls_cert;
   std::string tls_key;
   bool plaintext = false;
+  // Node mTLS (with TLS only): how long a node agent's client certificate lasts; agents renew
+  // at two thirds of it.
+  std::string node_cert_ttl = "24h";
 };
 
 int run_serve(const ServeOptions& o);

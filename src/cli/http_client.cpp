@@ -88,7 +88,7 @@ Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
                                     const std::vector<std::pair<std::string, std::string>>& headers,
                                     int timeout_ms) {
   std::shared_ptr<asio::ssl::context> ctx;
-  if (ep.tls) ctx = GP_TRY(tls::client_context(ep.ca_file));
+  if (ep.tls) ctx = GP_TRY(tls::client_context(ep.ca_file, ep.identity_file));
   try {
     asio::io_context ioc;  // outlives every stream below: they are destroyed first
     asio::ip::tcp::resolver resolver(ioc);

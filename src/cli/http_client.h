@@ -24,6 +24,8 @@ struct Endpoint {
   bool tls = false;
   // With tls: trust only the CA certificates in this PEM file (empty: the system store).
   std::string ca_file;
+  // With tls: present the client certificate and key in this PEM file (node mTLS).
+  std::string identity_file;
 };
 // http://host[:port] or https://host[:port]; IPv6 hosts in brackets.
 Result<Endpoint> parse_endpoint(std::string_view url);

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -18,6 +17,7 @@
 
 #include "api/api.h"
 #include "cli/commands.h"
+#include "common/thread_safety.h"
 #include "store/engines.h"
 #include "tenancy/tenancy.h"
 
@@ -253,6 +253,21 @@ int run_serve(const ServeOptions& o) {
     return 1;
   }
   isolation->api_tls = !o.tls_cert.empty();
+  if (tls_files) {
+    // Node mTLS: the node CA signs agents' client certificates; the listener asks for them.
+    auto ttl = parse_duration_flag(o.node_cert_ttl);
+    if (!ttl) {
+      spdlog::critical("--node-cert-ttl: {}", ttl.error().message);
+      return 2;
+    }
+    auto ca = tls::ensure_node_ca(o.data_dir, std::chrono::system_clock::now());
+    if (!ca) {
+      spdlog::critical("node CA: {}", ca.error().message);
+      return 1;
+    }
+    tls_files->client_ca_file = tls::node_ca_paths(o.data_dir).cert;
+    isolation->node_pki = api::NodePki{.ca = std::move(*ca), .cert_ttl = *ttl, .required = true};
+  }
   api.set_isolation(std::move(*isolation));
   api.set_metering({.max_future_skew = std::chrono::seconds(o.usage_future_skew_seconds),
                     .lateness = std::chrono::hours(o.usage_lateness_hours)});
@@ -302,13 +317,17 @@ int run_serve(const ServeOptions& o) {
   // Housekeeping once a second: nodes that missed heartbeats are marked failed; the audit
   // trail is sealed by a signed checkpoint every checkpoint_seconds even when it is quiet.
   std::atomic<bool> done{false};
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   std::thread housekeeper([&] {
-    std::unique_lock lock(mu);
+    MutexLock lock(mu);
     auto last_checkpoint = std::chrono::steady_clock::now();
     auto last_billing = std::chrono::steady_clock::time_point();  // first sweep at once
-    while (!cv.wait_for(lock, std::chrono::seconds(1), [&] { return done.load(); })) {
+    for (;;) {
+      const auto wake = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+      while (!done && cv.wait_until(mu, wake)) {
+      }
+      if (done) break;
       if (!leadership.tick()) continue;  // the leader alone runs the periodic work
       bool seal = std::chrono::steady_clock::now() - last_checkpoint >=
                   std::chrono::seconds(o.checkpoint_seconds);
@@ -343,7 +362,7 @@ int run_serve(const ServeOptions& o) {
   spdlog::info("signal {} received: draining", sig);
   server.stop(std::chrono::milliseconds(o.grace_ms));
   {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     done = true;
   }
   cv.notify_all();

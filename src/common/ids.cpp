@@ -34,7 +34,7 @@ std::string RandomIdSource::next(std::string_view prefix) {
 }
 
 std::string SeededIdSource::next(std::string_view prefix) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   uint64_t hi = rng_(), lo = rng_();
   return encode_id(prefix, hi, lo);
 }

@@ -4,10 +4,11 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 #include <random>
 #include <string>
 #include <string_view>
+
+#include "common/thread_safety.h"
 
 namespace gp {
 
@@ -31,8 +32,8 @@ class SeededIdSource final : public IdSource {
   std::string next(std::string_view prefix) override;
 
  private:
-  std::mutex mu_;
-  std::mt19937_64 rng_;
+  Mutex mu_;
+  std::mt19937_64 rng_ GP_GUARDED_BY(mu_);
 };
 
 // Encodes the low 40 bits of hi, then of lo, as 16 base32 characters (order-preserving).

@@ -72,6 +72,29 @@ struct Enrolled {
 Result<Enrolled> enroll(store::Tx& tx, const World& w, std::string_view join_token,
                         const Inventory& inventory);
 // Registers a node known from another inventory source (Kubernetes import); no agent credential.
+// ---- node certificates (mTLS) ----
+// The certificates the node CA issued to a node's agent; the tls module signs, these record.
+struct NodeCertificate {
+  std::string serial, node_id;
+  int64_t not_before = 0, not_after = 0, issued_at = 0;
+  std::optional<int64_t> revoked_at;
+  std::string revoke_reason;
+  Json to_json() const;
+};
+Result<void> record_certificate(store::Tx& tx, const World& w, const NodeCertificate& cert);
+// Newest first.
+Result<std::vector<NodeCertificate>> list_certificates(store::Tx& tx, const std::string& node_id);
+// Whether an agent call from `node_id` presenting certificate `serial` may proceed: the
+// certificate was issued to that node, is neither revoked nor expired at `now`. Unauthenticated
+// errors say which.
+Result<void> check_certificate(store::Tx& tx, const std::string& node_id, const std::string& serial,
+                               int64_t now);
+// Revokes every certificate of the node and its bearer credential: its agent is refused from
+// the next call on and must enrol again with a new join token. Returns how many certificates
+// were revoked.
+Result<int> revoke_node(store::Tx& tx, const World& w, const std::string& node_id,
+                        const std::string& reason);
+
 Result<Node> import_node(store::Tx& tx, const World& w, const Inventory& inventory,
                          const std::optional<std::string>& pool_id, bool ready);
 

@@ -199,7 +199,7 @@ Result<Node> insert_node(store::Tx& tx, const World& w, const Inventory& inv,
       {n.id, n.info.name, store::opt(n.pool_id), std::string(node_state_name(n.state)), int64_t(0),
        std::string(), n.info.cpu_millis, n.info.memory_bytes, n.info.rack, n.info.nvlink_domain,
        Json(n.info.labels).dump(), n.source, store::opt(n.last_heartbeat), n.created_at,
-       n.updated_at, n.version, credential_hash});
+       n.updated_at, n.version, std::move(credential_hash)});
   if (!r && r.error().code == ErrorCode::kConflict)
     return fail(Error::conflict(fmt::format("a node named '{}' is already enrolled", n.info.name)));
   GP_TRY_VOID(r);
@@ -240,7 +240,7 @@ Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node
   if (next == NodeState::kDraining) next = GP_TRY(transition(next, NodeAction::kDrainComplete));
   GP_TRY_VOID(save_state(tx, w, n, next, reason));
   if (next == NodeState::kRetired) {
-    GP_TRY_VOID(tx.exec("UPDATE nodes SET credential_hash = NULL WHERE id = ?", {n.id}));
+    GP_TRY_VOID(revoke_node(tx, w, n.id, "node retired"));
     GP_TRY_VOID(tx.exec("UPDATE gpus SET present = 0 WHERE node_id = ?", {n.id}));
     // A retired node's GPUs owe no service any more.
     for (const auto& r : GP_TRY(tx.query("SELECT gpu_uuid FROM downtime_intervals WHERE node_id "
@@ -300,6 +300,7 @@ Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::strin
     rows = GP_TRY(tx.query(
         fmt::format("SELECT {} FROM gpus WHERE present = 1 ORDER BY node_id, idx", kGpuCols)));
   std::vector<Gpu> out;
+  out.reserve(rows.size());
   for (const auto& r : rows) out.push_back(gpu_from(r));
   return out;
 }
@@ -338,8 +339,8 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
     // Downtime of this GPU: opens when it stops being healthy, closes when it is healthy again.
     const bool was_healthy = !prev || prev->text(2) != n.id || prev->text(0) == "healthy";
     if (was_healthy && health != "healthy")
-      GP_TRY_VOID(
-          open_downtime(tx, n.id, g.uuid, reason.empty() ? health : health + ": " + reason, now));
+      GP_TRY_VOID(open_downtime(
+          tx, n.id, g.uuid, reason.empty() ? health : fmt::format("{}: {}", health, reason), now));
     else if (!was_healthy && health == "healthy")
       GP_TRY_VOID(close_downtime(tx, n.id, g.uuid, now));
     GP_TRY_VOID(tx.exec("DELETE FROM gpus WHERE uuid = ?", {g.uuid}));

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <map>
 #include <memory>
-#include <mutex>
 
+#include "common/thread_safety.h"
 #include "sched/internal.h"
 
 namespace gp::sched::detail {
@@ -93,9 +93,9 @@ std::unique_ptr<MigTable> build_table(const fleet::MigCatalog& catalog) {
 }  // namespace
 
 const MigTable& mig_table(const fleet::MigCatalog& catalog) {
-  static std::mutex mutex;
-  static std::map<const fleet::MigCatalog*, std::unique_ptr<MigTable>> tables;
-  std::lock_guard lock(mutex);
+  static Mutex mutex;
+  static std::map<const fleet::MigCatalog*, std::unique_ptr<MigTable>> tables GP_GUARDED_BY(mutex);
+  MutexLock lock(mutex);
   std::unique_ptr<MigTable>& table = tables[&catalog];
   if (!table) table = build_table(catalog);
   return *table;

@@ -8,11 +8,11 @@ namespace gp::store {
 
 QueuedWrite GroupCommit::submit(const WriteFn& fn, const BatchRunner& run_batch) {
   QueuedWrite me{.fn = &fn};
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   queue_.push_back(&me);
   while (!me.done) {
     if (leading_) {
-      cv_.wait(lock);
+      cv_.wait(mu_);
       continue;
     }
     leading_ = true;

@@ -5,14 +5,13 @@
 // transaction adapter over an engine connection, and the pool of reader connections.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string_view>
 #include <vector>
 
+#include "common/thread_safety.h"
 #include "store/store.h"
 
 namespace gp::store {
@@ -35,10 +34,10 @@ class GroupCommit {
   QueuedWrite submit(const WriteFn& fn, const BatchRunner& run_batch);
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::vector<QueuedWrite*> queue_;
-  bool leading_ = false;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<QueuedWrite*> queue_ GP_GUARDED_BY(mu_);
+  bool leading_ GP_GUARDED_BY(mu_) = false;
 };
 
 // Executes one statement without results on a store's connection.
@@ -80,6 +79,7 @@ template <typename C>
 class ReaderPool {
  public:
   void add(std::unique_ptr<C> c) {
+    MutexLock lock(mu_);
     free_.push_back(c.get());
     all_.push_back(std::move(c));
   }
@@ -88,14 +88,14 @@ class ReaderPool {
   auto with(F&& f) {
     C* c = nullptr;
     {
-      std::unique_lock lock(mu_);
-      cv_.wait(lock, [&] { return !free_.empty(); });
+      MutexLock lock(mu_);
+      while (free_.empty()) cv_.wait(mu_);
       c = free_.back();
       free_.pop_back();
     }
     auto r = f(*c);
     {
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       free_.push_back(c);
     }
     cv_.notify_one();
@@ -103,10 +103,10 @@ class ReaderPool {
   }
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   std::vector<std::unique_ptr<C>> all_;
-  std::vector<C*> free_;
+  std::vector<C*> free_ GP_GUARDED_BY(mu_);
 };
 
 }  // namespace gp::store

@@ -540,6 +540,20 @@ CREATE TABLE control_plane_leader (
   since BIGINT NOT NULL
 )
 )SQL"},
+      // Node mTLS: every client certificate the node CA issued, so that an agent call can be
+      // refused the moment its certificate (or its node) is revoked.
+      {16, "node certificates", R"SQL(
+CREATE TABLE node_certificates (
+  serial TEXT PRIMARY KEY,
+  node_id TEXT NOT NULL,
+  not_before BIGINT NOT NULL,
+  not_after BIGINT NOT NULL,
+  issued_at BIGINT NOT NULL,
+  revoked_at BIGINT,
+  revoke_reason TEXT
+);
+CREATE INDEX node_certificates_node ON node_certificates (node_id, issued_at)
+)SQL"},
   };
   return kMigrations;
 }

@@ -20,14 +20,13 @@
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <mutex>
 #include <optional>
 #include <unordered_map>
 
+#include "common/thread_safety.h"
 #include "store/engines.h"
 #include "store/group_commit.h"
 
@@ -308,7 +307,7 @@ class PostgresStore final : public Store {
   PostgresStore() = default;
 
   uint64_t run_batch(const std::vector<QueuedWrite*>& batch) {
-    std::lock_guard lock(write_mu_);
+    MutexLock lock(write_mu_);
     Connection& c = *writer_;
     PgTx tx(c);
     const bool committed =
@@ -352,7 +351,7 @@ class PostgresStore final : public Store {
     return r;
   }
 
-  std::mutex write_mu_;  // the writer connection
+  Mutex write_mu_;  // the writer connection
   std::unique_ptr<Connection> writer_;
   // Every write transaction first takes a transaction-scoped advisory lock of the schema, so
   // writes stay one after another when several replicas (a follower's audit of a denial, a

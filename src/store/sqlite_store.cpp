@@ -17,12 +17,11 @@
 
 #include <atomic>
 #include <cerrno>
-#include <condition_variable>
 #include <cstdint>
 #include <cstring>
-#include <mutex>
 #include <unordered_map>
 
+#include "common/thread_safety.h"
 #include "store/group_commit.h"
 #include "store/store.h"
 
@@ -236,10 +235,10 @@ class SqliteStore final : public Store {
   // everything committed so far; the others wait for it.
   Result<void> flush(uint64_t seq) override {
     if (wal_fd_ < 0) return ok();  // synchronous=FULL: the COMMIT was already durable
-    std::unique_lock lock(flush_mu_);
+    MutexLock lock(flush_mu_);
     while (flushed_seq_ < seq) {
       if (flushing_) {
-        flush_cv_.wait(lock);
+        flush_cv_.wait(flush_mu_);
         continue;
       }
       flushing_ = true;
@@ -260,7 +259,7 @@ class SqliteStore final : public Store {
 
   // Runs a batch in one transaction; returns its commit's sequence number, 0 if none.
   uint64_t run_batch(const std::vector<QueuedWrite*>& batch) {
-    std::lock_guard lock(write_mu_);
+    MutexLock lock(write_mu_);
     Connection& c = *writer_;
     SqliteTx tx(c);
     const bool committed =
@@ -295,15 +294,15 @@ class SqliteStore final : public Store {
   }
 
   std::string path_;
-  std::mutex write_mu_;  // the writer connection
+  Mutex write_mu_;  // the writer connection (migrations run before anyone else has the store)
   std::unique_ptr<Connection> writer_;
   GroupCommit group_;
   std::atomic<uint64_t> committed_seq_{0};  // batches committed (under write_mu_)
   int wal_fd_ = -1;                         // -1: COMMIT itself syncs (synchronous=FULL)
-  std::mutex flush_mu_;
-  std::condition_variable flush_cv_;
-  uint64_t flushed_seq_ = 0;  // every commit up to here is on disk
-  bool flushing_ = false;
+  Mutex flush_mu_;
+  CondVar flush_cv_;
+  uint64_t flushed_seq_ GP_GUARDED_BY(flush_mu_) = 0;  // every commit up to here is on disk
+  bool flushing_ GP_GUARDED_BY(flush_mu_) = false;
   ReaderPool<Connection> readers_;
 };
 

@@ -5,6 +5,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
+#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -13,6 +14,8 @@
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <climits>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -70,13 +73,38 @@ Result<std::shared_ptr<ssl::context>> server_context(const CertFiles& files) {
     return fail(Error::invalid(fmt::format("TLS key {} does not match the certificate {}: {}",
                                            files.key_file, files.cert_file, openssl_error())));
   }
+  if (!files.client_ca_file.empty()) {
+    const std::string& ca = files.client_ca_file;
+    GP_TRY_VOID(readable("client CA", ca));
+    STACK_OF(X509_NAME)* names = SSL_load_client_CA_file(ca.c_str());
+    if (!names || SSL_CTX_load_verify_locations(c, ca.c_str(), nullptr) != 1) {
+      if (names) sk_X509_NAME_pop_free(names, X509_NAME_free);
+      return fail(Error::invalid(fmt::format("client CA {}: {}", ca, openssl_error())));
+    }
+    SSL_CTX_set_client_CA_list(c, names);  // takes ownership
+    // Ask for a certificate, verify it, but let the handshake go on whatever the result: the
+    // API refuses agent calls whose certificate failed (peer_certificate) and says why, and
+    // every other client (the CLI, browsers) has no certificate to give.
+    SSL_CTX_set_verify(c, SSL_VERIFY_PEER, [](int, X509_STORE_CTX*) { return 1; });
+    static constexpr unsigned char kSessionContext[] = "gpuplane-api";
+    SSL_CTX_set_session_id_context(c, kSessionContext, sizeof kSessionContext - 1);
+  }
   return ctx;
 }
 
-Result<std::shared_ptr<ssl::context>> client_context(const std::string& ca_file) {
+Result<std::shared_ptr<ssl::context>> client_context(const std::string& ca_file,
+                                                     const std::string& identity_file) {
   auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
   SSL_CTX* c = ctx->native_handle();
   GP_TRY_VOID(harden(c));
+  if (!identity_file.empty()) {
+    GP_TRY_VOID(readable("client certificate", identity_file));
+    if (SSL_CTX_use_certificate_chain_file(c, identity_file.c_str()) != 1 ||
+        SSL_CTX_use_PrivateKey_file(c, identity_file.c_str(), SSL_FILETYPE_PEM) != 1 ||
+        SSL_CTX_check_private_key(c) != 1)
+      return fail(
+          Error::invalid(fmt::format("client certificate {}: {}", identity_file, openssl_error())));
+  }
   if (ca_file.empty()) {
     if (SSL_CTX_set_default_verify_paths(c) != 1)
       return fail(Error::internal("TLS: cannot load the system CA store: " + openssl_error()));
@@ -113,13 +141,39 @@ std::string verify_failure(const void* handle) {
   return X509_verify_cert_error_string(r);
 }
 
-std::string peer_common_name(const void* handle) {
-  X509* cert = SSL_get0_peer_certificate(static_cast<const SSL*>(handle));
-  if (!cert) return "";
+namespace {
+
+std::string common_name(X509* cert) {
   char buf[256] = {};
   if (X509_NAME_get_text_by_NID(X509_get_subject_name(cert), NID_commonName, buf, sizeof buf) < 0)
     return "";
   return buf;
+}
+
+std::string serial_text(X509* cert) {
+  BIGNUM* bn = ASN1_INTEGER_to_BN(X509_get0_serialNumber(cert), nullptr);
+  char* dec = bn ? BN_bn2dec(bn) : nullptr;
+  std::string out = dec ? dec : "";
+  OPENSSL_free(dec);
+  BN_free(bn);
+  return out;
+}
+
+}  // namespace
+
+std::string peer_common_name(const void* handle) {
+  X509* cert = SSL_get0_peer_certificate(static_cast<const SSL*>(handle));
+  return cert ? common_name(cert) : "";
+}
+
+std::optional<PeerCert> peer_certificate(const void* handle) {
+  const SSL* ssl = static_cast<const SSL*>(handle);
+  X509* cert = SSL_get0_peer_certificate(ssl);
+  if (!cert) return std::nullopt;
+  PeerCert out{.serial = serial_text(cert), .common_name = common_name(cert)};
+  if (long r = SSL_get_verify_result(ssl); r != X509_V_OK)
+    out.verify_error = X509_verify_cert_error_string(r);
+  return out;
 }
 
 // ---- certificate authority ----
@@ -136,6 +190,7 @@ struct Deleter {
 using PKey = std::unique_ptr<EVP_PKEY, Deleter<EVP_PKEY_free>>;
 using Cert = std::unique_ptr<X509, Deleter<X509_free>>;
 using Bio = std::unique_ptr<BIO, Deleter<BIO_free>>;
+using Req = std::unique_ptr<X509_REQ, Deleter<X509_REQ_free>>;
 
 Result<PKey> new_key() {
   PKey key(EVP_EC_gen("P-256"));
@@ -163,18 +218,33 @@ Result<std::string> cert_pem(X509* cert) {
   return bio_text(bio.get());
 }
 
+Bio read_bio(std::string_view pem) {
+  return Bio(BIO_new_mem_buf(pem.data(), static_cast<int>(std::min<size_t>(pem.size(), INT_MAX))));
+}
+
 Result<PKey> parse_key(const std::string& pem) {
-  Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+  Bio bio = read_bio(pem);
   PKey key(PEM_read_bio_PrivateKey(bio.get(), nullptr, nullptr, nullptr));
   if (!key) return fail(Error::invalid("CA key: " + openssl_error()));
   return key;
 }
 
-Result<Cert> parse_cert(const std::string& pem) {
-  Bio bio(BIO_new_mem_buf(pem.data(), static_cast<int>(pem.size())));
+Result<Cert> parse_cert(std::string_view pem, std::string_view what = "CA certificate") {
+  Bio bio = read_bio(pem);
   Cert cert(PEM_read_bio_X509(bio.get(), nullptr, nullptr, nullptr));
-  if (!cert) return fail(Error::invalid("CA certificate: " + openssl_error()));
+  if (!cert) return fail(Error::invalid(fmt::format("{}: {}", what, openssl_error())));
   return cert;
+}
+
+struct Ca {
+  PKey key;
+  Cert cert;
+};
+Result<Ca> load_ca(const KeyAndCert& ca) {
+  Ca out{GP_TRY(parse_key(ca.key_pem)), GP_TRY(parse_cert(ca.cert_pem))};
+  if (X509_check_private_key(out.cert.get(), out.key.get()) != 1)
+    return fail(Error::invalid("the CA key does not match the CA certificate"));
+  return out;
 }
 
 Result<void> add_ext(X509* cert, X509* issuer, int nid, const std::string& value) {
@@ -250,10 +320,7 @@ Result<KeyAndCert> make_ca(const CertSpec& spec, uint64_t serial) {
 Result<KeyAndCert> issue_server_cert(const KeyAndCert& ca, const CertSpec& spec, uint64_t serial) {
   if (spec.dns_names.empty() && spec.ip_addresses.empty())
     return fail(Error::invalid("server certificate: give at least one DNS name or IP address"));
-  PKey ca_key = GP_TRY(parse_key(ca.key_pem));
-  Cert ca_cert = GP_TRY(parse_cert(ca.cert_pem));
-  if (X509_check_private_key(ca_cert.get(), ca_key.get()) != 1)
-    return fail(Error::invalid("the CA key does not match the CA certificate"));
+  auto [ca_key, ca_cert] = GP_TRY(load_ca(ca));
   PKey key = GP_TRY(new_key());
   Cert cert = GP_TRY(new_cert(spec, serial, key.get()));
   if (X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_cert.get())) != 1)
@@ -274,6 +341,73 @@ Result<KeyAndCert> issue_server_cert(const KeyAndCert& ca, const CertSpec& spec,
   GP_TRY_VOID(add_ext(cert.get(), ca_cert.get(), NID_subject_key_identifier, "hash"));
   GP_TRY_VOID(add_ext(cert.get(), ca_cert.get(), NID_authority_key_identifier, "keyid:always"));
   return finish(cert.get(), key.get(), ca_key.get());
+}
+
+Result<std::string> sign_client_csr(const KeyAndCert& ca, std::string_view csr_pem,
+                                    const CertSpec& spec, uint64_t serial) {
+  if (csr_pem.size() > 16 * 1024) return fail(Error::invalid("csr: longer than 16 KiB"));
+  auto [ca_key, ca_cert] = GP_TRY(load_ca(ca));
+  Bio bio = read_bio(csr_pem);
+  Req req(PEM_read_bio_X509_REQ(bio.get(), nullptr, nullptr, nullptr));
+  if (!req)
+    return fail(Error::invalid("csr: not a PEM certificate request (" + openssl_error() + ")"));
+  EVP_PKEY* key = X509_REQ_get0_pubkey(req.get());
+  if (!key) return fail(Error::invalid("csr: no public key (" + openssl_error() + ")"));
+  if (X509_REQ_verify(req.get(), key) != 1) {
+    ERR_clear_error();
+    return fail(Error::invalid("csr: its signature does not match its key"));
+  }
+  const int type = EVP_PKEY_get_base_id(key), bits = EVP_PKEY_get_bits(key);
+  if (!((type == EVP_PKEY_EC && bits >= 256) || (type == EVP_PKEY_RSA && bits >= 2048) ||
+        type == EVP_PKEY_ED25519))
+    return fail(Error::invalid("csr: the key must be EC P-256 or stronger, RSA 2048+ or Ed25519"));
+  Cert cert = GP_TRY(new_cert(spec, serial, key));
+  if (X509_set_issuer_name(cert.get(), X509_get_subject_name(ca_cert.get())) != 1)
+    return fail(Error::internal("certificate: " + openssl_error()));
+  GP_TRY_VOID(add_ext(cert.get(), ca_cert.get(), NID_basic_constraints, "critical,CA:FALSE"));
+  GP_TRY_VOID(add_ext(cert.get(), ca_cert.get(), NID_key_usage, "critical,digitalSignature"));
+  GP_TRY_VOID(add_ext(cert.get(), ca_cert.get(), NID_ext_key_usage, "clientAuth"));
+  GP_TRY_VOID(add_ext(cert.get(), ca_cert.get(), NID_subject_key_identifier, "hash"));
+  GP_TRY_VOID(add_ext(cert.get(), ca_cert.get(), NID_authority_key_identifier, "keyid:always"));
+  if (X509_sign(cert.get(), ca_key.get(), EVP_sha256()) == 0)
+    return fail(Error::internal("certificate signing: " + openssl_error()));
+  return cert_pem(cert.get());
+}
+
+Result<KeyAndCsr> make_csr(const std::string& cn) {
+  PKey key = GP_TRY(new_key());
+  Req req(X509_REQ_new());
+  X509_NAME* name = req ? X509_REQ_get_subject_name(req.get()) : nullptr;
+  Bio bio(BIO_new(BIO_s_mem()));
+  bool good = req && bio && X509_REQ_set_version(req.get(), 0) == 1 &&
+              X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_UTF8,
+                                         reinterpret_cast<const unsigned char*>(cn.c_str()), -1, -1,
+                                         0) == 1 &&
+              X509_REQ_set_pubkey(req.get(), key.get()) == 1 &&
+              X509_REQ_sign(req.get(), key.get(), EVP_sha256()) > 0 &&
+              PEM_write_bio_X509_REQ(bio.get(), req.get()) == 1;
+  if (!good) return fail(Error::internal("certificate request: " + openssl_error()));
+  return KeyAndCsr{GP_TRY(key_pem(key.get())), bio_text(bio.get())};
+}
+
+Result<CertInfo> cert_info(std::string_view pem) {
+  Cert cert = GP_TRY(parse_cert(pem, "certificate"));
+  auto when = [](const ASN1_TIME* t) -> std::optional<std::chrono::system_clock::time_point> {
+    std::tm tm{};
+    if (ASN1_TIME_to_tm(t, &tm) != 1) return std::nullopt;
+    return std::chrono::system_clock::from_time_t(timegm(&tm));
+  };
+  auto from = when(X509_get0_notBefore(cert.get()));
+  auto to = when(X509_get0_notAfter(cert.get()));
+  if (!from || !to) return fail(Error::invalid("certificate: unreadable validity dates"));
+  return CertInfo{serial_text(cert.get()), common_name(cert.get()), *from, *to};
+}
+
+uint64_t random_serial() {
+  uint64_t v = 0;
+  while (RAND_bytes(reinterpret_cast<unsigned char*>(&v), sizeof v) != 1) {
+  }
+  return (v & 0x3fffffffffffffffULL) | 1;
 }
 
 DevPki dev_pki_paths(const std::string& dir) {
@@ -319,6 +453,43 @@ Result<bool> ensure_dev_pki(const std::string& dir, const std::vector<std::strin
   GP_TRY_VOID(write_file(p.ca_cert, ca.cert_pem, 0644));
   GP_TRY_VOID(write_file(p.server_cert, server.cert_pem, 0644));
   return true;
+}
+
+NodeCaFiles node_ca_paths(const std::string& dir) {
+  fs::path d(dir);
+  return {(d / "node-ca.pem").string(), (d / "node-ca.key").string()};
+}
+
+Result<KeyAndCert> ensure_node_ca(const std::string& dir,
+                                  std::chrono::system_clock::time_point now) {
+  NodeCaFiles p = node_ca_paths(dir);
+  std::error_code ec;
+  bool cert = fs::exists(p.cert, ec), key = fs::exists(p.key, ec);
+  if (cert != key)
+    return fail(
+        Error::invalid(fmt::format("{} holds only one of node-ca.pem and node-ca.key: "
+                                   "restore the other (or remove both to start a new "
+                                   "node CA, after which every node must enrol again)",
+                                   dir)));
+  if (cert) {
+    auto read = [](const std::string& path) -> Result<std::string> {
+      std::ifstream in(path);
+      if (!in) return fail(Error::invalid("cannot read " + path));
+      return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    };
+    KeyAndCert ca{GP_TRY(read(p.key)), GP_TRY(read(p.cert))};
+    auto loaded = load_ca(ca);
+    if (!loaded)
+      return fail(Error::invalid(fmt::format("node CA in {}: {}", dir, loaded.error().message)));
+    return ca;
+  }
+  KeyAndCert ca = GP_TRY(make_ca({.common_name = "gpuplane node CA",
+                                  .not_before = now - std::chrono::hours(1),
+                                  .validity = std::chrono::hours(24 * 3650)},
+                                 random_serial()));
+  GP_TRY_VOID(write_file(p.key, ca.key_pem, 0600));
+  GP_TRY_VOID(write_file(p.cert, ca.cert_pem, 0644));
+  return ca;
 }
 
 }  // namespace gp::tls

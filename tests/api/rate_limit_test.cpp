@@ -1,10 +1,12 @@
 // Token buckets: bursts, refill, Retry-After, independent keys, a clock that steps back, and
-// the key cap.
+// the key cap; IPv6 clients keyed by their /64.
 #include "api/rate_limit.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
+
+#include "api/client_key.h"
 
 namespace gp::api {
 namespace {
@@ -68,6 +70,17 @@ TEST(RateLimiter, TheKeyCapForgetsRefilledBucketsFirst) {
   EXPECT_FALSE(m.take("hot", t0()).allowed);
   for (int i = 0; i < 200; ++i) m.take("cold" + std::to_string(i), t0() + milliseconds(10));
   EXPECT_FALSE(m.take("hot", t0() + milliseconds(20)).allowed);
+}
+
+TEST(ClientKey, IPv6ClientsShareTheirSlash64AndIPv4StaysWhole) {
+  EXPECT_EQ(client_key("203.0.113.7"), "203.0.113.7");
+  EXPECT_NE(client_key("203.0.113.7"), client_key("203.0.113.8"));
+  EXPECT_EQ(client_key("::ffff:203.0.113.7"), "203.0.113.7");
+  EXPECT_EQ(client_key("2001:db8:1:2:aaaa::1"), "2001:db8:1:2::/64");
+  EXPECT_EQ(client_key("2001:db8:1:2:ffff:ffff:ffff:ffff"), client_key("2001:db8:1:2::9"));
+  EXPECT_NE(client_key("2001:db8:1:2::1"), client_key("2001:db8:1:3::1"));
+  EXPECT_EQ(client_key("not an address"), "not an address");
+  EXPECT_EQ(client_key(""), "");
 }
 
 }  // namespace

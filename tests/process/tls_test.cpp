@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <boost/asio/connect.hpp>
@@ -387,6 +388,232 @@ TEST_F(Tls, ServerNameOrAddressIsChecked) {
       run_gpuplane({"--ca-file", pki_.ca_file(), "--endpoint", "https://localhost:" + port,
                     "--token", server_.admin().api_key, "whoami"});
   EXPECT_EQ(by_name.exit_code, 0) << by_name.err;
+}
+
+// ---- node mTLS ----
+
+// inv.json in `dir`: node-m with one GPU.
+void write_node_inventory(const TempDir& dir) {
+  Json inv = {{"node", {{"name", "node-m"}, {"cpu_millis", 64000}}},
+              {"gpus",
+               {{{"uuid", "GPU-m-0"},
+                 {"index", 0},
+                 {"model", "NVIDIA H200"},
+                 {"memory_bytes", int64_t(141) << 30}}}}};
+  std::ofstream(dir.str("inv.json")) << inv.dump();
+}
+
+std::string read_credential(const std::filesystem::path& state_dir) {
+  std::string credential = read_file(state_dir / "node-credential");
+  while (!credential.empty() && credential.back() == '\n') credential.pop_back();
+  return credential;
+}
+
+// A TLS server whose node certificates last `ttl`, an inventory file and an agent command line.
+class MtlsFleet {
+ public:
+  explicit MtlsFleet(const std::string& ttl)
+      : server_(tmp_.path() / "data", with_ttl(pki_.serve_args(), ttl)) {
+    server_.set_ca_file(pki_.ca_file());
+    write_node_inventory(tmp_);
+  }
+  Server& server() { return server_; }
+  const Pki& pki() const { return pki_; }
+  std::string state(const std::string& file = "") const {
+    return tmp_.str("state") + (file.empty() ? "" : "/" + file);
+  }
+  std::string join_token() {
+    auto r = server_.admin_request("POST", "/v1/join-tokens", Json{{"ttl_seconds", 600}});
+    EXPECT_TRUE(r && r->status == 201);
+    return r && r->status == 201 ? Json::parse(r->body)["token"].get<std::string>() : "";
+  }
+  std::vector<std::string> agent(std::vector<std::string> extra) const {
+    std::vector<std::string> a = {"agent",       "--server",   server_.endpoint(),   "--state-dir",
+                                  state(),       "--simulate", tmp_.str("inv.json"), "--ca-file",
+                                  pki_.ca_file()};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return a;
+  }
+  // The node's certificates; none while it has not enrolled.
+  Json certificates() {
+    auto r = server_.admin_request("GET", "/v1/nodes/node-m/certificates");
+    return r && r->status == 200 ? Json::parse(r->body)["items"] : Json::array();
+  }
+  // A heartbeat with the node's credential over a connection that presents `identity_file`.
+  Result<cli::ClientResponse> heartbeat(const std::string& identity_file) const {
+    auto ep = cli::parse_endpoint(server_.endpoint());
+    if (!ep) return fail(ep.error());
+    ep->ca_file = pki_.ca_file();
+    ep->identity_file = identity_file;
+    return cli::http_request(*ep, "POST", "/v1/agent/heartbeat", "{}",
+                             {{"Authorization", "Bearer " + read_credential(state())}}, 10000);
+  }
+
+ private:
+  static std::vector<std::string> with_ttl(std::vector<std::string> args, const std::string& ttl) {
+    args.insert(args.end(), {"--node-cert-ttl", ttl});
+    return args;
+  }
+  TempDir tmp_;
+  Pki pki_{tmp_};
+  Server server_;
+};
+
+std::string detail(const Result<cli::ClientResponse>& r) {
+  if (!r) return r.error().message;
+  Json j = Json::parse(r->body, nullptr, false);
+  return j.is_object() ? j.value("detail", r->body) : r->body;
+}
+
+TEST(NodeMtls, AgentCallsNeedTheNodesOwnCertificateFromTheNodeCa) {
+  MtlsFleet fleet("1h");
+  ASSERT_TRUE(fleet.server().start());
+  auto enrol = run_gpuplane(fleet.agent({"--join-token", fleet.join_token(), "--once"}));
+  ASSERT_EQ(enrol.exit_code, 0) << enrol.err;
+  // The agent holds its certificate and key in one private file; the control plane recorded it.
+  struct stat st {};
+  ASSERT_EQ(::stat(fleet.state("node-identity.pem").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto info = tls::cert_info(read_file(fleet.state("node-identity.pem")));
+  ASSERT_TRUE(info) << info.error().message;
+  Json certs = fleet.certificates();
+  ASSERT_EQ(certs.size(), 1u) << certs.dump();
+  EXPECT_EQ(certs[0]["serial"], info->serial);
+  EXPECT_EQ(certs[0]["node_id"], info->common_name);
+  EXPECT_TRUE(certs[0]["revoked_at"].is_null());
+  // The node CA lives in the data directory, its key private.
+  ASSERT_EQ(::stat((fleet.server().data_dir() / "node-ca.key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+
+  auto good = fleet.heartbeat(fleet.state("node-identity.pem"));
+  ASSERT_TRUE(good) << good.error().message;
+  EXPECT_EQ(good->status, 200) << good->body;
+  // The credential alone is not enough.
+  auto bare = fleet.heartbeat("");
+  ASSERT_TRUE(bare) << bare.error().message;
+  EXPECT_EQ(bare->status, 401) << bare->body;
+  EXPECT_NE(detail(bare).find("presented none"), std::string::npos) << detail(bare);
+  // A certificate naming this node but signed by another CA is refused.
+  auto csr = tls::make_csr("x");
+  ASSERT_TRUE(csr);
+  auto forged = tls::sign_client_csr(
+      fleet.pki().other_ca, csr->csr_pem,
+      {.common_name = info->common_name,
+       .not_before = std::chrono::system_clock::now() - std::chrono::minutes(1)},
+      5);
+  ASSERT_TRUE(forged) << forged.error().message;
+  write_atomically(fleet.state("forged.pem"), *forged + csr->key_pem);
+  auto other = fleet.heartbeat(fleet.state("forged.pem"));
+  ASSERT_TRUE(other) << other.error().message;
+  EXPECT_EQ(other->status, 401) << other->body;
+  EXPECT_NE(detail(other).find("refused"), std::string::npos) << detail(other);
+  // Enrolment over TLS without a certificate request is refused and consumes nothing.
+  std::string token = fleet.join_token();
+  auto no_csr = fleet.server().request(
+      "POST", "/v1/agent/enroll",
+      Json{{"join_token", token}, {"inventory", {{"node", {{"name", "node-x"}}}}}});
+  ASSERT_TRUE(no_csr);
+  EXPECT_EQ(no_csr->status, 400) << no_csr->body;
+  EXPECT_NE(no_csr->body.find("csr"), std::string::npos) << no_csr->body;
+}
+
+TEST(NodeMtls, AgentRenewsItsCertificateAndARevokedNodeIsRefusedAtOnce) {
+  MtlsFleet fleet("6s");  // renewed about every 4 s
+  ASSERT_TRUE(fleet.server().start());
+  SpawnOptions o;
+  o.stdout_path = fleet.state() + ".out";
+  o.stderr_path = fleet.state() + ".err";
+  auto agent = Child::spawn(
+      gpuplane_binary(),
+      fleet.agent({"--join-token", fleet.join_token(), "--heartbeat-seconds", "1"}), o);
+  ASSERT_TRUE(agent);
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (std::chrono::steady_clock::now() < deadline && fleet.certificates().size() < 2)
+    std::this_thread::sleep_for(200ms);
+  Json certs = fleet.certificates();
+  ASSERT_GE(certs.size(), 2u) << certs.dump() << agent->stderr_text();
+  EXPECT_TRUE(agent->running()) << agent->stderr_text();
+  // The agent now presents the newest certificate.
+  auto info = tls::cert_info(read_file(fleet.state("node-identity.pem")));
+  ASSERT_TRUE(info);
+  bool listed = false;
+  for (const auto& c : certs) listed = listed || c["serial"] == info->serial;
+  EXPECT_TRUE(listed) << info->serial << " not in " << certs.dump();
+
+  auto revoke = fleet.server().admin_request("POST", "/v1/nodes/node-m/revoke",
+                                             Json{{"reason", "key compromised"}});
+  ASSERT_TRUE(revoke && revoke->status == 200) << (revoke ? revoke->body : "");
+  EXPECT_GE(Json::parse(revoke->body)["certificates_revoked"].get<int>(), 1);
+  auto code = agent->wait_for(10s);
+  ASSERT_TRUE(code) << "the revoked agent kept running: " << agent->stderr_text();
+  EXPECT_EQ(*code, 3) << agent->stderr_text();
+  EXPECT_NE(agent->stderr_text().find("revoked"), std::string::npos) << agent->stderr_text();
+  for (const auto& c : fleet.certificates()) EXPECT_FALSE(c["revoked_at"].is_null()) << c.dump();
+  // The revocation is in the audit trail.
+  auto audit = list_all(fleet.server(), "/v1/audit", "&action=node.revoke");
+  ASSERT_TRUE(audit) << audit.error().message;
+  EXPECT_EQ(audit->size(), 1u);
+}
+
+TEST(NodeMtls, AnAgentWithAnExpiredCertificateIsRefused) {
+  MtlsFleet fleet("3s");
+  ASSERT_TRUE(fleet.server().start());
+  auto enrol = run_gpuplane(fleet.agent({"--join-token", fleet.join_token(), "--once"}));
+  ASSERT_EQ(enrol.exit_code, 0) << enrol.err;
+  auto info = tls::cert_info(read_file(fleet.state("node-identity.pem")));
+  ASSERT_TRUE(info);
+  std::this_thread::sleep_until(info->not_after + 1s);
+  auto late = run_gpuplane(fleet.agent({"--once"}));
+  EXPECT_EQ(late.exit_code, 3) << late.err;
+  EXPECT_NE(late.err.find("expired"), std::string::npos) << late.err;
+  auto direct = fleet.heartbeat(fleet.state("node-identity.pem"));
+  ASSERT_TRUE(direct) << direct.error().message;
+  EXPECT_EQ(direct->status, 401) << direct->body;
+  EXPECT_NE(detail(direct).find("expired"), std::string::npos) << detail(direct);
+}
+
+TEST(NodeMtls, ANodeEnrolledBeforeTlsGetsItsFirstCertificateWithItsCredentialOnly) {
+  TempDir tmp;
+  Pki pki(tmp);
+  write_node_inventory(tmp);
+  auto agent = [&](const Server& server, std::vector<std::string> extra) {
+    std::vector<std::string> a = {
+        "agent",          "--server",   server.endpoint(),   "--state-dir",
+        tmp.str("state"), "--simulate", tmp.str("inv.json"), "--once"};
+    a.insert(a.end(), extra.begin(), extra.end());
+    return run_gpuplane(a);
+  };
+  {
+    Server plain(tmp.path() / "data");
+    ASSERT_TRUE(plain.start());
+    auto token = plain.admin_request("POST", "/v1/join-tokens", Json{{"ttl_seconds", 600}});
+    ASSERT_TRUE(token && token->status == 201);
+    auto enrol = agent(plain, {"--join-token", Json::parse(token->body)["token"]});
+    ASSERT_EQ(enrol.exit_code, 0) << enrol.err;
+    EXPECT_FALSE(std::filesystem::exists(tmp.path() / "state" / "node-identity.pem"));
+    ASSERT_EQ(plain.terminate(), 0);
+  }
+  Server secure(tmp.path() / "data", pki.serve_args());
+  secure.set_ca_file(pki.ca_file());
+  ASSERT_TRUE(secure.start());
+  auto upgraded = agent(secure, {"--ca-file", pki.ca_file()});
+  ASSERT_EQ(upgraded.exit_code, 0) << upgraded.err;
+  EXPECT_TRUE(std::filesystem::exists(tmp.path() / "state" / "node-identity.pem"));
+  auto certs = secure.admin_request("GET", "/v1/nodes/node-m/certificates");
+  ASSERT_TRUE(certs && certs->status == 200);
+  EXPECT_EQ(Json::parse(certs->body)["items"].size(), 1u) << certs->body;
+  // Now that the node has a certificate, its credential alone gets no other.
+  auto ep = cli::parse_endpoint(secure.endpoint());
+  ASSERT_TRUE(ep);
+  ep->ca_file = pki.ca_file();
+  auto csr = tls::make_csr("n");
+  ASSERT_TRUE(csr);
+  auto again =
+      cli::http_request(*ep, "POST", "/v1/agent/certificate", Json{{"csr", csr->csr_pem}}.dump(),
+                        {{"Authorization", "Bearer " + read_credential(tmp.path() / "state")}});
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_EQ(again->status, 401) << again->body;
+  EXPECT_EQ(secure.terminate(), 0);
 }
 
 }  // namespace

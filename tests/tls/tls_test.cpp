@@ -29,14 +29,15 @@ std::unique_ptr<X509, decltype(&X509_free)> parse(const std::string& pem) {
 }
 
 // Whether `leaf` chains to `ca` under OpenSSL's default verification (time, purpose, CA flag).
-bool verifies(const std::string& leaf, const std::string& ca) {
+bool verifies(const std::string& leaf, const std::string& ca,
+              int purpose = X509_PURPOSE_SSL_SERVER) {
   auto l = parse(leaf), c = parse(ca);
   if (!l || !c) return false;
   X509_STORE* store = X509_STORE_new();
   X509_STORE_add_cert(store, c.get());
   X509_STORE_CTX* ctx = X509_STORE_CTX_new();
   X509_STORE_CTX_init(ctx, store, l.get(), nullptr);
-  X509_STORE_CTX_set_purpose(ctx, X509_PURPOSE_SSL_SERVER);
+  X509_STORE_CTX_set_purpose(ctx, purpose);
   bool ok = X509_verify_cert(ctx) == 1;
   X509_STORE_CTX_free(ctx);
   X509_STORE_free(store);
@@ -102,6 +103,83 @@ TEST(TlsModule, BadCertificateRequestsAreRefused) {
                              {.common_name = "x", .dns_names = {"x"}, .not_before = kNow}, 2);
   ASSERT_FALSE(r);
   EXPECT_NE(r.error().message.find("does not match"), std::string::npos);
+}
+
+TEST(TlsModule, ClientCertificateFromARequestNamesWhatTheIssuerSays) {
+  auto ca = make_ca({.common_name = "node ca", .not_before = kNow}, 1);
+  ASSERT_TRUE(ca);
+  auto req = make_csr("whatever the node claims");
+  ASSERT_TRUE(req) << req.error().message;
+  auto cert = sign_client_csr(
+      *ca, req->csr_pem,
+      {.common_name = "nod_1", .not_before = kNow, .validity = std::chrono::hours(2)}, 77);
+  ASSERT_TRUE(cert) << cert.error().message;
+  EXPECT_TRUE(verifies(*cert, ca->cert_pem, X509_PURPOSE_SSL_CLIENT));
+  EXPECT_FALSE(verifies(*cert, ca->cert_pem, X509_PURPOSE_SSL_SERVER));  // clientAuth only
+  auto info = cert_info(*cert);
+  ASSERT_TRUE(info) << info.error().message;
+  EXPECT_EQ(info->common_name, "nod_1");  // the issuer's name, not the request's
+  EXPECT_EQ(info->serial, "77");
+  EXPECT_EQ(std::chrono::duration_cast<std::chrono::seconds>(info->not_after - info->not_before),
+            std::chrono::hours(2));
+  // The key of the request is the key of the certificate: the pair loads as a client identity.
+  TempDir dir;
+  std::ofstream(dir.file("id.pem")) << *cert << req->key_pem;
+  std::ofstream(dir.file("ca.pem")) << ca->cert_pem;
+  EXPECT_TRUE(client_context(dir.file("ca.pem"), dir.file("id.pem")));
+  std::ofstream(dir.file("wrong.pem")) << *cert << make_csr("x")->key_pem;
+  auto wrong = client_context(dir.file("ca.pem"), dir.file("wrong.pem"));
+  ASSERT_FALSE(wrong);
+  EXPECT_NE(wrong.error().message.find("wrong.pem"), std::string::npos);
+}
+
+TEST(TlsModule, ForgedOrWeakCertificateRequestsAreRefused) {
+  auto ca = make_ca({.common_name = "node ca", .not_before = kNow}, 1);
+  ASSERT_TRUE(ca);
+  CertSpec spec{.common_name = "nod_1", .not_before = kNow};
+  EXPECT_FALSE(sign_client_csr(*ca, "not a request", spec, 2));
+  EXPECT_FALSE(sign_client_csr(*ca, std::string(20000, 'A'), spec, 2));
+  // One byte of the signature changed: the sender does not hold the key.
+  auto req = make_csr("n");
+  ASSERT_TRUE(req);
+  std::string tampered = req->csr_pem;
+  size_t end = tampered.find("-----END");
+  ASSERT_NE(end, std::string::npos);
+  tampered[end - 6] = tampered[end - 6] == 'A' ? 'B' : 'A';
+  auto forged = sign_client_csr(*ca, tampered, spec, 2);
+  ASSERT_FALSE(forged);
+  // A 1024-bit RSA key is too weak.
+  EVP_PKEY* rsa = EVP_RSA_gen(1024);
+  X509_REQ* weak = X509_REQ_new();
+  X509_REQ_set_pubkey(weak, rsa);
+  X509_REQ_sign(weak, rsa, EVP_sha256());
+  BIO* bio = BIO_new(BIO_s_mem());
+  PEM_write_bio_X509_REQ(bio, weak);
+  char* data = nullptr;
+  long size = BIO_get_mem_data(bio, &data);
+  std::string weak_pem(data, size_t(size));
+  BIO_free(bio);
+  X509_REQ_free(weak);
+  EVP_PKEY_free(rsa);
+  auto refused = sign_client_csr(*ca, weak_pem, spec, 2);
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("RSA 2048"), std::string::npos);
+}
+
+TEST(TlsModule, NodeCaIsCreatedOnceAndAHalfMissingPairIsRefused) {
+  TempDir dir;
+  auto first = ensure_node_ca(dir.path(), kNow);
+  ASSERT_TRUE(first) << first.error().message;
+  struct stat st {};
+  ASSERT_EQ(::stat(node_ca_paths(dir.path()).key.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  auto again = ensure_node_ca(dir.path(), kNow);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->cert_pem, first->cert_pem);
+  std::filesystem::remove(node_ca_paths(dir.path()).key);
+  auto half = ensure_node_ca(dir.path(), kNow);
+  ASSERT_FALSE(half);
+  EXPECT_NE(half.error().message.find("only one of"), std::string::npos);
 }
 
 TEST(TlsModule, ServerContextLoadsAMatchingPairAndExplainsBadFiles) {

@@ -1,0 +1,82 @@
+// The record of node client certificates (mTLS): what the node CA issued, to which node, until
+// when, and what was revoked. The agent routes check it on every call (check_certificate), so
+// revoking a node takes effect at its next request, not when its certificate runs out.
+#include <fmt/format.h>
+
+#include "fleet/fleet.h"
+
+namespace gp::fleet {
+
+Json NodeCertificate::to_json() const {
+  auto ts = [](int64_t us) { return format_rfc3339(from_unix_micros(us)); };
+  return {{"serial", serial},
+          {"node_id", node_id},
+          {"not_before", ts(not_before)},
+          {"not_after", ts(not_after)},
+          {"issued_at", ts(issued_at)},
+          {"revoked_at", revoked_at ? Json(ts(*revoked_at)) : Json(nullptr)},
+          {"revoke_reason", revoke_reason}};
+}
+
+Result<void> record_certificate(store::Tx& tx, const World& w, const NodeCertificate& c) {
+  GP_TRY_VOID(
+      tx.exec("INSERT INTO node_certificates (serial, node_id, not_before, not_after, issued_at) "
+              "VALUES (?,?,?,?,?)",
+              {c.serial, c.node_id, c.not_before, c.not_after, w.now()}));
+  return ok();
+}
+
+Result<std::vector<NodeCertificate>> list_certificates(store::Tx& tx, const std::string& node_id) {
+  std::vector<NodeCertificate> out;
+  for (const auto& r : GP_TRY(tx.query(
+           "SELECT serial, node_id, not_before, not_after, issued_at, revoked_at, revoke_reason "
+           "FROM node_certificates WHERE node_id = ? ORDER BY issued_at DESC, serial",
+           {node_id}))) {
+    NodeCertificate c{.serial = r.text(0),
+                      .node_id = r.text(1),
+                      .not_before = r.integer(2),
+                      .not_after = r.integer(3),
+                      .issued_at = r.integer(4)};
+    if (!r.is_null(5)) c.revoked_at = r.integer(5);
+    c.revoke_reason = r.opt_text(6).value_or("");
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+Result<void> check_certificate(store::Tx& tx, const std::string& node_id, const std::string& serial,
+                               int64_t now) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT node_id, not_before, not_after, revoked_at, revoke_reason FROM node_certificates "
+      "WHERE serial = ?",
+      {serial}));
+  if (!row)
+    return fail(Error::unauthenticated(
+        fmt::format("node certificate {} was not issued by this control plane", serial)));
+  if (row->text(0) != node_id)
+    return fail(
+        Error::unauthenticated(fmt::format("node certificate {} belongs to another node", serial)));
+  if (!row->is_null(3))
+    return fail(Error::unauthenticated(
+        fmt::format("node certificate {} has been revoked ({}): enrol again with a join token",
+                    serial, row->opt_text(4).value_or("no reason given"))));
+  if (now < row->integer(1) || now >= row->integer(2))
+    return fail(Error::unauthenticated(fmt::format(
+        "node certificate {} is outside its validity: enrol again with a join token", serial)));
+  return ok();
+}
+
+Result<int> revoke_node(store::Tx& tx, const World& w, const std::string& node_id,
+                        const std::string& reason) {
+  auto revoked = GP_TRY(tx.query_one(
+      "SELECT COUNT(*) FROM node_certificates WHERE node_id = ? AND revoked_at IS NULL",
+      {node_id}));
+  GP_TRY_VOID(tx.exec(
+      "UPDATE node_certificates SET revoked_at = ?, revoke_reason = ? WHERE node_id = ? AND "
+      "revoked_at IS NULL",
+      {w.now(), reason, node_id}));
+  GP_TRY_VOID(tx.exec("UPDATE nodes SET credential_hash = NULL WHERE id = ?", {node_id}));
+  return int(revoked ? revoked->integer(0) : 0);
+}
+
+}  // namespace gp::fleet
