@@ -72,6 +72,9 @@ struct Enrolled {
 Result<Enrolled> enroll(store::Tx& tx, const World& w, std::string_view join_token,
                         const Inventory& inventory);
 // Registers a node known from another inventory source (Kubernetes import); no agent credential.
+Result<Node> import_node(store::Tx& tx, const World& w, const Inventory& inventory,
+                         const std::optional<std::string>& pool_id, bool ready);
+
 // ---- node certificates (mTLS) ----
 // The certificates the node CA issued to a node's agent; the tls module signs, these record.
 struct NodeCertificate {
@@ -94,9 +97,6 @@ Result<void> check_certificate(store::Tx& tx, const std::string& node_id, const 
 // were revoked.
 Result<int> revoke_node(store::Tx& tx, const World& w, const std::string& node_id,
                         const std::string& reason);
-
-Result<Node> import_node(store::Tx& tx, const World& w, const Inventory& inventory,
-                         const std::optional<std::string>& pool_id, bool ready);
 
 // ---- reports from agents ----
 // Replaces the node's GPU inventory: GPUs owned by another live node are refused (a GPU cannot
