@@ -15,6 +15,7 @@ setup:
 	@scripts/setup.sh
 
 build: setup
+	@scripts/build_console.sh
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
 	@ninja -C $(BUILD) -j$(JOBS)
 
@@ -40,6 +41,7 @@ tidy: build
 	@CHECK_JOBS=$(JOBS) scripts/clang_checks.py --tidy $(BUILD)
 
 test-asan: setup
+	@scripts/build_console.sh
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGP_SANITIZE=ON $(CMAKE_ARGS) >/dev/null
 	@ninja -C $(ASAN_BUILD) -j$(JOBS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \

@@ -16,7 +16,7 @@ shift || true
 BUILD=${FUZZ_BUILD:-build-fuzz}
 JOBS=${FUZZ_JOBS:-$(nproc)}
 ALL_TARGETS=(json http_target cloudevents openb_csv inventory k8s_nodes admission
-  agent_assignment api_bodies csr api)
+  agent_assignment api_bodies csr api jwt)
 TARGETS=("$@")
 [ ${#TARGETS[@]} -gt 0 ] || TARGETS=("${ALL_TARGETS[@]}")
 

@@ -93,6 +93,8 @@ fi
 
 cat <<MSG
 gpuplane is serving on $GPUPLANE_ENDPOINT (data in $data/, logs in $data/*.log).
+The console: $GPUPLANE_ENDPOINT/console/ (user admin, password in $cred; your browser must
+trust ${GPUPLANE_CA_FILE:-the server's CA}).
 Log in as the platform admin (credential in $cred, written on first start, mode 0600):
   export GPUPLANE_ENDPOINT=$GPUPLANE_ENDPOINT
   export GPUPLANE_CA_FILE=${GPUPLANE_CA_FILE:-}

@@ -20,26 +20,56 @@ PKGS=(
   clang-16 libclang-rt-16-dev
   # static checks (`make test-static`): clang-tidy 16; clang-16 runs the thread-safety analysis.
   clang-tidy-16
+  # node: the npm dev dependencies in package.json (oidc-provider, for the real OpenID provider
+  # the OIDC tests start: tests/support/oidc_provider.mjs; vite and typescript, which build and
+  # type-check the web console in web/; playwright-core, which drives the browser in
+  # tests/e2e/console_test.mjs); installed with `npm ci` below.
+  nodejs npm
+  # browser: the console's end-to-end test runs Debian's Chromium (playwright-core brings no
+  # browser of its own and downloads none).
+  chromium
 )
 # Extra groups can be requested: SETUP_EXTRA="postgres browser" scripts/setup.sh
 for extra in ${SETUP_EXTRA:-}; do
   case "$extra" in
     postgres) ;;  # always installed now
-    browser) PKGS+=(chromium nodejs npm) ;;
+    browser) ;;  # always installed now (chromium, nodejs and npm)
     net) ;;  # always installed now (kept so SETUP_EXTRA=net keeps working)
   esac
 done
 
 missing=()
 for p in "${PKGS[@]}"; do
+  case "$p" in
+    # A node and npm already on PATH count (e.g. NodeSource's nodejs, which bundles npm and
+    # conflicts with Debian's npm package, so Debian's must not be installed next to it).
+    nodejs) command -v node >/dev/null && continue ;;
+    npm) command -v npm >/dev/null && continue ;;
+  esac
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
 
-SUDO=""
-[ "$(id -u)" -eq 0 ] || SUDO="sudo"
-echo "setup: installing ${missing[*]}" >&2
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >/dev/null
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-echo "setup: done" >&2
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  echo "setup: installing ${missing[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq >/dev/null
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  echo "setup: done" >&2
+fi
+
+# npm dev dependencies (package.json, pinned by package-lock.json) into node_modules/, when
+# it is missing or older than the lock file (npm ci stamps node_modules/.package-lock.json).
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+if [ ! -f "$ROOT/node_modules/.package-lock.json" ] \
+    || [ "$ROOT/package-lock.json" -nt "$ROOT/node_modules/.package-lock.json" ]; then
+  echo "setup: npm ci (node_modules from package-lock.json)" >&2
+  (cd "$ROOT" && npm ci --no-audit --no-fund --loglevel=error >/dev/null)
+  echo "setup: npm ci done" >&2
+fi
+# oidc-provider 9 uses URL.parse and crypto.hash: Node 20.18 or later (Debian 12's own nodejs
+# is 18, too old; NodeSource's 20 or 22 works). Warn rather than fail: only the OIDC tests need it.
+if ! node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 18) ? 0 : 1)'; then
+  echo "setup: warning: node $(node --version) is older than 20.18; tests/support/oidc_provider.mjs (oidc-provider 9) needs 20.18 or later" >&2
+fi

@@ -8,6 +8,7 @@
 #include <chrono>
 
 #include "api/client_key.h"
+#include "api/console.h"
 #include "api/router.h"
 #include "common/crypto.h"
 #include "fleet/fleet.h"
@@ -161,6 +162,7 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
     for (auto& r : table) routes_.push_back(std::move(r));
   for (auto& r : sla_routes()) routes_.push_back(std::move(r));
   for (auto& r : storage_routes()) routes_.push_back(std::move(r));
+  for (auto& r : oidc_routes()) routes_.push_back(std::move(r));
 }
 
 Api::~Api() = default;
@@ -248,6 +250,7 @@ HttpResponse Api::handle(HttpRequest req) {
         return fail(throttled(call, v, "this client address"));
     }
     if (req.query_error) return fail(Error::invalid(*req.query_error));
+    if (auto page = console_reply(req, console_dir_)) return std::move(*page);
     auto segs = split_path(req.path);
     for (const auto& r : routes_) {
       std::map<std::string, std::string> params;
@@ -294,12 +297,18 @@ HttpResponse Api::handle(HttpRequest req) {
         return fail(e);
       }
       auto auth = req.header("authorization");
+      // A browser's session rides in a cookie (when no Authorization header is sent).
+      auto session_cookie = auth ? std::nullopt : req.cookie(kSessionCookie);
       Result<iam::Principal> who = fail(Error::unauthenticated("missing bearer token"));
       if (auth) {
         if (auth->size() > 7 && (auth->starts_with("Bearer ") || auth->starts_with("bearer ")))
           who = authn_.authenticate(auth->substr(7));
         else
           who = fail(Error::unauthenticated("Authorization must be 'Bearer <token>'"));
+      } else if (session_cookie) {
+        who = session_cookie->starts_with("ses_")
+                  ? authn_.authenticate(*session_cookie)
+                  : fail(Error::unauthenticated("the session cookie holds no login session"));
       }
       if (!who) {
         // A store that cannot be read (503) says nothing about the credential.
@@ -311,6 +320,18 @@ HttpResponse Api::handle(HttpRequest req) {
       call.who = std::move(*who);
       if (auto v = throttles_->principal.take(call.who.id, now); !v.allowed)
         return fail(throttled(call, v, fmt::format("principal {}", call.who.id)));
+      // The cookie goes along with any request the browser makes, a forged cross-site one
+      // too: a write must also show the CSRF token, which only our own pages can read.
+      if (session_cookie && req.method != "GET" && req.method != "HEAD") {
+        auto sent = req.header("x-csrf-token");
+        if (!sent || !constant_time_equal(*sent, csrf_token(*session_cookie))) {
+          Error e = Error::denied(
+              "a write authenticated by the session cookie must send the X-CSRF-Token header "
+              "(the value of the gp_csrf cookie)");
+          deny("denied", e);
+          return fail(e);
+        }
+      }
       bool node = call.who.kind == iam::PrincipalKind::kNode;
       if (node != (route->access == Access::kNode)) {
         Error e = Error::denied(node ? "node credentials are accepted only by /v1/agent routes"

@@ -22,6 +22,7 @@
 #include "common/page.h"
 #include "common/thread_safety.h"
 #include "iam/iam.h"
+#include "iam/oidc.h"
 #include "metering/metering.h"
 #include "network/network.h"
 #include "storage/storage.h"
@@ -111,6 +112,15 @@ class Api {
   // Set before serving.
   void set_isolation(Isolation isolation) { isolation_ = std::move(isolation); }
   const Isolation& isolation() const { return isolation_; }
+  // OpenID Connect identity providers for login (docs/oidc.md); set before serving. `fetch`
+  // carries the calls to the providers' endpoints.
+  void set_oidc(std::vector<iam::oidc::ProviderConfig> providers, const iam::oidc::Fetch& fetch);
+  iam::oidc::Provider* oidc_provider(std::string_view name) const;
+  const std::vector<std::unique_ptr<iam::oidc::Provider>>& oidc_providers() const { return oidc_; }
+  // The web console (docs/console.md) from this directory instead of the assets built into
+  // the binary; set before serving.
+  void set_console_dir(std::string dir) { console_dir_ = std::move(dir); }
+  const std::string& console_dir() const { return console_dir_; }
   // Usage-event time window (future skew, lateness); set before serving.
   void set_metering(metering::IngestOptions options) { metering_ = options; }
   const metering::IngestOptions& metering() const { return metering_; }
@@ -132,6 +142,8 @@ class Api {
   std::vector<Route> routes_;
   Isolation isolation_;
   metering::IngestOptions metering_;
+  std::vector<std::unique_ptr<iam::oidc::Provider>> oidc_;
+  std::string console_dir_;
 };
 
 // Serves an Api over HTTP/1.1 on a TCP port: one coroutine per connection, header and body

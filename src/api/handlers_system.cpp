@@ -4,6 +4,7 @@
 
 #include "api/client_key.h"
 #include "api/router.h"
+#include "common/crypto.h"
 
 namespace gp::api {
 namespace {
@@ -15,28 +16,11 @@ Reply text_reply(std::string body, std::string content_type = "text/plain; chars
   return r;
 }
 
-Json principal_json(const iam::Principal& p) {
-  Json bindings = Json::array();
-  for (const auto& b : p.bindings)
-    bindings.push_back({{"id", b.id},
-                        {"role", iam::role_name(b.role)},
-                        {"tenant_id", b.tenant_id ? Json(*b.tenant_id) : Json(nullptr)},
-                        {"project_id", b.project_id ? Json(*b.project_id) : Json(nullptr)}});
-  std::string kind = p.kind == iam::PrincipalKind::kUser             ? "user"
-                     : p.kind == iam::PrincipalKind::kServiceAccount ? "service_account"
-                                                                     : "node";
-  return {{"kind", kind},
-          {"id", p.id},
-          {"name", p.name},
-          {"tenant_id", p.tenant_id ? Json(*p.tenant_id) : Json(nullptr)},
-          {"credential_id", p.credential_id},
-          {"role_bindings", bindings}};
-}
-
 Result<Reply> login(Api& api, Call& call) {
   auto r = body_reader(call, "login");
   std::string username = r.string("username", 127);  // "<tenant>/<username>" or "<username>"
   std::string password = r.string("password", 256);
+  const bool cookie = r.optional_bool("cookie").value_or(false);  // a browser's login
   GP_TRY_VOID(r.finish());
   // Wrong passwords are throttled per address and per account: a guesser is slowed to the
   // account's refill rate wherever it guesses from, and the real user waits seconds at most.
@@ -71,17 +55,7 @@ Result<Reply> login(Api& api, Call& call) {
   call.who.id = user_id;
   call.who.kind = iam::PrincipalKind::kUser;
   return run_mutation(api, call, [&](Api& api, Call&, store::Tx& tx) -> Result<Mutation> {
-    World w = api.world();
-    auto s = GP_TRY(tenancy::create_session(tx, w, user_id, api.limits().session_ttl));
-    auto principal = GP_TRY(api.authenticator().load_principal(tx, "user", user_id));
-    Mutation m;
-    m.reply = json_reply(201, {{"token", s.token},
-                               {"session_id", s.id},
-                               {"expires_at", format_rfc3339(from_unix_micros(s.expires_at))},
-                               {"principal", principal_json(principal)}});
-    m.resource = "sessions/" + s.id;
-    m.tenant_id = principal.tenant_id;
-    return m;
+    return login_session(api, tx, user_id, cookie);
   });
 }
 
@@ -117,6 +91,63 @@ Result<Reply> audit_list(Api& api, Call& call, store::Tx& tx) {
 }
 
 }  // namespace
+
+Json principal_json(const iam::Principal& p) {
+  Json bindings = Json::array();
+  for (const auto& b : p.bindings)
+    bindings.push_back({{"id", b.id},
+                        {"role", iam::role_name(b.role)},
+                        {"tenant_id", b.tenant_id ? Json(*b.tenant_id) : Json(nullptr)},
+                        {"project_id", b.project_id ? Json(*b.project_id) : Json(nullptr)}});
+  std::string kind = p.kind == iam::PrincipalKind::kUser             ? "user"
+                     : p.kind == iam::PrincipalKind::kServiceAccount ? "service_account"
+                                                                     : "node";
+  return {{"kind", kind},
+          {"id", p.id},
+          {"name", p.name},
+          {"tenant_id", p.tenant_id ? Json(*p.tenant_id) : Json(nullptr)},
+          {"credential_id", p.credential_id},
+          {"role_bindings", bindings}};
+}
+
+std::string csrf_token(std::string_view session_token) {
+  return base64url_encode(sha256(std::string("gpuplane-csrf:").append(session_token)));
+}
+
+std::vector<std::pair<std::string, std::string>> session_cookies(const Api& api,
+                                                                 std::string_view token,
+                                                                 Duration ttl) {
+  const int64_t age = std::chrono::duration_cast<std::chrono::seconds>(ttl).count();
+  const std::string secure = api.isolation().api_tls ? "; Secure" : "";
+  const bool clear = age <= 0;
+  return {{"Set-Cookie", fmt::format("{}={}; Path=/; Max-Age={}; HttpOnly; SameSite=Lax{}",
+                                     kSessionCookie, clear ? "" : std::string(token), age, secure)},
+          {"Set-Cookie", fmt::format("{}={}; Path=/; Max-Age={}; SameSite=Strict{}", kCsrfCookie,
+                                     clear ? "" : csrf_token(token), age, secure)},
+          {"Cache-Control", "no-store"}};
+}
+
+Result<Mutation> login_session(Api& api, store::Tx& tx, const std::string& user_id, bool cookie) {
+  World w = api.world();
+  auto s = GP_TRY(tenancy::create_session(tx, w, user_id, api.limits().session_ttl));
+  auto principal = GP_TRY(api.authenticator().load_principal(tx, "user", user_id));
+  Json body = {{"session_id", s.id},
+               {"expires_at", format_rfc3339(from_unix_micros(s.expires_at))},
+               {"principal", principal_json(principal)}};
+  Mutation m;
+  if (cookie) {
+    body["csrf_token"] = csrf_token(s.token);
+    m.reply = json_reply(201, body);
+    m.reply.headers = session_cookies(api, s.token, api.limits().session_ttl);
+  } else {
+    body["token"] = s.token;
+    m.reply = json_reply(201, body);
+  }
+  m.resource = "sessions/" + s.id;
+  m.tenant_id = principal.tenant_id;
+  m.actor = user_id;
+  return m;
+}
 
 std::vector<Route> system_routes() {
   std::vector<Route> routes;
@@ -200,6 +231,7 @@ std::vector<Route> system_routes() {
          GP_TRY_VOID(tenancy::revoke_session(tx, w, call.who.credential_id));
          Mutation m;
          m.reply.status = 204;
+         m.reply.headers = session_cookies(api, "", Duration::zero());  // a browser's too
          m.resource = "sessions/" + call.who.credential_id;
          m.tenant_id = call.who.tenant_id;
          return m;

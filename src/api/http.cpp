@@ -12,6 +12,22 @@ std::optional<std::string_view> HttpRequest::header(std::string_view name) const
   return std::nullopt;
 }
 
+std::optional<std::string_view> HttpRequest::cookie(std::string_view name) const {
+  for (const auto& [k, v] : headers) {
+    if (k != "cookie") continue;
+    std::string_view rest = v;
+    while (!rest.empty()) {
+      size_t end = rest.find(';');
+      std::string_view pair = rest.substr(0, end);
+      rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
+      while (!pair.empty() && pair.front() == ' ') pair.remove_prefix(1);
+      size_t eq = pair.find('=');
+      if (eq != std::string_view::npos && pair.substr(0, eq) == name) return pair.substr(eq + 1);
+    }
+  }
+  return std::nullopt;
+}
+
 namespace {
 std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space) {
   std::string out;

@@ -24,6 +24,8 @@ struct HttpRequest {
   std::optional<std::string> query_error;    // set when the query string could not be decoded
 
   std::optional<std::string_view> header(std::string_view lower_name) const;
+  // The value of cookie `name` from the Cookie header(s); the first one when repeated.
+  std::optional<std::string_view> cookie(std::string_view name) const;
 };
 
 struct HttpResponse {

@@ -129,7 +129,16 @@ Json schemas() {
                                    {"subject_id", str()},
                                    {"project", str()}},
                                   {"role", "subject_kind", "subject_id"});
-  s["LoginRequest"] = object({{"username", str()}, {"password", str()}}, {"username", "password"});
+  s["LoginRequest"] =
+      object({{"username", str()}, {"password", str()}, {"cookie", {{"type", "boolean"}}}},
+             {"username", "password"});
+  s["OidcTokenRequest"] = object({{"id_token", str()}}, {"id_token"});
+  s["OidcProviders"] =
+      object({{"items",
+               {{"type", "array"},
+                {"items", object({{"name", str()}, {"display_name", str()}, {"login_url", str()}},
+                                 {"name", "display_name", "login_url"})}}}},
+             {"items"});
   s["Principal"] = object({{"kind", enum_of({"user", "service_account", "node"})},
                            {"id", str()},
                            {"name", str()},
@@ -137,11 +146,13 @@ Json schemas() {
                            {"credential_id", str()},
                            {"role_bindings", {{"type", "array"}}}},
                           {"kind", "id", "name", "tenant_id", "credential_id", "role_bindings"});
+  // token: in the body; csrf_token: a cookie login's (the token is then in the gp_session cookie).
   s["LoginResponse"] = object({{"token", str()},
+                               {"csrf_token", str()},
                                {"session_id", str()},
                                {"expires_at", time_str()},
                                {"principal", {{"$ref", "#/components/schemas/Principal"}}}},
-                              {"token", "session_id", "expires_at", "principal"});
+                              {"session_id", "expires_at", "principal"});
   s["AuditRecord"] = object({{"seq", integer()},
                              {"time", time_str()},
                              {"actor", str()},

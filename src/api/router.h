@@ -115,6 +115,7 @@ std::vector<Route> invoice_routes();  // billing accounts and invoices (handlers
 std::vector<Route> posture_routes();
 std::vector<Route> usage_routes();
 std::vector<Route> sla_routes();
+std::vector<Route> oidc_routes();
 std::vector<Route> budget_routes();
 // The budget hard stop around an allocation create (handlers_budget.cpp). The precheck costs one
 // indexed lookup when no budget with a hard stop covers the project (nullopt) and refuses a
@@ -144,6 +145,21 @@ Result<Json> draft_final_invoice(Api& api, store::Tx& tx, const tenancy::Tenant&
                                  const std::string& who);
 Result<Json> schedule_tenant_storage_deletion(Api& api, store::Tx& tx, const tenancy::Tenant& t,
                                               const std::string& who);
+
+// Browser sessions (docs/oidc.md): the session token travels in an HttpOnly cookie, and a
+// write authenticated by that cookie must echo the CSRF token (derived from the session token,
+// readable by the page from its own cookie) in X-CSRF-Token.
+inline constexpr std::string_view kSessionCookie = "gp_session";
+inline constexpr std::string_view kCsrfCookie = "gp_csrf";
+std::string csrf_token(std::string_view session_token);
+// Set-Cookie values: Secure when the API speaks TLS; `ttl` zero clears the cookies.
+std::vector<std::pair<std::string, std::string>> session_cookies(const Api& api,
+                                                                 std::string_view token,
+                                                                 Duration ttl);
+Json principal_json(const iam::Principal& p);
+// A login's session for `user_id` and its 201 reply: the token in the body, or with `cookie`
+// set as cookies (the body then carries the CSRF token instead).
+Result<Mutation> login_session(Api& api, store::Tx& tx, const std::string& user_id, bool cookie);
 
 // Helpers for handlers.
 Reply json_reply(int status, Json body, std::optional<int64_t> etag = std::nullopt);

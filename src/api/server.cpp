@@ -56,7 +56,7 @@ http::response<http::string_body> to_beast(HttpResponse&& r, unsigned version, b
   http::response<http::string_body> res{static_cast<http::status>(r.status), version};
   res.set(http::field::server, "gpuplane");
   if (!r.body.empty() || r.status != 204) res.set(http::field::content_type, r.content_type);
-  for (auto& [k, v] : r.headers) res.set(k, v);
+  for (auto& [k, v] : r.headers) res.insert(k, v);  // several Set-Cookie stay several
   res.body() = std::move(r.body);
   res.keep_alive(keep_alive);
   res.prepare_payload();

@@ -17,6 +17,7 @@
 #include "cli/commands.h"
 #include "cli/http_client.h"
 #include "common/json.h"
+#include "common/url.h"
 
 namespace gp::cli {
 
@@ -53,16 +54,7 @@ void resolve(ClientConfig& c) {
   }
 }
 
-std::string url_encode(std::string_view s) {
-  std::string out;
-  for (unsigned char ch : s) {
-    if (std::isalnum(ch) || ch == '-' || ch == '_' || ch == '.' || ch == '~')
-      out.push_back(char(ch));
-    else
-      out += fmt::format("%{:02X}", ch);
-  }
-  return out;
-}
+std::string url_encode(std::string_view s) { return percent_encode(s); }
 
 // Sends a request and prints errors; returns the parsed body, or nullopt after printing.
 std::optional<Json> call(ClientConfig& c, std::string_view method, const std::string& target,
@@ -276,6 +268,15 @@ int main(int argc, char** argv) {
                     "First start: the admin password comes from this file");
   serve->add_option("--bootstrap-credential-file", so.bootstrap_credential_file,
                     "First start: write the admin credential here (0600) instead of stdout");
+  serve
+      ->add_option("--oidc-config", so.oidc_config,
+                   "JSON file of OpenID Connect identity providers for login (docs/oidc.md)")
+      ->check(CLI::ExistingFile);
+  serve
+      ->add_option("--console-dir", so.console_dir,
+                   "Serve the web console from this directory (a vite build of web/) instead "
+                   "of the one built into the binary")
+      ->check(CLI::ExistingDirectory);
   serve->add_option("--log-level", so.log_level, "trace, debug, info, warn, error");
   serve->add_option("--log-format", so.log_format, "text or json")
       ->check(CLI::IsMember({"text", "json"}));
@@ -361,13 +362,46 @@ int main(int argc, char** argv) {
 
   // login / whoami
   auto* login = app.add_subcommand("login", "Log in and save a session token to the config file");
-  std::string username;
+  std::string username, oidc_provider, id_token_file;
   bool pw_stdin = false;
-  login->add_option("--username,-u", username, "Username")->required();
+  auto* user_opt = login->add_option("--username,-u", username, "Username");
   login->add_flag("--password-stdin", pw_stdin, "Read the password from standard input");
+  auto* oidc_opt = login->add_option(
+      "--oidc", oidc_provider,
+      "Identity provider (docs/oidc.md): exchange an ID token it issued for a session");
+  login
+      ->add_option("--id-token-file", id_token_file,
+                   "With --oidc: the ID token's file, - for stdin")
+      ->needs(oidc_opt);
+  oidc_opt->excludes(user_opt);
   login->callback([&] {
-    std::string pw = read_password("Password: ", pw_stdin);
-    auto r = call(c, "POST", "/v1/auth/login", {{"username", username}, {"password", pw}}, false);
+    std::optional<Json> r;
+    if (!oidc_provider.empty()) {
+      if (id_token_file.empty()) {
+        std::cerr << "error: --oidc needs --id-token-file (the ID token the provider issued)\n";
+        rc = 2;
+        return;
+      }
+      std::ifstream file;
+      if (id_token_file != "-") file.open(id_token_file);
+      std::istream& in = id_token_file == "-" ? std::cin : file;
+      std::string token;
+      if (!in || !std::getline(in, token)) {
+        std::cerr << fmt::format("error: cannot read {}\n", id_token_file);
+        rc = 1;
+        return;
+      }
+      r = call(c, "POST", "/v1/auth/oidc/" + oidc_provider + "/token", {{"id_token", token}},
+               false);
+      if (r) username = (*r)["principal"].value("name", "");
+    } else if (username.empty()) {
+      std::cerr << "error: give --username, or --oidc PROVIDER --id-token-file FILE\n";
+      rc = 2;
+      return;
+    } else {
+      std::string pw = read_password("Password: ", pw_stdin);
+      r = call(c, "POST", "/v1/auth/login", {{"username", username}, {"password", pw}}, false);
+    }
     if (!r) {
       rc = 1;
       return;

@@ -16,6 +16,8 @@ struct ServeOptions {
   std::string listen = "127.0.0.1:8080";
   std::string port_file;
   std::string bootstrap_password_file;
+  std::string oidc_config;  // docs/oidc.md
+  std::string console_dir;  // empty: the console built into the binary
   std::string bootstrap_credential_file;
   std::string log_level = "info";
   std::string log_format = "text";

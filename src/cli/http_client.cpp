@@ -98,7 +98,11 @@ Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
     http::request<http::string_body> req{
         http::string_to_verb(beast::string_view(method.data(), method.size())), std::string(target),
         11};
-    req.set(http::field::host, ep.host);
+    // RFC 9110 7.2: the port too unless it is the scheme's default (servers build URLs of it).
+    const bool v6 = ep.host.find(':') != std::string::npos;
+    std::string host = v6 ? "[" + ep.host + "]" : ep.host;
+    if (ep.port != (ep.tls ? "443" : "80")) host += ":" + ep.port;
+    req.set(http::field::host, host);
     req.set(http::field::user_agent, "gpuplane-cli");
     for (const auto& [k, v] : headers) req.set(k, v);
     if (!body.empty() || method == "POST" || method == "PATCH") {

@@ -13,10 +13,12 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <sstream>
 #include <thread>
 
 #include "api/api.h"
 #include "cli/commands.h"
+#include "cli/http_client.h"
 #include "common/thread_safety.h"
 #include "store/engines.h"
 #include "tenancy/tenancy.h"
@@ -32,6 +34,35 @@ Result<std::string> read_secret_file(const std::string& path) {
   std::getline(in, s);
   while (!s.empty() && (s.back() == '\n' || s.back() == '\r' || s.back() == ' ')) s.pop_back();
   return s;
+}
+
+// OIDC providers (docs/oidc.md): the configuration file, and the provider calls over this
+// binary's HTTP client (10 s each).
+Result<std::vector<iam::oidc::ProviderConfig>> load_oidc_config(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return fail(Error::invalid("cannot read " + path));
+  std::stringstream text;
+  text << in.rdbuf();
+  Json doc = Json::parse(text.str(), nullptr, false);
+  if (doc.is_discarded()) return fail(Error::invalid(path + " is not valid JSON"));
+  auto providers = iam::oidc::parse_config(doc, read_secret_file);
+  if (!providers) return fail(Error::invalid(path + ": " + providers.error().message));
+  return providers;
+}
+
+iam::oidc::Fetch oidc_fetch() {
+  return [](const std::string& method, const std::string& url, const std::string& body,
+            const std::vector<std::pair<std::string, std::string>>& headers,
+            const std::string& ca_file) -> Result<iam::oidc::FetchResult> {
+    const size_t scheme = url.find("://");
+    if (scheme == std::string::npos) return fail(Error::invalid("not an absolute URL: " + url));
+    const size_t path = url.find('/', scheme + 3);
+    Endpoint ep = GP_TRY(parse_endpoint(path == std::string::npos ? url : url.substr(0, path)));
+    ep.ca_file = ca_file;
+    auto r = GP_TRY(http_request(ep, method, path == std::string::npos ? "/" : url.substr(path),
+                                 body, headers, 10000));
+    return iam::oidc::FetchResult{r.status, std::move(r.body)};
+  };
 }
 
 Result<void> write_private_file(const std::string& path, const std::string& content) {
@@ -271,6 +302,16 @@ int run_serve(const ServeOptions& o) {
   api.set_isolation(std::move(*isolation));
   api.set_metering({.max_future_skew = std::chrono::seconds(o.usage_future_skew_seconds),
                     .lateness = std::chrono::hours(o.usage_lateness_hours)});
+  api.set_console_dir(o.console_dir);
+  if (!o.oidc_config.empty()) {
+    auto providers = load_oidc_config(o.oidc_config);
+    if (!providers) {
+      spdlog::critical("--oidc-config: {}", providers.error().message);
+      return 2;
+    }
+    spdlog::info("OIDC login: {} identity provider(s) from {}", providers->size(), o.oidc_config);
+    api.set_oidc(std::move(*providers), oidc_fetch());
+  }
   auto colon = o.listen.rfind(':');
   std::string host = o.listen.substr(0, colon);
   int port = colon == std::string::npos ? 8080 : std::atoi(o.listen.c_str() + colon + 1);

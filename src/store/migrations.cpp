@@ -554,6 +554,25 @@ CREATE TABLE node_certificates (
 );
 CREATE INDEX node_certificates_node ON node_certificates (node_id, issued_at)
 )SQL"},
+      // OIDC login (docs/oidc.md): logins in flight (state, nonce and PKCE verifier, single
+      // use), users bound to an identity provider's subject, and the role bindings its mapping
+      // rules manage (source "oidc:<provider>"; "api" for bindings made through the API).
+      {17, "oidc login", R"SQL(
+CREATE TABLE oidc_logins (
+  state_hash TEXT PRIMARY KEY,
+  provider TEXT NOT NULL,
+  nonce TEXT NOT NULL,
+  code_verifier TEXT NOT NULL,
+  redirect_uri TEXT NOT NULL,
+  return_to TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  expires_at BIGINT NOT NULL
+);
+CREATE INDEX oidc_logins_expiry ON oidc_logins (expires_at);
+CREATE UNIQUE INDEX users_external_subject ON users (external_subject)
+  WHERE external_subject IS NOT NULL;
+ALTER TABLE role_bindings ADD COLUMN source TEXT NOT NULL DEFAULT 'api'
+)SQL"},
   };
   return kMigrations;
 }

@@ -488,10 +488,10 @@ Result<void> delete_user(store::Tx& tx, const World& w, const Owner& owner, cons
   GP_TRY_VOID(revoke_credentials_of(tx, now, u->id));
   GP_TRY_VOID(tx.exec("DELETE FROM role_bindings WHERE subject_id = ?", {u->id}));
   // The row stays (disabled) so the audit trail's actor ids keep resolving; the username is
-  // freed for reuse.
+  // freed for reuse, and an identity provider's subject too (its next login starts afresh).
   GP_TRY_VOID(
-      tx.exec("UPDATE users SET state='deleted', username=?, password_hash=NULL, updated_at=?, "
-              "version=version+1 WHERE id=?",
+      tx.exec("UPDATE users SET state='deleted', username=?, password_hash=NULL, "
+              "external_subject=NULL, updated_at=?, version=version+1 WHERE id=?",
               {fmt::format("deleted-{}", u->id), now, u->id}));
   return ok();
 }

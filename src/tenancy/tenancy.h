@@ -15,6 +15,7 @@
 #include "common/page.h"
 #include "common/result.h"
 #include "iam/iam.h"
+#include "iam/oidc.h"
 #include "policy/policy.h"
 #include "store/store.h"
 
@@ -210,6 +211,16 @@ Result<Binding> create_binding(store::Tx& tx, const World& w, const Owner& owner
 Result<std::optional<Binding>> find_binding(store::Tx& tx, const Owner& owner, std::string_view id);
 Result<Page<Binding>> list_bindings(store::Tx& tx, const Owner& owner, const PageRequest& page);
 Result<void> delete_binding(store::Tx& tx, const Owner& owner, const std::string& id);
+
+// ---- users of an identity provider (docs/oidc.md) ----
+// Finds the user bound to `id.subject` or creates it (in `id.tenant`, a tenant name; platform
+// user when empty), refreshes its email and display name, and makes its role bindings of
+// `source` ("oidc:<provider>") exactly `id.grants`; bindings made through the API stay.
+// Refused when the subject's user lives in another tenant or is disabled, when the username
+// belongs to a local user, or when a rule names a tenant or project that does not exist.
+// Returns the user id.
+Result<std::string> sync_external_user(store::Tx& tx, const World& w,
+                                       const iam::oidc::Identity& id, const std::string& source);
 
 // Makes sure a platform-admin exists. On first start, creates user "admin" with the given
 // password (or a generated one) plus an API key, and returns the credentials to print once.

@@ -308,7 +308,10 @@ TEST_F(K8s, RenderReturnsTheTenantBundleAsYaml) {
       << "the tenant quota of 2 H200 caps whole GPUs:\n"
       << y;
   EXPECT_NE(y.find("kind: ValidatingWebhookConfiguration"), std::string::npos);
-  EXPECT_NE(y.find("https://127.0.0.1/v1/admission/validate"), std::string::npos);
+  // The server as the client addressed it (Host, port included).
+  EXPECT_NE(y.find(fmt::format("https://127.0.0.1:{}/v1/admission/validate", s.port())),
+            std::string::npos)
+      << y;
   EXPECT_NE(y.find("acme/acme-admin"), std::string::npos) << "the tenant admin's binding";
   EXPECT_EQ(y.find("beta"), std::string::npos) << "nothing of another tenant";
   // Deterministic: the same state renders the same bytes.
