@@ -1,0 +1,92 @@
+// Who holds the fleet's GPUs, read from every tenant's live allocations (there is no
+// platform-wide allocation listing): the fleet page colours GPUs by holder, a node's page lists
+// the allocations placed on it.
+import { listAll, seg } from './api';
+import { HolderIndex } from './mig';
+import type { Allocation, PlacementGpu, Project, Tenant } from './types';
+
+// Past this many tenants the lookup stops (a platform-wide allocation listing would be the better
+// source there).
+export const MAX_TENANTS_FOR_HOLDERS = 50;
+const LIVE_STATES = ['placed', 'active'];
+
+export interface LiveAllocation {
+  allocation: Allocation;
+  tenantName: string;
+}
+
+export interface LiveAllocations {
+  items: LiveAllocation[];
+  /** More tenants than were read: some allocations are missing. */
+  partial: boolean;
+}
+
+/** Every tenant's placed and active allocations (tenants that refuse the read are skipped). */
+export async function loadLiveAllocations(signal: AbortSignal): Promise<LiveAllocations> {
+  const items: LiveAllocation[] = [];
+  const tenants = await listAll<Tenant>('/v1/tenants', MAX_TENANTS_FOR_HOLDERS + 1);
+  const partial = tenants.length > MAX_TENANTS_FOR_HOLDERS;
+  for (const t of tenants.slice(0, MAX_TENANTS_FOR_HOLDERS)) {
+    if (signal.aborted) break;
+    for (const state of LIVE_STATES) {
+      try {
+        const allocs = await listAll<Allocation>(`/v1/tenants/${seg(t.id)}/allocations`, 1000, { state });
+        for (const a of allocs) items.push({ allocation: a, tenantName: t.name });
+      } catch {
+        // A tenant being offboarded, or no allocation.read: its GPUs show as free.
+      }
+    }
+  }
+  return { items, partial };
+}
+
+/** The GPUs each live allocation holds, indexed by GPU. */
+export function holderIndex(live: LiveAllocations): HolderIndex {
+  const index = new HolderIndex();
+  for (const { allocation, tenantName } of live.items) index.add(allocation, tenantName);
+  return index;
+}
+
+export async function loadHolders(signal: AbortSignal): Promise<{ index: HolderIndex; partial: boolean }> {
+  const live = await loadLiveAllocations(signal);
+  return { index: holderIndex(live), partial: live.partial };
+}
+
+export interface NodeAllocation extends LiveAllocation {
+  /** What the allocation holds on this node: whole GPUs, MIG instances or shares. */
+  gpus: PlacementGpu[];
+}
+
+/** The live allocations whose placement includes node `nodeId`, by tenant then name. */
+export function allocationsOnNode(live: LiveAllocations, nodeId: string): NodeAllocation[] {
+  const out: NodeAllocation[] = [];
+  for (const item of live.items) {
+    const p = item.allocation.placement;
+    if (!p) continue;
+    const gpus = p.gpus.filter((g) => g.node === nodeId);
+    if (!p.nodes.includes(nodeId) && gpus.length === 0) continue;
+    out.push({ ...item, gpus });
+  }
+  return out.sort((a, b) => a.tenantName.localeCompare(b.tenantName) ||
+                            a.allocation.name.localeCompare(b.allocation.name));
+}
+
+/** Project names by id for the given tenants (ids stand in where a listing is refused). */
+export async function projectNames(tenantIds: Iterable<string>): Promise<Map<string, string>> {
+  const names = new Map<string, string>();
+  await Promise.all([...new Set(tenantIds)].map(async (t) => {
+    try {
+      for (const p of await listAll<Project>(`/v1/tenants/${seg(t)}/projects`, 1000)) names.set(p.id, p.name);
+    } catch {
+      // The id is shown instead.
+    }
+  }));
+  return names;
+}
+
+/** "GPU 0: 1g.5gb at slice 6", "GPU 1 (whole)", "GPU 2: 250 milli-GPU". */
+export function describeHeld(g: PlacementGpu): string {
+  if (g.mig) return `GPU ${g.index}: ${g.mig.profile} at slice ${g.mig.start}`;
+  if (g.milli) return `GPU ${g.index}: ${g.milli} milli-GPU`;
+  return `GPU ${g.index} (whole)`;
+}

@@ -1,0 +1,76 @@
+// The frame around every page once logged in: who is logged in, the navigation their roles call
+// for, and logging out.
+import { ApiError, describeError, post } from './api';
+import { h, replace } from './dom';
+import { currentPath, href, navigate } from './router';
+import { canReadAudit, clearSession, isPlatform, roles, type Session } from './session';
+import { announce } from './status';
+
+export interface NavItem {
+  path: string;
+  label: string;
+}
+
+export function navItems(sess: Session): NavItem[] {
+  const items: NavItem[] = [];
+  const p = sess.principal;
+  if (isPlatform(p)) {
+    items.push({ path: '/fleet', label: 'Fleet' }, { path: '/tenants', label: 'Tenants' });
+    if (canReadAudit(p)) items.push({ path: '/audit', label: 'Audit trail' });
+  }
+  if (sess.tenant) {
+    items.push({ path: '/projects', label: 'Projects' },
+               { path: '/allocations', label: 'Allocations' });
+  }
+  items.push({ path: '/api-keys', label: 'API keys' });
+  return items;
+}
+
+/** The first page for this principal. */
+export function homePath(sess: Session): string {
+  return navItems(sess)[0]?.path ?? '/api-keys';
+}
+
+export function renderShell(sess: Session | null): void {
+  const banner = document.getElementById('banner');
+  if (!banner) return;
+  if (!sess) {
+    replace(banner, h('div', { class: 'brand' }, h('span', { class: 'logo', 'aria-hidden': 'true' }, '▦'), ' gpuplane'));
+    return;
+  }
+  const p = sess.principal;
+  const path = currentPath();
+  const nav = h('nav', { class: 'main-nav', 'aria-label': 'Main' },
+    h('ul', null, navItems(sess).map((item) => {
+      const current = path === item.path || path.startsWith(`${item.path}/`);
+      return h('li', null, h('a', { href: href(item.path), 'aria-current': current ? 'page' : null }, item.label));
+    })));
+  const who = h('p', { class: 'who' },
+    h('span', { class: 'visually-hidden' }, 'Signed in as '),
+    h('strong', { 'data-testid': 'who-name' }, p.name),
+    sess.tenant ? [' · tenant ', h('strong', { 'data-testid': 'who-tenant' }, sess.tenant.name)]
+                : ' · platform',
+    h('span', { class: 'roles' }, ` (${roles(p).join(', ') || 'no roles'})`));
+  const logout = h('button', { type: 'button', class: 'secondary', onClick: () => void logOut(logout) }, 'Log out');
+  replace(banner,
+    h('div', { class: 'brand' }, h('a', { href: href('/') }, h('span', { class: 'logo', 'aria-hidden': 'true' }, '▦'), ' gpuplane')),
+    nav,
+    h('div', { class: 'session' }, who, logout));
+}
+
+async function logOut(button: HTMLButtonElement): Promise<void> {
+  button.disabled = true;
+  try {
+    await post('/v1/auth/logout');
+  } catch (err) {
+    // A session that is already gone is logged out all the same.
+    if (!(err instanceof ApiError && err.status === 401)) {
+      button.disabled = false;
+      announce(`Log out failed: ${describeError(err)}`);
+      return;
+    }
+  }
+  clearSession();
+  await navigate('/login?logged_out=1');
+  announce('You are logged out.');
+}
