@@ -75,7 +75,7 @@ std::string login_cookie(const Api& api, std::string_view provider, std::string_
                      api.isolation().api_tls ? "; Secure" : "");
 }
 
-// Refuses an address that keeps failing logins; counts a failure.
+// Refuses an address that keeps failing logins (count_failure counts the failures).
 Result<void> check_throttle(Api& api, Call& call) {
   Throttles& t = api.throttles();
   const std::string key = client_key(call.req.remote);
