@@ -219,8 +219,8 @@ Result<void> delete_binding(store::Tx& tx, const Owner& owner, const std::string
 // Refused when the subject's user lives in another tenant or is disabled, when the username
 // belongs to a local user, or when a rule names a tenant or project that does not exist.
 // Returns the user id.
-Result<std::string> sync_external_user(store::Tx& tx, const World& w,
-                                       const iam::oidc::Identity& id, const std::string& source);
+Result<std::string> sync_external_user(store::Tx& tx, const World& w, const iam::oidc::Identity& id,
+                                       const std::string& source);
 
 // Makes sure a platform-admin exists. On first start, creates user "admin" with the given
 // password (or a generated one) plus an API key, and returns the credentials to print once.
