@@ -6,7 +6,8 @@ build (BUILD/compile_commands.json), with clang 16:
                    marked GP_GUARDED_BY is touched only under its lock (common/thread_safety.h);
   --tidy           clang-tidy-16 with the checked-in .clang-tidy (every finding an error).
 
-Prints each finding and exits 1 when there is any, 2 when it cannot run. Progress shows on a
+A unity build's compile commands name its Unity/unity_N_cxx.cxx files; the sources they include
+are what is checked. Prints each finding and exits 1 when there is any, 2 when it cannot run. Progress shows on a
 terminal only.
 
     scripts/clang_checks.py --thread-safety|--tidy [BUILD [FILE...]]
@@ -48,6 +49,34 @@ def clang_args(entry):
                   "-U__cpp_concepts", "-D__cpp_concepts=202002L"]
 
 
+def unity_sources(entry):
+    """The sources a CMake unity file (Unity/unity_N_cxx.cxx) includes, or None for a plain one."""
+    path = entry["file"]
+    if os.sep + "Unity" + os.sep not in path or not os.path.basename(path).startswith("unity_"):
+        return None
+    with open(path) as f:
+        return [line.split('"')[1] for line in f if line.startswith('#include "')]
+
+
+def check_units(mode, entries, src, only):
+    """What to run the tool on: every source under src/ (or only those named). clang-tidy takes
+    each source on its own; the thread-safety analysis, which is per function, takes a unity file
+    whole when it checks the whole tree, which parses the shared headers once per batch."""
+    units = []
+    for e in entries:
+        sources = unity_sources(e)
+        if sources is None:
+            sources = [e["file"]]
+        mine = [f for f in sources if f.startswith(src) and (not only or f in only)]
+        if not mine:
+            continue
+        if mode == "--thread-safety" and not only and len(sources) > 1:
+            units.append((e, mine))
+        else:
+            units += [(dict(e, file=f), [f]) for f in mine]
+    return units
+
+
 def command(mode, entry):
     if mode == "--thread-safety":
         return [CLANG, *clang_args(entry), "-fsyntax-only", "-Wno-everything", "-Wthread-safety",
@@ -72,26 +101,29 @@ def main():
         return 2
     src = os.path.join(ROOT, "src") + os.sep
     only = {os.path.abspath(f) for f in sys.argv[3:]}
-    entries = [e for e in json.load(open(db))
-               if e["file"].startswith(src) and (not only or e["file"] in only)]
+    units = check_units(mode, json.load(open(db)), src, only)
+    files = sum(len(names) for _, names in units)
     tty = sys.stdout.isatty()
     failures = []
     jobs = int(os.environ.get("CHECK_JOBS", os.cpu_count() or 1))
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         futures = {pool.submit(subprocess.run, command(mode, e), cwd=e["directory"],
-                               capture_output=True, text=True): e["file"] for e in entries}
-        for n, f in enumerate(concurrent.futures.as_completed(futures), 1):
+                               capture_output=True, text=True): names for e, names in units}
+        done = 0
+        for f in concurrent.futures.as_completed(futures):
             r = f.result()
+            done += len(futures[f])
             if r.returncode != 0:
-                failures.append((futures[f], r.stdout + r.stderr))
+                failures.append((", ".join(os.path.relpath(p, ROOT) for p in futures[f]),
+                                 r.stdout + r.stderr))
             if tty:
-                print(f"\r{mode[2:]}: {n}/{len(entries)} files, {len(failures)} with findings",
+                print(f"\r{mode[2:]}: {done}/{files} files, {len(failures)} with findings",
                       end="", flush=True)
     if tty:
         print()
-    for path, text in sorted(failures):
-        print(f"--- {os.path.relpath(path, ROOT)}\n{text}")
-    print(f"{mode[2:]}: {len(entries)} files checked, {len(failures)} with findings")
+    for names, text in sorted(failures):
+        print(f"--- {names}\n{text}")
+    print(f"{mode[2:]}: {files} files checked in {len(units)} runs, {len(failures)} with findings")
     return 1 if failures else 0
 
 

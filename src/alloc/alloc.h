@@ -110,11 +110,17 @@ Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json
 Result<std::optional<Allocation>> find_allocation(store::Tx& tx, const tenancy::TenantScope& scope,
                                                   std::string_view id);
 struct AllocationFilter {
+  std::optional<std::string> tenant_id;  // list_all_allocations only: a scope names its tenant
   std::optional<std::string> project_id;
+  std::optional<std::string> node_id;  // the live allocations on this node
   std::optional<State> state;
 };
+// The scope's tenant's allocations.
 Result<Page<Allocation>> list_allocations(store::Tx& tx, const tenancy::TenantScope& scope,
                                           const AllocationFilter& filter, const PageRequest& page);
+// Every tenant's allocations (operators).
+Result<Page<Allocation>> list_all_allocations(store::Tx& tx, const AllocationFilter& filter,
+                                              const PageRequest& page);
 Result<std::vector<Event>> list_events(store::Tx& tx, const std::string& allocation_id);
 
 // ---- reservations: capacity of a shape held for a tenant during a window ----
@@ -171,7 +177,8 @@ class Service {
   Result<Allocation> release(store::Tx& tx, const World& w, const tenancy::TenantScope& scope,
                              const std::string& id, const std::string& reason);
   // Periodic work: expires allocations past their end time, fails those a fleet change left
-  // without their GPUs, places pending ones that now fit. Returns the transitions made.
+  // without their GPUs, places pending ones that now fit, completes drains. Returns the
+  // transitions made.
   Result<int> tick(store::Tx& tx, const World& w);
   // A node's agent reported in: its placed allocations become active once every node they use
   // has reported since placement. Returns what the agent must apply: allocations on the node
@@ -180,6 +187,10 @@ class Service {
   // Offboarding: every live allocation of the tenant is released and its reservations are
   // cancelled; what waited behind them is placed. Returns the allocations released.
   Result<int> offboard(store::Tx& tx, const World& w, const std::string& tenant_id);
+  // Draining nodes that nothing is left on go to maintenance (ready -> draining -> maintenance),
+  // keeping the operator's reason: at once after a drain, and from tick() once the last
+  // allocation has left. Returns the nodes whose drain completed.
+  Result<int> complete_drains(store::Tx& tx, const World& w);
   // A node failed: its allocations fail and are released.
   Result<int> node_failed(store::Tx& tx, const World& w, const std::string& node_id,
                           const std::string& reason);

@@ -379,7 +379,7 @@ Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json
 
 namespace {
 
-constexpr std::string_view kColumns =
+constexpr std::string_view kAllocationColumns =
     "id, tenant_id, project_id, name, offering_id, request, state, reason_code, reason, "
     "placement, borrowed_units, end_at, grace_until, created_by, created_at, placed_at, "
     "ended_at, updated_at, version";
@@ -388,7 +388,7 @@ constexpr std::string_view kColumns =
 
 namespace detail {
 
-std::string_view allocation_columns() { return kColumns; }
+std::string_view allocation_columns() { return kAllocationColumns; }
 
 Result<Allocation> allocation_from(const store::Row& row) {
   Allocation a;
@@ -435,12 +435,26 @@ Result<std::optional<Allocation>> find_allocation(store::Tx& tx, const tenancy::
 
 Result<Page<Allocation>> list_allocations(store::Tx& tx, const tenancy::TenantScope& scope,
                                           const AllocationFilter& filter, const PageRequest& page) {
-  std::string sql =
-      fmt::format("SELECT {} FROM allocations WHERE tenant_id = ? AND id > ?", kColumns);
-  store::Params params{scope.tenant_id(), page.after.value_or("")};
+  AllocationFilter mine = filter;
+  mine.tenant_id = scope.tenant_id();
+  return list_all_allocations(tx, mine, page);
+}
+
+Result<Page<Allocation>> list_all_allocations(store::Tx& tx, const AllocationFilter& filter,
+                                              const PageRequest& page) {
+  std::string sql = fmt::format("SELECT {} FROM allocations WHERE id > ?", kAllocationColumns);
+  store::Params params{page.after.value_or("")};
+  if (filter.tenant_id) {
+    sql += " AND tenant_id = ?";
+    params.emplace_back(*filter.tenant_id);
+  }
   if (filter.project_id) {
     sql += " AND project_id = ?";
     params.emplace_back(*filter.project_id);
+  }
+  if (filter.node_id) {
+    sql += " AND id IN (SELECT allocation_id FROM allocation_nodes WHERE node_id = ?)";
+    params.emplace_back(*filter.node_id);
   }
   if (filter.state) {
     sql += " AND state = ?";

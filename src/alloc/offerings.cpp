@@ -67,7 +67,7 @@ Result<Offering> parse_offering(const Json& body) {
 
 namespace {
 
-constexpr std::string_view kColumns =
+constexpr std::string_view kOfferingColumns =
     "id, name, tier, models, gpus, mig_profile, milli, description, created_at, version";
 
 Offering offering_from(const store::Row& row) {
@@ -92,7 +92,7 @@ Result<Offering> create_offering(store::Tx& tx, const World& w, Offering o) {
   o.created_at = w.now();
   o.version = 1;
   auto r = tx.exec(
-      fmt::format("INSERT INTO offerings ({}) VALUES (?,?,?,?,?,?,?,?,?,?)", kColumns),
+      fmt::format("INSERT INTO offerings ({}) VALUES (?,?,?,?,?,?,?,?,?,?)", kOfferingColumns),
       {o.id, o.name, std::string(sched::tier_name(o.tier)), Json(o.models).dump(), int64_t{o.gpus},
        o.mig_profile, int64_t{o.milli}, o.description, o.created_at, o.version});
   if (!r) {
@@ -104,9 +104,9 @@ Result<Offering> create_offering(store::Tx& tx, const World& w, Offering o) {
 }
 
 Result<std::optional<Offering>> find_offering(store::Tx& tx, std::string_view id_or_name) {
-  auto row = GP_TRY(
-      tx.query_one(fmt::format("SELECT {} FROM offerings WHERE id = ? OR name = ?", kColumns),
-                   {std::string(id_or_name), std::string(id_or_name)}));
+  auto row = GP_TRY(tx.query_one(
+      fmt::format("SELECT {} FROM offerings WHERE id = ? OR name = ?", kOfferingColumns),
+      {std::string(id_or_name), std::string(id_or_name)}));
   if (!row) return std::optional<Offering>{};
   return std::optional<Offering>(offering_from(*row));
 }
@@ -114,7 +114,7 @@ Result<std::optional<Offering>> find_offering(store::Tx& tx, std::string_view id
 Result<std::vector<Offering>> list_offerings(store::Tx& tx) {
   std::vector<Offering> out;
   for (const auto& row :
-       GP_TRY(tx.query(fmt::format("SELECT {} FROM offerings ORDER BY name", kColumns))))
+       GP_TRY(tx.query(fmt::format("SELECT {} FROM offerings ORDER BY name", kOfferingColumns))))
     out.push_back(offering_from(row));
   return out;
 }

@@ -16,7 +16,7 @@ std::optional<ReservationState> parse_reservation_state(std::string_view s) {
   return std::nullopt;
 }
 
-constexpr std::string_view kColumns =
+constexpr std::string_view kReservationColumns =
     "id, tenant_id, project_id, offering_id, request, start_at, end_at, state, reason, "
     "created_by, created_at, updated_at, version";
 
@@ -104,7 +104,7 @@ Result<Page<Reservation>> list_reservations(store::Tx& tx, const tenancy::Tenant
   for (const auto& row : GP_TRY(tx.query(
            fmt::format("SELECT {} FROM reservations WHERE tenant_id = ? AND id > ? ORDER BY id "
                        "LIMIT ?",
-                       kColumns),
+                       kReservationColumns),
            {scope.tenant_id(), page.after.value_or(""), int64_t{page.limit} + 1})))
     out.push_back(GP_TRY(reservation_from(row)));
   return make_page(std::move(out), page);
@@ -113,9 +113,10 @@ Result<Page<Reservation>> list_reservations(store::Tx& tx, const tenancy::Tenant
 Result<std::optional<Reservation>> find_reservation(store::Tx& tx,
                                                     const tenancy::TenantScope& scope,
                                                     std::string_view id) {
-  auto row = GP_TRY(tx.query_one(
-      fmt::format("SELECT {} FROM reservations WHERE id = ? AND tenant_id = ?", kColumns),
-      {std::string(id), scope.tenant_id()}));
+  auto row =
+      GP_TRY(tx.query_one(fmt::format("SELECT {} FROM reservations WHERE id = ? AND tenant_id = ?",
+                                      kReservationColumns),
+                          {std::string(id), scope.tenant_id()}));
   if (!row) return std::optional<Reservation>{};
   return std::optional<Reservation>(GP_TRY(reservation_from(*row)));
 }
@@ -132,7 +133,7 @@ Result<Reservation> Service::reserve(store::Tx& tx, const World& w, const NewRes
   changed_ = true;
   GP_TRY(tx.exec(
       fmt::format("INSERT INTO reservations ({}) VALUES (?,?,?,?,?,?,?,'scheduled',?,?,?,?,1)",
-                  kColumns),
+                  kReservationColumns),
       {id, n.shape.request.tenant, n.shape.request.project, store::opt(n.shape.offering_id),
        detail::request_json(n.shape.request).dump(), n.start_at, *n.shape.end_at,
        d.reason ? d.reason->message : "", actor, now, now}));
@@ -199,7 +200,7 @@ namespace detail {
 Result<void> restore_reservations(store::Tx& tx, sched::Scheduler& s, TimePoint now) {
   for (const auto& row : GP_TRY(tx.query(fmt::format(
            "SELECT {} FROM reservations WHERE state IN ('scheduled','active') ORDER BY id",
-           kColumns)))) {
+           kReservationColumns)))) {
     Reservation r = GP_TRY(reservation_from(row));
     (void)s.reserve(r.id, r.request, from_unix_micros(r.start_at), from_unix_micros(r.end_at), now);
   }

@@ -382,6 +382,27 @@ Result<int> Service::tick(store::Tx& tx, const World& w) {
                     std::string(kScheduler)));
   }
   n += GP_TRY(schedule(tx, w));
+  n += GP_TRY(complete_drains(tx, w));
+  return n;
+}
+
+Result<int> Service::complete_drains(store::Tx& tx, const World& w) {
+  int n = 0;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT id, name, state_reason FROM nodes WHERE state = 'draining' AND NOT EXISTS "
+           "(SELECT 1 FROM allocation_nodes an WHERE an.node_id = nodes.id) ORDER BY id"))) {
+    GP_TRY(fleet::apply_action(tx, w, row.text(0), fleet::NodeAction::kDrainComplete, row.text(2)));
+    audit::Entry e{std::string(kScheduler),
+                   "",
+                   "node.drain_complete",
+                   "/v1/nodes/" + row.text(0),
+                   "success",
+                   "",
+                   "local",
+                   {{"node", row.text(1)}, {"to", "maintenance"}}};
+    GP_TRY(audit_.append(tx, e));
+    ++n;
+  }
   return n;
 }
 

@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include "api/router.h"
+#include "fleet/fleet.h"
 
 namespace gp::api {
 namespace {
@@ -68,17 +69,34 @@ Result<Mutation> create_allocation(Api& api, Call& call, store::Tx& tx) {
   return m;
 }
 
-Result<Reply> list_allocations(Api& api, Call& call, store::Tx& tx) {
-  auto page = GP_TRY(page_request(api, call));
+Result<alloc::AllocationFilter> state_filter(const Call& call) {
   alloc::AllocationFilter filter;
-  if (call.project) filter.project_id = call.project->id;
   if (auto s = call.req.query.find("state"); s != call.req.query.end()) {
     filter.state = alloc::parse_state(s->second);
     if (!filter.state)
       return fail(Error::invalid(
           "state must be one of pending, placed, active, released, preempted, failed, expired"));
   }
+  return filter;
+}
+
+Result<Reply> list_allocations(Api& api, Call& call, store::Tx& tx) {
+  auto page = GP_TRY(page_request(api, call));
+  auto filter = GP_TRY(state_filter(call));
+  if (call.project) filter.project_id = call.project->id;
   auto p = GP_TRY(alloc::list_allocations(tx, call.tenant_scope(), filter, page));
+  return json_reply(200, page_json(p, [](const auto& a) { return a.to_json(); }));
+}
+
+// GET /v1/allocations: every tenant's, for operators (a node's page, "who holds what").
+Result<Reply> list_all_allocations(Api& api, Call& call, store::Tx& tx) {
+  auto page = GP_TRY(page_request(api, call));
+  auto filter = GP_TRY(state_filter(call));
+  if (auto t = call.req.query.find("tenant"); t != call.req.query.end())
+    filter.tenant_id = GP_TRY(found(tenancy::find_tenant(tx, t->second), "tenant")).id;
+  if (auto n = call.req.query.find("node"); n != call.req.query.end())
+    filter.node_id = GP_TRY(found(fleet::find_node(tx, n->second), "node")).id;
+  auto p = GP_TRY(alloc::list_all_allocations(tx, filter, page));
   return json_reply(200, page_json(p, [](const auto& a) { return a.to_json(); }));
 }
 
@@ -382,6 +400,15 @@ std::vector<Route> alloc_routes() {
                }),
                .summary = "The tenant's waiting allocations with their place in the whole queue.",
                .response_schema = "Queue"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/allocations",
+               .action = "allocation.list_all",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx(list_all_allocations),
+               .query_params = {"limit", "after", "state", "tenant", "node"},
+               .summary = "Every tenant's allocations (operators); `node` keeps the live ones on "
+                          "that node, `tenant` one tenant's.",
+               .response_schema = "Allocation[]"});
   r.push_back({.method = "GET",
                .pattern = "/v1/queue",
                .action = "queue.all",

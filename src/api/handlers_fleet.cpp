@@ -88,6 +88,10 @@ MutationHandler node_verb(const std::string& verb) {
       auto action = fleet::parse_node_action(verb);
       out = GP_TRY(fleet::apply_action(tx, api.world(), n.id, *action,
                                        reason.empty() ? "operator: " + verb : reason));
+      // Nothing on the node: the drain completes now rather than at the next tick.
+      if (out.state == fleet::NodeState::kDraining &&
+          GP_TRY(api.allocs().complete_drains(tx, api.world())) > 0)
+        out = GP_TRY(found(fleet::find_node(tx, n.id), "node"));
     }
     // A failed or retired node takes its allocations down with it; drained and cordoned nodes
     // keep theirs and take no more.

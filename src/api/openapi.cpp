@@ -113,15 +113,16 @@ Json schemas() {
                               {"expires_at", time_str()},
                               {"ttl_seconds", integer()}},
                              {});
-  s["RoleBinding"] =
-      object({{"id", str()},
-              {"tenant_id", nstr()},
-              {"project_id", nstr()},
-              {"subject_kind", enum_of({"user", "service_account"})},
-              {"subject_id", str()},
-              {"role", str()},
-              {"created_at", time_str()}},
-             {"id", "tenant_id", "project_id", "subject_kind", "subject_id", "role", "created_at"});
+  s["RoleBinding"] = object({{"id", str()},
+                             {"tenant_id", nstr()},
+                             {"project_id", nstr()},
+                             {"subject_kind", enum_of({"user", "service_account"})},
+                             {"subject_id", str()},
+                             {"role", str()},
+                             {"source", str()},
+                             {"created_at", time_str()}},
+                            {"id", "tenant_id", "project_id", "subject_kind", "subject_id", "role",
+                             "source", "created_at"});
   std::vector<std::string> roles;
   for (auto r : iam::all_roles()) roles.emplace_back(iam::role_name(r));
   s["RoleBindingCreate"] = object({{"role", enum_of(roles)},

@@ -8,13 +8,6 @@
 namespace gp::cli {
 namespace {
 
-template <typename F>
-void on_run(CLI::App* cmd, int* rc, F fn) {
-  cmd->callback([fn, rc] {
-    if (!fn()) *rc = 1;
-  });
-}
-
 // --tenant / --project with GPUPLANE_TENANT / GPUPLANE_PROJECT as defaults.
 struct Where {
   std::string tenant, project;

@@ -20,14 +20,6 @@ bool write_file(const std::string& path, const std::string& content) {
   return bool(out);
 }
 
-// Runs `fn` as a subcommand callback, turning a failed call into exit code 1.
-template <typename F>
-void on_run(CLI::App* cmd, int* rc, F fn) {
-  cmd->callback([fn, rc] {
-    if (!fn()) *rc = 1;
-  });
-}
-
 void add_pool(CLI::App& app, ClientConfig& c, int* rc) {
   auto* pool = app.add_subcommand("pool", "Manage node pools");
   pool->require_subcommand(1);
@@ -90,6 +82,16 @@ void add_node(CLI::App& app, ClientConfig& c, int* rc) {
                 {"index", "model", "uuid", "mode", "health", "health_reason"});
     return true;
   });
+  auto* held = node->add_subcommand("allocations", "The live allocations on a node, any tenant's");
+  held->add_option("id", *id, "Node id or name")->required();
+  on_run(held, rc, [&c, id] {
+    auto r = call(c, "GET", "/v1/allocations?limit=1000&node=" + url_encode(*id));
+    if (r)
+      print(c, *r,
+            {"id", "tenant_id", "project_id", "name", "state", "priority_class", "shape",
+             "placed_at"});
+    return r.has_value();
+  });
   auto reason = std::make_shared<std::string>();
   for (std::string verb :
        {"drain", "maintenance", "resume", "fail", "retire", "cordon", "uncordon"}) {
@@ -101,9 +103,12 @@ void add_node(CLI::App& app, ClientConfig& c, int* rc) {
       if (!reason->empty()) body["reason"] = *reason;
       auto r = call(c, "POST", "/v1/nodes/" + url_encode(*id) + "/" + verb, body);
       if (r)
-        std::cout << fmt::format("node {}: {}{}\n", (*r)["name"].get<std::string>(),
-                                 (*r)["state"].get<std::string>(),
-                                 (*r)["cordoned"].get<bool>() ? " (cordoned)" : "");
+        std::cout << fmt::format(
+            "node {}: {}{}{}\n", (*r)["name"].get<std::string>(), (*r)["state"].get<std::string>(),
+            (*r)["cordoned"].get<bool>() ? " (cordoned)" : "",
+            (*r)["state"] == "draining"
+                ? " until its allocations end (`gpuplane node allocations` lists them)"
+                : "");
       return r.has_value();
     });
   }

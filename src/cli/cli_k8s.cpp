@@ -14,13 +14,6 @@
 namespace gp::cli {
 namespace {
 
-template <typename F>
-void on_run(CLI::App* cmd, int* rc, F fn) {
-  cmd->callback([fn, rc] {
-    if (!fn()) *rc = 1;
-  });
-}
-
 // A Kubernetes object as the request of an AdmissionReview (operation CREATE), so a bare
 // manifest can be checked without writing the review around it.
 Json wrap_in_review(const Json& object, const std::string& ns) {

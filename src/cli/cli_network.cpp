@@ -14,13 +14,6 @@
 namespace gp::cli {
 namespace {
 
-template <typename F>
-void on_run(CLI::App* cmd, int* rc, F fn) {
-  cmd->callback([fn, rc] {
-    if (!fn()) *rc = 1;
-  });
-}
-
 std::string network_path(const std::string& tenant) {
   return "/v1/tenants/" + url_encode(tenant) + "/network";
 }

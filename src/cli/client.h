@@ -42,6 +42,14 @@ void field(CLI::App* app, const std::shared_ptr<Json>& body, const std::string& 
   if (required) opt->required();
 }
 
+// Runs `fn` (returning whether it succeeded) as a subcommand's callback; a failure sets *rc to 1.
+template <typename F>
+void on_run(CLI::App* cmd, int* rc, F fn) {
+  cmd->callback([fn, rc] {
+    if (!fn()) *rc = 1;
+  });
+}
+
 // pool, node, gpu, fleet, mig and agent commands (cli_fleet.cpp).
 void add_fleet_commands(CLI::App& app, ClientConfig& c, int* rc);
 // offering, quota, allocation, why and queue commands (cli_alloc.cpp).

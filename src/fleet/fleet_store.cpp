@@ -235,9 +235,8 @@ Result<Page<Node>> list_nodes(store::Tx& tx, const PageRequest& page,
 Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node_id,
                           NodeAction action, const std::string& reason) {
   Node n = GP_TRY(load_node(tx, node_id));
+  // A drain stays `draining` while allocations are on the node; alloc::Service completes it.
   NodeState next = GP_TRY(transition(n.state, action));
-  // Draining completes at once while no allocation can hold the node's GPUs.
-  if (next == NodeState::kDraining) next = GP_TRY(transition(next, NodeAction::kDrainComplete));
   GP_TRY_VOID(save_state(tx, w, n, next, reason));
   if (next == NodeState::kRetired) {
     GP_TRY_VOID(revoke_node(tx, w, n.id, "node retired"));

@@ -122,14 +122,14 @@ Result<Value> value_of(const PGresult* res, int row, int col) {
 
 using ResultPtr = std::unique_ptr<PGresult, decltype(&PQclear)>;
 
-class Connection {
+class PgConnection {
  public:
-  static Result<std::unique_ptr<Connection>> open(const std::string& conninfo) {
-    auto c = std::unique_ptr<Connection>(new Connection(conninfo));
+  static Result<std::unique_ptr<PgConnection>> open(const std::string& conninfo) {
+    auto c = std::unique_ptr<PgConnection>(new PgConnection(conninfo));
     GP_TRY_VOID(c->connect());
     return c;
   }
-  ~Connection() {
+  ~PgConnection() {
     if (conn_) PQfinish(conn_);
   }
 
@@ -198,7 +198,7 @@ class Connection {
   }
 
  private:
-  explicit Connection(std::string conninfo) : conninfo_(std::move(conninfo)) {}
+  explicit PgConnection(std::string conninfo) : conninfo_(std::move(conninfo)) {}
 
   Result<void> connect() {
     if (conn_) PQfinish(conn_);
@@ -251,14 +251,14 @@ class Connection {
   std::unordered_map<std::string, std::string> prepared_;  // SQL -> statement name
 };
 
-using PgTx = ConnectionTx<Connection>;
+using PgTx = ConnectionTx<PgConnection>;
 
 // Key of the advisory lock that serializes migrations between replicas starting together.
 constexpr int64_t kMigrationLock = 0x67706d6967;  // "gpmig"
 
 // An advisory-lock key of this connection's schema: replicas of one deployment share it, other
 // schemas in the same database (tests, a second deployment) do not.
-Result<int64_t> schema_lock_key(Connection& c, std::string_view purpose) {
+Result<int64_t> schema_lock_key(PgConnection& c, std::string_view purpose) {
   auto rows = GP_TRY(c.run("SELECT hashtextextended(? || current_schema(), 0)",
                            {std::string(purpose) + ":"}, nullptr));
   if (rows.empty() || rows[0].is_null(0))
@@ -271,12 +271,12 @@ class PostgresStore final : public Store {
  public:
   static Result<std::unique_ptr<Store>> open(const PostgresOptions& o) {
     auto store = std::unique_ptr<PostgresStore>(new PostgresStore());
-    store->writer_ = GP_TRY(Connection::open(o.conninfo));
+    store->writer_ = GP_TRY(PgConnection::open(o.conninfo));
     GP_TRY_VOID(store->migrate());
     store->begin_write_ = fmt::format("BEGIN; SELECT pg_advisory_xact_lock({})",
                                       GP_TRY(schema_lock_key(*store->writer_, "gpuplane-writer")));
     for (int i = 0; i < std::max(1, o.read_connections); ++i) {
-      store->readers_.add(GP_TRY(Connection::open(o.conninfo)));
+      store->readers_.add(GP_TRY(PgConnection::open(o.conninfo)));
     }
     return std::unique_ptr<Store>(std::move(store));
   }
@@ -289,7 +289,7 @@ class PostgresStore final : public Store {
   Result<void> flush(uint64_t) override { return ok(); }  // every COMMIT is already durable
 
   Result<void> read(const std::function<Result<void>(Tx&)>& fn) override {
-    return readers_.with([&](Connection& c) {
+    return readers_.with([&](PgConnection& c) {
       PgTx tx(c);
       return run_in_tx([&] { return c.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); },
                        [&](std::string_view sql) { return c.script(sql); }, tx, fn);
@@ -308,7 +308,7 @@ class PostgresStore final : public Store {
 
   uint64_t run_batch(const std::vector<QueuedWrite*>& batch) {
     MutexLock lock(write_mu_);
-    Connection& c = *writer_;
+    PgConnection& c = *writer_;
     PgTx tx(c);
     const bool committed =
         commit_batch([&] { return c.begin(begin_write_); },
@@ -318,7 +318,7 @@ class PostgresStore final : public Store {
 
   // Applies what is missing under an advisory lock, so replicas starting together migrate once.
   Result<void> migrate() {
-    Connection& c = *writer_;
+    PgConnection& c = *writer_;
     GP_TRY_VOID(c.script(fmt::format("SELECT pg_advisory_lock({})", kMigrationLock)));
     auto r = [&]() -> Result<void> {
       GP_TRY_VOID(
@@ -352,7 +352,7 @@ class PostgresStore final : public Store {
   }
 
   Mutex write_mu_;  // the writer connection
-  std::unique_ptr<Connection> writer_;
+  std::unique_ptr<PgConnection> writer_;
   // Every write transaction first takes a transaction-scoped advisory lock of the schema, so
   // writes stay one after another when several replicas (a follower's audit of a denial, a
   // leader stepping down late) write to one schema: the audit chain reads its head inside the
@@ -360,7 +360,7 @@ class PostgresStore final : public Store {
   std::string begin_write_;
   GroupCommit group_;
   uint64_t committed_seq_ = 0;  // under write_mu_
-  ReaderPool<Connection> readers_;
+  ReaderPool<PgConnection> readers_;
 };
 
 }  // namespace
@@ -373,7 +373,7 @@ namespace {
 
 class PostgresLeaderLock final : public LeaderLock {
  public:
-  explicit PostgresLeaderLock(std::unique_ptr<Connection> c) : c_(std::move(c)) {}
+  explicit PostgresLeaderLock(std::unique_ptr<PgConnection> c) : c_(std::move(c)) {}
   Result<bool> hold() override {
     if (held_) {
       if (c_->script("SELECT 1")) return true;
@@ -388,7 +388,7 @@ class PostgresLeaderLock final : public LeaderLock {
   }
 
  private:
-  std::unique_ptr<Connection> c_;
+  std::unique_ptr<PgConnection> c_;
   std::optional<int64_t> key_;
   bool held_ = false;
 };
@@ -418,11 +418,11 @@ class FileLeaderLock final : public LeaderLock {
 
 Result<std::unique_ptr<LeaderLock>> open_leader_lock(const std::string& location) {
   if (!is_postgres_url(location)) return std::make_unique<FileLeaderLock>(location + "-leader");
-  return std::make_unique<PostgresLeaderLock>(GP_TRY(Connection::open(location)));
+  return std::make_unique<PostgresLeaderLock>(GP_TRY(PgConnection::open(location)));
 }
 
 Result<AdminCommand> open_postgres_admin(const std::string& conninfo) {
-  std::shared_ptr<Connection> c = GP_TRY(Connection::open(conninfo));
+  std::shared_ptr<PgConnection> c = GP_TRY(PgConnection::open(conninfo));
   return AdminCommand([c](const std::string& sql) -> Result<void> { return c->script(sql); });
 }
 

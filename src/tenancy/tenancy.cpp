@@ -161,6 +161,7 @@ Json Binding::to_json() const {
           {"subject_kind", subject_kind},
           {"subject_id", subject_id},
           {"role", role},
+          {"source", source},
           {"created_at", ts(created_at)}};
 }
 
@@ -794,10 +795,10 @@ Result<void> revoke_session(store::Tx& tx, const World& w, const std::string& id
 
 namespace {
 constexpr std::string_view kBindingCols =
-    "id, tenant_id, project_id, subject_kind, subject_id, role, created_at";
+    "id, tenant_id, project_id, subject_kind, subject_id, role, created_at, source";
 Binding binding_from(const Row& r) {
   return Binding{r.text(0), r.opt_text(1), r.opt_text(2), r.text(3),
-                 r.text(4), r.text(5),     r.integer(6)};
+                 r.text(4), r.text(5),     r.integer(6),  r.text(7)};
 }
 }  // namespace
 
@@ -835,9 +836,9 @@ Result<Binding> create_binding(store::Tx& tx, const World& w, const Owner& owner
             spec.subject_id,  std::string(iam::role_name(spec.role)),
             w.now()};
   auto r =
-      tx.exec(fmt::format("INSERT INTO role_bindings ({}) VALUES (?,?,?,?,?,?,?)", kBindingCols),
+      tx.exec(fmt::format("INSERT INTO role_bindings ({}) VALUES (?,?,?,?,?,?,?,?)", kBindingCols),
               {b.id, store::opt(b.tenant_id), store::opt(b.project_id), b.subject_kind,
-               b.subject_id, b.role, b.created_at});
+               b.subject_id, b.role, b.created_at, b.source});
   if (!r && r.error().code == ErrorCode::kConflict)
     return fail(Error::conflict("this role binding already exists"));
   GP_TRY_VOID(r);

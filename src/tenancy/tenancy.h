@@ -84,6 +84,9 @@ struct Binding {
   std::optional<std::string> tenant_id, project_id;
   std::string subject_kind, subject_id, role;
   int64_t created_at = 0;
+  // "api" (granted through the API), or "oidc:<provider>" (kept in step with the provider's
+  // claims at each login, docs/oidc.md).
+  std::string source = "api";
   Json to_json() const;
 };
 

@@ -153,11 +153,18 @@ TEST_F(FleetTest, OperatorFailedNodeDoesNotRecoverByHeartbeat) {
   EXPECT_EQ(n.state, NodeState::kFailed);
 }
 
-TEST_F(FleetTest, DrainCompletesWithoutWorkAndRetireRevokesTheCredential) {
+TEST_F(FleetTest, DrainWaitsForItsCompletionAndRetireRevokesTheCredential) {
   auto a = enroll_node(inventory("a", {"GPU-1"}));
-  auto drained =
-      run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kDrain, ""); });
+  // The fleet does not know what runs on the node: alloc::Service completes the drain.
+  auto draining = run(
+      [&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kDrain, "PSU"); });
+  EXPECT_EQ(draining.state, NodeState::kDraining);
+  EXPECT_FALSE(schedulable(draining.state));
+  auto drained = run([&](store::Tx& tx) {
+    return apply_action(tx, w_, a.node.id, NodeAction::kDrainComplete, "PSU");
+  });
   EXPECT_EQ(drained.state, NodeState::kMaintenance);
+  EXPECT_EQ(drained.state_reason, "PSU");
   run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kRetire, ""); });
   EXPECT_EQ(count("SELECT COUNT(*) FROM nodes WHERE credential_hash IS NOT NULL"), 0);
   auto again = error(

@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "fleet/catalogs.h"
 #include "fleet/mig_catalog.h"
 #include "fleet/mig_geometry.h"
 
@@ -63,12 +64,6 @@ std::string import_error(const Json& list) {
   if (result) return "";
   EXPECT_EQ(result.error().code, ErrorCode::kInvalidArgument);
   return result.error().message;
-}
-
-const MigCatalog& catalog_for(std::string_view model) {
-  Result<const MigCatalog*> catalog = mig_catalog(model);
-  EXPECT_TRUE(catalog.has_value()) << model;
-  return **catalog;
 }
 
 Layout planned(std::string_view model, const std::vector<std::string>& profiles) {

@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "fleet/catalogs.h"
 #include "fleet/mig_catalog.h"
 #include "fleet/mig_geometry.h"
 
@@ -21,12 +22,6 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
-
-const MigCatalog& catalog_for(std::string_view model) {
-  Result<const MigCatalog*> catalog = mig_catalog(model);
-  EXPECT_TRUE(catalog.has_value()) << model;
-  return **catalog;
-}
 
 const MigCatalog& h200() { return catalog_for("H200-141GB"); }
 

@@ -390,6 +390,7 @@ TEST(CrossTenant, ProjectViewerCannotCreateRoleBindings) {
   s.create_binding(a.tenant.admin_token, t, "project-viewer", "user", viewer_id, a.project_id);
   std::string viewer = s.key_for(a.tenant.admin_token, t, viewer_id);
   auto bindings_before = s.list_all(a.tenant.admin_token, "/v1/tenants/" + t + "/role-bindings");
+  for (const auto& b : bindings_before) EXPECT_EQ(b["source"], "api") << b.dump();
 
   for (const char* role : {"project-viewer", "project-member", "project-admin"}) {
     auto r = s.request("POST", "/v1/tenants/" + t + "/role-bindings",

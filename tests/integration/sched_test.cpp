@@ -262,6 +262,59 @@ TEST_F(Sched, EndTimeExpiresAndNodeFailureFails) {
   EXPECT_NE(next.body["placement"]["nodes"][0], node);
 }
 
+TEST_F(Sched, DrainWaitsForTheNodesAllocationsThenGoesToMaintenance) {
+  auto t = tenant("acme", "standard", gpus(16));
+  auto held = allocate(t, {{"offering", "h200-8x-node"}});
+  ASSERT_EQ(held.body["state"], "placed") << held.raw;
+  std::string busy = held.body["placement"]["nodes"][0];
+  auto nodes = s.request("GET", "/v1/nodes", nullptr, admin);
+  std::string idle;
+  for (const auto& n : nodes.body["items"])
+    if (n["id"] != busy) idle = n["id"];
+  ASSERT_FALSE(idle.empty()) << nodes.raw;
+
+  // A node with nothing on it is drained at once.
+  auto d = s.request("POST", "/v1/nodes/" + idle + "/drain", {{"reason", "firmware"}}, admin);
+  ASSERT_EQ(d.status, 200) << d.raw;
+  EXPECT_EQ(d.body["state"], "maintenance");
+  EXPECT_EQ(d.body["state_reason"], "firmware");
+
+  // Operators see what is on each node, whoever holds it; tenants may not ask.
+  auto on = s.request("GET", "/v1/allocations?node=" + busy, nullptr, admin);
+  ASSERT_EQ(on.status, 200) << on.raw;
+  ASSERT_EQ(on.body["items"].size(), 1u) << on.raw;
+  EXPECT_EQ(on.body["items"][0]["id"], held.body["id"]);
+  EXPECT_TRUE(
+      s.request("GET", "/v1/allocations?node=" + idle, nullptr, admin).body["items"].empty());
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/allocations?node=nope", nullptr, admin), 404));
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/allocations?state=odd", nullptr, admin), 400));
+  EXPECT_TRUE(IsProblem(s.request("GET", "/v1/allocations", nullptr, t.info.admin_token), 403));
+
+  // A busy one keeps its allocation, takes no more, and waits for it to leave.
+  d = s.request("POST", "/v1/nodes/" + busy + "/drain", {{"reason", "PSU swap"}}, admin);
+  ASSERT_EQ(d.status, 200) << d.raw;
+  EXPECT_EQ(d.body["state"], "draining");
+  EXPECT_FALSE(d.body["schedulable"].get<bool>());
+  EXPECT_EQ(get(t, held.body["id"])["state"], "placed");
+  EXPECT_EQ(allocate(t, {{"offering", "h200-1x"}}).body["state"], "pending");
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  EXPECT_EQ(s.request("GET", "/v1/nodes/" + busy, nullptr, admin).body["state"], "draining");
+
+  auto r = s.request("POST",
+                     t.base() + "/allocations/" + held.body["id"].get<std::string>() + "/release",
+                     Json::object(), t.info.admin_token);
+  ASSERT_EQ(r.status, 200) << r.raw;
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  auto after = s.request("GET", "/v1/nodes/" + busy, nullptr, admin).body;
+  EXPECT_EQ(after["state"], "maintenance");
+  EXPECT_EQ(after["state_reason"], "PSU swap");
+  bool audited = false;
+  for (const auto& rec : s.audit_records())
+    if (rec["action"] == "node.drain_complete" && rec["resource"] == "/v1/nodes/" + busy)
+      audited = true;
+  EXPECT_TRUE(audited);
+}
+
 TEST_F(Sched, QueueViewsAndAuditOfSchedulerTransitions) {
   auto t = tenant("acme", "standard", gpus(1));
   auto other = tenant("zeta", "standard", gpus(1));

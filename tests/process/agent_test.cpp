@@ -36,17 +36,6 @@ Json node(const Server& server, const std::string& name) {
   return Json::parse(r->body);
 }
 
-// Polls until `pred` holds or the deadline passes.
-template <typename F>
-bool eventually(F pred, std::chrono::milliseconds deadline = 15s) {
-  auto end = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return pred();
-}
-
 TEST(Agent, EnrolHeartbeatAndFailureDetection) {
   TempDir dir;
   Server server(dir.path() / "data", {"--node-timeout-seconds", "2"});

@@ -15,16 +15,6 @@
 namespace gp::proc {
 namespace {
 
-template <typename F>
-bool eventually(F pred, std::chrono::milliseconds deadline = 20s) {
-  auto end = std::chrono::steady_clock::now() + deadline;
-  while (std::chrono::steady_clock::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(100ms);
-  }
-  return pred();
-}
-
 Json admin(const Server& server, std::string_view method, const std::string& target,
            const Json& body = nullptr, int status = 200) {
   auto r = server.admin_request(method, target, body);

@@ -266,6 +266,16 @@ TEST_F(Oidc, BrowserLoginMapsGroupsToATenantRoleAndGuardsWritesWithCsrf) {
   EXPECT_EQ(me["name"], "alice");
   ASSERT_EQ(me["role_bindings"].size(), 1u);
   EXPECT_EQ(me["role_bindings"][0]["role"], "tenant-admin");
+  // The tenant's binding list says the provider's rules made it.
+  auto bindings =
+      server_->request("GET", "/v1/tenants/acme/role-bindings", nullptr, "", 10000, {cookie});
+  ASSERT_TRUE(bindings);
+  ASSERT_EQ(bindings->status, 200) << bindings->body;
+  bool from_provider = false;
+  const Json listed = Json::parse(bindings->body);
+  for (const auto& b : listed["items"])
+    from_provider |= b["subject_id"] == me["id"] && b["source"] == "oidc:test";
+  EXPECT_TRUE(from_provider) << bindings->body;
 
   // A write on the cookie alone (what a forged cross-site form sends) is refused.
   auto forged = server_->request("POST", "/v1/tenants/acme/projects", {{"name", "inference"}}, "",

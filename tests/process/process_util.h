@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/http_client.h"
@@ -37,6 +38,17 @@ class TempDir {
 
 // Reads a whole file; "" when it does not exist.
 std::string read_file(const std::filesystem::path& path);
+
+// Polls `pred` every 100 ms until it holds or the deadline passes; returns its last answer.
+template <typename F>
+bool eventually(F pred, std::chrono::milliseconds deadline = 20s) {
+  auto end = std::chrono::steady_clock::now() + deadline;
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(100ms);
+  }
+  return pred();
+}
 
 struct SpawnOptions {
   // Environment changes over the parent's: a value sets the variable, nullopt removes it.

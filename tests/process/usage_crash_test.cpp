@@ -16,7 +16,7 @@
 namespace gp::proc {
 namespace {
 
-constexpr int kClients = 2;
+constexpr int kMeterClients = 2;
 constexpr int kBatch = 50;
 
 Json batch_of(const std::string& tenant, const std::string& prefix) {
@@ -47,7 +47,7 @@ TEST(ProcessCrash, AcknowledgedUsageEventsSurviveSigkill) {
   int sent = 0;
   std::atomic<bool> stop{false};
   std::vector<std::thread> clients;
-  for (int c = 0; c < kClients; ++c) {
+  for (int c = 0; c < kMeterClients; ++c) {
     clients.emplace_back([&, c] {
       for (int n = 0; !stop; ++n) {
         Json batch = batch_of(tenant, "c" + std::to_string(c) + "-b" + std::to_string(n));
