@@ -23,7 +23,8 @@ PKGS=(
   # node: the npm dev dependencies in package.json (oidc-provider, for the real OpenID provider
   # the OIDC tests start: tests/support/oidc_provider.mjs; vite and typescript, which build and
   # type-check the web console in web/; playwright-core, which drives the browser in
-  # tests/e2e/console_test.mjs); installed with `npm ci` below.
+  # tests/e2e/console_test.mjs, and axe-core, which checks its pages' accessibility there);
+  # installed with `npm ci` below.
   nodejs npm
   # browser: the console's end-to-end test runs Debian's Chromium (playwright-core brings no
   # browser of its own and downloads none).

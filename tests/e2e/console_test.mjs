@@ -8,8 +8,10 @@
 //   GP_SOURCE_DIR      the repository (default: two levels above this file)
 //   GP_E2E_CONSOLE_DIR serve the console from this directory (e.g. web/dist after
 //                      `npx vite build --config web/vite.config.ts`) instead of the binary's own
-//   GP_E2E_ARTIFACTS   where screenshots and the servers' logs go (default /tmp/gp-e2e-artifacts)
+//   GP_E2E_ARTIFACTS   where screenshots, the servers' logs and axe-violations.json go
+//                      (default /tmp/gp-e2e-artifacts)
 //   GP_CHROMIUM        the browser (default /usr/bin/chromium)
+//   GP_E2E_SKIP        page modules to leave out while one is being written: insight, account
 //
 // What it shows:
 //   - alice (group acme-admins) logs in through OIDC from the login page, creates a project,
@@ -23,14 +25,20 @@
 //     page lists both tenants, a tenant's posture, the audit page shows the verified chain and
 //     pages through the records with the `next` cursor; logout ends the session;
 //   - the console's pages carry the CSP header, deep links work (history routing), focus moves
-//     to each page's heading, and no page throws or violates the CSP.
+//     to each page's heading, and no page throws or violates the CSP;
+//   - axe-core (the npm package) checks every page a screenshot is taken of: any serious or
+//     critical accessibility violation fails the test; all of them, with their pages, are listed
+//     in axe-violations.json among the artifacts.
 // Exit status 0 on success; otherwise 1 with the failed check on stderr. Every child process is
 // killed on the way out, on failure too.
 import { spawn } from 'node:child_process';
+import { createRequire } from 'node:module';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { operatorInsightPages, tenantInsightPages } from './insight_pages.mjs';
+import { tenantAccountPages } from './account_pages.mjs';
 
 const t0 = Date.now();
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -41,6 +49,7 @@ const CHROMIUM = process.env.GP_CHROMIUM || '/usr/bin/chromium';
 // The console built into the binary, unless GP_E2E_CONSOLE_DIR names a vite build to serve.
 const CONSOLE_DIR = process.env.GP_E2E_CONSOLE_DIR || '';
 const STEP_TIMEOUT_MS = 15_000;
+const SKIP = new Set((process.env.GP_E2E_SKIP || '').split(',').filter(Boolean));
 
 const children = [];
 let browser = null;
@@ -249,6 +258,46 @@ async function shot(page, name) {
   const file = path.join(ARTIFACTS, `${name}.png`);
   await page.screenshot({ path: file, fullPage: true });
   log(`screenshot ${file}`);
+  await audit(page, name);
+}
+
+// Accessibility: axe-core's rules on every page the test takes a screenshot of. Violations of
+// these impacts fail the test (at the end, so one run lists them all); the others are reported.
+const AXE_FAILING = new Set(['serious', 'critical']);
+const axeFindings = [];
+let axeSource = null;
+
+async function audit(page, name) {
+  if (axeSource === null) {
+    let file;
+    try {
+      file = createRequire(import.meta.url).resolve('axe-core/axe.min.js');
+    } catch (err) {
+      throw new Error(`cannot find axe-core (${err.code || err.message}); run \`npm ci\` in ${SOURCE}`);
+    }
+    axeSource = readFileSync(file, 'utf8');
+  }
+  // Evaluated rather than added as a <script>: the console's CSP (script-src 'self') refuses
+  // inline scripts, and evaluate() is not subject to it, so the pages run under the CSP as served.
+  if (!(await page.evaluate(() => typeof window.axe === 'object'))) await page.evaluate(axeSource);
+  const violations = await page.evaluate(async () => {
+    const result = await window.axe.run(document, { resultTypes: ['violations'] });
+    return result.violations.map((v) => ({
+      rule: v.id, impact: v.impact, help: v.help, helpUrl: v.helpUrl, nodes: v.nodes.length,
+      targets: v.nodes.slice(0, 3).map((n) => n.target.join(' ')), summary: v.nodes[0]?.failureSummary ?? '',
+    }));
+  });
+  for (const v of violations) axeFindings.push({ page: name, screenshot: `${name}.png`, url: page.url(), ...v });
+  // Rewritten after each page, so a run that fails early still leaves what was found.
+  writeFileSync(path.join(ARTIFACTS, 'axe-violations.json'), `${JSON.stringify(axeFindings, null, 2)}\n`);
+  if (violations.length)
+    log(`axe: ${name} has ${violations.map((v) => `${v.rule} (${v.impact})`).join(', ')}`);
+}
+
+/** "11-admin-audit.png: color-contrast (serious) Elements must meet ... [td.x | th.y | p] +4 more". */
+function describeFinding(v) {
+  const more = v.nodes > v.targets.length ? ` +${v.nodes - v.targets.length} more` : '';
+  return `${v.screenshot}: ${v.rule} (${v.impact}) ${v.help} [${v.targets.join(' | ')}]${more}`;
 }
 
 async function heading(page, text) {
@@ -303,13 +352,25 @@ async function oidcLogin(page, base, issuer, account, expectTenant) {
   check(tenant === expectTenant, `${account}'s header names tenant "${tenant}", not ${expectTenant}`);
 }
 
+// What the page modules (insight_pages.mjs, account_pages.mjs) get to drive the browser.
+const kit = {
+  log, check, shot, heading, nav, idle, timeout: STEP_TIMEOUT_MS,
+  setStep: (s) => { step = s; },
+};
+
+// A tenant's pages from the page modules; GP_E2E_SKIP=insight,account leaves a module out.
+async function tenantPages(who) {
+  if (!SKIP.has('insight')) await tenantInsightPages(kit, who);
+  if (!SKIP.has('account')) await tenantAccountPages(kit, who);
+}
+
 // ---------------------------------------------------------------------------------------------
 
 async function main() {
   step = 'preconditions';
   mkdirSync(ARTIFACTS, { recursive: true });
   for (const f of readdirSync(ARTIFACTS))
-    if (/^failure-.*\.png$/.test(f)) rmSync(path.join(ARTIFACTS, f), { force: true });
+    if (/^failure-.*\.png$|^axe-violations\.json$/.test(f)) rmSync(path.join(ARTIFACTS, f), { force: true });
   check(existsSync(BINARY), `no gpuplane binary at ${BINARY} (set GP_BINARY)`);
   if (CONSOLE_DIR)
     check(existsSync(path.join(CONSOLE_DIR, 'index.html')),
@@ -436,6 +497,7 @@ async function main() {
   await nav(alice, 'Projects', 'Projects');
   await alice.locator('tbody tr').filter({ hasText: projectName }).waitFor({ timeout: STEP_TIMEOUT_MS });
   await shot(alice, '04-alice-projects');
+  await tenantPages({ page: alice, admin, tenant: acme, who: 'alice' });
 
   // ---- bob: another tenant sees nothing of acme ---------------------------------------------
   step = 'bob logs in through OIDC and sees nothing of acme';
@@ -454,8 +516,11 @@ async function main() {
   await nav(bob, 'API keys', 'API keys');
   await idle(bob);
   await bob.getByText('No API keys yet.').waitFor({ timeout: STEP_TIMEOUT_MS });
+  await shot(bob, '05b-bob-api-keys');
   await nav(bob, 'Allocations', 'Allocations');
   await idle(bob);
+  await shot(bob, '05c-bob-allocations');
+  await tenantPages({ page: bob, admin, tenant: beta, who: 'bob' });
   // Deep links into acme answer 404 (never 403: existence is not leaked).
   const probes = await bob.evaluate(async (ids) => {
     const out = [];
@@ -564,10 +629,11 @@ async function main() {
                            heldNode, { timeout: 5000 });
   await idle(op);
   const stateBadge = (await op.getByTestId('node-state').textContent()).trim();
-  check(/^(draining|maintenance)\b/.test(stateBadge), `after the drain the node's state reads "${stateBadge}"`);
+  // Alice's allocation is still on it, so the drain waits for it (docs/fleet.md).
+  check(/^draining\b/.test(stateBadge), `after the drain the node's state reads "${stateBadge}"`);
   check(await onNodeRow.count() === 1, "alice's allocation is gone from the node's allocations after the drain");
   const apiNode = await admin('GET', `/v1/nodes/${encodeURIComponent(nodeId)}`);
-  check(['draining', 'maintenance'].includes(apiNode.state) && apiNode.state_reason === drainReason && !apiNode.schedulable,
+  check(apiNode.state === 'draining' && apiNode.state_reason === drainReason && !apiNode.schedulable,
         `after the drain GET /v1/nodes/${nodeId} says state=${apiNode.state} reason="${apiNode.state_reason}" schedulable=${apiNode.schedulable}`);
   await shot(op, '08c-admin-node-drained');
   // Resume puts it back (nothing later needs it, but the fleet is left as it was).
@@ -601,9 +667,11 @@ async function main() {
   await op.locator('.page-no', { hasText: 'Page 2' }).waitFor({ timeout: STEP_TIMEOUT_MS });
   await idle(op);
   const secondSeq = Number(await op.locator('tbody tr th').first().textContent());
+  await shot(op, '11b-admin-audit-page-2');
   check(secondSeq !== firstSeq && secondSeq > 0, `page 2 starts at record ${secondSeq}, page 1 at ${firstSeq}`);
   await op.getByRole('button', { name: 'Previous page' }).click();
   await op.locator('.page-no', { hasText: 'Page 1' }).waitFor({ timeout: STEP_TIMEOUT_MS });
+  if (!SKIP.has('insight')) await operatorInsightPages(kit, { page: op, admin, tenants: { acme, beta } });
 
   step = 'deep link and history';
   await op.goto(`${base}/console/tenants`);
@@ -615,12 +683,19 @@ async function main() {
   await op.getByRole('button', { name: 'Log out' }).click();
   await heading(op, 'Sign in to gpuplane');
   await op.getByText('You are logged out.').first().waitFor({ timeout: STEP_TIMEOUT_MS });
+  await shot(op, '12-admin-logged-out');
   const after = await op.evaluate(async () => (await fetch('/v1/whoami')).status);
   check(after === 401, `after logout /v1/whoami answers ${after}`);
   await op.goto(`${base}/console/fleet`);
   await heading(op, 'Sign in to gpuplane');
 
-  check(problems.length === 0, `the pages reported problems:\n  ${problems.join('\n  ')}`);
+  step = 'no page problems and no accessibility violations';
+  const inaccessible = axeFindings.filter((v) => AXE_FAILING.has(v.impact));
+  check(problems.length === 0 && inaccessible.length === 0, [
+    problems.length ? `the pages reported problems:\n  ${problems.join('\n  ')}` : '',
+    inaccessible.length ? `axe-core found ${inaccessible.length} serious or critical accessibility violations ` +
+      `(details in ${path.join(ARTIFACTS, 'axe-violations.json')}):\n  ${inaccessible.map(describeFinding).join('\n  ')}` : '',
+  ].filter(Boolean).join('\n'));
   await browser.close();
   browser = null;
 }

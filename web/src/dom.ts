@@ -85,3 +85,31 @@ export function field(
   }
   return h('div', { class: 'field' }, parts);
 }
+
+/**
+ * A table in a box that scrolls what does not fit (wide columns, a narrow window, a long chart
+ * table). While it scrolls, the box is a tab stop, so keyboard users can scroll it with the arrow
+ * keys too (WCAG 2.1.1; axe's scrollable-region-focusable), named by the table's caption. It is a
+ * group rather than a region: most tables sit in a section of that name, and a second landmark
+ * named the same would only repeat it. While everything fits, it is neither.
+ */
+export function scrollBox(table: HTMLTableElement, attrs?: Attrs): HTMLElement {
+  const box = h('div', { class: 'table-scroll', ...attrs }, table);
+  const label = table.caption?.textContent ?? '';
+  const update = (): void => {
+    const scrolls = box.scrollWidth > box.clientWidth || box.scrollHeight > box.clientHeight;
+    if (scrolls === box.hasAttribute('tabindex')) return;
+    if (scrolls) {
+      box.tabIndex = 0;
+      box.setAttribute('role', 'group');
+      box.setAttribute('aria-label', label);
+    } else {
+      for (const a of ['tabindex', 'role', 'aria-label']) box.removeAttribute(a);
+    }
+  };
+  // The box's size changes with the window (and when it is shown); the table's with its rows.
+  const observer = new ResizeObserver(update);
+  observer.observe(box);
+  observer.observe(table);
+  return box;
+}

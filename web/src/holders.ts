@@ -1,13 +1,12 @@
-// Who holds the fleet's GPUs, read from every tenant's live allocations (there is no
-// platform-wide allocation listing): the fleet page colours GPUs by holder, a node's page lists
-// the allocations placed on it.
+// Who holds the fleet's GPUs, read from the platform-wide allocation listing (GET
+// /v1/allocations, operators): the fleet page colours GPUs by holder, a node's page lists the
+// allocations placed on it.
 import { listAll, seg } from './api';
 import { HolderIndex } from './mig';
 import type { Allocation, PlacementGpu, Project, Tenant } from './types';
 
-// Past this many tenants the lookup stops (a platform-wide allocation listing would be the better
-// source there).
-export const MAX_TENANTS_FOR_HOLDERS = 50;
+// Past this many live allocations of one state the listing stops, and the page says so.
+export const MAX_LIVE_ALLOCATIONS = 10_000;
 const LIVE_STATES = ['placed', 'active'];
 
 export interface LiveAllocation {
@@ -17,24 +16,23 @@ export interface LiveAllocation {
 
 export interface LiveAllocations {
   items: LiveAllocation[];
-  /** More tenants than were read: some allocations are missing. */
+  /** More live allocations than were read: some GPUs show as free. */
   partial: boolean;
 }
 
-/** Every tenant's placed and active allocations (tenants that refuse the read are skipped). */
+/** Every tenant's placed and active allocations, with the tenants' names. */
 export async function loadLiveAllocations(signal: AbortSignal): Promise<LiveAllocations> {
+  const [tenants, ...byState] = await Promise.all([
+    listAll<Tenant>('/v1/tenants', 10_000),
+    ...LIVE_STATES.map((state) => listAll<Allocation>('/v1/allocations', MAX_LIVE_ALLOCATIONS, { state })),
+  ]);
+  const names = new Map(tenants.map((t) => [t.id, t.name]));
   const items: LiveAllocation[] = [];
-  const tenants = await listAll<Tenant>('/v1/tenants', MAX_TENANTS_FOR_HOLDERS + 1);
-  const partial = tenants.length > MAX_TENANTS_FOR_HOLDERS;
-  for (const t of tenants.slice(0, MAX_TENANTS_FOR_HOLDERS)) {
-    if (signal.aborted) break;
-    for (const state of LIVE_STATES) {
-      try {
-        const allocs = await listAll<Allocation>(`/v1/tenants/${seg(t.id)}/allocations`, 1000, { state });
-        for (const a of allocs) items.push({ allocation: a, tenantName: t.name });
-      } catch {
-        // A tenant being offboarded, or no allocation.read: its GPUs show as free.
-      }
+  let partial = false;
+  if (!signal.aborted) {
+    for (const allocs of byState as Allocation[][]) {
+      partial ||= allocs.length >= MAX_LIVE_ALLOCATIONS;
+      for (const a of allocs) items.push({ allocation: a, tenantName: names.get(a.tenant_id) ?? a.tenant_id });
     }
   }
   return { items, partial };

@@ -5,10 +5,17 @@ import { h } from './dom';
 import { renderAllocations } from './pages/allocations';
 import { renderApiKeys } from './pages/apikeys';
 import { renderAudit } from './pages/audit';
+import { renderBudgets } from './pages/budgets';
 import { renderFleet, renderNode } from './pages/fleet';
+import { renderInvoice, renderInvoices } from './pages/invoices';
 import { renderLogin, safeNext } from './pages/login';
+import { renderMembers } from './pages/members';
+import { renderPosture } from './pages/posture';
 import { renderProjects } from './pages/projects';
-import { renderPosture, renderTenants } from './pages/tenants';
+import { renderQueue } from './pages/queue';
+import { renderSla } from './pages/sla';
+import { renderTenants } from './pages/tenants';
+import { renderUsage } from './pages/usage';
 import { currentPath, href, navigate, start, type Route, type RouteContext } from './router';
 import { clearSession, loadSession, session, type Session } from './session';
 import { homePath, renderShell } from './shell';
@@ -34,11 +41,21 @@ const routes: Route[] = [
   { pattern: '/fleet', render: authed((ctx) => renderFleet(ctx)) },
   { pattern: '/fleet/nodes/:node', render: authed((ctx) => renderNode(ctx)) },
   { pattern: '/tenants', render: authed((ctx) => renderTenants(ctx)) },
-  { pattern: '/tenants/:tenant/posture', render: authed((ctx) => renderPosture(ctx)) },
+  { pattern: '/tenants/:tenant/posture',
+    render: authed((ctx) => renderPosture(ctx, ctx.params.tenant ?? '', { fromTenantList: true })) },
   { pattern: '/audit', render: authed((ctx) => renderAudit(ctx)) },
   { pattern: '/projects', render: authed(renderProjects) },
   { pattern: '/api-keys', render: authed(renderApiKeys) },
   { pattern: '/allocations', render: authed(renderAllocations) },
+  // A tenant's account pages (pages/members, invoices, budgets, posture).
+  { pattern: '/members', render: authed(renderMembers) },
+  { pattern: '/invoices', render: authed(renderInvoices) },
+  { pattern: '/invoices/:invoice', render: authed(renderInvoice) },
+  { pattern: '/budgets', render: authed(renderBudgets) },
+  { pattern: '/posture', render: authed((ctx, sess) => renderPosture(ctx, sess.tenant?.id ?? null, { fromTenantList: false })) },
+  { pattern: '/queue', render: authed(renderQueue) },
+  { pattern: '/usage', render: authed(renderUsage) },
+  { pattern: '/sla', render: authed(renderSla) },
 ];
 
 const notFound: Route = {
@@ -73,6 +90,8 @@ async function guard(path: string): Promise<string | null> {
     return `/login${back}`;
   }
   if (path === '/') return homePath(sess);
+  // The navigation marks the new page now; gp:navigated comes only once the page has loaded.
+  renderShell(sess);
   return null;
 }
 

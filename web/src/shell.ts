@@ -3,7 +3,7 @@
 import { ApiError, describeError, post } from './api';
 import { h, replace } from './dom';
 import { currentPath, href, navigate } from './router';
-import { canReadAudit, clearSession, isPlatform, roles, type Session } from './session';
+import { canReadAudit, clearSession, hasRole, isPlatform, isTenantAdmin, roles, type Session } from './session';
 import { announce } from './status';
 
 export interface NavItem {
@@ -17,13 +17,31 @@ export function navItems(sess: Session): NavItem[] {
   if (isPlatform(p)) {
     items.push({ path: '/fleet', label: 'Fleet' }, { path: '/tenants', label: 'Tenants' });
     if (canReadAudit(p)) items.push({ path: '/audit', label: 'Audit trail' });
+    items.push(...insightItems(true, true));
   }
   if (sess.tenant) {
     items.push({ path: '/projects', label: 'Projects' },
                { path: '/allocations', label: 'Allocations' });
+    // The queue needs allocation.read tenant-wide; usage and SLA need usage.read (docs/api.md).
+    if (!isPlatform(p)) items.push(...insightItems(isTenantAdmin(p), hasRole(p, 'tenant-admin', 'tenant-billing')));
+    // Members and posture need identity.read tenant-wide; invoices and budgets billing.read.
+    items.push(...accountItems(isTenantAdmin(p), hasRole(p, 'tenant-admin', 'tenant-billing')));
   }
   items.push({ path: '/api-keys', label: 'API keys' });
   return items;
+}
+
+/** The queue, usage and SLA pages (pages/queue.ts, usage.ts, sla.ts), for whom they answer. */
+function insightItems(queue: boolean, usage: boolean): NavItem[] {
+  return [...(queue ? [{ path: '/queue', label: 'Queue' }] : []),
+          ...(usage ? [{ path: '/usage', label: 'Usage' }, { path: '/sla', label: 'SLA' }] : [])];
+}
+
+/** A tenant's account pages (pages/members.ts, invoices.ts, budgets.ts, posture.ts). */
+function accountItems(identity: boolean, billing: boolean): NavItem[] {
+  return [...(identity ? [{ path: '/members', label: 'Members' }] : []),
+          ...(billing ? [{ path: '/invoices', label: 'Invoices' }, { path: '/budgets', label: 'Budgets' }] : []),
+          ...(identity ? [{ path: '/posture', label: 'Posture' }] : [])];
 }
 
 /** The first page for this principal. */

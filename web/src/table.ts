@@ -1,7 +1,7 @@
 // A list the API pages with `next` cursors, drawn as a table with Previous / Next buttons and its
 // loading, empty and error states. Previous pages are remembered by their cursors.
 import { describeError } from './api';
-import { h, replace, uid, type Child } from './dom';
+import { h, replace, scrollBox, uid, type Child } from './dom';
 import { announce, errorBox, loading } from './status';
 import type { Page } from './types';
 
@@ -73,7 +73,7 @@ export function pagedTable<T>(options: PagedTableOptions<T>): PagedTable {
           options.columns.map((c) => c.rowHeader
             ? h('th', { scope: 'row', class: c.className }, c.cell(row))
             : h('td', { class: c.className }, c.cell(row)))))));
-      replace(body, h('div', { class: 'table-scroll' }, table));
+      replace(body, scrollBox(table));
     }
     const hasPrev = i > 0;
     const hasNext = page.next !== null && page.next !== undefined;

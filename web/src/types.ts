@@ -245,3 +245,237 @@ export interface Posture {
   failing: string[];
   layers: { layer: string; controls: PostureControl[] }[];
 }
+
+// ---- Tenant account pages: members, invoices, budgets (handlers_identity, _invoices, _budget) ----
+
+export interface User {
+  id: string;
+  tenant_id: string | null;
+  username: string;
+  display_name: string;
+  email: string;
+  state: 'active' | 'disabled' | string;
+  created_at: string;
+  updated_at: string;
+  version: number;
+}
+
+export interface ServiceAccount {
+  id: string;
+  tenant_id: string | null;
+  name: string;
+  description: string;
+  state: string;
+  created_at: string;
+  updated_at: string;
+  version: number;
+}
+
+/** A role binding as /role-bindings lists it (whoami's RoleBinding names no subject). */
+export interface RoleBindingRecord {
+  id: string;
+  tenant_id: string | null;
+  project_id: string | null;
+  subject_kind: 'user' | 'service_account';
+  subject_id: string;
+  role: string;
+  created_at: string;
+  /** "api", or "oidc:<provider>" for bindings the provider's rules set at each login. */
+  source: string;
+}
+
+/** One row of GET .../invoices. Amounts are integer micro-units of `currency`. */
+export interface InvoiceSummary {
+  id: string;
+  /** "<tenant>/<YYYY-MM>" and "#<revision>" from the second revision on. */
+  label: string;
+  tenant: string;
+  period: string;
+  state: 'draft' | 'finalized' | 'void' | string;
+  revision: number;
+  currency: string;
+  rate_card: { id: string; version: number };
+  lines: number;
+  subtotal_micros: number;
+  total_micros: number;
+  computed_at: string;
+  supersedes?: string;
+}
+
+export interface InvoiceLine {
+  /** A project id. */
+  project: string;
+  resource_key: string;
+  price_key: string;
+  model: string;
+  class: 'committed' | 'on_demand' | 'spot' | string;
+  tier: number;
+  /** Exact unit-hours as a six-decimal string. */
+  quantity_unit_hours: string;
+  unit_price_micros: number;
+  gross_micros: number;
+  discount_bps: number;
+  discount_micros: number;
+  amount_micros: number;
+  offering?: string;
+}
+
+export interface InvoiceCredit {
+  offering: string;
+  credit_bps: number;
+  charge_micros: number;
+  amount_micros: number;
+  reason: string;
+}
+
+export interface Invoice {
+  id: string;
+  label: string;
+  tenant: string;
+  period: { start: string; end: string; label: string };
+  currency: string;
+  rate_card: { id: string; version: number };
+  state: 'draft' | 'finalized' | 'void' | string;
+  revision: number;
+  usage_records: number;
+  lines: InvoiceLine[];
+  sla_credits: InvoiceCredit[];
+  subtotal_micros: number;
+  sla_credit_micros: number;
+  taxable_micros: number;
+  tax_bps: number;
+  tax_micros: number;
+  prepaid_available_micros: number;
+  prepaid_applied_micros: number;
+  prepaid_carried_micros: number;
+  total_micros: number;
+  supersedes?: string;
+  supersedes_label?: string;
+  finalized_at?: string;
+  voided_at?: string;
+  void_reason?: string;
+  created_by: string;
+  created_at: string;
+  computed_at: string;
+  version: number;
+}
+
+/** A budget with its month-to-date spend (spend_micros null and spend_error when unrated). */
+export interface Budget {
+  tenant_id: string;
+  /** null: the whole tenant. */
+  project_id: string | null;
+  amount_micros: number;
+  thresholds_bps: number[];
+  hard_stop: boolean;
+  updated_by: string;
+  updated_at: string;
+  version: number;
+  period?: string;
+  /** The rate card's currency; null while nothing was priced this month. */
+  currency?: string | null;
+  spend_micros: number | null;
+  spent_bps?: number;
+  percent?: number;
+  spend_error?: string;
+}
+
+export interface BudgetAlert {
+  id: string;
+  tenant_id: string;
+  project_id: string | null;
+  period: string;
+  threshold_bps: number;
+  threshold_micros: number;
+  amount_micros: number;
+  spend_micros: number;
+  created_at: string;
+}
+
+// ---- Insight pages: queue, usage, SLA standing (handlers_alloc, _usage, _sla) ----
+
+/** One waiting allocation of GET /v1/queue or .../queue; `position` is in the whole queue. */
+export interface QueueEntry {
+  position: number;
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  priority_class: string;
+  /** The request: tier, models, count... with priority, preemptible and isolation. */
+  shape: Shape;
+  reason_code: 'quota_exceeded' | 'insufficient_capacity' | string;
+  reason: string;
+  submitted_at: string;
+  /** The tenant's decayed GPU time in scheduler unit-seconds (7000 units a GPU). */
+  fair_share_usage: number;
+}
+
+export interface Queue {
+  items: QueueEntry[];
+  /** Entries in the whole queue (a tenant's view shows only its own). */
+  length: number;
+}
+
+/** A usage rollup row: allocation rows carry GPU-hours, event rows a quantity of a unit. */
+export interface UsageRow {
+  kind: 'allocation' | 'event';
+  period_start: string;
+  period_end: string;
+  /** With group_by=tenant, or on a tenant's report. */
+  tenant_id?: string;
+  /** With group_by=project; null for events posted without a project. */
+  project_id?: string | null;
+  resource_key?: string;
+  offering_id?: string | null;
+  allocated_unit_us?: string;
+  allocated_gpu_hours?: number;
+  sampled_gpu_hours?: number;
+  utilized_gpu_hours?: number;
+  utilization?: number | null;
+  intervals?: number;
+  unit?: string;
+  /** An exact decimal string. */
+  quantity?: string;
+  events?: number;
+}
+
+export interface UsageReport {
+  from: string;
+  to: string;
+  granularity: 'hour' | 'day' | 'month';
+  group_by: string[];
+  units_per_gpu: number;
+  rows: UsageRow[];
+}
+
+/** A tenant's standing against one offering's SLA in a month. */
+export interface SlaStandingItem {
+  tenant_id: string;
+  tenant: string;
+  offering_id: string;
+  offering: string;
+  target_ppm: number;
+  /** "99.9%". */
+  target: string;
+  /** "99.876543%": exact to six decimals. */
+  availability: string;
+  availability_ppm: number;
+  met_target: boolean;
+  entitled_gpu_hours: number;
+  downtime_gpu_minutes: number;
+  entitled_unit_us: string;
+  downtime_unit_us: string;
+  /** The credit tier reached, in basis points of the offering's charge (0: none). */
+  credit_bps: number;
+  reason: string;
+}
+
+export interface SlaStanding {
+  /** "YYYY-MM" (UTC). */
+  period: string;
+  from: string;
+  to: string;
+  /** The figures count up to this time (the period's end once it is over). */
+  as_of: string;
+  items: SlaStandingItem[];
+}

@@ -11,7 +11,7 @@ import type { Allocation, DryRun, Offering, Placement, Project, Shape } from '..
 
 const STATES = ['', 'pending', 'placed', 'active', 'released', 'preempted', 'failed', 'expired'];
 
-function shapeText(shape: Shape): string {
+export function shapeText(shape: Shape): string {
   const parts: string[] = [];
   if (shape.count !== undefined) parts.push(`${shape.count} ×`);
   if (shape.tier) parts.push(shape.tier);

@@ -1,14 +1,15 @@
 // Operators' fleet: the summary by model and node state, every node with its GPUs drawn (MIG
 // instances and shares coloured by the tenant holding them), and one node's detail.
 import { describeError, get, list, post, seg } from '../api';
-import { field, h, replace, uid } from '../dom';
+import { confirmDialog } from '../dialog';
+import { field, h, replace, scrollBox } from '../dom';
 import { badge, bytes, plural, time } from '../format';
 import { allocationsOnNode, describeHeld, holderIndex, loadHolders, loadLiveAllocations,
-         MAX_TENANTS_FOR_HOLDERS, projectNames, type LiveAllocations, type NodeAllocation } from '../holders';
+         MAX_LIVE_ALLOCATIONS, projectNames, type LiveAllocations, type NodeAllocation } from '../holders';
 import { gpuSvg, HolderIndex, legend, memorySlices, migInstances, TenantColours } from '../mig';
 import { href, type RouteContext } from '../router';
 import { normalizeRole, session } from '../session';
-import { announce, errorBox, loading, successBox } from '../status';
+import { errorBox, loading, successBox } from '../status';
 import { pagedTable } from '../table';
 import type { GpuHolders } from '../mig';
 import type { FleetSummary, Gpu, Node, NodeWithGpus } from '../types';
@@ -22,7 +23,7 @@ function summarySection(summary: FleetSummary): HTMLElement {
       h('li', null, h('span', { class: 'stat' }, String(summary.gpus_total)), ' GPUs'),
       states.map(([state, n]) => h('li', null, h('span', { class: 'stat' }, String(n)), ` ${state} ${n === 1 ? 'node' : 'nodes'}`))),
     models.length === 0 ? h('p', { class: 'empty' }, 'No GPUs are enrolled yet.') :
-      h('div', { class: 'table-scroll' }, h('table', null,
+      scrollBox(h('table', null,
         h('caption', null, 'GPUs by model'),
         h('thead', null, h('tr', null, ['Model', 'Total', 'Healthy', 'Unhealthy', 'Missing', 'Allocated', 'Free', 'Modes']
           .map((c) => h('th', { scope: 'col' }, c)))),
@@ -94,7 +95,7 @@ export async function renderFleet(ctx: RouteContext): Promise<void> {
     // Colours in tenant-name order, so a tenant keeps its colour across reloads of the page.
     for (const t of holders.tenants()) colours.of(t.id);
     replace(legendSlot, h('h2', { class: 'visually-hidden' }, 'Colour key'), legend(holders, colours),
-      held.partial ? h('p', { class: 'hint' }, `Only the first ${MAX_TENANTS_FOR_HOLDERS} tenants' allocations are coloured.`) : null);
+      held.partial ? h('p', { class: 'hint' }, `Only the first ${MAX_LIVE_ALLOCATIONS} live allocations of each state are coloured.`) : null);
   } catch (err) {
     if (ctx.signal.aborted) return;
     replace(summarySlot, errorBox(`Could not load the fleet: ${describeError(err)}`));
@@ -125,7 +126,7 @@ function canWriteFleet(): boolean {
 
 /** The allocations held on a node: tenant, project, allocation, state, what it holds here. */
 function nodeAllocationsTable(items: NodeAllocation[], projects: Map<string, string>, caption: string): HTMLElement {
-  return h('div', { class: 'table-scroll' }, h('table', { class: 'node-allocations' },
+  return scrollBox(h('table', { class: 'node-allocations' },
     h('caption', null, caption),
     h('thead', null, h('tr', null, ['Allocation', 'Tenant', 'Project', 'State', 'Holds on this node']
       .map((c) => h('th', { scope: 'col' }, c)))),
@@ -185,7 +186,7 @@ export async function renderNode(ctx: RouteContext): Promise<void> {
   ]));
   renderFacts();
 
-  // ---- allocations on this node (from every tenant's live allocations) ----
+  // ---- allocations on this node (from the platform's live allocations) ----
   let onNode: NodeAllocation[] | null = null;
   let onNodeError = '';
   let partial = false;
@@ -208,7 +209,7 @@ export async function renderNode(ctx: RouteContext): Promise<void> {
     replace(allocBody,
       items.length === 0 ? h('p', { class: 'empty' }, 'No allocation is placed on this node.') :
         nodeAllocationsTable(items, projects, `${plural(items.length, 'allocation')} placed or active on this node`),
-      partial ? h('p', { class: 'hint' }, `Only the first ${MAX_TENANTS_FOR_HOLDERS} tenants' allocations were read.`) : null);
+      partial ? h('p', { class: 'hint' }, `Only the first ${MAX_LIVE_ALLOCATIONS} live allocations of each state were read.`) : null);
   };
   const reloadAllocations = async (): Promise<void> => {
     replace(allocBody, loading('the allocations on this node'));
@@ -264,15 +265,9 @@ export async function renderNode(ctx: RouteContext): Promise<void> {
       replace(buttons, list.length ? list : h('p', { class: 'empty' }, 'A retired node takes no actions.'));
     };
 
-    // Drain asks first, listing what runs on the node, in a modal dialog: focus goes into it,
-    // Escape or Cancel closes it, and focus goes back to the Drain button.
+    // Drain asks first, in a modal confirmation listing what runs on the node.
     const openDrain = (trigger: HTMLButtonElement): void => {
-      const titleId = uid('drain-title');
-      const descId = uid('drain-desc');
       const reason = h('textarea', { name: 'reason', rows: 3, maxlength: 500 });
-      const error = h('div');
-      const confirm = h('button', { type: 'button', class: 'danger' }, `Drain ${node.name}`);
-      const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
       const affected: HTMLElement[] = [];
       if (onNode === null)
         affected.push(onNodeError
@@ -284,57 +279,34 @@ export async function renderNode(ctx: RouteContext): Promise<void> {
         affected.push(h('p', null, `${plural(onNode.length, 'allocation')} on this node ${onNode.length === 1 ? 'keeps' : 'keep'} ` +
                                    'its GPUs through the drain; nothing new is placed here.'),
                       nodeAllocationsTable(onNode, projects, 'Allocations the drain affects'));
-      if (partial) affected.push(h('p', { class: 'hint' }, `Only the first ${MAX_TENANTS_FOR_HOLDERS} tenants' allocations were read.`));
-      const dialog = h('dialog', { class: 'confirm-dialog', 'aria-labelledby': titleId, 'aria-describedby': descId,
-                                   'data-testid': 'drain-dialog' },
-        h('h2', { id: titleId }, `Drain node ${node.name}?`),
-        h('p', { id: descId }, 'A drained node takes no new placements. Allocations on it keep running until they end; ' +
-                               'Resume makes the node ready again.'),
-        affected,
-        field('Reason (optional)', reason, "Kept as the node's state reason and in the audit trail; at most 500 characters."),
-        error,
-        h('div', { class: 'dialog-actions' }, confirm, cancel));
-      let busy = false;
-      const close = (focusTo: HTMLElement | null): void => {
-        if (dialog.open) dialog.close();
-        dialog.remove();
-        focusTo?.focus();
-      };
-      dialog.addEventListener('cancel', (e) => {
-        e.preventDefault();
-        if (busy) return;
-        close(trigger);
-        announce('Drain cancelled.');
-      });
-      cancel.addEventListener('click', () => {
-        close(trigger);
-        announce('Drain cancelled.');
-      });
-      confirm.addEventListener('click', () => {
-        busy = true;
-        confirm.disabled = true;
-        cancel.disabled = true;
-        replace(error);
-        send('drain', reason.value.trim()).then((updated) => {
-          busy = false;
-          close(null);
+      if (partial) affected.push(h('p', { class: 'hint' }, `Only the first ${MAX_LIVE_ALLOCATIONS} live allocations of each state were read.`));
+      confirmDialog({
+        title: `Drain node ${node.name}?`,
+        description: 'A drained node takes no new placements. Allocations on it keep running until they end, ' +
+                     'and then the node goes to maintenance; ' +
+                     'Resume makes the node ready again.',
+        body: [affected,
+               field('Reason (optional)', reason, "Kept as the node's state reason and in the audit trail; at most 500 characters.")],
+        confirmLabel: `Drain ${node.name}`,
+        cancelled: 'Drain cancelled.',
+        failure: `Could not drain node ${node.name}`,
+        trigger,
+        initialFocus: reason,
+        testId: 'drain-dialog',
+        run: () => send('drain', reason.value.trim()),
+        done: (updated) => {
           const count = onNode?.length ?? 0;
           applied(updated);
+          // The control plane moves a draining node to maintenance once the last allocation ends.
           done(`Node ${node.name} drained: its state is now ${node.state}. ` +
-               (count ? `${plural(count, 'allocation')} on it ${count === 1 ? 'keeps' : 'keep'} running; ` : '') +
-               'no new allocation is placed on it.');
+               (node.state === 'draining' && count
+                 ? `${plural(count, 'allocation')} on it ${count === 1 ? 'keeps' : 'keep'} running; ` +
+                   'the node goes to maintenance when the last one ends. '
+                 : '') +
+               'No new allocation is placed on it.');
           void reloadAllocations();
-        }, (err: unknown) => {
-          busy = false;
-          confirm.disabled = false;
-          cancel.disabled = false;
-          replace(error, errorBox(`Could not drain node ${node.name}: ${describeError(err)}`));
-          confirm.focus();
-        });
+        },
       });
-      buttons.append(dialog);
-      dialog.showModal();
-      reason.focus();
     };
 
     renderButtons();
@@ -356,7 +328,7 @@ export async function renderNode(ctx: RouteContext): Promise<void> {
       h('h2', { id: 'gpus-heading' }, `GPUs (${gpus.length})`),
       legend(holders, colours),
       gpus.length === 0 ? h('p', { class: 'empty' }, 'This node reports no GPUs.') :
-        h('div', { class: 'table-scroll' }, h('table', null,
+        scrollBox(h('table', null,
           h('caption', { class: 'visually-hidden' }, 'GPUs of the node'),
           h('thead', null, h('tr', null, ['GPU', 'Model', 'Memory', 'Mode', 'Health', 'Layout', 'MIG instances']
             .map((c) => h('th', { scope: 'col' }, c)))),
