@@ -6,6 +6,8 @@ FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 5
 JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
+# One line as each stage starts, so a CI log shows where the time goes (docs/development.md).
+STAGE = @echo "== $@ $$(date -u +%H:%M:%S) UTC"
 
 .PHONY: all setup build run test test-release test-static test-asan test-fuzz fuzz tidy thread-safety bench format clean
 
@@ -15,6 +17,7 @@ setup:
 	@scripts/setup.sh
 
 build: setup
+	$(STAGE)
 	@scripts/build_console.sh
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
 	@ninja -C $(BUILD) -j$(JOBS)
@@ -25,8 +28,10 @@ run: build
 # Every test: the release build, then the unit and integration suites under ASan+UBSan, then a
 # short run of every fuzz target.
 test: test-release test-static test-asan test-fuzz
+	$(STAGE)
 
 test-release: build
+	$(STAGE)
 	@ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 300
 
 # Static checks over the release build's compile commands (docs/static-analysis.md): clang's
@@ -35,12 +40,14 @@ test-release: build
 test-static: thread-safety
 
 thread-safety: build
+	$(STAGE)
 	@CHECK_JOBS=$(JOBS) scripts/clang_checks.py --thread-safety $(BUILD)
 
 tidy: build
 	@CHECK_JOBS=$(JOBS) scripts/clang_checks.py --tidy $(BUILD)
 
 test-asan: setup
+	$(STAGE)
 	@scripts/build_console.sh
 	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGP_SANITIZE=ON -DGP_BENCH=OFF $(CMAKE_ARGS) >/dev/null
 	@ninja -C $(ASAN_BUILD) -j$(JOBS)
@@ -49,6 +56,7 @@ test-asan: setup
 
 # libFuzzer targets (docs/fuzzing.md): a bounded run in `make test`, a longer one in `make fuzz`.
 test-fuzz: setup
+	$(STAGE)
 	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_JOBS=$(JOBS) scripts/fuzz.sh $(TEST_FUZZ_SECONDS)
 
 fuzz: setup
