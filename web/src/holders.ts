@@ -1,9 +1,10 @@
 // Who holds the fleet's GPUs, read from the platform-wide allocation listing (GET
 // /v1/allocations, operators): the fleet page colours GPUs by holder, a node's page lists the
 // allocations placed on it.
-import { listAll, seg } from './api';
+import { listAll } from './api';
 import { HolderIndex } from './mig';
-import type { Allocation, PlacementGpu, Project, Tenant } from './types';
+import { tenantNames } from './names';
+import type { Allocation, PlacementGpu } from './types';
 
 // Past this many live allocations of one state the listing stops, and the page says so.
 export const MAX_LIVE_ALLOCATIONS = 10_000;
@@ -22,15 +23,14 @@ export interface LiveAllocations {
 
 /** Every tenant's placed and active allocations, with the tenants' names. */
 export async function loadLiveAllocations(signal: AbortSignal): Promise<LiveAllocations> {
-  const [tenants, ...byState] = await Promise.all([
-    listAll<Tenant>('/v1/tenants', 10_000),
+  const [names, ...byState] = await Promise.all([
+    tenantNames(),
     ...LIVE_STATES.map((state) => listAll<Allocation>('/v1/allocations', MAX_LIVE_ALLOCATIONS, { state })),
   ]);
-  const names = new Map(tenants.map((t) => [t.id, t.name]));
   const items: LiveAllocation[] = [];
   let partial = false;
   if (!signal.aborted) {
-    for (const allocs of byState as Allocation[][]) {
+    for (const allocs of byState) {
       partial ||= allocs.length >= MAX_LIVE_ALLOCATIONS;
       for (const a of allocs) items.push({ allocation: a, tenantName: names.get(a.tenant_id) ?? a.tenant_id });
     }
@@ -67,19 +67,6 @@ export function allocationsOnNode(live: LiveAllocations, nodeId: string): NodeAl
   }
   return out.sort((a, b) => a.tenantName.localeCompare(b.tenantName) ||
                             a.allocation.name.localeCompare(b.allocation.name));
-}
-
-/** Project names by id for the given tenants (ids stand in where a listing is refused). */
-export async function projectNames(tenantIds: Iterable<string>): Promise<Map<string, string>> {
-  const names = new Map<string, string>();
-  await Promise.all([...new Set(tenantIds)].map(async (t) => {
-    try {
-      for (const p of await listAll<Project>(`/v1/tenants/${seg(t)}/projects`, 1000)) names.set(p.id, p.name);
-    } catch {
-      // The id is shown instead.
-    }
-  }));
-  return names;
 }
 
 /** "GPU 0: 1g.5gb at slice 6", "GPU 1 (whole)", "GPU 2: 250 milli-GPU". */

@@ -101,3 +101,17 @@ export function pagedTable<T>(options: PagedTableOptions<T>): PagedTable {
     refresh: () => show(index, false),
   };
 }
+
+/**
+ * A `fetchPage` for pagedTable over a list the API returns in one answer: the first page loads
+ * it (so Retry and reload ask the server again), later pages are slices; the cursor is the offset.
+ */
+export function pagesOf<T>(load: () => Promise<T[]>): (after: string | null, limit: number) => Promise<Page<T>> {
+  let items: T[] = [];
+  return async (after, limit) => {
+    if (after === null) items = await load();
+    const start = Number(after ?? 0);
+    const end = start + limit;
+    return { items: items.slice(start, end), next: end < items.length ? String(end) : null };
+  };
+}

@@ -5,8 +5,9 @@ import { confirmDialog } from '../dialog';
 import { field, h, replace, scrollBox } from '../dom';
 import { badge, bytes, plural, time } from '../format';
 import { allocationsOnNode, describeHeld, holderIndex, loadHolders, loadLiveAllocations,
-         MAX_LIVE_ALLOCATIONS, projectNames, type LiveAllocations, type NodeAllocation } from '../holders';
+         MAX_LIVE_ALLOCATIONS, type LiveAllocations, type NodeAllocation } from '../holders';
 import { gpuSvg, HolderIndex, legend, memorySlices, migInstances, TenantColours } from '../mig';
+import { projectNames } from '../names';
 import { href, type RouteContext } from '../router';
 import { normalizeRole, session } from '../session';
 import { errorBox, loading, successBox } from '../status';

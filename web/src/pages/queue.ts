@@ -6,14 +6,13 @@ import { get, listAll, seg } from '../api';
 import { h, replace, type Child } from '../dom';
 import { formatNumber } from '../chart';
 import { badge, plural, time } from '../format';
-import { projectNames } from '../holders';
+import { projectNames, tenantNames } from '../names';
 import { href, type RouteContext } from '../router';
 import { isPlatform, type Session } from '../session';
 import { announce } from '../status';
-import { pagedTable } from '../table';
+import { pagedTable, pagesOf } from '../table';
 import type { Allocation, Queue, QueueEntry } from '../types';
 import { shapeText } from './allocations';
-import { pagesOf, tenantNames } from './insight';
 
 // The scheduler counts in 1/7000 GPU; fair-share usage is in unit-seconds (docs/scheduling.md).
 const UNIT_SECONDS_PER_GPU_HOUR = 7000 * 3600;

@@ -9,9 +9,8 @@ import { percentOfBps } from '../money';
 import { href, type RouteContext } from '../router';
 import { isPlatform, type Session } from '../session';
 import { announce, errorBox } from '../status';
-import { pagedTable, type Column } from '../table';
+import { pagedTable, pagesOf, type Column } from '../table';
 import type { SlaStanding, SlaStandingItem } from '../types';
-import { pagesOf } from './insight';
 
 const monthName = new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'long', timeZone: 'UTC' });
 

@@ -5,13 +5,12 @@ import { describeError, get, listAll, seg, withQuery, type Query } from '../api'
 import { chart, formatNumber, MAX_SERIES, type ChartSeries, type Granularity } from '../chart';
 import { field, h, replace } from '../dom';
 import { plural } from '../format';
-import { projectNames } from '../holders';
 import { money } from '../money';
+import { projectNames, tenantNames } from '../names';
 import { href, type RouteContext } from '../router';
 import { isPlatform, type Session } from '../session';
 import { announce, errorBox, loading } from '../status';
 import type { InvoiceSummary, UsageReport, UsageRow } from '../types';
-import { tenantNames } from './insight';
 
 interface Range {
   key: string;
