@@ -90,8 +90,6 @@ async function guard(path: string): Promise<string | null> {
     return `/login${back}`;
   }
   if (path === '/') return homePath(sess);
-  // The navigation marks the new page now; gp:navigated comes only once the page has loaded.
-  renderShell(sess);
   return null;
 }
 
@@ -104,5 +102,5 @@ setUnauthenticatedHandler(() => {
   void navigate(`/login?expired=1&next=${encodeURIComponent(safeNext(path))}`, { replace: true });
 });
 
-document.addEventListener('gp:navigated', () => renderShell(session()));
+document.addEventListener('gp:navigating', () => renderShell(session()));
 start(routes, notFound, guard);

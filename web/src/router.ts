@@ -94,6 +94,8 @@ export async function render(): Promise<void> {
   if (!route) return;
   main.replaceChildren();
   main.setAttribute('aria-busy', 'true');
+  // Before the page loads, so the navigation marks the new page while it does.
+  document.dispatchEvent(new CustomEvent('gp:navigating', { detail: path }));
   const ctx: RouteContext = {
     params: match?.params ?? {},
     query: new URLSearchParams(location.search),
@@ -107,7 +109,6 @@ export async function render(): Promise<void> {
   } finally {
     if (inflight === controller) main.removeAttribute('aria-busy');
   }
-  document.dispatchEvent(new CustomEvent('gp:navigated', { detail: path }));
 }
 
 /** Moves focus to the page's h1 and names the page in the title and the live region. */
