@@ -639,7 +639,8 @@ Result<std::string> Provider::authorization_url(std::string_view redirect_uri,
 }
 
 Result<Json> Provider::redeem(std::string_view code, std::string_view redirect_uri,
-                              std::string_view verifier, std::string_view nonce, TimePoint now) {
+                              std::string_view verifier, std::string_view nonce,
+                              const Clock& clock) {
   Discovery d = GP_TRY(discovery());
   const std::string body =
       fmt::format("grant_type=authorization_code&code={}&redirect_uri={}&code_verifier={}",
@@ -654,6 +655,7 @@ Result<Json> Provider::redeem(std::string_view code, std::string_view redirect_u
   if (id_token.empty())
     return fail(Error::unavailable(
         fmt::format("identity provider '{}' returned no id_token", config_.name)));
+  const TimePoint now = clock.now();
   auto set = GP_TRY(keys(token_kid(id_token), now));
   return verify_id_token(
       id_token, *set,

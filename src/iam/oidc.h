@@ -146,9 +146,10 @@ class Provider {
   Result<std::string> authorization_url(std::string_view redirect_uri, std::string_view state,
                                         std::string_view nonce, std::string_view challenge);
   // Redeems a code at the token endpoint (client_secret_basic) and verifies the ID token it
-  // returns against `nonce`. Returns the verified claims.
+  // returns against `nonce`, at the clock's time when the token arrived (the exchange may take
+  // seconds, and a token issued during it is not from the future). Returns the verified claims.
   Result<Json> redeem(std::string_view code, std::string_view redirect_uri,
-                      std::string_view verifier, std::string_view nonce, TimePoint now);
+                      std::string_view verifier, std::string_view nonce, const Clock& clock);
   // Verifies an ID token presented directly (issued by this provider for this client).
   Result<Json> verify(std::string_view id_token, TimePoint now);
 

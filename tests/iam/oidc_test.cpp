@@ -312,15 +312,16 @@ TEST(Provider, DiscoversRedeemsAndFollowsKeyRotation) {
                       "/auth?response_type=code&client_id=gpuplane&redirect_uri=https%3A%2F%2Fgp."
                       "example.com%2Fcb&scope=openid%20email%20profile&state=st&nonce=n-1&code_"
                       "challenge=ch&code_challenge_method=S256");
-  auto c = p.redeem("abc", "https://gp.example.com/cb", "verif", "n-1", kNow);
+  const ManualClock clock(kNow);
+  auto c = p.redeem("abc", "https://gp.example.com/cb", "verif", "n-1", clock);
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(token_request,
             "grant_type=authorization_code&code=abc&redirect_uri=https%3A%2F%2Fgp.example.com%"
             "2Fcb&code_verifier=verif");
   // RFC 6749 2.3.1: id and secret form-encoded, then base64 of "gpuplane:s3%20cret".
   EXPECT_EQ(token_auth, "Basic Z3B1cGxhbmU6czMlMjBjcmV0");
-  EXPECT_FALSE(p.redeem("abc", "https://gp.example.com/cb", "verif", "n-2", kNow));  // nonce
-  auto refused = p.redeem("bad", "https://gp.example.com/cb", "verif", "n-1", kNow);
+  EXPECT_FALSE(p.redeem("abc", "https://gp.example.com/cb", "verif", "n-2", clock));  // nonce
+  auto refused = p.redeem("bad", "https://gp.example.com/cb", "verif", "n-1", clock);
   ASSERT_FALSE(refused);
   EXPECT_EQ(refused.error().code, ErrorCode::kUnauthenticated);
   EXPECT_NE(refused.error().message.find("invalid_grant: used"), std::string::npos);
@@ -337,6 +338,40 @@ TEST(Provider, DiscoversRedeemsAndFollowsKeyRotation) {
   EXPECT_EQ(calls[kIssuer + "/jwks"], 2);
   EXPECT_TRUE(p.verify(*sign_jwt(claims(), current_pem, current_kid), kNow + 63s));
   EXPECT_EQ(calls[kIssuer + "/.well-known/openid-configuration"], 1);
+}
+
+// The token exchange takes time: a token the provider issued during it, a second after the
+// callback arrived, is verified at the time it arrived (with no allowed skew it would otherwise be
+// "issued in the future"; this failed the real-provider test under load).
+TEST(Provider, VerifiesTheRedeemedTokenAtTheTimeItArrived) {
+  ManualClock clock(kNow);
+  Fetch fetch = [&](const std::string& method, const std::string& url, const std::string&,
+                    const std::vector<std::pair<std::string, std::string>>&,
+                    const std::string&) -> Result<FetchResult> {
+    if (url == kIssuer + "/.well-known/openid-configuration")
+      return FetchResult{200, Json{{"issuer", kIssuer},
+                                   {"authorization_endpoint", kIssuer + "/auth"},
+                                   {"token_endpoint", kIssuer + "/token"},
+                                   {"jwks_uri", kIssuer + "/jwks"}}
+                                  .dump()};
+    if (url == kIssuer + "/jwks")
+      return FetchResult{200, Json{{"keys", {*public_jwk(keys().ec, "ec-1")}}}.dump()};
+    if (url == kIssuer + "/token" && method == "POST") {
+      clock.advance(2s);
+      return FetchResult{
+          200, Json{{"id_token", *sign_jwt(claims({{"iat", now_s() + 2}}), keys().ec, "ec-1")}}
+                   .dump()};
+    }
+    return FetchResult{404, "{}"};
+  };
+  ProviderConfig config;
+  config.name = "corp";
+  config.issuer = kIssuer;
+  config.client_id = "gpuplane";
+  config.clock_skew = 0s;
+  Provider p(config, fetch);
+  auto c = p.redeem("abc", "https://gp.example.com/cb", "verif", "n-1", clock);
+  EXPECT_TRUE(c) << c.error().message;
 }
 
 TEST(Provider, DiscoveryMustNameTheConfiguredIssuer) {

@@ -313,7 +313,9 @@ TEST_F(Oidc, BrowserLoginMapsGroupsToATenantRoleAndGuardsWritesWithCsrf) {
 
 TEST_F(Oidc, ProjectRulesAndUnmappedIdentities) {
   Browser dave;
-  ASSERT_EQ(browser_login(dave, "dave").status, 302);
+  auto page = browser_login(dave, "dave");
+  ASSERT_EQ(page.status, 302);
+  ASSERT_FALSE(page.location.contains("login_error")) << page.location;
   Json me = whoami({{"Cookie", "gp_session=" + dave.cookie(gp(), "gp_session")}});
   ASSERT_TRUE(me.is_object());
   ASSERT_EQ(me["role_bindings"].size(), 1u);
