@@ -32,8 +32,15 @@ struct Offering {
   std::string mig_profile;  // mig
   int milli = 0;            // shared
   std::string description;
+  // How a unit reaches the tenant: "container" (the GPUs on the node, for the tenant's
+  // workloads) or "vm" (a libvirt VM of vm_vcpus and vm_memory_mib per unit: whole GPUs by VFIO
+  // passthrough, MIG and shared units as NVIDIA vGPUs; docs/vms.md).
+  std::string delivery = "container";
+  int vm_vcpus = 0;
+  int64_t vm_memory_mib = 0;
   int64_t created_at = 0, version = 1;
   Json to_json() const;
+  Json vm_json() const;  // null for delivery container
 };
 
 // Validates a create body: the fields each tier needs and no others.

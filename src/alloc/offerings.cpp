@@ -3,8 +3,28 @@
 
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
+#include "vm/vm.h"
 
 namespace gp::alloc {
+
+namespace {
+
+// The vGPU type one unit of a mig or shared offering is on `model`, delivered as a VM.
+Result<const vm::VgpuType*> vgpu_of(const Offering& o, const std::string& model) {
+  return o.tier == Tier::kMig ? vm::vgpu_for_mig(model, o.mig_profile)
+                              : vm::vgpu_for_share(model, o.milli);
+}
+
+}  // namespace
+
+Json Offering::vm_json() const {
+  if (delivery != "vm") return nullptr;
+  Json types = Json::object();
+  if (tier == Tier::kMig || tier == Tier::kShared)
+    for (const std::string& m : models)
+      if (auto t = vgpu_of(*this, m)) types[m] = (*t)->name;
+  return {{"vcpus", vm_vcpus}, {"memory_mib", vm_memory_mib}, {"vgpu_types", types}};
+}
 
 Json Offering::to_json() const {
   return {{"id", id},
@@ -15,9 +35,38 @@ Json Offering::to_json() const {
           {"mig_profile", mig_profile.empty() ? Json(nullptr) : Json(mig_profile)},
           {"milli", milli == 0 ? Json(nullptr) : Json(milli)},
           {"description", description},
+          {"delivery", delivery},
+          {"vm", vm_json()},
           {"created_at", detail::ts(created_at)},
           {"version", version}};
 }
+
+namespace {
+
+// delivery and, for "vm", the VM's shape per unit; MIG and shared units need a vGPU type on every
+// model the offering names.
+Result<void> parse_delivery(Offering& o, const Json* shape) {
+  if (o.delivery == "container") {
+    if (shape) return fail(Error::invalid("vm applies to delivery vm, not container"));
+    return ok();
+  }
+  if (o.delivery != "vm")
+    return fail(
+        Error::invalid(fmt::format("unknown delivery \"{}\"; one of container, vm", o.delivery)));
+  if (!shape) return fail(Error::invalid("a vm offering needs vm: {vcpus, memory_mib}"));
+  ObjectReader r(*shape, "vm");
+  o.vm_vcpus = static_cast<int>(r.integer("vcpus", 1, 1024));
+  o.vm_memory_mib = r.integer("memory_mib", 256, int64_t{16} << 20);
+  GP_TRY_VOID(r.finish());
+  if (o.tier == Tier::kMig || o.tier == Tier::kShared) {
+    if (o.models.empty())
+      return fail(Error::invalid("a vm offering of tier mig or shared needs its GPU models"));
+    for (const std::string& m : o.models) GP_TRY(vgpu_of(o, m));
+  }
+  return ok();
+}
+
+}  // namespace
 
 Result<Offering> parse_offering(const Json& body) {
   ObjectReader r(body, "offering");
@@ -29,6 +78,8 @@ Result<Offering> parse_offering(const Json& body) {
   o.mig_profile = r.optional_string("mig_profile", 32).value_or("");
   o.milli = static_cast<int>(r.optional_integer("milli", 1, 1000).value_or(0));
   o.description = r.optional_string("description", 500).value_or("");
+  o.delivery = r.optional_string("delivery", 16).value_or("container");
+  const Json* vm_shape = r.optional_object("vm");
   GP_TRY_VOID(r.finish());
   GP_TRY_VOID(validate_dns_label("name", o.name));
   auto t = sched::parse_tier(tier);
@@ -62,13 +113,15 @@ Result<Offering> parse_offering(const Json& body) {
   if (o.tier != Tier::kShared && o.milli != 0) {
     return fail(Error::invalid(fmt::format("milli applies to tier shared, not {}", tier)));
   }
+  GP_TRY_VOID(parse_delivery(o, vm_shape));
   return o;
 }
 
 namespace {
 
 constexpr std::string_view kOfferingColumns =
-    "id, name, tier, models, gpus, mig_profile, milli, description, created_at, version";
+    "id, name, tier, models, gpus, mig_profile, milli, description, created_at, version, "
+    "delivery, vm_vcpus, vm_memory_mib";
 
 Offering offering_from(const store::Row& row) {
   Offering o;
@@ -82,6 +135,9 @@ Offering offering_from(const store::Row& row) {
   o.description = row.text(7);
   o.created_at = row.integer(8);
   o.version = row.integer(9);
+  o.delivery = row.text(10);
+  o.vm_vcpus = static_cast<int>(row.integer(11));
+  o.vm_memory_mib = row.integer(12);
   return o;
 }
 
@@ -91,10 +147,11 @@ Result<Offering> create_offering(store::Tx& tx, const World& w, Offering o) {
   o.id = w.ids.next("off");
   o.created_at = w.now();
   o.version = 1;
-  auto r = tx.exec(
-      fmt::format("INSERT INTO offerings ({}) VALUES (?,?,?,?,?,?,?,?,?,?)", kOfferingColumns),
-      {o.id, o.name, std::string(sched::tier_name(o.tier)), Json(o.models).dump(), int64_t{o.gpus},
-       o.mig_profile, int64_t{o.milli}, o.description, o.created_at, o.version});
+  auto r = tx.exec(fmt::format("INSERT INTO offerings ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                               kOfferingColumns),
+                   {o.id, o.name, std::string(sched::tier_name(o.tier)), Json(o.models).dump(),
+                    int64_t{o.gpus}, o.mig_profile, int64_t{o.milli}, o.description, o.created_at,
+                    o.version, o.delivery, int64_t{o.vm_vcpus}, o.vm_memory_mib});
   if (!r) {
     if (r.error().code == ErrorCode::kConflict)
       return fail(Error::conflict(fmt::format("an offering named {} exists", o.name)));

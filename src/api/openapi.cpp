@@ -248,26 +248,32 @@ Json schemas() {
   Json number = {{"type", "number"}};
   Json nnumber = {{"type", {"number", "null"}}};
   Json boolean = {{"type", "boolean"}};
-  s["OfferingCreate"] = object({{"name", str()},
-                                {"tier", enum_of(tiers)},
-                                {"models", strings},
-                                {"gpus", integer()},
-                                {"mig_profile", str()},
-                                {"milli", integer()},
-                                {"description", str()}},
-                               {"name", "tier"});
-  s["Offering"] = loose({{"id", str()},
-                         {"name", str()},
-                         {"tier", enum_of(tiers)},
-                         {"models", strings},
-                         {"gpus", integer()},
-                         {"mig_profile", nstr()},
-                         {"milli", {{"type", {"integer", "null"}}}},
-                         {"description", str()},
-                         {"allowed", boolean},
-                         {"created_at", time_str()},
-                         {"version", integer()}},
-                        {"id", "name", "tier", "models", "gpus", "created_at", "version"});
+  s["OfferingCreate"] = object(
+      {{"name", str()},
+       {"tier", enum_of(tiers)},
+       {"models", strings},
+       {"gpus", integer()},
+       {"mig_profile", str()},
+       {"milli", integer()},
+       {"description", str()},
+       {"delivery", enum_of({"container", "vm"})},
+       {"vm", object({{"vcpus", integer()}, {"memory_mib", integer()}}, {"vcpus", "memory_mib"})}},
+      {"name", "tier"});
+  s["Offering"] =
+      loose({{"id", str()},
+             {"name", str()},
+             {"tier", enum_of(tiers)},
+             {"models", strings},
+             {"gpus", integer()},
+             {"mig_profile", nstr()},
+             {"milli", {{"type", {"integer", "null"}}}},
+             {"description", str()},
+             {"delivery", enum_of({"container", "vm"})},
+             {"vm", {{"type", {"object", "null"}}}},
+             {"allowed", boolean},
+             {"created_at", time_str()},
+             {"version", integer()}},
+            {"id", "name", "tier", "models", "gpus", "delivery", "created_at", "version"});
   Json model_quota =
       object({{"nominal", number}, {"borrow_limit", nnumber}, {"limit", nnumber}}, {"nominal"});
   Json model_quotas = {{"type", "object"}, {"additionalProperties", model_quota}};

@@ -36,7 +36,16 @@ void add_offering(CLI::App& app, ClientConfig& c, int* rc) {
   field<std::string>(create, body, "--mig-profile", "mig_profile", "MIG profile (tier mig)");
   field<int64_t>(create, body, "--milli", "milli", "Milli-GPU per share (tier shared)");
   field<std::string>(create, body, "--description", "description", "Description");
-  on_run(create, rc, [&c, body] {
+  field<std::string>(create, body, "--delivery", "delivery", "container (default) | vm");
+  struct VmShape {
+    int64_t vcpus = 0, memory_mib = 0;
+  };
+  auto vm = std::make_shared<VmShape>();
+  create->add_option("--vm-vcpus", vm->vcpus, "vCPUs per unit (delivery vm)");
+  create->add_option("--vm-memory-mib", vm->memory_mib, "Memory per unit in MiB (delivery vm)");
+  on_run(create, rc, [&c, body, vm] {
+    if (vm->vcpus != 0 || vm->memory_mib != 0)
+      (*body)["vm"] = {{"vcpus", vm->vcpus}, {"memory_mib", vm->memory_mib}};
     auto r = call(c, "POST", "/v1/offerings", *body);
     if (r) print(c, *r, {});
     return r.has_value();
@@ -50,10 +59,10 @@ void add_offering(CLI::App& app, ClientConfig& c, int* rc) {
         tenant->empty() ? "/v1/offerings" : "/v1/tenants/" + url_encode(*tenant) + "/offerings");
     if (r)
       print(c, *r,
-            tenant->empty()
-                ? std::vector<std::string>{"name", "tier", "models", "gpus", "mig_profile", "milli"}
-                : std::vector<std::string>{"name", "tier", "models", "allowed",
-                                           "not_allowed_because"});
+            tenant->empty() ? std::vector<std::string>{"name", "tier", "models", "gpus",
+                                                       "mig_profile", "milli", "delivery"}
+                            : std::vector<std::string>{"name", "tier", "models", "allowed",
+                                                       "not_allowed_because"});
     return r.has_value();
   });
   auto id = std::make_shared<std::string>();

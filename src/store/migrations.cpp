@@ -573,6 +573,13 @@ CREATE UNIQUE INDEX users_external_subject ON users (external_subject)
   WHERE external_subject IS NOT NULL;
 ALTER TABLE role_bindings ADD COLUMN source TEXT NOT NULL DEFAULT 'api'
 )SQL"},
+      // GPU virtual machines (docs/vms.md): how an offering's units reach the tenant, and the
+      // VM shape per unit for delivery "vm".
+      {18, "vm delivery", R"SQL(
+ALTER TABLE offerings ADD COLUMN delivery TEXT NOT NULL DEFAULT 'container';
+ALTER TABLE offerings ADD COLUMN vm_vcpus BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE offerings ADD COLUMN vm_memory_mib BIGINT NOT NULL DEFAULT 0
+)SQL"},
   };
   return kMigrations;
 }

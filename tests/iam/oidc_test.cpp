@@ -271,6 +271,15 @@ TEST(MapClaims, RulesGiveTenantAndRoles) {
   EXPECT_EQ(platform->tenant, "");
 }
 
+// The provider's discovery document, as its fake fetcher answers it.
+FetchResult discovery_document() {
+  return FetchResult{200, Json{{"issuer", kIssuer},
+                               {"authorization_endpoint", kIssuer + "/auth"},
+                               {"token_endpoint", kIssuer + "/token"},
+                               {"jwks_uri", kIssuer + "/jwks"}}
+                              .dump()};
+}
+
 // The provider's endpoints through a fake fetcher: discovery once, keys again when a token
 // names a new kid (rotation), the code redeemed with client_secret_basic and PKCE.
 TEST(Provider, DiscoversRedeemsAndFollowsKeyRotation) {
@@ -281,12 +290,7 @@ TEST(Provider, DiscoversRedeemsAndFollowsKeyRotation) {
                     const std::vector<std::pair<std::string, std::string>>& headers,
                     const std::string&) -> Result<FetchResult> {
     calls[url]++;
-    if (url == kIssuer + "/.well-known/openid-configuration")
-      return FetchResult{200, Json{{"issuer", kIssuer},
-                                   {"authorization_endpoint", kIssuer + "/auth"},
-                                   {"token_endpoint", kIssuer + "/token"},
-                                   {"jwks_uri", kIssuer + "/jwks"}}
-                                  .dump()};
+    if (url == kIssuer + "/.well-known/openid-configuration") return discovery_document();
     if (url == kIssuer + "/jwks")
       return FetchResult{200, Json{{"keys", {*public_jwk(current_pem, current_kid)}}}.dump()};
     if (url == kIssuer + "/token" && method == "POST") {
@@ -348,19 +352,14 @@ TEST(Provider, VerifiesTheRedeemedTokenAtTheTimeItArrived) {
   Fetch fetch = [&](const std::string& method, const std::string& url, const std::string&,
                     const std::vector<std::pair<std::string, std::string>>&,
                     const std::string&) -> Result<FetchResult> {
-    if (url == kIssuer + "/.well-known/openid-configuration")
-      return FetchResult{200, Json{{"issuer", kIssuer},
-                                   {"authorization_endpoint", kIssuer + "/auth"},
-                                   {"token_endpoint", kIssuer + "/token"},
-                                   {"jwks_uri", kIssuer + "/jwks"}}
-                                  .dump()};
+    if (url == kIssuer + "/.well-known/openid-configuration") return discovery_document();
     if (url == kIssuer + "/jwks")
       return FetchResult{200, Json{{"keys", {*public_jwk(keys().ec, "ec-1")}}}.dump()};
     if (url == kIssuer + "/token" && method == "POST") {
       clock.advance(2s);
       return FetchResult{
-          200, Json{{"id_token", *sign_jwt(claims({{"iat", now_s() + 2}}), keys().ec, "ec-1")}}
-                   .dump()};
+          200,
+          Json{{"id_token", *sign_jwt(claims({{"iat", now_s() + 2}}), keys().ec, "ec-1")}}.dump()};
     }
     return FetchResult{404, "{}"};
   };

@@ -198,6 +198,58 @@ TEST_F(Sched, ImpossibleRequestsAreRejectedAtOnceAndStoreNothing) {
   EXPECT_EQ(list.body["items"].size(), 0u);
 }
 
+// Offerings delivered as VMs (docs/vms.md): MIG and shared units become the vGPU type of their
+// profile or share on each model; bad shapes are refused and store nothing.
+TEST_F(Sched, VmOfferingsNameTheirVgpuTypesAndRefuseImpossibleShapes) {
+  Json vm = {{"vcpus", 16}, {"memory_mib", 131072}};
+  auto made = s.request("POST", "/v1/offerings",
+                        {{"name", "h200-vm-3g"},
+                         {"tier", "mig"},
+                         {"models", {"H200"}},
+                         {"mig_profile", "3g.71gb"},
+                         {"delivery", "vm"},
+                         {"vm", vm}},
+                        admin);
+  ASSERT_EQ(made.status, 201) << made.raw;
+  EXPECT_EQ(made.body["delivery"], "vm");
+  EXPECT_EQ(made.body["vm"]["vgpu_types"]["H200"], "H200-3-71C");
+  EXPECT_EQ(made.body["vm"]["memory_mib"], 131072);
+  auto shared = s.request("POST", "/v1/offerings",
+                          {{"name", "h200-vm-quarter"},
+                           {"tier", "shared"},
+                           {"models", {"H200"}},
+                           {"milli", 250},
+                           {"delivery", "vm"},
+                           {"vm", vm}},
+                          admin);
+  ASSERT_EQ(shared.status, 201) << shared.raw;
+  EXPECT_EQ(shared.body["vm"]["vgpu_types"]["H200"], "H200-35C");
+  auto whole = s.request("GET", "/v1/offerings/h200-1x", nullptr, admin);
+  EXPECT_EQ(whole.body["delivery"], "container");
+  EXPECT_TRUE(whole.body["vm"].is_null());
+
+  auto bad = [&](Json body, std::string_view word) {
+    body["name"] = "h200-vm-bad";
+    auto r = s.request("POST", "/v1/offerings", body, admin);
+    EXPECT_TRUE(IsProblem(r, 400, "invalid_argument")) << body.dump() << " -> " << r.raw;
+    EXPECT_NE(r.body["detail"].get<std::string>().find(word), std::string::npos)
+        << body.dump() << " -> " << r.body["detail"];
+  };
+  Json gpu = {{"tier", "dedicated-gpu"}, {"models", {"H200"}}};
+  auto with = [](Json a, const Json& b) {
+    a.update(b);
+    return a;
+  };
+  bad(with(gpu, {{"delivery", "vm"}}), "vm: {vcpus");
+  bad(with(gpu, {{"delivery", "bare-metal"}}), "unknown delivery");
+  bad(with(gpu, {{"vm", vm}}), "delivery vm");
+  bad(with(gpu, {{"delivery", "vm"}, {"vm", {{"vcpus", 0}, {"memory_mib", 1024}}}}), "vcpus");
+  bad(with(gpu, {{"delivery", "vm"}, {"vm", with(vm, {{"disk", 1}})}}), "disk");
+  bad({{"tier", "shared"}, {"models", {"H200"}}, {"milli", 300}, {"delivery", "vm"}, {"vm", vm}},
+      "time-sliced");
+  EXPECT_EQ(s.request("GET", "/v1/offerings/h200-vm-bad", nullptr, admin).status, 404);
+}
+
 TEST_F(Sched, HigherPriorityPreemptsTheTenantsOwnPreemptibleWork) {
   auto t = tenant("acme", "standard", gpus(16));
   auto low = allocate(
