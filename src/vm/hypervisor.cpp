@@ -171,9 +171,11 @@ Result<std::vector<DomainInfo>> Hypervisor::domains() {
   const int n = virConnectListAllDomains(impl_->conn, &list, 0);
   if (n < 0) return fail(last_error("listing domains"));
   std::vector<Domain> owned;
+  owned.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) owned.emplace_back(list[i]);
   free(list);  // NOLINT(cppcoreguidelines-no-malloc): libvirt's allocation
   std::vector<DomainInfo> out;
+  out.reserve(owned.size());
   for (const auto& d : owned) out.push_back(GP_TRY(impl_->info(d.get())));
   std::ranges::sort(out, {}, &DomainInfo::name);
   return out;
