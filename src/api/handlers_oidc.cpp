@@ -175,9 +175,9 @@ Result<Reply> complete_login(Api& api, Call& call, iam::oidc::Provider& provider
   const auto code = query(call, "code");
   if (!code || code->empty() || code->size() > 2048)
     return fail(Error::invalid("the callback carries no code"));
-  auto claims = GP_TRY(count_failure(api, call,
-                                     provider.redeem(*code, pending.redirect_uri, pending.verifier,
-                                                     pending.nonce, api.clock())));
+  auto claims = GP_TRY(count_failure(
+      api, call,
+      provider.redeem(*code, pending.redirect_uri, pending.verifier, pending.nonce, api.clock())));
   return sign_in(api, call, provider, claims, true, pending.return_to);
 }
 
