@@ -314,33 +314,12 @@ bool is_dns_label(std::string_view s) {
          });
 }
 
+// Standard base64 as OpenSSH writes key blobs: '+' and '/', padded to a multiple of 4.
 std::optional<std::string> decode_base64(std::string_view s) {
-  if (s.empty() || s.size() % 4 != 0) return std::nullopt;
-  auto value = [](char c) -> int {
-    if (c >= 'A' && c <= 'Z') return c - 'A';
-    if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-    if (c >= '0' && c <= '9') return c - '0' + 52;
-    if (c == '+') return 62;
-    if (c == '/') return 63;
-    return -1;
-  };
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); i += 4) {
-    // '=' pads the last group only: "xx==" or "xxx=".
-    int padding = 0;
-    if (i + 4 == s.size() && s[i + 3] == '=') padding = s[i + 2] == '=' ? 2 : 1;
-    std::array<uint32_t, 4> group = {0, 0, 0, 0};
-    for (int k = 0; k < 4 - padding; ++k) {
-      const int v = value(s[i + k]);
-      if (v < 0) return std::nullopt;
-      group[k] = static_cast<uint32_t>(v);
-    }
-    const uint32_t bits = (group[0] << 18) | (group[1] << 12) | (group[2] << 6) | group[3];
-    out += static_cast<char>((bits >> 16) & 0xff);
-    if (padding < 2) out += static_cast<char>((bits >> 8) & 0xff);
-    if (padding < 1) out += static_cast<char>(bits & 0xff);
-  }
-  return out;
+  if (s.empty() || s.size() % 4 != 0 || s.find_first_of("-_") != std::string_view::npos ||
+      s.ends_with("==="))
+    return std::nullopt;
+  return base64url_decode(s);
 }
 
 // The public-key algorithms OpenSSH's authorized_keys accepts today (ssh-dss is gone from
