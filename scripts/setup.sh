@@ -22,8 +22,9 @@ PKGS=(
   clang-tidy-16
   # vm: GPU virtual machines (src/vm) talk to libvirt through its C API and read domain XML with
   # libxml2; the tests validate rendered domains with virt-xml-validate (libvirt-clients, which
-  # runs xmllint) and run the lifecycle on libvirt's built-in test driver (no hypervisor).
-  libvirt-dev libvirt-clients libxml2-dev libxml2-utils
+  # runs xmllint) and run the lifecycle on libvirt's built-in test driver (no hypervisor). The
+  # agent builds each VM's cloud-init seed ISO with xorriso and its boot disk with qemu-img.
+  libvirt-dev libvirt-clients libxml2-dev libxml2-utils xorriso qemu-utils
   # node: the npm dev dependencies in package.json (oidc-provider, for the real OpenID provider
   # the OIDC tests start: tests/support/oidc_provider.mjs; vite and typescript, which build and
   # type-check the web console in web/; playwright-core, which drives the browser in

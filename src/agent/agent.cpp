@@ -4,14 +4,19 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
 #include <thread>
 
 #include "agent/enforce.h"
 #include "agent/nvml.h"
+#include "agent/vms.h"
 #include "cli/http_client.h"
+#include "common/clock.h"
 #include "fleet/inventory.h"
 #include "tls/tls.h"
 
@@ -161,6 +166,13 @@ Result<void> request_certificate(const cli::Endpoint& ep, const std::string& ide
   return ok();
 }
 
+// The `ip` the VM delivery manages segment bridges with: in the same namespace as nft.
+std::vector<std::string> bridge_command(const AgentOptions& o) {
+  std::vector<std::string> argv = split_words(o.nft_prefix);
+  argv.push_back("ip");
+  return argv;
+}
+
 }  // namespace
 
 int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
@@ -186,6 +198,17 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   }
   std::filesystem::create_directories(o.state_dir);
   ::chmod(o.state_dir.c_str(), 0700);
+  // VM delivery: one libvirt connection for the agent's life.
+  std::unique_ptr<vm::Hypervisor> hypervisor;
+  if (!o.libvirt_uri.empty()) {
+    auto hv = vm::Hypervisor::open(o.libvirt_uri);
+    if (!hv) {
+      spdlog::critical("VM delivery: {}", hv.error().message);
+      return 1;
+    }
+    hypervisor = std::move(*hv);
+    spdlog::info("VM delivery through libvirt at {}", o.libvirt_uri);
+  }
   std::string pinned = o.state_dir + "/" + kPinnedCaFile;
   if (!o.ca_file.empty()) {
     auto ca = read_file(o.ca_file);
@@ -270,6 +293,18 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   }
   if (ep->tls) ep->identity_file = identity_path;
   Enforcer enforcer(o);
+  const SystemClock clock;
+  std::optional<VmDelivery> vms;
+  if (hypervisor)
+    vms.emplace(*hypervisor,
+                VmDeliveryOptions{.sysfs_root = o.sysfs_root,
+                                  .vm_dir = o.vm_dir.empty() ? o.state_dir + "/vms" : o.vm_dir,
+                                  .base_image = o.vm_image,
+                                  .ip_command = bridge_command(o)},
+                clock);
+  // The reports of the last VM round, for the next heartbeat; none before the first round (an
+  // empty list would tell the control plane that VMs not yet torn down are gone).
+  std::optional<std::vector<VmReport>> vm_reports;
   const HttpCall http = [&](std::string_view method, const std::string& path,
                             const Json& body) -> Result<std::pair<int, Json>> {
     auto r = GP_TRY(request(*ep, method, path, body, credential));
@@ -299,6 +334,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     } else {
       spdlog::error("inventory: {}", inv.error().message);
     }
+    if (vm_reports) body["vms"] = to_json(*vm_reports);
     auto r = post(*ep, "/v1/agent/heartbeat", body, credential);
     if (!r) {
       ++failures;
@@ -313,9 +349,29 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       failures = 0;
       spdlog::debug("heartbeat ok: node state {}", r->body["node"].value("state", "?"));
     }
+    // VMs change only on an assignment the control plane just gave: a failed heartbeat must
+    // never read as "nothing is assigned" and tear VMs down.
+    bool delivered = true;
+    if (vms) {
+      const bool answered = r && r->status == 200;
+      Result<std::vector<VmAssignment>> assigned = fail(Error::unavailable("no heartbeat"));
+      if (answered) {
+        const Json& reply = r->body;
+        assigned =
+            parse_vm_assignments(reply.contains("assignments") ? reply["assignments"] : Json());
+      }
+      if (assigned) {
+        vm_reports = vms->round(*assigned);
+        delivered =
+            std::ranges::none_of(*vm_reports, [](const VmReport& v) { return !v.error.empty(); });
+      } else {
+        if (answered) spdlog::error("VM assignment: {}", assigned.error().message);
+        delivered = false;
+      }
+    }
     // Enforcement runs even when the heartbeat failed: the assignment may still be readable.
     const bool enforced = !enforcer.enabled() || enforcer.round(http);
-    if (o.once) return r && r->status == 200 && enforced ? 0 : 1;
+    if (o.once) return r && r->status == 200 && enforced && delivered ? 0 : 1;
     for (int i = 0; i < o.heartbeat_seconds * 10 && !stop; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }

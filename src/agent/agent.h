@@ -2,7 +2,8 @@
 // health and utilization samples to the control plane on every heartbeat, with its own node
 // credential. GPUs come from NVML (loaded with dlopen) or, with --simulate, from an inventory
 // file re-read at each heartbeat. With --storage-root and --enforce-network it also enforces its
-// assignment: tenant volume trees, due storage deletions, the tenant nftables ruleset.
+// assignment: tenant volume trees, due storage deletions, the tenant nftables ruleset. With
+// --libvirt it delivers the VMs assigned to the node through libvirt (agent/vms.h).
 // Public header of the agent module.
 #pragma once
 
@@ -28,6 +29,11 @@ struct AgentOptions {
   bool enforce_network = false;  // apply the nftables ruleset (table inet gpuplane)
   std::string nft_prefix;        // words run before nft, e.g. "ip netns exec NS"
   std::string nft_binary = "nft";
+  // GPU VM delivery, each round after a heartbeat that succeeded (agent/vms.h):
+  std::string libvirt_uri;          // "qemu:///system"; empty: no VM delivery
+  std::string sysfs_root = "/sys";  // where PCI devices and NUMA nodes are read, vGPUs created
+  std::string vm_dir;               // per-VM seed and disks; empty: <state_dir>/vms
+  std::string vm_image;             // qcow2 base image each VM's boot disk overlays; optional
 };
 
 // Runs until `stop` becomes true (or one round with `once`). Returns a process exit code.

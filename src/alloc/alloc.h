@@ -162,6 +162,82 @@ Result<std::optional<Reservation>> find_reservation(store::Tx& tx,
                                                     const tenancy::TenantScope& scope,
                                                     std::string_view id);
 
+// ---- VMs: allocations of vm offerings (docs/vms.md) ----
+
+// One VM per node an allocation of a vm offering uses. The control plane keeps what the tenant
+// asked of it (desired power state, reboot count); the node's agent defines, starts, reboots and
+// destroys the libvirt domain and reports back its state and addresses.
+struct Vm {
+  std::string id, allocation_id, node_id, tenant_id, project_id;
+  std::string domain;  // libvirt domain name on the node: "gp-<allocation id>"
+  std::string uuid, mac;
+  std::string desired = "running";  // "running" | "stopped"
+  int64_t reboot_seq = 0;           // the agent reboots the guest each time it grows
+  // "pending" until the agent has reported; then what it reported (a libvirt domain state,
+  // "absent", or "failed" with `error`); "destroyed" once the allocation ended and the node
+  // no longer holds it.
+  std::string state = "pending";
+  std::vector<std::string> addresses;
+  std::string error;
+  // The serial console: requests to read it (console_seq) and the agent's latest answer, the
+  // console's last bytes (at most kMaxConsoleBytes) as of console_captured_at.
+  int64_t console_seq = 0, console_captured_seq = 0;
+  std::optional<int64_t> console_captured_at;
+  std::string console_text;
+  int64_t created_at = 0, updated_at = 0, version = 1;
+  Json to_json() const;  // without the console's text
+  // {vm, domain, state, requested_seq, captured_seq, captured_at, current, text}: `current`
+  // once the capture answers the latest request.
+  Json console_json() const;
+};
+// The most of a VM's serial console an agent sends and the control plane keeps: its tail.
+inline constexpr size_t kMaxConsoleBytes = 16 * 1024;
+
+Result<Page<Vm>> list_vms(store::Tx& tx, const tenancy::TenantScope& scope,
+                          const PageRequest& page);
+Result<std::optional<Vm>> find_vm(store::Tx& tx, const tenancy::TenantScope& scope,
+                                  std::string_view id);
+// "start", "stop" or "reboot". Refused (conflict) once the VM's allocation has ended, and a
+// reboot of a VM that is stopped; starting a running VM is accepted and changes nothing.
+Result<Vm> vm_action(store::Tx& tx, const World& w, const tenancy::TenantScope& scope,
+                     std::string_view id, std::string_view action);
+
+// Asks the VM's agent for a fresh capture of the serial console (its next heartbeat answers);
+// the VM returned still holds the previous capture. Refused (conflict) like vm_action once the
+// allocation has ended.
+Result<Vm> vm_console_request(store::Tx& tx, const World& w, const tenancy::TenantScope& scope,
+                              std::string_view id);
+
+// What the node's agent needs to deliver `a` on `node_id` as a VM (the "vm" member of its
+// assignment), creating the VM's record the first time; null when `a` is not delivered as a VM.
+Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
+                           const std::string& node_id);
+
+// The agent's report of the VMs assigned to it (heartbeat "vms"): [{"domain", "state",
+// "addresses", "error", "console"?}]. Checked strictly; unknown domains are ignored. "console"
+// ({"seq", "text"}) answers the console request `seq` the assignment carried.
+struct VmReport {
+  std::string domain, state, error;
+  std::vector<std::string> addresses;
+  struct Console {
+    int64_t seq = 0;
+    std::string text;
+  };
+  std::optional<Console> console;
+};
+Result<std::vector<VmReport>> parse_vm_reports(const Json& j);
+// Records the reports; VMs of this node whose allocation has ended and that the report no longer
+// lists are destroyed. Returns the state changes, for the audit trail.
+Result<Json> apply_vm_reports(store::Tx& tx, const World& w, const std::string& node_id,
+                              const std::vector<VmReport>& reports);
+
+// The tenant's SSH public keys, written into every VM's cloud-init data (one OpenSSH public key
+// line each, at most 32).
+Result<std::vector<std::string>> parse_ssh_keys(const Json& body);
+Result<std::vector<std::string>> tenant_ssh_keys(store::Tx& tx, const std::string& tenant_id);
+Result<void> set_tenant_ssh_keys(store::Tx& tx, const std::string& tenant_id,
+                                 const std::vector<std::string>& keys);
+
 struct Options {
   sched::SchedulerOptions scheduler;
   Duration preemption_grace = std::chrono::seconds(30);

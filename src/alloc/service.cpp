@@ -427,12 +427,19 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
     for (const auto& g : a->placement.value("gpus", Json::array())) {
       if (g.value("node", "") == node_id) gpus.push_back(g);
     }
-    allocations.push_back({{"id", a->id},
-                           {"tenant_id", a->tenant_id},
-                           {"project_id", a->project_id},
-                           {"state", state_name(a->state)},
-                           {"tier", sched::tier_name(a->request.tier)},
-                           {"gpus", gpus}});
+    Json entry = {{"id", a->id},
+                  {"tenant_id", a->tenant_id},
+                  {"project_id", a->project_id},
+                  {"state", state_name(a->state)},
+                  {"tier", sched::tier_name(a->request.tier)},
+                  {"gpus", gpus}};
+    // A VM that cannot be described (its offering names a shape with no vGPU type) must not
+    // stop the node's other assignments: the agent is told why instead.
+    if (auto vm = vm_assignment(tx, w, *a, node_id); !vm)
+      entry["vm_error"] = vm.error().message;
+    else if (!vm->is_null())
+      entry["vm"] = std::move(*vm);
+    allocations.push_back(std::move(entry));
   }
   Json plans = Json::array();
   for (const auto& row : GP_TRY(tx.query(

@@ -391,6 +391,121 @@ std::vector<Route> alloc_routes() {
                .summary = "Cancel a reservation; its held capacity goes back.",
                .response_schema = "Reservation"});
   r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/vms",
+               .action = "vm.list",
+               .permission = Permission::kAllocationRead,
+               .handler = read_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
+                 auto page = GP_TRY(page_request(api, call));
+                 auto p = GP_TRY(alloc::list_vms(tx, call.tenant_scope(), page));
+                 return json_reply(200, page_json(p, [](const auto& v) { return v.to_json(); }));
+               }),
+               .query_params = {"limit", "after"},
+               .summary = "The tenant's VMs (allocations of vm offerings, one VM per node): "
+                          "desired and reported state, addresses.",
+               .response_schema = "Vm[]"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/vms/{vm}",
+               .action = "vm.get",
+               .permission = Permission::kAllocationRead,
+               .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
+                 auto v =
+                     GP_TRY(found(alloc::find_vm(tx, call.tenant_scope(), call.param("vm")), "VM"));
+                 return json_reply(200, v.to_json(), v.version);
+               }),
+               .summary = "One VM, by id or domain name.",
+               .response_schema = "Vm"});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/tenants/{tenant}/vms/{vm}/actions",
+               .action = "vm.action",
+               .permission = Permission::kAllocationWrite,
+               .mutation = true,
+               .handler = write_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Mutation> {
+                 auto r = body_reader(call, "VM action");
+                 std::string action = r.string("action", 16);
+                 GP_TRY_VOID(r.finish());
+                 auto v = GP_TRY(alloc::vm_action(tx, api.world(), call.tenant_scope(),
+                                                  call.param("vm"), action));
+                 Mutation m;
+                 m.reply = json_reply(200, v.to_json(), v.version);
+                 m.resource = "/v1/tenants/" + call.tenant->name + "/vms/" + v.id;
+                 m.detail = {{"action", action},
+                             {"domain", v.domain},
+                             {"node", v.node_id},
+                             {"allocation", v.allocation_id}};
+                 return m;
+               }),
+               .summary = "Start, stop (ACPI power-off) or reboot a VM; the node's agent "
+                          "carries it out at its next heartbeat.",
+               .request_schema = "VmAction",
+               .response_schema = "Vm"});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/tenants/{tenant}/vms/{vm}/console",
+               .action = "vm.console",
+               .permission = Permission::kAllocationWrite,
+               .mutation = true,
+               .handler = write_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Mutation> {
+                 auto v = GP_TRY(alloc::vm_console_request(tx, api.world(), call.tenant_scope(),
+                                                           call.param("vm")));
+                 Mutation m;
+                 m.reply = json_reply(200, v.console_json());
+                 m.resource = "/v1/tenants/" + call.tenant->name + "/vms/" + v.id + "/console";
+                 m.detail = {{"domain", v.domain},
+                             {"node", v.node_id},
+                             {"allocation", v.allocation_id},
+                             {"requested_seq", v.console_seq}};
+                 return m;
+               }),
+               .summary = "Read the VM's serial console (audited): returns the latest capture "
+                          "and asks the node's agent for a fresh one at its next heartbeat "
+                          "(`current` once it has answered this request).",
+               .response_schema = "VmConsole"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/vms/{vm}/console",
+               .action = "vm.console.get",
+               .permission = Permission::kAllocationWrite,  // the same people as the POST
+               .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
+                 auto v =
+                     GP_TRY(found(alloc::find_vm(tx, call.tenant_scope(), call.param("vm")), "VM"));
+                 return json_reply(200, v.console_json());
+               }),
+               .summary = "The latest capture of the VM's serial console, without asking for a "
+                          "new one (the CLI polls it after the audited POST).",
+               .response_schema = "VmConsole"});
+  r.push_back(
+      {.method = "GET",
+       .pattern = "/v1/tenants/{tenant}/ssh-keys",
+       .action = "ssh_keys.get",
+       .permission = Permission::kAllocationRead,
+       .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
+         return json_reply(200, {{"keys", GP_TRY(alloc::tenant_ssh_keys(tx, call.tenant->id))}});
+       }),
+       .summary = "The SSH public keys written into the tenant's VMs (cloud-init).",
+       .response_schema = "SshKeys"});
+  r.push_back({.method = "PUT",
+               .pattern = "/v1/tenants/{tenant}/ssh-keys",
+               .action = "ssh_keys.set",
+               .permission = Permission::kAllocationWrite,
+               .mutation = true,
+               .handler = write_tx([](Api&, Call& call, store::Tx& tx) -> Result<Mutation> {
+                 auto keys = GP_TRY(alloc::parse_ssh_keys(*call.body));
+                 GP_TRY_VOID(alloc::set_tenant_ssh_keys(tx, call.tenant->id, keys));
+                 Mutation m;
+                 m.reply = json_reply(200, {{"keys", keys}});
+                 // The audit trail names the keys by type and comment, not by their blobs.
+                 Json names = Json::array();
+                 for (const auto& k : keys) {
+                   const auto blob_end = k.find(' ', k.find(' ') + 1);
+                   names.push_back(k.substr(0, k.find(' ')) +
+                                   (blob_end == std::string::npos ? "" : k.substr(blob_end)));
+                 }
+                 m.detail = {{"keys", names}};
+                 return m;
+               }),
+               .summary = "Replace the tenant's SSH public keys; VMs defined from now on "
+                          "carry them.",
+               .request_schema = "SshKeys",
+               .response_schema = "SshKeys"});
+  r.push_back({.method = "GET",
                .pattern = "/v1/tenants/{tenant}/queue",
                .action = "queue.tenant",
                .permission = Permission::kAllocationRead,

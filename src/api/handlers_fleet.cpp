@@ -238,9 +238,17 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "heartbeat");
   const Json* inv = r.optional_object("inventory");
   const Json* samples = r.optional_array("samples");
+  const Json* vms = r.optional_array("vms");
   GP_TRY_VOID(r.finish());
   auto w = api.world();
   Json detail = Json::object();
+  if (vms) {
+    // Checked before anything is recorded, so a malformed report changes nothing.
+    auto reports = GP_TRY(alloc::parse_vm_reports(*vms));
+    if (Json changes = GP_TRY(alloc::apply_vm_reports(tx, w, call.who.id, reports));
+        !changes.empty())
+      detail["vms"] = std::move(changes);
+  }
   if (inv) {
     auto inventory = GP_TRY(fleet::parse_inventory(*inv));
     auto before = GP_TRY(fleet::list_gpus(tx, call.who.id));
@@ -270,7 +278,8 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
   m.reply = json_reply(
       200, {{"node", n.to_json()}, {"assignments", assignments}, {"heartbeat_seconds", 10}});
   m.resource = "/v1/nodes/" + n.id;
-  m.audited = detail.contains("gpu_health") || n.state_reason == "heartbeats resumed";
+  m.audited = detail.contains("gpu_health") || detail.contains("vms") ||
+              n.state_reason == "heartbeats resumed";
   m.detail = detail;
   return m;
 }

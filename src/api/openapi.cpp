@@ -238,8 +238,18 @@ Json schemas() {
                                 {"serial", "node_id", "not_before", "not_after", "revoked_at"});
   s["NodeRevoked"] = object({{"node", schema_ref("Node")}, {"certificates_revoked", integer()}},
                             {"node", "certificates_revoked"});
-  s["Heartbeat"] =
-      object({{"inventory", schema_ref("Inventory")}, {"samples", {{"type", "array"}}}}, {});
+  s["VmReport"] =
+      object({{"domain", str()},
+              {"state", enum_of({"running", "shut-off", "paused", "shutting-down", "crashed",
+                                 "other", "absent", "failed"})},
+              {"addresses", {{"type", "array"}, {"items", str()}}},
+              {"error", str()},
+              {"console", object({{"seq", integer()}, {"text", str()}}, {"seq", "text"})}},
+             {"domain", "state"});
+  s["Heartbeat"] = object({{"inventory", schema_ref("Inventory")},
+                           {"samples", {{"type", "array"}}},
+                           {"vms", {{"type", "array"}, {"items", schema_ref("VmReport")}}}},
+                          {});
   s["HeartbeatReply"] = loose({{"node", schema_ref("Node")}}, {"node", "assignments"});
   // Scheduling.
   const std::vector<std::string> tiers = {"dedicated-pool", "dedicated-node", "dedicated-gpu",
@@ -380,6 +390,35 @@ Json schemas() {
        {"created_at", time_str()},
        {"version", integer()}},
       {"id", "tenant_id", "project_id", "shape", "start_time", "end_time", "state", "reason"});
+  s["Vm"] = loose({{"id", str()},
+                   {"allocation_id", str()},
+                   {"node_id", str()},
+                   {"tenant_id", str()},
+                   {"project_id", str()},
+                   {"domain", str()},
+                   {"uuid", str()},
+                   {"mac", str()},
+                   {"desired", enum_of({"running", "stopped"})},
+                   {"reboot_seq", integer()},
+                   {"state", str()},
+                   {"addresses", strings},
+                   {"error", nstr()},
+                   {"console_seq", integer()},
+                   {"created_at", time_str()},
+                   {"updated_at", time_str()},
+                   {"version", integer()}},
+                  {"id", "allocation_id", "node_id", "domain", "desired", "state", "addresses"});
+  s["VmConsole"] = object({{"vm", str()},
+                           {"domain", str()},
+                           {"state", str()},
+                           {"requested_seq", integer()},
+                           {"captured_seq", integer()},
+                           {"captured_at", ntime()},
+                           {"current", {{"type", "boolean"}}},
+                           {"text", str()}},
+                          {"vm", "domain", "requested_seq", "captured_seq", "current", "text"});
+  s["VmAction"] = object({{"action", enum_of({"start", "stop", "reboot"})}}, {"action"});
+  s["SshKeys"] = object({{"keys", strings}}, {"keys"});
   s["Queue"] = loose({{"items", {{"type", "array"}}}, {"length", integer()}}, {"items", "length"});
   s["AdmissionReview"] = loose({{"apiVersion", str()},
                                 {"kind", str()},

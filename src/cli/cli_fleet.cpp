@@ -373,6 +373,14 @@ void add_agent(CLI::App& app, int* rc) {
                 "Apply the tenant nftables ruleset (table inet gpuplane) with nft");
   cmd->add_option("--nft-prefix", o->nft_prefix,
                   "Command words run before nft, e.g. \"ip netns exec NS\"");
+  cmd->add_option("--libvirt", o->libvirt_uri,
+                  "Deliver the node's GPU VMs through libvirt at this URI, e.g. qemu:///system");
+  cmd->add_option("--sysfs-root", o->sysfs_root,
+                  "Where PCI devices and NUMA nodes are read and vGPUs created (VM delivery)");
+  cmd->add_option("--vm-dir", o->vm_dir,
+                  "Per-VM seed ISOs and disks (default <state-dir>/vms); qemu must reach it");
+  cmd->add_option("--vm-image", o->vm_image,
+                  "qcow2 base image: each VM boots from its own overlay of it");
   cmd->callback([o, token_file, rc] {
     if (!token_file->empty()) {
       std::ifstream in(*token_file);

@@ -77,6 +77,8 @@ void add_storage_serve_options(CLI::App& serve, ServeOptions& o);
 // serve's --tls-cert/--tls-key/--plaintext, and `tls dev-certs` (cli_tls.cpp).
 void add_tls_serve_options(CLI::App& serve, ServeOptions& o);
 void add_tls_commands(CLI::App& app, int* rc);
+// vm list|show|start|stop|reboot|console and ssh-key list|set (cli_vm.cpp).
+void add_vm_commands(CLI::App& app, ClientConfig& c, int* rc);
 // backup and restore of a store with its keys (cli_backup.cpp).
 void add_backup_commands(CLI::App& app, int* rc);
 

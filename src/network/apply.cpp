@@ -1,8 +1,8 @@
 // Applying rulesets with the real nft (the agent's imperative shell around render_nftables).
 #include <fmt/format.h>
 
+#include "common/subprocess.h"
 #include "network/network.h"
-#include "network/subprocess.h"
 
 namespace gp::network {
 namespace {

@@ -580,6 +580,44 @@ ALTER TABLE offerings ADD COLUMN delivery TEXT NOT NULL DEFAULT 'container';
 ALTER TABLE offerings ADD COLUMN vm_vcpus BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE offerings ADD COLUMN vm_memory_mib BIGINT NOT NULL DEFAULT 0
 )SQL"},
+      // One row per VM an allocation of a vm offering has on a node: what the tenant asked of
+      // it (desired, reboot_seq) and what the node's agent last reported (state, addresses).
+      // console_seq counts the tenant's requests to read the serial console; the agent answers
+      // the newest with the console's tail (console_captured_seq, _at, _text).
+      // The tenant's SSH public keys go into every VM's cloud-init data.
+      {19, "vms", R"SQL(
+CREATE TABLE vms (
+  id TEXT PRIMARY KEY,
+  allocation_id TEXT NOT NULL REFERENCES allocations(id),
+  node_id TEXT NOT NULL REFERENCES nodes(id),
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  project_id TEXT NOT NULL,
+  domain TEXT NOT NULL,
+  uuid TEXT NOT NULL UNIQUE,
+  mac TEXT NOT NULL,
+  desired TEXT NOT NULL,
+  reboot_seq BIGINT NOT NULL DEFAULT 0,
+  state TEXT NOT NULL,
+  addresses TEXT NOT NULL DEFAULT '[]',
+  error TEXT NOT NULL DEFAULT '',
+  console_seq BIGINT NOT NULL DEFAULT 0,
+  console_captured_seq BIGINT NOT NULL DEFAULT 0,
+  console_captured_at BIGINT,
+  console_text TEXT NOT NULL DEFAULT '',
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL DEFAULT 1,
+  UNIQUE (allocation_id, node_id)
+);
+CREATE INDEX vms_tenant ON vms (tenant_id, id);
+CREATE INDEX vms_node ON vms (node_id);
+CREATE TABLE tenant_ssh_keys (
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  seq BIGINT NOT NULL,
+  public_key TEXT NOT NULL,
+  PRIMARY KEY (tenant_id, seq)
+)
+)SQL"},
   };
   return kMigrations;
 }

@@ -197,6 +197,7 @@ Result<void> validate_domain_spec(const DomainSpec& spec) {
     }
   }
   if (!spec.seed_iso.empty()) GP_TRY_VOID(check_host_path("seed ISO", spec.seed_iso));
+  if (!spec.console_log.empty()) GP_TRY_VOID(check_host_path("console log", spec.console_log));
   if (!spec.security_model.empty() && spec.security_model != "apparmor" &&
       spec.security_model != "selinux") {
     return fail(Error::invalid(
@@ -334,6 +335,8 @@ constexpr std::array<std::string_view, 7> kSshKeyTypes = {
     "sk-ecdsa-sha2-nistp256@openssh.com",
 };
 
+}  // namespace
+
 // One OpenSSH public key line: "<type> <base64 blob> [comment]", without authorized_keys
 // options (a key may not bring its own command= or from=). The blob must decode and start with
 // its own type, as every OpenSSH key blob does, so a truncated or pasted-wrong key is caught
@@ -369,7 +372,18 @@ Result<void> check_ssh_public_key(std::string_view key, std::size_t index) {
   return ok();
 }
 
-}  // namespace
+std::string domain_name(std::string_view allocation_id) {
+  std::string d = "gp-" + std::string(allocation_id);
+  std::ranges::replace(d, '_', '-');
+  return d;
+}
+
+bool is_gpuplane_domain(std::string_view name) {
+  if (name.size() <= 3 || name.size() > 64 || !name.starts_with("gp-")) return false;
+  return std::ranges::all_of(name.substr(3), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+  });
+}
 
 Result<std::string> render_domain_xml(const DomainSpec& spec) {
   GP_TRY_VOID(validate_domain_spec(spec));
@@ -450,7 +464,15 @@ Result<std::string> render_domain_xml(const DomainSpec& spec) {
         fmt::format("      <source>\n        <address uuid='{}'/>\n      </source>\n", mdev.uuid);
     xml += "    </hostdev>\n";
   }
-  xml += "    <serial type='pty'/>\n";
+  if (spec.console_log.empty()) {
+    xml += "    <serial type='pty'/>\n";
+  } else {
+    // The serial console's output is also appended to a file the agent reads back when the
+    // tenant asks to see it (POST .../vms/{vm}/console).
+    xml += "    <serial type='pty'>\n";
+    xml += fmt::format("      <log file='{}' append='on'/>\n", markup_escape(spec.console_log));
+    xml += "    </serial>\n";
+  }
   xml += "    <console type='pty'/>\n";
   xml += "  </devices>\n";
   if (!spec.security_model.empty()) {

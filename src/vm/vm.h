@@ -125,6 +125,14 @@ struct MdevPlacement {
 Result<MdevPlacement> check_vgpu(const HostTopology& host, std::string_view gpu,
                                  const VgpuType& type, const std::vector<Claim>& claims);
 
+// ---- names ----
+
+// The libvirt domain of an allocation's VM: "gp-" and the allocation id with '_' as '-', so it is
+// also a valid hostname. The control plane names VMs so; the agent owns every "gp-" domain.
+std::string domain_name(std::string_view allocation_id);
+// True for "gp-" followed by 1 to 61 of a-z 0-9 -: a name domain_name() can give.
+bool is_gpuplane_domain(std::string_view name);
+
 // ---- renderers (pure) ----
 
 struct DomainSpec {
@@ -141,7 +149,7 @@ struct DomainSpec {
     std::string uuid;  // the mediated device's UUID
   };
   std::vector<Mdev> mdevs;
-  std::string bridge;  // the tenant segment's bridge: network::bridge_name(vni)
+  std::string bridge;  // the tenant segment's bridge: agent::segment_bridge_name(vni)
   std::string mac;     // "52:54:00:xx:xx:xx"
   struct Disk {
     std::string path;    // a file or block device on the host
@@ -155,6 +163,7 @@ struct DomainSpec {
   };
   std::vector<Share> shares;   // virtiofs; needs shared memory backing, which the renderer adds
   std::string seed_iso;        // cloud-init NoCloud seed, attached as a read-only CD-ROM
+  std::string console_log;     // a file the serial console's output is appended to; optional
   std::string security_model;  // "apparmor" / "selinux": a dynamic label; empty: libvirt's default
 };
 
@@ -171,6 +180,15 @@ struct DomainDevices {
   std::vector<std::string> mdevs;  // UUIDs
 };
 Result<DomainDevices> domain_devices(std::string_view xml);
+
+// A tenant has at most this many SSH public keys, each line at most this long (an RSA-16384 key
+// line is about 2.8 KB).
+inline constexpr std::size_t kMaxSshKeys = 32;
+inline constexpr std::size_t kMaxSshKeyBytes = 8192;
+
+// One OpenSSH public key line, "<type> <base64 blob> [comment]" (no authorized_keys options);
+// invalid_argument naming key `index` + 1 and what is wrong.
+Result<void> check_ssh_public_key(std::string_view key, std::size_t index);
 
 // cloud-init NoCloud (meta-data, user-data): the instance id, the hostname and the tenant's SSH
 // public keys (each checked to be one OpenSSH public key line; anything else is refused).

@@ -21,7 +21,7 @@ namespace {
 struct TenantWorld {
   TenantInfo tenant;
   std::string project_id, user_id, sa_id, key_id, key_token, binding_id, allocation_id,
-      reservation_id, invoice_id;
+      reservation_id, invoice_id, vm_id;
   std::string secret;  // a name only this tenant uses
 
   std::map<std::string, std::string> path_ids() const {
@@ -35,6 +35,7 @@ struct TenantWorld {
             {"reservation", reservation_id},
             {"invoice", invoice_id},
             {"secret", secret},
+            {"vm", vm_id},
             {"budget", project_id}};
   }
 };
@@ -60,7 +61,7 @@ TenantWorld populate(TestServer& s, const std::string& name) {
                   "fleet import");
   }
   expect_status(s.request("PUT", "/v1/tenants/" + t + "/quota",
-                          {{"models", {{"H200", {{"nominal", 1}}}}}}, s.admin_token()),
+                          {{"models", {{"H200", {{"nominal", 2}}}}}}, s.admin_token()),
                 200, "quota");
   w.allocation_id =
       expect_status(
@@ -68,6 +69,40 @@ TenantWorld populate(TestServer& s, const std::string& name) {
                     {{"shape", {{"tier", "dedicated-gpu"}}}}, token),
           201, "allocation")
           .body.at("id");
+  // A GPU VM: an allocation of a vm offering on a node of the tenant's own pool, whose agent's
+  // heartbeat creates the VM's record.
+  if (s.request("GET", "/v1/offerings/vm-pool", nullptr, s.admin_token()).status == 404)
+    expect_status(s.request("POST", "/v1/offerings",
+                            {{"name", "vm-pool"},
+                             {"tier", "dedicated-pool"},
+                             {"models", {"H200"}},
+                             {"gpus", 1},
+                             {"delivery", "vm"},
+                             {"vm", {{"vcpus", 4}, {"memory_mib", 8192}}}},
+                            s.admin_token()),
+                  201, "vm offering");
+  const std::string pool = name + "-pool";
+  expect_status(s.request("POST", "/v1/pools", {{"name", pool}, {"tenant", t}}, s.admin_token()),
+                201, "pool");
+  auto join = expect_status(s.request("POST", "/v1/join-tokens", {{"pool", pool}}, s.admin_token()),
+                            201, "join token");
+  const std::string node_token =
+      expect_status(s.request("POST", "/v1/agent/enroll",
+                              {{"join_token", join.body.at("token")},
+                               {"inventory", h200_inventory(name + "-vm-node", 1)}}),
+                    201, "enroll")
+          .body.at("credential");
+  auto vm_alloc_resp = expect_status(
+      s.request("POST", "/v1/tenants/" + t + "/projects/" + w.project_id + "/allocations",
+                {{"offering", "vm-pool"}}, token),
+      201, "vm allocation");
+  const std::string vm_allocation = vm_alloc_resp.body.at("id");
+  auto hb = expect_status(s.request("POST", "/v1/agent/heartbeat", Json::object(), node_token), 200,
+                          "heartbeat");
+  for (const auto& a : hb.body.at("assignments").at("allocations"))
+    if (a.at("id") == vm_allocation) w.vm_id = a.at("vm").at("id");
+  if (w.vm_id.empty())
+    throw std::runtime_error("the VM allocation did not reach its node: " + hb.raw);
   w.reservation_id = expect_status(s.request("POST", "/v1/tenants/" + t + "/reservations",
                                              {{"project", w.project_id},
                                               {"shape", {{"tier", "dedicated-gpu"}}},
@@ -160,6 +195,8 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
   if (schema == "InvoiceVoid") return {{"reason", "intruder"}};
   if (schema == "BudgetPut") return {{"amount_micros", 1}, {"hard_stop", true}};
   if (schema == "VolumesSet") return {{"size_limits", {{"scratch", 1 << 20}}}};
+  if (schema == "VmAction") return {{"action", "stop"}};
+  if (schema == "SshKeys") return {{"keys", Json::array()}};
   if (schema == "WorkloadPolicySet")
     return {{"allowed_registries", Json::array({"evil.example.com"})}};
   throw std::runtime_error("no minimal body for request schema " + schema);
@@ -171,8 +208,9 @@ Json snapshot(TestServer& s, const std::string& tenant) {
   out["tenant"] = expect_status(s.request("GET", "/v1/tenants/" + tenant, nullptr, s.admin_token()),
                                 200, "snapshot tenant")
                       .body;
-  for (const char* noun : {"projects", "users", "service-accounts", "api-keys", "role-bindings",
-                           "allocations", "reservations", "secrets", "budgets", "budget-alerts"})
+  for (const char* noun :
+       {"projects", "users", "service-accounts", "api-keys", "role-bindings", "allocations",
+        "reservations", "secrets", "budgets", "budget-alerts", "vms"})
     out[noun] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/" + noun);
   out["network"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/network", nullptr,
                                            s.admin_token()),
@@ -193,6 +231,10 @@ Json snapshot(TestServer& s, const std::string& tenant) {
           200, "snapshot billing account")
           .body;
   out["invoices"] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/invoices");
+  out["ssh-keys"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/ssh-keys", nullptr,
+                                            s.admin_token()),
+                                  200, "snapshot ssh keys")
+                        .body;
   return out;
 }
 
@@ -663,8 +705,9 @@ TEST(CrossTenant, SlaStandingStaysInsideItsTenant) {
                 201, "offering");
   for (const auto* w : {&a, &b}) {
     const std::string t = w->tenant.id;
+    // One more than populate's allocation and VM.
     expect_status(s.request("PUT", "/v1/tenants/" + t + "/quota",
-                            {{"models", {{"H200", {{"nominal", 2}}}}}}, s.admin_token()),
+                            {{"models", {{"H200", {{"nominal", 3}}}}}}, s.admin_token()),
                   200, "quota");
     auto placed = expect_status(
         s.request("POST", "/v1/tenants/" + t + "/projects/" + w->project_id + "/allocations",
@@ -678,8 +721,9 @@ TEST(CrossTenant, SlaStandingStaysInsideItsTenant) {
     auto own = expect_status(
         s.request("GET", "/v1/tenants/" + w->tenant.id + "/sla", nullptr, w->tenant.admin_token),
         200, "own SLA");
-    ASSERT_EQ(own.body["items"].size(), 1u) << own.raw;
-    EXPECT_EQ(own.body["items"][0]["tenant_id"], w->tenant.id);
+    // h200-1x and populate's VM offering, each the tenant's own.
+    ASSERT_EQ(own.body["items"].size(), 2u) << own.raw;
+    for (const auto& item : own.body["items"]) EXPECT_EQ(item["tenant_id"], w->tenant.id);
   }
   EXPECT_TRUE(IsProblem(
       s.request("GET", "/v1/tenants/" + b.tenant.id + "/sla", nullptr, a.tenant.admin_token), 404,

@@ -20,9 +20,9 @@
 #include <memory>
 #include <thread>
 
+#include "common/subprocess.h"
 #include "network/fixture.h"
 #include "network/network.h"
-#include "network/subprocess.h"
 
 namespace gp::network {
 namespace {

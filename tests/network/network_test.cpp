@@ -1,5 +1,5 @@
 // The network module's pure parts: CIDRs, segment allocation, policy validation, the nftables
-// renderer (golden file), and the subprocess helper the agent applies rulesets with.
+// renderer (golden file), and applying rulesets with nft.
 #include "network/network.h"
 
 #include <gtest/gtest.h>
@@ -11,7 +11,6 @@
 #include <sstream>
 
 #include "network/fixture.h"
-#include "network/subprocess.h"
 
 namespace gp::network {
 namespace {
@@ -344,40 +343,6 @@ TEST(Nftables, EmptyNodeIsAValidRuleset) {
   ASSERT_TRUE(text);
   EXPECT_EQ(text->find("vmap"), std::string::npos);
   EXPECT_EQ(text->find("elements"), std::string::npos);
-}
-
-TEST(Subprocess, CapturesOutputAndExitCode) {
-  auto r =
-      run_process({"sh", "-c", "cat; echo oops >&2; exit 3"}, "hello\n", std::chrono::seconds(10));
-  ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(r->out, "hello\n");
-  EXPECT_EQ(r->err, "oops\n");
-  EXPECT_EQ(r->exit_code, 3);
-}
-
-TEST(Subprocess, LargeInputAndOutputDoNotDeadlock) {
-  std::string big(4 << 20, 'x');
-  auto r = run_process({"cat"}, big, std::chrono::seconds(30));
-  ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(r->out.size(), big.size());
-}
-
-TEST(Subprocess, ChildThatIgnoresInputDoesNotKillUs) {
-  std::string big(4 << 20, 'x');
-  auto r = run_process({"true"}, big, std::chrono::seconds(30));
-  ASSERT_TRUE(r) << r.error().message;
-  EXPECT_EQ(r->exit_code, 0);
-}
-
-TEST(Subprocess, MissingProgramAndTimeoutAreErrors) {
-  auto r = run_process({"gpuplane-no-such-program"}, "", std::chrono::seconds(5));
-  ASSERT_FALSE(r);
-  EXPECT_EQ(r.error().code, ErrorCode::kUnavailable);
-  auto start = std::chrono::steady_clock::now();
-  r = run_process({"sleep", "30"}, "", std::chrono::milliseconds(200));
-  ASSERT_FALSE(r);
-  EXPECT_NE(r.error().message.find("killed"), std::string::npos);
-  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
 TEST(Apply, NftFailureCarriesItsMessage) {

@@ -495,6 +495,7 @@ DomainSpec vgpu_spec() {
   spec.shares = {{.source = "/srv/gpuplane/volumes/acme/datasets", .tag = "datasets"},
                  {.source = "/srv/gpuplane/volumes/acme/home", .tag = "home"}};
   spec.seed_iso = "/var/lib/gpuplane/vms/gp-alloc-8/seed.iso";
+  spec.console_log = "/var/lib/gpuplane/vms/gp-alloc-8/console.log";
   spec.security_model = "apparmor";
   return spec;
 }
@@ -596,6 +597,8 @@ TEST(RenderDomainXml, VgpuDomainWithSharesDisksSeedBridgeAndPinningValidates) {
            "      <target dev='sda' bus='sata'/>\n      <readonly/>",
            "<driver type='virtiofs'/>\n      <source dir='/srv/gpuplane/volumes/acme/datasets'/>\n"
            "      <target dir='datasets'/>",
+           "<serial type='pty'>\n      <log file='/var/lib/gpuplane/vms/gp-alloc-8/console.log' "
+           "append='on'/>\n    </serial>",
            "<interface type='bridge'>\n      <mac address='52:54:00:3a:7f:01'/>\n"
            "      <source bridge='gpbr-10042'/>\n      <model type='virtio'/>",
            "<hostdev mode='subsystem' type='mdev' model='vfio-pci' managed='no'>\n      <source>\n"
@@ -694,6 +697,7 @@ TEST(RenderDomainXml, RefusesEveryInvalidField) {
          s.shares = {{.source = "/srv/a", .tag = "a"}, {.source = "/srv/b", .tag = "a"}};
        }},
       {"relative seed ISO", [](DomainSpec& s) { s.seed_iso = "seed.iso"; }},
+      {"relative console log", [](DomainSpec& s) { s.console_log = "console.log"; }},
       {"unknown security model", [](DomainSpec& s) { s.security_model = "none"; }},
       {"tenant with a control character", [](DomainSpec& s) { s.tenant = "ac\x01me"; }},
       {"tenant that is not UTF-8",

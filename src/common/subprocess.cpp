@@ -1,6 +1,6 @@
 // A small subprocess helper: posix_spawn with three pipes, driven by poll so that a child that
 // writes a lot while we still feed its input cannot deadlock us.
-#include "network/subprocess.h"
+#include "common/subprocess.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -15,7 +15,7 @@
 
 extern char** environ;
 
-namespace gp::network {
+namespace gp {
 namespace {
 
 struct Pipe {
@@ -133,4 +133,4 @@ Result<ProcessResult> run_process(const std::vector<std::string>& argv, std::str
   return result;
 }
 
-}  // namespace gp::network
+}  // namespace gp

@@ -1,4 +1,5 @@
-// Private to the network module: runs a program with input on stdin and captures its output.
+// Runs a program with input on stdin and captures its output (nft for network enforcement, the
+// agent's VM tools).
 #pragma once
 
 #include <chrono>
@@ -8,7 +9,7 @@
 
 #include "common/result.h"
 
-namespace gp::network {
+namespace gp {
 
 struct ProcessResult {
   int exit_code = 0;  // 128 + signal when killed by a signal
@@ -22,4 +23,4 @@ struct ProcessResult {
 Result<ProcessResult> run_process(const std::vector<std::string>& argv, std::string_view input,
                                   std::chrono::milliseconds timeout);
 
-}  // namespace gp::network
+}  // namespace gp
