@@ -300,6 +300,8 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
                 VmDeliveryOptions{.sysfs_root = o.sysfs_root,
                                   .vm_dir = o.vm_dir.empty() ? o.state_dir + "/vms" : o.vm_dir,
                                   .base_image = o.vm_image,
+                                  .storage_root = o.storage_root,
+                                  .firmware = o.vm_firmware,
                                   .ip_command = bridge_command(o)},
                 clock);
   // The reports of the last VM round, for the next heartbeat; none before the first round (an
@@ -349,6 +351,9 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       failures = 0;
       spdlog::debug("heartbeat ok: node state {}", r->body["node"].value("state", "?"));
     }
+    // Enforcement runs even when the heartbeat failed: the assignment may still be readable. It
+    // goes first, since it creates the volume trees VMs share.
+    const bool enforced = !enforcer.enabled() || enforcer.round(http);
     // VMs change only on an assignment the control plane just gave: a failed heartbeat must
     // never read as "nothing is assigned" and tear VMs down.
     bool delivered = true;
@@ -369,8 +374,6 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
         delivered = false;
       }
     }
-    // Enforcement runs even when the heartbeat failed: the assignment may still be readable.
-    const bool enforced = !enforcer.enabled() || enforcer.round(http);
     if (o.once) return r && r->status == 200 && enforced && delivered ? 0 : 1;
     for (int i = 0; i < o.heartbeat_seconds * 10 && !stop; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));

@@ -34,6 +34,7 @@ struct AgentOptions {
   std::string sysfs_root = "/sys";  // where PCI devices and NUMA nodes are read, vGPUs created
   std::string vm_dir;               // per-VM seed and disks; empty: <state_dir>/vms
   std::string vm_image;             // qcow2 base image each VM's boot disk overlays; optional
+  std::string vm_firmware = "efi";  // "efi" (UEFI, for large-BAR GPUs) or "bios"
 };
 
 // Runs until `stop` becomes true (or one round with `once`). Returns a process exit code.

@@ -67,6 +67,43 @@ Result<std::vector<vm::VmRequest::Vgpu>> parse_vgpus(const Json* list) {
   return out;
 }
 
+// A volume path as the control plane sends it: relative, components of a-z 0-9 - only (tenant,
+// project and kind names), so it can never leave the storage root.
+bool is_volume_path(std::string_view path) {
+  if (path.empty() || path.size() > 200 || path.front() == '/' || path.back() == '/') return false;
+  bool component_empty = true;
+  for (char c : path) {
+    if (c == '/') {
+      if (component_empty) return false;
+      component_empty = true;
+    } else if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-') {
+      component_empty = false;
+    } else {
+      return false;
+    }
+  }
+  return !component_empty;
+}
+
+Result<std::vector<VmAssignment::Volume>> parse_volumes(const Json* list) {
+  std::vector<VmAssignment::Volume> out;
+  if (!list) return out;
+  if (list->size() > 16) return fail(Error::invalid("volumes: at most 16"));
+  for (size_t i = 0; i < list->size(); ++i) {
+    const std::string what = fmt::format("volumes[{}]", i);
+    ObjectReader r((*list)[i], what);
+    VmAssignment::Volume v{.tag = r.string("tag", 36), .path = r.string("path", 200)};
+    if (auto done = r.finish(); !done) return fail(Error::invalid(done.error().message));
+    if (v.tag.empty() || !std::ranges::all_of(v.tag, [](char c) { return c >= 'a' && c <= 'z'; }))
+      return fail(Error::invalid(fmt::format("{}: tag \"{}\" is not a-z", what, v.tag)));
+    if (!is_volume_path(v.path))
+      return fail(Error::invalid(
+          fmt::format("{}: path \"{}\" is not relative names of a-z 0-9 -", what, v.path)));
+    out.push_back(std::move(v));
+  }
+  return out;
+}
+
 Result<VmAssignment> parse_vm(const Json& j, const std::string& allocation_id) {
   ObjectReader r(j, "vm");
   VmAssignment a;
@@ -89,6 +126,7 @@ Result<VmAssignment> parse_vm(const Json& j, const std::string& allocation_id) {
   if (!j.is_object() || !j.contains("segment")) r.reject("segment", "is required (null: none)");
   const Json* segment = r.optional_object("segment");
   a.ssh_keys = required_strings(r, "ssh_keys", vm::kMaxSshKeys, vm::kMaxSshKeyBytes);
+  const Json* volumes = r.optional_array("volumes");
   GP_TRY_VOID(r.finish());
 
   if (a.id.empty()) return fail(Error::invalid("field 'id' is empty"));
@@ -107,6 +145,7 @@ Result<VmAssignment> parse_vm(const Json& j, const std::string& allocation_id) {
   a.running = desired == "running";
   for (auto& gpu : a.passthrough) gpu = GP_TRY(vm::normalize_pci_address(gpu));
   a.vgpus = GP_TRY(parse_vgpus(vgpus));
+  a.volumes = GP_TRY(parse_volumes(volumes));
   if (a.passthrough.empty() == a.vgpus.empty())
     return fail(Error::invalid("exactly one of 'passthrough' and 'vgpus' must list GPUs"));
   if (segment) {
@@ -161,6 +200,19 @@ Result<void> define_vm(vm::Hypervisor& hv, const vm::Mdevs& mdevs, const VmDeliv
   const vm::HostTopology host = GP_TRY(vm::read_host(o.sysfs_root));
   vm::VmRequest request = vm_request(a, host);
   vm::DomainSpec& spec = request.spec;
+  spec.firmware = o.firmware;
+  // The project's volumes, which the agent's enforcement creates under the storage root.
+  if (o.storage_root.empty() && !a.volumes.empty())
+    spdlog::info("vm: {} gets no volumes: the agent has no --storage-root", a.domain);
+  for (const VmAssignment::Volume& v : a.volumes) {
+    if (o.storage_root.empty()) break;
+    const fs::path source = fs::absolute(o.storage_root) / v.path;
+    std::error_code missing;
+    if (!fs::is_directory(source, missing))
+      return fail(Error::unavailable(fmt::format(
+          "volume {} is not on this node yet ({} is missing)", v.tag, source.string())));
+    spec.shares.push_back({.source = source.string(), .tag = v.tag});
+  }
 
   std::error_code ec;
   fs::remove_all(dir, ec);  // leftovers of an earlier attempt

@@ -40,6 +40,12 @@ struct VmAssignment {
   std::optional<uint32_t> vni;             // the tenant segment, when it has one
   std::string cidr;
   std::vector<std::string> ssh_keys;
+  // The project's volumes as virtiofs shares: the guest mounts `tag`; `path` is relative to the
+  // node's storage root ("acme/training/datasets").
+  struct Volume {
+    std::string tag, path;
+  };
+  std::vector<Volume> volumes;
   // Set when the control plane could not describe the VM (the allocation's "vm_error"): only
   // allocation_id and domain are set, and the domain, if defined, is left exactly as it is (a
   // transient control-plane problem must not tear a tenant's VM down).
@@ -93,6 +99,12 @@ struct VmDeliveryOptions {
   std::filesystem::path vm_dir;
   // A qcow2 base image: each VM boots from its own overlay of it (boot.qcow2). Empty: no disk.
   std::filesystem::path base_image;
+  // The tenant volume tree (the agent's --storage-root): each VM gets its project's volumes as
+  // virtiofs shares from it. Empty: VMs get no volumes.
+  std::filesystem::path storage_root;
+  // The guest firmware, vm::DomainSpec::firmware: "efi" (the default; passed-through GPUs with
+  // large BARs need it, and the base image must boot with UEFI) or "bios".
+  std::string firmware = "efi";
   // A domain told to stop that still runs this long after the ACPI request is powered off.
   std::chrono::seconds shutdown_grace{120};
   // iproute2's `ip`, with any words before it ({"ip"}, or {"ip", "netns", "exec", "NS", "ip"}):

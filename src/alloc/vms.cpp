@@ -9,6 +9,7 @@
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
 #include "common/crypto.h"
+#include "storage/storage.h"
 #include "vm/vm.h"
 
 namespace gp::alloc {
@@ -228,6 +229,18 @@ Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
         {v.id, v.allocation_id, v.node_id, v.tenant_id, v.project_id, v.domain, v.uuid, v.mac,
          v.desired, v.created_at, v.updated_at}));
   }
+  // The project's volumes, as virtiofs shares tagged by kind, while they are not being deleted;
+  // paths are relative to the node's storage root (storage::plan_layout's layout).
+  const std::string tenant =
+      GP_TRY(text_of(tx, "SELECT name FROM tenants WHERE id = ?", a.tenant_id, "tenant"));
+  Json volumes = Json::array();
+  if (auto row = GP_TRY(tx.query_one("SELECT project_name FROM project_volumes WHERE tenant_id = ? "
+                                     "AND project_id = ? AND state = 'active'",
+                                     {a.tenant_id, a.project_id})))
+    for (storage::VolumeKind kind : storage::kAllVolumeKinds) {
+      const std::string tag(storage::volume_kind_name(kind));
+      volumes.push_back({{"tag", tag}, {"path", tenant + "/" + row->text(0) + "/" + tag}});
+    }
   Json segment = nullptr;
   if (auto s = GP_TRY(
           tx.query_one("SELECT vni, cidr FROM tenant_segments WHERE tenant_id = ?", {a.tenant_id})))
@@ -236,8 +249,7 @@ Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
               {"domain", v.domain},
               {"uuid", v.uuid},
               {"mac", v.mac},
-              {"tenant",
-               GP_TRY(text_of(tx, "SELECT name FROM tenants WHERE id = ?", a.tenant_id, "tenant"))},
+              {"tenant", tenant},
               {"project", GP_TRY(text_of(tx, "SELECT name FROM projects WHERE id = ?", a.project_id,
                                          "project"))},
               {"vcpus", int64_t{offering->vm_vcpus} * units},
@@ -249,6 +261,7 @@ Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
               {"passthrough", passthrough},
               {"vgpus", vgpus},
               {"segment", segment},
+              {"volumes", volumes},
               {"ssh_keys", GP_TRY(tenant_ssh_keys(tx, a.tenant_id))}};
 }
 

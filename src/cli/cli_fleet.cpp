@@ -381,6 +381,9 @@ void add_agent(CLI::App& app, int* rc) {
                   "Per-VM seed ISOs and disks (default <state-dir>/vms); qemu must reach it");
   cmd->add_option("--vm-image", o->vm_image,
                   "qcow2 base image: each VM boots from its own overlay of it");
+  cmd->add_option("--vm-firmware", o->vm_firmware,
+                  "Guest firmware: efi (default; large-BAR GPUs need it) or bios")
+      ->check(CLI::IsMember({"efi", "bios"}));
   cmd->callback([o, token_file, rc] {
     if (!token_file->empty()) {
       std::ifstream in(*token_file);

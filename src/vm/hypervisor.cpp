@@ -140,6 +140,7 @@ struct Hypervisor::Impl {
     CString xml(virDomainGetXMLDesc(d, 0));
     if (!xml) return fail(last_error(fmt::format("XML of domain '{}'", out.name)));
     out.devices = GP_TRY(domain_devices(xml.get()));
+    out.xml = xml.get();
     return out;
   }
 };

@@ -27,6 +27,7 @@ struct DomainInfo {
   std::string name, uuid;
   DomainState state = DomainState::kOther;
   DomainDevices devices;  // what its XML gives it
+  std::string xml;        // the domain's XML as libvirt returns it
 };
 
 class Hypervisor {

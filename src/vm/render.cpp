@@ -127,6 +127,10 @@ Result<void> validate_domain_spec(const DomainSpec& spec) {
     return fail(Error::invalid(fmt::format(
         "domain type \"{}\" is not one gpuplane renders (kvm, qemu, test)", spec.hypervisor)));
   }
+  if (!spec.firmware.empty() && spec.firmware != "efi" && spec.firmware != "bios") {
+    return fail(
+        Error::invalid(fmt::format("firmware \"{}\" is neither efi nor bios", spec.firmware)));
+  }
   if (spec.vcpus < 1 || spec.vcpus > 1024) {
     return fail(Error::invalid(fmt::format("vcpus {} is not within 1..1024", spec.vcpus)));
   }
@@ -415,7 +419,7 @@ Result<std::string> render_domain_xml(const DomainSpec& spec) {
     xml += "    <access mode='shared'/>\n";
     xml += "  </memoryBacking>\n";
   }
-  xml += "  <os>\n";
+  xml += spec.firmware == "efi" ? "  <os firmware='efi'>\n" : "  <os>\n";
   xml += "    <type arch='x86_64'>hvm</type>\n";
   xml += "    <boot dev='hd'/>\n";
   xml += "  </os>\n";

@@ -140,6 +140,9 @@ struct DomainSpec {
   std::string uuid;                         // RFC 4122 text form
   std::string tenant, project, allocation;  // written to the domain's metadata
   std::string hypervisor = "kvm";           // <domain type=...>; "test" for libvirt's test driver
+  // "efi": UEFI firmware chosen by libvirt (OVMF), which GPUs with large BARs need; "bios"
+  // (or empty): the machine's default firmware.
+  std::string firmware;
   int vcpus = 1;
   int64_t memory_mib = 1024;
   int numa_node = -1;                 // >= 0: vCPUs pinned to `cpuset`, memory bound to that node

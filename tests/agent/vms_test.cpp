@@ -161,6 +161,9 @@ TEST_F(VmDeliveryTest, AnAssignedVmIsDefinedAndRunsWithExactlyItsGpuAndASeed) {
   EXPECT_EQ(d->devices.pci, std::vector<std::string>{"0000:c1:00.0"});
   EXPECT_TRUE(d->devices.mdevs.empty());
   EXPECT_EQ(d->uuid, vm["uuid"].get<std::string>());
+  // UEFI by default; the serial console is logged where a console request reads it.
+  EXPECT_NE(d->xml.find("firmware='efi'"), std::string::npos) << d->xml;
+  EXPECT_NE(d->xml.find((vm_dir() / "gp-a1/console.log").string()), std::string::npos) << d->xml;
 
   const fs::path dir = vm_dir() / "gp-a1";
   ASSERT_TRUE(fs::exists(dir / "seed.iso"));
@@ -380,6 +383,36 @@ TEST_F(VmDeliveryTest, TheBootDiskIsAnOverlayOfTheBaseImage) {
   EXPECT_TRUE(fs::exists(base));
 }
 
+TEST_F(VmDeliveryTest, TheProjectsVolumesAreSharedFromTheStorageRootOnceTheyExist) {
+  gp::testing::TempDir storage;
+  delivery_ = std::make_unique<VmDelivery>(
+      *hv_,
+      VmDeliveryOptions{
+          .sysfs_root = sysfs_.path(), .vm_dir = vm_dir(), .storage_root = storage.path()},
+      clock_, [this] { return fmt::format("9a000000-0000-4000-8000-{:012d}", ++mdevs_); });
+  Json vm = vm_json("a1", "acme", "0000:c1:00.0");
+  vm["volumes"] = {{{"tag", "datasets"}, {"path", "acme/training/datasets"}},
+                   {{"tag", "scratch"}, {"path", "acme/training/scratch"}}};
+  // Not created on this node yet (the enforcement makes the trees): refused, retried.
+  auto reports = round(assignments({allocation("a1", vm)}));
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].state, "failed");
+  EXPECT_NE(reports[0].error.find("volume datasets is not on this node yet"), std::string::npos)
+      << reports[0].error;
+  EXPECT_TRUE(names().empty());
+  fs::create_directories(fs::path(storage.path()) / "acme/training/datasets");
+  fs::create_directories(fs::path(storage.path()) / "acme/training/scratch");
+  reports = round(assignments({allocation("a1", vm)}));
+  EXPECT_EQ(reports[0].state, "running") << reports[0].error;
+  auto d = domain("gp-a1");
+  ASSERT_TRUE(d);
+  for (const std::string& part : {"<source dir='" + storage.path() + "/acme/training/datasets'/>",
+                                 std::string("<target dir='datasets'/>"),
+                                 "<source dir='" + storage.path() + "/acme/training/scratch'/>",
+                                 std::string("<target dir='scratch'/>")})
+    EXPECT_NE(d->xml.find(part), std::string::npos) << part << "\n" << d->xml;
+}
+
 TEST_F(VmDeliveryTest, AMissingBaseImageIsARefusalThatLeavesNothingBehind) {
   delivery_ = make_delivery((fs::path(state_.path()) / "missing.qcow2").string());
   auto reports = round(assignments({allocation("a1", vm_json("a1", "acme", "0000:c1:00.0"))}));
@@ -473,6 +506,22 @@ TEST(VmAssignments, AnyMalformedVmFailsTheWholeAssignment) {
       {"segment vni as text",
        [](Json& j) { j["allocations"][1]["vm"]["segment"]["vni"] = "4096"; }},
       {"ssh key not a string", [](Json& j) { j["allocations"][1]["vm"]["ssh_keys"] = {1}; }},
+      {"volume path leaving the root",
+       [](Json& j) {
+         j["allocations"][1]["vm"]["volumes"] = {{{"tag", "datasets"}, {"path", "acme/../../etc"}}};
+       }},
+      {"absolute volume path",
+       [](Json& j) {
+         j["allocations"][1]["vm"]["volumes"] = {{{"tag", "datasets"}, {"path", "/etc"}}};
+       }},
+      {"volume tag with a quote",
+       [](Json& j) {
+         j["allocations"][1]["vm"]["volumes"] = {{{"tag", "d'x"}, {"path", "acme/p/datasets"}}};
+       }},
+      {"volume without a path",
+       [](Json& j) {
+         j["allocations"][1]["vm"]["volumes"] = {{{"tag", "datasets"}}};
+       }},
       {"an unknown field", [](Json& j) { j["allocations"][1]["vm"]["gpu_count"] = 1; }},
       {"a domain assigned twice", [](Json& j) { j["allocations"][1]["vm"]["domain"] = "gp-a1"; }},
       {"vm_error not text",

@@ -122,6 +122,7 @@ TEST_F(Vms, AnAllocationOfAVmOfferingBecomesAVmAssignmentWithExactlyItsGpu) {
   EXPECT_TRUE(vm["vgpus"].empty());
   EXPECT_EQ(vm["segment"]["cidr"], net.body["segment"]["cidr"]);
   EXPECT_EQ(vm["ssh_keys"], Json::array({kKey}));
+  EXPECT_TRUE(vm["volumes"].empty());  // the project has no volumes yet
   // The record is created once: a second heartbeat names the same VM.
   EXPECT_EQ(vm_of(heartbeat(), id)["uuid"], vm["uuid"]);
 
@@ -156,6 +157,20 @@ TEST_F(Vms, AnAllocationOfAVmOfferingBecomesAVmAssignmentWithExactlyItsGpu) {
   EXPECT_TRUE(IsProblem(s.request("POST", vms(bravo) + "/" + vm_id + "/actions",
                                   {{"action", "stop"}}, bravo.admin_token),
                         404));
+}
+
+TEST_F(Vms, TheProjectsVolumesAreTheVmsSharesUntilTheyAreDeleted) {
+  const std::string volumes = "/v1/tenants/" + acme.id + "/projects/" + acme_project + "/volumes";
+  ASSERT_EQ(s.request("PUT", volumes, Json::object(), acme.admin_token).status, 200);
+  const std::string id = allocate("h200-vm");
+  Json vm = vm_of(heartbeat(), id);
+  ASSERT_EQ(vm["volumes"].size(), 4u) << vm.dump();
+  for (const auto& v : vm["volumes"])
+    EXPECT_EQ(v["path"], "acme/training/" + v["tag"].get<std::string>()) << v.dump();
+  EXPECT_EQ(vm["volumes"][0]["tag"], "datasets");
+  // Scheduled for deletion: no longer handed to the VM.
+  ASSERT_EQ(s.request("DELETE", volumes, nullptr, acme.admin_token).status, 202);
+  EXPECT_TRUE(vm_of(heartbeat(), id)["volumes"].empty());
 }
 
 TEST_F(Vms, MigUnitsAreDeliveredAsTheirVgpuType) {

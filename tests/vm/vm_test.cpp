@@ -582,6 +582,19 @@ TEST(RenderDomainXml, PassthroughDomainIsExactlyThisAndValidates) {
   EXPECT_VALID_DOMAIN(*xml);
 }
 
+TEST(RenderDomainXml, UefiFirmwareIsLibvirtsChoiceAndValidates) {
+  DomainSpec spec = passthrough_spec();
+  spec.firmware = "efi";
+  auto xml = render_domain_xml(spec);
+  ASSERT_TRUE(xml) << xml.error().message;
+  EXPECT_NE(xml->find("  <os firmware='efi'>\n    <type arch='x86_64'>hvm</type>"),
+            std::string::npos)
+      << *xml;
+  EXPECT_VALID_DOMAIN(*xml);
+  spec.firmware = "bios";
+  EXPECT_NE(render_domain_xml(spec)->find("  <os>\n"), std::string::npos);
+}
+
 TEST(RenderDomainXml, VgpuDomainWithSharesDisksSeedBridgeAndPinningValidates) {
   auto xml = render_domain_xml(vgpu_spec());
   ASSERT_TRUE(xml) << xml.error().message;
@@ -698,6 +711,7 @@ TEST(RenderDomainXml, RefusesEveryInvalidField) {
        }},
       {"relative seed ISO", [](DomainSpec& s) { s.seed_iso = "seed.iso"; }},
       {"relative console log", [](DomainSpec& s) { s.console_log = "console.log"; }},
+      {"unknown firmware", [](DomainSpec& s) { s.firmware = "coreboot"; }},
       {"unknown security model", [](DomainSpec& s) { s.security_model = "none"; }},
       {"tenant with a control character", [](DomainSpec& s) { s.tenant = "ac\x01me"; }},
       {"tenant that is not UTF-8",
