@@ -1,6 +1,7 @@
 # gpuplane: `make run` and `make test` do everything on a fresh Debian 12 machine (as root).
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
 FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 5
@@ -9,7 +10,7 @@ CMAKE_ARGS ?=
 # One line as each stage starts, so a CI log shows where the time goes (docs/development.md).
 STAGE = @echo "== $@ $$(date -u +%H:%M:%S) UTC"
 
-.PHONY: all setup build run test test-release test-static test-asan test-fuzz fuzz tidy thread-safety bench format clean
+.PHONY: all setup build run test test-release test-static test-asan test-tsan test-fuzz fuzz tidy thread-safety bench format clean
 
 all: build
 
@@ -25,9 +26,9 @@ build: setup
 run: build
 	@scripts/run.sh $(BUILD)/src/gpuplane
 
-# Every test: the release build, then the unit and integration suites under ASan+UBSan, then a
-# short run of every fuzz target.
-test: test-release test-static test-asan test-fuzz
+# Every test: the release build, then the unit and integration suites under ASan+UBSan, the
+# threaded suites under TSan, then a short run of every fuzz target.
+test: test-release test-static test-asan test-tsan test-fuzz
 	$(STAGE)
 
 test-release: build
@@ -54,6 +55,17 @@ test-asan: setup
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
+# ThreadSanitizer over the suites that run threads (tests/CMakeLists.txt names them): the store,
+# audit, rate limiter, the API server in-process and the real binary. Any report fails the test
+# (children inherit TSAN_OPTIONS, so a race in a spawned server fails it too).
+test-tsan: setup
+	$(STAGE)
+	@scripts/build_console.sh
+	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGP_TSAN=ON -DGP_BENCH=OFF $(CMAKE_ARGS) >/dev/null
+	@ninja -C $(TSAN_BUILD) -j$(JOBS)
+	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/support/tsan.supp \
+	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
+
 # libFuzzer targets (docs/fuzzing.md): a bounded run in `make test`, a longer one in `make fuzz`.
 test-fuzz: setup
 	$(STAGE)
@@ -69,4 +81,4 @@ format:
 	@git ls-files '*.cpp' '*.h' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
