@@ -21,12 +21,14 @@ function thisMonth() {
   return new Date().toISOString().slice(0, 7);
 }
 
-// What the pages price: alice's allocation uses offering a100-mig-1g (console_test.mjs seed()).
+// What the pages price: alice's allocation uses offering a100-mig-1g (console_test.mjs seed()),
+// her VM (released before these pages) offering a100-vm.
 const RATE_CARD = {
   id: 'default', currency: 'USD', effective_from: '2020-01-01T00:00:00Z',
   // 3600 USD per GPU-equivalent-hour: a 1g.5gb instance (a seventh) costs about 0.14 USD a second,
   // so a minute of alice's allocation is a visible amount.
-  prices: [{ offering: 'a100-mig-1g', unit_price_micros: 3_600_000_000 }],
+  prices: [{ offering: 'a100-mig-1g', unit_price_micros: 3_600_000_000 },
+           { offering: 'a100-vm', unit_price_micros: 3_600_000_000 }],
 };
 
 async function seedBilling(admin, tenant, withBudget) {

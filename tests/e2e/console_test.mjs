@@ -493,6 +493,64 @@ async function main() {
   check(/^alc_[A-Za-z0-9]+$/.test(allocId ?? ''), `alice's allocation row has key "${allocId}"`);
   await shot(alice, '03-alice-allocations');
 
+  step = 'alice sees her GPU VM, reboots it and reads its serial console';
+  // A node of acme's own pool with an agent's credential; an allocation of a vm offering lands
+  // there, and the node's heartbeats (sent here as its agent would) carry the VM's reports.
+  await admin('POST', '/v1/offerings', { name: 'a100-vm', tier: 'dedicated-pool', models: ['A100-40GB'], gpus: 1,
+                                         delivery: 'vm', vm: { vcpus: 8, memory_mib: 65536 } });
+  await admin('PUT', '/v1/tenants/acme/quota', { models: { 'A100-40GB': { nominal: 2 } } });
+  await admin('PUT', `/v1/tenants/acme/projects/${projectId}/quota`, { models: { 'A100-40GB': { nominal: 2 } } });
+  await admin('POST', '/v1/pools', { name: 'acme-vms', tenant: 'acme' });
+  const joinToken = (await admin('POST', '/v1/join-tokens', { pool: 'acme-vms' })).token;
+  const enrolled = await (await fetch(`${base}/v1/agent/enroll`, {
+    method: 'POST', headers: { 'Content-Type': 'application/json' },
+    body: JSON.stringify({ join_token: joinToken, inventory: inventory('gpu-vm-node', 'r3', [a100(3, 0)]) }) })).json();
+  check(enrolled.credential, `enrolment answered ${JSON.stringify(enrolled)}`);
+  const nodeApi = apiClient(base, enrolled.credential);
+  const vmAlloc = await admin('POST', `/v1/tenants/acme/projects/${projectId}/allocations`, { offering: 'a100-vm', name: 'vm-box' });
+  check(vmAlloc.state === 'placed', `the VM allocation is ${vmAlloc.state}: ${vmAlloc.reason}`);
+  const assigned = (await nodeApi('POST', '/v1/agent/heartbeat', {})).assignments.allocations.find((a) => a.id === vmAlloc.id);
+  check(assigned?.vm?.domain, `the node's assignment has no VM for ${vmAlloc.id}`);
+  const domain = assigned.vm.domain;
+  const vmId = assigned.vm.id;
+  await nodeApi('POST', '/v1/agent/heartbeat', { vms: [{ domain, state: 'running', addresses: ['10.64.0.7/24'] }] });
+  await nav(alice, 'VMs', 'Virtual machines');
+  await idle(alice);
+  const vmRow = alice.locator('tbody tr').filter({ hasText: domain });
+  await vmRow.waitFor({ timeout: STEP_TIMEOUT_MS });
+  const vmText = await vmRow.textContent();
+  check(/running/.test(vmText) && vmText.includes('10.64.0.7/24'), `alice's VM row: ${vmText}`);
+  await alice.getByRole('button', { name: `Reboot ${domain}` }).click();
+  const rebootDialog = alice.getByTestId('vm-reboot-dialog');
+  await rebootDialog.waitFor({ timeout: STEP_TIMEOUT_MS });
+  await rebootDialog.getByRole('button', { name: `Reboot ${domain}` }).click();
+  await alice.locator('.notice.success').filter({ hasText: `${domain}: reboot requested` }).waitFor({ timeout: STEP_TIMEOUT_MS });
+  const afterReboot = await admin('GET', `/v1/tenants/acme/vms/${vmId}`);
+  check(afterReboot.reboot_seq === 1, `the reboot did not reach the VM record: reboot_seq ${afterReboot.reboot_seq}`);
+  // The console: the page asks, the node's next heartbeat answers, the page shows the answer.
+  await alice.getByRole('button', { name: `Console ${domain}` }).click();
+  await waitFor('the console request to reach the node', async () => {
+    const vm = (await nodeApi('POST', '/v1/agent/heartbeat', {})).assignments.allocations.find((a) => a.id === vmAlloc.id)?.vm;
+    return vm && vm.console_seq > vm.console_captured_seq ? vm : null;
+  });
+  const bootText = 'Ubuntu 24.04 LTS vm-box ttyS0\n\nvm-box login: ';
+  await nodeApi('POST', '/v1/agent/heartbeat', { vms: [{ domain, state: 'running', addresses: ['10.64.0.7/24'],
+                                                          console: { seq: 1, text: bootText } }] });
+  const consoleText = alice.getByTestId('vm-console');
+  await consoleText.waitFor({ timeout: STEP_TIMEOUT_MS });
+  check((await consoleText.textContent()).includes('vm-box login:'), `the console shows: ${await consoleText.textContent()}`);
+  const consoleReads = (await admin('GET', '/v1/audit?action=vm.console')).items;
+  check(consoleReads.length === 1 && consoleReads[0].tenant_id === acme.id, `audit of console reads: ${JSON.stringify(consoleReads)}`);
+  await shot(alice, '03b-alice-vms-console');
+  // Released: the node no longer holds it, the VM is destroyed; acme's quotas go back to what
+  // the later pages expect (one GPU).
+  await admin('POST', `/v1/tenants/acme/projects/${projectId}/allocations/${vmAlloc.id}/release`, {});
+  await nodeApi('POST', '/v1/agent/heartbeat', { vms: [] });
+  const destroyed = await admin('GET', `/v1/tenants/acme/vms/${vmId}`);
+  check(destroyed.state === 'destroyed', `the released allocation's VM is ${destroyed.state}`);
+  await admin('PUT', `/v1/tenants/acme/projects/${projectId}/quota`, { models: { 'A100-40GB': { nominal: 1 } } });
+  await admin('PUT', '/v1/tenants/acme/quota', { models: { 'A100-40GB': { nominal: 1 } } });
+
   step = 'alice sees her project list';
   await nav(alice, 'Projects', 'Projects');
   await alice.locator('tbody tr').filter({ hasText: projectName }).waitFor({ timeout: STEP_TIMEOUT_MS });
@@ -520,18 +578,24 @@ async function main() {
   await nav(bob, 'Allocations', 'Allocations');
   await idle(bob);
   await shot(bob, '05c-bob-allocations');
+  await nav(bob, 'VMs', 'Virtual machines');
+  await idle(bob);
+  await bob.getByText(/^No VMs\./).waitFor({ timeout: STEP_TIMEOUT_MS });
+  await shot(bob, '05d-bob-vms');
   await tenantPages({ page: bob, admin, tenant: beta, who: 'bob' });
   // Deep links into acme answer 404 (never 403: existence is not leaked).
   const probes = await bob.evaluate(async (ids) => {
     const out = [];
     for (const p of [`/v1/tenants/${ids.tenant}/projects`, `/v1/tenants/${ids.tenant}/api-keys/${ids.key}`,
-                     `/v1/tenants/beta/api-keys/${ids.key}`, `/v1/tenants/${ids.tenant}/projects/${ids.project}/allocations`])
+                     `/v1/tenants/beta/api-keys/${ids.key}`, `/v1/tenants/${ids.tenant}/projects/${ids.project}/allocations`,
+                     `/v1/tenants/${ids.tenant}/vms/${ids.vm}`, `/v1/tenants/beta/vms/${ids.vm}`])
       out.push({ p, status: (await fetch(p)).status });
     return out;
-  }, { tenant: acme.id, key: aliceKeyId, project: projectId });
+  }, { tenant: acme.id, key: aliceKeyId, project: projectId, vm: vmId });
   for (const { p, status } of probes) check(status === 404, `bob: GET ${p} answered ${status}, not 404`);
   const secrets = { "acme's tenant id": acme.id, "acme's project id": projectId, "acme's project name": projectName,
-                    "alice's key id": aliceKeyId, "acme's allocation id": allocId };
+                    "alice's key id": aliceKeyId, "acme's allocation id": allocId, "acme's VM id": vmId,
+                    "acme's VM domain": domain };
   const seen = await Promise.all(bobResponses);
   let checked = 0;
   for (const r of seen) {
@@ -576,7 +640,8 @@ async function main() {
   await idle(op);
   await op.locator('tbody tr').filter({ hasText: 'gpu-node-1' }).waitFor({ timeout: STEP_TIMEOUT_MS });
   const bars = await op.locator('svg.gpu-bar').count();
-  check(bars === 4, `the fleet page draws ${bars} GPUs, not 4`);
+  // The seed's two nodes of two GPUs, and the one-GPU node of acme's pool that held alice's VM.
+  check(bars === 5, `the fleet page draws ${bars} GPUs, not 5`);
   const migLabel = await op.locator(`svg.gpu-bar[data-gpu="${a100(1, 0).uuid}"]`).getAttribute('aria-label');
   check(/3g\.20gb at slice 0/.test(migLabel) && /2g\.10gb at slice 4/.test(migLabel), `the MIG GPU is described as: ${migLabel}`);
   const labels = await op.locator('svg.gpu-bar').evaluateAll((els) => els.map((e) => e.getAttribute('aria-label')));

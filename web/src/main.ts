@@ -16,6 +16,7 @@ import { renderQueue } from './pages/queue';
 import { renderSla } from './pages/sla';
 import { renderTenants } from './pages/tenants';
 import { renderUsage } from './pages/usage';
+import { renderVms } from './pages/vms';
 import { currentPath, href, navigate, start, type Route, type RouteContext } from './router';
 import { clearSession, loadSession, session, type Session } from './session';
 import { homePath, renderShell } from './shell';
@@ -47,6 +48,7 @@ const routes: Route[] = [
   { pattern: '/projects', render: authed(renderProjects) },
   { pattern: '/api-keys', render: authed(renderApiKeys) },
   { pattern: '/allocations', render: authed(renderAllocations) },
+  { pattern: '/vms', render: authed(renderVms) },
   // A tenant's account pages (pages/members, invoices, budgets, posture).
   { pattern: '/members', render: authed(renderMembers) },
   { pattern: '/invoices', render: authed(renderInvoices) },

@@ -21,7 +21,8 @@ export function navItems(sess: Session): NavItem[] {
   }
   if (sess.tenant) {
     items.push({ path: '/projects', label: 'Projects' },
-               { path: '/allocations', label: 'Allocations' });
+               { path: '/allocations', label: 'Allocations' },
+               { path: '/vms', label: 'VMs' });
     // The queue needs allocation.read tenant-wide; usage and SLA need usage.read (docs/api.md).
     if (!isPlatform(p)) items.push(...insightItems(isTenantAdmin(p), hasRole(p, 'tenant-admin', 'tenant-billing')));
     // Members and posture need identity.read tenant-wide; invoices and budgets billing.read.

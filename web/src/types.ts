@@ -479,3 +479,34 @@ export interface SlaStanding {
   as_of: string;
   items: SlaStandingItem[];
 }
+
+/** A GPU VM (GET /v1/tenants/{t}/vms, docs/vms.md). */
+export interface Vm {
+  id: string;
+  allocation_id: string;
+  node_id: string;
+  tenant_id: string;
+  project_id: string;
+  domain: string;
+  desired: 'running' | 'stopped';
+  reboot_seq: number;
+  state: string;
+  addresses: string[];
+  error: string | null;
+  console_seq: number;
+  created_at: string;
+  updated_at: string;
+  version: number;
+}
+
+/** A capture of a VM's serial console (POST/GET .../vms/{vm}/console). */
+export interface VmConsole {
+  vm: string;
+  domain: string;
+  state: string;
+  requested_seq: number;
+  captured_seq: number;
+  captured_at: string | null;
+  current: boolean;
+  text: string;
+}
