@@ -22,14 +22,6 @@ namespace {
 namespace fs = std::filesystem;
 using vm::DomainState;
 
-// Two NUMA nodes of 32 CPUs, as the fixture host's cpulists (0-15,32-47 and 16-31,48-63).
-constexpr const char* kNodeFile = R"(<node>
-  <cpu><mhz>2600</mhz><model>x86_64</model><active>64</active><nodes>2</nodes>
-    <sockets>2</sockets><cores>16</cores><threads>2</threads></cpu>
-  <memory>268435456</memory>
-</node>
-)";
-
 constexpr const char* kKey =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq0Xj1mH0V6K9P7vG2hQ7b5n1sVt8pF2xY4wZ3cA1bD alice@laptop";
 
@@ -86,7 +78,7 @@ class VmDeliveryTest : public ::testing::Test {
   void SetUp() override {
     vm::testing::build_fixture_host(sysfs_.path());
     const std::string node = node_dir_.file("node.xml");
-    std::ofstream(node) << kNodeFile;
+    std::ofstream(node) << vm::testing::kTestDriverNodeFile;
     auto hv = vm::Hypervisor::open("test://" + node);
     ASSERT_TRUE(hv) << hv.error().message;
     hv_ = std::move(*hv);

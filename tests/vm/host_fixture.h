@@ -65,6 +65,15 @@ inline void add_fixture_device(const fs::path& root, const FixtureDevice& d) {
                      root / "bus/pci/devices" / d.address);
 }
 
+// The host of libvirt's test driver ("test://<this file>"; it keeps its state per connection):
+// two NUMA nodes of 32 CPUs, as the fixture host's cpulists say (0-15,32-47 and 16-31,48-63).
+inline constexpr const char* kTestDriverNodeFile = R"(<node>
+  <cpu><mhz>2600</mhz><model>x86_64</model><active>64</active><nodes>2</nodes>
+    <sockets>2</sockets><cores>16</cores><threads>2</threads></cpu>
+  <memory>268435456</memory>
+</node>
+)";
+
 // Two NUMA nodes and:
 //   0000:41:00.0  H200, group 10, node 0, SR-IOV: VFs 41:00.4 (group 40), 41:00.5 (group 41)
 //                 with vGPU types (3-71C: room on 41:00.5 only; 1-18C: room on both;

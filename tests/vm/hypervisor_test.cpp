@@ -19,14 +19,6 @@ using testing::build_fixture_host;
 using testing::kernel_creates_mdevs;
 using testing::mdev_removed;
 
-// Two NUMA nodes of 16 CPUs; the test driver keeps its state per connection to this file.
-constexpr const char* kNodeFile = R"(<node>
-  <cpu><mhz>2600</mhz><model>x86_64</model><active>32</active><nodes>2</nodes>
-    <sockets>2</sockets><cores>8</cores><threads>2</threads></cpu>
-  <memory>268435456</memory>
-</node>
-)";
-
 class HypervisorTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -35,7 +27,7 @@ class HypervisorTest : public ::testing::Test {
     build_fixture_host(root_.path());
     host_ = *read_host(root_.path());
     const std::string node = node_dir_.file("node.xml");
-    std::ofstream(node) << kNodeFile;
+    std::ofstream(node) << testing::kTestDriverNodeFile;
     auto hv = Hypervisor::open("test://" + node);
     ASSERT_TRUE(hv) << hv.error().message;
     hv_ = std::move(*hv);
