@@ -239,7 +239,8 @@ Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
                                      {a.tenant_id, a.project_id})))
     for (storage::VolumeKind kind : storage::kAllVolumeKinds) {
       const std::string tag(storage::volume_kind_name(kind));
-      volumes.push_back({{"tag", tag}, {"path", tenant + "/" + row->text(0) + "/" + tag}});
+      volumes.push_back(
+          {{"tag", tag}, {"path", fmt::format("{}/{}/{}", tenant, row->text(0), tag)}});
     }
   Json segment = nullptr;
   if (auto s = GP_TRY(

@@ -698,6 +698,7 @@ Result<std::vector<fleet::NodeHolding>> node_holdings(store::Tx& tx,
     }
   }
   std::vector<fleet::NodeHolding> out;
+  out.reserve(by.size());
   for (auto& [_, h] : by) out.push_back(std::move(h));
   return out;
 }

@@ -658,6 +658,7 @@ Result<Verification> verify_invoice(store::Tx& tx, const std::string& tenant_id,
   const int64_t until = std::max(now, inv.period.end_us);
   auto usage = GP_TRY(load_usage_records(tx, tenant_id, inv.period, until));
   std::vector<OfferingCredit> credits;
+  credits.reserve(inv.credits.size());
   for (const auto& c : inv.credits) credits.push_back({c.offering, c.credit_bps, c.reason});
   TenantAccount terms{tenant_id, inv.tax_bps, inv.prepaid_available_micros};
   v.recomputed = GP_TRY(compute_invoice(card, terms, inv.period, usage, credits));

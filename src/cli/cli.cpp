@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -174,7 +175,7 @@ std::string collection(const Noun& n, const std::string& tenant) {
 }
 
 int add_noun(CLI::App& app, ClientConfig& c, const Noun& n,
-             std::function<void(CLI::App*, std::shared_ptr<Json>)> create_flags, int* rc) {
+             const std::function<void(CLI::App*, std::shared_ptr<Json>)>& create_flags, int* rc) {
   auto* cmd = app.add_subcommand(n.name, "Manage " + n.path);
   cmd->require_subcommand(1);
   auto tenant = std::make_shared<std::string>();
@@ -244,9 +245,8 @@ int add_noun(CLI::App& app, ClientConfig& c, const Noun& n,
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The command line; main() below keeps any exception from escaping.
+int run(int argc, char** argv) {
   CLI::App app{"gpuplane: a multi-tenant GPU control plane"};
   app.require_subcommand(1);
   ClientConfig c;
@@ -455,7 +455,7 @@ int main(int argc, char** argv) {
         "tenant", "tenants", "platform", {"id", "name", "isolation_class", "state", "created_at"}};
     add_noun(
         app, c, n,
-        [](CLI::App* create, std::shared_ptr<Json> body) {
+        [](CLI::App* create, const std::shared_ptr<Json>& body) {
           field<std::string>(create, body, "name", "name", "Tenant name (DNS label)", true);
           field<std::string>(create, body, "--display-name", "display_name", "Display name");
           field<std::string>(create, body, "--class", "isolation_class",
@@ -483,7 +483,7 @@ int main(int argc, char** argv) {
   add_noun(
       app, c,
       {"project", "projects", "tenant-required", {"id", "name", "display_name", "created_at"}},
-      [](CLI::App* create, std::shared_ptr<Json> body) {
+      [](CLI::App* create, const std::shared_ptr<Json>& body) {
         field<std::string>(create, body, "name", "name", "Project name", true);
         field<std::string>(create, body, "--display-name", "display_name", "Display name");
       },
@@ -491,7 +491,7 @@ int main(int argc, char** argv) {
   add_noun(
       app, c,
       {"user", "users", "tenant-optional", {"id", "username", "email", "state", "tenant_id"}},
-      [](CLI::App* create, std::shared_ptr<Json> body) {
+      [](CLI::App* create, const std::shared_ptr<Json>& body) {
         field<std::string>(create, body, "username", "username", "Username", true);
         field<std::string>(create, body, "--email", "email", "Email");
         field<std::string>(create, body, "--display-name", "display_name", "Display name");
@@ -506,7 +506,7 @@ int main(int argc, char** argv) {
        "service-accounts",
        "tenant-optional",
        {"id", "name", "state", "tenant_id"}},
-      [](CLI::App* create, std::shared_ptr<Json> body) {
+      [](CLI::App* create, const std::shared_ptr<Json>& body) {
         field<std::string>(create, body, "name", "name", "Name", true);
         field<std::string>(create, body, "--description", "description", "Description");
       },
@@ -517,7 +517,7 @@ int main(int argc, char** argv) {
        "api-keys",
        "tenant-optional",
        {"id", "name", "owner_kind", "owner_id", "state", "expires_at", "token"}},
-      [](CLI::App* create, std::shared_ptr<Json> body) {
+      [](CLI::App* create, const std::shared_ptr<Json>& body) {
         field<std::string>(create, body, "--name", "name", "Key name");
         field<std::string>(create, body, "--owner-kind", "owner_kind", "user or service_account");
         field<std::string>(create, body, "--owner-id", "owner_id", "Owner id (default: yourself)");
@@ -531,7 +531,7 @@ int main(int argc, char** argv) {
        "role-bindings",
        "tenant-optional",
        {"id", "role", "subject_kind", "subject_id", "project_id"}},
-      [](CLI::App* create, std::shared_ptr<Json> body) {
+      [](CLI::App* create, const std::shared_ptr<Json>& body) {
         field<std::string>(create, body, "--role", "role", "Role name", true);
         field<std::string>(create, body, "--subject-kind", "subject_kind",
                            "user or service_account", true);
@@ -546,6 +546,20 @@ int main(int argc, char** argv) {
     return app.exit(e);
   }
   return rc;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  // A command reports its own errors; an exception reaching here is a bug, said as one.
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fputs(("gpuplane: internal error: " + std::string(e.what()) + "\n").c_str(), stderr);
+  } catch (...) {
+    std::fputs("gpuplane: internal error\n", stderr);
+  }
+  return 70;  // EX_SOFTWARE
 }
 
 }  // namespace gp::cli

@@ -763,6 +763,7 @@ Result<void> NodeImporter::plan_whole_and_mixed(GpuPlan& gpu, const std::string&
   int mig_gpus = gpu.gpus - whole;
   if (!mig_counts.empty() && mig_gpus == 0) {
     std::vector<std::string> profiles;
+    profiles.reserve(mig_counts.size());
     for (const auto& [profile, n] : mig_counts) profiles.push_back(profile);
     return error("has MIG instances ({}) but capacity {} counts all {} GPUs as whole",
                  fmt::join(profiles, ", "), whole_key, gpu.gpus);
@@ -772,6 +773,7 @@ Result<void> NodeImporter::plan_whole_and_mixed(GpuPlan& gpu, const std::string&
     for (const auto& [profile, n] : mig_counts) {
       if (!gpu.catalog->find(profile)) {
         std::vector<std::string> known;
+        known.reserve(gpu.catalog->profiles.size());
         for (const MigProfile& p : gpu.catalog->profiles) known.push_back(p.name);
         return error("MIG profile '{}' (label {}{}{}) is not a profile of {} (known: {})", profile,
                      kMigLabelPrefix, profile, kCountSuffix, gpu.catalog->model,

@@ -56,6 +56,7 @@ std::string describe(const Layout& layout, std::size_t i) {
 
 std::string profile_names(const MigCatalog& catalog) {
   std::vector<std::string_view> names;
+  names.reserve(catalog.profiles.size());
   for (const MigProfile& profile : catalog.profiles) names.push_back(profile.name);
   return fmt::format("{}", fmt::join(names, ", "));
 }

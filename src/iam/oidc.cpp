@@ -27,7 +27,9 @@ namespace {
 constexpr size_t kMaxTokenBytes = 16 << 10;
 constexpr auto kJwksRefetchInterval = std::chrono::seconds(60);
 
-Error bad_token(std::string why) { return Error::unauthenticated("ID token rejected: " + why); }
+Error bad_token(const std::string& why) {
+  return Error::unauthenticated("ID token rejected: " + why);
+}
 
 template <typename T, void (*Free)(T*)>
 struct Deleter {

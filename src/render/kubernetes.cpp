@@ -419,7 +419,7 @@ Json ports_json(const std::vector<Port>& ports) {
 }
 
 Json network_policy(const TenantBundleInput& in, const Project& p, const std::string& ns,
-                    std::string name, Json spec) {
+                    const std::string& name, Json spec) {
   return {{"apiVersion", "networking.k8s.io/v1"},
           {"kind", "NetworkPolicy"},
           {"metadata", object_meta(name, ns, project_labels(in, p))},
@@ -431,8 +431,8 @@ std::vector<Json> network_policies(const TenantBundleInput& in, const Project& p
   // nlohmann reads a two-string brace list as an object member, so arrays are spelled out.
   using A = std::vector<Json>;
   std::vector<Json> out;
-  auto spec = [](Json selector, std::vector<std::string> types) {
-    return Json{{"podSelector", std::move(selector)}, {"policyTypes", Json(std::move(types))}};
+  auto spec = [](Json selector, const std::vector<std::string>& types) {
+    return Json{{"podSelector", std::move(selector)}, {"policyTypes", Json(types)}};
   };
   out.push_back(network_policy(in, p, ns, "gpuplane-default-deny",
                                spec(Json::object(), {"Ingress", "Egress"})));
@@ -453,6 +453,7 @@ std::vector<Json> network_policies(const TenantBundleInput& in, const Project& p
   out.push_back(network_policy(in, p, ns, "gpuplane-allow-dns", dns));
 
   std::vector<const EgressRule*> egress;
+  egress.reserve(p.egress.size());
   for (const auto& e : p.egress) egress.push_back(&e);
   std::sort(egress.begin(), egress.end(), [](auto* a, auto* b) { return a->name < b->name; });
   for (const auto* e : egress) {
@@ -470,6 +471,7 @@ std::vector<Json> network_policies(const TenantBundleInput& in, const Project& p
   }
 
   std::vector<const Exposure*> exposures;
+  exposures.reserve(p.exposures.size());
   for (const auto& x : p.exposures) exposures.push_back(&x);
   std::sort(exposures.begin(), exposures.end(), [](auto* a, auto* b) { return a->name < b->name; });
   for (const auto* x : exposures) {
@@ -493,6 +495,7 @@ std::vector<Json> service_accounts(const TenantBundleInput& in, const Project& p
   names.push_back("default");
   std::sort(names.begin(), names.end());
   std::vector<Json> out;
+  out.reserve(names.size());
   for (const auto& n : names)
     out.push_back({{"apiVersion", "v1"},
                    {"kind", "ServiceAccount"},
@@ -502,11 +505,9 @@ std::vector<Json> service_accounts(const TenantBundleInput& in, const Project& p
   return out;
 }
 
-Json rule(std::vector<std::string> groups, std::vector<std::string> resources,
-          std::vector<std::string> verbs) {
-  return Json{{"apiGroups", Json(std::move(groups))},
-              {"resources", Json(std::move(resources))},
-              {"verbs", Json(std::move(verbs))}};
+Json rule(const std::vector<std::string>& groups, const std::vector<std::string>& resources,
+          const std::vector<std::string>& verbs) {
+  return Json{{"apiGroups", Json(groups)}, {"resources", Json(resources)}, {"verbs", Json(verbs)}};
 }
 
 const std::vector<std::string> kRead = {"get", "list", "watch"};
@@ -612,6 +613,7 @@ std::vector<Json> role_bindings(const TenantBundleInput& in, const Project& p,
         {"subjects", Json(std::vector<Json>{subject})}};
   }
   std::vector<Json> out;
+  out.reserve(by_name.size());
   for (auto& [_, obj] : by_name) out.push_back(std::move(obj));
   return out;
 }
@@ -639,6 +641,7 @@ std::vector<Json> node_objects(const TenantBundleInput& in) {
                        {"spec", Json{{"taints", taint_json}}}};
   }
   std::vector<Json> out;
+  out.reserve(by_node.size());
   for (auto& [_, obj] : by_node) out.push_back(std::move(obj));
   return out;
 }
@@ -650,11 +653,11 @@ Json webhook_configuration(const TenantBundleInput& in) {
   if (!in.webhook.ca_bundle.empty()) client["caBundle"] = in.webhook.ca_bundle;
   using A = std::vector<Json>;
   using S = std::vector<std::string>;
-  auto rule_for = [&](std::string group, S resources) {
+  auto rule_for = [&](std::string group, const S& resources) {
     return Json{{"apiGroups", Json(S{std::move(group)})},
                 {"apiVersions", Json(S{"v1"})},
                 {"operations", Json(S{"CREATE", "UPDATE"})},
-                {"resources", Json(std::move(resources))},
+                {"resources", Json(resources)},
                 {"scope", "Namespaced"}};
   };
   Json selector = Json::object();
@@ -693,9 +696,11 @@ Result<std::string> project_namespace(std::string_view tenant, std::string_view 
 Result<std::vector<Json>> render_kubernetes_objects(const TenantBundleInput& input) {
   GP_TRY_VOID(validate(input));
   std::vector<const Project*> projects;
+  projects.reserve(input.projects.size());
   for (const auto& p : input.projects) projects.push_back(&p);
   std::sort(projects.begin(), projects.end(), [](auto* a, auto* b) { return a->name < b->name; });
   std::vector<Json> out;
+  out.reserve(projects.size());
   for (const auto* p : projects)
     out.push_back(namespace_object(input, *p, GP_TRY(project_namespace(input.tenant, p->name))));
   for (const auto* p : projects) {

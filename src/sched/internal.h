@@ -48,8 +48,9 @@ struct MigTable {
   std::vector<Slot> slots;
   std::vector<int16_t> layout_of_mask;  // size 1 << slots.size(); -1 when not a valid layout
   std::vector<uint32_t> masks;          // layout id -> mask
-  // [layout id][profile]: the slot fleet::plan_addition picks for one more instance, or -1.
-  std::vector<std::array<int8_t, kMaxMigProfiles>> add;
+  // [layout id][profile]: the slot fleet::plan_addition picks for one more instance, or -1
+  // (int16_t rather than int8_t, so reading it as an int is no signed-char conversion).
+  std::vector<std::array<int16_t, kMaxMigProfiles>> add;
   std::vector<int8_t> compute;  // compute slices held, per layout id
   std::vector<int32_t> room;    // rank of fleet::free_capacity (larger keeps more room)
   std::array<uint32_t, kMaxMigProfiles> profile_slots{};  // mask of the slots of each profile

@@ -84,7 +84,7 @@ std::unique_ptr<MigTable> build_table(const fleet::MigCatalog& catalog) {
           fleet::plan_addition(catalog, layouts[id], catalog.profiles[p].name);
       if (!next) continue;
       const fleet::PlacedInstance& added = next->back();
-      table->add[id][p] = static_cast<int8_t>(table->slot(static_cast<int>(p), added.start));
+      table->add[id][p] = static_cast<int16_t>(table->slot(static_cast<int>(p), added.start));
     }
   }
   return table;

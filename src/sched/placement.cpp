@@ -383,6 +383,7 @@ class Placer {
       groups[key < 0 ? (int64_t{1} << 40) + n : key].push_back(n);
     }
     std::vector<std::vector<int32_t>> out;
+    out.reserve(groups.size());
     for (auto& [key, members] : groups) out.push_back(std::move(members));
     return out;
   }

@@ -447,6 +447,7 @@ Result<void> Scheduler::release(const std::string& id, TimePoint now) {
 
 std::vector<PendingView> Scheduler::pending(TimePoint now) const {
   std::vector<const Pending*> order;
+  order.reserve(pending_.size());
   for (const Pending& p : pending_) order.push_back(&p);
   std::ranges::stable_sort(order, [&](const Pending* a, const Pending* b) {
     return std::tuple(-a->request.priority, share_key(a->request.tenant, now), a->submitted,
@@ -454,6 +455,7 @@ std::vector<PendingView> Scheduler::pending(TimePoint now) const {
                                            b->submitted, b->seq);
   });
   std::vector<PendingView> out;
+  out.reserve(order.size());
   for (const Pending* p : order) out.push_back({p->id, p->request, p->reason, p->submitted});
   return out;
 }

@@ -139,6 +139,7 @@ Result<std::vector<TraceNode>> parse_nodes(std::string_view csv, std::string_vie
     out.push_back(std::move(n));
   }
   std::vector<std::string> sorted;
+  sorted.reserve(out.size());
   for (const TraceNode& n : out) sorted.push_back(n.name);
   std::ranges::sort(sorted);
   if (auto dup = std::ranges::adjacent_find(sorted); dup != sorted.end()) {

@@ -125,7 +125,7 @@ class Auditor {
     }
     ::closedir(d);
     std::sort(names.begin(), names.end());
-    for (const auto& name : names) walk(rel == "." ? name : rel + "/" + name);
+    for (const auto& name : names) walk(rel == "." ? name : fmt::format("{}/{}", rel, name));
   }
 
   std::vector<Finding> finish() {

@@ -124,11 +124,11 @@ Result<void> remove_contents(int dir, const std::string& shown) {
     if (name == "." || name == "..") continue;
     struct stat st {};
     if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
-      return fail(sys_error("cannot stat", shown + "/" + name, errno));
+      return fail(sys_error("cannot stat", fmt::format("{}/{}", shown, name), errno));
     entries.emplace_back(name, S_ISDIR(st.st_mode));
   }
   for (const auto& [name, is_dir] : entries) {
-    std::string child = shown + "/" + name;
+    std::string child = fmt::format("{}/{}", shown, name);
     if (is_dir) {
       auto sub = GP_TRY(open_dir_at(dir, name, child));
       GP_TRY_VOID(remove_contents(sub.get(), child));

@@ -883,8 +883,8 @@ Result<void> delete_binding(store::Tx& tx, const Owner& owner, const std::string
 
 // ---------------- bootstrap ----------------
 
-Result<std::optional<Bootstrap>> bootstrap_platform_admin(store::Tx& tx, const World& w,
-                                                          std::optional<std::string> password) {
+Result<std::optional<Bootstrap>> bootstrap_platform_admin(
+    store::Tx& tx, const World& w, const std::optional<std::string>& password) {
   auto done = GP_TRY(tx.query_one("SELECT value FROM meta WHERE key = 'bootstrap'"));
   if (done) return std::optional<Bootstrap>();
   Bootstrap b;

@@ -230,7 +230,7 @@ Result<std::string> sync_external_user(store::Tx& tx, const World& w, const iam:
 struct Bootstrap {
   std::string username, password, api_key;
 };
-Result<std::optional<Bootstrap>> bootstrap_platform_admin(store::Tx& tx, const World& w,
-                                                          std::optional<std::string> password);
+Result<std::optional<Bootstrap>> bootstrap_platform_admin(
+    store::Tx& tx, const World& w, const std::optional<std::string>& password);
 
 }  // namespace gp::tenancy
