@@ -399,9 +399,9 @@ TEST_F(VmDeliveryTest, TheProjectsVolumesAreSharedFromTheStorageRootOnceTheyExis
   auto d = domain("gp-a1");
   ASSERT_TRUE(d);
   for (const std::string& part : {"<source dir='" + storage.path() + "/acme/training/datasets'/>",
-                                 std::string("<target dir='datasets'/>"),
-                                 "<source dir='" + storage.path() + "/acme/training/scratch'/>",
-                                 std::string("<target dir='scratch'/>")})
+                                  std::string("<target dir='datasets'/>"),
+                                  "<source dir='" + storage.path() + "/acme/training/scratch'/>",
+                                  std::string("<target dir='scratch'/>")})
     EXPECT_NE(d->xml.find(part), std::string::npos) << part << "\n" << d->xml;
 }
 
