@@ -10,20 +10,28 @@ CMAKE_ARGS ?=
 # One line as each stage starts, so a CI log shows where the time goes (docs/development.md).
 STAGE = @echo "== $@ $$(date -u +%H:%M:%S) UTC"
 
-.PHONY: all setup build run test test-release test-static test-asan test-tsan test-fuzz fuzz tidy thread-safety bench format clean
+.PHONY: all setup configure build run test test-release test-static test-asan test-tsan test-fuzz fuzz tidy thread-safety bench format clean
 
 all: build
 
 setup:
 	@scripts/setup.sh
 
-build: setup
-	$(STAGE)
+# The console (web/dist) and the release build's configuration, which `build` and `run` share.
+configure: setup
 	@scripts/build_console.sh
 	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
+
+build: configure
+	$(STAGE)
 	@ninja -C $(BUILD) -j$(JOBS)
 
-run: build
+# Only what it runs: the console and the gpuplane binary (`make test` builds the tests and
+# benchmarks). Ninja shows its progress on a terminal.
+run: configure
+	@ninja -C $(BUILD) -n gpuplane | grep -q '^\[' && \
+	  echo "building the gpuplane binary (a first build takes about 6 minutes on 2 cores)" || true
+	@ninja -C $(BUILD) -j$(JOBS) gpuplane
 	@scripts/run.sh $(BUILD)/src/gpuplane
 
 # Every test: the release build, then the unit and integration suites under ASan+UBSan, the

@@ -32,7 +32,10 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
 }
-trap cleanup EXIT INT TERM
+# Ctrl-C (or a TERM) ends the script; leaving it, however it ends, stops the server and agents.
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 "$bin" serve --data "$data" --listen "$listen" --bootstrap-credential-file "$cred" \
   "${transport[@]}" 2>"$data/server.log" &
@@ -91,10 +94,15 @@ if [ "$demo" = 1 ]; then
   fi
 fi
 
+# The closing message is a here-document: values with shell syntax in them are made here first.
+if [ -n "${GPUPLANE_CA_FILE:-}" ]; then
+  trust="your browser must trust $GPUPLANE_CA_FILE"
+else
+  trust="plain HTTP, no certificate"
+fi
 cat <<MSG
 gpuplane is serving on $GPUPLANE_ENDPOINT (data in $data/, logs in $data/*.log).
-The console: $GPUPLANE_ENDPOINT/console/ (user admin, password in $cred; your browser must
-trust ${GPUPLANE_CA_FILE:-the server's CA}).
+The console: $GPUPLANE_ENDPOINT/console/ (user admin, password in $cred; $trust).
 Log in as the platform admin (credential in $cred, written on first start, mode 0600):
   export GPUPLANE_ENDPOINT=$GPUPLANE_ENDPOINT
   export GPUPLANE_CA_FILE=${GPUPLANE_CA_FILE:-}
