@@ -19,6 +19,7 @@
 #include "api/api.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
+#include "common/files.h"
 #include "common/thread_safety.h"
 #include "store/engines.h"
 #include "tenancy/tenancy.h"
@@ -63,18 +64,6 @@ iam::oidc::Fetch oidc_fetch() {
                                  body, headers, 10000));
     return iam::oidc::FetchResult{r.status, std::move(r.body)};
   };
-}
-
-Result<void> write_private_file(const std::string& path, const std::string& content) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    if (!out) return fail(Error::invalid("cannot write " + path));
-    out << content;
-  }
-  ::chmod(tmp.c_str(), 0600);
-  std::filesystem::rename(tmp, path);
-  return ok();
 }
 
 // The segment pool from the serve flags, and the master key at <data dir>/master.key (created
@@ -249,19 +238,30 @@ int run_serve(const ServeOptions& o) {
     }
     password = *p;
   }
+  // The first start makes the platform admin. Its credential file is written inside the same
+  // transaction: a credential nobody can read back must not be committed (the admin would exist
+  // with a password no one knows), and a file whose transaction failed is removed.
   std::optional<tenancy::Bootstrap> boot;
+  std::string boot_text;
+  bool cred_file_written = false;
   auto br = (*store)->write([&](store::Tx& tx) -> Result<void> {
     World w{clock, ids};
     boot = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, password));
-    if (boot) {
-      audit::Entry e{
-          "system",    "",      "platform.bootstrap",          "/v1/users/admin", "success",
-          "bootstrap", "local", {{"username", boot->username}}};
-      GP_TRY_VOID(audit_log.append(tx, e));
+    if (!boot) return ok();
+    audit::Entry e{
+        "system",    "",      "platform.bootstrap",          "/v1/users/admin", "success",
+        "bootstrap", "local", {{"username", boot->username}}};
+    GP_TRY_VOID(audit_log.append(tx, e));
+    boot_text = fmt::format("username: {}\npassword: {}\napi_key: {}\n", boot->username,
+                            boot->password, boot->api_key);
+    if (!o.bootstrap_credential_file.empty()) {
+      GP_TRY_VOID(create_private_file(o.bootstrap_credential_file, boot_text));
+      cred_file_written = true;
     }
     return ok();
   });
   if (!br) {
+    if (cred_file_written) ::unlink(o.bootstrap_credential_file.c_str());
     spdlog::critical("bootstrap: {}", br.error().message);
     return 1;
   }
@@ -334,22 +334,23 @@ int run_serve(const ServeOptions& o) {
     return 1;
   }
   if (boot) {
-    std::string text = fmt::format("username: {}\npassword: {}\napi_key: {}\n", boot->username,
-                                   boot->password, boot->api_key);
-    if (!o.bootstrap_credential_file.empty()) {
-      (void)write_private_file(o.bootstrap_credential_file, text);
+    if (cred_file_written)
       std::cout << "Bootstrap platform-admin credential written to " << o.bootstrap_credential_file
                 << " (mode 0600; shown once)\n";
-    } else {
-      std::cout << "Bootstrap platform-admin credential (shown once, store it now):\n" << text;
-    }
+    else
+      std::cout << "Bootstrap platform-admin credential (shown once, store it now):\n" << boot_text;
   }
   std::string endpoint =
       fmt::format("{}://{}:{}", tls_files ? "https" : "http",
                   host.find(':') != std::string::npos ? "[" + host + "]" : host, *bound);
   leadership.set_url(o.advertise_url.empty() ? endpoint : o.advertise_url);
   if (!leadership.tick()) spdlog::info("following the leader at {}", api.leader_url());
-  if (!o.port_file.empty()) (void)write_private_file(o.port_file, std::to_string(*bound) + "\n");
+  if (!o.port_file.empty()) {
+    if (auto w = replace_private_file(o.port_file, std::to_string(*bound) + "\n"); !w) {
+      spdlog::critical("--port-file: {}", w.error().message);
+      return 1;
+    }
+  }
   std::cout << "gpuplane serving on " << endpoint << " (data: " << o.data_dir << ")" << std::endl;
   spdlog::info("listening on {} store={} data={}", endpoint, (*store)->engine(), o.data_dir);
   if (!tls_files)

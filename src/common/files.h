@@ -1,0 +1,26 @@
+// Files the control plane writes for people and scripts to read back (credentials, port files):
+// created with exactly the mode asked for, never through a symlink, flushed before success.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace gp {
+
+// Creates `path` (which must not exist: O_CREAT|O_EXCL|O_NOFOLLOW, so neither an existing file
+// nor a planted symlink is ever written through) with `mode` whatever the umask, writes
+// `contents` and fsyncs it. On any failure nothing is left at `path` and the error (unavailable)
+// names the path and the system's reason.
+Result<void> create_private_file(const std::string& path, std::string_view contents,
+                                 mode_t mode = 0600);
+
+// Replaces `path` atomically: a new file beside it made as create_private_file does, then
+// renamed over `path` (a symlink there is replaced, not followed).
+Result<void> replace_private_file(const std::string& path, std::string_view contents,
+                                  mode_t mode = 0600);
+
+}  // namespace gp
