@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "agent/enforce.h"
+#include "agent/gpu_runtime.h"
 #include "agent/nvml.h"
 #include "agent/vms.h"
 #include "cli/http_client.h"
@@ -36,17 +37,46 @@ std::optional<std::string> read_file(const std::string& path) {
 }
 
 // Where the inventory comes from: a simulated file (re-read each round, so an operator or a
-// test can change health or MIG layouts on the fly) or NVML.
+// test can change health or MIG layouts on the fly) or NVML. The GPU runtime settings are read
+// afresh each round too (an operator may fix them live); a simulated inventory that carries
+// its own keeps them.
 class Source {
  public:
   static Result<Source> open(const AgentOptions& o) {
     Source s;
     s.file_ = o.simulate_file;
+    s.runtime_sources_ = {.toolkit_config = o.toolkit_config,
+                          .device_list_strategy = o.device_list_strategy,
+                          .device_plugin_config = o.device_plugin_config};
     if (s.file_.empty()) s.nvml_ = GP_TRY(Nvml::open());
     return s;
   }
 
   Result<fleet::Inventory> inventory() {
+    auto inv = GP_TRY(discover());
+    if (!inv.gpu_runtime) inv.gpu_runtime = read_gpu_runtime(runtime_sources_);
+    return inv;
+  }
+
+  Result<Json> samples(const fleet::Inventory& inv) {
+    Json out = Json::array();
+    if (!file_.empty()) {
+      // Samples listed in the file, or an idle sample per GPU.
+      if (!simulated_samples_.empty()) return simulated_samples_;
+      for (const auto& g : inv.gpus)
+        out.push_back({{"gpu_uuid", g.uuid}, {"util_pct", 0}, {"mem_used_bytes", 0}});
+      return out;
+    }
+    for (const auto& s : GP_TRY(nvml_->sample()))
+      out.push_back({{"gpu_uuid", s.gpu_uuid},
+                     {"instance", s.mig_instance},
+                     {"util_pct", s.util_pct},
+                     {"mem_used_bytes", std::max<int64_t>(0, s.mem_used_bytes)}});
+    return out;
+  }
+
+ private:
+  Result<fleet::Inventory> discover() {
     if (!file_.empty()) {
       auto text = read_file(file_);
       if (!text) return fail(Error::invalid("cannot read inventory file " + file_));
@@ -72,25 +102,8 @@ class Source {
     return inv;
   }
 
-  Result<Json> samples(const fleet::Inventory& inv) {
-    Json out = Json::array();
-    if (!file_.empty()) {
-      // Samples listed in the file, or an idle sample per GPU.
-      if (!simulated_samples_.empty()) return simulated_samples_;
-      for (const auto& g : inv.gpus)
-        out.push_back({{"gpu_uuid", g.uuid}, {"util_pct", 0}, {"mem_used_bytes", 0}});
-      return out;
-    }
-    for (const auto& s : GP_TRY(nvml_->sample()))
-      out.push_back({{"gpu_uuid", s.gpu_uuid},
-                     {"instance", s.mig_instance},
-                     {"util_pct", s.util_pct},
-                     {"mem_used_bytes", std::max<int64_t>(0, s.mem_used_bytes)}});
-    return out;
-  }
-
- private:
   std::string file_;
+  GpuRuntimeSources runtime_sources_;
   std::unique_ptr<Nvml> nvml_;
   Json simulated_samples_ = Json::array();
 };
@@ -176,6 +189,12 @@ std::vector<std::string> bridge_command(const AgentOptions& o) {
 }  // namespace
 
 int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
+  if (!o.device_list_strategy.empty()) {
+    if (auto s = parse_device_list_strategy(o.device_list_strategy); !s) {
+      spdlog::critical("--device-list-strategy: {}", s.error().message);
+      return 2;
+    }
+  }
   auto source = Source::open(o);
   if (!source) {
     spdlog::critical("GPU discovery unavailable: {} (use --simulate FILE without NVML)",

@@ -3,7 +3,8 @@
 // credential. GPUs come from NVML (loaded with dlopen) or, with --simulate, from an inventory
 // file re-read at each heartbeat. With --storage-root and --enforce-network it also enforces its
 // assignment: tenant volume trees, due storage deletions, the tenant nftables ruleset. With
-// --libvirt it delivers the VMs assigned to the node through libvirt (agent/vms.h).
+// --libvirt it delivers the VMs assigned to the node through libvirt (agent/vms.h). Each report
+// says how the node's GPU container stack selects devices (agent/gpu_runtime.h).
 // Public header of the agent module.
 #pragma once
 
@@ -35,6 +36,10 @@ struct AgentOptions {
   std::string vm_dir;               // per-VM seed and disks; empty: <state_dir>/vms
   std::string vm_image;             // qcow2 base image each VM's boot disk overlays; optional
   std::string vm_firmware = "efi";  // "efi" (UEFI, for large-BAR GPUs) or "bios"
+  // GPU device selection, reported with every inventory (agent/gpu_runtime.h):
+  std::string toolkit_config = "/etc/nvidia-container-runtime/config.toml";
+  std::string device_list_strategy;  // the device plugin's, comma-separated; "": not given
+  std::string device_plugin_config;  // the device plugin's config file; "": none
 };
 
 // Runs until `stop` becomes true (or one round with `once`). Returns a process exit code.

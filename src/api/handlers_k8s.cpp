@@ -327,7 +327,7 @@ Result<policy::TenantAdmissionContext> admission_context(store::Tx& tx,
   ctx.tenant = tenant.name;
   ctx.isolation_class = tenant.isolation_class;
   for (const auto& p : GP_TRY(all_projects(tx, tenant.id)))
-    if (auto ns = render::project_namespace(tenant.name, p.name)) ctx.namespaces.push_back(*ns);
+    if (p.kubernetes_namespace) ctx.namespaces.push_back(*p.kubernetes_namespace);
   ctx.tiers = tiers_of(tenant.isolation_class);
   ctx.mig_profiles = GP_TRY(catalog_for(tx, tenant.isolation_class)).mig_profiles;
   std::map<std::string, std::string> names;  // tenant id -> name
@@ -351,22 +351,15 @@ Result<policy::TenantAdmissionContext> admission_context(store::Tx& tx,
   return ctx;
 }
 
-// The tenants whose projects map to `ns` ("<tenant>-<project>" can be ambiguous: tenant "a",
-// project "b-c" and tenant "a-b", project "c"; the caller refuses such a namespace).
-Result<std::vector<tenancy::Tenant>> namespace_owners(store::Tx& tx, const std::string& ns,
-                                                      const std::vector<tenancy::Tenant>& all) {
-  std::vector<tenancy::Tenant> out;
-  for (const auto& t : all) {
-    if (!ns.starts_with(t.name + "-")) continue;
-    for (const auto& p : GP_TRY(all_projects(tx, t.id))) {
-      auto pns = render::project_namespace(t.name, p.name);
-      if (pns && *pns == ns) {
-        out.push_back(t);
-        break;
-      }
-    }
-  }
-  return out;
+// The tenant owning namespace `ns`: the one whose project was created with it (stored, unique,
+// immutable: nothing another tenant does can change the answer).
+Result<std::optional<tenancy::Tenant>> namespace_owner(store::Tx& tx, const std::string& ns,
+                                                       const std::vector<tenancy::Tenant>& all) {
+  auto project = GP_TRY(tenancy::find_project_by_namespace(tx, ns));
+  if (!project) return std::optional<tenancy::Tenant>();
+  for (const auto& t : all)
+    if (t.id == project->tenant_id) return std::optional<tenancy::Tenant>(t);
+  return std::optional<tenancy::Tenant>();
 }
 
 std::string request_string(const Json& review, const char* a, const char* b = nullptr) {
@@ -397,15 +390,14 @@ Result<Reply> validate_admission(Api& api, Call& call) {
       owner_id = t->id;
       return ok();
     }
-    auto owners = GP_TRY(namespace_owners(tx, ns, all));
-    if (owners.size() == 1) {
-      ctx = GP_TRY(admission_context(tx, owners.front(), all));
-      owner_id = owners.front().id;
+    if (auto owner = GP_TRY(namespace_owner(tx, ns, all))) {
+      ctx = GP_TRY(admission_context(tx, *owner, all));
+      owner_id = owner->id;
       return ok();
     }
-    // No tenant, or an ambiguous name: evaluated against a tenant that owns nothing, so every
-    // pod-carrying write is refused (tenant.namespace) and deletions still pass.
-    ctx.tenant = owners.empty() ? "(none)" : "(ambiguous)";
+    // No tenant: evaluated against a tenant that owns nothing, so every pod-carrying write is
+    // refused (tenant.namespace) and deletions still pass.
+    ctx.tenant = "(none)";
     return ok();
   }));
 
@@ -567,6 +559,17 @@ Result<render::TenantBundleInput> bundle_input(Api& api, Call& call, store::Tx& 
             [](const auto& a, const auto& b) { return a.name < b.name; });
   const double tenant_gpus = ceiling_gpus(GP_TRY(api.allocs().tenant_quota(tx, t.id)));
   std::map<std::string, size_t> by_name;  // project name -> position in in.projects
+  std::erase_if(projects, [&](const tenancy::Project& p) {
+    if (p.kubernetes_namespace) return false;
+    // No namespace of its own: left out of the bundle, and the header says why.
+    auto ns = render::project_namespace(t.name, p.name);
+    in.notes.push_back(
+        ns ? fmt::format("project {} is left out: its namespace {} belongs to an older project "
+                         "(docs/kubernetes.md, \"Namespaces\")",
+                         p.name, *ns)
+           : fmt::format("project {} is left out: {}", p.name, ns.error().message));
+    return true;
+  });
   for (const auto& p : projects) {
     Json pq = GP_TRY(api.allocs().project_quota(tx, t.id, p.id));
     // A project without its own share may use the whole tenant quota.
@@ -708,13 +711,10 @@ Result<Reply> reconcile_kubernetes_pods(Api&, Call& call, store::Tx& tx) {
   fleet::PodReconcileInput in;
   in.pods = &*call.body;
   auto all = GP_TRY(all_tenants(tx));
-  // Namespace owners; a name two tenants' projects could both produce belongs to neither.
-  std::map<std::string, std::set<std::string>> owners;
+  // Namespace owners, as stored with each project (unique across the platform).
   for (const auto& t : all)
     for (const auto& p : GP_TRY(all_projects(tx, t.id)))
-      if (auto ns = render::project_namespace(t.name, p.name)) owners[*ns].insert(t.name);
-  for (const auto& [ns, ts] : owners)
-    if (ts.size() == 1) in.namespace_tenants[ns] = *ts.begin();
+      if (p.kubernetes_namespace) in.namespace_tenants[*p.kubernetes_namespace] = t.name;
   in.holdings = GP_TRY(node_holdings(tx, all));
   auto report = GP_TRY(fleet::reconcile_pods(in));
   return json_reply(200, fleet::to_json(report));

@@ -56,15 +56,16 @@ Json schemas() {
                              {"state", enum_of({"active", "suspended"})},
                              {"labels", labels}},
                             {});
-  s["Project"] =
-      object({{"id", str()},
-              {"tenant_id", str()},
-              {"name", str()},
-              {"display_name", str()},
-              {"created_at", time_str()},
-              {"updated_at", time_str()},
-              {"version", integer()}},
-             {"id", "tenant_id", "name", "display_name", "created_at", "updated_at", "version"});
+  s["Project"] = object({{"id", str()},
+                         {"tenant_id", str()},
+                         {"name", str()},
+                         {"display_name", str()},
+                         {"kubernetes_namespace", nstr()},
+                         {"created_at", time_str()},
+                         {"updated_at", time_str()},
+                         {"version", integer()}},
+                        {"id", "tenant_id", "name", "display_name", "kubernetes_namespace",
+                         "created_at", "updated_at", "version"});
   s["ProjectCreate"] = object({{"name", str()}, {"display_name", str()}}, {"name"});
   s["ProjectPatch"] = object({{"display_name", str()}}, {});
   s["User"] = object({{"id", str()},

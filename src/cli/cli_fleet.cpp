@@ -384,6 +384,15 @@ void add_agent(CLI::App& app, int* rc) {
   cmd->add_option("--vm-firmware", o->vm_firmware,
                   "Guest firmware: efi (default; large-BAR GPUs need it) or bios")
       ->check(CLI::IsMember({"efi", "bios"}));
+  cmd->add_option("--container-toolkit-config", o->toolkit_config,
+                  "The NVIDIA container toolkit's config.toml, reported with each inventory "
+                  "(default /etc/nvidia-container-runtime/config.toml)");
+  cmd->add_option("--device-list-strategy", o->device_list_strategy,
+                  "The NVIDIA device plugin's deviceListStrategy on this node (envvar, "
+                  "volume-mounts, cdi-annotations, cdi-cri; comma-separated)");
+  cmd->add_option("--device-plugin-config", o->device_plugin_config,
+                  "The NVIDIA device plugin's config file: its flags.plugin.deviceListStrategy "
+                  "is reported when --device-list-strategy is not given");
   cmd->callback([o, token_file, rc] {
     if (!token_file->empty()) {
       std::ifstream in(*token_file);

@@ -36,6 +36,7 @@ struct Node {
   NodeInfo info;
   std::string source;  // "agent" | "kubernetes"
   std::optional<int64_t> last_heartbeat;
+  std::optional<GpuRuntime> gpu_runtime;  // as the agent last reported it; nullopt: never
   int64_t created_at = 0, updated_at = 0, version = 1;
   Json to_json() const;
 };
@@ -101,7 +102,7 @@ Result<int> revoke_node(store::Tx& tx, const World& w, const std::string& node_i
 // ---- reports from agents ----
 // Replaces the node's GPU inventory: GPUs owned by another live node are refused (a GPU cannot
 // be in two nodes), GPUs no longer reported are marked missing, health is derived from XID and
-// ECC reports.
+// ECC reports. The GPU runtime report replaces the stored one (none reported: none stored).
 Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& node_id,
                              const Inventory& inventory);
 // Records a heartbeat; a node failed for missed heartbeats recovers.

@@ -56,6 +56,7 @@ Json Node::to_json() const {
           {"labels", info.labels},
           {"source", source},
           {"last_heartbeat", last_heartbeat ? Json(ts(*last_heartbeat)) : Json(nullptr)},
+          {"gpu_runtime", gpu_runtime ? fleet::to_json(*gpu_runtime) : Json(nullptr)},
           {"created_at", ts(created_at)},
           {"updated_at", ts(updated_at)},
           {"version", version}};
@@ -130,7 +131,20 @@ Result<void> delete_pool(store::Tx& tx, const std::string& id) {
 namespace {
 constexpr std::string_view kNodeCols =
     "id, name, pool_id, state, cordoned, state_reason, cpu_millis, memory_bytes, rack, "
-    "nvlink_domain, labels, source, last_heartbeat, created_at, updated_at, version";
+    "nvlink_domain, labels, source, last_heartbeat, created_at, updated_at, version, "
+    "gpu_runtime";
+// The stored GPU runtime report; one that no longer parses reads as never reported.
+std::optional<GpuRuntime> gpu_runtime_from(const std::optional<std::string>& text) {
+  if (!text) return std::nullopt;
+  auto j = parse_json(*text);
+  if (!j) return std::nullopt;
+  auto g = parse_gpu_runtime(*j);
+  return g ? std::optional<GpuRuntime>(std::move(*g)) : std::nullopt;
+}
+store::Value gpu_runtime_value(const std::optional<GpuRuntime>& g) {
+  if (!g) return Null{};
+  return to_json(*g).dump();
+}
 Node node_from(const Row& r) {
   Node n;
   n.id = r.text(0);
@@ -152,6 +166,7 @@ Node node_from(const Row& r) {
   n.created_at = r.integer(13);
   n.updated_at = r.integer(14);
   n.version = r.integer(15);
+  n.gpu_runtime = gpu_runtime_from(r.opt_text(16));
   return n;
 }
 
@@ -194,12 +209,12 @@ Result<Node> insert_node(store::Tx& tx, const World& w, const Inventory& inv,
   if (source == "agent") n.last_heartbeat = n.created_at;
   auto r = tx.exec(
       fmt::format(
-          "INSERT INTO nodes ({}, credential_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+          "INSERT INTO nodes ({}, credential_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
           kNodeCols),
       {n.id, n.info.name, store::opt(n.pool_id), std::string(node_state_name(n.state)), int64_t(0),
        std::string(), n.info.cpu_millis, n.info.memory_bytes, n.info.rack, n.info.nvlink_domain,
        Json(n.info.labels).dump(), n.source, store::opt(n.last_heartbeat), n.created_at,
-       n.updated_at, n.version, std::move(credential_hash)});
+       n.updated_at, n.version, gpu_runtime_value(n.gpu_runtime), std::move(credential_hash)});
   if (!r && r.error().code == ErrorCode::kConflict)
     return fail(Error::conflict(fmt::format("a node named '{}' is already enrolled", n.info.name)));
   GP_TRY_VOID(r);
@@ -365,12 +380,13 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
             open_downtime(tx, n.id, r.text(0), "missing: no longer reported by the node", now));
     }
   n.info = inv.node;
+  n.gpu_runtime = inv.gpu_runtime;
   n.updated_at = now;
   GP_TRY_VOID(
       tx.exec("UPDATE nodes SET cpu_millis=?, memory_bytes=?, rack=?, nvlink_domain=?, labels=?, "
-              "updated_at=? WHERE id=?",
+              "gpu_runtime=?, updated_at=? WHERE id=?",
               {n.info.cpu_millis, n.info.memory_bytes, n.info.rack, n.info.nvlink_domain,
-               Json(n.info.labels).dump(), now, n.id}));
+               Json(n.info.labels).dump(), gpu_runtime_value(n.gpu_runtime), now, n.id}));
   return n;
 }
 

@@ -112,13 +112,59 @@ Result<GpuInfo> parse_gpu(const Json& j, size_t pos) {
 
 }  // namespace
 
+bool known_device_list_strategy(std::string_view s) {
+  return s == "envvar" || s == "volume-mounts" || s == "cdi-annotations" || s == "cdi-cri";
+}
+
+Result<GpuRuntime> parse_gpu_runtime(const Json& j, std::string_view what) {
+  ObjectReader r(j, what);
+  GpuRuntime g;
+  g.toolkit_config = r.string("toolkit_config", 4096);
+  g.toolkit_config_state = r.string("toolkit_config_state", 16);
+  if (g.toolkit_config_state != "read" && g.toolkit_config_state != "absent" &&
+      g.toolkit_config_state != "unreadable")
+    r.reject("toolkit_config_state", "must be read, absent or unreadable");
+  g.accepts_env_unprivileged = r.optional_bool("accept_envvar_when_unprivileged");
+  g.accepts_volume_mounts = r.optional_bool("accept_volume_mounts");
+  g.device_list_strategy =
+      r.optional_string_array("device_list_strategy", 8, 32).value_or(std::vector<std::string>{});
+  for (const auto& s : g.device_list_strategy)
+    if (!known_device_list_strategy(s))
+      r.reject("device_list_strategy",
+               "values must be envvar, volume-mounts, cdi-annotations or cdi-cri");
+  g.strategy_source = r.optional_string("device_list_strategy_source", 32).value_or("unknown");
+  if (g.strategy_source != "flag" && g.strategy_source != "device-plugin-config" &&
+      g.strategy_source != "unknown")
+    r.reject("device_list_strategy_source", "must be flag, device-plugin-config or unknown");
+  g.detail = r.optional_string("detail", 1024).value_or("");
+  GP_TRY_VOID(r.finish());
+  // An absent config is the toolkit's defaults, which accept the variable: never "false".
+  if (g.toolkit_config_state == "absent" && g.accepts_env_unprivileged == false)
+    return fail(Error::invalid(fmt::format(
+        "{}: accept_envvar_when_unprivileged cannot be false without a toolkit config", what)));
+  return g;
+}
+
+Json to_json(const GpuRuntime& g) {
+  auto opt = [](const std::optional<bool>& b) { return b ? Json(*b) : Json(nullptr); };
+  return {{"toolkit_config", g.toolkit_config},
+          {"toolkit_config_state", g.toolkit_config_state},
+          {"accept_envvar_when_unprivileged", opt(g.accepts_env_unprivileged)},
+          {"accept_volume_mounts", opt(g.accepts_volume_mounts)},
+          {"device_list_strategy", g.device_list_strategy},
+          {"device_list_strategy_source", g.strategy_source},
+          {"detail", g.detail}};
+}
+
 Result<Inventory> parse_inventory(const Json& j) {
   ObjectReader r(j, "inventory");
   Inventory inv;
   const Json* node = r.optional_object("node");
   const Json* gpus = r.optional_array("gpus");
+  const Json* runtime = r.optional_object("gpu_runtime");
   if (!node) r.reject("node", "is required");
   GP_TRY_VOID(r.finish());
+  if (runtime) inv.gpu_runtime = GP_TRY(parse_gpu_runtime(*runtime, "inventory.gpu_runtime"));
   {
     ObjectReader nr(*node, "node");
     inv.node.name = nr.string("name", 63);
@@ -180,14 +226,16 @@ Json to_json(const GpuInfo& g) {
 Json to_json(const Inventory& inv) {
   Json gpus = Json::array();
   for (const auto& g : inv.gpus) gpus.push_back(to_json(g));
-  return {{"node",
-           {{"name", inv.node.name},
-            {"cpu_millis", inv.node.cpu_millis},
-            {"memory_bytes", inv.node.memory_bytes},
-            {"rack", inv.node.rack},
-            {"nvlink_domain", inv.node.nvlink_domain},
-            {"labels", inv.node.labels}}},
-          {"gpus", gpus}};
+  Json out = {{"node",
+               {{"name", inv.node.name},
+                {"cpu_millis", inv.node.cpu_millis},
+                {"memory_bytes", inv.node.memory_bytes},
+                {"rack", inv.node.rack},
+                {"nvlink_domain", inv.node.nvlink_domain},
+                {"labels", inv.node.labels}}},
+              {"gpus", gpus}};
+  if (inv.gpu_runtime) out["gpu_runtime"] = to_json(*inv.gpu_runtime);
+  return out;
 }
 
 }  // namespace gp::fleet

@@ -50,9 +50,36 @@ struct NodeInfo {
   std::map<std::string, std::string> labels;
 };
 
+// How the node's container stack lets a container choose GPUs, as its agent reads it: the
+// NVIDIA container toolkit's config and the device plugin's device-list strategy. Where the
+// toolkit accepts a device list from an unprivileged container's environment, any pod on the
+// node can take every GPU of it (NVIDIA_VISIBLE_DEVICES=all), other tenants' included.
+struct GpuRuntime {
+  // The toolkit config the agent read, and what it found: "read", "absent" (no file: the
+  // toolkit's defaults apply) or "unreadable" (`detail` says why).
+  std::string toolkit_config;
+  std::string toolkit_config_state;
+  // accept-nvidia-visible-devices-envvar-when-unprivileged as the toolkit applies it (no file or
+  // no key: the toolkit default, true); nullopt when the agent could not tell.
+  std::optional<bool> accepts_env_unprivileged;
+  // accept-nvidia-visible-devices-as-volume-mounts likewise (default false).
+  std::optional<bool> accepts_volume_mounts;
+  // The device plugin's deviceListStrategy ("envvar", "volume-mounts", "cdi-annotations",
+  // "cdi-cri"; it may use several); empty when unknown. `strategy_source` says where it came
+  // from: "flag" (the operator told the agent), "device-plugin-config" (the plugin's config
+  // file) or "unknown".
+  std::vector<std::string> device_list_strategy;
+  std::string strategy_source = "unknown";
+  std::string detail;  // why something is unknown or unreadable; "" otherwise
+};
+
+// The deviceListStrategy values of the NVIDIA device plugin.
+bool known_device_list_strategy(std::string_view s);
+
 struct Inventory {
   NodeInfo node;
   std::vector<GpuInfo> gpus;
+  std::optional<GpuRuntime> gpu_runtime;  // nullopt: the agent reports none (older agents)
 };
 
 // The canonical short model for an NVML product name: "NVIDIA H200" -> "H200",
@@ -65,5 +92,8 @@ std::string canonical_model(std::string_view product);
 Result<Inventory> parse_inventory(const Json& j);
 Json to_json(const Inventory& inv);
 Json to_json(const GpuInfo& gpu);
+// The inventory's "gpu_runtime" object, strictly (`what` names it in messages).
+Result<GpuRuntime> parse_gpu_runtime(const Json& j, std::string_view what = "gpu_runtime");
+Json to_json(const GpuRuntime& runtime);
 
 }  // namespace gp::fleet

@@ -44,6 +44,58 @@ std::string image_repository(std::string_view image) {
 
 namespace {
 
+// The device-selecting names outside the NVIDIA_ prefix rule (env_selects_gpu_devices).
+constexpr std::string_view kLegacyCudaVersionEnv = "CUDA_VERSION";
+constexpr std::string_view kNvidiaEnvPrefix = "NVIDIA_";
+constexpr std::string_view kRequireEnvPrefix = "NVIDIA_REQUIRE_";
+constexpr std::string_view kRequireCudaEnv = "NVIDIA_REQUIRE_CUDA";
+// NVIDIA_* names known to select no device (besides NVIDIA_REQUIRE_*, NVIDIA_REQUIRE_CUDA
+// aside).
+constexpr std::string_view kNonSelectingNvidiaEnv[] = {"NVIDIA_DRIVER_CAPABILITIES",
+                                                       "NVIDIA_DISABLE_REQUIRE"};
+
+}  // namespace
+
+bool env_selects_gpu_devices(std::string_view name) {
+  if (name == kLegacyCudaVersionEnv || name == kRequireCudaEnv) return true;
+  if (!name.starts_with(kNvidiaEnvPrefix) || name.starts_with(kRequireEnvPrefix)) return false;
+  return std::find(std::begin(kNonSelectingNvidiaEnv), std::end(kNonSelectingNvidiaEnv), name) ==
+         std::end(kNonSelectingNvidiaEnv);
+}
+
+bool env_prefix_may_select_gpu_devices(std::string_view prefix) {
+  if (prefix.empty()) return false;
+  // An envFrom key is never empty, so a prefix completes only to longer names: a proper prefix
+  // of a selecting name completes to it, and past "NVIDIA_" every prefix but those of the
+  // NVIDIA_REQUIRE_ family completes to a name nobody lists as harmless.
+  auto completes_to = [&](std::string_view name) {
+    return name.size() > prefix.size() && name.starts_with(prefix);
+  };
+  if (completes_to(kLegacyCudaVersionEnv) || completes_to(kRequireCudaEnv) ||
+      completes_to(kNvidiaEnvPrefix))
+    return true;
+  return prefix.starts_with(kNvidiaEnvPrefix) && !prefix.starts_with(kRequireEnvPrefix);
+}
+
+Result<std::string> project_namespace(std::string_view tenant, std::string_view project) {
+  std::string ns = fmt::format("{}-{}", tenant, project);
+  if (ns.size() > 63)
+    return fail(ErrorCode::kInvalidArgument,
+                fmt::format("namespace \"{}\" would be longer than 63 characters", ns));
+  return ns;
+}
+
+bool tenant_names_share_namespaces(std::string_view a, std::string_view b) {
+  // "<a>-<p>" == "<b>-<q>" with a shorter than b puts the '-' after a inside b.
+  auto extends = [](std::string_view longer, std::string_view shorter) {
+    return longer.size() > shorter.size() && longer.starts_with(shorter) &&
+           longer[shorter.size()] == '-';
+  };
+  return extends(a, b) || extends(b, a);
+}
+
+namespace {
+
 const Json* member(const Json* obj, std::string_view key) {
   if (obj == nullptr || !obj->is_object()) return nullptr;
   auto it = obj->find(key);
@@ -145,6 +197,7 @@ class TenantRules {
   void check_pod(const PodTemplateView& pod) {
     Containers cs = containers_of(pod);
     bool requests_gpu = check_gpu_resources(pod, cs);
+    check_device_env(cs);
     check_placement(pod, requests_gpu);
     check_images(cs);
   }
@@ -190,6 +243,40 @@ class TenantRules {
                     allowed.empty() ? std::string("no GPU resources") : join(allowed, ", ")),
         std::move(fields));
     return true;
+  }
+
+  // Environment variables the NVIDIA runtime chooses devices by (env_selects_gpu_devices), on
+  // every container kind, and envFrom prefixes that would turn a ConfigMap's keys into them.
+  void check_device_env(const Containers& cs) {
+    std::vector<std::string> found, fields;
+    for (const auto& c : cs.list) {
+      std::vector<std::string> names;
+      if (const Json* env = member(c.json, "env"); env != nullptr && env->is_array()) {
+        for (size_t i = 0; i < env->size(); ++i) {
+          std::string name = str(&(*env)[i], "name");
+          if (!env_selects_gpu_devices(name)) continue;
+          names.push_back(name);
+          fields.push_back(fmt::format("{}.env[{}].name", c.path, i));
+        }
+      }
+      if (const Json* from = member(c.json, "envFrom"); from != nullptr && from->is_array()) {
+        for (size_t i = 0; i < from->size(); ++i) {
+          std::string prefix = str(&(*from)[i], "prefix");
+          if (!env_prefix_may_select_gpu_devices(prefix)) continue;
+          names.push_back(fmt::format("envFrom prefix {}", prefix));
+          fields.push_back(fmt::format("{}.envFrom[{}].prefix", c.path, i));
+        }
+      }
+      if (!names.empty())
+        found.push_back(fmt::format("container \"{}\" sets {}", c.name, join(names, ", ")));
+    }
+    if (found.empty()) return;
+    add("tenant.gpuDeviceEnv", "environment selects GPU devices",
+        fmt::format("{}; the NVIDIA container runtime picks a container's devices by these "
+                    "variables, so the pod could reach GPUs it was not given (request "
+                    "nvidia.com/* resources instead)",
+                    join(found, "; ")),
+        std::move(fields));
   }
 
   static bool pool_has_label(const PoolPlacement& p, std::string_view key, std::string_view value) {

@@ -50,6 +50,10 @@ struct Violation {
 
 // Evaluates one pod (its ObjectMeta and PodSpec as JSON) at `level` and `version`. Field paths
 // are prefixed with `path_prefix` ("" for a Pod, "spec.template." for a Deployment's template).
+// The pod is judged as the API server hands it to admission, after the defaults that can
+// change a finding: a volume naming no source is an emptyDir, and a Pod's (path_prefix "")
+// hostNetwork gives each container and init container port without a hostPort the host port
+// of its containerPort.
 // A field of the wrong JSON type is reported as a violation of control "malformed" (the API
 // server would refuse to decode it, so it is never admitted). Privileged level checks nothing.
 std::vector<Violation> check_pod_security(const Json& pod_metadata, const Json& pod_spec,
@@ -110,6 +114,45 @@ struct TenantAdmissionContext {
   PodSecurityLevel level = PodSecurityLevel::kRestricted;
   PodSecurityVersion version = kLatestPodSecurityVersion;
 };
+
+// ---- GPU device selection through the environment ------------------------------------------
+
+// Whether an environment variable named `name` (exact case, as the runtime reads it) makes the
+// NVIDIA container stack choose which devices a container gets. This is THE rule for every
+// workload gpuplane admits: the admission webhook refuses pods whose containers set such a name
+// (control tenant.gpuDeviceEnv), and jobs the agent runs must never carry one in their own
+// environment either (their devices come from their allocation alone). The names, from
+// nvidia-container-toolkit (internal/config/image):
+//   - NVIDIA_VISIBLE_DEVICES and the other device lists (NVIDIA_MIG_CONFIG_DEVICES,
+//     NVIDIA_MIG_MONITOR_DEVICES, NVIDIA_IMEX_CHANNELS), and the switches that add device
+//     nodes (NVIDIA_GDS, NVIDIA_MOFED, NVIDIA_NVSWITCH, NVIDIA_GDRCOPY);
+//   - CUDA_VERSION and NVIDIA_REQUIRE_CUDA: a container with CUDA_VERSION and an empty or absent
+//     NVIDIA_REQUIRE_CUDA is a "legacy" CUDA image, which gets every GPU when no device list
+//     is set;
+//   - every other NVIDIA_* name, failing closed (a device variable a later toolkit adds is
+//     refused too), except those known to select no device: NVIDIA_DRIVER_CAPABILITIES,
+//     NVIDIA_DISABLE_REQUIRE and NVIDIA_REQUIRE_<anything but CUDA>.
+// The variable works only where the node's toolkit accepts it from unprivileged containers
+// (accept-nvidia-visible-devices-envvar-when-unprivileged, default true); the same name can
+// also come from an image or an envFrom ConfigMap, which no admission check sees, so the node
+// setting is what closes the hole (docs/kubernetes.md, "GPU devices").
+bool env_selects_gpu_devices(std::string_view name);
+// Whether some variable an envFrom source adds under `prefix` could select devices: a
+// non-empty prefix that env_selects_gpu_devices() holds for at least one completion of. The
+// names in the referenced ConfigMap or Secret are invisible at admission; a prefix that turns
+// them into device variables is not.
+bool env_prefix_may_select_gpu_devices(std::string_view prefix);
+
+// ---- Namespaces ---------------------------------------------------------------------------
+
+// The Kubernetes namespace of a tenant's project: "<tenant>-<project>" (invalid_argument
+// beyond 63 characters).
+Result<std::string> project_namespace(std::string_view tenant, std::string_view project);
+// Whether two different tenant names could give two projects the same namespace: one extends
+// the other at a '-' ("acme" and "acme-labs": acme's project "labs-x" and acme-labs' project
+// "x" would both be "acme-labs-x"). Tenant names are kept free of such pairs (tenancy refuses
+// the second one), which makes project_namespace one-to-one across the platform.
+bool tenant_names_share_namespaces(std::string_view a, std::string_view b);
 
 // The defaults a class implies: sensitive and regulated require imagePullPolicy Always (so a
 // cached image of another tenant is never reused without the registry checking credentials),

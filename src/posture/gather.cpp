@@ -7,6 +7,7 @@
 #include <set>
 
 #include "alloc/alloc.h"
+#include "fleet/fleet.h"
 #include "posture/posture.h"
 #include "render/render.h"
 #include "storage/storage.h"
@@ -231,6 +232,28 @@ ProbeFact run_probe(const Json& pod, const std::string& ns,
   return p;
 }
 
+// The nodes where the tenant's live allocations meet another tenant's, each with its agent's
+// GPU runtime report. Other tenants are neither named nor counted.
+Result<std::vector<SharedGpuNodeFact>> gather_shared_gpu_nodes(store::Tx& tx,
+                                                               const tenancy::Tenant& t) {
+  std::vector<SharedGpuNodeFact> out;
+  for (const auto& row : GP_TRY(
+           tx.query(fmt::format("SELECT DISTINCT n1.node_id FROM allocation_nodes n1 "
+                                "JOIN allocations a1 ON a1.id = n1.allocation_id "
+                                "JOIN allocation_nodes n2 ON n2.node_id = n1.node_id "
+                                "JOIN allocations a2 ON a2.id = n2.allocation_id "
+                                "WHERE a1.tenant_id = ? AND a1.state IN {0} AND a2.tenant_id <> ? "
+                                "AND a2.state IN {0}",
+                                kLive),
+                    {t.id, t.id}))) {
+    auto node = GP_TRY(fleet::find_node(tx, row.text(0)));
+    if (!node) continue;
+    out.push_back({node->info.name, node->gpu_runtime});
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.node < b.node; });
+  return out;
+}
+
 Result<WorkloadFacts> gather_workload(store::Tx& tx, const tenancy::Tenant& t) {
   policy::TenantAdmissionContext ctx;  // the webhook's defaults: Pod Security restricted, latest
   ctx.tenant = t.name;
@@ -286,6 +309,13 @@ Result<WorkloadFacts> gather_workload(store::Tx& tx, const tenancy::Tenant& t) {
   pod["spec"]["nodeSelector"] = {{target.first, target.second}};
   f.other_tenant_pool = run_probe(pod, ns, ctx, {"tenant.placement"});
   if (stand_in) f.other_tenant_pool.detail += " (no other tenant owns a pool: probed a stand-in)";
+
+  // The issue 24 pod: no GPU requested, every GPU of the node asked for through the runtime.
+  pod = probe_pod(ns);
+  pod["spec"]["containers"][0]["env"] =
+      Json::array({{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}});
+  f.device_env = run_probe(pod, ns, ctx, {"tenant.gpuDeviceEnv"});
+  f.shared_gpu_nodes = GP_TRY(gather_shared_gpu_nodes(tx, t));
   return f;
 }
 

@@ -360,6 +360,65 @@ Check probe(const ProbeFact& p, std::string_view what) {
   return c;
 }
 
+// Issue 24: a container that names its own devices (NVIDIA_VISIBLE_DEVICES=all) gets every GPU
+// of its node. The webhook refuses the variable in a pod's env; images and envFrom ConfigMaps
+// can still carry it, so on a node shared with other tenants only the toolkit refusing it from
+// unprivileged containers keeps the tenant's GPUs its own. A node that never reported, or whose
+// agent could not tell, counts as accepting it (the toolkit default).
+Check gpu_device_env(const Facts& f) {
+  Check c;
+  const auto& w = f.workload;
+  c.checked =
+      "the tenant's admission policy refuses a pod that selects GPUs through its environment "
+      "(NVIDIA_VISIBLE_DEVICES=all, no GPU requested), and every node where the tenant's "
+      "allocations meet another tenant's keeps its NVIDIA container toolkit from taking device "
+      "lists from unprivileged containers' environment";
+  Json accepting = Json::array(), nodes = Json::array();
+  for (const auto& n : w.shared_gpu_nodes) {
+    const auto& rt = n.runtime;
+    Json seen_node = {{"node", n.node}};
+    if (rt) {
+      seen_node["accept_envvar_when_unprivileged"] =
+          rt->accepts_env_unprivileged ? Json(*rt->accepts_env_unprivileged) : Json(nullptr);
+      seen_node["toolkit_config_state"] = rt->toolkit_config_state;
+      seen_node["device_list_strategy"] =
+          rt->device_list_strategy.empty() ? Json("unknown") : Json(rt->device_list_strategy);
+    }
+    nodes.push_back(seen_node);
+    if (rt && rt->accepts_env_unprivileged == false) continue;
+    std::string problem =
+        !rt ? "its agent reports no GPU runtime settings (the toolkit default accepts the variable)"
+        : !rt->accepts_env_unprivileged
+            ? "its agent cannot tell whether the toolkit accepts the variable: " + rt->detail
+        : rt->toolkit_config_state == "absent"
+            ? "no toolkit config: the default accepts the variable from unprivileged containers"
+            : "the toolkit config sets accept-nvidia-visible-devices-envvar-when-unprivileged = "
+              "true";
+    accepting.push_back({{"node", n.node}, {"problem", problem}});
+  }
+  c.seen = {{"probe",
+             {{"denied", w.device_env.denied},
+              {"level", w.device_env.level},
+              {"detail", w.device_env.detail}}},
+            {"shared_nodes", nodes},
+            {"accepting_nodes", accepting}};
+  c.pass = w.device_env.denied && accepting.empty();
+  std::vector<std::string> parts;
+  if (!w.device_env.denied)
+    parts.push_back(fmt::format("a pod setting NVIDIA_VISIBLE_DEVICES is admitted at {}: {}",
+                                w.device_env.level, w.device_env.detail));
+  if (!accepting.empty())
+    parts.push_back(fmt::format(
+        "{} node(s) shared with other tenants let a container pick every GPU by its environment",
+        accepting.size()));
+  c.summary = c.pass ? fmt::format(
+                           "refused at admission; {} shared node(s), none accepting the "
+                           "variable from unprivileged containers",
+                           w.shared_gpu_nodes.size())
+                     : fmt::format("{}", fmt::join(parts, "; "));
+  return c;
+}
+
 // ---- metering ----
 
 Check allocation_events(const Facts& f) {
@@ -546,6 +605,15 @@ const std::vector<Def>& defs() {
        [](const Facts& f) {
          return probe(f.workload.other_tenant_pool, "selects another tenant's pool");
        }},
+      {{"workload.gpu-device-env", Layer::kWorkload, "GPUs only through allocation",
+        "a container that sets NVIDIA_VISIBLE_DEVICES=all (in its pod, its image or an envFrom "
+        "ConfigMap) gets every GPU of its node, other tenants' included",
+        "admit workloads through the gpuplane webhook (tenant.gpuDeviceEnv) and, on every GPU "
+        "node tenants share, set accept-nvidia-visible-devices-envvar-when-unprivileged = false "
+        "in the NVIDIA container toolkit with the device plugin on volume-mounts or CDI "
+        "(docs/kubernetes.md, \"GPU devices\")",
+        IC::kInternal, kEveryClass},
+       gpu_device_env},
       {{"metering.allocation-events", Layer::kMetering, "Allocations recorded",
         "resources handed out without a record cannot be billed, explained or disputed",
         "investigate allocations without events (a write outside the API)", IC::kInternal,

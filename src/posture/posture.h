@@ -16,6 +16,7 @@
 #include "audit/audit.h"
 #include "common/json.h"
 #include "common/result.h"
+#include "fleet/inventory.h"
 #include "network/network.h"
 #include "policy/policy.h"
 #include "store/store.h"
@@ -136,8 +137,16 @@ struct ProbeFact {
   std::string level;   // the Pod Security level it was checked at
   std::string detail;  // the controls that refused it, or why it was admitted
 };
+// A node where the tenant's live allocations sit next to another tenant's, with what its agent
+// last reported about GPU device selection (nullopt: never reported).
+struct SharedGpuNodeFact {
+  std::string node;
+  std::optional<fleet::GpuRuntime> runtime;
+};
 struct WorkloadFacts {
   ProbeFact privileged, host_path, host_namespaces, host_ports, other_tenant_pool;
+  ProbeFact device_env;  // a pod setting NVIDIA_VISIBLE_DEVICES=all and requesting no GPU
+  std::vector<SharedGpuNodeFact> shared_gpu_nodes;
 };
 
 struct UsageFacts {

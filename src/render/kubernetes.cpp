@@ -685,14 +685,6 @@ Json webhook_configuration(const TenantBundleInput& in) {
 
 }  // namespace
 
-Result<std::string> project_namespace(std::string_view tenant, std::string_view project) {
-  std::string ns = fmt::format("{}-{}", tenant, project);
-  if (ns.size() > 63)
-    return fail(ErrorCode::kInvalidArgument,
-                fmt::format("namespace \"{}\" would be longer than 63 characters", ns));
-  return ns;
-}
-
 Result<std::vector<Json>> render_kubernetes_objects(const TenantBundleInput& input) {
   GP_TRY_VOID(validate(input));
   std::vector<const Project*> projects;
@@ -724,6 +716,17 @@ Result<std::string> render_kubernetes(const TenantBundleInput& input) {
       "# Kubernetes bundle for tenant {} (class {}), rendered by gpuplane. Do not edit: render "
       "again.\n",
       input.tenant, policy::class_name(input.isolation_class));
+  // The webhook refuses device variables in a pod's env (tenant.gpuDeviceEnv), but an image or
+  // an envFrom ConfigMap can carry them too: only the node settings close that.
+  out +=
+      "# Every GPU node these pods can reach must keep containers from choosing their own GPUs\n"
+      "# (docs/kubernetes.md, \"GPU devices\"):\n"
+      "#   NVIDIA container toolkit, /etc/nvidia-container-runtime/config.toml:\n"
+      "#     accept-nvidia-visible-devices-envvar-when-unprivileged = false\n"
+      "#     accept-nvidia-visible-devices-as-volume-mounts = true\n"
+      "#   NVIDIA device plugin: deviceListStrategy volume-mounts (or cdi-annotations / cdi-cri)\n"
+      "# `gpuplane posture` fails workload.gpu-device-env on any shared node that lacks them.\n";
+  for (const auto& note : input.notes) out += fmt::format("# {}\n", note);
   for (const auto& o : objects) {
     out += "---\n";
     out += to_yaml(o);

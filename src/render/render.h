@@ -103,6 +103,8 @@ struct TenantBundleInput {
   std::vector<Pool> pools;
   std::vector<RoleBinding> role_bindings;
   Webhook webhook;
+  // Lines for the bundle's header comment (what the renderer's caller left out, and why).
+  std::vector<std::string> notes;
 };
 
 // Labels and names shared with admission and the docs.
@@ -111,8 +113,10 @@ inline constexpr std::string_view kProjectLabel = "gpuplane.io/project";
 inline constexpr std::string_view kPoolLabel = "gpuplane.io/pool";
 inline constexpr std::string_view kAdmissionPath = "/v1/admission/validate";
 
-// The namespace of a project: "<tenant>-<project>" (invalid_argument beyond 63 characters).
-Result<std::string> project_namespace(std::string_view tenant, std::string_view project);
+// The namespace of a project: "<tenant>-<project>" (invalid_argument beyond 63 characters);
+// the rule is policy's, shared with tenancy (which stores each project's namespace) and
+// admission.
+using policy::project_namespace;
 
 // Every object of the bundle, in apply order: Namespaces, then per namespace ResourceQuota,
 // LimitRange, NetworkPolicies, ServiceAccounts, Roles, RoleBindings; then Nodes of the
@@ -120,7 +124,10 @@ Result<std::string> project_namespace(std::string_view tenant, std::string_view 
 // invalid_argument for any bad input (names, quantities, CIDRs, ports, tiers, roles, URL).
 Result<std::vector<Json>> render_kubernetes_objects(const TenantBundleInput& input);
 
-// The same objects as one multi-document YAML stream ("---" before each document).
+// The same objects as one multi-document YAML stream ("---" before each document), after a
+// header comment: the tenant, the settings every GPU node the tenant's pods reach must have
+// (the NVIDIA container toolkit must not take a device list from an unprivileged container's
+// environment; the device plugin passes device lists as volume mounts or CDI), and the notes.
 Result<std::string> render_kubernetes(const TenantBundleInput& input);
 
 // YAML for one JSON value, block style, keys in JSON order, strings quoted whenever a plain

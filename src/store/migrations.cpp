@@ -618,6 +618,28 @@ CREATE TABLE tenant_ssh_keys (
   PRIMARY KEY (tenant_id, seq)
 )
 )SQL"},
+      // Kubernetes namespaces and GPU device selection (issue 24). Each project keeps the
+      // namespace it was created with ('<tenant>-<project>', NULL beyond 63 characters), unique
+      // across the platform, so the admission webhook looks its owner up instead of parsing the
+      // name. Existing projects get theirs in creation order; one whose name an older project of
+      // another tenant already produced (tenant names extending one another, which tenancy now
+      // refuses) gets none. Each node keeps the GPU runtime settings its agent last reported
+      // (fleet::GpuRuntime as JSON; NULL: never reported).
+      {20, "kubernetes namespaces, gpu runtime", R"SQL(
+ALTER TABLE projects ADD COLUMN k8s_namespace TEXT;
+UPDATE projects SET k8s_namespace =
+  (SELECT t.name FROM tenants t WHERE t.id = projects.tenant_id) || '-' || projects.name
+WHERE (SELECT LENGTH(t.name) FROM tenants t WHERE t.id = projects.tenant_id) + 1 +
+      LENGTH(projects.name) <= 63
+  AND NOT EXISTS (
+    SELECT 1 FROM projects p2 JOIN tenants t2 ON t2.id = p2.tenant_id
+    WHERE t2.name || '-' || p2.name =
+          (SELECT t.name FROM tenants t WHERE t.id = projects.tenant_id) || '-' || projects.name
+      AND (p2.created_at < projects.created_at
+           OR (p2.created_at = projects.created_at AND p2.id < projects.id)));
+CREATE UNIQUE INDEX projects_k8s_namespace ON projects (k8s_namespace);
+ALTER TABLE nodes ADD COLUMN gpu_runtime TEXT
+)SQL"},
   };
   return kMigrations;
 }

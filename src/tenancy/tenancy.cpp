@@ -111,13 +111,15 @@ Json Tenant::to_json() const {
           {"version", version}};
 }
 Json Project::to_json() const {
-  return {{"id", id},
-          {"tenant_id", tenant_id},
-          {"name", name},
-          {"display_name", display_name},
-          {"created_at", ts(created_at)},
-          {"updated_at", ts(updated_at)},
-          {"version", version}};
+  return {
+      {"id", id},
+      {"tenant_id", tenant_id},
+      {"name", name},
+      {"display_name", display_name},
+      {"kubernetes_namespace", kubernetes_namespace ? Json(*kubernetes_namespace) : Json(nullptr)},
+      {"created_at", ts(created_at)},
+      {"updated_at", ts(updated_at)},
+      {"version", version}};
 }
 Json User::to_json() const {
   return {{"id", id},
@@ -207,6 +209,18 @@ Result<TenantSpec> parse_tenant_spec(ObjectReader& r) {
 Result<Tenant> create_tenant(store::Tx& tx, const World& w, const TenantSpec& spec) {
   GP_TRY_VOID(validate_dns_label("name", spec.name));
   GP_TRY_VOID(validate_display("display_name", spec.display_name));
+  // Names hold only [a-z0-9-], so they are safe in LIKE patterns. Only platform admins create
+  // tenants and they see every tenant, so naming the other one reveals nothing.
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT name FROM tenants WHERE name LIKE ? OR ? LIKE (name || '-%') ORDER BY name",
+           {spec.name + "-%", spec.name}))) {
+    if (!policy::tenant_names_share_namespaces(spec.name, row.text(0))) continue;
+    return fail(Error::conflict(fmt::format(
+        "tenant name '{}' and the existing tenant '{}' extend one another at a '-', so their "
+        "projects could get the same Kubernetes namespace ('<tenant>-<project>'); choose a name "
+        "that neither extends nor is extended by another tenant's",
+        spec.name, row.text(0))));
+  }
   Tenant t;
   t.id = w.ids.next("ten");
   t.name = spec.name;
@@ -316,10 +330,10 @@ Result<Tenant> offboard_tenant(store::Tx& tx, const World& w, const TenantScope&
 
 namespace {
 constexpr std::string_view kProjectCols =
-    "id, tenant_id, name, display_name, created_at, updated_at, version";
+    "id, tenant_id, name, display_name, created_at, updated_at, version, k8s_namespace";
 Project project_from(const Row& r) {
-  return Project{r.text(0),    r.text(1),    r.text(2),   r.text(3),
-                 r.integer(4), r.integer(5), r.integer(6)};
+  return Project{r.text(0),    r.text(1),    r.text(2),    r.text(3),
+                 r.integer(4), r.integer(5), r.integer(6), r.opt_text(7)};
 }
 }  // namespace
 
@@ -334,16 +348,38 @@ Result<Project> create_project(store::Tx& tx, const World& w, const TenantScope&
                                const ProjectSpec& spec) {
   GP_TRY_VOID(validate_dns_label("name", spec.name));
   GP_TRY_VOID(validate_display("display_name", spec.display_name));
+  auto tenant = GP_TRY(tx.query_one("SELECT name FROM tenants WHERE id = ?", {s.tenant_id()}));
+  if (!tenant) return fail(Error::not_found("tenant not found"));
   Project p{w.ids.next("prj"), s.tenant_id(), spec.name,
             spec.display_name.empty() ? spec.name : spec.display_name};
   p.created_at = p.updated_at = w.now();
-  auto r =
-      tx.exec(fmt::format("INSERT INTO projects ({}) VALUES (?,?,?,?,?,?,?)", kProjectCols),
-              {p.id, p.tenant_id, p.name, p.display_name, p.created_at, p.updated_at, p.version});
-  if (!r && r.error().code == ErrorCode::kConflict)
+  // A name too long for a namespace gets none: the bundle render names the problem.
+  if (auto ns = policy::project_namespace(tenant->text(0), spec.name)) p.kubernetes_namespace = *ns;
+  // Checked before the insert: after a failed statement PostgreSQL reads nothing more.
+  if (GP_TRY(tx.query_one("SELECT 1 FROM projects WHERE tenant_id = ? AND name = ?",
+                          {s.tenant_id(), spec.name})))
     return fail(Error::conflict(fmt::format("a project named '{}' already exists", spec.name)));
+  auto r = tx.exec(fmt::format("INSERT INTO projects ({}) VALUES (?,?,?,?,?,?,?,?)", kProjectCols),
+                   {p.id, p.tenant_id, p.name, p.display_name, p.created_at, p.updated_at,
+                    p.version, store::opt(p.kubernetes_namespace)});
+  // Only a store from before migration 20 can hold another tenant's project with this
+  // namespace (tenant names that extend one another at a '-'); the unique index keeps the older
+  // one's, and the answer says no more than that the name is taken.
+  if (!r && r.error().code == ErrorCode::kConflict)
+    return fail(Error::conflict(fmt::format(
+        "the Kubernetes namespace '{}' of a project named '{}' is already taken; choose another "
+        "name",
+        p.kubernetes_namespace.value_or(""), spec.name)));
   GP_TRY_VOID(r);
   return p;
+}
+
+Result<std::optional<Project>> find_project_by_namespace(store::Tx& tx, std::string_view ns) {
+  auto row = GP_TRY(
+      tx.query_one(fmt::format("SELECT {} FROM projects WHERE k8s_namespace = ?", kProjectCols),
+                   {std::string(ns)}));
+  if (!row) return std::optional<Project>();
+  return std::optional<Project>(project_from(*row));
 }
 
 Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,

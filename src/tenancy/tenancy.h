@@ -51,6 +51,10 @@ struct Tenant {
 struct Project {
   std::string id, tenant_id, name, display_name;
   int64_t created_at = 0, updated_at = 0, version = 1;
+  // The project's Kubernetes namespace (policy::project_namespace), fixed at creation and unique
+  // across the platform. nullopt: none (the name would be longer than 63 characters, or, in a
+  // store from before migration 20, an older project of another tenant already had it).
+  std::optional<std::string> kubernetes_namespace;
   Json to_json() const;
 };
 
@@ -100,6 +104,9 @@ struct TenantSpec {
   std::map<std::string, std::string> labels;
 };
 Result<TenantSpec> parse_tenant_spec(ObjectReader& r);
+// Refused (conflict) when another tenant has the name, or a name that extends it or that it
+// extends at a '-' (policy::tenant_names_share_namespaces): that keeps every project's
+// Kubernetes namespace unique by construction, with nothing a tenant can do to take another's.
 Result<Tenant> create_tenant(store::Tx& tx, const World& w, const TenantSpec& spec);
 // Resolves an id ("ten_...") or a name.
 Result<std::optional<Tenant>> find_tenant(store::Tx& tx, std::string_view id_or_name);
@@ -133,6 +140,9 @@ Result<Project> update_project(store::Tx& tx, const World& w, const TenantScope&
                                const std::string& id, const std::optional<std::string>& display,
                                std::optional<int64_t> if_match);
 Result<void> delete_project(store::Tx& tx, const TenantScope& s, const std::string& id);
+// The project whose Kubernetes namespace is `ns`, across tenants (for the admission webhook,
+// which learns only the namespace): the stored, immutable mapping, never a parse of the name.
+Result<std::optional<Project>> find_project_by_namespace(store::Tx& tx, std::string_view ns);
 
 // ---- users ----
 struct UserSpec {

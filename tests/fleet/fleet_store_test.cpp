@@ -191,6 +191,39 @@ TEST_F(FleetTest, UnhealthyGpusStayUnhealthyAndMissingOnesAreMarked) {
   EXPECT_EQ(s["gpus_by_model"]["H200"]["free"], 0);
 }
 
+// Issue 24: each report replaces the node's stored GPU runtime settings; a report without them
+// (an older agent) leaves the node with none, never with stale ones.
+TEST_F(FleetTest, TheGpuRuntimeReportIsStoredWithTheNode) {
+  Inventory inv = inventory("a", {"GPU-1"});
+  inv.gpu_runtime = GpuRuntime{.toolkit_config = "/etc/nvidia-container-runtime/config.toml",
+                               .toolkit_config_state = "absent",
+                               .accepts_env_unprivileged = true,
+                               .accepts_volume_mounts = false};
+  auto a = enroll_node(inv);
+  auto stored = [&] {
+    return run([&](store::Tx& tx) -> Result<Node> {
+      auto n = GP_TRY(find_node(tx, a.node.id));
+      return *n;
+    });
+  };
+  ASSERT_TRUE(stored().gpu_runtime);
+  EXPECT_EQ(stored().gpu_runtime->accepts_env_unprivileged, true);
+  EXPECT_EQ(stored().to_json().at("gpu_runtime").at("toolkit_config_state"), "absent");
+  inv.gpu_runtime->toolkit_config_state = "read";
+  inv.gpu_runtime->accepts_env_unprivileged = false;
+  inv.gpu_runtime->device_list_strategy = {"cdi-annotations"};
+  inv.gpu_runtime->strategy_source = "flag";
+  run([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, inv); });
+  ASSERT_TRUE(stored().gpu_runtime);
+  EXPECT_EQ(stored().gpu_runtime->accepts_env_unprivileged, false);
+  EXPECT_EQ(stored().gpu_runtime->device_list_strategy,
+            std::vector<std::string>{"cdi-annotations"});
+  inv.gpu_runtime.reset();
+  run([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, inv); });
+  EXPECT_FALSE(stored().gpu_runtime);
+  EXPECT_TRUE(stored().to_json().at("gpu_runtime").is_null());
+}
+
 TEST_F(FleetTest, SamplesOnlyForTheNodesOwnGpus) {
   auto a = enroll_node(inventory("a", {"GPU-1"}));
   enroll_node(inventory("b", {"GPU-2"}));

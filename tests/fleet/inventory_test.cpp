@@ -36,6 +36,71 @@ TEST(Inventory, ParsesAValidNodeWithMig) {
   EXPECT_EQ(to_json(*again), to_json(*inv));
 }
 
+// Issue 24: the agent reports how the node's container stack selects devices.
+TEST(Inventory, CarriesTheGpuRuntimeReport) {
+  Json j = node({gpu(0)});
+  j["gpu_runtime"] = {{"toolkit_config", "/etc/nvidia-container-runtime/config.toml"},
+                      {"toolkit_config_state", "read"},
+                      {"accept_envvar_when_unprivileged", false},
+                      {"accept_volume_mounts", true},
+                      {"device_list_strategy", {"volume-mounts"}},
+                      {"device_list_strategy_source", "flag"},
+                      {"detail", ""}};
+  auto inv = parse_inventory(j);
+  ASSERT_TRUE(inv) << inv.error().message;
+  ASSERT_TRUE(inv->gpu_runtime);
+  EXPECT_EQ(inv->gpu_runtime->accepts_env_unprivileged, false);
+  EXPECT_EQ(inv->gpu_runtime->accepts_volume_mounts, true);
+  EXPECT_EQ(inv->gpu_runtime->device_list_strategy, std::vector<std::string>{"volume-mounts"});
+  EXPECT_EQ(to_json(*inv).at("gpu_runtime"), j["gpu_runtime"]);
+  // Unknown settings are null; an older agent sends no report at all.
+  j["gpu_runtime"]["toolkit_config_state"] = "unreadable";
+  j["gpu_runtime"]["accept_envvar_when_unprivileged"] = nullptr;
+  j["gpu_runtime"]["device_list_strategy"] = Json::array();
+  j["gpu_runtime"]["device_list_strategy_source"] = "unknown";
+  inv = parse_inventory(j);
+  ASSERT_TRUE(inv) << inv.error().message;
+  EXPECT_FALSE(inv->gpu_runtime->accepts_env_unprivileged);
+  EXPECT_TRUE(inv->gpu_runtime->device_list_strategy.empty());
+  inv = parse_inventory(node({gpu(0)}));
+  ASSERT_TRUE(inv);
+  EXPECT_FALSE(inv->gpu_runtime);
+  EXPECT_FALSE(to_json(*inv).contains("gpu_runtime"));
+}
+
+TEST(Inventory, RejectsAMalformedGpuRuntimeReport) {
+  Json good = {{"toolkit_config", "/etc/nvidia-container-runtime/config.toml"},
+               {"toolkit_config_state", "absent"},
+               {"accept_envvar_when_unprivileged", true}};
+  struct Case {
+    const char* name;
+    Json patch;
+    const char* message;
+  };
+  const Case kCases[] = {
+      {"state", {{"toolkit_config_state", "maybe"}}, "read, absent or unreadable"},
+      {"flag type", {{"accept_envvar_when_unprivileged", "no"}}, "true or false"},
+      {"strategy", {{"device_list_strategy", {"magic"}}}, "envvar, volume-mounts"},
+      {"source", {{"device_list_strategy_source", "guess"}}, "flag, device-plugin-config"},
+      {"unknown field", {{"accepts", true}}, "accepts"},
+      {"absent config cannot refuse",
+       {{"accept_envvar_when_unprivileged", false}},
+       "cannot be false without a toolkit config"},
+  };
+  for (const auto& c : kCases) {
+    Json j = node({gpu(0)});
+    j["gpu_runtime"] = good;
+    j["gpu_runtime"].merge_patch(c.patch);
+    auto inv = parse_inventory(j);
+    ASSERT_FALSE(inv) << c.name;
+    EXPECT_NE(inv.error().message.find(c.message), std::string::npos)
+        << c.name << ": " << inv.error().message;
+  }
+  Json not_object = node({gpu(0)});
+  not_object["gpu_runtime"] = "false";
+  EXPECT_FALSE(parse_inventory(not_object));
+}
+
 struct Bad {
   const char* name;
   Json inventory;

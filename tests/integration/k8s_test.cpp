@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 
+#include "fleet/fleet.h"
 #include "integration/harness.h"
 
 namespace gp::it {
@@ -203,6 +204,154 @@ TEST_F(K8s, ForeignNamespaceAndForeignPoolAreDenied) {
   EXPECT_EQ(tenant_by_uid["uid-none"], "");
   EXPECT_EQ(tenant_by_uid["uid-label"], acme.id);
   EXPECT_EQ(tenant_by_uid["uid-node"], acme.id);
+}
+
+// Issue 24, finding 2: a standard tenant's pod that passes restricted and asks for no GPU, but
+// sets NVIDIA_VISIBLE_DEVICES=all, would get every GPU of its node where the toolkit accepts
+// the variable. The webhook refuses it under a control of its own, on any container kind.
+TEST_F(K8s, PodSelectingGpusThroughItsEnvironmentIsDenied) {
+  Json pod = restricted_pod("acme-train");
+  pod["spec"]["containers"][0]["env"] =
+      Json::array({{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}});
+  auto r = validate(review(pod, "acme-train", "uid-env"));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_FALSE(r.body.at("response").at("allowed").get<bool>()) << r.raw;
+  EXPECT_EQ(controls_of(r.body), std::set<std::string>{"tenant.gpuDeviceEnv"}) << r.raw;
+  bool named = false;
+  for (const auto& c : r.body.at("response").at("status").at("details").at("causes"))
+    named = named || c.value("field", "") == "spec.containers[0].env[0].name";
+  EXPECT_TRUE(named) << r.raw;
+  auto denials = admission_denials();
+  ASSERT_EQ(denials.size(), 1u);
+  EXPECT_EQ(denials[0].at("detail").at("controls"), Json::array({"tenant.gpuDeviceEnv"}));
+  // In an init container of a Deployment's template too.
+  Json deployment = {
+      {"apiVersion", "apps/v1"},
+      {"kind", "Deployment"},
+      {"metadata", {{"name", "worker"}, {"namespace", "acme-train"}}},
+      {"spec",
+       {{"selector", {{"matchLabels", {{"app", "w"}}}}},
+        {"template", {{"metadata", {{"labels", {{"app", "w"}}}}}, {"spec", pod["spec"]}}}}}};
+  auto& spec = deployment["spec"]["template"]["spec"];
+  spec["initContainers"] = spec["containers"];
+  spec["containers"][0].erase("env");
+  Json dr = review(deployment, "acme-train", "uid-env-deploy");
+  dr["request"]["kind"] = {{"group", "apps"}, {"version", "v1"}, {"kind", "Deployment"}};
+  auto d = validate(dr);
+  ASSERT_EQ(d.status, 200) << d.raw;
+  EXPECT_FALSE(d.body.at("response").at("allowed").get<bool>()) << d.raw;
+  EXPECT_EQ(controls_of(d.body), std::set<std::string>{"tenant.gpuDeviceEnv"}) << d.raw;
+}
+
+// Issue 24, finding 3: tenant acme creating project "labs-research" produced the namespace of
+// tenant acme-labs, project research, and the webhook then refused acme-labs' pods there.
+TEST_F(K8s, NoTenantCanTakeOrLockAnotherTenantsNamespace) {
+  const std::string admin = s.admin_token();
+  // Names that could share namespaces are refused when the second tenant is created (only a
+  // platform admin does that, and sees every tenant anyway).
+  for (const char* name : {"acme-labs", "acme-x1"}) {
+    auto r = s.request("POST", "/v1/tenants", {{"name", name}}, admin);
+    EXPECT_TRUE(IsProblem(r, 409, "conflict")) << name << ": " << r.raw;
+    EXPECT_NE(r.raw.find("'acme'"), std::string::npos) << r.raw;
+  }
+  expect_status(s.request("POST", "/v1/tenants", {{"name", "acmelabs"}}, admin), 201, "acmelabs");
+  // So acme's "labs-research" is only ever acme's, and its namespace is stored with it.
+  Json p = s.create_project(acme.admin_token, acme.id, "labs-research");
+  EXPECT_EQ(p.at("kubernetes_namespace"), "acme-labs-research") << p.dump();
+  auto own = validate(review(restricted_pod("acme-labs-research"), "acme-labs-research", "u1"));
+  EXPECT_TRUE(own.body.at("response").at("allowed").get<bool>()) << own.raw;
+
+  // A store from before migration 20 can hold both names. There the first project keeps the
+  // namespace: another tenant's later project cannot take it, and the webhook's owner stays.
+  auto legacy = s.store().write([&](store::Tx& tx) -> Result<void> {
+    GP_TRY_VOID(
+        tx.exec("INSERT INTO tenants (id, name, display_name, isolation_class, state, labels, "
+                "created_at, updated_at, version) VALUES ('ten_legacy', 'beta-labs', 'beta-labs', "
+                "'standard', 'active', '{}', 1, 1, 1)"));
+    GP_TRY_VOID(tx.exec(
+        "INSERT INTO projects (id, tenant_id, name, display_name, created_at, updated_at, "
+        "version, k8s_namespace) VALUES ('prj_legacy', 'ten_legacy', 'research', 'research', 1, "
+        "1, 1, 'beta-labs-research')"));
+    return ok();
+  });
+  ASSERT_TRUE(legacy) << legacy.error().message;
+  auto taken = s.request("POST", "/v1/tenants/" + beta.id + "/projects",
+                         {{"name", "labs-research"}}, beta.admin_token);
+  EXPECT_TRUE(IsProblem(taken, 409, "conflict")) << taken.raw;
+  EXPECT_EQ(taken.raw.find("ten_legacy"), std::string::npos) << taken.raw;
+  Json legacy_pod = restricted_pod("beta-labs-research");
+  auto kept = validate(review(legacy_pod, "beta-labs-research", "u2"));
+  EXPECT_TRUE(kept.body.at("response").at("allowed").get<bool>()) << kept.raw;
+  auto foreign = validate(review(legacy_pod, "beta-labs-research", "u3"), "?tenant=beta");
+  EXPECT_FALSE(foreign.body.at("response").at("allowed").get<bool>()) << foreign.raw;
+  // Neither bundle declares the other's namespace.
+  auto b = s.request("GET", "/v1/tenants/" + beta.id + "/render/kubernetes", nullptr, admin);
+  ASSERT_EQ(b.status, 200) << b.raw;
+  EXPECT_EQ(b.raw.find("beta-labs-research"), std::string::npos) << b.raw;
+}
+
+// Issue 24, finding 2, the node side: a node that two tenants' allocations share and whose
+// toolkit accepts device lists from unprivileged containers fails the posture control of both;
+// once its agent reports the variable refused, it passes.
+TEST_F(K8s, PostureFailsASharedNodeWhoseToolkitAcceptsTheDeviceVariable) {
+  const std::string admin = s.admin_token();
+  Json inventory = h200_inventory("shared-1", 2);
+  inventory["gpu_runtime"] = {{"toolkit_config", "/etc/nvidia-container-runtime/config.toml"},
+                              {"toolkit_config_state", "absent"},
+                              {"accept_envvar_when_unprivileged", true},
+                              {"accept_volume_mounts", false},
+                              {"device_list_strategy", Json::array({"envvar"})},
+                              {"device_list_strategy_source", "flag"}};
+  expect_status(s.request("POST", "/v1/fleet/import",
+                          {{"nodes", Json::array({{{"inventory", inventory}}})}}, admin),
+                201, "import");
+  std::vector<TenantInfo> tenants;
+  for (const char* name : {"gamma", "delta"}) {
+    TenantInfo t = s.create_tenant(name, std::string(name) + "-admin");
+    std::string project = s.create_project(t.admin_token, t.id, "train").at("id");
+    expect_status(s.request("PUT", "/v1/tenants/" + t.id + "/quota",
+                            {{"models", {{"H200", {{"nominal", 1}}}}}}, admin),
+                  200, "quota");
+    auto a = s.request("POST", "/v1/tenants/" + t.id + "/projects/" + project + "/allocations",
+                       {{"shape", {{"tier", "dedicated-gpu"}}}}, t.admin_token);
+    ASSERT_EQ(a.status, 201) << a.raw;
+    ASSERT_EQ(a.body.at("state"), "placed") << a.raw;
+    tenants.push_back(t);
+  }
+  auto control = [&](const TenantInfo& t) {
+    auto r = s.request("GET", "/v1/tenants/" + t.id + "/posture", nullptr, t.admin_token);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    for (const auto& layer : r.body.at("layers"))
+      for (const auto& c : layer.at("controls"))
+        if (c.at("id") == "workload.gpu-device-env") return c;
+    ADD_FAILURE() << "no workload.gpu-device-env in " << r.raw;
+    return Json();
+  };
+  for (const auto& t : tenants) {
+    Json c = control(t);
+    EXPECT_EQ(c.value("status", ""), "fail") << c.dump(2);
+    const Json& seen = c.at("evidence").at("seen");
+    EXPECT_TRUE(seen.at("probe").at("denied").get<bool>()) << c.dump(2);
+    ASSERT_EQ(seen.at("accepting_nodes").size(), 1u) << c.dump(2);
+    EXPECT_EQ(seen.at("accepting_nodes")[0].at("node"), "shared-1");
+    EXPECT_EQ(c.dump().find(t.name == "gamma" ? "delta" : "gamma"), std::string::npos)
+        << "the other tenant is named: " << c.dump(2);
+  }
+  // The node's agent reports the toolkit closed: both pass.
+  inventory["gpu_runtime"]["toolkit_config_state"] = "read";
+  inventory["gpu_runtime"]["accept_envvar_when_unprivileged"] = false;
+  inventory["gpu_runtime"]["device_list_strategy"] = Json::array({"volume-mounts"});
+  auto closed = s.store().write([&](store::Tx& tx) -> Result<void> {
+    auto node = GP_TRY(fleet::find_node(tx, "shared-1"));
+    GP_TRY_VOID(fleet::apply_inventory(tx, s.api().world(), node->id,
+                                       GP_TRY(fleet::parse_inventory(inventory))));
+    return ok();
+  });
+  ASSERT_TRUE(closed) << closed.error().message;
+  for (const auto& t : tenants) {
+    Json c = control(t);
+    EXPECT_EQ(c.value("status", ""), "pass") << c.dump(2);
+  }
 }
 
 TEST_F(K8s, MalformedReviewsAre400AndTheWebhookNeedsItsPermission) {

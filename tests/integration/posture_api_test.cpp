@@ -248,12 +248,15 @@ TEST_F(Posture, SharedNodesShowAsEvidenceAndFailWhenTheClassDemandsDedicatedNode
   EXPECT_EQ(shared[0].at("allocation"), alloc_a);
   EXPECT_EQ(shared[0].at("other_tenants"), 1);
   // Regulated: the shared node fails, and so does the dedicated-gpu tier it now sits below.
+  // (The imported node reports no GPU runtime settings, so workload.gpu-device-env fails at any
+  // class once the node is shared.)
   expect_status(s.request("PATCH", a.base(), {{"isolation_class", "regulated"}}, s.admin_token()),
                 200, "class");
   r = posture(a);
-  EXPECT_EQ(with_status(r, "fail"),
-            (std::set<std::string>{"hardware.tier-minimum", "hardware.node-exclusive",
-                                   "network.tls", "audit.request-level"}))
+  EXPECT_EQ(
+      with_status(r, "fail"),
+      (std::set<std::string>{"hardware.tier-minimum", "hardware.node-exclusive", "network.tls",
+                             "audit.request-level", "workload.gpu-device-env"}))
       << r.dump(2);
   // Releasing B's allocation ends the sharing.
   auto list = s.request("GET", b.base() + "/allocations", nullptr, b.token);

@@ -62,8 +62,13 @@ Facts compliant() {
                                   65'536,
                                   {{"acme", 1'000'000, 1'000'000, 0750},
                                    {"acme/vision/datasets", 1'000'001, 1'000'001, 02770}}};
-  f.workload = {refused("privileged"), refused("restrictedVolumes"), refused("hostNamespaces"),
-                refused("hostPorts"), refused("tenant.placement")};
+  f.workload = {refused("privileged"),
+                refused("restrictedVolumes"),
+                refused("hostNamespaces"),
+                refused("hostPorts"),
+                refused("tenant.placement"),
+                refused("tenant.gpuDeviceEnv"),
+                {}};
   f.metering.allocations = 3;
   f.metering.usage = UsageFacts{};
   f.audit = {.chain_ok = true,
@@ -149,6 +154,15 @@ const std::map<std::string, std::function<void(Facts&)>>& breakers() {
       {"workload.block-host-ports", [](Facts& f) { f.workload.host_ports.denied = false; }},
       {"workload.block-other-tenant-pools",
        [](Facts& f) { f.workload.other_tenant_pool.denied = false; }},
+      {"workload.gpu-device-env",
+       [](Facts& f) {
+         // A node shared with another tenant whose toolkit keeps the default.
+         fleet::GpuRuntime defaults{.toolkit_config = "/etc/nvidia-container-runtime/config.toml",
+                                    .toolkit_config_state = "absent",
+                                    .accepts_env_unprivileged = true,
+                                    .accepts_volume_mounts = false};
+         f.workload.shared_gpu_nodes.push_back({"gpu-07", defaults});
+       }},
       {"metering.allocation-events",
        [](Facts& f) { f.metering.allocations_without_events.push_back("alc_1"); }},
       {"metering.usage-recorded",
@@ -316,6 +330,65 @@ TEST(NotYetAvailable, MissingFactsAreNotApplicableAndSaySo) {
     EXPECT_TRUE(c.required) << c.control->id;
     EXPECT_TRUE(c.summary.starts_with("not yet available")) << c.summary;
   }
+}
+
+// Issue 24: the control fails on any node shared with another tenant unless its toolkit is
+// known to refuse device lists from unprivileged containers' environment, and when the
+// webhook admits the variable.
+TEST(GpuDeviceEnv, FailsOnEverySharedNodeNotKnownToRefuseTheVariable) {
+  fleet::GpuRuntime closed{.toolkit_config = "/etc/nvidia-container-runtime/config.toml",
+                           .toolkit_config_state = "read",
+                           .accepts_env_unprivileged = false,
+                           .accepts_volume_mounts = true,
+                           .device_list_strategy = {"volume-mounts"},
+                           .strategy_source = "flag"};
+  fleet::GpuRuntime open = closed;
+  open.accepts_env_unprivileged = true;
+  fleet::GpuRuntime absent = open;
+  absent.toolkit_config_state = "absent";
+  fleet::GpuRuntime unknown = closed;
+  unknown.toolkit_config_state = "unreadable";
+  unknown.accepts_env_unprivileged.reset();
+  unknown.detail = "line 3: not a TOML key = value line";
+  const struct {
+    std::string name;
+    std::optional<fleet::GpuRuntime> runtime;
+    bool pass;
+    std::string problem;
+  } kCases[] = {
+      {"refuses the variable", closed, true, ""},
+      {"accepts it", open, false, "accept-nvidia-visible-devices-envvar-when-unprivileged = true"},
+      {"toolkit defaults", absent, false, "the default accepts"},
+      {"agent cannot tell", unknown, false, "line 3"},
+      {"never reported", std::nullopt, false, "reports no GPU runtime settings"},
+  };
+  for (const auto& k : kCases) {
+    Facts f = compliant();
+    f.workload.shared_gpu_nodes = {{"gpu-01", closed}, {"gpu-02", k.runtime}};
+    for (IC c : {IC::kInternal, IC::kStandard, IC::kSensitive, IC::kRegulated}) {
+      f.isolation_class = c;
+      Report r = evaluate(f);
+      const auto& res = result_of(r, "workload.gpu-device-env");
+      EXPECT_TRUE(res.required) << k.name;
+      EXPECT_EQ(res.status, k.pass ? Status::kPass : Status::kFail)
+          << k.name << ": " << res.summary;
+      const Json& accepting = res.evidence.at("seen").at("accepting_nodes");
+      if (k.pass) {
+        EXPECT_TRUE(accepting.empty()) << k.name;
+        continue;
+      }
+      ASSERT_EQ(accepting.size(), 1u) << k.name;
+      EXPECT_EQ(accepting[0].at("node"), "gpu-02");
+      EXPECT_NE(accepting[0].at("problem").get<std::string>().find(k.problem), std::string::npos)
+          << accepting[0].dump();
+    }
+  }
+  // No shared node: the probe alone decides.
+  Facts f = compliant();
+  f.workload.device_env = {false, "restricted v1.37", "admitted"};
+  Report r = evaluate(f);
+  EXPECT_EQ(r.failing(), std::vector<std::string>{"workload.gpu-device-env"});
+  EXPECT_NE(result_of(r, "workload.gpu-device-env").summary.find("is admitted"), std::string::npos);
 }
 
 TEST(Evidence, NamesWhatWasSeen) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "test_util.h"
 
 namespace gp::tenancy {
@@ -42,6 +44,121 @@ TEST_F(TenancyTest, TenantNamesAreUniqueAndValidated) {
               return create_tenant(tx, w_, {"Acme!", "", {}, {}});
             }).code,
             ErrorCode::kInvalidArgument);
+}
+
+// Issue 24: tenant "acme", project "labs-research" and tenant "acme-labs", project "research"
+// would share the namespace "acme-labs-research". Refusing the second tenant name makes
+// namespaces unique by construction, whatever projects tenants create later.
+TEST_F(TenancyTest, TenantNamesThatExtendAnotherAtAHyphenAreRefused) {
+  tenant("acme");
+  for (const char* name : {"acme-labs", "acme-1", "acme--x"}) {
+    auto e = write_error([&](store::Tx& tx) { return create_tenant(tx, w_, {name, "", {}, {}}); });
+    EXPECT_EQ(e.code, ErrorCode::kConflict) << name;
+    EXPECT_NE(e.message.find("'acme'"), std::string::npos) << e.message;
+  }
+  tenant("beta-labs");
+  for (const char* name : {"beta", "beta-labs-x"}) {
+    auto e = write_error([&](store::Tx& tx) { return create_tenant(tx, w_, {name, "", {}, {}}); });
+    EXPECT_EQ(e.code, ErrorCode::kConflict) << name;
+    EXPECT_NE(e.message.find("'beta-labs'"), std::string::npos) << e.message;
+  }
+  // Prefixes that do not end at a '-' share nothing.
+  for (const char* name : {"acmelabs", "acm", "beta-lab", "beta-labsx"}) tenant(name);
+  EXPECT_TRUE(policy::tenant_names_share_namespaces("a", "a-b"));
+  EXPECT_TRUE(policy::tenant_names_share_namespaces("a-b", "a"));
+  EXPECT_FALSE(policy::tenant_names_share_namespaces("a", "a"));
+  EXPECT_FALSE(policy::tenant_names_share_namespaces("a", "ab-c"));
+}
+
+TEST_F(TenancyTest, EachProjectKeepsItsNamespaceAndTheWebhookFindsItsOwnerByIt) {
+  auto acme = tenant("acme");
+  auto p = write([&](store::Tx& tx) {
+    return create_project(tx, w_, TenantScope(acme.id), {"train", ""});
+  });
+  EXPECT_EQ(p.kubernetes_namespace, "acme-train");
+  EXPECT_EQ(p.to_json().at("kubernetes_namespace"), "acme-train");
+  auto found = write([&](store::Tx& tx) { return find_project_by_namespace(tx, "acme-train"); });
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->id, p.id);
+  EXPECT_FALSE(write([&](store::Tx& tx) { return find_project_by_namespace(tx, "acme-nope"); }));
+  // A name too long for a namespace gets none (the bundle says so) and owns nothing.
+  std::string long_name(60, 'x');
+  auto q = write([&](store::Tx& tx) {
+    return create_project(tx, w_, TenantScope(acme.id), {long_name, ""});
+  });
+  EXPECT_FALSE(q.kubernetes_namespace);
+  EXPECT_TRUE(q.to_json().at("kubernetes_namespace").is_null());
+  EXPECT_EQ(write_error([&](store::Tx& tx) {
+              return create_project(tx, w_, TenantScope(acme.id), {"train", ""});
+            }).message,
+            "a project named 'train' already exists");
+}
+
+// A store from before migration 20 may hold tenant names that extend one another and, with
+// them, two projects with one namespace. The migration gives every project the namespace it
+// had, the older project keeps a contested one, and from then on nobody takes another's.
+TEST(TenancyMigration, ExistingProjectsGetTheirNamespacesAndTheOlderOneKeepsAContestedOne) {
+  gp::testing::TempDir dir;
+  {
+    auto store = gp::testing::open_store(dir);
+    gp::testing::must_write(*store, [](store::Tx& tx) -> Result<bool> {
+      const std::string long_tenant(40, 'l');
+      for (const std::string& sql :
+           {// The schema as it was before migration 20.
+            std::string("DROP INDEX projects_k8s_namespace"),
+            std::string("ALTER TABLE projects DROP COLUMN k8s_namespace"),
+            std::string("ALTER TABLE nodes DROP COLUMN gpu_runtime"),
+            std::string("DELETE FROM schema_migrations WHERE version = 20"),
+            // acme-labs' research came first; acme's labs-research produced its namespace.
+            std::string("INSERT INTO tenants VALUES ('ten_a', 'acme', 'acme', 'standard', "
+                        "'active', '{}', 1, 1, 1)"),
+            std::string("INSERT INTO tenants VALUES ('ten_b', 'acme-labs', 'acme-labs', "
+                        "'standard', 'active', '{}', 2, 2, 1)"),
+            "INSERT INTO tenants VALUES ('ten_c', '" + long_tenant +
+                "', 'l', 'standard', "
+                "'active', '{}', 3, 3, 1)",
+            std::string("INSERT INTO projects VALUES ('prj_1', 'ten_b', 'research', 'r', 10, "
+                        "10, 1)"),
+            std::string("INSERT INTO projects VALUES ('prj_2', 'ten_a', 'labs-research', 'r', "
+                        "20, 20, 1)"),
+            std::string("INSERT INTO projects VALUES ('prj_3', 'ten_a', 'train', 't', 5, 5, "
+                        "1)"),
+            std::string("INSERT INTO projects VALUES ('prj_4', 'ten_c', "
+                        "'a-project-name-of-thirty-chars', 'p', 6, 6, 1)")})
+        GP_TRY_VOID(tx.exec(sql));
+      return true;
+    });
+  }
+  auto store = gp::testing::open_store(dir);  // applies migration 20
+  ManualClock clock{from_unix_micros(1'800'000'000'000'000)};
+  SeededIdSource ids{7};
+  World w{clock, ids};
+  std::map<std::string, std::optional<std::string>> ns;
+  for (const char* t : {"ten_a", "ten_b", "ten_c"})
+    for (const auto& p :
+         gp::testing::must_write(*store, [&](store::Tx& tx) {
+           return list_projects(tx, TenantScope(t), {std::nullopt, 100}, std::nullopt);
+         }).items)
+      ns[p.id] = p.kubernetes_namespace;
+  EXPECT_EQ(ns["prj_1"], "acme-labs-research");
+  EXPECT_EQ(ns["prj_2"], std::nullopt) << "the later project of the contested namespace";
+  EXPECT_EQ(ns["prj_3"], "acme-train");
+  EXPECT_EQ(ns["prj_4"], std::nullopt) << "longer than 63 characters";
+  auto owner = gp::testing::must_write(
+      *store, [](store::Tx& tx) { return find_project_by_namespace(tx, "acme-labs-research"); });
+  ASSERT_TRUE(owner);
+  EXPECT_EQ(owner->tenant_id, "ten_b");
+  // First come, first served from now on, and the refusal names no other tenant.
+  auto mine = gp::testing::must_write(*store, [&](store::Tx& tx) {
+    return create_project(tx, w, TenantScope("ten_a"), {"labs-new", ""});
+  });
+  EXPECT_EQ(mine.kubernetes_namespace, "acme-labs-new");
+  auto e = gp::testing::must_fail(*store, [&](store::Tx& tx) {
+    return create_project(tx, w, TenantScope("ten_b"), {"new", ""});
+  });
+  EXPECT_EQ(e.code, ErrorCode::kConflict);
+  EXPECT_EQ(e.message.find("ten_a"), std::string::npos) << e.message;
+  EXPECT_EQ(e.message.find("'acme'"), std::string::npos) << e.message;
 }
 
 TEST_F(TenancyTest, ProjectsAreOnlyVisibleThroughTheirTenantScope) {
