@@ -31,6 +31,13 @@ Result<std::string> text_of(const Json& j, const char* key) {
   return v->get<std::string>();
 }
 
+// Identities must name something: an empty id would match nothing recorded.
+Result<std::string> nonempty_text_of(const Json& j, const char* key) {
+  auto text = GP_TRY(text_of(j, key));
+  if (text.empty()) return fail(Error::invalid(fmt::format("assignment: '{}' is empty", key)));
+  return text;
+}
+
 Result<uint32_t> u32_of(const Json& j, const char* key) {
   const Json* v = GP_TRY(member(j, key, &Json::is_number_integer, "an integer"));
   if (v->get<int64_t>() < 0 || v->get<int64_t>() > int64_t{UINT32_MAX})
@@ -59,12 +66,17 @@ Result<Assignment> parse_assignment(const Json& j) {
   for (const auto& v : *GP_TRY(member(j, "volumes", &Json::is_array, "an array"))) {
     storage::TenantVolumes tv;
     tv.tenant = GP_TRY(text_of(v, "tenant"));
+    tv.tenant_id = GP_TRY(nonempty_text_of(v, "tenant_id"));
+    if (!GP_TRY(member(v, "held", &Json::is_boolean, "a boolean"))->get<bool>())
+      a.unheld.insert(tv.tenant_id);
     const Json* ids = GP_TRY(member(v, "ids", &Json::is_object, "an object"));
     tv.ids = {GP_TRY(u32_of(*ids, "first")), GP_TRY(u32_of(*ids, "count"))};
     for (const auto& p : *GP_TRY(member(v, "projects", &Json::is_array, "an array"))) {
       storage::ProjectVolumes pv;
       pv.project = GP_TRY(text_of(p, "project"));
       pv.id = GP_TRY(u32_of(p, "id"));
+      pv.project_id = GP_TRY(nonempty_text_of(p, "project_id"));
+      pv.generation = GP_TRY(nonempty_text_of(p, "generation"));
       const Json* limits = GP_TRY(member(p, "size_limits", &Json::is_object, "an object"));
       for (const auto& [kind, bytes] : limits->items()) {
         auto k = storage::parse_volume_kind(kind);
@@ -78,9 +90,20 @@ Result<Assignment> parse_assignment(const Json& j) {
     GP_TRY(storage::plan_layout(tv));
     a.volumes.push_back(std::move(tv));
   }
-  for (const auto& d : *GP_TRY(member(j, "storage_deletions", &Json::is_array, "an array")))
-    a.deletions.push_back(
-        {GP_TRY(text_of(d, "id")), GP_TRY(text_of(d, "tenant")), GP_TRY(text_of(d, "project"))});
+  for (const auto& d : *GP_TRY(member(j, "storage_deletions", &Json::is_array, "an array"))) {
+    DueDeletion due{.id = GP_TRY(nonempty_text_of(d, "id")),
+                    .tenant = GP_TRY(text_of(d, "tenant")),
+                    .project = GP_TRY(text_of(d, "project"))};
+    due.expected.identity = {.tenant_id = GP_TRY(nonempty_text_of(d, "tenant_id")),
+                             .project_id = GP_TRY(text_of(d, "project_id")),
+                             .generation = GP_TRY(text_of(d, "generation"))};
+    // Null when the control plane no longer knows the uid: only a recorded identity (or an
+    // empty directory) then lets the tree be removed.
+    if (!d.is_object() || !d.contains("owner"))
+      return fail(Error::invalid("assignment: 'owner' missing"));
+    if (!d.at("owner").is_null()) due.expected.owner = GP_TRY(u32_of(d, "owner"));
+    a.deletions.push_back(std::move(due));
+  }
   return a;
 }
 
@@ -152,24 +175,34 @@ bool Enforcer::storage_round(const Assignment& a, const HttpCall& http) {
   // Deletions first, so a tree is never recreated and removed in the same round.
   for (const auto& d : a.deletions) {
     std::string what = d.project.empty() ? d.tenant : d.tenant + "/" + d.project;
-    auto removed = d.project.empty() ? storage::remove_tenant(root, d.tenant)
-                                     : storage::remove_project(root, d.tenant, d.project);
-    if (!removed && removed.error().code != ErrorCode::kNotFound) {
+    auto removed = d.project.empty()
+                       ? storage::remove_tenant(root, d.tenant, d.expected)
+                       : storage::remove_project(root, d.tenant, d.project, d.expected);
+    if (!removed) {
       spdlog::error("storage deletion {} ({}): {} (retrying next round)", d.id, what,
                     removed.error().message);
       ok = false;
       continue;
     }
-    spdlog::info("storage deletion {}: {} {}", d.id, what,
-                 removed ? "removed" : "was already absent");
-    auto ack = http("POST", "/v1/agent/storage-deletions/" + d.id + "/done", Json::object());
+    const std::string_view outcome = storage::remove_outcome_name(*removed);
+    if (*removed == storage::RemoveOutcome::kReplaced)
+      spdlog::warn(
+          "storage deletion {}: {} holds another tree than {}; left untouched (the deleted tree "
+          "is not there)",
+          d.id, what, storage::to_string(d.expected.identity));
+    else
+      spdlog::info("storage deletion {}: {} {}", d.id, what, outcome);
+    auto ack =
+        http("POST", "/v1/agent/storage-deletions/" + d.id + "/done", Json{{"outcome", outcome}});
     if (!ack || ack->first != 200) {
       spdlog::error("storage deletion {}: acknowledgement failed: {}", d.id,
                     ack ? ack->second.dump() : ack.error().message);
       ok = false;
     }
   }
+  const auto held = hold_tenants(a, http, &ok);
   for (const auto& tv : a.volumes) {
+    if (!held.contains(tv.tenant_id)) continue;
     auto report = storage::create_volumes(root, tv);
     if (!report) {
       spdlog::error("volumes of tenant {}: {} (retrying next round)", tv.tenant,
@@ -179,11 +212,42 @@ bool Enforcer::storage_round(const Assignment& a, const HttpCall& http) {
     }
     for (const auto& p : report->created) spdlog::info("volumes: created {}", p);
     for (const auto& p : report->adjusted) spdlog::debug("volumes: owner and mode set on {}", p);
+    for (const auto& r : report->refused) {
+      spdlog::error("volumes: {}", r.reason);
+      ok = false;
+    }
+    if (!report->unrecorded.empty() && !warned_unrecorded_) {
+      spdlog::warn(
+          "volumes: {} cannot record tree identities (no trusted extended attributes); removal "
+          "relies on the owner of each tree alone",
+          o_.storage_root);
+      warned_unrecorded_ = true;
+    }
     for (const auto& l : report->size_limits)
       if (!l.enforced)
         spdlog::debug("volumes: size limit of {} not enforced: {}", l.path, l.detail);
   }
   return ok;
+}
+
+std::set<std::string> Enforcer::hold_tenants(const Assignment& a, const HttpCall& http, bool* ok) {
+  std::set<std::string> held;
+  for (const auto& tv : a.volumes)
+    if (!a.unheld.contains(tv.tenant_id)) held.insert(tv.tenant_id);
+  if (a.unheld.empty()) return held;
+  auto r = http("POST", "/v1/agent/storage-holdings",
+                Json{{"tenants", std::vector<std::string>(a.unheld.begin(), a.unheld.end())}});
+  if (!r || r->first != 200 || !r->second.is_object() || !r->second.contains("held") ||
+      !r->second.at("held").is_array()) {
+    spdlog::error("storage holdings: not recorded ({}); their trees are not created this round",
+                  r ? r->second.dump() : r.error().message);
+    *ok = false;
+    return held;
+  }
+  for (const auto& id : r->second.at("held"))
+    if (id.is_string() && a.unheld.contains(id.get<std::string>()))
+      held.insert(id.get<std::string>());
+  return held;
 }
 
 bool Enforcer::network_round(const Assignment& a) {

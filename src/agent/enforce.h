@@ -1,8 +1,9 @@
 // Private to the agent module: what the agent enforces on its node besides reporting. Each round
 // it reads its assignment from the control plane (tenant segments and policies, volume plans,
-// due storage deletions), executes due deletions and acknowledges them, creates the planned
-// volume trees, and applies the nftables ruleset for the live tenants and the workloads the
-// runtime attached to this node. Parsing is pure; Enforcer::round does the I/O and never throws.
+// the storage deletions due for this node), executes the deletions and confirms each with its
+// outcome, records the tenants whose trees it is about to hold, creates the planned volume trees,
+// and applies the nftables ruleset for the live tenants and the workloads the runtime attached to
+// this node. Parsing is pure; Enforcer::round does the I/O and never throws.
 #pragma once
 
 #include <chrono>
@@ -24,11 +25,16 @@ struct DueDeletion {
   std::string id;
   std::string tenant;
   std::string project;  // empty: the whole tenant tree
+  // What the tree to remove is: a tree at the path with another identity is never removed.
+  storage::ExpectedTree expected;
 };
 
 struct Assignment {
   network::NodeNetState net;  // segments and policies; workloads come from the node
   std::vector<storage::TenantVolumes> volumes;
+  // Ids of the planned tenants this node is not recorded as holding yet: it records them
+  // (POST /v1/agent/storage-holdings) before it creates their trees.
+  std::set<std::string> unheld;
   std::vector<DueDeletion> deletions;
 };
 
@@ -58,6 +64,8 @@ class Enforcer {
 
  private:
   bool storage_round(const Assignment& a, const HttpCall& http);
+  // Records the unheld tenants as held by this node; returns the tenants it may create trees of.
+  std::set<std::string> hold_tenants(const Assignment& a, const HttpCall& http, bool* ok);
   bool network_round(const Assignment& a);
 
   const AgentOptions& o_;
@@ -66,6 +74,7 @@ class Enforcer {
   std::chrono::steady_clock::time_point applied_at_{};
   static constexpr std::chrono::seconds kResync{60};
   std::set<std::string> unattached_;  // workloads left out last round (warned about once)
+  bool warned_unrecorded_ = false;    // trees whose identity the filesystem cannot record
 };
 
 }  // namespace gp::agent

@@ -204,6 +204,7 @@ Result<Mutation> create_secret(Api& api, Call& call, store::Tx& tx) {
   std::string name = r.string("name", 128);
   std::string value = r.string("value", kMaxSecretBytes);
   GP_TRY_VOID(r.finish());
+  GP_TRY_VOID(storage::validate_secret_name(name));  // before anything is created
   if (value.empty()) return fail(Error::invalid("value: must not be empty"));
   const auto& t = *call.tenant;
   auto ring = GP_TRY(load_keyring(tx, t.id));
@@ -262,14 +263,31 @@ Result<Reply> list_secrets(Api& api, Call& call, store::Tx& tx) {
   return json_reply(200, {{"items", items}, {"next", next}});
 }
 
-Result<Mutation> delete_secret(Api&, Call& call, store::Tx& tx) {
-  auto row = GP_TRY(path_secret(tx, call));
+Result<Mutation> delete_named_secret(Call& call, store::Tx& tx, const std::string& name) {
+  auto row = GP_TRY(found(tx.query_one("SELECT name FROM tenant_secrets WHERE tenant_id = ? AND "
+                                       "name = ?",
+                                       {call.tenant->id, name}),
+                          "secret"));
   GP_TRY(tx.exec("DELETE FROM tenant_secrets WHERE tenant_id = ? AND name = ?",
                  {call.tenant->id, row.text(0)}));
   Mutation m;
   m.reply.status = 204;
   m.detail = {{"name", row.text(0)}};
   return m;
+}
+
+Result<Mutation> delete_secret(Api&, Call& call, store::Tx& tx) {
+  return delete_named_secret(call, tx, call.param("secret"));
+}
+
+// The name in the query: secrets stored with a "/" in their name (allowed before the naming
+// rule of storage::validate_secret_name) cannot be named in the path, which is decoded before
+// it is routed.
+Result<Mutation> delete_secret_by_query(Api&, Call& call, store::Tx& tx) {
+  auto q = call.req.query.find("name");
+  if (q == call.req.query.end() || q->second.empty())
+    return fail(Error::invalid("name: required, the name of the secret to delete"));
+  return delete_named_secret(call, tx, q->second);
 }
 
 }  // namespace
@@ -362,6 +380,17 @@ std::vector<Route> network_routes() {
                }),
                .summary = "One secret's metadata (never its value).",
                .response_schema = "Secret"});
+  r.push_back({.method = "DELETE",
+               .pattern = tenant + "/secrets",
+               .action = "secret.delete",
+               .permission = Permission::kIdentityWrite,
+               .mutation = true,
+               .handler = write_tx(delete_secret_by_query),
+               .query_params = {"name"},
+               .summary = "Delete the secret named in the query (?name=NAME), for names no path "
+                          "can carry: secrets stored with a \"/\" in their name before names "
+                          "were restricted.",
+               .success_status = 204});
   r.push_back({.method = "DELETE",
                .pattern = tenant + "/secrets/{secret}",
                .action = "secret.delete",

@@ -1,117 +1,23 @@
 // Tenant storage volumes (a uid/gid range per tenant, a directory tree per project, optional
 // size limits), the deletions offboarding and volume removal schedule after a grace period,
-// and the node agent's assignment: everything a node enforces (tenant segments and policies,
-// volume plans, due deletions). The pure rules live in gp_storage and gp_network; this file
-// keeps their state in the store (migration 13).
+// and the node agent's side: its assignment (everything a node enforces: tenant segments and
+// policies, volume plans, the deletions due for it), the tenants whose trees it holds, and its
+// confirmation of a deletion. The rules live in gp_storage and gp_network, the rows in
+// gp_storage_records (storage/records.h); this file is the HTTP side.
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "api/router.h"
+#include "fleet/fleet.h"
+#include "storage/records.h"
 
 namespace gp::api {
 namespace {
 
 using iam::Permission;
 
-// Size limits: at least 1 MiB (what the storage core accepts), below 2^62 bytes so they fit a
-// signed 64-bit JSON integer anywhere.
-constexpr int64_t kMinSizeLimit = int64_t{1} << 20;
-constexpr int64_t kMaxSizeLimit = int64_t{1} << 62;
-
-// ---- Tenant id ranges ----
-
-Result<std::vector<storage::TenantIds>> load_id_ranges(store::Tx& tx) {
-  std::vector<storage::TenantIds> out;
-  for (const auto& row :
-       GP_TRY(tx.query("SELECT t.name, s.first_id, s.count FROM tenant_storage_ids s JOIN tenants "
-                       "t ON t.id = s.tenant_id ORDER BY s.first_id")))
-    out.push_back({row.text(0),
-                   {static_cast<uint32_t>(row.integer(1)), static_cast<uint32_t>(row.integer(2))}});
-  return out;
-}
-
-Result<std::optional<storage::IdRange>> load_ids(store::Tx& tx, const std::string& tenant_id) {
-  auto row = GP_TRY(tx.query_one(
-      "SELECT first_id, count FROM tenant_storage_ids WHERE tenant_id = ?", {tenant_id}));
-  if (!row) return std::optional<storage::IdRange>{};
-  return std::optional<storage::IdRange>{storage::IdRange{static_cast<uint32_t>(row->integer(0)),
-                                                          static_cast<uint32_t>(row->integer(1))}};
-}
-
-// The tenant's range, allocated from the configured pool on first use.
-Result<storage::IdRange> ensure_ids(Api& api, store::Tx& tx, const tenancy::Tenant& t) {
-  if (auto have = GP_TRY(load_ids(tx, t.id))) return *have;
-  auto existing = GP_TRY(load_id_ranges(tx));
-  auto ids = GP_TRY(storage::allocate_ids(api.isolation().storage_ids, existing, t.name));
-  GP_TRY(tx.exec(
-      "INSERT INTO tenant_storage_ids (tenant_id, first_id, count, created_at) VALUES (?,?,?,?)",
-      {t.id, int64_t{ids.range.first}, int64_t{ids.range.count},
-       to_unix_micros(api.clock().now())}));
-  return ids.range;
-}
-
-// ---- Project volumes ----
-
-struct StoredVolumes {
-  std::string project_id;
-  storage::ProjectVolumes volumes;
-  std::string state;  // "active" | "deleting"
-  int64_t version = 0;
-};
-
-Json limits_json(const std::vector<std::pair<storage::VolumeKind, uint64_t>>& limits) {
-  Json j = Json::object();
-  for (const auto& [kind, bytes] : limits) j[std::string(storage::volume_kind_name(kind))] = bytes;
-  return j;
-}
-
-// Strict: every key a volume kind, every value a positive integer number of bytes.
-Result<std::vector<std::pair<storage::VolumeKind, uint64_t>>> parse_limits(const Json& j,
-                                                                           std::string_view where) {
-  if (!j.is_object()) return fail(Error::invalid(fmt::format("{}: must be an object", where)));
-  std::vector<std::pair<storage::VolumeKind, uint64_t>> out;
-  for (const auto& [key, value] : j.items()) {
-    auto kind = storage::parse_volume_kind(key);
-    if (!kind)
-      return fail(Error::invalid(fmt::format(
-          "{}.{}: unknown volume (datasets, models, checkpoints or scratch)", where, key)));
-    if (!value.is_number_integer() || value.get<int64_t>() < kMinSizeLimit ||
-        value.get<int64_t>() > kMaxSizeLimit)
-      return fail(Error::invalid(
-          fmt::format("{}.{}: must be an integer number of bytes, 1 MiB to 2^62", where, key)));
-    out.emplace_back(*kind, value.get<uint64_t>());
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
-Result<std::vector<StoredVolumes>> load_volumes(store::Tx& tx, const std::string& tenant_id) {
-  std::vector<StoredVolumes> out;
-  for (const auto& row :
-       GP_TRY(tx.query("SELECT project_id, project_name, uid, size_limits, state, version FROM "
-                       "project_volumes WHERE tenant_id = ? ORDER BY project_name",
-                       {tenant_id}))) {
-    StoredVolumes v;
-    v.project_id = row.text(0);
-    v.volumes.project = row.text(1);
-    v.volumes.id = static_cast<uint32_t>(row.integer(2));
-    v.volumes.size_limits = GP_TRY(parse_limits(GP_TRY(parse_json(row.text(3))), "size_limits"));
-    v.state = row.text(4);
-    v.version = row.integer(5);
-    out.push_back(std::move(v));
-  }
-  return out;
-}
-
-// The tenant's active volumes as the storage core sees them.
-storage::TenantVolumes tenant_volumes(const std::string& tenant_name, const storage::IdRange& ids,
-                                      const std::vector<StoredVolumes>& stored) {
-  storage::TenantVolumes tv{.tenant = tenant_name, .ids = ids, .projects = {}};
-  for (const auto& s : stored)
-    if (s.state == "active") tv.projects.push_back(s.volumes);
-  return tv;
-}
+// ---- JSON ----
 
 Json ids_json(const storage::IdRange& r) {
   return {{"first", r.first}, {"last", r.last()}, {"count", r.count}};
@@ -129,79 +35,115 @@ Json dir_json(const storage::PlannedDir& d) {
   return j;
 }
 
-Json project_json(const StoredVolumes& s) {
+Json project_json(const storage::StoredVolumes& s) {
   return {{"project", s.volumes.project},
-          {"project_id", s.project_id},
+          {"project_id", s.volumes.project_id},
+          {"generation", s.volumes.generation},
           {"uid", s.volumes.id},
           {"gid", s.volumes.id},
-          {"size_limits", limits_json(s.volumes.size_limits)},
+          {"size_limits", storage::size_limits_json(s.volumes.size_limits)},
           {"state", s.state},
           {"version", s.version}};
 }
 
-constexpr std::string_view kDeletionCols =
-    "id, tenant_id, tenant_name, project_name, reason, requested_by, requested_at, due_at, state, "
-    "done_at, done_by";
-
-Json deletion_json(const store::Row& row) {
-  return {{"id", row.text(0)},
-          {"tenant_id", row.text(1)},
-          {"tenant", row.text(2)},
-          {"project", row.text(3)},
-          {"path", row.text(3).empty() ? row.text(2) : row.text(2) + "/" + row.text(3)},
-          {"reason", row.text(4)},
-          {"requested_by", row.text(5)},
-          {"requested_at", format_rfc3339(from_unix_micros(row.integer(6)))},
-          {"due_at", format_rfc3339(from_unix_micros(row.integer(7)))},
-          {"state", row.text(8)},
-          {"done_at",
-           row.is_null(9) ? Json(nullptr) : Json(format_rfc3339(from_unix_micros(row.integer(9))))},
-          {"done_by", row.is_null(10) ? Json(nullptr) : Json(row.text(10))}};
+Json time_json(std::optional<int64_t> micros) {
+  return micros ? Json(format_rfc3339(from_unix_micros(*micros))) : Json(nullptr);
 }
 
-Result<store::Row> schedule_deletion(Api& api, store::Tx& tx, const tenancy::Tenant& t,
-                                     const std::string& project, const std::string& reason,
-                                     const std::string& who) {
-  const std::string id = api.ids().next("sdel");
-  const auto now = api.clock().now();
-  GP_TRY(
-      tx.exec("INSERT INTO storage_deletions (id, tenant_id, tenant_name, project_name, reason, "
-              "requested_by, requested_at, due_at, state) VALUES (?,?,?,?,?,?,?,?,'scheduled')",
-              {id, t.id, t.name, project, reason, who, to_unix_micros(now),
-               to_unix_micros(now + api.isolation().storage_grace)}));
-  return found(
-      tx.query_one(fmt::format("SELECT {} FROM storage_deletions WHERE id = ?", kDeletionCols),
-                   {id}),
-      "storage deletion");
+Json deletion_json(const storage::Deletion& d) {
+  return {{"id", d.id},
+          {"tenant_id", d.tenant_id},
+          {"tenant", d.tenant_name},
+          {"project", d.project_name},
+          {"project_id", d.project_id},
+          {"generation", d.generation},
+          {"path", d.whole_tenant() ? d.tenant_name : d.tenant_name + "/" + d.project_name},
+          {"reason", d.reason},
+          {"requested_by", d.requested_by},
+          {"requested_at", format_rfc3339(from_unix_micros(d.requested_at))},
+          {"due_at", format_rfc3339(from_unix_micros(d.due_at))},
+          {"state", d.state},
+          {"done_at", time_json(d.done_at)},
+          {"done_by", d.done_by ? Json(*d.done_by) : Json(nullptr)}};
 }
 
-Result<Json> scheduled_deletions(store::Tx& tx, const std::string& tenant_id) {
-  Json out = Json::array();
-  for (const auto& row : GP_TRY(
-           tx.query(fmt::format("SELECT {} FROM storage_deletions WHERE tenant_id = ? AND state = "
-                                "'scheduled' ORDER BY requested_at, id",
-                                kDeletionCols),
-                    {tenant_id})))
-    out.push_back(deletion_json(row));
+// ---- Who confirms a deletion ----
+
+// The nodes that must confirm a deletion of the tenant's trees: every node recorded as holding
+// them, but retired ones (a retired node runs nothing any more). Empty when none is recorded
+// (trees made by agents that did not record holdings yet): any node's confirmation then does.
+Result<std::vector<std::string>> required_confirmers(store::Tx& tx, const std::string& tenant_id) {
+  std::vector<std::string> out;
+  for (auto& node : GP_TRY(storage::holders(tx, tenant_id))) {
+    auto n = GP_TRY(fleet::find_node(tx, node));
+    if (n && n->state == fleet::NodeState::kRetired) continue;
+    out.push_back(std::move(node));
+  }
   return out;
 }
+
+bool confirmed_by(const std::vector<storage::Confirmation>& confirmed, const std::string& node) {
+  return std::any_of(confirmed.begin(), confirmed.end(),
+                     [&](const storage::Confirmation& c) { return c.node_id == node; });
+}
+
+// Every required node has confirmed (and at least one node has).
+bool all_confirmed(const std::vector<std::string>& required,
+                   const std::vector<storage::Confirmation>& confirmed) {
+  return !confirmed.empty() && std::all_of(required.begin(), required.end(), [&](const auto& n) {
+    return confirmed_by(confirmed, n);
+  });
+}
+
+Json confirmations_json(const std::vector<storage::Confirmation>& confirmed) {
+  Json out = Json::array();
+  for (const auto& c : confirmed)
+    out.push_back({{"node", c.node_id},
+                   {"outcome", c.outcome},
+                   {"detail", c.detail},
+                   {"at", format_rfc3339(from_unix_micros(c.at))}});
+  return out;
+}
+
+// The deletion as operators see it: with each node's confirmation and the nodes still awaited.
+Result<Json> fleet_deletion_json(store::Tx& tx, const storage::Deletion& d) {
+  Json j = deletion_json(d);
+  auto confirmed = GP_TRY(storage::confirmations(tx, d.id));
+  j["confirmations"] = confirmations_json(confirmed);
+  Json waiting = Json::array();
+  if (d.state == "scheduled")
+    for (const auto& n : GP_TRY(required_confirmers(tx, d.tenant_id)))
+      if (!confirmed_by(confirmed, n)) waiting.push_back(n);
+  j["waiting_for"] = waiting;
+  return j;
+}
+
+Result<Json> scheduled_deletions_json(store::Tx& tx, const std::string& tenant_id) {
+  Json out = Json::array();
+  for (const auto& d : GP_TRY(storage::scheduled_deletions(tx, tenant_id)))
+    out.push_back(deletion_json(d));
+  return out;
+}
+
+// ---- Volumes ----
 
 // The tenant's plan: its id range, its projects and every directory the agents create.
 Result<Reply> get_volumes(Api&, Call& call, store::Tx& tx) {
   const auto& t = *call.tenant;
-  auto ids = GP_TRY(load_ids(tx, t.id));
-  auto stored = GP_TRY(load_volumes(tx, t.id));
+  auto ids = GP_TRY(storage::load_ids(tx, t.id));
+  auto stored = GP_TRY(storage::load_volumes(tx, t.id));
   Json projects = Json::array();
   for (const auto& s : stored) projects.push_back(project_json(s));
   Json dirs = Json::array();
   if (ids && t.state != tenancy::TenantState::kOffboarding)
-    for (const auto& d : GP_TRY(storage::plan_layout(tenant_volumes(t.name, *ids, stored))))
+    for (const auto& d :
+         GP_TRY(storage::plan_layout(storage::active_volumes(t.id, t.name, *ids, stored))))
       dirs.push_back(dir_json(d));
   return json_reply(200, {{"tenant", t.name},
                           {"ids", ids ? ids_json(*ids) : Json(nullptr)},
                           {"projects", projects},
                           {"directories", dirs},
-                          {"deletions", GP_TRY(scheduled_deletions(tx, t.id))}});
+                          {"deletions", GP_TRY(scheduled_deletions_json(tx, t.id))}});
 }
 
 Result<Mutation> put_volumes(Api& api, Call& call, store::Tx& tx) {
@@ -213,27 +155,43 @@ Result<Mutation> put_volumes(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "volumes");
   const Json* limits_j = r.optional_object("size_limits");
   GP_TRY_VOID(r.finish());
-  auto limits = limits_j ? GP_TRY(parse_limits(*limits_j, "size_limits"))
-                         : std::vector<std::pair<storage::VolumeKind, uint64_t>>{};
+  auto limits = limits_j ? GP_TRY(storage::parse_size_limits(*limits_j, "size_limits"))
+                         : storage::SizeLimits{};
 
-  auto ids = GP_TRY(ensure_ids(api, tx, t));
-  auto stored = GP_TRY(load_volumes(tx, t.id));
-  auto it = std::find_if(stored.begin(), stored.end(),
-                         [&](const StoredVolumes& s) { return s.project_id == p.id; });
+  const int64_t now = to_unix_micros(api.clock().now());
+  auto ids = GP_TRY(storage::ensure_ids(tx, api.isolation().storage_ids, t.id, t.name, now));
+  auto stored = GP_TRY(storage::load_volumes(tx, t.id));
+  auto it = std::find_if(stored.begin(), stored.end(), [&](const storage::StoredVolumes& s) {
+    return s.volumes.project_id == p.id;
+  });
   const bool created = it == stored.end();
   if (!created && it->state != "active")
     return fail(Error::conflict(
         "the project's volumes are scheduled for deletion; set them again once it is done"));
   GP_TRY_VOID(check_if_match(call, created ? 0 : it->version));
-  const int64_t now = to_unix_micros(api.clock().now());
-  StoredVolumes next;
+  storage::StoredVolumes next;
   if (created) {
+    // The tree lives at <tenant>/<name>: while an earlier project's volumes under this name
+    // are not removed yet, that path is still theirs.
+    if (auto earlier = GP_TRY(storage::volumes_holding_path(tx, t.id, p.name, p.id))) {
+      std::string due;
+      for (const auto& d : GP_TRY(storage::scheduled_deletions(tx, t.id)))
+        if (d.project_id == earlier->volumes.project_id)
+          due = format_rfc3339(from_unix_micros(d.due_at));
+      return fail(Error::conflict(fmt::format(
+          "the tree {}/{} still holds the volumes of an earlier project of that name ({}, {}){}; "
+          "set these volumes once that tree is removed",
+          t.name, p.name, earlier->volumes.project_id,
+          earlier->state == "active" ? "still active" : "being deleted",
+          due.empty() ? "" : ", removal due " + due)));
+    }
     std::vector<storage::ProjectVolumes> all;
     for (const auto& s : stored) all.push_back(s.volumes);  // deleting ones keep their ids
-    next.project_id = p.id;
     next.volumes = {.project = p.name,
                     .id = GP_TRY(storage::allocate_project_id(ids, all)),
-                    .size_limits = limits};
+                    .size_limits = limits,
+                    .project_id = p.id,
+                    .generation = api.ids().next("vgen")};
     next.state = "active";
     next.version = 1;
     stored.push_back(next);
@@ -243,18 +201,11 @@ Result<Mutation> put_volumes(Api& api, Call& call, store::Tx& tx) {
     next = *it;
   }
   // The core checks names and ids before anything is stored.
-  auto plan = GP_TRY(storage::plan_layout(tenant_volumes(t.name, ids, stored)));
-  const std::string limits_text = limits_json(limits).dump();
+  auto plan = GP_TRY(storage::plan_layout(storage::active_volumes(t.id, t.name, ids, stored)));
   if (created)
-    GP_TRY(tx.exec(
-        "INSERT INTO project_volumes (tenant_id, project_id, project_name, uid, size_limits, "
-        "state, created_at, updated_at, version) VALUES (?,?,?,?,?,'active',?,?,1)",
-        {t.id, p.id, p.name, int64_t{next.volumes.id}, limits_text, now, now}));
+    GP_TRY_VOID(storage::insert_volumes(tx, t.id, next.volumes, now));
   else
-    GP_TRY(
-        tx.exec("UPDATE project_volumes SET size_limits = ?, updated_at = ?, version = ? WHERE "
-                "tenant_id = ? AND project_id = ? AND version = ?",
-                {limits_text, now, next.version, t.id, p.id, next.version - 1}));
+    GP_TRY_VOID(storage::update_size_limits(tx, t.id, p.id, limits, next.version - 1, now));
   Json body = project_json(next);
   body["tenant"] = t.name;
   body["directories"] = Json::array();
@@ -266,7 +217,8 @@ Result<Mutation> put_volumes(Api& api, Call& call, store::Tx& tx) {
   m.reply = json_reply(200, body, next.version);
   m.detail = {{"project", p.name},
               {"uid", next.volumes.id},
-              {"size_limits", limits_json(limits)},
+              {"generation", next.volumes.generation},
+              {"size_limits", storage::size_limits_json(limits)},
               {"created", created}};
   return m;
 }
@@ -274,22 +226,23 @@ Result<Mutation> put_volumes(Api& api, Call& call, store::Tx& tx) {
 Result<Mutation> delete_volumes(Api& api, Call& call, store::Tx& tx) {
   const auto& t = *call.tenant;
   const auto& p = *call.project;
-  auto stored = GP_TRY(load_volumes(tx, t.id));
-  auto it = std::find_if(stored.begin(), stored.end(), [&](const StoredVolumes& s) {
-    return s.project_id == p.id && s.state == "active";
+  auto stored = GP_TRY(storage::load_volumes(tx, t.id));
+  auto it = std::find_if(stored.begin(), stored.end(), [&](const storage::StoredVolumes& s) {
+    return s.volumes.project_id == p.id && s.state == "active";
   });
   if (it == stored.end()) return fail(Error::not_found("volumes not found"));
   GP_TRY_VOID(check_if_match(call, it->version));
-  GP_TRY(tx.exec(
-      "UPDATE project_volumes SET state = 'deleting', updated_at = ?, version = version + 1 "
-      "WHERE tenant_id = ? AND project_id = ?",
-      {to_unix_micros(api.clock().now()), t.id, p.id}));
-  auto row = GP_TRY(
-      schedule_deletion(api, tx, t, it->volumes.project, "project volumes deleted", call.who.id));
+  const auto now = api.clock().now();
+  auto d = GP_TRY(storage::schedule_project_deletion(
+      tx, api.ids().next("sdel"), t.id, t.name, it->volumes, "project volumes deleted", call.who.id,
+      to_unix_micros(now), to_unix_micros(now + api.isolation().storage_grace)));
+  Json body = deletion_json(d);
   Mutation m;
-  m.reply = json_reply(202, deletion_json(row));
-  m.detail = {
-      {"project", p.name}, {"deletion", row.text(0)}, {"due_at", deletion_json(row)["due_at"]}};
+  m.reply = json_reply(202, body);
+  m.detail = {{"project", p.name},
+              {"generation", d.generation},
+              {"deletion", d.id},
+              {"due_at", body["due_at"]}};
   return m;
 }
 
@@ -301,26 +254,24 @@ Result<Reply> list_deletions(Api& api, Call& call, store::Tx& tx) {
     if (state != "scheduled" && state != "done")
       return fail(Error::invalid("state: must be scheduled or done"));
   }
-  auto rows = GP_TRY(tx.query(
-      fmt::format("SELECT {} FROM storage_deletions WHERE id > ? AND (? = '' OR state = ?) ORDER "
-                  "BY id LIMIT ?",
-                  kDeletionCols),
-      {page.after.value_or(""), state, state, int64_t{page.limit} + 1}));
+  auto rows =
+      GP_TRY(storage::list_deletions(tx, page.after.value_or(""), state, int64_t{page.limit} + 1));
   Json items = Json::array();
   Json next = nullptr;
   for (size_t i = 0; i < rows.size(); ++i) {
     if (i == size_t(page.limit)) {
-      next = rows[i - 1].text(0);
+      next = rows[i - 1].id;
       break;
     }
-    items.push_back(deletion_json(rows[i]));
+    items.push_back(GP_TRY(fleet_deletion_json(tx, rows[i])));
   }
   return json_reply(200, {{"items", items}, {"next", next}});
 }
 
-// ---- The agent's assignment ----
+// ---- The agent's side ----
 
 Result<Reply> agent_assignment(Api& api, Call& call, store::Tx& tx) {
+  const std::string& node = call.who.id;
   const auto& supernet = api.isolation().segments.supernet;
   Json segments = Json::array();
   for (const auto& row : GP_TRY(
@@ -344,29 +295,43 @@ Result<Reply> agent_assignment(Api& api, Call& call, store::Tx& tx) {
            "t.id = s.tenant_id WHERE t.state <> 'offboarding' ORDER BY t.name"))) {
     storage::IdRange ids{static_cast<uint32_t>(row.integer(2)),
                          static_cast<uint32_t>(row.integer(3))};
-    auto tv = tenant_volumes(row.text(1), ids, GP_TRY(load_volumes(tx, row.text(0))));
+    auto tv = storage::active_volumes(row.text(0), row.text(1), ids,
+                                      GP_TRY(storage::load_volumes(tx, row.text(0))));
     if (tv.projects.empty()) continue;
     Json projects = Json::array();
     for (const auto& p : tv.projects)
-      projects.push_back(
-          {{"project", p.project}, {"id", p.id}, {"size_limits", limits_json(p.size_limits)}});
+      projects.push_back({{"project", p.project},
+                          {"project_id", p.project_id},
+                          {"generation", p.generation},
+                          {"id", p.id},
+                          {"size_limits", storage::size_limits_json(p.size_limits)}});
     volumes.push_back({{"tenant", tv.tenant},
+                       {"tenant_id", tv.tenant_id},
+                       {"held", GP_TRY(storage::is_holder(tx, tv.tenant_id, node))},
                        {"ids", {{"first", ids.first}, {"count", ids.count}}},
                        {"projects", projects}});
   }
+  // The deletions this node has to execute: due, of a tenant whose trees it holds (or whose
+  // holders are unknown), and not confirmed by it yet; or confirmed by it and awaiting no one
+  // any more (a node it waited for was retired), so that its acknowledgement completes them.
   Json deletions = Json::array();
-  for (const auto& row : GP_TRY(tx.query(
-           fmt::format("SELECT {} FROM storage_deletions WHERE state = 'scheduled' AND due_at <= "
-                       "? ORDER BY due_at, id",
-                       kDeletionCols),
-           {to_unix_micros(api.clock().now())}))) {
-    Json d = deletion_json(row);
-    deletions.push_back({{"id", d["id"]},
-                         {"tenant", d["tenant"]},
-                         {"project", d["project"]},
-                         {"due_at", d["due_at"]}});
+  for (const auto& d : GP_TRY(storage::due_deletions(tx, to_unix_micros(api.clock().now())))) {
+    auto required = GP_TRY(required_confirmers(tx, d.tenant_id));
+    if (!required.empty() && std::find(required.begin(), required.end(), node) == required.end())
+      continue;
+    auto confirmed = GP_TRY(storage::confirmations(tx, d.id));
+    if (confirmed_by(confirmed, node) && !all_confirmed(required, confirmed)) continue;
+    auto owner = GP_TRY(storage::expected_owner(tx, d));
+    deletions.push_back({{"id", d.id},
+                         {"tenant", d.tenant_name},
+                         {"tenant_id", d.tenant_id},
+                         {"project", d.project_name},
+                         {"project_id", d.project_id},
+                         {"generation", d.generation},
+                         {"owner", owner ? Json(*owner) : Json(nullptr)},
+                         {"due_at", format_rfc3339(from_unix_micros(d.due_at))}});
   }
-  return json_reply(200, {{"node", call.who.id},
+  return json_reply(200, {{"node", node},
                           {"generated_at", format_rfc3339(api.clock().now())},
                           {"supernet", network::to_string(supernet)},
                           {"segments", segments},
@@ -375,45 +340,94 @@ Result<Reply> agent_assignment(Api& api, Call& call, store::Tx& tx) {
                           {"storage_deletions", deletions}});
 }
 
+// A node records that it holds the trees of these tenants, before it creates them. Only tenants
+// with planned volumes are recorded; the others are refused (the node then creates nothing).
+Result<Mutation> storage_holdings(Api& api, Call& call, store::Tx& tx) {
+  auto r = body_reader(call, "storage holdings");
+  auto tenants = r.optional_string_array("tenants", 10000, 128);
+  if (!tenants) r.reject("tenants", "required: the ids of the tenants whose trees the node holds");
+  GP_TRY_VOID(r.finish());
+  const int64_t now = to_unix_micros(api.clock().now());
+  Json held = Json::array(), refused = Json::array(), recorded = Json::array();
+  for (const auto& id : *tenants) {
+    auto t = GP_TRY(tenancy::find_tenant(tx, id));
+    bool planned = t && t->id == id && t->state != tenancy::TenantState::kOffboarding;
+    if (planned) {
+      auto ids = GP_TRY(storage::load_ids(tx, id));
+      planned =
+          ids && !storage::active_volumes(id, t->name, *ids, GP_TRY(storage::load_volumes(tx, id)))
+                      .projects.empty();
+    }
+    if (!planned) {
+      refused.push_back(id);
+      continue;
+    }
+    held.push_back(id);
+    if (GP_TRY(storage::record_holder(tx, id, call.who.id, now))) recorded.push_back(id);
+  }
+  Mutation m;
+  m.reply = json_reply(200, {{"held", held}, {"refused", refused}});
+  m.audited = !recorded.empty();  // a node repeating what is recorded changes nothing
+  m.detail = {{"recorded", recorded}, {"refused", refused}};
+  return m;
+}
+
+constexpr std::string_view kRemoveOutcomes[] = {"removed", "absent", "replaced"};
+
+// A node confirms a deletion of its assignment. The deletion is done, and what its tree held is
+// let go (for a tenant, the id block), once every node that holds the tenant's trees confirmed.
 Result<Mutation> deletion_done(Api& api, Call& call, store::Tx& tx) {
+  std::string outcome = "unreported", detail;
   if (call.body) {
     auto r = body_reader(call, "deletion report");
-    auto detail = r.optional_string("detail", 1024);
+    if (auto o = r.optional_string("outcome", 16)) {
+      outcome = *o;
+      if (std::find(std::begin(kRemoveOutcomes), std::end(kRemoveOutcomes), outcome) ==
+          std::end(kRemoveOutcomes))
+        r.reject("outcome", "must be removed, absent or replaced");
+    }
+    detail = r.optional_string("detail", 1024).value_or("");
     GP_TRY_VOID(r.finish());
   }
-  const std::string sql =
-      fmt::format("SELECT {} FROM storage_deletions WHERE id = ?", kDeletionCols);
-  auto row = GP_TRY(found(tx.query_one(sql, {call.param("deletion")}), "storage deletion"));
+  const std::string& node = call.who.id;
+  auto d = GP_TRY(found(storage::find_deletion(tx, call.param("deletion")), "storage deletion"));
   Mutation m;
-  m.tenant_id = row.text(1);
-  if (row.text(8) == "done") {  // a retried acknowledgement changes nothing
-    m.reply = json_reply(200, deletion_json(row));
+  m.tenant_id = d.tenant_id;
+  auto confirmed = GP_TRY(storage::confirmations(tx, d.id));
+  if (d.state == "done") {
+    if (!confirmed_by(confirmed, node) && d.done_by != node)
+      return fail(Error::conflict("the deletion is done; this node did not confirm it"));
+    m.reply = json_reply(200, GP_TRY(fleet_deletion_json(tx, d)));  // a retry changes nothing
     m.audited = false;
     return m;
   }
   const auto now = api.clock().now();
-  if (row.integer(7) > to_unix_micros(now))
+  if (d.due_at > to_unix_micros(now))
     return fail(Error::conflict(fmt::format("the deletion is not due before {}",
-                                            deletion_json(row)["due_at"].get<std::string>())));
-  GP_TRY(tx.exec(
-      "UPDATE storage_deletions SET state = 'done', done_at = ?, done_by = ? WHERE id = ? AND "
-      "state = 'scheduled'",
-      {to_unix_micros(now), call.who.id, row.text(0)}));
-  const std::string& tenant_id = row.text(1);
-  if (row.text(3).empty()) {
-    // The whole tree is gone: the tenant's ids may go to another tenant.
-    GP_TRY(tx.exec("DELETE FROM project_volumes WHERE tenant_id = ?", {tenant_id}));
-    GP_TRY(tx.exec("DELETE FROM tenant_storage_ids WHERE tenant_id = ?", {tenant_id}));
-  } else {
-    GP_TRY(
-        tx.exec("DELETE FROM project_volumes WHERE tenant_id = ? AND project_name = ? AND state = "
-                "'deleting'",
-                {tenant_id, row.text(3)}));
+                                            format_rfc3339(from_unix_micros(d.due_at)))));
+  auto required = GP_TRY(required_confirmers(tx, d.tenant_id));
+  if (!required.empty() && std::find(required.begin(), required.end(), node) == required.end())
+    return fail(Error::denied(fmt::format(
+        "deletion {} is not in this node's assignment: the node does not hold the trees of "
+        "tenant {}",
+        d.id, d.tenant_name)));
+  const bool recorded =
+      GP_TRY(storage::record_confirmation(tx, d.id, node, outcome, detail, to_unix_micros(now)));
+  confirmed = GP_TRY(storage::confirmations(tx, d.id));
+  const bool complete = all_confirmed(required, confirmed);
+  if (complete) {
+    GP_TRY_VOID(storage::complete_deletion(tx, d, node, to_unix_micros(now)));
+    d = GP_TRY(found(storage::find_deletion(tx, d.id), "storage deletion"));
   }
-  m.reply = json_reply(
-      200, deletion_json(GP_TRY(found(tx.query_one(sql, {row.text(0)}), "storage deletion"))));
-  m.detail = {
-      {"tenant", row.text(2)}, {"project", row.text(3)}, {"ids_released", row.text(3).empty()}};
+  m.reply = json_reply(200, GP_TRY(fleet_deletion_json(tx, d)));
+  m.audited = recorded || complete;
+  m.detail = {{"tenant", d.tenant_name},
+              {"project", d.project_name},
+              {"project_id", d.project_id},
+              {"generation", d.generation},
+              {"outcome", outcome},
+              {"done", complete},
+              {"ids_released", complete && d.whole_tenant()}};
   return m;
 }
 
@@ -421,17 +435,12 @@ Result<Mutation> deletion_done(Api& api, Call& call, store::Tx& tx) {
 
 Result<Json> schedule_tenant_storage_deletion(Api& api, store::Tx& tx, const tenancy::Tenant& t,
                                               const std::string& who) {
-  if (!GP_TRY(load_ids(tx, t.id))) return Json("none");  // never had volumes
-  GP_TRY(tx.exec("UPDATE project_volumes SET state = 'deleting' WHERE tenant_id = ?", {t.id}));
-  auto existing = GP_TRY(tx.query_one(
-      fmt::format("SELECT {} FROM storage_deletions WHERE tenant_id = ? AND project_name = '' AND "
-                  "state = 'scheduled'",
-                  kDeletionCols),
-      {t.id}));
-  auto row =
-      existing ? *existing : GP_TRY(schedule_deletion(api, tx, t, "", "tenant offboarded", who));
-  Json d = deletion_json(row);
-  return Json{{"deletion", d["id"]}, {"due_at", d["due_at"]}};
+  if (!GP_TRY(storage::load_ids(tx, t.id))) return Json("none");  // never had volumes
+  const auto now = api.clock().now();
+  auto d = GP_TRY(storage::schedule_tenant_deletion(
+      tx, api.ids().next("sdel"), t.id, t.name, "tenant offboarded", who, to_unix_micros(now),
+      to_unix_micros(now + api.isolation().storage_grace)));
+  return Json{{"deletion", d.id}, {"due_at", format_rfc3339(from_unix_micros(d.due_at))}};
 }
 
 std::vector<Route> storage_routes() {
@@ -474,7 +483,8 @@ std::vector<Route> storage_routes() {
                .permission = Permission::kFleetRead,
                .handler = read_tx(list_deletions),
                .query_params = {"limit", "after", "state"},
-               .summary = "Storage deletions of every tenant, scheduled and done.",
+               .summary = "Storage deletions of every tenant, scheduled and done, with each "
+                          "node's confirmation and the nodes still awaited.",
                .response_schema = "StorageDeletion[]"});
   r.push_back({.method = "GET",
                .pattern = "/v1/agent/assignment",
@@ -482,15 +492,28 @@ std::vector<Route> storage_routes() {
                .access = Access::kNode,
                .handler = read_tx(agent_assignment),
                .summary = "What a node agent enforces: live tenant segments and policies, the "
-                          "volume plans of active tenants, and storage deletions that are due.",
+                          "volume plans of active tenants, and the due storage deletions it has "
+                          "to execute.",
                .response_schema = "AgentAssignment"});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/agent/storage-holdings",
+               .action = "node.storage_holding",
+               .access = Access::kNode,
+               .mutation = true,
+               .handler = write_tx(storage_holdings),
+               .summary = "A node agent records that it holds the trees of these tenants, before "
+                          "it creates them; each such node then confirms their deletion.",
+               .request_schema = "StorageHoldings",
+               .response_schema = "StorageHoldingsResult"});
   r.push_back({.method = "POST",
                .pattern = "/v1/agent/storage-deletions/{deletion}/done",
                .action = "node.storage_deletion.done",
                .access = Access::kNode,
                .mutation = true,
                .handler = write_tx(deletion_done),
-               .summary = "A node agent reports a due storage deletion executed (idempotent).",
+               .summary = "A node agent confirms a due storage deletion of its assignment "
+                          "(idempotent); it is done once every node holding the tenant's trees "
+                          "has confirmed it.",
                .request_schema = "StorageDeletionDone",
                .response_schema = "StorageDeletion"});
   return r;

@@ -449,7 +449,9 @@ Json schemas() {
                               {"segments", {{"type", "array"}, {"items", {{"type", "object"}}}}},
                               {"ruleset", str()}},
                              {"node", "table", "segments", "ruleset"});
-  s["SecretCreate"] = object({{"name", str()}, {"value", str()}}, {"name", "value"});
+  s["SecretCreate"] = object(
+      {{"name", {{"type", "string"}, {"pattern", "^[A-Za-z0-9_.:-]{1,128}$"}}}, {"value", str()}},
+      {"name", "value"});
   s["Secret"] = object({{"name", str()},
                         {"key_version", integer()},
                         {"created_by", str()},
@@ -781,9 +783,13 @@ Json schemas() {
                  {"propertyNames", enum_of({"datasets", "models", "checkpoints", "scratch"})},
                  {"additionalProperties", {{"type", "integer"}, {"minimum", 1 << 20}}}};
   s["VolumesSet"] = object({{"size_limits", limits}}, {});
-  Json project_volumes = {{"project", str()},      {"project_id", str()},
-                          {"uid", integer()},      {"gid", integer()},
-                          {"size_limits", limits}, {"state", enum_of({"active", "deleting"})},
+  Json project_volumes = {{"project", str()},
+                          {"project_id", str()},
+                          {"generation", str()},
+                          {"uid", integer()},
+                          {"gid", integer()},
+                          {"size_limits", limits},
+                          {"state", enum_of({"active", "deleting"})},
                           {"version", integer()}};
   Json dir = object({{"path", str()},
                      {"uid", integer()},
@@ -797,11 +803,16 @@ Json schemas() {
   pv_response["directories"] = {{"type", "array"}, {"items", dir}};
   s["ProjectVolumes"] = object(pv_response, {"tenant", "project", "project_id", "uid", "gid",
                                              "size_limits", "state", "version", "directories"});
+  Json confirmation =
+      object({{"node", str()}, {"outcome", str()}, {"detail", str()}, {"at", time_str()}},
+             {"node", "outcome", "detail", "at"});
   s["StorageDeletion"] =
       object({{"id", str()},
               {"tenant_id", str()},
               {"tenant", str()},
               {"project", str()},
+              {"project_id", str()},
+              {"generation", str()},
               {"path", str()},
               {"reason", str()},
               {"requested_by", str()},
@@ -809,10 +820,17 @@ Json schemas() {
               {"due_at", time_str()},
               {"state", enum_of({"scheduled", "done"})},
               {"done_at", ntime()},
-              {"done_by", nstr()}},
-             {"id", "tenant_id", "tenant", "project", "path", "reason", "requested_by",
-              "requested_at", "due_at", "state", "done_at", "done_by"});
-  s["StorageDeletionDone"] = object({{"detail", str()}}, {});
+              {"done_by", nstr()},
+              {"confirmations", {{"type", "array"}, {"items", confirmation}}},
+              {"waiting_for", {{"type", "array"}, {"items", str()}}}},
+             {"id", "tenant_id", "tenant", "project", "project_id", "generation", "path", "reason",
+              "requested_by", "requested_at", "due_at", "state", "done_at", "done_by"});
+  s["StorageDeletionDone"] =
+      object({{"outcome", enum_of({"removed", "absent", "replaced"})}, {"detail", str()}}, {});
+  Json tenant_ids = {{"type", "array"}, {"items", str()}};
+  s["StorageHoldings"] = object({{"tenants", tenant_ids}}, {"tenants"});
+  s["StorageHoldingsResult"] =
+      object({{"held", tenant_ids}, {"refused", tenant_ids}}, {"held", "refused"});
   Json id_range = object({{"first", integer()}, {"last", integer()}, {"count", integer()}},
                          {"first", "last", "count"});
   s["TenantVolumes"] = object(

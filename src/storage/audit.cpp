@@ -1,8 +1,12 @@
 // The permission audit: walks a tenant tree and reports whatever another tenant could read,
-// write or reach. Reads POSIX ACLs straight from their xattrs (the kernel's on-disk format:
+// write or reach. The walk goes through directory descriptors (fstatat/openat with O_NOFOLLOW
+// relative to the parent), never by path, so nothing a tenant changes while it runs can lead it
+// outside the tree. Reads POSIX ACLs straight from their xattrs (the kernel's on-disk format:
 // a 4-byte version 2, then 8-byte entries tag/perm/id, little-endian), so no libacl is needed.
 #include <dirent.h>
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <limits.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -11,9 +15,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "storage/storage.h"
+#include "storage/testing.h"
 
 namespace gp::storage {
 
@@ -66,16 +72,19 @@ std::string rwx(unsigned perm) {
   return fmt::format("{}{}{}", perm & 4 ? 'r' : '-', perm & 2 ? 'w' : '-', perm & 1 ? 'x' : '-');
 }
 
+// Reads one extended attribute of an entry: n bytes, or -1 with errno set.
+using XattrGetter = std::function<ssize_t(const char* name, void* buf, size_t size)>;
+
 // nullopt: no ACL of this kind; an error string when the xattr is malformed.
-std::optional<std::vector<AclEntry>> read_acl(const std::string& path, const char* name,
+std::optional<std::vector<AclEntry>> read_acl(const XattrGetter& get, const char* name,
                                               std::string* error) {
   std::string buf(4 + 8 * 64, '\0');
-  ssize_t n = ::lgetxattr(path.c_str(), name, buf.data(), buf.size());
+  ssize_t n = get(name, buf.data(), buf.size());
   if (n < 0 && errno == ERANGE) {
-    n = ::lgetxattr(path.c_str(), name, nullptr, 0);
+    n = get(name, nullptr, 0);
     if (n > 0) {
       buf.resize(static_cast<size_t>(n));
-      n = ::lgetxattr(path.c_str(), name, buf.data(), buf.size());
+      n = get(name, buf.data(), buf.size());
     }
   }
   if (n < 0) {
@@ -99,33 +108,45 @@ std::optional<std::vector<AclEntry>> read_acl(const std::string& path, const cha
   return out;
 }
 
+std::function<void(const std::string&)>& audit_descend_hook() {
+  static std::function<void(const std::string&)> hook;
+  return hook;
+}
+
+// An open directory descriptor, closed when it goes.
+class DirFd {
+ public:
+  explicit DirFd(int fd) : fd_(fd) {}
+  DirFd(const DirFd&) = delete;
+  DirFd& operator=(const DirFd&) = delete;
+  ~DirFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
+
+// The path of an entry through its parent's descriptor: resolving it never depends on where
+// the parent directory is now, nor on any symlink above it.
+std::string fd_path(int dir, const std::string& name) {
+  return fmt::format("/proc/self/fd/{}/{}", dir, name);
+}
+
 class Auditor {
  public:
   Auditor(std::filesystem::path root, const AuditScope& scope)
       : root_(std::move(root)), scope_(scope) {}
 
-  void walk(const std::string& rel) {
-    std::string path = full(rel);
+  // Audits the tree whose root is open as `root_fd`.
+  void walk_root(int root_fd) {
     struct stat st {};
-    if (::lstat(path.c_str(), &st) != 0) {
-      add(rel, FindingKind::kUnreadable, fmt::format("cannot stat: {}", std::strerror(errno)));
+    if (::fstat(root_fd, &st) != 0) {
+      add(".", FindingKind::kUnreadable, fmt::format("cannot stat: {}", std::strerror(errno)));
       return;
     }
-    check(rel, path, st);
-    if (!S_ISDIR(st.st_mode)) return;
-    DIR* d = ::opendir(path.c_str());
-    if (!d) {
-      add(rel, FindingKind::kUnreadable, fmt::format("cannot list: {}", std::strerror(errno)));
-      return;
-    }
-    std::vector<std::string> names;
-    while (dirent* e = ::readdir(d)) {
-      std::string name = e->d_name;
-      if (name != "." && name != "..") names.push_back(name);
-    }
-    ::closedir(d);
-    std::sort(names.begin(), names.end());
-    for (const auto& name : names) walk(rel == "." ? name : fmt::format("{}/{}", rel, name));
+    audit_directory(root_fd, ".", st, 0);
   }
 
   std::vector<Finding> finish() {
@@ -143,8 +164,70 @@ class Auditor {
   }
 
  private:
-  std::string full(const std::string& rel) const {
-    return rel == "." ? root_.string() : (root_ / rel).string();
+  static std::string child_rel(const std::string& rel, const std::string& name) {
+    return rel == "." ? name : fmt::format("{}/{}", rel, name);
+  }
+
+  // Checks the open directory `dir` (at `rel`, looked at as `st`) and walks what it holds.
+  void audit_directory(int dir, const std::string& rel, const struct stat& st, int depth) {
+    check(rel, st, [dir](const char* name, void* buf, size_t size) {
+      return ::fgetxattr(dir, name, buf, size);
+    });
+    std::vector<std::string> names;
+    int dup = ::fcntl(dir, F_DUPFD_CLOEXEC, 0);
+    DIR* d = dup < 0 ? nullptr : ::fdopendir(dup);
+    if (!d) {
+      add(rel, FindingKind::kUnreadable, fmt::format("cannot list: {}", std::strerror(errno)));
+      if (dup >= 0) ::close(dup);
+      return;
+    }
+    while (dirent* e = ::readdir(d)) {
+      std::string name = e->d_name;
+      if (name != "." && name != "..") names.push_back(std::move(name));
+    }
+    ::closedir(d);
+    std::sort(names.begin(), names.end());
+    for (const auto& name : names) audit_entry(dir, name, child_rel(rel, name), depth + 1);
+  }
+
+  // One entry of the open directory `parent`, never followed if it is a symlink.
+  void audit_entry(int parent, const std::string& name, const std::string& rel, int depth) {
+    struct stat st {};
+    if (::fstatat(parent, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      add(rel, FindingKind::kUnreadable, fmt::format("cannot stat: {}", std::strerror(errno)));
+      return;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+      check(rel, st, [path = fd_path(parent, name)](const char* attr, void* buf, size_t size) {
+        return ::lgetxattr(path.c_str(), attr, buf, size);
+      });
+      if (S_ISLNK(st.st_mode)) check_symlink(parent, name, rel);
+      return;
+    }
+    if (depth > kMaxAuditDepth) {
+      add(rel, FindingKind::kUnreadable,
+          fmt::format("deeper than {} levels: not audited", kMaxAuditDepth));
+      return;
+    }
+    if (const auto& hook = audit_descend_hook()) hook(rel);
+    // The entry is opened, never followed, and what is audited is what was opened: a directory
+    // swapped for a symlink (or anything else) since the fstatat above is reported, not walked.
+    int fd = ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      const int e = errno;
+      add(rel, FindingKind::kUnreadable,
+          e == ELOOP || e == ENOTDIR
+              ? std::string("changed during the audit: no longer a directory; not followed")
+              : fmt::format("cannot open: {}", std::strerror(e)));
+      return;
+    }
+    DirFd dir(fd);
+    struct stat opened {};
+    if (::fstat(dir.get(), &opened) != 0) {
+      add(rel, FindingKind::kUnreadable, fmt::format("cannot stat: {}", std::strerror(errno)));
+      return;
+    }
+    audit_directory(dir.get(), rel, opened, depth);
   }
   bool own_uid(uint32_t id) const { return id == 0 || scope_.uids.contains(id); }
   bool own_gid(uint32_t id) const { return id == 0 || scope_.gids.contains(id); }
@@ -152,13 +235,12 @@ class Auditor {
     findings_.push_back({rel, kind, std::move(detail)});
   }
 
-  void check(const std::string& rel, const std::string& path, const struct stat& st) {
+  void check(const std::string& rel, const struct stat& st, const XattrGetter& xattr) {
     if (!own_uid(st.st_uid))
       add(rel, FindingKind::kForeignOwner,
           fmt::format("owned by uid {}, outside the tenant's {}-{}", st.st_uid, scope_.uids.first,
                       scope_.uids.last()));
     if (S_ISLNK(st.st_mode)) {
-      check_symlink(rel, path);
       count_links(rel, st);
       return;
     }
@@ -185,15 +267,15 @@ class Auditor {
       add(rel, FindingKind::kDeviceFile,
           fmt::format("{} device {}:{}", S_ISCHR(m) ? "character" : "block", major(st.st_rdev),
                       minor(st.st_rdev)));
-    check_acl(rel, path, "system.posix_acl_access", "ACL");
-    if (dir) check_acl(rel, path, "system.posix_acl_default", "default ACL (inherited)");
+    check_acl(rel, xattr, "system.posix_acl_access", "ACL");
+    if (dir) check_acl(rel, xattr, "system.posix_acl_default", "default ACL (inherited)");
     if (!dir) count_links(rel, st);
   }
 
-  void check_acl(const std::string& rel, const std::string& path, const char* xattr,
+  void check_acl(const std::string& rel, const XattrGetter& get, const char* xattr,
                  std::string_view label) {
     std::string error;
-    auto acl = read_acl(path, xattr, &error);
+    auto acl = read_acl(get, xattr, &error);
     if (!error.empty()) add(rel, FindingKind::kUnreadable, error);
     if (!acl) return;
     unsigned mask = 7;
@@ -217,26 +299,30 @@ class Auditor {
     (void)kAclGroupObj;
   }
 
-  void check_symlink(const std::string& rel, const std::string& path) {
-    std::error_code ec;
-    auto target = std::filesystem::read_symlink(path, ec);
-    if (ec) {
-      add(rel, FindingKind::kUnreadable, "cannot read the link: " + ec.message());
+  void check_symlink(int parent, const std::string& name, const std::string& rel) {
+    std::string target(PATH_MAX, '\0');
+    ssize_t n = ::readlinkat(parent, name.c_str(), target.data(), target.size());
+    if (n < 0) {
+      add(rel, FindingKind::kUnreadable,
+          fmt::format("cannot read the link: {}", std::strerror(errno)));
       return;
     }
-    // Where the kernel would land: every link along the way resolved, missing tails kept.
-    auto resolved = std::filesystem::weakly_canonical(path, ec);
+    target.resize(static_cast<size_t>(n));
+    // Where the kernel would land: every link along the way resolved, missing tails kept. A
+    // relative target starts from the link's directory as it was opened.
+    std::error_code ec;
+    const std::filesystem::path from = target.starts_with('/') ? target : fd_path(parent, target);
+    auto resolved = std::filesystem::weakly_canonical(from, ec);
     if (ec) {
       add(rel, FindingKind::kSymlinkEscape,
-          fmt::format("-> {} cannot be resolved ({}); it may leave the tree", target.string(),
+          fmt::format("-> {} cannot be resolved ({}); it may leave the tree", target,
                       ec.message()));
       return;
     }
     auto inside = resolved.lexically_relative(root_);
     if (inside.empty() || *inside.begin() == "..")
       add(rel, FindingKind::kSymlinkEscape,
-          fmt::format("-> {} resolves to {}, outside the tree", target.string(),
-                      resolved.string()));
+          fmt::format("-> {} resolves to {}, outside the tree", target, resolved.string()));
   }
 
   void count_links(const std::string& rel, const struct stat& st) {
@@ -259,6 +345,12 @@ class Auditor {
 
 }  // namespace
 
+namespace testing {
+void set_audit_descend_hook(std::function<void(const std::string& rel)> hook) {
+  audit_descend_hook() = std::move(hook);
+}
+}  // namespace testing
+
 Result<std::vector<Finding>> audit_tree(const std::filesystem::path& tree,
                                         const AuditScope& scope) {
   std::error_code ec;
@@ -268,8 +360,12 @@ Result<std::vector<Finding>> audit_tree(const std::filesystem::path& tree,
     return fail(Error::invalid(fmt::format("{} is not a directory", tree.string())));
   if (scope.uids.count == 0 || scope.gids.count == 0)
     return fail(Error::invalid("the audit scope needs at least one uid and one gid"));
+  int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return fail(Error::invalid(fmt::format("{}: {}", tree.string(), std::strerror(errno))));
+  DirFd root_fd(fd);
   Auditor a(root, scope);
-  a.walk(".");
+  a.walk_root(root_fd.get());
   return a.finish();
 }
 

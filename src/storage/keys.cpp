@@ -154,17 +154,6 @@ Result<Wiped> data_key(const TenantKeys& t, uint32_t version, std::span<const Ma
       Error::not_found(fmt::format("tenant '{}' has no data key version {}", t.tenant, version)));
 }
 
-Result<void> validate_secret_name(std::string_view name) {
-  bool good = !name.empty() && name.size() <= 128;
-  for (char ch : name)
-    good = good && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
-                    (ch >= '0' && ch <= '9') || std::strchr("-_./:", ch) != nullptr);
-  if (!good)
-    return fail(Error::invalid(
-        fmt::format("secret name '{}': 1 to 128 letters, digits or \"-_./:\"", name)));
-  return ok();
-}
-
 }  // namespace
 
 RandomSource system_random() {
@@ -322,10 +311,26 @@ Result<void> retire_data_key(Keyring& ring, std::string_view tenant, uint32_t ve
   return ok();
 }
 
-Result<SealedSecret> seal_secret(const Keyring& ring, std::span<const MasterKey> masters,
-                                 std::string_view tenant, std::string_view name,
-                                 std::string_view plaintext, const RandomSource& random) {
-  GP_TRY_VOID(validate_secret_name(name));
+Result<void> validate_secret_name(std::string_view name) {
+  bool good = !name.empty() && name.size() <= 128 && name != "." && name != "..";
+  for (char ch : name)
+    good =
+        good && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+                 std::string_view(kSecretNamePunctuation).contains(ch));
+  if (!good)
+    return fail(Error::invalid(fmt::format(
+        "secret name '{}': 1 to 128 characters, each a letter, a digit or one of \"{}\" (not "
+        "\".\" or \"..\" alone)",
+        name, kSecretNamePunctuation)));
+  return ok();
+}
+
+namespace {
+// Seals under the tenant's current key; the name is checked by the caller (a new secret) or was
+// stored already (a reseal keeps it, even one stored before the current naming rule).
+Result<SealedSecret> seal_named(const Keyring& ring, std::span<const MasterKey> masters,
+                                std::string_view tenant, std::string_view name,
+                                std::string_view plaintext, const RandomSource& random) {
   const auto* t = GP_TRY(live_tenant(ring, tenant));
   auto dek = GP_TRY(data_key(*t, t->current_version, masters));
   SealedSecret s{
@@ -334,6 +339,14 @@ Result<SealedSecret> seal_secret(const Keyring& ring, std::span<const MasterKey>
   s.ciphertext =
       GP_TRY(gcm_seal(dek.bytes, s.nonce, secret_aad(tenant, name, s.key_version), plaintext));
   return s;
+}
+}  // namespace
+
+Result<SealedSecret> seal_secret(const Keyring& ring, std::span<const MasterKey> masters,
+                                 std::string_view tenant, std::string_view name,
+                                 std::string_view plaintext, const RandomSource& random) {
+  GP_TRY_VOID(validate_secret_name(name));
+  return seal_named(ring, masters, tenant, name, plaintext, random);
 }
 
 Result<std::string> open_secret(const Keyring& ring, std::span<const MasterKey> masters,
@@ -358,7 +371,7 @@ bool needs_reseal(const Keyring& ring, const SealedSecret& s) {
 Result<SealedSecret> reseal_secret(const Keyring& ring, std::span<const MasterKey> masters,
                                    const SealedSecret& s, const RandomSource& random) {
   Wiped plain{GP_TRY(open_secret(ring, masters, s))};
-  return seal_secret(ring, masters, s.tenant, s.name, plain.bytes, random);
+  return seal_named(ring, masters, s.tenant, s.name, plain.bytes, random);
 }
 
 // ---- JSON ----

@@ -112,7 +112,12 @@ Result<void> destroy_tenant_keys(Keyring& ring, std::string_view tenant);
 Result<void> retire_data_key(Keyring& ring, std::string_view tenant, uint32_t version,
                              std::span<const SealedSecret> still_sealed);
 
-// Secret names: 1-128 characters of letters, digits and "-_./:".
+// Secret names: 1-128 characters, each a letter, a digit or one of kSecretNamePunctuation, and
+// not "." or ".." alone. A name is one segment of the secret's URL path, which is decoded before
+// it is routed: "/" (even as %2F) would split it, so no name may hold one. Secrets stored with
+// a "/" before this rule can still be deleted by name in the query (docs/storage.md).
+inline constexpr const char* kSecretNamePunctuation = "-_.:";
+Result<void> validate_secret_name(std::string_view name);
 Result<SealedSecret> seal_secret(const Keyring& ring, std::span<const MasterKey> masters,
                                  std::string_view tenant, std::string_view name,
                                  std::string_view plaintext, const RandomSource& random);

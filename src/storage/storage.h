@@ -56,6 +56,27 @@ Result<TenantIds> allocate_ids(const IdPoolConfig& config, std::span<const Tenan
 Result<std::vector<TenantIds>> release_ids(std::span<const TenantIds> existing,
                                            std::string_view tenant);
 
+// ---- Tree identity ----
+// Who a tree on disk belongs to, by identity and never by name: the tenant's id and, for a
+// project's tree, the project's id and the generation of its volumes (a fresh value each time
+// the volumes are created, so volumes deleted and set again, or a project deleted and created
+// again under the same name, are another tree). The agent records it on the top directory of
+// each tree it creates, in an extended attribute of the trusted namespace (only a process with
+// CAP_SYS_ADMIN can read or write those: a tenant can neither forge nor remove it), and compares
+// it before it adopts an existing directory or removes a tree.
+
+inline constexpr const char* kIdentityXattr = "trusted.gpuplane.identity";
+
+struct TreeIdentity {
+  std::string tenant_id;
+  std::string project_id;  // empty on a tenant's top directory
+  std::string generation;  // empty on a tenant's top directory
+  bool operator==(const TreeIdentity&) const = default;
+};
+std::string identity_text(const TreeIdentity& identity);  // the attribute's value (JSON)
+Result<TreeIdentity> parse_identity(std::string_view text);
+std::string to_string(const TreeIdentity& identity);  // for messages
+
 // ---- Layout ----
 
 enum class VolumeKind : uint8_t { kDatasets, kModels, kCheckpoints, kScratch };
@@ -69,12 +90,16 @@ struct ProjectVolumes {
   uint32_t id = 0;  // the project's uid and gid, inside the tenant's range (not its first id)
   // Size limit per volume kind, in bytes; absent means unlimited.
   std::vector<std::pair<VolumeKind, uint64_t>> size_limits;
+  // Identity of the tree (TreeIdentity); create_volumes needs both, planning alone does not.
+  std::string project_id;
+  std::string generation;
 };
 
 struct TenantVolumes {
   std::string tenant;
   IdRange ids;
   std::vector<ProjectVolumes> projects;
+  std::string tenant_id;  // identity of the tenant's tree; create_volumes needs it
 };
 
 // The next free project id in the tenant's range (never the tenant's own first id).
@@ -89,6 +114,8 @@ struct PlannedDir {
   mode_t mode = 0;
   std::optional<uint64_t> size_limit;  // volumes only
   uint32_t quota_project = 0;          // project-quota id for the size limit: id * 4 + kind
+  // Set on the top directory of a tree (the tenant's, each project's): what is recorded there.
+  std::optional<TreeIdentity> identity;
 };
 
 // <root>/<tenant>            tenant uid:gid        0750
@@ -108,23 +135,61 @@ struct SizeLimitOutcome {
   std::string detail;  // how it is enforced, or why it could not be
 };
 
+// A tree create_volumes left alone: an existing top directory that is not the planned tree.
+struct RefusedTree {
+  std::string path;
+  std::string reason;
+};
+
 struct CreateReport {
   std::vector<std::string> created;   // directories made now
   std::vector<std::string> adjusted;  // directories that existed, owner/mode set again
   std::vector<SizeLimitOutcome> size_limits;
+  // Trees not touched, with everything planned below them: a top directory that records
+  // another identity, or records none and is not owned by the planned id (docs/storage.md).
+  std::vector<RefusedTree> refused;
+  // Top directories whose identity could not be recorded: the filesystem has no trusted
+  // extended attributes (NFS, for one). Removal then relies on the owner alone.
+  std::vector<std::string> unrecorded;
 };
 
 // Creates (or reconciles) the planned tree under `root` (which must exist and be a directory).
 // Every path component is opened with O_NOFOLLOW relative to its parent, so a symlink planted
-// in the tree can never redirect the agent outside it. Size limits use the filesystem's
-// project quotas when it has them (ext4/XFS with project quota on), else are reported.
+// in the tree can never redirect the agent outside it. A new top directory gets its identity
+// before it is handed to the tenant's ids; an existing one is used only when it records the
+// planned identity, or (made before identities were recorded) records none and is owned by the
+// planned id, or is an empty root-owned directory (a creation that was interrupted): it then
+// gets the identity recorded. Size limits use the filesystem's project quotas when it has
+// them (ext4/XFS with project quota on), else are reported.
 Result<CreateReport> create_volumes(const std::filesystem::path& root,
                                     const TenantVolumes& volumes);
-// Removes <root>/<tenant>/<project>, or <root>/<tenant> with every project. Never follows a
-// symlink; not_found when the directory does not exist.
-Result<void> remove_project(const std::filesystem::path& root, std::string_view tenant,
-                            std::string_view project);
-Result<void> remove_tenant(const std::filesystem::path& root, std::string_view tenant);
+
+// What a removal expects to find at the path: the identity of the tree the deletion was
+// scheduled for, and the uid its top directory was created with (absent when unknown).
+struct ExpectedTree {
+  TreeIdentity identity;
+  std::optional<uint32_t> owner;
+};
+
+enum class RemoveOutcome : uint8_t {
+  kRemoved,   // the tree was the expected one and is gone
+  kAbsent,    // nothing at the path
+  kReplaced,  // the path holds a tree recording another identity: left untouched, and the
+              // expected tree is not there
+};
+std::string_view remove_outcome_name(RemoveOutcome outcome);  // "removed", "absent", "replaced"
+
+// Removes <root>/<tenant>/<project>, or <root>/<tenant> with every project, when the tree there
+// is the expected one: it records the expected identity, or records none and its top directory
+// is owned by expected.owner, or is empty. Anything else is never touched: another recorded
+// identity is kReplaced; no identity and another owner is a conflict (it cannot be verified;
+// docs/storage.md says what an operator does). Never follows a symlink, and uses a bounded
+// number of descriptors whatever the depth of the tree (it climbs back with "..", checking that
+// it reaches the directory it came from).
+Result<RemoveOutcome> remove_project(const std::filesystem::path& root, std::string_view tenant,
+                                     std::string_view project, const ExpectedTree& expected);
+Result<RemoveOutcome> remove_tenant(const std::filesystem::path& root, std::string_view tenant,
+                                    const ExpectedTree& expected);
 
 // ---- Permission audit ----
 
@@ -156,10 +221,17 @@ struct AuditScope {
   IdRange gids;
 };
 
+// Deeper directories are not walked; each is reported (unreadable) instead.
+inline constexpr int kMaxAuditDepth = 128;
+
 // Walks `tree` without following symlinks and reports every entry another tenant could read,
-// write or reach: mode bits for other, ownership outside the scope, ACL entries
-// (system.posix_acl_access / _default) naming ids outside it, setuid/setgid files, symlinks
-// and hard links leaving the tree, device files. Sorted by path, then kind.
+// write or reach. The walk never goes by path: each entry is looked at with fstatat and each
+// directory opened with openat(O_NOFOLLOW | O_DIRECTORY) relative to its parent's descriptor,
+// so a tenant who swaps a directory for a symlink while the audit runs cannot make it list
+// anything outside the tree (the entry is reported as changed instead). Depth is bounded by
+// kMaxAuditDepth (one descriptor per level). It reports: mode bits for other, ownership outside the
+// scope, ACL entries (system.posix_acl_access / _default) naming ids outside it, setuid/setgid
+// files, symlinks and hard links leaving the tree, device files. Sorted by path, then kind.
 Result<std::vector<Finding>> audit_tree(const std::filesystem::path& tree, const AuditScope& scope);
 Json to_json(const Finding& finding);
 

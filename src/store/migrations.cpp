@@ -640,6 +640,53 @@ WHERE (SELECT LENGTH(t.name) FROM tenants t WHERE t.id = projects.tenant_id) + 1
 CREATE UNIQUE INDEX projects_k8s_namespace ON projects (k8s_namespace);
 ALTER TABLE nodes ADD COLUMN gpu_runtime TEXT
 )SQL"},
+      // Storage by identity (docs/storage.md): each generation of a project's volumes gets its
+      // own value, and deletions name the project id and generation of the tree they remove,
+      // never only its name. The nodes that hold a tenant's trees, and each node's confirmation
+      // of a deletion: a deletion is done once every node that held the trees confirmed it.
+      // Existing volumes get a generation derived from their project id; scheduled deletions
+      // get the identity of the one deleting generation of their name (none when two share
+      // it). Volumes left active by a project deleted before this migration are scheduled for
+      // removal seven days (the default grace) after their last change.
+      {21, "storage identities", R"SQL(
+ALTER TABLE project_volumes ADD COLUMN generation TEXT NOT NULL DEFAULT '';
+UPDATE project_volumes SET generation = 'vgen_' || project_id WHERE generation = '';
+ALTER TABLE storage_deletions ADD COLUMN project_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE storage_deletions ADD COLUMN generation TEXT NOT NULL DEFAULT '';
+UPDATE storage_deletions SET
+  project_id = (SELECT v.project_id FROM project_volumes v WHERE v.tenant_id =
+    storage_deletions.tenant_id AND v.project_name = storage_deletions.project_name AND v.state =
+    'deleting'),
+  generation = (SELECT v.generation FROM project_volumes v WHERE v.tenant_id =
+    storage_deletions.tenant_id AND v.project_name = storage_deletions.project_name AND v.state =
+    'deleting')
+WHERE project_name <> '' AND state = 'scheduled' AND (SELECT COUNT(*) FROM project_volumes v
+  WHERE v.tenant_id = storage_deletions.tenant_id AND v.project_name =
+  storage_deletions.project_name AND v.state = 'deleting') = 1;
+INSERT INTO storage_deletions (id, tenant_id, tenant_name, project_name, reason, requested_by,
+  requested_at, due_at, state, project_id, generation)
+SELECT 'sdel_m21_' || v.project_id, v.tenant_id, t.name, v.project_name,
+  'project deleted while its volumes were active (migration 21)', 'migration 21', v.updated_at,
+  v.updated_at + 604800000000, 'scheduled', v.project_id, v.generation
+FROM project_volumes v JOIN tenants t ON t.id = v.tenant_id
+WHERE v.state = 'active' AND NOT EXISTS (SELECT 1 FROM projects p WHERE p.id = v.project_id);
+UPDATE project_volumes SET state = 'deleting' WHERE state = 'active' AND NOT EXISTS (SELECT 1 FROM
+  projects p WHERE p.id = project_volumes.project_id);
+CREATE TABLE storage_holders (
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  node_id TEXT NOT NULL,
+  since BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, node_id)
+);
+CREATE TABLE storage_deletion_confirmations (
+  deletion_id TEXT NOT NULL REFERENCES storage_deletions(id),
+  node_id TEXT NOT NULL,
+  outcome TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  confirmed_at BIGINT NOT NULL,
+  PRIMARY KEY (deletion_id, node_id)
+)
+)SQL"},
   };
   return kMigrations;
 }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/crypto.h"
+#include "storage/records.h"
 
 namespace gp::tenancy {
 namespace {
@@ -429,6 +430,8 @@ Result<Project> update_project(store::Tx& tx, const World& w, const TenantScope&
 }
 
 Result<void> delete_project(store::Tx& tx, const TenantScope& s, const std::string& id) {
+  // A project with volumes keeps its tree until they are deleted (by its id, not its name).
+  GP_TRY_VOID(storage::check_project_deletable(tx, s.tenant_id(), id));
   GP_TRY_VOID(tx.exec("DELETE FROM role_bindings WHERE tenant_id = ? AND project_id = ?",
                       {s.tenant_id(), id}));
   auto n =

@@ -139,6 +139,7 @@ Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const P
 Result<Project> update_project(store::Tx& tx, const World& w, const TenantScope& s,
                                const std::string& id, const std::optional<std::string>& display,
                                std::optional<int64_t> if_match);
+// Conflict while the project has active volumes (storage::check_project_deletable).
 Result<void> delete_project(store::Tx& tx, const TenantScope& s, const std::string& id);
 // The project whose Kubernetes namespace is `ns`, across tenants (for the admission webhook,
 // which learns only the namespace): the stored, immutable mapping, never a parse of the name.

@@ -1,32 +1,62 @@
-// The agent's pure side of enforcement: reading its assignment and the workloads file strictly,
-// so that a malformed answer or file changes nothing on the node.
+// The agent's side of enforcement: reading its assignment and the workloads file strictly, so
+// that a malformed answer or file changes nothing on the node; and a storage round against a
+// scripted control plane on a real directory (as root), where a deletion never removes a tree
+// recording another identity and trees are created only once the node is recorded as holding
+// them.
 #include "agent/enforce.h"
 
 #include <gtest/gtest.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "test_util.h"
 
 namespace gp::agent {
 namespace {
 
 Json good_assignment() {
-  return {
-      {"node", "node_1"},
-      {"generated_at", "2026-01-01T00:00:00Z"},
-      {"supernet", "10.64.0.0/10"},
-      {"segments",
-       {{{"tenant", "acme"}, {"vni", 10000}, {"cidr", "10.64.0.0/24"}},
-        {{"tenant", "umbrella"}, {"vni", 10001}, {"cidr", "10.64.1.0/24"}}}},
-      {"policies",
-       {{{"tenant", "acme"},
-         {"policy",
-          {{"egress", {{{"destination", "203.0.113.0/24"}, {"protocol", "tcp"}}}},
-           {"exposures", Json::array()}}}}}},
-      {"volumes",
-       {{{"tenant", "acme"},
-         {"ids", {{"first", 1000000}, {"count", 65536}}},
-         {"projects",
-          {{{"project", "vision"}, {"id", 1000001}, {"size_limits", {{"datasets", 1 << 22}}}}}}}}},
-      {"storage_deletions",
-       {{{"id", "sdel_1"}, {"tenant", "old"}, {"project", ""}, {"due_at", "x"}}}}};
+  return {{"node", "node_1"},
+          {"generated_at", "2026-01-01T00:00:00Z"},
+          {"supernet", "10.64.0.0/10"},
+          {"segments",
+           {{{"tenant", "acme"}, {"vni", 10000}, {"cidr", "10.64.0.0/24"}},
+            {{"tenant", "umbrella"}, {"vni", 10001}, {"cidr", "10.64.1.0/24"}}}},
+          {"policies",
+           {{{"tenant", "acme"},
+             {"policy",
+              {{"egress", {{{"destination", "203.0.113.0/24"}, {"protocol", "tcp"}}}},
+               {"exposures", Json::array()}}}}}},
+          {"volumes",
+           {{{"tenant", "acme"},
+             {"tenant_id", "ten_acme"},
+             {"held", false},
+             {"ids", {{"first", 1000000}, {"count", 65536}}},
+             {"projects",
+              {{{"project", "vision"},
+                {"project_id", "prj_vision"},
+                {"generation", "vgen_1"},
+                {"id", 1000001},
+                {"size_limits", {{"datasets", 1 << 22}}}}}}}}},
+          {"storage_deletions",
+           {{{"id", "sdel_1"},
+             {"tenant", "old"},
+             {"tenant_id", "ten_old"},
+             {"project", ""},
+             {"project_id", ""},
+             {"generation", ""},
+             {"owner", 2000000},
+             {"due_at", "x"}},
+            {{"id", "sdel_2"},
+             {"tenant", "acme"},
+             {"tenant_id", "ten_acme"},
+             {"project", "speech"},
+             {"project_id", "prj_speech"},
+             {"generation", "vgen_0"},
+             {"owner", nullptr},
+             {"due_at", "x"}}}}};
 }
 
 TEST(Enforce, ParsesAWholeAssignment) {
@@ -43,8 +73,17 @@ TEST(Enforce, ParsesAWholeAssignment) {
   EXPECT_EQ(a->volumes[0].projects[0].id, 1000001u);
   ASSERT_EQ(a->volumes[0].projects[0].size_limits.size(), 1u);
   EXPECT_EQ(a->volumes[0].projects[0].size_limits[0].second, 1u << 22);
-  ASSERT_EQ(a->deletions.size(), 1u);
+  EXPECT_EQ(a->volumes[0].tenant_id, "ten_acme");
+  EXPECT_EQ(a->volumes[0].projects[0].project_id, "prj_vision");
+  EXPECT_EQ(a->volumes[0].projects[0].generation, "vgen_1");
+  EXPECT_EQ(a->unheld, std::set<std::string>{"ten_acme"});
+  ASSERT_EQ(a->deletions.size(), 2u);
   EXPECT_TRUE(a->deletions[0].project.empty());
+  EXPECT_EQ(a->deletions[0].expected.identity, storage::TreeIdentity{.tenant_id = "ten_old"});
+  EXPECT_EQ(a->deletions[0].expected.owner, 2000000u);
+  EXPECT_EQ(a->deletions[1].expected.identity,
+            (storage::TreeIdentity{"ten_acme", "prj_speech", "vgen_0"}));
+  EXPECT_FALSE(a->deletions[1].expected.owner);
   // The rendered ruleset of the assignment alone is valid.
   EXPECT_TRUE(network::render_nftables(a->net));
 }
@@ -69,6 +108,20 @@ TEST(Enforce, RefusesMalformedAssignments) {
          j["volumes"][0]["projects"][0]["size_limits"] = {{"datasets", -1}};
        }},
       {"deletion without id", [](Json& j) { j["storage_deletions"][0].erase("id"); }},
+      {"deletion without a tenant id",
+       [](Json& j) { j["storage_deletions"][0].erase("tenant_id"); }},
+      {"deletion with an empty tenant id",
+       [](Json& j) { j["storage_deletions"][0]["tenant_id"] = ""; }},
+      {"deletion without a generation",
+       [](Json& j) { j["storage_deletions"][1].erase("generation"); }},
+      {"deletion without an owner", [](Json& j) { j["storage_deletions"][1].erase("owner"); }},
+      {"deletion with a negative owner", [](Json& j) { j["storage_deletions"][1]["owner"] = -1; }},
+      {"volumes without a tenant id", [](Json& j) { j["volumes"][0].erase("tenant_id"); }},
+      {"volumes without held", [](Json& j) { j["volumes"][0].erase("held"); }},
+      {"project without a generation",
+       [](Json& j) { j["volumes"][0]["projects"][0].erase("generation"); }},
+      {"project with an empty project id",
+       [](Json& j) { j["volumes"][0]["projects"][0]["project_id"] = ""; }},
       {"not an object", [](Json& j) { j = Json::array(); }},
   };
   for (auto& [what, change] : breaks) {
@@ -105,6 +158,103 @@ TEST(Enforce, SplitsTheNftPrefix) {
   EXPECT_EQ(split_words("  ip netns  exec ns1 "),
             (std::vector<std::string>{"ip", "netns", "exec", "ns1"}));
   EXPECT_TRUE(split_words("   ").empty());
+}
+
+// A control plane scripted by the test: the assignment it answers, and every call the agent made.
+struct ScriptedPlane {
+  Json assignment;
+  Json holdings_answer;  // null: accept every tenant asked for
+  std::vector<std::pair<std::string, Json>> posts;
+
+  HttpCall call() {
+    return [this](std::string_view method, const std::string& path,
+                  const Json& body) -> Result<std::pair<int, Json>> {
+      if (method == "GET") return std::pair<int, Json>{200, assignment};
+      posts.emplace_back(path, body);
+      if (path == "/v1/agent/storage-holdings")
+        return std::pair<int, Json>{
+            200, holdings_answer.is_null()
+                     ? Json{{"held", body["tenants"]}, {"refused", Json::array()}}
+                     : holdings_answer};
+      return std::pair<int, Json>{200, Json::object()};
+    };
+  }
+};
+
+class EnforceStorage : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (::geteuid() != 0) GTEST_SKIP() << "needs root (the agent chowns the volume trees)";
+    root = dir.path() + "/root";
+    std::filesystem::create_directory(root);
+    options.storage_root = root;
+    plane.assignment = good_assignment();
+    plane.assignment["storage_deletions"] = Json::array();
+  }
+  bool round() {
+    Enforcer e(options);
+    return e.round(plane.call());
+  }
+
+  gp::testing::TempDir dir;
+  std::string root;
+  AgentOptions options;
+  ScriptedPlane plane;
+};
+
+TEST_F(EnforceStorage, TreesAreCreatedOnlyOnceTheNodeHoldsTheTenant) {
+  plane.holdings_answer = {{"held", Json::array()}, {"refused", {"ten_acme"}}};
+  round();
+  ASSERT_EQ(plane.posts.size(), 1u);
+  EXPECT_EQ(plane.posts[0].first, "/v1/agent/storage-holdings");
+  EXPECT_EQ(plane.posts[0].second, (Json{{"tenants", {"ten_acme"}}}));
+  EXPECT_FALSE(std::filesystem::exists(root + "/acme")) << "created a tree the node does not hold";
+
+  plane.holdings_answer = nullptr;
+  plane.posts.clear();
+  EXPECT_TRUE(round());
+  ASSERT_EQ(plane.posts.size(), 1u);
+  EXPECT_TRUE(std::filesystem::exists(root + "/acme/vision/datasets"));
+
+  // Held already: no holdings call.
+  plane.assignment["volumes"][0]["held"] = true;
+  plane.posts.clear();
+  EXPECT_TRUE(round());
+  EXPECT_TRUE(plane.posts.empty());
+}
+
+// Issue 24, finding 5: a due deletion of an earlier "vision" (another project id and
+// generation) while the tree at acme/vision is the current project's, with its files.
+TEST_F(EnforceStorage, ADeletionNeverRemovesATreeOfAnotherIdentity) {
+  plane.assignment["volumes"][0]["held"] = true;
+  ASSERT_TRUE(round());
+  const std::string data = root + "/acme/vision/datasets/file.bin";
+  std::ofstream(data) << "the current project's data";
+  plane.assignment["storage_deletions"] = {{{"id", "sdel_old"},
+                                            {"tenant", "acme"},
+                                            {"tenant_id", "ten_acme"},
+                                            {"project", "vision"},
+                                            {"project_id", "prj_vision_before"},
+                                            {"generation", "vgen_0"},
+                                            {"owner", 1000002},
+                                            {"due_at", "x"}}};
+  EXPECT_TRUE(round());
+  EXPECT_TRUE(std::filesystem::exists(data)) << "removed the tree of another identity";
+  ASSERT_FALSE(plane.posts.empty());
+  EXPECT_EQ(plane.posts[0].first, "/v1/agent/storage-deletions/sdel_old/done");
+  EXPECT_EQ(plane.posts[0].second, (Json{{"outcome", "replaced"}}));
+
+  // The same deletion naming this tree's identity removes it (and says so).
+  plane.assignment["storage_deletions"][0]["id"] = "sdel_now";
+  plane.assignment["storage_deletions"][0]["project_id"] = "prj_vision";
+  plane.assignment["storage_deletions"][0]["generation"] = "vgen_1";
+  plane.assignment["storage_deletions"][0]["owner"] = 1000001;
+  plane.assignment["volumes"] = Json::array();
+  plane.posts.clear();
+  EXPECT_TRUE(round());
+  EXPECT_FALSE(std::filesystem::exists(root + "/acme/vision"));
+  ASSERT_EQ(plane.posts.size(), 1u);
+  EXPECT_EQ(plane.posts[0].second, (Json{{"outcome", "removed"}}));
 }
 
 }  // namespace

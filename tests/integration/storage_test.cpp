@@ -1,6 +1,8 @@
 // Tenant storage through the API: volumes with strict input and allocated id ranges, tenant
 // scoping, the node agent's assignment (segments, policies, volume plans, due deletions), and
-// deletions scheduled by volume removal and offboarding that reach the agents only once due.
+// deletions scheduled by volume removal and offboarding that reach the agents only once due;
+// deletions keyed by identity (a project name used again never inherits a deletion), confirmed
+// by every node that holds the tenant's trees; and secret names a URL path can carry.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -42,10 +44,37 @@ class Storage : public ::testing::Test {
     EXPECT_EQ(r.status, 200) << r.raw;
     return r.body;
   }
-  Json assignment() {
-    auto r = s.request("GET", "/v1/agent/assignment", nullptr, node_token);
+  Json assignment(const std::string& token = "") {
+    auto r = s.request("GET", "/v1/agent/assignment", nullptr, token.empty() ? node_token : token);
     EXPECT_EQ(r.status, 200) << r.raw;
     return r.body;
+  }
+  // Enrols another node; its credential, and its id in *id.
+  std::string enroll(const std::string& name, std::string* id) {
+    auto jt = s.request("POST", "/v1/join-tokens", Json::object(), s.admin_token());
+    EXPECT_EQ(jt.status, 201) << jt.raw;
+    auto r = s.request("POST", "/v1/agent/enroll",
+                       {{"join_token", jt.body["token"]}, {"inventory", h200_inventory(name, 1)}});
+    EXPECT_EQ(r.status, 201) << r.raw;
+    *id = r.body["node"]["id"];
+    return r.body["credential"];
+  }
+  Resp done(const std::string& deletion, const std::string& token,
+            const std::string& outcome = "removed") {
+    return s.request("POST", "/v1/agent/storage-deletions/" + deletion + "/done",
+                     outcome.empty() ? Json::object() : Json{{"outcome", outcome}}, token);
+  }
+  // The tenant's id block as operators see it (offboarding revokes the tenant's own keys).
+  Json ids_of(const TenantInfo& t) {
+    auto r = s.request("GET", "/v1/tenants/" + t.id + "/volumes", nullptr, s.admin_token());
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return r.body.at("ids");
+  }
+  std::set<std::string> due_ids(const std::string& token = "") {
+    std::set<std::string> out;
+    const Json as = assignment(token);
+    for (const auto& d : as.at("storage_deletions")) out.insert(d.at("id"));
+    return out;
   }
 };
 
@@ -275,6 +304,204 @@ TEST_F(Storage, DeletionsReachTheAgentOnlyOnceDue) {
   }
   EXPECT_EQ(offboard, 1);
   EXPECT_EQ(done_records, 1);
+}
+
+// Issue 24, finding 5: create project p, give it volumes, delete the volumes, delete the
+// project, create p again, give it volumes. The earlier deletion (due after the grace) named
+// the tree "alpha/p" and nothing else, so when it came due the agents removed the new project's
+// tree while the API still showed its volumes active. Now the deletion names the earlier
+// project's id and generation; the path stays the earlier tree's until that deletion is done,
+// so the new volumes wait for it; and completing it lets go of that generation only.
+TEST_F(Storage, ReusingAProjectNameNeverInheritsAnEarlierDeletion) {
+  auto first = s.create_project(a.admin_token, a.id, "p");
+  const std::string first_id = first.at("id");
+  auto v1 = s.request("PUT", volumes(a, "p"), Json::object(), a.admin_token);
+  ASSERT_EQ(v1.status, 200) << v1.raw;
+  const std::string gen1 = v1.body.value("generation", "");
+  EXPECT_FALSE(gen1.empty());
+  auto del = s.request("DELETE", volumes(a, "p"), nullptr, a.admin_token);
+  ASSERT_EQ(del.status, 202) << del.raw;
+  const std::string deletion = del.body.at("id");
+  EXPECT_EQ(del.body.value("project_id", ""), first_id);
+  EXPECT_EQ(del.body.value("generation", ""), gen1);
+  // The volumes are being deleted (by the project's id): the project may go.
+  ASSERT_EQ(
+      s.request("DELETE", "/v1/tenants/" + a.id + "/projects/p", nullptr, a.admin_token).status,
+      204);
+  auto second = s.create_project(a.admin_token, a.id, "p");
+  const std::string second_id = second.at("id");
+  ASSERT_NE(second_id, first_id);
+  // alpha/p is still the earlier project's tree: the new volumes wait for its removal.
+  auto early = s.request("PUT", volumes(a, "p"), Json::object(), a.admin_token);
+  EXPECT_TRUE(IsProblem(early, 409)) << early.raw;
+  EXPECT_NE(early.raw.find(first_id), std::string::npos) << early.raw;
+  const Json waiting = plan(a);
+  EXPECT_EQ(find_dir(waiting, "alpha/p"), nullptr) << waiting.dump();
+
+  s.clock().advance(169h);
+  const Json as = assignment();
+  ASSERT_EQ(as.at("storage_deletions").size(), 1u) << as.dump();
+  const Json& due = as.at("storage_deletions")[0];
+  EXPECT_EQ(due.at("id"), deletion);
+  EXPECT_EQ(due.at("project"), "p");
+  EXPECT_EQ(due.at("project_id"), first_id);
+  EXPECT_EQ(due.at("generation"), gen1);
+  EXPECT_EQ(due.at("owner"), v1.body.at("uid"));
+  ASSERT_EQ(done(deletion, node_token).status, 200);
+
+  // Now the new project's volumes: another generation, planned and assigned as active.
+  auto v2 = s.request("PUT", volumes(a, "p"), Json::object(), a.admin_token);
+  ASSERT_EQ(v2.status, 200) << v2.raw;
+  EXPECT_NE(v2.body.at("generation"), gen1);
+  EXPECT_EQ(v2.body.at("project_id"), second_id);
+  Json pa = plan(a);
+  ASSERT_EQ(pa.at("projects").size(), 1u) << pa.dump();
+  EXPECT_EQ(pa.at("projects")[0].at("project_id"), second_id);
+  EXPECT_EQ(pa.at("projects")[0].at("state"), "active");
+  EXPECT_TRUE(pa.at("deletions").empty());
+  // A retried acknowledgement of the earlier deletion changes nothing.
+  ASSERT_EQ(done(deletion, node_token).status, 200);
+  EXPECT_EQ(plan(a).at("projects"), pa.at("projects"));
+  s.clock().advance(400h);
+  EXPECT_TRUE(assignment().at("storage_deletions").empty());
+  const Json later = assignment();
+  ASSERT_EQ(later.at("volumes").size(), 1u);
+  EXPECT_EQ(later.at("volumes")[0].at("projects")[0].at("generation"), v2.body.at("generation"));
+}
+
+TEST_F(Storage, AProjectWithActiveVolumesIsNotDeleted) {
+  ASSERT_EQ(s.request("PUT", volumes(a, "vision"), Json::object(), a.admin_token).status, 200);
+  auto refused =
+      s.request("DELETE", "/v1/tenants/" + a.id + "/projects/vision", nullptr, a.admin_token);
+  EXPECT_TRUE(IsProblem(refused, 409)) << refused.raw;
+  EXPECT_NE(refused.raw.find("volumes"), std::string::npos) << refused.raw;
+  EXPECT_EQ(
+      s.request("GET", "/v1/tenants/" + a.id + "/projects/vision", nullptr, a.admin_token).status,
+      200);
+  ASSERT_EQ(s.request("DELETE", volumes(a, "vision"), nullptr, a.admin_token).status, 202);
+  EXPECT_EQ(s.request("DELETE", "/v1/tenants/" + a.id + "/projects/vision", nullptr, a.admin_token)
+                .status,
+            204);
+  // Its deletion stays scheduled under the project's id.
+  Json pa = plan(a);
+  ASSERT_EQ(pa.at("deletions").size(), 1u);
+  EXPECT_FALSE(pa.at("deletions")[0].at("project_id").get<std::string>().empty());
+}
+
+// Issue 24, finding 5: a node may confirm only a deletion of its own assignment, and a tenant's
+// ids are released only once every node that held its trees has confirmed.
+TEST_F(Storage, EveryHolderConfirmsBeforeTheIdsAreReleased) {
+  std::string n2, n3;
+  const std::string t2 = enroll("storage-node-2", &n2);
+  const std::string t3 = enroll("storage-node-3", &n3);
+  ASSERT_EQ(s.request("PUT", volumes(a, "vision"), Json::object(), a.admin_token).status, 200);
+  // The assignment says whether the node holds the tenant's trees yet.
+  EXPECT_EQ(assignment().at("volumes")[0].value("held", true), false);
+  for (const std::string& token : std::vector<std::string>{node_token, t2}) {
+    auto h = s.request("POST", "/v1/agent/storage-holdings", {{"tenants", {a.id, b.id}}}, token);
+    EXPECT_EQ(h.status, 200) << h.raw;
+    EXPECT_EQ(h.body.value("held", Json()), Json({a.id}));
+    EXPECT_EQ(h.body.value("refused", Json()), Json({b.id})) << "bravo has no volumes to hold";
+  }
+  EXPECT_EQ(assignment().at("volumes")[0].value("held", false), true);
+  EXPECT_EQ(assignment(t3).at("volumes")[0].value("held", true), false);
+  EXPECT_TRUE(
+      IsProblem(s.request("POST", "/v1/agent/storage-holdings", {{"tenants", "x"}}, t2), 400));
+
+  auto off = s.request("DELETE", "/v1/tenants/" + a.id, nullptr, s.admin_token());
+  ASSERT_EQ(off.status, 200) << off.raw;
+  s.clock().advance(169h);
+  auto ours = due_ids();
+  ASSERT_EQ(ours.size(), 1u);
+  const std::string id = *ours.begin();
+  EXPECT_EQ(due_ids(t2), ours);
+  // Node 3 never held alpha's trees: not its deletion.
+  EXPECT_TRUE(due_ids(t3).empty());
+  EXPECT_TRUE(IsProblem(done(id, t3, ""), 403));
+
+  auto first = done(id, node_token);
+  ASSERT_EQ(first.status, 200) << first.raw;
+  EXPECT_EQ(first.body.at("state"), "scheduled");
+  EXPECT_EQ(first.body.at("waiting_for"), Json({n2}));
+  EXPECT_FALSE(ids_of(a).is_null()) << "ids released before every holder confirmed";
+  EXPECT_TRUE(due_ids().empty()) << "a node that confirmed gets it again";
+  EXPECT_EQ(done(id, node_token).status, 200);  // a retry changes nothing
+  EXPECT_FALSE(ids_of(a).is_null());
+
+  auto last = done(id, t2, "absent");
+  ASSERT_EQ(last.status, 200) << last.raw;
+  EXPECT_EQ(last.body.at("state"), "done");
+  EXPECT_EQ(last.body.at("confirmations").size(), 2u);
+  EXPECT_TRUE(ids_of(a).is_null());
+  EXPECT_TRUE(IsProblem(done(id, t3), 409)) << "a node that did not confirm cannot now";
+  EXPECT_TRUE(IsProblem(
+      s.request("POST", "/v1/agent/storage-deletions/" + id + "/done", {{"outcome", "gone"}}, t2),
+      400));
+}
+
+TEST_F(Storage, ARetiredHolderIsNotWaitedFor) {
+  std::string n2;
+  const std::string t2 = enroll("storage-node-2", &n2);
+  ASSERT_EQ(s.request("PUT", volumes(a, "vision"), Json::object(), a.admin_token).status, 200);
+  for (const std::string& token : std::vector<std::string>{node_token, t2})
+    ASSERT_EQ(s.request("POST", "/v1/agent/storage-holdings", {{"tenants", {a.id}}}, token).status,
+              200);
+  ASSERT_EQ(s.request("DELETE", "/v1/tenants/" + a.id, nullptr, s.admin_token()).status, 200);
+  s.clock().advance(169h);
+  const std::string id = *due_ids().begin();
+  ASSERT_EQ(done(id, node_token).body.at("state"), "scheduled");
+  ASSERT_EQ(
+      s.request("POST", "/v1/nodes/" + n2 + "/maintenance", Json::object(), s.admin_token()).status,
+      200);
+  auto retired = s.request("POST", "/v1/nodes/" + n2 + "/retire", Json::object(), s.admin_token());
+  ASSERT_EQ(retired.status, 200) << retired.raw;
+  // The confirming node gets the deletion again; its acknowledgement completes it.
+  EXPECT_EQ(due_ids(), std::set<std::string>{id});
+  auto again = done(id, node_token, "absent");
+  ASSERT_EQ(again.status, 200) << again.raw;
+  EXPECT_EQ(again.body.at("state"), "done");
+  EXPECT_TRUE(ids_of(a).is_null());
+}
+
+// Issue 24, finding 7: secret names may not hold "/" (the path is decoded before it is routed,
+// so such a secret could never be read or deleted by its path); one stored before the rule is
+// deleted by naming it in the query.
+TEST_F(Storage, SecretNamesFitOnePathSegmentAndOldOnesCanBeDeleted) {
+  const std::string secrets = "/v1/tenants/" + a.id + "/secrets";
+  auto bad = s.request("POST", secrets, {{"name", "team/registry"}, {"value", "v"}}, a.admin_token);
+  ASSERT_TRUE(IsProblem(bad, 400)) << bad.raw;
+  EXPECT_NE(bad.raw.find("-_.:"), std::string::npos) << bad.raw;
+  for (const std::string name : {"..", "."})
+    EXPECT_TRUE(
+        IsProblem(s.request("POST", secrets, {{"name", name}, {"value", "v"}}, a.admin_token), 400))
+        << name;
+  EXPECT_TRUE(s.request("GET", secrets, nullptr, a.admin_token).body.at("items").empty());
+
+  // A secret stored before the rule (the row as it was written then).
+  ASSERT_EQ(s.request("POST", secrets, {{"name", "kept"}, {"value", "v"}}, a.admin_token).status,
+            201);
+  ASSERT_TRUE(s.store()
+                  .write([&](store::Tx& tx) -> Result<void> {
+                    GP_TRY(tx.exec(
+                        "INSERT INTO tenant_secrets (tenant_id, name, key_version, sealed, "
+                        "created_by, created_at) SELECT tenant_id, 'team/registry', key_version, "
+                        "sealed, created_by, created_at FROM tenant_secrets WHERE name = 'kept'"));
+                    return ok();
+                  })
+                  .has_value());
+  EXPECT_EQ(s.request("GET", secrets, nullptr, a.admin_token).body.at("items").size(), 2u);
+  // Its path cannot name it...
+  EXPECT_EQ(s.request("DELETE", secrets + "/team%2Fregistry", nullptr, a.admin_token).status, 404);
+  // ...the query can.
+  EXPECT_TRUE(IsProblem(s.request("DELETE", secrets, nullptr, a.admin_token), 400));
+  EXPECT_TRUE(IsProblem(s.request("DELETE", secrets + "?name=nope", nullptr, a.admin_token), 404));
+  EXPECT_TRUE(IsProblem(
+      s.request("DELETE", secrets + "?name=team%2Fregistry", nullptr, b.admin_token), 404));
+  EXPECT_EQ(s.request("DELETE", secrets + "?name=team%2Fregistry", nullptr, a.admin_token).status,
+            204);
+  auto left = s.request("GET", secrets, nullptr, a.admin_token);
+  ASSERT_EQ(left.body.at("items").size(), 1u) << left.raw;
+  EXPECT_EQ(left.body.at("items")[0].at("name"), "kept");
 }
 
 }  // namespace

@@ -1,13 +1,17 @@
 // A real agent enforcing its assignment against a real server, as root: it creates the tenant
 // volume trees with the planned owners and modes, removes them once the deletion offboarding
-// scheduled is due (and the deletion shows done), and applies the tenant nftables ruleset inside
+// scheduled is due (and the deletion shows done), never removes a tree another project of the
+// same name holds now, and applies the tenant nftables ruleset inside
 // a network namespace the test creates (no links or routes out of it; removed even on failure).
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "process/process_util.h"
@@ -106,6 +110,94 @@ TEST(Enforce, AgentCreatesVolumeTreesAndRemovesThemWhenDue) {
   EXPECT_EQ(done["items"][0]["state"], "done");
   Json node = admin(server, "GET", "/v1/nodes/store-node");
   EXPECT_EQ(done["items"][0]["done_by"], node["id"]);
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->wait_for(10s), 0);
+}
+
+// The identity the agent recorded on a tree's top directory (null when none).
+Json recorded_identity(const std::filesystem::path& dir) {
+  std::string text(512, '\0');
+  ssize_t n = ::getxattr(dir.c_str(), "trusted.gpuplane.identity", text.data(), text.size());
+  if (n <= 0) return nullptr;
+  text.resize(static_cast<size_t>(n));
+  return Json::parse(text, nullptr, false);
+}
+
+// Issue 24, finding 5, end to end: create project p, give it volumes, delete the volumes (their
+// removal is scheduled after the grace), delete the project, create p again, give it volumes,
+// write a file. Before the fix the earlier deletion named only "acme/p": when the grace ended
+// the agent removed the new project's tree, file included, while the API still showed its
+// volumes active. Now the new volumes wait until the earlier tree is removed (409 meanwhile),
+// the deletion names the earlier project's id and generation, and the new tree with its file
+// outlives it, recording its own identity.
+TEST(Enforce, ReusingAProjectNameNeverDeletesTheNewProjectsData) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root (the agent chowns the volume trees)";
+  TempDir dir;
+  Server server(dir.path() / "data", {"--storage-grace", "3s"});
+  ASSERT_TRUE(server.start());
+  Json t = admin(server, "POST", "/v1/tenants", Json{{"name", "acme"}}, 201);
+  const std::string tenant = t.value("id", "");
+  const std::string projects = "/v1/tenants/" + tenant + "/projects";
+  const std::string volumes = projects + "/p/volumes";
+  Json first = admin(server, "POST", projects, Json{{"name", "p"}}, 201);
+  Json v1 = admin(server, "PUT", volumes, Json::object());
+
+  const std::filesystem::path root = dir.path() / "storage";
+  std::filesystem::create_directory(root);
+  auto agent = start_agent(server, dir, "store-node", {"--storage-root", root.string()});
+  ASSERT_TRUE(agent);
+  ASSERT_TRUE(eventually([&] { return std::filesystem::exists(root / "acme/p/datasets"); }))
+      << agent->stderr_text();
+  std::ofstream(root / "acme/p/datasets/old.bin") << "the first project's data";
+
+  Json deletion = admin(server, "DELETE", volumes, nullptr, 202);
+  EXPECT_EQ(deletion.value("project_id", ""), first.value("id", ""));
+  admin(server, "DELETE", projects + "/p", nullptr, 204);
+  Json second = admin(server, "POST", projects, Json{{"name", "p"}}, 201);
+  ASSERT_NE(second.value("id", ""), first.value("id", ""));
+
+  // Giving the new p volumes waits for the earlier tree's removal.
+  auto put = server.admin_request("PUT", volumes, Json::object());
+  ASSERT_TRUE(put);
+  EXPECT_EQ(put->status, 409) << put->body;
+  Json v2;
+  ASSERT_TRUE(eventually([&] {
+    auto r = server.admin_request("PUT", volumes, Json::object());
+    if (!r || r->status != 200) return false;
+    v2 = Json::parse(r->body, nullptr, false);
+    return true;
+  })) << agent->stderr_text();
+  // The agent makes the new tree (the earlier one is gone by now, so its uid may be reused).
+  const uid_t new_uid = v2.value("uid", 0u);
+  ASSERT_TRUE(eventually([&] {
+    struct stat st {};
+    return ::stat((root / "acme/p/datasets").c_str(), &st) == 0 && st.st_uid == new_uid;
+  })) << agent->stderr_text();
+  EXPECT_FALSE(std::filesystem::exists(root / "acme/p/datasets/old.bin"))
+      << "the new project was handed the earlier project's tree";
+  const auto data = root / "acme/p/datasets/new.bin";
+  std::ofstream(data) << "the new project's data";
+
+  // The earlier deletion is done, and the agent keeps running rounds: the file stays.
+  ASSERT_TRUE(eventually([&] {
+    Json d = admin(server, "GET", "/v1/storage/deletions?state=done");
+    return d.is_object() && d["items"].size() == 1;
+  })) << agent->stderr_text();
+  std::set<std::string> heartbeats;
+  ASSERT_TRUE(eventually([&] {
+    heartbeats.insert(admin(server, "GET", "/v1/nodes/store-node").value("last_heartbeat", ""));
+    return heartbeats.size() >= 3;  // two more rounds after the file was written
+  })) << agent->stderr_text();
+  EXPECT_TRUE(std::filesystem::exists(data)) << "the new project's file was deleted\n"
+                                             << agent->stderr_text();
+  Json plan = admin(server, "GET", "/v1/tenants/" + tenant + "/volumes");
+  ASSERT_EQ(plan["projects"].size(), 1u) << plan.dump();
+  EXPECT_EQ(plan["projects"][0]["state"], "active");
+  EXPECT_EQ(plan["projects"][0]["project_id"], second["id"]);
+  // The tree records whose it is, where the tenant cannot change it.
+  EXPECT_EQ(recorded_identity(root / "acme/p"), (Json{{"tenant_id", tenant},
+                                                      {"project_id", second["id"]},
+                                                      {"generation", v2["generation"]}}));
   agent->signal(SIGTERM);
   EXPECT_EQ(agent->wait_for(10s), 0);
 }

@@ -50,7 +50,7 @@ class Keys : public ::testing::Test {
 };
 
 TEST_F(Keys, SealedSecretsOpenAndAreBoundToTenantAndName) {
-  auto s = seal("acme", "registry/ghcr", "hunter2", only_m1);
+  auto s = seal("acme", "registry.ghcr", "hunter2", only_m1);
   EXPECT_EQ(s.key_version, 1u);
   EXPECT_EQ(s.ciphertext.find("hunter2"), std::string::npos);
   EXPECT_EQ(*open_secret(ring, only_m1, s), "hunter2");
@@ -61,7 +61,7 @@ TEST_F(Keys, SealedSecretsOpenAndAreBoundToTenantAndName) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
   moved = s;
-  moved.name = "registry/other";  // another secret's row
+  moved.name = "registry.other";  // another secret's row
   EXPECT_FALSE(open_secret(ring, only_m1, moved));
   moved = s;
   moved.ciphertext[0] ^= 1;
@@ -70,7 +70,7 @@ TEST_F(Keys, SealedSecretsOpenAndAreBoundToTenantAndName) {
   moved.key_version = 7;
   EXPECT_EQ(open_secret(ring, only_m1, moved).error().code, ErrorCode::kNotFound);
   // Two seals of one value differ (fresh nonces).
-  EXPECT_NE(seal("acme", "registry/ghcr", "hunter2", only_m1).ciphertext, s.ciphertext);
+  EXPECT_NE(seal("acme", "registry.ghcr", "hunter2", only_m1).ciphertext, s.ciphertext);
 }
 
 TEST_F(Keys, WrappedDataKeysAreBoundToTheirTenant) {
@@ -187,7 +187,7 @@ TEST_F(Keys, CryptoShreddingMakesTheTenantsCiphertextUnopenable) {
 }
 
 TEST_F(Keys, JsonRoundTripAndStrictReading) {
-  auto s = seal("acme", "a.b/c:d", "v", only_m1);
+  auto s = seal("acme", "a.b-c:d", "v", only_m1);
   auto ring2 = keyring_from_json(to_json(ring));
   ASSERT_TRUE(ring2) << ring2.error().message;
   EXPECT_EQ(*ring2, ring);
@@ -221,6 +221,24 @@ TEST_F(Keys, BadInputsAreRejected) {
   RandomSource broken = [](size_t) { return std::string("x"); };
   EXPECT_FALSE(seal_secret(ring, only_m1, "acme", "a", "b", broken));
   EXPECT_EQ(destroy_tenant_keys(ring, "nobody").error().code, ErrorCode::kNotFound);
+}
+
+// Issue 24, finding 7: a secret's name is one segment of its URL path, decoded before routing,
+// so a name with "/" could be stored but never read or deleted through its path.
+TEST_F(Keys, SecretNamesAreOnePathSegment) {
+  for (const std::string& good :
+       std::vector<std::string>{"registry.pull", "a", "A-b_c.d:e", std::string(128, 'x'), "..."})
+    EXPECT_TRUE(seal_secret(ring, only_m1, "acme", good, "v", rnd)) << good;
+  for (const std::string& bad :
+       std::vector<std::string>{"team/registry", "/", "a/", "%2F", ".", "..",
+                                std::string("a\0b", 3), "a?b", "a#b", "a b", "caf\xc3\xa9"}) {
+    auto r = seal_secret(ring, only_m1, "acme", bad, "v", rnd);
+    ASSERT_FALSE(r) << bad;
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument) << bad;
+    // The message names what is allowed.
+    EXPECT_NE(r.error().message.find("-_.:"), std::string::npos) << r.error().message;
+    EXPECT_FALSE(validate_secret_name(bad)) << bad;
+  }
 }
 
 TEST(MasterKeyFile, CreatedFileLoadsBackWithTheSameId) {

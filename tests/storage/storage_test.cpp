@@ -2,17 +2,22 @@
 // filesystem, and the permission audit against planted violations.
 #include "storage/storage.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <set>
 
+#include "storage/testing.h"
 #include "test_util.h"
 
 namespace gp::storage {
@@ -66,8 +71,34 @@ TenantVolumes acme_volumes() {
           .ids = {kTenantFirst, 1024},
           .projects = {{.project = "vision",
                         .id = kTenantFirst + 1,
-                        .size_limits = {{VolumeKind::kScratch, 1ull << 30}}},
-                       {.project = "nlp", .id = kTenantFirst + 2}}};
+                        .size_limits = {{VolumeKind::kScratch, 1ull << 30}},
+                        .project_id = "prj_vision",
+                        .generation = "vgen_1"},
+                       {.project = "nlp",
+                        .id = kTenantFirst + 2,
+                        .project_id = "prj_nlp",
+                        .generation = "vgen_2"}},
+          .tenant_id = "ten_acme"};
+}
+
+// What a deletion of the i-th project's volumes (or of the whole tenant) expects to remove.
+ExpectedTree expected_project(const TenantVolumes& v, size_t i) {
+  return {.identity = {v.tenant_id, v.projects[i].project_id, v.projects[i].generation},
+          .owner = v.projects[i].id};
+}
+ExpectedTree expected_tenant(const TenantVolumes& v) {
+  return {.identity = {.tenant_id = v.tenant_id}, .owner = v.ids.first};
+}
+
+TEST(Identity, RoundTripsAndRefusesMalformedText) {
+  TreeIdentity project{"ten_a", "prj_b", "vgen_c"};
+  EXPECT_EQ(*parse_identity(identity_text(project)), project);
+  TreeIdentity tenant{.tenant_id = "ten_a"};
+  EXPECT_EQ(*parse_identity(identity_text(tenant)), tenant);
+  for (std::string bad :
+       {"", "{}", "[]", "ten_a", R"({"tenant_id": ""})", R"({"tenant_id": "t", "project_id": "p"})",
+        R"({"tenant_id": "t", "generation": "g"})", R"({"tenant_id": "t", "extra": 1})"})
+    EXPECT_FALSE(parse_identity(bad)) << bad;
 }
 
 AuditScope acme_scope() { return {.uids = {kTenantFirst, 1024}, .gids = {kTenantFirst, 1024}}; }
@@ -88,6 +119,17 @@ TEST(Layout, PlansOwnersAndModesThatDenyOthers) {
   }
   EXPECT_TRUE(paths.contains("acme/vision/scratch"));
   EXPECT_TRUE(paths.contains("acme/nlp/checkpoints"));
+  // Each tree's top directory carries its identity; the volumes inside do not.
+  for (const auto& d : *plan) {
+    if (d.path == "acme")
+      EXPECT_EQ(d.identity, TreeIdentity{.tenant_id = "ten_acme"});
+    else if (d.path == "acme/vision")
+      EXPECT_EQ(d.identity, (TreeIdentity{"ten_acme", "prj_vision", "vgen_1"}));
+    else if (d.path == "acme/nlp")
+      EXPECT_EQ(d.identity, (TreeIdentity{"ten_acme", "prj_nlp", "vgen_2"}));
+    else
+      EXPECT_FALSE(d.identity) << d.path;
+  }
   for (const auto& d : *plan) {
     if (d.path == "acme/vision/scratch") {
       EXPECT_EQ(d.mode, 03770u);
@@ -224,19 +266,262 @@ TEST_F(RootFs, RemoveDeletesTheTreeButNeverFollowsSymlinks) {
   std::ofstream(outside + "/precious") << "keep";
   file("acme/vision/datasets/a.bin", 0640, vision, vision);
   ASSERT_EQ(::symlink(outside.c_str(), at("acme/vision/datasets/escape").c_str()), 0);
-  ASSERT_TRUE(remove_project(root, "acme", "vision"));
+  const auto v = acme_volumes();
+  EXPECT_EQ(remove_project(root, "acme", "vision", expected_project(v, 0)),
+            RemoveOutcome::kRemoved);
   EXPECT_FALSE(std::filesystem::exists(at("acme/vision")));
   EXPECT_TRUE(std::filesystem::exists(at("acme/nlp/models")));
   EXPECT_TRUE(std::filesystem::exists(outside + "/precious"));
-  EXPECT_EQ(remove_project(root, "acme", "vision").error().code, ErrorCode::kNotFound);
-  EXPECT_FALSE(remove_project(root, "acme", ".."));
-  ASSERT_TRUE(remove_tenant(root, "acme"));
+  EXPECT_EQ(remove_project(root, "acme", "vision", expected_project(v, 0)), RemoveOutcome::kAbsent);
+  EXPECT_FALSE(remove_project(root, "acme", "..", expected_project(v, 0)));
+  EXPECT_EQ(remove_tenant(root, "acme", expected_tenant(v)), RemoveOutcome::kRemoved);
   EXPECT_FALSE(std::filesystem::exists(at("acme")));
   EXPECT_TRUE(std::filesystem::exists(outside + "/precious"));
   // A tenant directory that is itself a symlink is refused, not followed.
   ASSERT_EQ(::symlink(outside.c_str(), at("evil").c_str()), 0);
-  EXPECT_EQ(remove_tenant(root, "evil").error().code, ErrorCode::kConflict);
+  EXPECT_EQ(remove_tenant(root, "evil", {.identity = {.tenant_id = "ten_evil"}}).error().code,
+            ErrorCode::kConflict);
   EXPECT_TRUE(std::filesystem::exists(outside + "/precious"));
+}
+
+std::optional<TreeIdentity> recorded_identity(const std::string& path) {
+  std::string buf(512, '\0');
+  ssize_t n = ::getxattr(path.c_str(), kIdentityXattr, buf.data(), buf.size());
+  if (n < 0) return std::nullopt;
+  buf.resize(static_cast<size_t>(n));
+  auto id = parse_identity(buf);
+  return id ? std::optional<TreeIdentity>(*id) : std::nullopt;
+}
+
+TEST_F(RootFs, EachTreeRecordsItsIdentityWhereTheTenantCannotChangeIt) {
+  ASSERT_TRUE(create_volumes(root, acme_volumes()));
+  EXPECT_EQ(recorded_identity(at("acme")), TreeIdentity{.tenant_id = "ten_acme"});
+  EXPECT_EQ(recorded_identity(at("acme/vision")),
+            (TreeIdentity{"ten_acme", "prj_vision", "vgen_1"}));
+  EXPECT_EQ(recorded_identity(at("acme/nlp")), (TreeIdentity{"ten_acme", "prj_nlp", "vgen_2"}));
+  EXPECT_FALSE(recorded_identity(at("acme/nlp/models")));
+  // The owner of the tree (the project's uid) can neither remove nor forge it: trusted.*
+  // attributes need CAP_SYS_ADMIN, which a tenant's processes do not have.
+  pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    if (::setgid(vision) != 0 || ::setuid(vision) != 0) ::_exit(10);
+    const std::string p = at("acme/vision");
+    if (::removexattr(p.c_str(), kIdentityXattr) == 0) ::_exit(11);
+    if (::setxattr(p.c_str(), kIdentityXattr, "{}", 2, 0) == 0) ::_exit(12);
+    ::_exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "status " << status;
+  EXPECT_EQ(recorded_identity(at("acme/vision")),
+            (TreeIdentity{"ten_acme", "prj_vision", "vgen_1"}));
+}
+
+// Issue 24, finding 5: a deletion of an earlier generation of "vision" must not remove the tree
+// that now holds the path, with its files.
+TEST_F(RootFs, RemovalLeavesATreeThatRecordsAnotherIdentity) {
+  auto now = acme_volumes();
+  now.projects[0].project_id = "prj_vision_again";
+  now.projects[0].generation = "vgen_9";
+  now.projects[0].id = kTenantFirst + 3;
+  ASSERT_TRUE(create_volumes(root, now));
+  file("acme/vision/datasets/new.bin", 0640, kTenantFirst + 3, kTenantFirst + 3, "new data");
+  // The deletion of the earlier project's volumes (its id, its generation, its uid).
+  auto earlier = expected_project(acme_volumes(), 0);
+  EXPECT_EQ(remove_project(root, "acme", "vision", earlier), RemoveOutcome::kReplaced);
+  EXPECT_TRUE(std::filesystem::exists(at("acme/vision/datasets/new.bin")));
+  // Same project, earlier generation: still another tree.
+  earlier.identity.project_id = "prj_vision_again";
+  EXPECT_EQ(remove_project(root, "acme", "vision", earlier), RemoveOutcome::kReplaced);
+  EXPECT_TRUE(std::filesystem::exists(at("acme/vision/datasets/new.bin")));
+  // A tenant deletion names the tenant's identity too.
+  EXPECT_EQ(remove_tenant(root, "acme", {.identity = {.tenant_id = "ten_other"}, .owner = 0}),
+            RemoveOutcome::kReplaced);
+  EXPECT_TRUE(std::filesystem::exists(at("acme/vision/datasets/new.bin")));
+  // Its own deletion removes it.
+  EXPECT_EQ(remove_project(root, "acme", "vision", expected_project(now, 0)),
+            RemoveOutcome::kRemoved);
+  EXPECT_FALSE(std::filesystem::exists(at("acme/vision")));
+}
+
+TEST_F(RootFs, CreationNeverAdoptsAnotherTreeAtThePath) {
+  ASSERT_TRUE(create_volumes(root, acme_volumes()));
+  file("acme/vision/datasets/old.bin", 0640, vision, vision, "old data");
+  // A new generation of "vision" (a new project of that name, a new uid) while the earlier
+  // tree is still there: left as it is, owner, mode and files; "nlp" is still reconciled.
+  auto next = acme_volumes();
+  next.projects[0].project_id = "prj_vision_again";
+  next.projects[0].generation = "vgen_9";
+  next.projects[0].id = kTenantFirst + 3;
+  ::chmod(at("acme/nlp/models").c_str(), 0777);
+  auto report = create_volumes(root, next);
+  ASSERT_TRUE(report) << report.error().message;
+  ASSERT_EQ(report->refused.size(), 1u);
+  EXPECT_EQ(report->refused[0].path, "acme/vision");
+  EXPECT_NE(report->refused[0].reason.find("prj_vision"), std::string::npos)
+      << report->refused[0].reason;
+  EXPECT_EQ(report->adjusted, (std::vector<std::string>{"acme/nlp/models"}));
+  struct stat st {};
+  ASSERT_EQ(::stat(at("acme/vision").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, vision) << "the earlier tree was handed to the new project";
+  ASSERT_EQ(::stat(at("acme/vision/datasets").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, vision);
+  EXPECT_EQ(recorded_identity(at("acme/vision")),
+            (TreeIdentity{"ten_acme", "prj_vision", "vgen_1"}));
+}
+
+// Trees made before identities were recorded: the owner of the top directory stands in for it.
+TEST_F(RootFs, TreesWithoutARecordedIdentityAreJudgedByTheirOwner) {
+  auto v = acme_volumes();
+  ASSERT_TRUE(create_volumes(root, v));
+  for (auto p : {"acme", "acme/vision", "acme/nlp"})
+    ASSERT_EQ(::removexattr(at(p).c_str(), kIdentityXattr), 0) << p;
+  file("acme/vision/datasets/a.bin", 0640, vision, vision);
+  file("acme/nlp/datasets/b.bin", 0640, kTenantFirst + 2, kTenantFirst + 2);
+
+  // Creation adopts a tree owned by the planned id and records the identity...
+  auto again = create_volumes(root, v);
+  ASSERT_TRUE(again) << again.error().message;
+  EXPECT_TRUE(again->refused.empty());
+  EXPECT_EQ(recorded_identity(at("acme/vision")),
+            (TreeIdentity{"ten_acme", "prj_vision", "vgen_1"}));
+  // ...but not one owned by someone else.
+  ASSERT_EQ(::removexattr(at("acme/nlp").c_str(), kIdentityXattr), 0);
+  ASSERT_EQ(::chown(at("acme/nlp").c_str(), 4242, 4242), 0);
+  again = create_volumes(root, v);
+  ASSERT_TRUE(again);
+  ASSERT_EQ(again->refused.size(), 1u);
+  EXPECT_EQ(again->refused[0].path, "acme/nlp");
+  struct stat st {};
+  ASSERT_EQ(::stat(at("acme/nlp").c_str(), &st), 0);
+  EXPECT_EQ(st.st_uid, 4242u);
+
+  // Removal: another owner cannot be verified, so nothing is removed.
+  auto r = remove_project(root, "acme", "nlp", expected_project(v, 1));
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kConflict);
+  EXPECT_NE(r.error().message.find("cannot be verified"), std::string::npos) << r.error().message;
+  EXPECT_TRUE(std::filesystem::exists(at("acme/nlp/datasets/b.bin")));
+  // Nor without a known owner.
+  ASSERT_EQ(::chown(at("acme/nlp").c_str(), kTenantFirst + 2, kTenantFirst + 2), 0);
+  auto unknown = expected_project(v, 1);
+  unknown.owner.reset();
+  EXPECT_FALSE(remove_project(root, "acme", "nlp", unknown));
+  EXPECT_TRUE(std::filesystem::exists(at("acme/nlp/datasets/b.bin")));
+  // The expected owner: removed.
+  EXPECT_EQ(remove_project(root, "acme", "nlp", expected_project(v, 1)), RemoveOutcome::kRemoved);
+  // An empty directory holds nothing to lose, whoever owns it.
+  ASSERT_EQ(::mkdir(at("acme/empty").c_str(), 0700), 0);
+  EXPECT_EQ(remove_project(root, "acme", "empty", unknown), RemoveOutcome::kRemoved);
+  // And an empty root-owned one (a creation interrupted before the identity was recorded) is
+  // adopted by the next creation.
+  ASSERT_EQ(::mkdir(at("acme/nlp").c_str(), 0700), 0);
+  again = create_volumes(root, v);
+  ASSERT_TRUE(again);
+  EXPECT_TRUE(again->refused.empty());
+  EXPECT_EQ(recorded_identity(at("acme/nlp")), (TreeIdentity{"ten_acme", "prj_nlp", "vgen_2"}));
+}
+
+// Lowers the soft limit on open descriptors for as long as it lives.
+class DescriptorLimit {
+ public:
+  explicit DescriptorLimit(rlim_t soft) {
+    ::getrlimit(RLIMIT_NOFILE, &saved_);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = soft;
+    ok_ = ::setrlimit(RLIMIT_NOFILE, &lowered) == 0;
+  }
+  ~DescriptorLimit() { ::setrlimit(RLIMIT_NOFILE, &saved_); }
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit saved_{};
+  bool ok_ = false;
+};
+
+// `depth` directories "d" nested under `top`, made through descriptors (no path gets long), with
+// a file and a symlink to `outside` at the bottom.
+void make_deep_tree(const std::string& top, int depth, const std::string& outside) {
+  int fd = ::open(top.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  for (int i = 0; i < depth; ++i) {
+    ASSERT_EQ(::mkdirat(fd, "d", 0700), 0) << i;
+    int next = ::openat(fd, "d", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    ::close(fd);
+    ASSERT_GE(next, 0) << i;
+    fd = next;
+  }
+  int f = ::openat(fd, "bottom.bin", O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+  EXPECT_GE(f, 0);
+  ::close(f);
+  EXPECT_EQ(::symlinkat(outside.c_str(), fd, "escape"), 0);
+  ::close(fd);
+}
+
+// Issue 24, finding 7: removal held two descriptors per level, so a tree deeper than half the
+// descriptor limit failed with EMFILE on every round and its data stayed.
+TEST_F(RootFs, RemovesTreesFarDeeperThanTheDescriptorLimit) {
+  auto v = acme_volumes();
+  ASSERT_TRUE(create_volumes(root, v));
+  std::ofstream(outside + "/precious") << "keep";
+  make_deep_tree(at("acme/vision/datasets"), 1500, outside);
+  {
+    DescriptorLimit limit(64);
+    ASSERT_TRUE(limit.ok());
+    auto r = remove_project(root, "acme", "vision", expected_project(v, 0));
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(*r, RemoveOutcome::kRemoved);
+  }
+  EXPECT_FALSE(std::filesystem::exists(at("acme/vision")));
+  EXPECT_TRUE(std::filesystem::exists(outside + "/precious")) << "followed the deep symlink";
+  EXPECT_TRUE(std::filesystem::exists(at("acme/nlp/models")));
+}
+
+// Issue 24, finding 7: the audit looked at an entry (lstat) and then listed it by path
+// (opendir), so a directory swapped for a symlink in between made the root agent list, and
+// report on, what lies outside the tree. The hook swaps it at exactly that moment.
+TEST_F(RootFs, AuditNeverFollowsADirectorySwappedForASymlink) {
+  ASSERT_TRUE(create_volumes(root, acme_volumes()));
+  const std::string sub = "acme/vision/datasets/sub";
+  ASSERT_EQ(::mkdir(at(sub).c_str(), 0), 0);
+  ASSERT_EQ(::chown(at(sub).c_str(), vision, vision), 0);
+  ASSERT_EQ(::chmod(at(sub).c_str(), 02770), 0);
+  file(sub + "/inner", 0640, vision, vision);
+  std::ofstream(outside + "/outside-secret") << "not the tenant's";
+  ASSERT_EQ(::chmod((outside + "/outside-secret").c_str(), 0644), 0);
+  int swaps = 0;
+  testing::set_audit_descend_hook([&](const std::string& rel) {
+    if (rel != "vision/datasets/sub") return;
+    ++swaps;
+    ASSERT_EQ(::rename(at(sub).c_str(), at(sub + "-moved").c_str()), 0);
+    ASSERT_EQ(::symlink(outside.c_str(), at(sub).c_str()), 0);
+  });
+  auto findings = audit();
+  testing::set_audit_descend_hook({});
+  EXPECT_EQ(swaps, 1);
+  bool reported = false;
+  for (const auto& f : findings) {
+    EXPECT_EQ(f.path.find("outside-secret"), std::string::npos)
+        << "listed outside the tree: " << f.path << " " << finding_kind_name(f.kind);
+    if (f.path == "vision/datasets/sub" && f.kind == FindingKind::kUnreadable) {
+      reported = true;
+      EXPECT_NE(f.detail.find("changed during the audit"), std::string::npos) << f.detail;
+    }
+  }
+  EXPECT_TRUE(reported) << "the swapped directory was not reported";
+}
+
+TEST_F(RootFs, AuditStopsAtItsDepthBoundAndSaysSo) {
+  ASSERT_TRUE(create_volumes(root, acme_volumes()));
+  make_deep_tree(at("acme/vision/datasets"), kMaxAuditDepth + 20, outside);
+  auto findings = audit();
+  ASSERT_EQ(findings.size(), 1u);
+  EXPECT_EQ(findings[0].kind, FindingKind::kUnreadable);
+  EXPECT_NE(findings[0].detail.find("not audited"), std::string::npos) << findings[0].detail;
+  // "vision/datasets" is at depth 2: the first directory past the bound is the one reported.
+  EXPECT_EQ(std::count(findings[0].path.begin(), findings[0].path.end(), '/') + 1,
+            kMaxAuditDepth + 1);
 }
 
 // A realistic clean tree: files, executables, internal symlinks and hard links, ACLs naming

@@ -1,0 +1,342 @@
+// Storage's rows in the store. See records.h.
+#include "storage/records.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace gp::storage {
+namespace {
+
+constexpr std::string_view kVolumeCols =
+    "project_id, project_name, uid, size_limits, state, version, generation";
+
+Result<StoredVolumes> volumes_from(const store::Row& row) {
+  StoredVolumes v;
+  v.volumes.project_id = row.text(0);
+  v.volumes.project = row.text(1);
+  v.volumes.id = static_cast<uint32_t>(row.integer(2));
+  v.volumes.size_limits = GP_TRY(parse_size_limits(GP_TRY(parse_json(row.text(3))), "size_limits"));
+  v.state = row.text(4);
+  v.version = row.integer(5);
+  v.volumes.generation = row.text(6);
+  return v;
+}
+
+constexpr std::string_view kDeletionCols =
+    "id, tenant_id, tenant_name, project_name, reason, requested_by, requested_at, due_at, state, "
+    "done_at, done_by, project_id, generation";
+
+Deletion deletion_from(const store::Row& row) {
+  return {.id = row.text(0),
+          .tenant_id = row.text(1),
+          .tenant_name = row.text(2),
+          .project_name = row.text(3),
+          .project_id = row.text(11),
+          .generation = row.text(12),
+          .reason = row.text(4),
+          .requested_by = row.text(5),
+          .requested_at = row.integer(6),
+          .due_at = row.integer(7),
+          .state = row.text(8),
+          .done_at = row.opt_integer(9),
+          .done_by = row.opt_text(10)};
+}
+
+Result<std::vector<Deletion>> deletions_where(store::Tx& tx, std::string_view where,
+                                              const store::Params& params) {
+  std::vector<Deletion> out;
+  for (const auto& row : GP_TRY(tx.query(
+           fmt::format("SELECT {} FROM storage_deletions WHERE {}", kDeletionCols, where), params)))
+    out.push_back(deletion_from(row));
+  return out;
+}
+
+Result<Deletion> insert_deletion(store::Tx& tx, const Deletion& d) {
+  GP_TRY(tx.exec(
+      "INSERT INTO storage_deletions (id, tenant_id, tenant_name, project_name, project_id, "
+      "generation, reason, requested_by, requested_at, due_at, state) VALUES "
+      "(?,?,?,?,?,?,?,?,?,?,'scheduled')",
+      {d.id, d.tenant_id, d.tenant_name, d.project_name, d.project_id, d.generation, d.reason,
+       d.requested_by, d.requested_at, d.due_at}));
+  auto stored = GP_TRY(find_deletion(tx, d.id));
+  if (!stored) return fail(Error::internal("a storage deletion vanished while it was scheduled"));
+  return *stored;
+}
+
+}  // namespace
+
+// ---- Id blocks ----
+
+Result<std::optional<IdRange>> load_ids(store::Tx& tx, const std::string& tenant_id) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT first_id, count FROM tenant_storage_ids WHERE tenant_id = ?", {tenant_id}));
+  if (!row) return std::optional<IdRange>{};
+  return std::optional<IdRange>{
+      IdRange{static_cast<uint32_t>(row->integer(0)), static_cast<uint32_t>(row->integer(1))}};
+}
+
+Result<IdRange> ensure_ids(store::Tx& tx, const IdPoolConfig& pool, const std::string& tenant_id,
+                           const std::string& tenant_name, int64_t now_micros) {
+  if (auto have = GP_TRY(load_ids(tx, tenant_id))) return *have;
+  std::vector<TenantIds> existing;
+  for (const auto& row :
+       GP_TRY(tx.query("SELECT t.name, s.first_id, s.count FROM tenant_storage_ids s JOIN tenants "
+                       "t ON t.id = s.tenant_id ORDER BY s.first_id")))
+    existing.push_back(
+        {row.text(0),
+         {static_cast<uint32_t>(row.integer(1)), static_cast<uint32_t>(row.integer(2))}});
+  auto ids = GP_TRY(allocate_ids(pool, existing, tenant_name));
+  GP_TRY(tx.exec(
+      "INSERT INTO tenant_storage_ids (tenant_id, first_id, count, created_at) VALUES (?,?,?,?)",
+      {tenant_id, int64_t{ids.range.first}, int64_t{ids.range.count}, now_micros}));
+  return ids.range;
+}
+
+// ---- Project volumes ----
+
+Result<SizeLimits> parse_size_limits(const Json& j, std::string_view where) {
+  if (!j.is_object()) return fail(Error::invalid(fmt::format("{}: must be an object", where)));
+  SizeLimits out;
+  for (const auto& [key, value] : j.items()) {
+    auto kind = parse_volume_kind(key);
+    if (!kind)
+      return fail(Error::invalid(fmt::format(
+          "{}.{}: unknown volume (datasets, models, checkpoints or scratch)", where, key)));
+    if (!value.is_number_integer() || value.get<int64_t>() < kMinSizeLimit ||
+        value.get<int64_t>() > kMaxSizeLimit)
+      return fail(Error::invalid(
+          fmt::format("{}.{}: must be an integer number of bytes, 1 MiB to 2^62", where, key)));
+    out.emplace_back(*kind, value.get<uint64_t>());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Json size_limits_json(const SizeLimits& limits) {
+  Json j = Json::object();
+  for (const auto& [kind, bytes] : limits) j[std::string(volume_kind_name(kind))] = bytes;
+  return j;
+}
+
+Result<std::vector<StoredVolumes>> load_volumes(store::Tx& tx, const std::string& tenant_id) {
+  std::vector<StoredVolumes> out;
+  for (const auto& row : GP_TRY(tx.query(
+           fmt::format("SELECT {} FROM project_volumes WHERE tenant_id = ? ORDER BY project_name, "
+                       "project_id",
+                       kVolumeCols),
+           {tenant_id})))
+    out.push_back(GP_TRY(volumes_from(row)));
+  return out;
+}
+
+TenantVolumes active_volumes(const std::string& tenant_id, const std::string& tenant_name,
+                             const IdRange& ids, const std::vector<StoredVolumes>& stored) {
+  TenantVolumes tv{.tenant = tenant_name, .ids = ids, .projects = {}, .tenant_id = tenant_id};
+  for (const auto& s : stored)
+    if (s.state == "active") tv.projects.push_back(s.volumes);
+  return tv;
+}
+
+Result<void> insert_volumes(store::Tx& tx, const std::string& tenant_id, const ProjectVolumes& v,
+                            int64_t now_micros) {
+  if (v.generation.empty()) return fail(Error::internal("volumes need a generation"));
+  GP_TRY(tx.exec(
+      "INSERT INTO project_volumes (tenant_id, project_id, project_name, uid, size_limits, "
+      "state, created_at, updated_at, version, generation) VALUES (?,?,?,?,?,'active',?,?,1,?)",
+      {tenant_id, v.project_id, v.project, int64_t{v.id}, size_limits_json(v.size_limits).dump(),
+       now_micros, now_micros, v.generation}));
+  return ok();
+}
+
+Result<void> update_size_limits(store::Tx& tx, const std::string& tenant_id,
+                                const std::string& project_id, const SizeLimits& limits,
+                                int64_t version, int64_t now_micros) {
+  auto n = GP_TRY(tx.exec(
+      "UPDATE project_volumes SET size_limits = ?, updated_at = ?, version = ? WHERE "
+      "tenant_id = ? AND project_id = ? AND version = ? AND state = 'active'",
+      {size_limits_json(limits).dump(), now_micros, version + 1, tenant_id, project_id, version}));
+  if (n != 1) return fail(Error::conflict("the volumes changed meanwhile; read them again"));
+  return ok();
+}
+
+Result<void> check_project_deletable(store::Tx& tx, const std::string& tenant_id,
+                                     const std::string& project_id) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT project_name FROM project_volumes WHERE tenant_id = ? AND project_id = ? AND "
+      "state = 'active'",
+      {tenant_id, project_id}));
+  if (row)
+    return fail(Error::conflict(
+        fmt::format("project '{}' has volumes: delete them first (DELETE "
+                    ".../projects/{}/volumes schedules its tree for removal), then the project",
+                    row->text(0), row->text(0))));
+  return ok();
+}
+
+// ---- Deletions ----
+
+Result<Deletion> schedule_project_deletion(store::Tx& tx, const std::string& id,
+                                           const std::string& tenant_id,
+                                           const std::string& tenant_name,
+                                           const ProjectVolumes& volumes, const std::string& reason,
+                                           const std::string& who, int64_t now_micros,
+                                           int64_t due_micros) {
+  auto n = GP_TRY(tx.exec(
+      "UPDATE project_volumes SET state = 'deleting', updated_at = ?, version = version + 1 "
+      "WHERE tenant_id = ? AND project_id = ? AND generation = ? AND state = 'active'",
+      {now_micros, tenant_id, volumes.project_id, volumes.generation}));
+  if (n != 1) return fail(Error::conflict("the volumes are not active any more"));
+  return insert_deletion(tx, {.id = id,
+                              .tenant_id = tenant_id,
+                              .tenant_name = tenant_name,
+                              .project_name = volumes.project,
+                              .project_id = volumes.project_id,
+                              .generation = volumes.generation,
+                              .reason = reason,
+                              .requested_by = who,
+                              .requested_at = now_micros,
+                              .due_at = due_micros});
+}
+
+Result<Deletion> schedule_tenant_deletion(store::Tx& tx, const std::string& id,
+                                          const std::string& tenant_id,
+                                          const std::string& tenant_name, const std::string& reason,
+                                          const std::string& who, int64_t now_micros,
+                                          int64_t due_micros) {
+  GP_TRY(tx.exec(
+      "UPDATE project_volumes SET state = 'deleting', updated_at = ?, version = version + 1 "
+      "WHERE tenant_id = ? AND state = 'active'",
+      {now_micros, tenant_id}));
+  auto existing = GP_TRY(deletions_where(
+      tx, "tenant_id = ? AND project_name = '' AND state = 'scheduled'", {tenant_id}));
+  if (!existing.empty()) return existing.front();
+  return insert_deletion(tx, {.id = id,
+                              .tenant_id = tenant_id,
+                              .tenant_name = tenant_name,
+                              .reason = reason,
+                              .requested_by = who,
+                              .requested_at = now_micros,
+                              .due_at = due_micros});
+}
+
+Result<std::optional<Deletion>> find_deletion(store::Tx& tx, const std::string& id) {
+  auto rows = GP_TRY(deletions_where(tx, "id = ?", {id}));
+  if (rows.empty()) return std::optional<Deletion>{};
+  return std::optional<Deletion>{std::move(rows.front())};
+}
+
+Result<std::vector<Deletion>> list_deletions(store::Tx& tx, const std::string& after,
+                                             const std::string& state, int64_t limit) {
+  return deletions_where(tx, "id > ? AND (? = '' OR state = ?) ORDER BY id LIMIT ?",
+                         {after, state, state, limit});
+}
+
+Result<std::vector<Deletion>> scheduled_deletions(store::Tx& tx, const std::string& tenant_id) {
+  return deletions_where(tx, "tenant_id = ? AND state = 'scheduled' ORDER BY requested_at, id",
+                         {tenant_id});
+}
+
+Result<std::vector<Deletion>> due_deletions(store::Tx& tx, int64_t now_micros) {
+  return deletions_where(tx, "state = 'scheduled' AND due_at <= ? ORDER BY due_at, id",
+                         {now_micros});
+}
+
+Result<std::optional<StoredVolumes>> volumes_holding_path(store::Tx& tx,
+                                                          const std::string& tenant_id,
+                                                          const std::string& project_name,
+                                                          const std::string& project_id) {
+  auto row = GP_TRY(tx.query_one(
+      fmt::format("SELECT {} FROM project_volumes WHERE tenant_id = ? AND project_name = ? AND "
+                  "project_id <> ? ORDER BY created_at",
+                  kVolumeCols),
+      {tenant_id, project_name, project_id}));
+  if (!row) return std::optional<StoredVolumes>{};
+  return std::optional<StoredVolumes>{GP_TRY(volumes_from(*row))};
+}
+
+Result<std::optional<uint32_t>> expected_owner(store::Tx& tx, const Deletion& d) {
+  std::optional<store::Row> row;
+  if (d.whole_tenant())
+    row = GP_TRY(
+        tx.query_one("SELECT first_id FROM tenant_storage_ids WHERE tenant_id = ?", {d.tenant_id}));
+  else if (!d.project_id.empty())
+    row = GP_TRY(
+        tx.query_one("SELECT uid FROM project_volumes WHERE tenant_id = ? AND project_id = ? AND "
+                     "generation = ?",
+                     {d.tenant_id, d.project_id, d.generation}));
+  if (!row) return std::optional<uint32_t>{};
+  return std::optional<uint32_t>{static_cast<uint32_t>(row->integer(0))};
+}
+
+Result<std::vector<Confirmation>> confirmations(store::Tx& tx, const std::string& deletion_id) {
+  std::vector<Confirmation> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT node_id, outcome, detail, confirmed_at FROM storage_deletion_confirmations "
+           "WHERE deletion_id = ? ORDER BY confirmed_at, node_id",
+           {deletion_id})))
+    out.push_back({row.text(0), row.text(1), row.text(2), row.integer(3)});
+  return out;
+}
+
+Result<bool> record_confirmation(store::Tx& tx, const std::string& deletion_id,
+                                 const std::string& node_id, const std::string& outcome,
+                                 const std::string& detail, int64_t now_micros) {
+  if (GP_TRY(tx.query_one("SELECT 1 FROM storage_deletion_confirmations WHERE deletion_id = ? "
+                          "AND node_id = ?",
+                          {deletion_id, node_id})))
+    return false;
+  GP_TRY(
+      tx.exec("INSERT INTO storage_deletion_confirmations (deletion_id, node_id, outcome, detail, "
+              "confirmed_at) VALUES (?,?,?,?,?)",
+              {deletion_id, node_id, outcome, detail, now_micros}));
+  return true;
+}
+
+Result<void> complete_deletion(store::Tx& tx, const Deletion& d, const std::string& node_id,
+                               int64_t now_micros) {
+  GP_TRY(tx.exec(
+      "UPDATE storage_deletions SET state = 'done', done_at = ?, done_by = ? WHERE id = ? AND "
+      "state = 'scheduled'",
+      {now_micros, node_id, d.id}));
+  if (d.whole_tenant()) {
+    // The whole tree is gone on every node that held it: the ids may go to another tenant.
+    GP_TRY(tx.exec("DELETE FROM project_volumes WHERE tenant_id = ?", {d.tenant_id}));
+    GP_TRY(tx.exec("DELETE FROM storage_holders WHERE tenant_id = ?", {d.tenant_id}));
+    GP_TRY(tx.exec("DELETE FROM tenant_storage_ids WHERE tenant_id = ?", {d.tenant_id}));
+  } else if (!d.project_id.empty()) {
+    // That generation only: whatever else carries the name is another tree.
+    GP_TRY(tx.exec(
+        "DELETE FROM project_volumes WHERE tenant_id = ? AND project_id = ? AND generation = ? "
+        "AND state = 'deleting'",
+        {d.tenant_id, d.project_id, d.generation}));
+  }
+  return ok();
+}
+
+// ---- Holders ----
+
+Result<std::vector<std::string>> holders(store::Tx& tx, const std::string& tenant_id) {
+  std::vector<std::string> out;
+  for (const auto& row :
+       GP_TRY(tx.query("SELECT node_id FROM storage_holders WHERE tenant_id = ? ORDER BY node_id",
+                       {tenant_id})))
+    out.push_back(row.text(0));
+  return out;
+}
+
+Result<bool> is_holder(store::Tx& tx, const std::string& tenant_id, const std::string& node_id) {
+  return GP_TRY(tx.query_one("SELECT 1 FROM storage_holders WHERE tenant_id = ? AND node_id = ?",
+                             {tenant_id, node_id}))
+      .has_value();
+}
+
+Result<bool> record_holder(store::Tx& tx, const std::string& tenant_id, const std::string& node_id,
+                           int64_t now_micros) {
+  if (GP_TRY(is_holder(tx, tenant_id, node_id))) return false;
+  GP_TRY(tx.exec("INSERT INTO storage_holders (tenant_id, node_id, since) VALUES (?,?,?)",
+                 {tenant_id, node_id, now_micros}));
+  return true;
+}
+
+}  // namespace gp::storage

@@ -1,0 +1,140 @@
+// Storage's rows in the store (migrations 13 and 21), read and written only here: each tenant's
+// id block, its projects' volumes (with the generation that tells one set of volumes from the
+// next under the same name), the deletions the agents execute once due, the nodes that hold a
+// tenant's trees, and each node's confirmation of a deletion. Everything is keyed by identity
+// (tenant id, project id, generation), never by name. Functions over the caller's transaction.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/json.h"
+#include "common/result.h"
+#include "storage/storage.h"
+#include "store/store.h"
+
+namespace gp::storage {
+
+// ---- Id blocks ----
+
+Result<std::optional<IdRange>> load_ids(store::Tx& tx, const std::string& tenant_id);
+// The tenant's block, allocated from `pool` on first use.
+Result<IdRange> ensure_ids(store::Tx& tx, const IdPoolConfig& pool, const std::string& tenant_id,
+                           const std::string& tenant_name, int64_t now_micros);
+
+// ---- Project volumes ----
+
+using SizeLimits = std::vector<std::pair<VolumeKind, uint64_t>>;
+// Size limits: at least 1 MiB (what the layout accepts), below 2^62 bytes so they fit a signed
+// 64-bit JSON integer anywhere.
+inline constexpr int64_t kMinSizeLimit = int64_t{1} << 20;
+inline constexpr int64_t kMaxSizeLimit = int64_t{1} << 62;
+// Strict: every key a volume kind, every value an integer number of bytes in range. Sorted.
+Result<SizeLimits> parse_size_limits(const Json& j, std::string_view where);
+Json size_limits_json(const SizeLimits& limits);
+
+struct StoredVolumes {
+  ProjectVolumes volumes;  // name, uid, limits, project id, generation
+  std::string state;       // "active" | "deleting" (until its deletion is done)
+  int64_t version = 0;
+};
+Result<std::vector<StoredVolumes>> load_volumes(store::Tx& tx, const std::string& tenant_id);
+// The tenant's active volumes as the layout sees them.
+TenantVolumes active_volumes(const std::string& tenant_id, const std::string& tenant_name,
+                             const IdRange& ids, const std::vector<StoredVolumes>& stored);
+// A new generation of a project's volumes (version 1, active).
+Result<void> insert_volumes(store::Tx& tx, const std::string& tenant_id,
+                            const ProjectVolumes& volumes, int64_t now_micros);
+// Sets the limits of the active volumes at `version`, making them version + 1.
+Result<void> update_size_limits(store::Tx& tx, const std::string& tenant_id,
+                                const std::string& project_id, const SizeLimits& limits,
+                                int64_t version, int64_t now_micros);
+// Conflict while the project has active volumes: deleting it would leave its tree on every node
+// with no way to address it, and a new project under the same name would take its path. Volumes
+// being deleted do not block it: their deletion is keyed by the project's id.
+Result<void> check_project_deletable(store::Tx& tx, const std::string& tenant_id,
+                                     const std::string& project_id);
+
+// ---- Deletions ----
+
+struct Deletion {
+  std::string id;
+  std::string tenant_id;
+  std::string tenant_name;
+  std::string project_name;  // empty: the whole tenant tree
+  std::string project_id;    // the tree's identity (empty for a tenant tree, or a deletion
+  std::string generation;    // scheduled before identities whose owner could not be told)
+  std::string reason;
+  std::string requested_by;
+  int64_t requested_at = 0;
+  int64_t due_at = 0;
+  std::string state;  // "scheduled" | "done"
+  std::optional<int64_t> done_at;
+  std::optional<std::string> done_by;
+
+  bool whole_tenant() const { return project_name.empty(); }
+  TreeIdentity identity() const { return {tenant_id, project_id, generation}; }
+};
+
+struct Confirmation {
+  std::string node_id;
+  std::string outcome;  // remove_outcome_name
+  std::string detail;
+  int64_t at = 0;
+};
+
+// Schedules the project's volumes (and marks them deleting), keyed by their identity.
+Result<Deletion> schedule_project_deletion(store::Tx& tx, const std::string& id,
+                                           const std::string& tenant_id,
+                                           const std::string& tenant_name,
+                                           const ProjectVolumes& volumes, const std::string& reason,
+                                           const std::string& who, int64_t now_micros,
+                                           int64_t due_micros);
+// Schedules the whole tenant tree (every volume marked deleting), or returns the one already
+// scheduled.
+Result<Deletion> schedule_tenant_deletion(store::Tx& tx, const std::string& id,
+                                          const std::string& tenant_id,
+                                          const std::string& tenant_name, const std::string& reason,
+                                          const std::string& who, int64_t now_micros,
+                                          int64_t due_micros);
+Result<std::optional<Deletion>> find_deletion(store::Tx& tx, const std::string& id);
+// Every tenant's, by id after `after`; `state` empty for all. At most `limit`.
+Result<std::vector<Deletion>> list_deletions(store::Tx& tx, const std::string& after,
+                                             const std::string& state, int64_t limit);
+Result<std::vector<Deletion>> scheduled_deletions(store::Tx& tx, const std::string& tenant_id);
+// Scheduled and due at `now`, oldest first.
+Result<std::vector<Deletion>> due_deletions(store::Tx& tx, int64_t now_micros);
+// Another generation's volumes (of an earlier project under the same name) that still hold
+// the path <tenant>/<name>: its tree is not removed yet.
+Result<std::optional<StoredVolumes>> volumes_holding_path(store::Tx& tx,
+                                                          const std::string& tenant_id,
+                                                          const std::string& project_name,
+                                                          const std::string& project_id);
+// The uid the deleted tree's top directory was created with (the project's id, or the tenant's
+// first id); nullopt when the volumes are no longer known.
+Result<std::optional<uint32_t>> expected_owner(store::Tx& tx, const Deletion& d);
+
+Result<std::vector<Confirmation>> confirmations(store::Tx& tx, const std::string& deletion_id);
+// False when the node had confirmed it already (nothing changes).
+Result<bool> record_confirmation(store::Tx& tx, const std::string& deletion_id,
+                                 const std::string& node_id, const std::string& outcome,
+                                 const std::string& detail, int64_t now_micros);
+// Marks the deletion done and lets go of what its tree held: a project's volumes row (that
+// generation only), or for the whole tenant every volume, the node holdings and the id block
+// (which may then go to another tenant).
+Result<void> complete_deletion(store::Tx& tx, const Deletion& d, const std::string& node_id,
+                               int64_t now_micros);
+
+// ---- Nodes holding a tenant's trees ----
+// A node records that it holds a tenant's trees before it creates them; every such node then
+// has to confirm a deletion of them (docs/storage.md).
+
+Result<std::vector<std::string>> holders(store::Tx& tx, const std::string& tenant_id);
+Result<bool> is_holder(store::Tx& tx, const std::string& tenant_id, const std::string& node_id);
+// False when it was recorded already.
+Result<bool> record_holder(store::Tx& tx, const std::string& tenant_id, const std::string& node_id,
+                           int64_t now_micros);
+
+}  // namespace gp::storage

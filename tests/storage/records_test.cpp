@@ -1,0 +1,102 @@
+// Storage's rows across the upgrade to migration 21: a store written before it (volumes,
+// deletions scheduled by name, volumes orphaned by a deleted project) opens with every row given
+// the identity the agents now compare, and the storage records read it back.
+#include "storage/records.h"
+
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <map>
+
+#include "store/store.h"
+#include "test_util.h"
+
+namespace gp::storage {
+namespace {
+
+using gp::testing::TempDir;
+
+// A SQLite file at schema 20 (the last migration before storage identities), with `rows` then
+// run on it, closed again.
+void write_store_before_identities(const std::string& path, const std::string& rows) {
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  auto exec = [&](const std::string& sql) {
+    char* error = nullptr;
+    EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, &error), SQLITE_OK)
+        << (error ? error : "") << "\n"
+        << sql.substr(0, 200);
+    sqlite3_free(error);
+  };
+  exec("PRAGMA foreign_keys = ON");
+  exec(
+      "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, "
+      "applied_at INTEGER NOT NULL)");
+  for (const auto& m : store::migrations()) {
+    if (m.version >= 21) continue;
+    exec(std::string(m.sql));
+    exec("INSERT INTO schema_migrations VALUES (" + std::to_string(m.version) + ", 'm', 0)");
+  }
+  exec(rows);
+  sqlite3_close(db);
+}
+
+TEST(StorageRecords, UpgradeGivesExistingRowsTheirIdentity) {
+  TempDir dir;
+  const std::string path = dir.path() + "/store.db";
+  // Tenant acme: project "vision" with active volumes; "speech" whose volumes were deleted (one
+  // deletion scheduled by name); "gone" deleted while its volumes were active (an orphan); and
+  // two deleted generations both named "twice" (the state issue 24 found), each with a
+  // deletion by name.
+  write_store_before_identities(path, R"SQL(
+INSERT INTO tenants VALUES ('ten_a', 'acme', 'acme', 'standard', 'active', '{}', 0, 0, 1);
+INSERT INTO projects VALUES ('prj_vision', 'ten_a', 'vision', 'vision', 0, 0, 1);
+INSERT INTO projects VALUES ('prj_speech', 'ten_a', 'speech', 'speech', 0, 0, 1);
+INSERT INTO tenant_storage_ids VALUES ('ten_a', 1000000, 65536, 0);
+INSERT INTO project_volumes VALUES ('ten_a', 'prj_vision', 'vision', 1000001, '{}', 'active', 0, 0, 1);
+INSERT INTO project_volumes VALUES ('ten_a', 'prj_speech', 'speech', 1000002, '{}', 'deleting', 0, 5, 2);
+INSERT INTO project_volumes VALUES ('ten_a', 'prj_gone', 'gone', 1000003, '{}', 'active', 0, 7, 1);
+INSERT INTO project_volumes VALUES ('ten_a', 'prj_t1', 'twice', 1000004, '{}', 'deleting', 0, 0, 2);
+INSERT INTO project_volumes VALUES ('ten_a', 'prj_t2', 'twice', 1000005, '{}', 'deleting', 0, 0, 2);
+INSERT INTO storage_deletions (id, tenant_id, tenant_name, project_name, reason, requested_by,
+  requested_at, due_at, state) VALUES
+  ('sdel_speech', 'ten_a', 'acme', 'speech', 'r', 'u', 5, 10, 'scheduled'),
+  ('sdel_t1', 'ten_a', 'acme', 'twice', 'r', 'u', 1, 10, 'scheduled'),
+  ('sdel_t2', 'ten_a', 'acme', 'twice', 'r', 'u', 2, 10, 'scheduled');
+)SQL");
+
+  auto st = store::open_sqlite({.path = path});
+  ASSERT_TRUE(st) << st.error().message;
+  auto checked = (*st)->read([&](store::Tx& tx) -> Result<void> {
+    auto volumes = GP_TRY(load_volumes(tx, "ten_a"));
+    std::map<std::string, StoredVolumes> by_id;
+    for (auto& v : volumes) by_id[v.volumes.project_id] = v;
+    EXPECT_EQ(by_id["prj_vision"].volumes.generation, "vgen_prj_vision");
+    EXPECT_EQ(by_id["prj_vision"].state, "active");
+    // The orphan is being deleted, by a deletion of its own, 7 days after its last change.
+    EXPECT_EQ(by_id["prj_gone"].state, "deleting");
+    auto orphan = GP_TRY(find_deletion(tx, "sdel_m21_prj_gone"));
+    EXPECT_TRUE(orphan);
+    if (orphan) {
+      EXPECT_EQ(orphan->identity(), (TreeIdentity{"ten_a", "prj_gone", "vgen_prj_gone"}));
+      EXPECT_EQ(orphan->due_at, 7 + int64_t{7} * 24 * 3600 * 1'000'000);
+      EXPECT_EQ(GP_TRY(expected_owner(tx, *orphan)), 1000003u);
+    }
+    // A deletion by name gets the identity of the one generation of its name being deleted...
+    auto speech = GP_TRY(find_deletion(tx, "sdel_speech"));
+    EXPECT_EQ(speech->identity(), (TreeIdentity{"ten_a", "prj_speech", "vgen_prj_speech"}));
+    EXPECT_EQ(GP_TRY(expected_owner(tx, *speech)), 1000002u);
+    // ...and none when two share it: the agent then removes only an empty or absent tree.
+    for (auto id : {"sdel_t1", "sdel_t2"}) {
+      auto d = GP_TRY(find_deletion(tx, id));
+      EXPECT_TRUE(d->project_id.empty() && d->generation.empty()) << id;
+      EXPECT_FALSE(GP_TRY(expected_owner(tx, *d))) << id;
+    }
+    EXPECT_TRUE(GP_TRY(holders(tx, "ten_a")).empty());
+    return ok();
+  });
+  EXPECT_TRUE(checked) << checked.error().message;
+}
+
+}  // namespace
+}  // namespace gp::storage
