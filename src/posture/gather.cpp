@@ -65,11 +65,16 @@ Result<std::vector<alloc::Allocation>> all_allocations(store::Tx& tx, const tena
 }
 
 Result<HardwareFacts> gather_hardware(store::Tx& tx, const tenancy::Tenant& t,
-                                      const std::vector<alloc::Allocation>& allocations) {
+                                      const std::vector<alloc::Allocation>& allocations,
+                                      Audience audience) {
   HardwareFacts f;
+  f.audience = audience;
+  std::set<std::string> exclusive;  // the tenant's live allocations on node-exclusive tiers
   for (const auto& a : allocations)
-    if (alloc::live(a.state))
+    if (alloc::live(a.state)) {
       f.live.push_back({a.id, std::string(alloc::state_name(a.state)), a.request.tier});
+      if (holds_nodes_alone(a.request.tier)) exclusive.insert(a.id);
+    }
   std::map<std::pair<std::string, std::string>, std::set<std::string>> shared;  // -> tenant ids
   for (const auto& row : GP_TRY(tx.query(
            fmt::format("SELECT nd.name, n1.allocation_id, a2.tenant_id FROM allocation_nodes n1 "
@@ -82,8 +87,12 @@ Result<HardwareFacts> gather_hardware(store::Tx& tx, const tenancy::Tenant& t,
                        kLive),
            {t.id, t.id})))
     shared[{row.text(0), row.text(1)}].insert(row.text(2));
-  for (auto& [key, tenants] : shared)
-    f.shared_nodes.push_back({key.first, key.second, static_cast<int>(tenants.size())});
+  for (auto& [key, tenants] : shared) {
+    if (audience == Audience::kOperator)
+      f.shared_nodes.push_back({key.first, key.second, static_cast<int>(tenants.size())});
+    else if (exclusive.contains(key.second))
+      f.shared_nodes.push_back({key.first, key.second, std::nullopt});
+  }
   return f;
 }
 
@@ -373,7 +382,7 @@ Result<Facts> gather(store::Tx& tx, const tenancy::Tenant& tenant, const GatherO
   f.checked_at = opts.now;
   f.identity = GP_TRY(gather_identity(tx, tenant, opts.now));
   auto allocations = GP_TRY(all_allocations(tx, tenant));
-  f.hardware = GP_TRY(gather_hardware(tx, tenant, allocations));
+  f.hardware = GP_TRY(gather_hardware(tx, tenant, allocations, opts.audience));
   f.scheduling = GP_TRY(gather_scheduling(tx, tenant));
   f.network = GP_TRY(gather_network(tx, tenant, opts));
   f.storage = GP_TRY(gather_storage(tx, tenant));

@@ -120,15 +120,40 @@ Check tier_minimum(const Facts& f) {
 
 Check node_exclusive(const Facts& f) {
   Check c;
-  c.checked = "no node hosting a live allocation of the tenant hosts another tenant's allocation";
   Json shared = Json::array();
-  for (const auto& s : f.hardware.shared_nodes)
-    shared.push_back(
-        {{"node", s.node}, {"allocation", s.allocation}, {"other_tenants", s.other_tenants}});
-  c.seen = {{"live_allocations", f.hardware.live.size()}, {"shared_nodes", shared}};
+  for (const auto& s : f.hardware.shared_nodes) {
+    Json j = {{"node", s.node}, {"allocation", s.allocation}};
+    if (s.other_tenants) j["other_tenants"] = *s.other_tenants;
+    shared.push_back(std::move(j));
+  }
+  if (f.hardware.audience == Audience::kOperator) {
+    c.checked = "no node hosting a live allocation of the tenant hosts another tenant's allocation";
+    c.seen = {{"live_allocations", f.hardware.live.size()}, {"shared_nodes", shared}};
+    c.pass = shared.empty();
+    c.summary = c.pass ? "no node is shared with another tenant"
+                       : fmt::format("{} node(s) shared with other tenants", shared.size());
+    return c;
+  }
+  // The tenant's view: only the nodes of its node-exclusive allocations, where another tenant
+  // is a breach of what the tier promises. Whether a neighbour sits beside an allocation of a
+  // tier that shares nodes is not the tenant's to learn (a co-residency oracle); such tiers are
+  // hardware.tier-minimum's to judge against the class.
+  c.checked =
+      "no node holding one of the tenant's node-exclusive allocations (dedicated-node, "
+      "dedicated-pool) hosts another tenant's allocation";
+  Json may_share = Json::array();
+  for (const auto& a : f.hardware.live)
+    if (!holds_nodes_alone(a.tier))
+      may_share.push_back({{"allocation", a.id}, {"tier", policy::tier_name(a.tier)}});
+  c.seen = {{"live_allocations", f.hardware.live.size()},
+            {"on_tiers_that_share_nodes", may_share},
+            {"shared_nodes", shared}};
   c.pass = shared.empty();
-  c.summary = c.pass ? "no node is shared with another tenant"
-                     : fmt::format("{} node(s) shared with other tenants", shared.size());
+  c.summary =
+      c.pass ? fmt::format("{} live allocation(s) on node-exclusive tiers, none sharing a node",
+                           f.hardware.live.size() - may_share.size())
+             : fmt::format("{} node(s) of node-exclusive allocations shared with another tenant",
+                           shared.size());
   return c;
 }
 
@@ -481,8 +506,8 @@ const std::vector<Def>& defs() {
        project_quotas},
       {{"network.segment", Layer::kNetwork, "Private network segment",
         "without its own VNI and CIDR the tenant's traffic mixes with other tenants'",
-        "read the tenant's network once (GET /v1/tenants/{t}/network) to allocate a segment; fix "
-        "overlapping segments",
+        "allocate a segment for a tenant created before segments came with the tenant (POST "
+        "/v1/tenants/{t}/network/segment); fix overlapping segments",
         IC::kStandard, "standard and above: network default-deny (DESIGN.md)"},
        segment},
       {{"network.default-deny", Layer::kNetwork, "Default deny network across tenants",

@@ -69,15 +69,30 @@ struct AllocationFact {
 };
 
 // A node that hosts a live allocation of the tenant and one of another tenant. Other tenants
-// are counted, never named: the report is the tenant's to read (no existence leak).
+// are never named, and counted only in the operators' view.
 struct SharedNodeFact {
   std::string node, allocation;
-  int other_tenants = 0;
+  std::optional<int> other_tenants;  // operators' view only
 };
+
+// Tiers whose allocations hold their nodes alone: another tenant on such a node is a breach.
+inline bool holds_nodes_alone(Tier t) {
+  return t == Tier::kDedicatedNode || t == Tier::kDedicatedPool;
+}
+
+// Who reads the report. A tenant's principals read facts derived from the tenant's own
+// allocations only: whether a neighbour sits on the node of an allocation whose tier shares
+// nodes would make the report a co-residency oracle. Operators (platform principals) read every
+// shared node with its count of other tenants.
+enum class Audience { kTenant, kOperator };
 
 struct HardwareFacts {
   std::vector<AllocationFact> live;  // pending, placed, active
+  // Operators: every node shared with another tenant. Tenant: only those of allocations on a
+  // node-exclusive tier (dedicated-node, dedicated-pool), where any neighbour breaks the tier's
+  // own promise and tells nothing the tier does not already rule out.
   std::vector<SharedNodeFact> shared_nodes;
+  Audience audience = Audience::kTenant;
 };
 
 struct ModelQuotaFact {
@@ -242,6 +257,7 @@ struct GatherOptions {
   bool tls = false;                           // the API is served over TLS
   bool reads_audited = false;                 // the API records reads in the audit trail
   int64_t now = 0;                            // unix micros
+  Audience audience = Audience::kTenant;      // who reads the report (HardwareFacts)
 };
 
 // The audit chain's verification, done once and shared by every tenant of a fleet view.
