@@ -309,15 +309,15 @@ Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json
     q.models = o->models;
     q.mig_profile = o->mig_profile;
     q.milli = o->milli;
-    if (o->tier == Tier::kDedicatedNode || o->tier == Tier::kDedicatedPool) {
+    const bool node_tier = o->tier == Tier::kDedicatedNode || o->tier == Tier::kDedicatedPool;
+    if (node_tier) {
       q.node_count = units;
       q.gpus_per_node = o->gpus;
-      q.count = GP_TRY(allocation_bounded_product("count x the offering's gpus", units, o->gpus));
-    } else if (o->tier == Tier::kDedicatedGpu) {
-      q.count = GP_TRY(allocation_bounded_product("count x the offering's gpus", units, o->gpus));
-    } else {
-      q.count = units;
     }
+    q.count =
+        node_tier || o->tier == Tier::kDedicatedGpu
+            ? GP_TRY(allocation_bounded_product("count x the offering's gpus", units, o->gpus))
+            : units;
   } else {
     ObjectReader s(*shape, "shape");
     std::string tier = s.string("tier", 32);
