@@ -133,6 +133,16 @@ Result<Page<Allocation>> list_all_allocations(store::Tx& tx, const AllocationFil
                                               const PageRequest& page);
 Result<std::vector<Event>> list_events(store::Tx& tx, const std::string& allocation_id);
 
+// The records of this module that name a project: its allocations (any state; the live ones
+// counted apart) and its reservations. They stay as the project's billing and audit history,
+// so a project any of them names cannot be deleted.
+struct ProjectReferences {
+  int64_t allocations = 0, live_allocations = 0, reservations = 0;
+  bool any() const { return allocations > 0 || reservations > 0; }
+};
+Result<ProjectReferences> project_references(store::Tx& tx, const tenancy::TenantScope& scope,
+                                             const std::string& project_id);
+
 // ---- reservations: capacity of a shape held for a tenant during a window ----
 
 enum class ReservationState { kScheduled, kActive, kUsed, kEnded, kCancelled };
@@ -300,10 +310,15 @@ class Service {
   Result<Reservation> cancel_reservation(store::Tx& tx, const World& w,
                                          const tenancy::TenantScope& scope, const std::string& id);
 
-  // Views.
-  Result<Json> why(store::Tx& tx, const World& w, const Allocation& a);
-  // Pending allocations in queue order; one tenant's, or all (tenant_id empty).
-  Result<Json> queue(store::Tx& tx, const World& w, const std::string& tenant_id);
+  // Views. A tenant's view holds its own position and figures only, nothing counted from other
+  // tenants' allocations: queue positions and lengths count the tenant's own waiting
+  // allocations, and the platform's use is left out. The operators' view counts the whole
+  // queue and shows the platform's use.
+  enum class Audience { kTenant, kOperator };
+  Result<Json> why(store::Tx& tx, const World& w, const Allocation& a, Audience audience);
+  // Pending allocations in queue order; one tenant's, or all (tenant_id empty: operators only).
+  Result<Json> queue(store::Tx& tx, const World& w, const std::string& tenant_id,
+                     Audience audience);
   // Quota documents with current use.
   Result<Json> tenant_quota(store::Tx& tx, const std::string& tenant_id);
   Result<Json> project_quota(store::Tx& tx, const std::string& tenant_id,

@@ -21,6 +21,21 @@ struct PriorityClass {
 constexpr std::array<PriorityClass, 4> kPriorities = {
     {{"low", 100}, {"normal", 500}, {"high", 900}, {"critical", 1000}}};
 
+// The most units (GPUs, instances, shares or nodes) one request may name, alone or multiplied
+// out by gang_members or gpus_per_node; far above any fleet, far below int overflow.
+constexpr int64_t kMostPerRequest = 100'000;
+
+// a x b as an int, refused when it passes kMostPerRequest. The product is formed in 64 bits
+// before the check: the readers bound each factor, not the product, which overflows an int.
+Result<int> allocation_bounded_product(std::string_view what, int64_t a, int64_t b) {
+  const int64_t product = a * b;
+  if (product > kMostPerRequest) {
+    return fail(Error::invalid(fmt::format("{} = {} x {} = {} is absurd (at most {})", what, a, b,
+                                           product, kMostPerRequest)));
+  }
+  return static_cast<int>(product);
+}
+
 }  // namespace
 
 std::string_view state_name(State s) { return kStateNames[static_cast<size_t>(s)]; }
@@ -266,7 +281,7 @@ Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json
   NewAllocation n;
   n.name = r.optional_string("name", 63).value_or("");
   auto offering_name = r.optional_string("offering", 64);
-  auto count = r.optional_integer("count", 1, 100000);
+  auto count = r.optional_integer("count", 1, kMostPerRequest);
   const Json* shape = r.optional_object("shape");
   const Json* constraints = r.optional_object("constraints");
   auto priority = r.optional_string("priority_class", 32);
@@ -294,19 +309,22 @@ Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json
     q.models = o->models;
     q.mig_profile = o->mig_profile;
     q.milli = o->milli;
-    if (o->tier == Tier::kDedicatedNode || o->tier == Tier::kDedicatedPool) {
+    const bool node_tier = o->tier == Tier::kDedicatedNode || o->tier == Tier::kDedicatedPool;
+    if (node_tier) {
       q.node_count = units;
       q.gpus_per_node = o->gpus;
-      q.count = units * o->gpus;
-    } else {
-      q.count = o->tier == Tier::kDedicatedGpu ? units * o->gpus : units;
     }
+    q.count =
+        node_tier || o->tier == Tier::kDedicatedGpu
+            ? GP_TRY(allocation_bounded_product("count x the offering's gpus", units, o->gpus))
+            : units;
   } else {
     ObjectReader s(*shape, "shape");
     std::string tier = s.string("tier", 32);
     q.models = detail::read_models(s, "models");
-    q.count = static_cast<int>(s.optional_integer("count", 1, 100000).value_or(1));
-    q.node_count = static_cast<int>(s.optional_integer("node_count", 1, 100000).value_or(0));
+    q.count = static_cast<int>(s.optional_integer("count", 1, kMostPerRequest).value_or(1));
+    q.node_count =
+        static_cast<int>(s.optional_integer("node_count", 1, kMostPerRequest).value_or(0));
     q.gpus_per_node = static_cast<int>(s.optional_integer("gpus_per_node", 1, 64).value_or(0));
     q.pool = s.optional_string("pool", 64).value_or("");
     q.mig_profile = s.optional_string("mig_profile", 32).value_or("");
@@ -316,7 +334,8 @@ Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json
     if (!t) return fail(Error::invalid(fmt::format("shape: unknown tier \"{}\"", tier)));
     q.tier = *t;
     if ((q.tier == Tier::kDedicatedNode || q.tier == Tier::kDedicatedPool) && q.count == 1)
-      q.count = q.node_count * q.gpus_per_node;
+      q.count = GP_TRY(allocation_bounded_product("shape: node_count x gpus_per_node", q.node_count,
+                                                  q.gpus_per_node));
   }
   if (constraints) {
     ObjectReader c(*constraints, "constraints");
@@ -342,11 +361,13 @@ Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json
     if (members && *members > 1) {  // a gang: N members of the shape, all placed or none
       const int64_t m = *members;
       if (q.tier == Tier::kDedicatedNode || q.tier == Tier::kDedicatedPool) {
-        q.node_count = static_cast<int>(q.node_count * m);
-        q.count = q.node_count * q.gpus_per_node;
+        q.node_count = GP_TRY(
+            allocation_bounded_product("constraints.gang_members x node_count", m, q.node_count));
+        q.count = GP_TRY(allocation_bounded_product("gang nodes x gpus_per_node", q.node_count,
+                                                    q.gpus_per_node));
       } else {
-        if (q.count * m > 100000) return fail(Error::invalid("gang_members x count is absurd"));
-        q.count = static_cast<int>(q.count * m);
+        q.count =
+            GP_TRY(allocation_bounded_product("constraints.gang_members x count", m, q.count));
       }
     }
   }
@@ -431,6 +452,22 @@ Result<std::optional<Allocation>> find_allocation(store::Tx& tx, const tenancy::
   auto a = GP_TRY(detail::load(tx, std::string(id)));
   if (a && a->tenant_id != scope.tenant_id()) return std::optional<Allocation>{};
   return a;
+}
+
+Result<ProjectReferences> project_references(store::Tx& tx, const tenancy::TenantScope& scope,
+                                             const std::string& project_id) {
+  ProjectReferences refs;
+  auto allocations = GP_TRY(tx.query_one(
+      "SELECT COUNT(*), COALESCE(SUM(CASE WHEN state IN ('pending','placed','active') THEN 1 "
+      "ELSE 0 END), 0) FROM allocations WHERE tenant_id = ? AND project_id = ?",
+      {scope.tenant_id(), project_id}));
+  refs.allocations = allocations->integer(0);
+  refs.live_allocations = allocations->integer(1);
+  auto reservations = GP_TRY(
+      tx.query_one("SELECT COUNT(*) FROM reservations WHERE tenant_id = ? AND project_id = ?",
+                   {scope.tenant_id(), project_id}));
+  refs.reservations = reservations->integer(0);
+  return refs;
 }
 
 Result<Page<Allocation>> list_allocations(store::Tx& tx, const tenancy::TenantScope& scope,

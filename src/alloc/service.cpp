@@ -493,7 +493,7 @@ Result<int> Service::node_failed(store::Tx& tx, const World& w, const std::strin
   return n;
 }
 
-Result<Json> Service::why(store::Tx& tx, const World& w, const Allocation& a) {
+Result<Json> Service::why(store::Tx& tx, const World& w, const Allocation& a, Audience audience) {
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   Json out = {{"id", a.id},
@@ -504,15 +504,24 @@ Result<Json> Service::why(store::Tx& tx, const World& w, const Allocation& a) {
   for (const auto& e : GP_TRY(list_events(tx, a.id))) events.push_back(e.to_json());
   out["events"] = events;
   if (a.state != State::kPending) return out;
-  auto queue = s->pending(w.clock.now());
-  int position = 0, ahead_same_tenant = 0;
-  for (const auto& v : queue) {
+  const bool whole_fleet = audience == Audience::kOperator;
+  int position = 0, length = 0, ahead_same_tenant = 0;
+  bool seen = false;
+  for (const auto& v : s->pending(w.clock.now())) {
+    const bool own = v.request.tenant == a.tenant_id;
+    if (!whole_fleet && !own) continue;
+    ++length;
+    if (seen) continue;
     ++position;
-    if (v.allocation_id == a.id) break;
-    if (v.request.tenant == a.tenant_id) ++ahead_same_tenant;
+    if (v.allocation_id == a.id)
+      seen = true;
+    else if (own)
+      ++ahead_same_tenant;
   }
-  out["queue"] = {{"position", position},
-                  {"length", queue.size()},
+  out["queue"] = {{"counts", whole_fleet ? "every tenant's waiting allocations"
+                                         : "this tenant's waiting allocations"},
+                  {"position", position},
+                  {"length", length},
                   {"ahead_of_same_tenant", ahead_same_tenant}};
   // Quota at every level for the models the request may use.
   Json quota = Json::array();
@@ -531,16 +540,18 @@ Result<Json> Service::why(store::Tx& tx, const World& w, const Allocation& a) {
       return detail::model_quota_json({u.limits.nominal, u.limits.borrow_limit, u.limits.limit},
                                       &u);
     };
-    auto platform = s->quota().platform_limit(m);
-    quota.push_back(
-        {{"model", m},
-         {"needs_gpu_equivalents", static_cast<double>(need) / sched::kUnitsPerGpu},
-         {"tenant", level(t)},
-         {"project", level(p)},
-         {"platform",
-          {{"used", static_cast<double>(s->quota().platform_used(m)) / sched::kUnitsPerGpu},
-           {"limit", platform ? Json(static_cast<double>(*platform) / sched::kUnitsPerGpu)
-                              : Json(nullptr)}}}});
+    auto platform_limit = s->quota().platform_limit(m);
+    Json platform = {
+        {"limit", platform_limit ? Json(static_cast<double>(*platform_limit) / sched::kUnitsPerGpu)
+                                 : Json(nullptr)}};
+    // The platform's use is every tenant's: operators only.
+    if (whole_fleet)
+      platform["used"] = static_cast<double>(s->quota().platform_used(m)) / sched::kUnitsPerGpu;
+    quota.push_back({{"model", m},
+                     {"needs_gpu_equivalents", static_cast<double>(need) / sched::kUnitsPerGpu},
+                     {"tenant", level(t)},
+                     {"project", level(p)},
+                     {"platform", platform}});
   }
   out["quota"] = quota;
   // And whether the fleet has room for it right now, quota aside.
@@ -554,15 +565,21 @@ Result<Json> Service::why(store::Tx& tx, const World& w, const Allocation& a) {
   return out;
 }
 
-Result<Json> Service::queue(store::Tx& tx, const World& w, const std::string& tenant_id) {
+Result<Json> Service::queue(store::Tx& tx, const World& w, const std::string& tenant_id,
+                            Audience audience) {
+  if (tenant_id.empty() && audience != Audience::kOperator)
+    return fail(Error::internal("the whole queue is the operators' view"));
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   const TimePoint now = w.clock.now();
+  const bool whole_fleet = audience == Audience::kOperator;
   Json items = Json::array();
   int position = 0;
   for (const auto& v : s->pending(now)) {
-    ++position;
-    if (!tenant_id.empty() && v.request.tenant != tenant_id) continue;
+    const bool listed = tenant_id.empty() || v.request.tenant == tenant_id;
+    // A tenant's positions count its own waiting allocations only.
+    if (whole_fleet || listed) ++position;
+    if (!listed) continue;
     Json shape = detail::request_json(v.request);
     items.push_back({{"position", position},
                      {"id", v.allocation_id},
@@ -575,7 +592,10 @@ Result<Json> Service::queue(store::Tx& tx, const World& w, const std::string& te
                      {"submitted_at", format_rfc3339(v.submitted)},
                      {"fair_share_usage", s->fair_share_usage(v.request.tenant, now)}});
   }
-  return Json{{"items", items}, {"length", position}};
+  return Json{{"counts", whole_fleet ? "every tenant's waiting allocations"
+                                     : "this tenant's waiting allocations"},
+              {"items", items},
+              {"length", position}};
 }
 
 Result<Json> Service::tenant_quota(store::Tx& tx, const std::string& tenant_id) {

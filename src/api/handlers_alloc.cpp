@@ -29,6 +29,11 @@ Result<Mutation> create_offering(Api& api, Call& call, store::Tx& tx) {
   return m;
 }
 
+alloc::Service::Audience view_for(const Call& call) {
+  return sees_every_tenant(call) ? alloc::Service::Audience::kOperator
+                                 : alloc::Service::Audience::kTenant;
+}
+
 // The allocation named in the path, in the path's project; 404 otherwise.
 Result<alloc::Allocation> path_allocation(Call& call, store::Tx& tx) {
   auto a = GP_TRY(found(alloc::find_allocation(tx, call.tenant_scope(), call.param("allocation")),
@@ -167,6 +172,11 @@ Result<Mutation> create_reservation(Api& api, Call& call, store::Tx& tx) {
 }
 
 }  // namespace
+
+bool sees_every_tenant(const Call& call) {
+  return iam::authorize(call.who, Permission::kFleetRead, iam::Scope::platform()) ==
+         iam::Decision::kAllow;
+}
 
 std::vector<Route> alloc_routes() {
   const std::string project = "/v1/tenants/{tenant}/projects/{project}";
@@ -337,10 +347,13 @@ std::vector<Route> alloc_routes() {
                .permission = Permission::kAllocationRead,
                .handler = serialized_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
                  auto a = GP_TRY(path_allocation(call, tx));
-                 return json_reply(200, GP_TRY(api.allocs().why(tx, api.world(), a)));
+                 return json_reply(200,
+                                   GP_TRY(api.allocs().why(tx, api.world(), a, view_for(call))));
                }),
                .summary = "Why an allocation is where it is: queue position, quota at each "
-                          "level, whether the fleet has room, and its history.",
+                          "level, whether the fleet has room, and its history. Tenants' "
+                          "principals see the position among the tenant's own waiting "
+                          "allocations and no platform use; operators the whole queue's.",
                .response_schema = "AllocationWhy"});
   r.push_back({.method = "POST",
                .pattern = "/v1/tenants/{tenant}/reservations",
@@ -510,10 +523,11 @@ std::vector<Route> alloc_routes() {
                .action = "queue.tenant",
                .permission = Permission::kAllocationRead,
                .handler = serialized_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
-                 return json_reply(200,
-                                   GP_TRY(api.allocs().queue(tx, api.world(), call.tenant->id)));
+                 return json_reply(200, GP_TRY(api.allocs().queue(tx, api.world(), call.tenant->id,
+                                                                  view_for(call))));
                }),
-               .summary = "The tenant's waiting allocations with their place in the whole queue.",
+               .summary = "The tenant's waiting allocations in queue order, with their place "
+                          "among the tenant's own (operators: in the whole queue).",
                .response_schema = "Queue"});
   r.push_back({.method = "GET",
                .pattern = "/v1/allocations",
@@ -529,7 +543,9 @@ std::vector<Route> alloc_routes() {
                .action = "queue.all",
                .permission = Permission::kFleetRead,
                .handler = serialized_tx([](Api& api, Call&, store::Tx& tx) -> Result<Reply> {
-                 return json_reply(200, GP_TRY(api.allocs().queue(tx, api.world(), "")));
+                 return json_reply(200,
+                                   GP_TRY(api.allocs().queue(tx, api.world(), "",
+                                                             alloc::Service::Audience::kOperator)));
                }),
                .summary = "Every waiting allocation in queue order (operators).",
                .response_schema = "Queue"});

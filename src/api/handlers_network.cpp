@@ -29,17 +29,32 @@ Result<std::vector<network::Segment>> load_segments(store::Tx& tx) {
   return out;
 }
 
-// The tenant's segment, allocated from the configured pool on first use.
-Result<network::Segment> ensure_segment(Api& api, store::Tx& tx, const tenancy::Tenant& t) {
-  auto existing = GP_TRY(load_segments(tx));
-  for (const auto& s : existing)
-    if (s.tenant == t.name) return s;
+// The tenant's segment; nullopt when it has none (a tenant created before segments were
+// allocated at creation, or one being offboarded). Reads only.
+Result<std::optional<network::Segment>> find_segment(store::Tx& tx, const tenancy::Tenant& t) {
+  auto row =
+      GP_TRY(tx.query_one("SELECT vni, cidr FROM tenant_segments WHERE tenant_id = ?", {t.id}));
+  if (!row) return std::optional<network::Segment>();
+  auto cidr = network::parse_cidr(row->text(1));
+  if (!cidr) return fail(Error::internal("stored segment CIDR unreadable: " + row->text(1)));
+  return std::optional<network::Segment>(
+      network::Segment{t.name, static_cast<uint32_t>(row->integer(0)), *cidr});
+}
+
+// The tenant's segment, allocated from the configured pool when it has none. Writes: only for
+// mutations, whose audit record tells what `allocated` says.
+Result<network::Segment> ensure_segment(Api& api, store::Tx& tx, const tenancy::Tenant& t,
+                                        bool* allocated) {
+  *allocated = false;
+  if (auto seg = GP_TRY(find_segment(tx, t))) return *seg;
   if (t.state == tenancy::TenantState::kOffboarding)
     return fail(Error::conflict("tenant is being offboarded: its segment was released"));
+  const auto existing = GP_TRY(load_segments(tx));
   auto seg = GP_TRY(network::allocate_segment(api.isolation().segments, existing, t.name));
   GP_TRY(tx.exec(
       "INSERT INTO tenant_segments (tenant_id, vni, cidr, created_at) VALUES (?,?,?,?)",
       {t.id, int64_t{seg.vni}, network::to_string(seg.cidr), to_unix_micros(api.clock().now())}));
+  *allocated = true;
   return seg;
 }
 
@@ -68,9 +83,10 @@ Json segment_json(const network::Segment& s) {
   return {{"vni", s.vni}, {"cidr", network::to_string(s.cidr)}};
 }
 
-Json network_json(const network::Segment& seg, const StoredPolicy& p) {
-  return {
-      {"segment", segment_json(seg)}, {"policy", policy_body(p.policy)}, {"version", p.version}};
+Json network_json(const std::optional<network::Segment>& seg, const StoredPolicy& p) {
+  return {{"segment", seg ? segment_json(*seg) : Json(nullptr)},
+          {"policy", policy_body(p.policy)},
+          {"version", p.version}};
 }
 
 // What a policy change did: the rules added and removed, per list.
@@ -89,10 +105,27 @@ Json policy_diff(const Json& before, const Json& after) {
   return diff;
 }
 
+// A read: a tenant without a segment reads null (POST .../network/segment allocates one).
 Result<Reply> get_network(Api& api, Call& call, store::Tx& tx) {
-  auto seg = GP_TRY(ensure_segment(api, tx, *call.tenant));
+  auto seg = GP_TRY(find_segment(tx, *call.tenant));
   auto p = GP_TRY(load_policy(api, tx, *call.tenant));
   return json_reply(200, network_json(seg, p), p.version);
+}
+
+// For a tenant that has no segment yet (one created before segments came with the tenant);
+// conflict when it has one.
+Result<Mutation> allocate_segment(Api& api, Call& call, store::Tx& tx) {
+  if (call.tenant->state == tenancy::TenantState::kOffboarding)
+    return fail(Error::conflict("tenant is being offboarded and can no longer change"));
+  if (auto seg = GP_TRY(find_segment(tx, *call.tenant)))
+    return fail(Error::conflict(fmt::format("tenant already has segment VNI {} {}", seg->vni,
+                                            network::to_string(seg->cidr))));
+  bool allocated = false;
+  auto seg = GP_TRY(ensure_segment(api, tx, *call.tenant, &allocated));
+  Mutation m;
+  m.reply = json_reply(201, segment_json(seg));
+  m.detail = segment_json(seg);
+  return m;
 }
 
 Result<Mutation> put_policy(Api& api, Call& call, store::Tx& tx) {
@@ -100,7 +133,8 @@ Result<Mutation> put_policy(Api& api, Call& call, store::Tx& tx) {
     return fail(Error::conflict("tenant is being offboarded and can no longer change"));
   auto next = GP_TRY(
       network::policy_from_json(*call.body, call.tenant->name, api.isolation().segments.supernet));
-  auto seg = GP_TRY(ensure_segment(api, tx, *call.tenant));
+  bool allocated = false;
+  auto seg = GP_TRY(ensure_segment(api, tx, *call.tenant, &allocated));
   auto before = GP_TRY(load_policy(api, tx, *call.tenant));
   GP_TRY_VOID(check_if_match(call, before.version));
   Json after_json = policy_body(next);
@@ -120,6 +154,7 @@ Result<Mutation> put_policy(Api& api, Call& call, store::Tx& tx) {
   m.reply = json_reply(200, network_json(seg, after), after.version);
   m.detail = {{"version", after.version},
               {"diff", policy_diff(policy_body(before.policy), after_json)}};
+  if (allocated) m.detail["segment_allocated"] = segment_json(seg);
   return m;
 }
 
@@ -292,6 +327,11 @@ Result<Mutation> delete_secret_by_query(Api&, Call& call, store::Tx& tx) {
 
 }  // namespace
 
+Result<Json> allocate_tenant_segment(Api& api, store::Tx& tx, const tenancy::Tenant& tenant) {
+  bool allocated = false;
+  return segment_json(GP_TRY(ensure_segment(api, tx, tenant, &allocated)));
+}
+
 Result<void> release_tenant_network(store::Tx& tx, const std::string& tenant_id) {
   GP_TRY(tx.exec("DELETE FROM tenant_network_policies WHERE tenant_id = ?", {tenant_id}));
   GP_TRY(tx.exec("DELETE FROM tenant_segments WHERE tenant_id = ?", {tenant_id}));
@@ -330,9 +370,20 @@ std::vector<Route> network_routes() {
                .action = "network.get",
                .permission = Permission::kTenantRead,
                .handler = serialized_tx(get_network),
-               .summary = "The tenant's network segment (VNI and CIDR, allocated on first use) "
-                          "and its policy: declared egress and exposures.",
+               .summary = "The tenant's network segment (VNI and CIDR, allocated when the "
+                          "tenant is created; null for a tenant that has none) and its policy: "
+                          "declared egress and exposures.",
                .response_schema = "TenantNetwork"});
+  r.push_back({.method = "POST",
+               .pattern = tenant + "/network/segment",
+               .action = "network.segment.allocate",
+               .permission = Permission::kIdentityWrite,
+               .mutation = true,
+               .handler = write_tx(allocate_segment),
+               .summary = "Allocate the tenant's segment from the pool, for a tenant created "
+                          "before segments came with the tenant (409 when it has one).",
+               .response_schema = "Segment",
+               .success_status = 201});
   r.push_back({.method = "PUT",
                .pattern = tenant + "/network/policy",
                .action = "network.policy.set",

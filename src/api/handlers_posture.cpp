@@ -26,6 +26,8 @@ Result<Reply> tenant_posture(Api& api, Call& call, store::Tx& tx) {
   auto verifier = api.audit().signer().verifier();
   auto opts = gather_options(api);
   opts.verifier = &verifier;
+  opts.audience =
+      sees_every_tenant(call) ? posture::Audience::kOperator : posture::Audience::kTenant;
   auto chain = GP_TRY(posture::check_chain(tx, opts.verifier));
   auto facts = GP_TRY(posture::gather(tx, *call.tenant, opts, chain));
   return json_reply(200, posture::evaluate(facts).to_json());
@@ -35,6 +37,7 @@ Result<Reply> fleet_posture(Api& api, Call&, store::Tx& tx) {
   auto verifier = api.audit().signer().verifier();
   auto opts = gather_options(api);
   opts.verifier = &verifier;
+  opts.audience = posture::Audience::kOperator;  // platform principals only
   // The chain is verified once for the whole fleet.
   auto chain = GP_TRY(posture::check_chain(tx, opts.verifier));
   std::vector<posture::Report> reports;

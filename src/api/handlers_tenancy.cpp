@@ -20,6 +20,8 @@ Result<Mutation> create_tenant(Api& api, Call& call, store::Tx& tx) {
   auto t = GP_TRY(tenancy::create_tenant(tx, w, spec));
   Json body = t.to_json();
   Json detail = {{"name", t.name}, {"isolation_class", tenancy::class_name(t.isolation_class)}};
+  // The segment comes with the tenant, in this audited write: reads never allocate one.
+  detail["segment"] = GP_TRY(allocate_tenant_segment(api, tx, t));
   if (admin) {
     tenancy::TenantScope scope(t.id);
     auto user = GP_TRY(tenancy::create_user(tx, w, scope, *admin));
@@ -124,6 +126,15 @@ Result<Mutation> update_project(Api& api, Call& call, store::Tx& tx) {
 
 Result<Mutation> delete_project(Api&, Call& call, store::Tx& tx) {
   GP_TRY_VOID(check_if_match(call, call.project->version));
+  // Allocations and reservations keep naming their project as history: say so, instead of
+  // letting the store's foreign key refuse the delete as if the request were malformed.
+  auto refs = GP_TRY(alloc::project_references(tx, call.tenant_scope(), call.project->id));
+  if (refs.any())
+    return fail(Error::conflict(fmt::format(
+        "project \"{}\" is still named by {} allocation(s) ({} live) and {} reservation(s), "
+        "which are kept as its history: a project that has had allocations or reservations "
+        "cannot be deleted",
+        call.project->name, refs.allocations, refs.live_allocations, refs.reservations)));
   GP_TRY_VOID(tenancy::delete_project(tx, call.tenant_scope(), call.project->id));
   Mutation m;
   m.reply.status = 204;
@@ -226,7 +237,8 @@ std::vector<Route> tenancy_routes() {
                .mutation = true,
                .conditional = true,
                .handler = write_tx(delete_project),
-               .summary = "Delete a project and its role bindings.",
+               .summary = "Delete a project and its role bindings (409 while allocations or "
+                          "reservations name it).",
                .success_status = 204});
   return r;
 }

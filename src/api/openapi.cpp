@@ -439,11 +439,13 @@ Json schemas() {
   s["NetworkPolicySet"] = object({{"egress", {{"type", "array"}, {"items", egress}}},
                                   {"exposures", {{"type", "array"}, {"items", exposure}}}},
                                  {});
-  s["TenantNetwork"] =
-      object({{"segment", object({{"vni", integer()}, {"cidr", str()}}, {"vni", "cidr"})},
-              {"policy", schema_ref("NetworkPolicySet")},
-              {"version", integer()}},
-             {"segment", "policy", "version"});
+  s["Segment"] = object({{"vni", integer()}, {"cidr", str()}}, {"vni", "cidr"});
+  Json segment_or_null = s["Segment"];  // null: a tenant created before segments came with it
+  segment_or_null["type"] = {"object", "null"};
+  s["TenantNetwork"] = object({{"segment", segment_or_null},
+                               {"policy", schema_ref("NetworkPolicySet")},
+                               {"version", integer()}},
+                              {"segment", "policy", "version"});
   s["NodeNftables"] = object({{"node", str()},
                               {"table", str()},
                               {"segments", {{"type", "array"}, {"items", {{"type", "object"}}}}},

@@ -133,6 +133,13 @@ Result<void> budget_admit(Api& api, store::Tx& tx, const BudgetGate& gate,
 std::vector<Route> storage_routes();
 // Sets the usage gauges (GPU-equivalents held per tenant) from the open usage intervals.
 void refresh_usage_gauges(Api& api, store::Tx& tx);
+// Whether the caller reads figures counted from every tenant's allocations (the whole queue,
+// the platform's use, other tenants on a node): platform principals, who read the fleet. A
+// tenant's principals read their own figures only.
+bool sees_every_tenant(const Call& call);
+// Tenant creation: the tenant's network segment from the configured pool, as {vni, cidr} for
+// the audit record (resource_exhausted when the pool has none left).
+Result<Json> allocate_tenant_segment(Api& api, store::Tx& tx, const tenancy::Tenant& tenant);
 // Offboarding: frees the tenant's network segment and policy; shreds its data keys.
 Result<void> release_tenant_network(store::Tx& tx, const std::string& tenant_id);
 Result<void> shred_tenant_keys(store::Tx& tx, const tenancy::Tenant& tenant);

@@ -298,8 +298,9 @@ void add_why(CLI::App& app, ClientConfig& c, int* rc) {
                                w["reason"].get<std::string>());
     std::cout << "\n";
     if (w.contains("queue"))
-      std::cout << fmt::format("queue: position {} of {} ({} of its own tenant ahead)\n",
+      std::cout << fmt::format("queue: position {} of {} {} ({} of its own tenant ahead)\n",
                                cell(w["queue"]["position"]), cell(w["queue"]["length"]),
+                               w["queue"].value("counts", "waiting allocations"),
                                cell(w["queue"]["ahead_of_same_tenant"]));
     if (w.contains("capacity"))
       std::cout << "capacity: "
@@ -316,12 +317,16 @@ void add_why(CLI::App& app, ClientConfig& c, int* rc) {
           return fmt::format("{} used of {} nominal{}", cell(l["used"]), cell(l["nominal"]),
                              l["limit"].is_null() ? "" : ", limit " + cell(l["limit"]));
         };
-        rows.push_back({{"model", q["model"]},
-                        {"needs", q["needs_gpu_equivalents"]},
-                        {"project", level("project")},
-                        {"tenant", level("tenant")},
-                        {"platform", fmt::format("{} used, limit {}", cell(q["platform"]["used"]),
-                                                 cell(q["platform"]["limit"]))}});
+        rows.push_back(
+            {{"model", q["model"]},
+             {"needs", q["needs_gpu_equivalents"]},
+             {"project", level("project")},
+             {"tenant", level("tenant")},
+             // "used" is the operators' only: it counts every tenant's use.
+             {"platform", q["platform"].contains("used")
+                              ? fmt::format("{} used, limit {}", cell(q["platform"]["used"]),
+                                            cell(q["platform"]["limit"]))
+                              : fmt::format("limit {}", cell(q["platform"]["limit"]))}});
       }
       std::cout << "\n";
       print_table(rows, {"model", "needs", "project", "tenant", "platform"});

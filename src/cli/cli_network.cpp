@@ -37,9 +37,12 @@ void print_network(const ClientConfig& c, const Json& n) {
     return;
   }
   const Json& seg = n.at("segment");
-  std::cout << fmt::format("segment   VNI {}  {}\npolicy    version {}\n",
-                           seg.at("vni").get<int64_t>(), seg.at("cidr").get<std::string>(),
-                           n.at("version").get<int64_t>());
+  if (seg.is_null())
+    std::cout << "segment   none (POST /v1/tenants/{tenant}/network/segment allocates one)\n";
+  else
+    std::cout << fmt::format("segment   VNI {}  {}\n", seg.at("vni").get<int64_t>(),
+                             seg.at("cidr").get<std::string>());
+  std::cout << fmt::format("policy    version {}\n", n.at("version").get<int64_t>());
   std::vector<Json> egress(n.at("policy").at("egress").begin(), n.at("policy").at("egress").end());
   std::cout << "egress:\n";
   if (egress.empty())

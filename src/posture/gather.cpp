@@ -66,11 +66,16 @@ Result<std::vector<alloc::Allocation>> all_allocations(store::Tx& tx, const tena
 }
 
 Result<HardwareFacts> gather_hardware(store::Tx& tx, const tenancy::Tenant& t,
-                                      const std::vector<alloc::Allocation>& allocations) {
+                                      const std::vector<alloc::Allocation>& allocations,
+                                      Audience audience) {
   HardwareFacts f;
+  f.audience = audience;
+  std::set<std::string> exclusive;  // the tenant's live allocations on node-exclusive tiers
   for (const auto& a : allocations)
-    if (alloc::live(a.state))
+    if (alloc::live(a.state)) {
       f.live.push_back({a.id, std::string(alloc::state_name(a.state)), a.request.tier});
+      if (holds_nodes_alone(a.request.tier)) exclusive.insert(a.id);
+    }
   std::map<std::pair<std::string, std::string>, std::set<std::string>> shared;  // -> tenant ids
   for (const auto& row : GP_TRY(tx.query(
            fmt::format("SELECT nd.name, n1.allocation_id, a2.tenant_id FROM allocation_nodes n1 "
@@ -83,8 +88,12 @@ Result<HardwareFacts> gather_hardware(store::Tx& tx, const tenancy::Tenant& t,
                        kLive),
            {t.id, t.id})))
     shared[{row.text(0), row.text(1)}].insert(row.text(2));
-  for (auto& [key, tenants] : shared)
-    f.shared_nodes.push_back({key.first, key.second, static_cast<int>(tenants.size())});
+  for (auto& [key, tenants] : shared) {
+    if (audience == Audience::kOperator)
+      f.shared_nodes.push_back({key.first, key.second, static_cast<int>(tenants.size())});
+    else if (exclusive.contains(key.second))
+      f.shared_nodes.push_back({key.first, key.second, std::nullopt});
+  }
   return f;
 }
 
@@ -232,21 +241,21 @@ ProbeFact run_probe(const Json& pod, const std::string& ns,
   return p;
 }
 
-// The nodes where the tenant's live allocations meet another tenant's, each with its agent's
-// GPU runtime report. Other tenants are neither named nor counted.
-Result<std::vector<SharedGpuNodeFact>> gather_shared_gpu_nodes(store::Tx& tx,
-                                                               const tenancy::Tenant& t) {
+// The nodes of the tenant's live allocations on tiers that share nodes with other tenants
+// (everything but dedicated-node and dedicated-pool), each with its agent's GPU runtime report.
+// Whether a neighbour is there right now is not asked: the report must not tell (co-residency),
+// and a node the tier may share needs the toolkit setting before the neighbour arrives.
+Result<std::vector<SharedGpuNodeFact>> gather_node_sharing_gpu_nodes(
+    store::Tx& tx, const std::vector<alloc::Allocation>& allocations) {
+  std::set<std::string> node_ids;
+  for (const auto& a : allocations)
+    if (alloc::live(a.state) && !holds_nodes_alone(a.request.tier))
+      for (const auto& row :
+           GP_TRY(tx.query("SELECT node_id FROM allocation_nodes WHERE allocation_id = ?", {a.id})))
+        node_ids.insert(row.text(0));
   std::vector<SharedGpuNodeFact> out;
-  for (const auto& row : GP_TRY(
-           tx.query(fmt::format("SELECT DISTINCT n1.node_id FROM allocation_nodes n1 "
-                                "JOIN allocations a1 ON a1.id = n1.allocation_id "
-                                "JOIN allocation_nodes n2 ON n2.node_id = n1.node_id "
-                                "JOIN allocations a2 ON a2.id = n2.allocation_id "
-                                "WHERE a1.tenant_id = ? AND a1.state IN {0} AND a2.tenant_id <> ? "
-                                "AND a2.state IN {0}",
-                                kLive),
-                    {t.id, t.id}))) {
-    auto node = GP_TRY(fleet::find_node(tx, row.text(0)));
+  for (const auto& id : node_ids) {
+    auto node = GP_TRY(fleet::find_node(tx, id));
     if (!node) continue;
     out.push_back({node->info.name, node->gpu_runtime});
   }
@@ -254,7 +263,8 @@ Result<std::vector<SharedGpuNodeFact>> gather_shared_gpu_nodes(store::Tx& tx,
   return out;
 }
 
-Result<WorkloadFacts> gather_workload(store::Tx& tx, const tenancy::Tenant& t) {
+Result<WorkloadFacts> gather_workload(store::Tx& tx, const tenancy::Tenant& t,
+                                      const std::vector<alloc::Allocation>& allocations) {
   policy::TenantAdmissionContext ctx;  // the webhook's defaults: Pod Security restricted, latest
   ctx.tenant = t.name;
   ctx.isolation_class = t.isolation_class;
@@ -315,7 +325,7 @@ Result<WorkloadFacts> gather_workload(store::Tx& tx, const tenancy::Tenant& t) {
   pod["spec"]["containers"][0]["env"] =
       Json::array({{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}});
   f.device_env = run_probe(pod, ns, ctx, {"tenant.gpuDeviceEnv"});
-  f.shared_gpu_nodes = GP_TRY(gather_shared_gpu_nodes(tx, t));
+  f.node_sharing_gpu_nodes = GP_TRY(gather_node_sharing_gpu_nodes(tx, allocations));
   return f;
 }
 
@@ -403,11 +413,11 @@ Result<Facts> gather(store::Tx& tx, const tenancy::Tenant& tenant, const GatherO
   f.checked_at = opts.now;
   f.identity = GP_TRY(gather_identity(tx, tenant, opts.now));
   auto allocations = GP_TRY(all_allocations(tx, tenant));
-  f.hardware = GP_TRY(gather_hardware(tx, tenant, allocations));
+  f.hardware = GP_TRY(gather_hardware(tx, tenant, allocations, opts.audience));
   f.scheduling = GP_TRY(gather_scheduling(tx, tenant));
   f.network = GP_TRY(gather_network(tx, tenant, opts));
   f.storage = GP_TRY(gather_storage(tx, tenant));
-  f.workload = GP_TRY(gather_workload(tx, tenant));
+  f.workload = GP_TRY(gather_workload(tx, tenant, allocations));
   f.metering = GP_TRY(gather_metering(tx, tenant, allocations));
   f.audit = GP_TRY(gather_audit(tx, tenant, opts, chain));
   return f;

@@ -120,15 +120,40 @@ Check tier_minimum(const Facts& f) {
 
 Check node_exclusive(const Facts& f) {
   Check c;
-  c.checked = "no node hosting a live allocation of the tenant hosts another tenant's allocation";
   Json shared = Json::array();
-  for (const auto& s : f.hardware.shared_nodes)
-    shared.push_back(
-        {{"node", s.node}, {"allocation", s.allocation}, {"other_tenants", s.other_tenants}});
-  c.seen = {{"live_allocations", f.hardware.live.size()}, {"shared_nodes", shared}};
+  for (const auto& s : f.hardware.shared_nodes) {
+    Json j = {{"node", s.node}, {"allocation", s.allocation}};
+    if (s.other_tenants) j["other_tenants"] = *s.other_tenants;
+    shared.push_back(std::move(j));
+  }
+  if (f.hardware.audience == Audience::kOperator) {
+    c.checked = "no node hosting a live allocation of the tenant hosts another tenant's allocation";
+    c.seen = {{"live_allocations", f.hardware.live.size()}, {"shared_nodes", shared}};
+    c.pass = shared.empty();
+    c.summary = c.pass ? "no node is shared with another tenant"
+                       : fmt::format("{} node(s) shared with other tenants", shared.size());
+    return c;
+  }
+  // The tenant's view: only the nodes of its node-exclusive allocations, where another tenant
+  // is a breach of what the tier promises. Whether a neighbour sits beside an allocation of a
+  // tier that shares nodes is not the tenant's to learn (a co-residency oracle); such tiers are
+  // hardware.tier-minimum's to judge against the class.
+  c.checked =
+      "no node holding one of the tenant's node-exclusive allocations (dedicated-node, "
+      "dedicated-pool) hosts another tenant's allocation";
+  Json may_share = Json::array();
+  for (const auto& a : f.hardware.live)
+    if (!holds_nodes_alone(a.tier))
+      may_share.push_back({{"allocation", a.id}, {"tier", policy::tier_name(a.tier)}});
+  c.seen = {{"live_allocations", f.hardware.live.size()},
+            {"on_tiers_that_share_nodes", may_share},
+            {"shared_nodes", shared}};
   c.pass = shared.empty();
-  c.summary = c.pass ? "no node is shared with another tenant"
-                     : fmt::format("{} node(s) shared with other tenants", shared.size());
+  c.summary =
+      c.pass ? fmt::format("{} live allocation(s) on node-exclusive tiers, none sharing a node",
+                           f.hardware.live.size() - may_share.size())
+             : fmt::format("{} node(s) of node-exclusive allocations shared with another tenant",
+                           shared.size());
   return c;
 }
 
@@ -362,19 +387,19 @@ Check probe(const ProbeFact& p, std::string_view what) {
 
 // Issue 24: a container that names its own devices (NVIDIA_VISIBLE_DEVICES=all) gets every GPU
 // of its node. The webhook refuses the variable in a pod's env; images and envFrom ConfigMaps
-// can still carry it, so on a node shared with other tenants only the toolkit refusing it from
-// unprivileged containers keeps the tenant's GPUs its own. A node that never reported, or whose
-// agent could not tell, counts as accepting it (the toolkit default).
+// can still carry it, so on a node the tenant's tier shares with other tenants only the toolkit
+// refusing it from unprivileged containers keeps the tenant's GPUs its own. A node that never
+// reported, or whose agent could not tell, counts as accepting it (the toolkit default).
 Check gpu_device_env(const Facts& f) {
   Check c;
   const auto& w = f.workload;
   c.checked =
       "the tenant's admission policy refuses a pod that selects GPUs through its environment "
-      "(NVIDIA_VISIBLE_DEVICES=all, no GPU requested), and every node where the tenant's "
-      "allocations meet another tenant's keeps its NVIDIA container toolkit from taking device "
-      "lists from unprivileged containers' environment";
+      "(NVIDIA_VISIBLE_DEVICES=all, no GPU requested), and every node of the tenant's "
+      "allocations on a tier that shares nodes with other tenants keeps its NVIDIA container "
+      "toolkit from taking device lists from unprivileged containers' environment";
   Json accepting = Json::array(), nodes = Json::array();
-  for (const auto& n : w.shared_gpu_nodes) {
+  for (const auto& n : w.node_sharing_gpu_nodes) {
     const auto& rt = n.runtime;
     Json seen_node = {{"node", n.node}};
     if (rt) {
@@ -400,7 +425,7 @@ Check gpu_device_env(const Facts& f) {
              {{"denied", w.device_env.denied},
               {"level", w.device_env.level},
               {"detail", w.device_env.detail}}},
-            {"shared_nodes", nodes},
+            {"nodes_shared_by_tier", nodes},
             {"accepting_nodes", accepting}};
   c.pass = w.device_env.denied && accepting.empty();
   std::vector<std::string> parts;
@@ -409,12 +434,13 @@ Check gpu_device_env(const Facts& f) {
                                 w.device_env.level, w.device_env.detail));
   if (!accepting.empty())
     parts.push_back(fmt::format(
-        "{} node(s) shared with other tenants let a container pick every GPU by its environment",
+        "{} node(s) the tenant's tiers share with other tenants let a container pick every GPU "
+        "by its environment",
         accepting.size()));
   c.summary = c.pass ? fmt::format(
-                           "refused at admission; {} shared node(s), none accepting the "
-                           "variable from unprivileged containers",
-                           w.shared_gpu_nodes.size())
+                           "refused at admission; {} node(s) shared by tier, none accepting "
+                           "the variable from unprivileged containers",
+                           w.node_sharing_gpu_nodes.size())
                      : fmt::format("{}", fmt::join(parts, "; "));
   return c;
 }
@@ -540,8 +566,8 @@ const std::vector<Def>& defs() {
        project_quotas},
       {{"network.segment", Layer::kNetwork, "Private network segment",
         "without its own VNI and CIDR the tenant's traffic mixes with other tenants'",
-        "read the tenant's network once (GET /v1/tenants/{t}/network) to allocate a segment; fix "
-        "overlapping segments",
+        "allocate a segment for a tenant created before segments came with the tenant (POST "
+        "/v1/tenants/{t}/network/segment); fix overlapping segments",
         IC::kStandard, "standard and above: network default-deny (DESIGN.md)"},
        segment},
       {{"network.default-deny", Layer::kNetwork, "Default deny network across tenants",

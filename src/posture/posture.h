@@ -70,15 +70,30 @@ struct AllocationFact {
 };
 
 // A node that hosts a live allocation of the tenant and one of another tenant. Other tenants
-// are counted, never named: the report is the tenant's to read (no existence leak).
+// are never named, and counted only in the operators' view.
 struct SharedNodeFact {
   std::string node, allocation;
-  int other_tenants = 0;
+  std::optional<int> other_tenants;  // operators' view only
 };
+
+// Tiers whose allocations hold their nodes alone: another tenant on such a node is a breach.
+inline bool holds_nodes_alone(Tier t) {
+  return t == Tier::kDedicatedNode || t == Tier::kDedicatedPool;
+}
+
+// Who reads the report. A tenant's principals read facts derived from the tenant's own
+// allocations only: whether a neighbour sits on the node of an allocation whose tier shares
+// nodes would make the report a co-residency oracle. Operators (platform principals) read every
+// shared node with its count of other tenants.
+enum class Audience { kTenant, kOperator };
 
 struct HardwareFacts {
   std::vector<AllocationFact> live;  // pending, placed, active
+  // Operators: every node shared with another tenant. Tenant: only those of allocations on a
+  // node-exclusive tier (dedicated-node, dedicated-pool), where any neighbour breaks the tier's
+  // own promise and tells nothing the tier does not already rule out.
   std::vector<SharedNodeFact> shared_nodes;
+  Audience audience = Audience::kTenant;
 };
 
 struct ModelQuotaFact {
@@ -137,8 +152,8 @@ struct ProbeFact {
   std::string level;   // the Pod Security level it was checked at
   std::string detail;  // the controls that refused it, or why it was admitted
 };
-// A node where the tenant's live allocations sit next to another tenant's, with what its agent
-// last reported about GPU device selection (nullopt: never reported).
+// A node of the tenant's live allocations on a tier that shares nodes with other tenants, with
+// what its agent last reported about GPU device selection (nullopt: never reported).
 struct SharedGpuNodeFact {
   std::string node;
   std::optional<fleet::GpuRuntime> runtime;
@@ -146,7 +161,8 @@ struct SharedGpuNodeFact {
 struct WorkloadFacts {
   ProbeFact privileged, host_path, host_namespaces, host_ports, other_tenant_pool;
   ProbeFact device_env;  // a pod setting NVIDIA_VISIBLE_DEVICES=all and requesting no GPU
-  std::vector<SharedGpuNodeFact> shared_gpu_nodes;
+  // Whether another tenant is on them now is not a fact here: the report would tell.
+  std::vector<SharedGpuNodeFact> node_sharing_gpu_nodes;
 };
 
 struct UsageFacts {
@@ -251,6 +267,7 @@ struct GatherOptions {
   bool tls = false;                           // the API is served over TLS
   bool reads_audited = false;                 // the API records reads in the audit trail
   int64_t now = 0;                            // unix micros
+  Audience audience = Audience::kTenant;      // who reads the report (HardwareFacts)
 };
 
 // The audit chain's verification, done once and shared by every tenant of a fleet view.

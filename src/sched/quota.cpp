@@ -62,12 +62,12 @@ void QuotaTree::set_profile_cap(const std::string& name, const std::string& mode
 
 Result<Admission> QuotaTree::admit(const QuotaCharge& c) const {
   if (auto it = platform_.find(c.model); it != platform_.end() && it->second.first) {
-    const int64_t used = it->second.second;
-    if (used + c.units > *it->second.first) {
+    if (it->second.second + c.units > *it->second.first) {
+      // The platform's use is every tenant's: the message, which the tenant reads, leaves it out.
       return fail(exceeded(fmt::format(
-          "quota exceeded at platform level for {}: used {} + "
-          "requested {}; limit {}",
-          c.model, format_units(used), format_units(c.units), format_units(*it->second.first))));
+          "quota exceeded at platform level for {}: requested {} does not fit under the "
+          "platform limit of {}",
+          c.model, format_units(c.units), format_units(*it->second.first))));
     }
   }
   auto tenant_it = tenants_.find(c.tenant);
@@ -111,10 +111,9 @@ Result<Admission> QuotaTree::admit(const QuotaCharge& c) const {
     const int64_t cohort_nominal = cm ? cm->nominal : 0;
     const int64_t cohort_used = cm ? cm->used : 0;
     if (cohort_used + c.units > cohort_nominal) {
-      return tenant_fail(
-          fmt::format("cohort {} has no idle quota to lend (cohort used {} of "
-                      "nominal {})",
-                      t.cohort, format_units(cohort_used), format_units(cohort_nominal)));
+      // The cohort's use is its other members': the message, which the tenant reads, leaves
+      // it out.
+      return tenant_fail(fmt::format("cohort {} has no idle quota to lend", t.cohort));
     }
     admission.borrowed = over - std::max<int64_t>(0, used - l.nominal);
   }

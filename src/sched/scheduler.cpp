@@ -374,10 +374,14 @@ Decision Scheduler::try_place(const std::string& id, const Request& request, Tim
       (void)sched::release(state_, id);
       const Reservation& r = reservations_.at(*rid);
       d.kind = DecisionKind::kPending;
+      // The reason is the requesting tenant's to read: another tenant's reservation stays
+      // unnamed.
       d.reason = Error::conflict(fmt::format(
-          "the free capacity is reserved for tenant {} (reservation {}) from {}; an allocation "
-          "that ends before then, or a preemptible one, may use it",
-          r.shape.tenant, *rid, format_rfc3339(r.start)));
+          "the free capacity is reserved for {} from {}; an allocation that ends before then, or "
+          "a preemptible one, may use it",
+          r.shape.tenant == request.tenant ? fmt::format("this tenant's reservation {}", *rid)
+                                           : std::string("another tenant's reservation"),
+          format_rfc3339(r.start)));
       return d;
     }
   }
@@ -538,10 +542,13 @@ std::vector<Decision> Scheduler::schedule(TimePoint now) {
         }
         (void)sched::release(state_, entry.id);
       }
+      // The reason is the waiting tenant's to read: another tenant's allocation stays unnamed.
       it->reason = Error::conflict(fmt::format(
           "waiting behind {}, which needs the capacity from {}; placing this one now would "
           "delay it (an end time before then lets it run meanwhile)",
-          head->id, format_rfc3339(*shadow)));
+          head->request.tenant == entry.request.tenant ? head->id
+                                                       : "an earlier request of the queue",
+          format_rfc3339(*shadow)));
       continue;
     }
     Decision d = try_place(entry.id, entry.request, entry.submitted, entry.seq, now);

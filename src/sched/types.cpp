@@ -95,7 +95,14 @@ Result<void> validate(const Request& request, const FleetLimits& limits) {
       return fail(
           Error::invalid(fmt::format("same_node contradicts node_count {}", request.node_count)));
     }
-    if (request.count != 1 && request.count != request.node_count * request.gpus_per_node) {
+    // In 64 bits: each factor may be up to kAbsurd, and their product overflows an int.
+    const int64_t total = int64_t{request.node_count} * request.gpus_per_node;
+    if (total > kAbsurd) {
+      return fail(Error::invalid(
+          fmt::format("node_count {} x gpus_per_node {} = {} GPUs is absurd (at most {})",
+                      request.node_count, request.gpus_per_node, total, kAbsurd)));
+    }
+    if (request.count != 1 && request.count != total) {
       return fail(Error::invalid(fmt::format("{} takes node_count and gpus_per_node, not count",
                                              tier_name(request.tier))));
     }

@@ -729,10 +729,13 @@ Result<ApiKeySpec> parse_api_key_spec(ObjectReader& r, const World& w) {
       r.reject("expires_at", "must be an RFC 3339 time");
     else if (t <= w.clock.now())
       r.reject("expires_at", "must be in the future");
+    else if (to_unix_micros(t) - w.now() > kMaxApiKeyLifetimeSeconds * 1'000'000)
+      r.reject("expires_at", fmt::format("must be at most {} s (10 years) from now, as ttl_seconds",
+                                         kMaxApiKeyLifetimeSeconds));
     else
       s.expires_at = to_unix_micros(t);
   }
-  if (auto ttl = r.optional_integer("ttl_seconds", 60, int64_t(10) * 365 * 86400)) {
+  if (auto ttl = r.optional_integer("ttl_seconds", 60, kMaxApiKeyLifetimeSeconds)) {
     if (s.expires_at) r.reject("ttl_seconds", "give either expires_at or ttl_seconds");
     s.expires_at = w.now() + *ttl * 1000000;
   }

@@ -184,6 +184,9 @@ Result<void> delete_service_account(store::Tx& tx, const World& w, const Owner& 
                                     const std::string& id);
 
 // ---- API keys ----
+// The longest an API key may be given to live, whether as ttl_seconds or as expires_at: 10
+// years.
+inline constexpr int64_t kMaxApiKeyLifetimeSeconds = int64_t{10} * 365 * 86400;
 struct ApiKeySpec {
   std::string name;
   std::string owner_kind;  // "user" | "service_account"; defaults to the caller

@@ -71,6 +71,65 @@ TEST_F(Network, TenantsGetDistinctSegmentsFromThePool) {
   EXPECT_TRUE(IsProblem(s.request("GET", net(a), nullptr, b.admin_token), 404, "not_found"));
 }
 
+// The segment is allocated in an audited write (the tenant's creation); reading the network
+// writes nothing, and a tenant without a segment (one created before segments came with the
+// tenant) reads null until an audited call allocates one.
+TEST_F(Network, ReadingTheNetworkNeverAllocatesASegment) {
+  auto segments_of = [&](const TenantInfo& t) {
+    int64_t n = -1;
+    EXPECT_TRUE(
+        s.store()
+            .read([&](store::Tx& tx) -> Result<void> {
+              n = GP_TRY(tx.query_one("SELECT COUNT(*) FROM tenant_segments WHERE tenant_id = ?",
+                                      {t.id}))
+                      ->integer(0);
+              return ok();
+            })
+            .has_value());
+    return n;
+  };
+  // Created with its segment, and the creation's audit record says which.
+  ASSERT_EQ(segments_of(a), 1);
+  Json created;
+  for (const Json& rec : audit_of("tenant.create"))
+    if (rec.at("tenant_id") == a.id) created = rec;
+  ASSERT_TRUE(created.is_object());
+  Json stored = get_network(a).at("segment");
+  EXPECT_EQ(created.at("detail").at("segment"), stored);
+
+  // A tenant from before: no segment. Reading its network answers null and writes nothing.
+  ASSERT_TRUE(s.store()
+                  .write([&](store::Tx& tx) -> Result<void> {
+                    GP_TRY(tx.exec("DELETE FROM tenant_segments WHERE tenant_id = ?", {b.id}));
+                    return ok();
+                  })
+                  .has_value());
+  const size_t records = s.audit_records().size();
+  for (int i = 0; i < 2; ++i) {
+    Json n = get_network(b);
+    EXPECT_TRUE(n.at("segment").is_null()) << n.dump();
+    EXPECT_EQ(n.at("version"), 0);
+  }
+  EXPECT_EQ(segments_of(b), 0) << "a GET allocated a segment";
+  EXPECT_EQ(s.audit_records().size(), records);
+
+  // The explicit, audited call allocates it; a second one is a conflict and changes nothing.
+  auto r = s.request("POST", net(b) + "/segment", nullptr, b.admin_token);
+  ASSERT_EQ(r.status, 201) << r.raw;
+  EXPECT_EQ(segments_of(b), 1);
+  EXPECT_EQ(get_network(b).at("segment"), r.body);
+  auto recs = audit_of("network.segment.allocate");
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].at("tenant_id"), b.id);
+  EXPECT_EQ(recs[0].at("detail"), r.body);
+  EXPECT_TRUE(
+      IsProblem(s.request("POST", net(b) + "/segment", nullptr, b.admin_token), 409, "conflict"));
+  EXPECT_EQ(get_network(b).at("segment"), r.body);
+  // Other tenants' admins cannot allocate it for them.
+  EXPECT_TRUE(
+      IsProblem(s.request("POST", net(b) + "/segment", nullptr, a.admin_token), 404, "not_found"));
+}
+
 TEST_F(Network, PolicyInsideTheSupernetIsRefusedAndChangesNothing) {
   Json good = {{"egress",
                 {{{"destination", "203.0.113.0/24"},
@@ -281,8 +340,11 @@ TEST_F(Network, OffboardingReleasesTheSegmentAndShredsTheKeys) {
   EXPECT_EQ(rules.body.at("segments").size(), 1u);
   TenantInfo c = s.create_tenant("charlie", "charlie-admin");
   EXPECT_EQ(get_network(c).at("segment").at("cidr"), ca);
-  // The offboarded tenant gets no new segment, and its offboarding was audited.
-  EXPECT_TRUE(IsProblem(s.request("GET", net(a), nullptr, s.admin_token()), 409));
+  // The offboarded tenant has no segment and gets no new one; its offboarding was audited.
+  auto gone = s.request("GET", net(a), nullptr, s.admin_token());
+  ASSERT_EQ(gone.status, 200) << gone.raw;
+  EXPECT_TRUE(gone.body.at("segment").is_null());
+  EXPECT_TRUE(IsProblem(s.request("POST", net(a) + "/segment", nullptr, s.admin_token()), 409));
   auto recs = audit_of("tenant.offboard");
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].at("detail").at("data_keys"), "destroyed");

@@ -25,7 +25,7 @@ class Posture : public ::testing::Test {
   };
 
   // A standard tenant with everything its class requires: expiring keys only, a tenant quota,
-  // a quota on its project, a segment with the default policy.
+  // a quota on its project, a segment (it comes with the tenant) with the default policy.
   Compliant compliant(const std::string& name) {
     Compliant t;
     t.info = s.create_tenant(name, name + "-admin");
@@ -45,8 +45,7 @@ class Posture : public ::testing::Test {
     expect_status(
         s.request("PUT", t.base() + "/projects/" + t.project + "/quota", gpus(4), t.token), 200,
         "project quota");
-    expect_status(s.request("GET", t.base() + "/network", nullptr, t.token), 200, "segment");
-    return t;
+    return t;  // its segment came with it, the default policy with the segment
   }
 
   static Json gpus(double n) { return {{"models", {{"H200", {{"nominal", n}, {"limit", n}}}}}}; }
@@ -54,6 +53,12 @@ class Posture : public ::testing::Test {
   Json posture(const Compliant& t) {
     return expect_status(s.request("GET", t.base() + "/posture", nullptr, t.token), 200,
                          "posture " + t.info.name)
+        .body;
+  }
+  // The same report as a platform principal reads it.
+  Json operators_posture(const Compliant& t) {
+    return expect_status(s.request("GET", t.base() + "/posture", nullptr, s.admin_token()), 200,
+                         "operators' posture " + t.info.name)
         .body;
   }
 
@@ -99,15 +104,15 @@ TEST_F(Posture, CompliantTenantPassesEveryRequiredControl) {
   EXPECT_NE(probe.at("summary").get<std::string>().find("privileged"), std::string::npos);
 }
 
-TEST_F(Posture, AFreshTenantLacksOnlyQuotaAndSegment) {
+TEST_F(Posture, AFreshTenantLacksOnlyQuota) {
   auto t = s.create_tenant("fresh", "fresh-admin");
   auto r = s.request("GET", "/v1/tenants/" + t.id + "/posture", nullptr, t.admin_token);
   ASSERT_EQ(r.status, 200) << r.raw;
-  // The initial admin key expires (90 days), so key expiry passes; quota and segment are
-  // what onboarding still has to set.
-  EXPECT_EQ(with_status(r.body, "fail"),
-            (std::set<std::string>{"scheduling.tenant-quota", "network.segment"}))
+  // The initial admin key expires (90 days), so key expiry passes, and the segment comes with
+  // the tenant; the quota is what onboarding still has to set.
+  EXPECT_EQ(with_status(r.body, "fail"), (std::set<std::string>{"scheduling.tenant-quota"}))
       << r.raw;
+  EXPECT_EQ(control(r.body, "network.segment").at("status"), "pass");
   EXPECT_EQ(control(r.body, "identity.api-key-expiry").at("status"), "pass");
 }
 
@@ -224,7 +229,7 @@ TEST_F(Posture, AVolumeOwnedOutsideTheTenantsIdsFailsPrivateVolumes) {
   EXPECT_EQ(with_status(r, "fail"), std::set<std::string>{"storage.private-volumes"}) << r.dump(2);
 }
 
-TEST_F(Posture, SharedNodesShowAsEvidenceAndFailWhenTheClassDemandsDedicatedNodes) {
+TEST_F(Posture, SharedNodesShowToOperatorsAndFailWhenTheClassDemandsDedicatedNodes) {
   // One node with two GPUs: two tenants with one dedicated GPU each must share it.
   Json nodes = Json::array({{{"inventory", h200_inventory("gpu-a", 2)}}});
   expect_status(s.request("POST", "/v1/fleet/import", {{"nodes", nodes}}, s.admin_token()), 201,
@@ -239,26 +244,36 @@ TEST_F(Posture, SharedNodesShowAsEvidenceAndFailWhenTheClassDemandsDedicatedNode
     ASSERT_EQ(r.body.at("state"), "placed") << r.raw;
     if (t == &a) alloc_a = r.body.at("id");
   }
-  Json r = posture(a);
-  Json c = control(r, "hardware.node-exclusive");
+  // Operators see the shared node, with how many other tenants share it.
+  Json c = control(operators_posture(a), "hardware.node-exclusive");
   EXPECT_EQ(c.at("status"), "not_applicable");  // standard may share nodes
   Json shared = c.at("evidence").at("seen").at("shared_nodes");
   ASSERT_EQ(shared.size(), 1u) << c.dump(2);
   EXPECT_EQ(shared[0].at("node"), "gpu-a");
   EXPECT_EQ(shared[0].at("allocation"), alloc_a);
   EXPECT_EQ(shared[0].at("other_tenants"), 1);
-  // Regulated: the shared node fails, and so does the dedicated-gpu tier it now sits below.
-  // (The imported node reports no GPU runtime settings, so workload.gpu-device-env fails at any
-  // class once the node is shared.)
+  // The tenant's own report names its allocation's tier, never its neighbours.
+  Json mine = control(posture(a), "hardware.node-exclusive");
+  EXPECT_TRUE(mine.at("evidence").at("seen").at("shared_nodes").empty()) << mine.dump(2);
+  Json may_share = mine.at("evidence").at("seen").at("on_tiers_that_share_nodes");
+  ASSERT_EQ(may_share.size(), 1u) << mine.dump(2);
+  EXPECT_EQ(may_share[0].at("allocation"), alloc_a);
+  // Regulated: the dedicated-gpu tier it now sits below fails; operators also see the shared
+  // node fail node-exclusive.
   expect_status(s.request("PATCH", a.base(), {{"isolation_class", "regulated"}}, s.admin_token()),
                 200, "class");
-  r = posture(a);
-  EXPECT_EQ(
-      with_status(r, "fail"),
-      (std::set<std::string>{"hardware.tier-minimum", "hardware.node-exclusive", "network.tls",
-                             "audit.request-level", "workload.gpu-device-env"}))
-      << r.dump(2);
-  // Releasing B's allocation ends the sharing.
+  // (The imported node reports no GPU runtime settings and the dedicated-gpu tier shares nodes,
+  // so workload.gpu-device-env fails at any class, neighbour or not.)
+  const std::set<std::string> failing = {"hardware.tier-minimum", "network.tls",
+                                         "audit.request-level", "workload.gpu-device-env"};
+  Json r = posture(a);
+  EXPECT_EQ(with_status(r, "fail"), failing) << r.dump(2);
+  std::set<std::string> operators_failing = failing;
+  operators_failing.insert("hardware.node-exclusive");
+  EXPECT_EQ(with_status(operators_posture(a), "fail"), operators_failing);
+  // Releasing B's allocation ends the sharing, which operators see. The tenant's report stays
+  // as it was.
+  const Json before = control(posture(a), "hardware.node-exclusive");
   auto list = s.request("GET", b.base() + "/allocations", nullptr, b.token);
   ASSERT_EQ(list.status, 200) << list.raw;
   std::string alloc_b = list.body.at("items")[0].at("id");
@@ -267,7 +282,38 @@ TEST_F(Posture, SharedNodesShowAsEvidenceAndFailWhenTheClassDemandsDedicatedNode
                 b.base() + "/projects/" + b.project + "/allocations/" + alloc_b + "/release",
                 Json::object(), b.token),
       200, "release");
-  EXPECT_FALSE(with_status(posture(a), "fail").contains("hardware.node-exclusive"));
+  EXPECT_FALSE(with_status(operators_posture(a), "fail").contains("hardware.node-exclusive"));
+  EXPECT_EQ(control(posture(a), "hardware.node-exclusive"), before);
+}
+
+// The tenant's report is no co-residency oracle: another tenant placing work beside the
+// tenant's allocation changes nothing in it.
+TEST_F(Posture, ATenantsReportDoesNotChangeWhenANeighbourArrives) {
+  Json nodes = Json::array({{{"inventory", h200_inventory("gpu-a", 2)}}});
+  expect_status(s.request("POST", "/v1/fleet/import", {{"nodes", nodes}}, s.admin_token()), 201,
+                "import");
+  auto a = compliant("acme");
+  auto b = compliant("bravo");
+  auto mine = s.request("POST", a.base() + "/projects/" + a.project + "/allocations",
+                        {{"shape", {{"tier", "dedicated-gpu"}}}}, a.token);
+  ASSERT_EQ(mine.status, 201) << mine.raw;
+  // Every layer but audit, which counts every record of the trail, anyone's.
+  auto layers = [&] {
+    Json out = Json::array();
+    for (const auto& layer : posture(a).at("layers"))
+      if (layer.at("layer") != "audit") out.push_back(layer);
+    return out;
+  };
+  const Json alone = layers();
+  ASSERT_GE(alone.size(), 5u);
+  auto theirs = s.request("POST", b.base() + "/projects/" + b.project + "/allocations",
+                          {{"shape", {{"tier", "dedicated-gpu"}}}}, b.token);
+  ASSERT_EQ(theirs.status, 201) << theirs.raw;
+  ASSERT_EQ(theirs.body.at("placement").at("nodes")[0], mine.body.at("placement").at("nodes")[0])
+      << "the two allocations must share the node";
+  const Json beside = layers();
+  EXPECT_EQ(beside, alone) << beside.dump(2);
+  EXPECT_EQ(posture(a).dump().find("other_tenants"), std::string::npos);
 }
 
 TEST_F(Posture, FleetViewListsWhichTenantsFailWhichControls) {

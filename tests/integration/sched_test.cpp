@@ -378,7 +378,7 @@ TEST_F(Sched, QueueViewsAndAuditOfSchedulerTransitions) {
   auto mine = s.request("GET", "/v1/tenants/" + t.info.id + "/queue", nullptr, t.info.admin_token);
   ASSERT_EQ(mine.status, 200) << mine.raw;
   ASSERT_EQ(mine.body["items"].size(), 1u);  // only its own
-  EXPECT_EQ(mine.body["length"], 2);         // of the whole queue
+  EXPECT_EQ(mine.body["length"], 1);         // counted among its own
   auto all = s.request("GET", "/v1/queue", nullptr, admin);
   EXPECT_EQ(all.body["items"].size(), 2u);
   EXPECT_TRUE(IsProblem(s.request("GET", "/v1/queue", nullptr, t.info.admin_token), 403));
@@ -395,6 +395,166 @@ TEST_F(Sched, QueueViewsAndAuditOfSchedulerTransitions) {
   for (const auto& rec : s.audit_records())
     if (rec["action"] == "allocation.expired" && rec["actor"] == "scheduler") audited = true;
   EXPECT_TRUE(audited);
+}
+
+// A tenant reads its own position and figures: nothing counted from other tenants' work. The
+// operators read the whole queue and the platform's use.
+TEST_F(Sched, TenantViewsCountOnlyTheTenantsOwnWork) {
+  auto zeta = tenant("zeta", "standard", gpus(32));
+  auto acme = tenant("acme", "standard", gpus(4));
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(
+        allocate(zeta,
+                 {{"offering", "h200-1x"}, {"count", 8}, {"constraints", {{"same_node", true}}}})
+            .body["state"],
+        "placed");
+  // The fleet is full: zeta's two (high priority, ahead) and acme's wait.
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(allocate(zeta, {{"offering", "h200-1x"}, {"priority_class", "high"}}).body["state"],
+              "pending");
+  auto waiting = allocate(acme, {{"offering", "h200-1x"}});
+  ASSERT_EQ(waiting.body["state"], "pending") << waiting.raw;
+  const std::string why_path =
+      acme.base() + "/allocations/" + waiting.body["id"].get<std::string>() + "/why";
+
+  auto tenant_why = s.request("GET", why_path, nullptr, acme.info.admin_token);
+  ASSERT_EQ(tenant_why.status, 200) << tenant_why.raw;
+  const Json& q = tenant_why.body["queue"];
+  EXPECT_EQ(q["position"], 1) << q;  // first of its own; zeta's ahead are not counted
+  EXPECT_EQ(q["length"], 1) << q;
+  EXPECT_EQ(q["ahead_of_same_tenant"], 0) << q;
+  ASSERT_EQ(tenant_why.body["quota"].size(), 1u) << tenant_why.raw;
+  const Json& platform = tenant_why.body["quota"][0]["platform"];
+  EXPECT_FALSE(platform.contains("used")) << platform;            // zeta's 16 GPUs
+  EXPECT_EQ(tenant_why.body["quota"][0]["tenant"]["used"], 0.0);  // its own figures stay
+
+  auto tenant_queue =
+      s.request("GET", "/v1/tenants/" + acme.info.id + "/queue", nullptr, acme.info.admin_token);
+  ASSERT_EQ(tenant_queue.status, 200) << tenant_queue.raw;
+  ASSERT_EQ(tenant_queue.body["items"].size(), 1u);
+  EXPECT_EQ(tenant_queue.body["items"][0]["position"], 1);
+  EXPECT_EQ(tenant_queue.body["length"], 1);
+  // Nothing of the tenant views moves when another tenant's queue grows.
+  ASSERT_EQ(allocate(zeta, {{"offering", "h200-1x"}, {"priority_class", "critical"}}).body["state"],
+            "pending");
+  EXPECT_EQ(s.request("GET", why_path, nullptr, acme.info.admin_token).body["queue"], q);
+
+  // Operators see the whole queue and the platform's use.
+  auto operator_why = s.request("GET", why_path, nullptr, admin);
+  ASSERT_EQ(operator_why.status, 200) << operator_why.raw;
+  EXPECT_EQ(operator_why.body["queue"]["position"], 4) << operator_why.body["queue"];
+  EXPECT_EQ(operator_why.body["queue"]["length"], 4);
+  EXPECT_EQ(operator_why.body["quota"][0]["platform"]["used"], 16.0);
+  auto operator_queue = s.request("GET", "/v1/tenants/" + acme.info.id + "/queue", nullptr, admin);
+  ASSERT_EQ(operator_queue.status, 200) << operator_queue.raw;
+  EXPECT_EQ(operator_queue.body["items"][0]["position"], 4);
+  EXPECT_EQ(operator_queue.body["length"], 4);
+}
+
+// Allocations and reservations keep naming their project as history: deleting it is a
+// conflict that says so (not the store's foreign key as a 400), and changes nothing.
+TEST_F(Sched, DeletingAProjectThatAllocationsNameIsAConflict) {
+  auto t = tenant("acme", "standard", gpus(4));
+  const std::string project = "/v1/tenants/" + t.info.id + "/projects/" + t.project;
+  auto a = allocate(t, {{"offering", "h200-1x"}});
+  ASSERT_EQ(a.body["state"], "placed") << a.raw;
+  auto bound = s.create_binding(t.info.admin_token, t.info.id, "project-viewer", "user",
+                                t.info.admin_user_id, t.project);
+  auto refused = s.request("DELETE", project, nullptr, t.info.admin_token);
+  ASSERT_TRUE(IsProblem(refused, 409, "conflict")) << refused.raw;
+  const std::string detail = refused.body["detail"];
+  EXPECT_NE(detail.find("1 allocation(s) (1 live)"), std::string::npos) << detail;
+  EXPECT_EQ(detail.find("FOREIGN KEY"), std::string::npos) << detail;
+  // Nothing changed: the project and its binding are still there.
+  EXPECT_EQ(s.request("GET", project, nullptr, t.info.admin_token).status, 200);
+  EXPECT_EQ(
+      s.request("GET",
+                "/v1/tenants/" + t.info.id + "/role-bindings/" + bound.at("id").get<std::string>(),
+                nullptr, t.info.admin_token)
+          .status,
+      200);
+  // Released, the allocation is still the project's history.
+  ASSERT_EQ(
+      s.request("POST", t.base() + "/allocations/" + a.body["id"].get<std::string>() + "/release",
+                Json::object(), t.info.admin_token)
+          .status,
+      200);
+  auto still = s.request("DELETE", project, nullptr, t.info.admin_token);
+  ASSERT_TRUE(IsProblem(still, 409, "conflict")) << still.raw;
+  EXPECT_NE(still.body["detail"].get<std::string>().find("(0 live)"), std::string::npos);
+  // A reservation names its project too.
+  const std::string other = s.create_project(t.info.admin_token, t.info.id, "later").at("id");
+  auto r = s.request("POST", "/v1/tenants/" + t.info.id + "/reservations",
+                     {{"project", other},
+                      {"offering", "h200-1x"},
+                      {"start_time", format_rfc3339(s.clock().now() + std::chrono::hours(1))},
+                      {"duration_seconds", 3600}},
+                     t.info.admin_token);
+  ASSERT_EQ(r.status, 201) << r.raw;
+  auto reserved = s.request("DELETE", "/v1/tenants/" + t.info.id + "/projects/" + other, nullptr,
+                            t.info.admin_token);
+  ASSERT_TRUE(IsProblem(reserved, 409, "conflict")) << reserved.raw;
+  EXPECT_NE(reserved.body["detail"].get<std::string>().find("1 reservation(s)"), std::string::npos);
+  // A project nothing names is deleted.
+  const std::string empty = s.create_project(t.info.admin_token, t.info.id, "empty").at("id");
+  EXPECT_EQ(s.request("DELETE", "/v1/tenants/" + t.info.id + "/projects/" + empty, nullptr,
+                      t.info.admin_token)
+                .status,
+            204);
+}
+
+// Counts multiplied out (count x gpus, gang_members x node_count x gpus_per_node) are bounded
+// in 64 bits before anything narrows them to an int: exactly at the bound the request goes on
+// to the fleet's checks, one over it is refused as absurd, and products far past int range are
+// refused by the same rule instead of overflowing.
+TEST_F(Sched, MultipliedOutCountsAreBoundedWithoutOverflow) {
+  auto t = tenant("bank", "regulated", gpus(16));
+  auto shape = [](int64_t node_count, int64_t gpus_per_node, int64_t members) {
+    return Json{{"shape",
+                 {{"tier", "dedicated-node"},
+                  {"node_count", node_count},
+                  {"gpus_per_node", gpus_per_node}}},
+                {"constraints", {{"gang_members", members}}}};
+  };
+  auto detail_of = [&](const Json& body) {
+    auto r = allocate(t, body);
+    EXPECT_TRUE(IsProblem(r, 400, "invalid_argument")) << r.raw;
+    return r.body.value("detail", "");
+  };
+  // 10000 x 10 = 100000 nodes of 1 GPU: at the bound, refused only for the fleet's size.
+  std::string at = detail_of(shape(10000, 1, 10));
+  EXPECT_EQ(at.find("absurd"), std::string::npos) << at;
+  EXPECT_NE(at.find("100000 requested"), std::string::npos) << at;
+  // 9091 x 11 = 100001: one over.
+  std::string over = detail_of(shape(9091, 1, 11));
+  EXPECT_NE(over.find("gang_members x node_count = 11 x 9091 = 100001 is absurd"),
+            std::string::npos)
+      << over;
+  // 1250 nodes x 8 GPUs x 10 members = 100000 GPUs; 12501 x 8 = 100008.
+  EXPECT_EQ(detail_of(shape(1250, 8, 10)).find("absurd"), std::string::npos);
+  EXPECT_NE(detail_of(shape(12501, 8, 1))
+                .find("node_count x gpus_per_node = 12501 x 8 = 100008 "
+                      "is absurd"),
+            std::string::npos);
+  // The readers' own maxima multiplied out: 100000 x 64 x 1024 would overflow an int.
+  std::string huge = detail_of(shape(100000, 64, 1024));
+  EXPECT_NE(huge.find("node_count x gpus_per_node = 100000 x 64 = 6400000 is absurd"),
+            std::string::npos)
+      << huge;
+  std::string gang = detail_of(shape(100000, 1, 1024));
+  EXPECT_NE(gang.find("gang_members x node_count = 1024 x 100000 = 102400000 is absurd"),
+            std::string::npos)
+      << gang;
+  // Through an offering (8 GPUs per node): 12500 nodes are at the bound, 12501 over it.
+  EXPECT_EQ(detail_of({{"offering", "h200-8x-node"}, {"count", 12500}}).find("absurd"),
+            std::string::npos);
+  EXPECT_NE(detail_of({{"offering", "h200-8x-node"}, {"count", 12501}})
+                .find("count x the offering's gpus = 12501 x 8 = 100008 is absurd"),
+            std::string::npos);
+  // And nothing was created.
+  auto list = s.request("GET", t.base() + "/allocations", nullptr, t.info.admin_token);
+  ASSERT_EQ(list.status, 200) << list.raw;
+  EXPECT_TRUE(list.body["items"].empty());
 }
 
 TEST_F(Sched, QuotaIsForOperatorsAndProjectsShareTheTenants) {
@@ -482,9 +642,12 @@ TEST_F(Sched, ReservationWindowsKeepTheirCapacity) {
   ASSERT_EQ(allocate(b, {{"offering", "h200-1x"}, {"count", 8}}).body["state"], "placed");
   auto crowding = allocate(b, {{"offering", "h200-1x"}, {"count", 8}});
   EXPECT_EQ(crowding.body["state"], "pending") << crowding.raw;
-  EXPECT_NE(crowding.body["reason"].get<std::string>().find("reserved for tenant " + a.info.id),
-            std::string::npos)
+  // The reason is beta's to read: alpha and its reservation stay unnamed.
+  const std::string crowded = crowding.body["reason"];
+  EXPECT_NE(crowded.find("reserved for another tenant's reservation"), std::string::npos)
       << crowding.raw;
+  EXPECT_EQ(crowded.find(a.info.id), std::string::npos) << crowded;
+  EXPECT_EQ(crowded.find(rid), std::string::npos) << crowded;
   auto withdrawn = s.request(
       "POST", b.base() + "/allocations/" + crowding.body["id"].get<std::string>() + "/release",
       Json::object(), b.info.admin_token);

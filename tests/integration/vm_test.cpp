@@ -180,7 +180,18 @@ TEST_F(Vms, MigUnitsAreDeliveredAsTheirVgpuType) {
   EXPECT_TRUE(vm["passthrough"].empty());
   ASSERT_EQ(vm["vgpus"].size(), 1u) << vm.dump();
   EXPECT_EQ(vm["vgpus"][0]["type"], "H200-3-71C");
-  EXPECT_TRUE(vm["segment"].is_null());  // acme never asked for a segment
+  // The tenant's segment came with the tenant; one without a segment (created before segments
+  // came with tenants) gets its VMs without one.
+  EXPECT_EQ(vm["segment"],
+            s.request("GET", "/v1/tenants/" + acme.id + "/network", nullptr, acme.admin_token)
+                .body["segment"]);
+  ASSERT_TRUE(s.store()
+                  .write([&](store::Tx& tx) -> Result<void> {
+                    GP_TRY(tx.exec("DELETE FROM tenant_segments WHERE tenant_id = ?", {acme.id}));
+                    return ok();
+                  })
+                  .has_value());
+  EXPECT_TRUE(vm_of(heartbeat(), id)["segment"].is_null());
 }
 
 TEST_F(Vms, PowerActionsAreAuditedAndCarriedToTheAgent) {

@@ -161,7 +161,7 @@ const std::map<std::string, std::function<void(Facts&)>>& breakers() {
                                     .toolkit_config_state = "absent",
                                     .accepts_env_unprivileged = true,
                                     .accepts_volume_mounts = false};
-         f.workload.shared_gpu_nodes.push_back({"gpu-07", defaults});
+         f.workload.node_sharing_gpu_nodes.push_back({"gpu-07", defaults});
        }},
       {"metering.allocation-events",
        [](Facts& f) { f.metering.allocations_without_events.push_back("alc_1"); }},
@@ -364,7 +364,7 @@ TEST(GpuDeviceEnv, FailsOnEverySharedNodeNotKnownToRefuseTheVariable) {
   };
   for (const auto& k : kCases) {
     Facts f = compliant();
-    f.workload.shared_gpu_nodes = {{"gpu-01", closed}, {"gpu-02", k.runtime}};
+    f.workload.node_sharing_gpu_nodes = {{"gpu-01", closed}, {"gpu-02", k.runtime}};
     for (IC c : {IC::kInternal, IC::kStandard, IC::kSensitive, IC::kRegulated}) {
       f.isolation_class = c;
       Report r = evaluate(f);
@@ -417,6 +417,42 @@ TEST(Evidence, OverlappingSegmentsFailTheSegmentControl) {
   EXPECT_EQ(r.failing(), std::vector<std::string>{"network.segment"});
   Json seen = result_of(r, "network.segment").evidence.at("seen").at("problems");
   EXPECT_EQ(seen.size(), 2u) << seen.dump();  // the CIDR overlap and the reused VNI
+}
+
+// A tenant's own report lists the nodes of its node-exclusive allocations that another tenant
+// shares (a breach), without saying how many; allocations on tiers that share nodes are listed
+// as such, with nothing about their neighbours (tier-minimum judges those tiers).
+TEST(Evidence, TheTenantsNodeExclusiveViewCountsNoNeighbours) {
+  Facts f = compliant();
+  f.hardware.live.push_back({"alc_3", "placed", Tier::kDedicatedGpu});
+  f.hardware.shared_nodes = {{"n2", "alc_3", 2}};  // as operators see it
+  f.hardware.audience = Audience::kOperator;
+  Report theirs = evaluate(f);
+  EXPECT_EQ(result_of(theirs, "hardware.node-exclusive").status, Status::kFail);
+  EXPECT_EQ(result_of(theirs, "hardware.node-exclusive")
+                .evidence.at("seen")
+                .at("shared_nodes")[0]
+                .at("other_tenants"),
+            2);
+  // The tenant's gather leaves out the nodes of allocations on tiers that share nodes.
+  f.hardware.audience = Audience::kTenant;
+  f.hardware.shared_nodes.clear();
+  Report mine = evaluate(f);
+  EXPECT_EQ(mine.failing(), std::vector<std::string>{"hardware.tier-minimum"});
+  Json seen = result_of(mine, "hardware.node-exclusive").evidence.at("seen");
+  ASSERT_EQ(seen.at("on_tiers_that_share_nodes").size(), 1u) << seen.dump();
+  EXPECT_EQ(seen.at("on_tiers_that_share_nodes")[0].at("allocation"), "alc_3");
+  EXPECT_TRUE(seen.at("shared_nodes").empty());
+
+  // A breach of a node-exclusive tier: the tenant sees the node, not how many share it.
+  Facts breach = compliant();
+  breach.hardware.audience = Audience::kTenant;
+  breach.hardware.shared_nodes = {{"n1", "alc_1", std::nullopt}};
+  Report breached = evaluate(breach);
+  EXPECT_EQ(breached.failing(), std::vector<std::string>{"hardware.node-exclusive"});
+  const ControlResult& b = result_of(breached, "hardware.node-exclusive");
+  ASSERT_EQ(b.evidence.at("seen").at("shared_nodes").size(), 1u);
+  EXPECT_EQ(b.evidence.dump().find("other_tenants"), std::string::npos) << b.evidence.dump();
 }
 
 TEST(Evidence, DestroyedKeysLeaveSecretsUnsealed) {

@@ -2,8 +2,10 @@
 // the tier rules, MIG and shared placement, topology, quota and the scheduler's queue and
 // preemption.
 #include <gmock/gmock.h>
+#include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <set>
 
 #include "sched/test_fleet.h"
@@ -14,6 +16,7 @@ namespace {
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
+using ::testing::Not;
 using namespace gp::sched::testing;
 
 const TimePoint kT0 = TimePoint(Duration(1'800'000'000'000'000));
@@ -25,18 +28,63 @@ std::set<std::string> nodes_of(const ClusterState& s, const Placement& p) {
   return out;
 }
 
-Placement place_ok(const ClusterState& s, const Request& r) {
+// The helpers' assertions are fatal in the helper only: a test calls them through
+// ASSERT_PLACED and ASSERT_APPLIED, which end the test when they fail, so that no later line
+// works on an empty placement or a missing allocation (and crashes the binary).
+void place_ok(const ClusterState& s, const Request& r, Placement* out) {
   Result<Placement> p = place(s, r);
-  EXPECT_TRUE(p.has_value()) << (p ? "" : p.error().message);
-  return p ? *p : Placement{};
+  ASSERT_TRUE(p.has_value()) << p.error().message;
+  *out = std::move(*p);
 }
 
 void apply_ok(ClusterState& s, const Request& r, const std::string& id) {
-  Placement p = place_ok(s, r);
+  Placement p;
+  ASSERT_NO_FATAL_FAILURE(place_ok(s, r, &p));
   Result<void> a = apply(s, p, id);
   ASSERT_TRUE(a.has_value()) << a.error().message;
   ASSERT_EQ(tier_invariant_violation(s), "");
   ASSERT_EQ(bookkeeping_violation(s), "");
+}
+
+// Declares `var`, the placement of `request` in `state`; ends the test when there is none.
+#define ASSERT_PLACED(var, state, request) \
+  Placement var;                           \
+  ASSERT_NO_FATAL_FAILURE(place_ok(state, request, &var))
+// Places and applies `request` as allocation `id`; ends the test when it fails.
+#define ASSERT_APPLIED(state, request, id) ASSERT_NO_FATAL_FAILURE(apply_ok(state, request, id))
+
+// Runs `body` with its test failures captured into `failures` instead of reported.
+void capture_failures(::testing::TestPartResultArray* failures, const std::function<void()>& body) {
+  ::testing::ScopedFakeTestPartResultReporter reporter(
+      ::testing::ScopedFakeTestPartResultReporter::INTERCEPT_ONLY_CURRENT_THREAD, failures);
+  body();
+}
+
+TEST(SchedTestHelpers, AFailedPlacementEndsTheTestBeforeAnythingUsesIt) {
+  // Nothing fits 9 GPUs on an 8-GPU node: the test body must end at the assertion, before the
+  // dereference of the allocation that was never made (which would crash the binary).
+  bool went_on = false;
+  ::testing::TestPartResultArray applied, placed;
+  capture_failures(&applied, [&] {
+    ClusterState s = make_state({{.id = "n1", .gpus = 8}});
+    ASSERT_APPLIED(s, gpus("a", 9), "a1");
+    went_on = true;
+    (void)s.find("a1")->placement;
+  });
+  EXPECT_FALSE(went_on);
+  ASSERT_GE(applied.size(), 1);
+  EXPECT_TRUE(applied.GetTestPartResult(0).fatally_failed());
+  EXPECT_THAT(applied.GetTestPartResult(0).message(), HasSubstr("9 requested"));
+
+  capture_failures(&placed, [&] {
+    ClusterState s = make_state({{.id = "n1", .gpus = 8}});
+    ASSERT_PLACED(p, s, gpus("a", 9));
+    went_on = true;
+    (void)*p.gpus.begin();
+  });
+  EXPECT_FALSE(went_on);
+  ASSERT_GE(placed.size(), 1);
+  EXPECT_TRUE(placed.GetTestPartResult(0).fatally_failed());
 }
 
 // ---- tiers, classes, units ----
@@ -122,22 +170,45 @@ TEST(Validate, RejectsImpossibleShapesAtOnce) {
   EXPECT_TRUE(validate(mig("t", "3g.40gb"), l).has_value());
 }
 
+TEST(Validate, NodeCountTimesGpusPerNodeIsBoundedWithoutOverflow) {
+  ClusterState s = make_state({{.id = "n1", .gpus = 8}});
+  const FleetLimits& l = s.limits();
+  // 1000 x 1000 is exactly the bound: not absurd, refused for what the fleet has instead.
+  Result<void> at = validate(nodes("t", 1000, 1000), l);
+  ASSERT_FALSE(at);
+  EXPECT_THAT(at.error().message, Not(HasSubstr("absurd")));
+  EXPECT_THAT(at.error().message, HasSubstr("at most 8 GPUs; 1000 per node requested"));
+  // One GPU more per node passes it.
+  Result<void> over = validate(nodes("t", 1000, 1001), l);
+  ASSERT_FALSE(over);
+  EXPECT_EQ(over.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_THAT(over.error().message,
+              HasSubstr("node_count 1000 x gpus_per_node 1001 = 1001000 GPUs is absurd"));
+  // Both factors at the bound: 10^12 overflows an int. The count the product wraps to must not
+  // pass for the product.
+  Request huge = nodes("t", 1'000'000, 1'000'000);
+  huge.count = static_cast<int>(static_cast<uint32_t>(int64_t{1'000'000} * 1'000'000));
+  Result<void> wrapped = validate(huge, l);
+  ASSERT_FALSE(wrapped);
+  EXPECT_THAT(wrapped.error().message, HasSubstr("= 1000000000000 GPUs is absurd"));
+}
+
 // ---- placement: tier rules ----
 
 TEST(Place, DedicatedGpuGoesToTheFullestNodeThatFits) {
   ClusterState s = make_state({{.id = "big"}, {.id = "small", .gpus = 4}});
-  apply_ok(s, gpus("a", 1), "a1");  // best fit: the 4-GPU node
+  ASSERT_APPLIED(s, gpus("a", 1), "a1");  // best fit: the 4-GPU node
   EXPECT_EQ(s.find("a1")->placement.gpus[0].node_id, "small");
-  Placement p = place_ok(s, gpus("b", 3));
+  ASSERT_PLACED(p, s, gpus("b", 3));
   EXPECT_EQ(*nodes_of(s, p).begin(), "small");
-  Placement q = place_ok(s, gpus("b", 4));
+  ASSERT_PLACED(q, s, gpus("b", 4));
   EXPECT_EQ(*nodes_of(s, q).begin(), "big");
 }
 
 TEST(Place, SameNodeFailureSaysWhatTheBestNodeHas) {
   ClusterState s = make_state({{.id = "n1", .gpus = 8}, {.id = "n2", .gpus = 8}});
-  apply_ok(s, gpus("a", 8), "a1");
-  apply_ok(s, gpus("a", 3), "a2");
+  ASSERT_APPLIED(s, gpus("a", 8), "a1");
+  ASSERT_APPLIED(s, gpus("a", 3), "a2");
   Request r = gpus("b", 8);
   r.same_node = true;
   Result<Placement> p = place(s, r);
@@ -151,65 +222,121 @@ TEST(Place, MultiGpuPrefersOneNvlinkDomainThenRack) {
   ClusterState s = make_state({{.id = "a", .gpus = 4, .rack = "r1", .nvlink = "x"},
                                {.id = "b", .gpus = 4, .rack = "r2", .nvlink = "y"},
                                {.id = "c", .gpus = 4, .rack = "r2", .nvlink = "x"}});
-  Placement p = place_ok(s, gpus("t", 6));
+  ASSERT_PLACED(p, s, gpus("t", 6));
   EXPECT_THAT(nodes_of(s, p), ElementsAre("a", "c"));  // NVLink domain x
   ClusterState s2 = make_state({{.id = "a", .gpus = 4, .rack = "r1", .nvlink = "x"},
                                 {.id = "b", .gpus = 4, .rack = "r2", .nvlink = "y"},
                                 {.id = "c", .gpus = 4, .rack = "r2", .nvlink = "z"}});
-  Placement q = place_ok(s2, gpus("t", 6));
+  ASSERT_PLACED(q, s2, gpus("t", 6));
   EXPECT_THAT(nodes_of(s2, q), ElementsAre("b", "c"));  // rack r2
   Request r = gpus("t", 6);
   r.same_nvlink_domain = true;
   Result<Placement> none = place(s2, r);
   ASSERT_FALSE(none);
   EXPECT_THAT(none.error().message, HasSubstr("no NVLink domain"));
-  Placement one = place_ok(s2, gpus("t", 4));
+  ASSERT_PLACED(one, s2, gpus("t", 4));
   EXPECT_EQ(nodes_of(s2, one).size(), 1u);  // one node before spreading
 }
 
 TEST(Place, DedicatedNodeNeverSharesANodeWithAnotherTenant) {
   ClusterState s = make_state({{.id = "n1", .gpus = 8}, {.id = "n2", .gpus = 8}});
-  apply_ok(s, mig("a", "1g.18gb"), "a-mig");
+  ASSERT_APPLIED(s, mig("a", "1g.18gb"), "a-mig");
   const std::string mig_node = s.find("a-mig")->placement.gpus[0].node_id;
-  apply_ok(s, nodes("b", 1, 4), "b-node");
+  ASSERT_APPLIED(s, nodes("b", 1, 4), "b-node");
   const Placement held = s.find("b-node")->placement;  // a copy: apply may move slots
   ASSERT_EQ(held.nodes.size(), 1u);
   EXPECT_NE(held.nodes[0], mig_node);
   // The held node's other GPUs are out of reach for other tenants, of any tier.
-  apply_ok(s, gpus("c", 7), "c1");
+  ASSERT_APPLIED(s, gpus("c", 7), "c1");
   EXPECT_EQ(*nodes_of(s, s.find("c1")->placement).begin(), mig_node);
   Result<Placement> more = place(s, gpus("c", 1));
   ASSERT_FALSE(more);
   // ... but not for its own tenant.
   Request b_gpu = gpus("b", 2);
-  apply_ok(s, b_gpu, "b-gpu");
+  ASSERT_APPLIED(s, b_gpu, "b-gpu");
   EXPECT_EQ(*nodes_of(s, s.find("b-gpu")->placement).begin(), held.nodes[0]);
   ASSERT_TRUE(release(s, "b-node"));
   ASSERT_TRUE(release(s, "b-gpu"));
-  apply_ok(s, gpus("c", 1), "c2");
+  ASSERT_APPLIED(s, gpus("c", 1), "c2");
 }
 
 TEST(Place, PoolNodesHostOnlyTheirOwner) {
   ClusterState s =
       make_state({{.id = "p1", .gpus = 8, .pool_owner = "acme", .pool = "acme-dedicated"},
                   {.id = "s1", .gpus = 2}});
-  apply_ok(s, gpus("other", 2), "o1");
+  ASSERT_APPLIED(s, gpus("other", 2), "o1");
   Result<Placement> full = place(s, gpus("other", 1));
   ASSERT_FALSE(full);
   EXPECT_FALSE(place(s, mig("other", "1g.18gb")));
   Result<Placement> no_pool = place(s, nodes("other", 1, 8, Tier::kDedicatedPool));
   ASSERT_FALSE(no_pool);
   EXPECT_THAT(no_pool.error().message, HasSubstr("tenant other owns no node pool"));
-  apply_ok(s, nodes("acme", 1, 8, Tier::kDedicatedPool), "acme1");
+  ASSERT_APPLIED(s, nodes("acme", 1, 8, Tier::kDedicatedPool), "acme1");
   EXPECT_THAT(s.find("acme1")->placement.nodes, ElementsAre("p1"));
   Result<Placement> again = place(s, nodes("acme", 1, 8, Tier::kDedicatedPool));
   ASSERT_FALSE(again);
   EXPECT_THAT(again.error().message, HasSubstr("tenant pool acme-dedicated"));
 }
 
+// A second guard of the dedicated-node rule, independent of the invariant checker the helpers
+// run: with the rest of the fleet full, the only free GPUs lie on a node another tenant holds
+// whole, and no request of any tier from anyone else may land there.
+TEST(Place, AHeldNodeReceivesNoOtherTenantsAllocationOfAnyTier) {
+  for (Tier held_tier : {Tier::kDedicatedNode, Tier::kDedicatedPool}) {
+    SCOPED_TRACE(tier_name(held_tier));
+    const bool pool = held_tier == Tier::kDedicatedPool;
+    ClusterState s = make_state(
+        {{.id = "held", .gpus = 8, .pool_owner = pool ? "owner" : "", .pool = pool ? "owned" : ""},
+         {.id = "other", .gpus = 8}});
+    Result<Placement> hold = place(s, nodes("owner", 1, 4, held_tier));
+    ASSERT_TRUE(hold) << hold.error().message;
+    ASSERT_EQ(hold->nodes.size(), 1u);
+    const std::string held = hold->nodes[0];
+    ASSERT_TRUE(apply(s, *hold, "owner-node"));
+    Result<Placement> fill = place(s, gpus("filler", 8));
+    ASSERT_TRUE(fill) << fill.error().message;
+    ASSERT_TRUE(apply(s, *fill, "filler"));
+
+    Request same_node = gpus("intruder", 2);
+    same_node.same_node = true;
+    Request node = nodes("intruder", 1, 2);
+    for (const Request& r : {gpus("intruder", 1), same_node, mig("intruder", "1g.18gb"),
+                             shared("intruder", 100), node}) {
+      SCOPED_TRACE(tier_name(r.tier));
+      Result<Placement> p = place(s, r);
+      if (p) {
+        for (const GpuGrant& g : p->gpus) EXPECT_NE(g.node_id, held);
+        EXPECT_THAT(p->nodes, Not(::testing::Contains(held)));
+      }
+      EXPECT_FALSE(p) << "the only free GPUs are on the held node";
+    }
+    // The GPUs are free: the holder itself still gets them.
+    Result<Placement> own = place(s, gpus("owner", 4));
+    ASSERT_TRUE(own) << own.error().message;
+    EXPECT_EQ(own->gpus[0].node_id, held);
+  }
+}
+
+TEST(Place, DedicatedNodeTakesNoNodeWhereAnotherTenantRuns) {
+  ClusterState s = make_state({{.id = "n1", .gpus = 8}, {.id = "n2", .gpus = 8}});
+  Result<Placement> small = place(s, gpus("a", 1));
+  ASSERT_TRUE(small) << small.error().message;
+  const std::string busy = small->gpus[0].node_id;
+  ASSERT_TRUE(apply(s, *small, "a1"));
+  // Two whole nodes would need the one where tenant a runs.
+  Result<Placement> both = place(s, nodes("b", 2, 1));
+  ASSERT_FALSE(both);
+  EXPECT_EQ(both.error().code, ErrorCode::kConflict);
+  Result<Placement> one = place(s, nodes("b", 1, 1));
+  ASSERT_TRUE(one) << one.error().message;
+  ASSERT_EQ(one->nodes.size(), 1u);
+  EXPECT_NE(one->nodes[0], busy);
+  for (const GpuGrant& g : one->gpus) EXPECT_NE(g.node_id, busy);
+}
+
 TEST(Place, MigUsesTheGeometryAndReportsTheLayoutChange) {
   ClusterState s = make_state({{.id = "n1", .gpus = 1, .mode = GpuMode::kMig}});
-  Placement p = place_ok(s, mig("a", "3g.71gb"));
+  ASSERT_PLACED(p, s, mig("a", "3g.71gb"));
   ASSERT_EQ(p.gpus.size(), 1u);
   ASSERT_EQ(p.mig_changes.size(), 1u);
   EXPECT_THAT(p.mig_changes[0].before, IsEmpty());
@@ -220,11 +347,11 @@ TEST(Place, MigUsesTheGeometryAndReportsTheLayoutChange) {
   EXPECT_EQ(p.units, 3000);
   ASSERT_TRUE(apply(s, p, "a1"));
   // Another tenant takes a disjoint instance on the same GPU.
-  apply_ok(s, mig("b", "3g.71gb"), "b1");
+  ASSERT_APPLIED(s, mig("b", "3g.71gb"), "b1");
   EXPECT_FALSE(place(s, mig("c", "1g.18gb")));  // 3g + 3g take all 8 memory slices
   // A released instance stays in the layout and is reused without a change.
   ASSERT_TRUE(release(s, "a1"));
-  Placement reuse = place_ok(s, mig("d", "3g.71gb"));
+  ASSERT_PLACED(reuse, s, mig("d", "3g.71gb"));
   EXPECT_THAT(reuse.mig_changes, IsEmpty());
   EXPECT_EQ(tier_invariant_violation(s), "");
 }
@@ -232,21 +359,21 @@ TEST(Place, MigUsesTheGeometryAndReportsTheLayoutChange) {
 TEST(Place, MigGpusServeOnlyMigAndIdleWholeGpusConvert) {
   ClusterState s =
       make_state({{.id = "m", .gpus = 1, .mode = GpuMode::kMig}, {.id = "w", .gpus = 1}});
-  apply_ok(s, mig("a", "1g.18gb"), "a1");
+  ASSERT_APPLIED(s, mig("a", "1g.18gb"), "a1");
   EXPECT_EQ(s.find("a1")->placement.gpus[0].node_id, "m");
   // The busy MIG GPU never takes a whole-GPU or shared request.
-  apply_ok(s, gpus("b", 1), "b1");
+  ASSERT_APPLIED(s, gpus("b", 1), "b1");
   EXPECT_EQ(s.find("b1")->placement.gpus[0].node_id, "w");
   EXPECT_FALSE(place(s, gpus("b", 1)));
   EXPECT_FALSE(place(s, shared("c", 100)));
   ASSERT_TRUE(release(s, "b1"));
   // An idle whole GPU converts to time-sliced, reported as a planned mode change.
-  Placement p = place_ok(s, shared("c", 100));
+  ASSERT_PLACED(p, s, shared("c", 100));
   ASSERT_EQ(p.mode_changes.size(), 1u);
   EXPECT_EQ(p.mode_changes[0].from, GpuMode::kWhole);
   EXPECT_EQ(p.mode_changes[0].to, GpuMode::kTimeSliced);
   ASSERT_TRUE(apply(s, p, "c1"));
-  apply_ok(s, shared("d", 900), "d1");  // two tenants share the time-sliced GPU
+  ASSERT_APPLIED(s, shared("d", 900), "d1");  // two tenants share the time-sliced GPU
   const int32_t ts_gpu = s.find("d1")->placement.gpus[0].gpu;
   EXPECT_THAT(s.tenants_on_gpu(ts_gpu), ElementsAre("c", "d"));
   EXPECT_FALSE(place(s, shared("e", 1)));
@@ -255,30 +382,30 @@ TEST(Place, MigGpusServeOnlyMigAndIdleWholeGpusConvert) {
 
 TEST(Place, MigPrefersFullerGpusToKeepEmptyOnesFree) {
   ClusterState s = make_state({{.id = "n1", .gpus = 2, .mode = GpuMode::kMig}});
-  apply_ok(s, mig("a", "1g.18gb"), "a1");
+  ASSERT_APPLIED(s, mig("a", "1g.18gb"), "a1");
   const std::string first = s.find("a1")->placement.gpus[0].gpu_uuid;
-  apply_ok(s, mig("b", "1g.18gb"), "b1");
+  ASSERT_APPLIED(s, mig("b", "1g.18gb"), "b1");
   EXPECT_EQ(s.find("b1")->placement.gpus[0].gpu_uuid, first);
-  apply_ok(s, mig("c", "7g.141gb"), "c1");  // the other GPU stayed whole-free for a 7g
+  ASSERT_APPLIED(s, mig("c", "7g.141gb"), "c1");  // the other GPU stayed whole-free for a 7g
 }
 
 TEST(Place, MultiInstanceMigStaysOnOneGpuAndSameNodeHolds) {
   ClusterState s = make_state({{.id = "n1", .gpus = 2, .mode = GpuMode::kMig},
                                {.id = "n2", .gpus = 2, .mode = GpuMode::kMig}});
-  Placement p = place_ok(s, mig("a", "2g.35gb", 3));
+  ASSERT_PLACED(p, s, mig("a", "2g.35gb", 3));
   std::set<std::string> gpus_used;
   for (const GpuGrant& g : p.gpus) gpus_used.insert(g.gpu_uuid);
   EXPECT_EQ(gpus_used.size(), 1u);
   Request r = mig("a", "3g.71gb", 4);
   r.same_node = true;
-  Placement q = place_ok(s, r);
+  ASSERT_PLACED(q, s, r);
   EXPECT_EQ(nodes_of(s, q).size(), 1u);
   EXPECT_EQ(q.gpus.size(), 4u);
 }
 
 TEST(Place, StalePlacementIsRefusedAndChangesNothing) {
   ClusterState s = make_state({{.id = "n1", .gpus = 1}});
-  Placement p = place_ok(s, gpus("a", 1));
+  ASSERT_PLACED(p, s, gpus("a", 1));
   ASSERT_TRUE(apply(s, p, "a1"));
   Result<void> again = apply(s, p, "a2");
   ASSERT_FALSE(again);
@@ -303,7 +430,7 @@ TEST(Place, UnhealthyAndUnschedulableCapacityIsSkipped) {
   ClusterState s = make_state({{.id = "n1", .gpus = 2}, {.id = "n2", .gpus = 2}});
   ASSERT_TRUE(s.set_node_schedulable("n1", false));
   ASSERT_TRUE(s.set_gpu_healthy("GPU-n2-0", false));
-  Placement p = place_ok(s, gpus("a", 1));
+  ASSERT_PLACED(p, s, gpus("a", 1));
   EXPECT_EQ(p.gpus[0].gpu_uuid, "GPU-n2-1");
   ASSERT_TRUE(apply(s, p, "a1"));
   EXPECT_FALSE(place(s, gpus("a", 1)));
@@ -311,10 +438,10 @@ TEST(Place, UnhealthyAndUnschedulableCapacityIsSkipped) {
 
 TEST(Place, AnIdleMigGpuSwitchesBackForAWholeGpuRequest) {
   ClusterState s = make_state({{.id = "n1", .gpus = 1, .mode = GpuMode::kMig}});
-  apply_ok(s, mig("a", "1g.18gb"), "a1");
+  ASSERT_APPLIED(s, mig("a", "1g.18gb"), "a1");
   EXPECT_FALSE(place(s, gpus("b", 1)));  // busy MIG GPU: never a whole-GPU grant
   ASSERT_TRUE(release(s, "a1"));
-  Placement p = place_ok(s, gpus("b", 1));
+  ASSERT_PLACED(p, s, gpus("b", 1));
   ASSERT_EQ(p.mode_changes.size(), 1u);
   EXPECT_EQ(p.mode_changes[0].from, GpuMode::kMig);
   EXPECT_EQ(p.mode_changes[0].to, GpuMode::kWhole);
@@ -327,7 +454,7 @@ TEST(Place, MigInstancesWithSameNvlinkDomainStayInOneDomain) {
   ClusterState s = make_state({{.id = "a", .gpus = 1, .nvlink = "x", .mode = GpuMode::kMig},
                                {.id = "b", .gpus = 1, .nvlink = "y", .mode = GpuMode::kMig},
                                {.id = "c", .gpus = 1, .nvlink = "x", .mode = GpuMode::kMig}});
-  apply_ok(s, mig("z", "7g.141gb"), "z1");
+  ASSERT_APPLIED(s, mig("z", "7g.141gb"), "z1");
   ASSERT_EQ(s.find("z1")->placement.gpus[0].node_id, "a");
   Request r = mig("t", "7g.141gb", 2);
   r.same_nvlink_domain = true;
@@ -336,7 +463,7 @@ TEST(Place, MigInstancesWithSameNvlinkDomainStayInOneDomain) {
   EXPECT_THAT(none.error().message, HasSubstr("no NVLink domain in the fleet has room"));
   EXPECT_TRUE(place(s, mig("t", "7g.141gb", 2)));  // without the constraint: b and c
   ASSERT_TRUE(release(s, "z1"));
-  Placement p = place_ok(s, r);
+  ASSERT_PLACED(p, s, r);
   EXPECT_THAT(nodes_of(s, p), ElementsAre("a", "c"));
 }
 
@@ -344,7 +471,7 @@ TEST(Place, MultiNodeRequestsPreferOneNvlinkDomain) {
   ClusterState s = make_state({{.id = "a", .gpus = 8, .nvlink = "x"},
                                {.id = "b", .gpus = 8, .nvlink = "y"},
                                {.id = "c", .gpus = 8, .nvlink = "x"}});
-  Placement p = place_ok(s, nodes("t", 2, 8));
+  ASSERT_PLACED(p, s, nodes("t", 2, 8));
   EXPECT_THAT(p.nodes, ElementsAre("a", "c"));
   EXPECT_EQ(p.gpus.size(), 16u);
   ASSERT_TRUE(apply(s, p, "t1"));
@@ -361,9 +488,9 @@ TEST(Place, DedicatedPoolUsesOnlyTheNamedPoolOfItsOwner) {
                                {.id = "s1", .gpus = 8}});
   Request r = nodes("acme", 1, 4, Tier::kDedicatedPool);
   r.pool = "acme-b";
-  Placement p = place_ok(s, r);
+  ASSERT_PLACED(p, s, r);
   EXPECT_THAT(p.nodes, ElementsAre("p2"));
-  Placement any = place_ok(s, nodes("acme", 1, 4, Tier::kDedicatedPool));
+  ASSERT_PLACED(any, s, nodes("acme", 1, 4, Tier::kDedicatedPool));
   EXPECT_THAT(any.nodes, ElementsAre("p1"));  // best fit among the tenant's pools
   Request big = nodes("acme", 2, 8, Tier::kDedicatedPool);
   Result<Placement> none = place(s, big);
@@ -472,6 +599,229 @@ TEST(Quota, PerProfileCapAndUnconfiguredTenant) {
   Result<Admission> none = q.admit({"nobody", "p", "H200", 1});
   ASSERT_FALSE(none);
   EXPECT_THAT(none.error().message, HasSubstr("tenant nobody has no quota for H200"));
+}
+
+// ---- quota: the exact boundary, in mixed units ----
+
+// Units are exact: 7000 per GPU, 1000 per MIG compute slice, 7 per milli of a share, so a
+// 6-slice charge plus a 143-milli share lands exactly one unit above a 1-GPU limit. Every limit
+// admits use that reaches it exactly and refuses one unit more.
+struct QuotaBoundaryLevel {
+  std::string name;
+  std::string refusal;                         // what the refusal says
+  std::function<QuotaTree(int64_t limit)> at;  // a tree whose binding limit sits at `limit`
+};
+
+struct QuotaBoundaryMix {
+  std::string name;
+  int64_t limit;
+  std::vector<int64_t> used;  // charged first
+  int64_t request;
+};
+
+std::vector<QuotaBoundaryLevel> quota_boundary_levels() {
+  const int64_t plenty = gpu_units(100);
+  auto lender = [plenty](QuotaTree& q, int64_t nominal = -1) {
+    q.set_tenant("lender", "H200", {.nominal = nominal < 0 ? plenty : nominal});
+    q.set_cohort("lender", "co");
+    q.set_cohort("t", "co");
+  };
+  return {
+      {"platform limit", "platform level",
+       [plenty](int64_t l) {
+         QuotaTree q;
+         q.set_platform("H200", l);
+         q.set_tenant("t", "H200", {.nominal = plenty});
+         return q;
+       }},
+      {"tenant nominal", "over its nominal",
+       [](int64_t l) {
+         QuotaTree q;
+         q.set_tenant("t", "H200", {.nominal = l});
+         return q;
+       }},
+      {"tenant hard limit", "over its limit",
+       [lender](int64_t l) {
+         QuotaTree q;
+         q.set_tenant("t", "H200", {.nominal = 0, .limit = l});
+         lender(q);
+         return q;
+       }},
+      {"tenant borrow limit", "over its borrow limit",
+       [lender](int64_t l) {
+         QuotaTree q;
+         q.set_tenant("t", "H200", {.nominal = 0, .borrow_limit = l});
+         lender(q);
+         return q;
+       }},
+      {"cohort's idle quota", "no idle quota to lend",
+       [lender](int64_t l) {
+         QuotaTree q;
+         q.set_tenant("t", "H200", {.nominal = 0});
+         lender(q, l);
+         return q;
+       }},
+      {"project hard limit", "project level",
+       [plenty](int64_t l) {
+         QuotaTree q;
+         q.set_tenant("t", "H200", {.nominal = plenty});
+         q.set_project("t", "p", "H200", {.nominal = 0, .limit = l});
+         return q;
+       }},
+      {"project nominal", "project level",
+       [plenty](int64_t l) {
+         QuotaTree q;
+         q.set_tenant("t", "H200", {.nominal = plenty});
+         q.set_project("t", "p", "H200", {.nominal = l});
+         return q;
+       }},
+      {"project nominal + borrow limit", "project level",
+       [plenty](int64_t l) {
+         QuotaTree q;
+         q.set_tenant("t", "H200", {.nominal = plenty});
+         q.set_project("t", "p", "H200",
+                       {.nominal = l - mig_units(3), .borrow_limit = mig_units(3)});
+         return q;
+       }},
+  };
+}
+
+TEST(Quota, EveryLimitAdmitsUseExactlyAtItAndRefusesOneUnitMore) {
+  const std::vector<QuotaBoundaryMix> at = {
+      {"6 MIG slices + 1 MIG slice = 1 GPU", gpu_units(1), {mig_units(6)}, mig_units(1)},
+      {"1 GPU + a 1000-milli share = 2 GPUs", gpu_units(2), {gpu_units(1)}, shared_units(1000)},
+      {"143 milli + 7 slices + 857 milli = 2 GPUs",
+       gpu_units(2),
+       {shared_units(143), mig_units(6), mig_units(1)},
+       shared_units(857)},
+  };
+  const std::vector<QuotaBoundaryMix> over = {
+      {"6 MIG slices + a 143-milli share = 1 GPU + 1 unit",
+       gpu_units(1),
+       {mig_units(6)},
+       shared_units(143)},
+      {"143 milli + 6 slices + 1 GPU = 2 GPUs + 1 unit",
+       gpu_units(2),
+       {shared_units(143), mig_units(6)},
+       gpu_units(1)},
+      {"1 GPU + 6 slices + 143 milli = 2 GPUs + 1 unit",
+       gpu_units(2),
+       {gpu_units(1), mig_units(6)},
+       shared_units(143)},
+  };
+  for (const auto& mix : over) {
+    int64_t total = mix.request;
+    for (int64_t u : mix.used) total += u;
+    ASSERT_EQ(total, mix.limit + 1) << mix.name;
+  }
+  for (const auto& mix : at) {
+    int64_t total = mix.request;
+    for (int64_t u : mix.used) total += u;
+    ASSERT_EQ(total, mix.limit) << mix.name;
+  }
+  for (const QuotaBoundaryLevel& level : quota_boundary_levels()) {
+    for (const auto& mix : at) {
+      SCOPED_TRACE(level.name + ": " + mix.name);
+      QuotaTree q = level.at(mix.limit);
+      for (int64_t u : mix.used) q.charge({"t", "p", "H200", u});
+      Result<Admission> a = q.admit({"t", "p", "H200", mix.request});
+      EXPECT_TRUE(a) << a.error().message;
+    }
+    for (const auto& mix : over) {
+      SCOPED_TRACE(level.name + ": " + mix.name);
+      QuotaTree q = level.at(mix.limit);
+      for (int64_t u : mix.used) q.charge({"t", "p", "H200", u});
+      Result<Admission> a = q.admit({"t", "p", "H200", mix.request});
+      ASSERT_FALSE(a) << "admitted one unit over the " << level.name;
+      EXPECT_EQ(a.error().code, ErrorCode::kQuotaExceeded);
+      EXPECT_THAT(a.error().message, HasSubstr(level.refusal));
+    }
+  }
+}
+
+TEST(Quota, TheSchedulerChargesMigAndSharedUnitsExactly) {
+  // Nominal 1 GPU. Two 3g instances take 6 slices; a 143-milli share would make 7001 units and
+  // waits; a 1g instance makes exactly 7000 and is placed.
+  QuotaTree q;
+  q.set_tenant("t", "H200", {.nominal = gpu_units(1)});
+  Scheduler sched(
+      make_state({{.id = "m", .gpus = 2, .mode = GpuMode::kMig}, {.id = "w", .gpus = 1}}), q);
+  Decision six = sched.submit("six", mig("t", "3g.71gb", 2), kT0);
+  ASSERT_EQ(six.kind, DecisionKind::kPlaced) << six.reason->message;
+  EXPECT_EQ(sched.quota().tenant_usage("t", "H200").used, mig_units(6));
+  Decision share = sched.submit("share", shared("t", 143), kT0);
+  ASSERT_EQ(share.kind, DecisionKind::kPending);
+  EXPECT_EQ(share.reason->code, ErrorCode::kQuotaExceeded) << share.reason->message;
+  Decision slice = sched.submit("slice", mig("t", "1g.18gb"), kT0);
+  ASSERT_EQ(slice.kind, DecisionKind::kPlaced) << slice.reason->message;
+  EXPECT_EQ(sched.quota().tenant_usage("t", "H200").used, gpu_units(1));
+}
+
+// ---- what a refusal tells the tenant: its own figures, nobody else's ----
+
+TEST(Quota, PlatformAndCohortRefusalsCarryNoOtherTenantsUse) {
+  QuotaTree platform;
+  platform.set_platform("H200", gpu_units(2));
+  platform.set_tenant("t", "H200", {.nominal = gpu_units(8)});
+  platform.set_tenant("other", "H200", {.nominal = gpu_units(8)});
+  platform.charge({"other", "p", "H200", gpu_units(1) + mig_units(3)});
+  Result<Admission> p = platform.admit({"t", "p", "H200", gpu_units(1)});
+  ASSERT_FALSE(p);
+  EXPECT_THAT(p.error().message, HasSubstr("platform level"));
+  EXPECT_THAT(p.error().message, HasSubstr("limit of 2 GPU"));
+  EXPECT_THAT(p.error().message, Not(HasSubstr("used")));       // every tenant's use
+  EXPECT_THAT(p.error().message, Not(HasSubstr("1.429 GPU")));  // the other tenant's 10000 units
+
+  QuotaTree cohort = one_gpu_each({"t", "other"}, "co");
+  cohort.charge({"other", "p", "H200", gpu_units(1) + mig_units(3)});
+  Result<Admission> c = cohort.admit({"t", "p", "H200", gpu_units(1) + mig_units(1)});
+  ASSERT_FALSE(c);
+  EXPECT_THAT(c.error().message, HasSubstr("cohort co has no idle quota to lend"));
+  EXPECT_THAT(c.error().message, Not(HasSubstr("cohort used")));
+  EXPECT_THAT(c.error().message, Not(HasSubstr("1.429 GPU")));
+  // The tenant's own figures stay: they are its to read.
+  EXPECT_THAT(c.error().message, HasSubstr("used 0 GPU + requested 1.143 GPU; nominal 1 GPU"));
+}
+
+TEST(Scheduler, WaitingReasonsNameNoOtherTenantsReservationOrAllocation) {
+  QuotaTree q;
+  for (const char* t : {"a", "b"}) q.set_tenant(t, "H200", {.nominal = gpu_units(8)});
+  Scheduler sched(make_state({{.id = "n1", .gpus = 3}}), q);
+  const TimePoint start = kT0 + std::chrono::hours(1), end = kT0 + std::chrono::hours(2);
+  ASSERT_EQ(sched.reserve("res-of-a", gpus("a", 2), start, end, kT0).kind, DecisionKind::kPending);
+  Decision b = sched.submit("b0", gpus("b", 2), kT0);
+  ASSERT_EQ(b.kind, DecisionKind::kPending);
+  EXPECT_THAT(b.reason->message, HasSubstr("reserved for another tenant's reservation"));
+  EXPECT_THAT(b.reason->message, Not(HasSubstr("res-of-a")));
+  EXPECT_THAT(b.reason->message, Not(HasSubstr("tenant a")));
+  ASSERT_TRUE(sched.release("b0", kT0));
+  // The reservation's own tenant is told which of its reservations holds the room.
+  Decision a = sched.submit("a0", gpus("a", 2), kT0);
+  ASSERT_EQ(a.kind, DecisionKind::kPending);
+  EXPECT_THAT(a.reason->message, HasSubstr("this tenant's reservation res-of-a"));
+  ASSERT_TRUE(sched.release("a0", kT0));
+
+  // Backfill behind another tenant's blocked head: the head stays unnamed.
+  Scheduler s2(make_state({{.id = "n1", .gpus = 4}}), q);
+  Request running = gpus("a", 2);
+  running.end = kT0 + std::chrono::hours(1);
+  ASSERT_EQ(s2.submit("r", running, kT0).kind, DecisionKind::kPlaced);
+  ASSERT_EQ(s2.submit("forever", gpus("a", 1), kT0).kind, DecisionKind::kPlaced);
+  Request head = gpus("a", 3);
+  head.priority = 5;  // first in the queue, whatever the fair share says
+  ASSERT_EQ(s2.submit("head-of-a", head, kT0).kind, DecisionKind::kPending);
+  s2.restore_pending("long-of-b", gpus("b", 1), kT0, Error::conflict("queued"));
+  s2.restore_pending("long-of-a", gpus("a", 1), kT0, Error::conflict("queued"));
+  (void)s2.schedule(kT0);
+  for (const PendingView& v : s2.pending(kT0)) {
+    if (v.allocation_id == "long-of-b") {
+      EXPECT_THAT(v.reason.message, HasSubstr("waiting behind an earlier request of the queue"));
+      EXPECT_THAT(v.reason.message, Not(HasSubstr("head-of-a")));
+    }
+    if (v.allocation_id == "long-of-a") {
+      EXPECT_THAT(v.reason.message, HasSubstr("waiting behind head-of-a"));
+    }
+  }
 }
 
 // ---- scheduler: preemption and queue ----
@@ -592,7 +942,7 @@ TEST(Scheduler, ReservationHoldsCapacityForItsTenantDuringTheWindow) {
   // ...not for work that would still hold it then,
   Decision overlapping = sched.submit("b0", gpus("b", 2), kT0);
   ASSERT_EQ(overlapping.kind, DecisionKind::kPending);
-  EXPECT_THAT(overlapping.reason->message, HasSubstr("reserved for tenant a"));
+  EXPECT_THAT(overlapping.reason->message, HasSubstr("reserved for another tenant's reservation"));
   ASSERT_TRUE(sched.release("b0", kT0));
   // ...unless it is preemptible: the window's start takes it back.
   Request preemptible = gpus("b", 2);

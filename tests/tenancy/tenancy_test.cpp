@@ -248,6 +248,31 @@ TEST_F(AuthTest, KeysExpireAndRevocationTakesEffectAtOnce) {
   EXPECT_EQ(auth(forged).error().message, "unknown or invalid credential");
 }
 
+// The lifetime cap holds however the expiry is given: as ttl_seconds or as an expires_at time.
+TEST_F(TenancyTest, ApiKeyLifetimeIsCappedAtTenYearsEitherWay) {
+  auto parse = [&](const Json& body) -> Result<ApiKeySpec> {
+    ObjectReader r(body, "api key");
+    auto spec = parse_api_key_spec(r, w_);
+    GP_TRY_VOID(r.finish());
+    return spec;
+  };
+  const TimePoint cap = clock_.now() + std::chrono::seconds(kMaxApiKeyLifetimeSeconds);
+  auto at = parse({{"expires_at", format_rfc3339(cap)}});
+  ASSERT_TRUE(at) << at.error().message;
+  EXPECT_EQ(at->expires_at, to_unix_micros(cap));
+  for (const std::string& too_late :
+       {format_rfc3339(cap + std::chrono::seconds(1)), std::string("9999-12-31T23:59:59Z")}) {
+    auto r = parse({{"expires_at", too_late}});
+    ASSERT_FALSE(r) << too_late << " was accepted";
+    EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+    EXPECT_NE(r.error().message.find("expires_at"), std::string::npos) << r.error().message;
+  }
+  auto ttl = parse({{"ttl_seconds", kMaxApiKeyLifetimeSeconds}});
+  ASSERT_TRUE(ttl) << ttl.error().message;
+  EXPECT_EQ(ttl->expires_at, to_unix_micros(cap));
+  EXPECT_FALSE(parse({{"ttl_seconds", kMaxApiKeyLifetimeSeconds + 1}}));
+}
+
 TEST_F(AuthTest, OffboardingRevokesEveryCredentialOfTheTenant) {
   auto a = tenant("a");
   TenantScope s(a.id);

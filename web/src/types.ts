@@ -394,7 +394,8 @@ export interface BudgetAlert {
 
 // ---- Insight pages: queue, usage, SLA standing (handlers_alloc, _usage, _sla) ----
 
-/** One waiting allocation of GET /v1/queue or .../queue; `position` is in the whole queue. */
+/** One waiting allocation of GET /v1/queue or .../queue; `position` is in the whole queue for
+ * operators, among the tenant's own entries for a tenant's principals. */
 export interface QueueEntry {
   position: number;
   id: string;
@@ -412,7 +413,7 @@ export interface QueueEntry {
 
 export interface Queue {
   items: QueueEntry[];
-  /** Entries in the whole queue (a tenant's view shows only its own). */
+  /** Entries in the whole queue (operators), or the tenant's own (a tenant's principals). */
   length: number;
 }
 

@@ -1,7 +1,7 @@
 // The scheduler's queue: what waits for GPUs, in the order the scheduler considers it, and why
 // each entry waits, in words (over quota, or no room in the fleet) beside the scheduler's own
 // reason. Operators see every tenant's entries; a tenant's admins see their own, with their
-// place in the whole queue.
+// place among the tenant's own (the server counts nothing of other tenants' for them).
 import { get, listAll, seg } from '../api';
 import { h, replace, type Child } from '../dom';
 import { formatNumber } from '../chart';
@@ -85,12 +85,13 @@ export async function renderQueue(ctx: RouteContext, sess: Session): Promise<voi
   ctx.main.append(h('p', { class: 'lead' }, operator
     ? 'Every allocation waiting for GPUs, in the order the scheduler considers them: priority first, then ' +
       'fair share between tenants (less recent use goes first), then submission time.'
-    : "Your tenant's allocations that wait for GPUs, with their place in the whole queue (other tenants' " +
-      'entries count toward the place but are not shown).'));
+    : "Your tenant's allocations that wait for GPUs, in the order the scheduler considers them, with " +
+      "their place among your tenant's own (other tenants' entries are neither shown nor counted)."));
 
   const stats = h('div', { class: 'queue-stats' });
   let names: Names = { tenants: new Map(), projects: new Map(), allocations: new Map() };
-  // The whole queue's length (a tenant sees only its own entries of it) and the entries shown.
+  // The queue's length as the server counts it for the caller (a tenant: its own entries) and the
+  // entries shown.
   let length = 0;
   let shown = 0;
   const load = async (): Promise<QueueEntry[]> => {
