@@ -13,6 +13,20 @@
 namespace gp::it {
 namespace {
 
+// A node whose agent reports its NVIDIA container toolkit refusing device lists from unprivileged
+// containers' environment, so workload.gpu-device-env passes for allocations on it whatever
+// their tier (the tests below are about other controls).
+Json closed_toolkit_inventory(const std::string& name, int gpus) {
+  Json inventory = h200_inventory(name, gpus);
+  inventory["gpu_runtime"] = {{"toolkit_config", "/etc/nvidia-container-runtime/config.toml"},
+                              {"toolkit_config_state", "read"},
+                              {"accept_envvar_when_unprivileged", false},
+                              {"accept_volume_mounts", true},
+                              {"device_list_strategy", Json::array({"volume-mounts"})},
+                              {"device_list_strategy_source", "flag"}};
+  return inventory;
+}
+
 class Posture : public ::testing::Test {
  protected:
   TestServer s;
@@ -157,7 +171,7 @@ TEST_F(Posture, AllowAllEgressFailsOnlyExplicitEgress) {
 }
 
 TEST_F(Posture, RaisingTheClassAboveALiveAllocationFailsTierMinimum) {
-  Json nodes = Json::array({{{"inventory", h200_inventory("gpu-a", 8)}}});
+  Json nodes = Json::array({{{"inventory", closed_toolkit_inventory("gpu-a", 8)}}});
   expect_status(s.request("POST", "/v1/fleet/import", {{"nodes", nodes}}, s.admin_token()), 201,
                 "import");
   expect_status(s.request("POST", "/v1/offerings",
@@ -187,7 +201,7 @@ TEST_F(Posture, RaisingTheClassAboveALiveAllocationFailsTierMinimum) {
 }
 
 TEST_F(Posture, ALiveAllocationWithoutAnOpenUsageIntervalFailsUsageRecorded) {
-  Json nodes = Json::array({{{"inventory", h200_inventory("gpu-a", 8)}}});
+  Json nodes = Json::array({{{"inventory", closed_toolkit_inventory("gpu-a", 8)}}});
   expect_status(s.request("POST", "/v1/fleet/import", {{"nodes", nodes}}, s.admin_token()), 201,
                 "import");
   auto t = compliant("acme");
@@ -300,7 +314,8 @@ TEST_F(Posture, ATenantsReportDoesNotChangeWhenANeighbourArrives) {
   // Every layer but audit, which counts every record of the trail, anyone's.
   auto layers = [&] {
     Json out = Json::array();
-    for (const auto& layer : posture(a).at("layers"))
+    const Json report = posture(a);
+    for (const auto& layer : report.at("layers"))
       if (layer.at("layer") != "audit") out.push_back(layer);
     return out;
   };

@@ -16,7 +16,8 @@ namespace {
 
 using gp::testing::TempDir;
 
-// A SQLite file at schema 20 (the last migration before storage identities), with `rows` then
+// A SQLite file at schema 20 (the last migration before storage identities), with `rows` (which
+// name their columns, as later migrations add some) then
 // run on it, closed again.
 void write_store_before_identities(const std::string& path, const std::string& rows) {
   sqlite3* db = nullptr;
@@ -50,8 +51,8 @@ TEST(StorageRecords, UpgradeGivesExistingRowsTheirIdentity) {
   // deletion by name.
   write_store_before_identities(path, R"SQL(
 INSERT INTO tenants VALUES ('ten_a', 'acme', 'acme', 'standard', 'active', '{}', 0, 0, 1);
-INSERT INTO projects VALUES ('prj_vision', 'ten_a', 'vision', 'vision', 0, 0, 1);
-INSERT INTO projects VALUES ('prj_speech', 'ten_a', 'speech', 'speech', 0, 0, 1);
+INSERT INTO projects (id, tenant_id, name, display_name, created_at, updated_at, version) VALUES ('prj_vision', 'ten_a', 'vision', 'vision', 0, 0, 1);
+INSERT INTO projects (id, tenant_id, name, display_name, created_at, updated_at, version) VALUES ('prj_speech', 'ten_a', 'speech', 'speech', 0, 0, 1);
 INSERT INTO tenant_storage_ids VALUES ('ten_a', 1000000, 65536, 0);
 INSERT INTO project_volumes VALUES ('ten_a', 'prj_vision', 'vision', 1000001, '{}', 'active', 0, 0, 1);
 INSERT INTO project_volumes VALUES ('ten_a', 'prj_speech', 'speech', 1000002, '{}', 'deleting', 0, 5, 2);
