@@ -220,6 +220,12 @@ int run_serve(const ServeOptions& o) {
         "HTTP on purpose");
     return 2;
   }
+  // Checked before anything is created: a bad list changes nothing.
+  auto proxies = api::TrustedProxies::parse(o.trusted_proxies);
+  if (!proxies) {
+    spdlog::critical("--trusted-proxies: {}", proxies.error().message);
+    return 2;
+  }
   std::optional<tls::CertFiles> tls_files;
   if (!o.tls_cert.empty()) tls_files = tls::CertFiles{o.tls_cert, o.tls_key};
   std::error_code fs_ec;
@@ -269,11 +275,6 @@ int run_serve(const ServeOptions& o) {
   api::Limits limits;
   limits.max_connections = o.max_connections;
   limits.max_connections_per_address = o.max_connections_per_address;
-  auto proxies = api::TrustedProxies::parse(o.trusted_proxies);
-  if (!proxies) {
-    spdlog::critical("--trusted-proxies: {}", proxies.error().message);
-    return 2;
-  }
   limits.trusted_proxies = std::move(*proxies);
   if (!limits.trusted_proxies.empty())
     spdlog::info("client addresses from X-Forwarded-For of {}", limits.trusted_proxies.to_string());
