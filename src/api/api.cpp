@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
 #include <chrono>
 
@@ -169,6 +170,79 @@ Api::~Api() = default;
 
 const std::vector<Route>& Api::routes() const { return routes_; }
 
+namespace {
+
+void append_audit(Api& api, const audit::Entry& entry) {
+  auto r = api.store().write([&](store::Tx& tx) -> Result<void> {
+    GP_TRY_VOID(api.audit().append(tx, entry));
+    return ok();
+  });
+  if (!r)
+    spdlog::error("audit write failed for request {}: {}", entry.request_id, r.error().message);
+}
+
+// Response fields that hold a secret: one-time credentials (API key, session and join tokens,
+// node credentials), the CSRF token, a password.
+bool is_secret_field(std::string_view key) {
+  return key == "token" || key == "credential" || key == "csrf_token" || key == "password";
+}
+
+bool carries_secret(const Json& j) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it)
+      if ((is_secret_field(it.key()) && it->is_string()) || carries_secret(*it)) return true;
+  } else if (j.is_array()) {
+    return std::any_of(j.begin(), j.end(), [](const Json& v) { return carries_secret(v); });
+  }
+  return false;
+}
+
+// A response with a secret must not be kept by any cache, the browser's included.
+void no_store(HttpResponse& resp) {
+  for (const auto& [k, v] : resp.headers)
+    if (k == "Cache-Control") return;
+  resp.headers.emplace_back("Cache-Control", "no-store");
+}
+
+// The request bodies the API reads: JSON (merge patches too), in UTF-8, the one charset JSON
+// has (RFC 8259); no other parameter means anything to it.
+bool json_media_type(const MediaType& t) {
+  if (t.type != "application" || (t.subtype != "json" && t.subtype != "merge-patch+json"))
+    return false;
+  for (const auto& [name, value] : t.parameters) {
+    std::string v = value;
+    std::transform(v.begin(), v.end(), v.begin(),
+                   [](unsigned char c) { return char(std::tolower(c)); });
+    if (name != "charset" || v != "utf-8") return false;
+  }
+  return true;
+}
+
+// The record of a hidden denial (a 404 under /v1/tenants/{tenant}, api.cpp Api::handle): in
+// the caller's own trail (its home tenant; the platform's for a platform principal), which the
+// platform's trail also holds, and never in the trail of the tenant the path names, whose
+// admins would otherwise learn the prober's ids and address and see their trail flooded. At
+// most RateLimits::hidden_denial_records_per_principal records are written; the next one
+// counts those left out in `unrecorded_before`. Whether the named tenant or object exists
+// changes nothing here.
+void audit_hidden_denial(Api& api, const Call& call, const Error& e) {
+  auto v = api.throttles().hidden_denial_records.take(call.who.id, api.clock().now());
+  if (!v.allowed) return;
+  audit::Entry entry;
+  entry.actor = call.who.id;
+  entry.tenant_id = call.who.tenant_id.value_or("");
+  entry.action = call.route->action;
+  entry.resource = call.req.path.substr(0, 512);
+  entry.outcome = "denied";
+  entry.request_id = call.request_id;
+  entry.source = call.req.remote;
+  entry.detail = {{"code", error_code_name(e.code)}, {"reason", e.message.substr(0, 300)}};
+  if (v.refused_before > 0) entry.detail["unrecorded_before"] = v.refused_before;
+  append_audit(api, entry);
+}
+
+}  // namespace
+
 void audit_failure(Api& api, const Call& call, const Route* route, std::string_view outcome,
                    const Error& e) {
   audit::Entry entry;
@@ -180,12 +254,7 @@ void audit_failure(Api& api, const Call& call, const Route* route, std::string_v
   entry.request_id = call.request_id;
   entry.source = call.req.remote;
   entry.detail = {{"code", error_code_name(e.code)}, {"reason", e.message.substr(0, 300)}};
-  auto r = api.store().write([&](store::Tx& tx) -> Result<void> {
-    GP_TRY_VOID(api.audit().append(tx, entry));
-    return ok();
-  });
-  if (!r)
-    spdlog::error("audit write failed for request {}: {}", call.request_id, r.error().message);
+  append_audit(api, entry);
 }
 
 namespace {
@@ -226,6 +295,11 @@ Result<void> check_node_certificate(Api& api, const iam::Principal& who, const H
 HttpResponse Api::handle(HttpRequest req) {
   auto started = std::chrono::steady_clock::now();
   if (req.path.empty()) parse_target(req);
+  // Behind a trusted proxy the client is the one X-Forwarded-For names; the audit trail, the
+  // access log and the address limits all see that address. `peer` stays for the log.
+  const std::string peer = req.remote;
+  req.remote =
+      limits_.trusted_proxies.client_address(req.remote, req.header_values("x-forwarded-for"));
   std::string request_id;
   if (auto h = req.header("x-request-id"); h && valid_request_id(*h))
     request_id = std::string(*h);
@@ -242,15 +316,9 @@ HttpResponse Api::handle(HttpRequest req) {
     audited = true;
   };
   const TimePoint now = clock_.now();
-  const std::string client = client_key(req.remote);  // what the address limits count
+  const std::string client = throttle_key(req);  // what the address limits count
 
   auto dispatch = [&]() -> Result<Reply> {
-    if (!req.remote.empty()) {
-      if (auto v = throttles_->address.take(client, now); !v.allowed)
-        return fail(throttled(call, v, "this client address"));
-    }
-    if (req.query_error) return fail(Error::invalid(*req.query_error));
-    if (auto page = console_reply(req, console_dir_)) return std::move(*page);
     auto segs = split_path(req.path);
     for (const auto& r : routes_) {
       std::map<std::string, std::string> params;
@@ -264,6 +332,19 @@ HttpResponse Api::handle(HttpRequest req) {
       call.params = std::move(params);
       break;
     }
+    // A request that will be authenticated is limited by its principal's bucket once its
+    // credential is verified (a failing one by the failed-authentication bucket): one client
+    // cannot spend the bucket of everyone who shares its address. Everything else is limited by
+    // the address here, before any work.
+    const bool by_credential =
+        route && route->access != Access::kPublic &&
+        (req.header("authorization") || req.cookie(kSessionCookie) || req.client_cert);
+    if (!by_credential && !req.remote.empty()) {
+      if (auto v = throttles_->address.take(client, now); !v.allowed)
+        return fail(throttled(call, v, "this client address"));
+    }
+    if (req.query_error) return fail(Error::invalid(*req.query_error));
+    if (auto page = console_reply(req, console_dir_)) return std::move(*page);
     if (!route) {
       if (!allowed.empty())
         return fail(ErrorCode::kMethodNotAllowed,
@@ -287,15 +368,21 @@ HttpResponse Api::handle(HttpRequest req) {
               : fmt::format("this replica is a follower; send writes to the leader at {}", url)));
     }
 
-    // Authentication.
+    // Authentication. Checking a token is one indexed lookup and a hash, so every token is
+    // checked: a valid one passes whatever else its address sent. A failing one spends the
+    // address's failed-authentication budget, and once that is spent it is answered 429.
     if (route->access != Access::kPublic) {
-      // An address that keeps presenting bad credentials is refused before they are checked.
-      if (auto v = throttles_->auth_failures.check(client, now); !v.allowed) {
-        Error e = throttled(call, v, "failed authentications from this address");
-        // One "throttled" audit record per address a minute, not one per refused request.
-        if (throttles_->audit_throttled.take(client, now).allowed) deny("throttled", e);
-        return fail(e);
-      }
+      // An address (or node) that keeps presenting bad credentials: refused, audited as
+      // "throttled" once a minute rather than once per request.
+      auto failed_authentication = [&](const Error& e) -> Error {
+        if (auto v = throttles_->auth_failures.take(client, now); !v.allowed) {
+          Error refused = throttled(call, v, "failed authentications from this address");
+          if (throttles_->audit_throttled.take(client, now).allowed) deny("throttled", refused);
+          return refused;
+        }
+        deny("denied", e);
+        return e;
+      };
       auto auth = req.header("authorization");
       // A browser's session rides in a cookie (when no Authorization header is sent).
       auto session_cookie = auth ? std::nullopt : req.cookie(kSessionCookie);
@@ -313,9 +400,7 @@ HttpResponse Api::handle(HttpRequest req) {
       if (!who) {
         // A store that cannot be read (503) says nothing about the credential.
         if (who.error().code != ErrorCode::kUnauthenticated) return fail(who.error());
-        throttles_->auth_failures.take(client, now);
-        deny("denied", who.error());
-        return fail(who.error());
+        return fail(failed_authentication(who.error()));
       }
       call.who = std::move(*who);
       if (auto v = throttles_->principal.take(call.who.id, now); !v.allowed)
@@ -342,28 +427,22 @@ HttpResponse Api::handle(HttpRequest req) {
       if (node) {
         if (auto cert = check_node_certificate(*this, call.who, req, route->action); !cert) {
           if (cert.error().code != ErrorCode::kUnauthenticated) return fail(cert.error());
-          throttles_->auth_failures.take(client, now);
-          deny("denied", cert.error());
-          return fail(cert.error());
+          return fail(failed_authentication(cert.error()));
         }
       }
     }
 
-    // Tenant and project from the path; anything the principal cannot reach is 404.
-    Error hidden = Error::not_found("not found");
+    // Tenant and project from the path. A tenant the principal cannot reach answers exactly as
+    // one that does not exist: the same lookup, the same 404, and the same hidden-denial record
+    // (written where the response is made, in the caller's trail, never the target's).
     if (auto t = call.params.find("tenant"); t != call.params.end()) {
       std::optional<tenancy::Tenant> tenant;
       GP_TRY_VOID(store_.read([&](store::Tx& tx) -> Result<void> {
         tenant = GP_TRY(tenancy::find_tenant(tx, t->second));
         return ok();
       }));
-      if (!tenant) return fail(Error::not_found("tenant not found"));
-      if (!call.who.reaches_tenant(tenant->id)) {
-        call.tenant = tenant;  // recorded under the target tenant for its admins to see
-        deny("denied", Error::not_found("principal cannot reach this tenant"));
-        call.tenant.reset();
+      if (!tenant || !call.who.reaches_tenant(tenant->id))
         return fail(Error::not_found("tenant not found"));
-      }
       call.tenant = std::move(tenant);
       if (auto p = call.params.find("project"); p != call.params.end()) {
         GP_TRY_VOID(store_.read([&](store::Tx& tx) -> Result<void> {
@@ -376,11 +455,10 @@ HttpResponse Api::handle(HttpRequest req) {
 
     if (route->access == Access::kPermission) {
       auto d = iam::authorize(call.who, route->permission, call.scope());
+      if (d == iam::Decision::kHidden) return fail(Error::not_found("not found"));
       if (d != iam::Decision::kAllow) {
-        Error e = d == iam::Decision::kHidden
-                      ? Error::not_found("not found")
-                      : Error::denied(fmt::format("missing permission {} at this scope",
-                                                  iam::permission_name(route->permission)));
+        Error e = Error::denied(fmt::format("missing permission {} at this scope",
+                                            iam::permission_name(route->permission)));
         deny("denied", e);
         return fail(e);
       }
@@ -397,9 +475,10 @@ HttpResponse Api::handle(HttpRequest req) {
 
     if (!route->request_schema.empty()) {
       auto ct = req.header("content-type");
-      if (!ct ||
-          !(ct->starts_with("application/json") || ct->starts_with("application/merge-patch+json")))
-        return fail(ErrorCode::kUnsupportedMedia, "Content-Type must be application/json");
+      auto type = ct ? parse_media_type(*ct) : std::nullopt;
+      if (!type || !json_media_type(*type))
+        return fail(ErrorCode::kUnsupportedMedia,
+                    "Content-Type must be application/json (optionally with charset=utf-8)");
       if (req.body.size() > limits_.max_body_bytes)
         return fail(ErrorCode::kPayloadTooLarge, "request body too large");
       call.body = GP_TRY(parse_json(req.body));
@@ -423,16 +502,26 @@ HttpResponse Api::handle(HttpRequest req) {
     resp.body = r.raw ? std::move(*r.raw) : (r.body.is_null() ? "" : r.body.dump());
     resp.headers = std::move(r.headers);
     if (r.etag_version) resp.headers.emplace_back("ETag", fmt::format("\"{}\"", *r.etag_version));
+    if (carries_secret(r.body)) no_store(resp);
   } else {
     const Error& e = result.error();
+    // A throttled request, or a write a follower refused, is not audited one by one (a flood
+    // would cost a write each).
+    bool throttled_now = call.retry_after.count() > 0;
+    // A 404 under /v1/tenants/{tenant} for a principal: another tenant, or an object id the
+    // principal cannot see, or one that does not exist. All are one kind of denial, recorded
+    // the same way (see audit_hidden_denial), so neither the answer nor the work tells them
+    // apart.
+    bool hidden = e.code == ErrorCode::kNotFound && route && call.who.authenticated() &&
+                  call.params.contains("tenant");
     // Failed mutations are audited too; denials were recorded where they happened. A request
     // for a tenant that does not exist has no tenant to record against.
     bool missing_tenant = call.params.contains("tenant") && !call.tenant;
     bool denial = e.code == ErrorCode::kUnauthenticated || e.code == ErrorCode::kPermissionDenied;
-    // A throttled request, or a write a follower refused, is not audited one by one (a flood
-    // would cost a write each).
-    bool throttled_now = call.retry_after.count() > 0;
-    if (route && !audited && !missing_tenant && !throttled_now && (route->mutation || denial)) {
+    if (hidden && !audited) {
+      audit_hidden_denial(*this, call, e);
+    } else if (route && !audited && !missing_tenant && !throttled_now &&
+               (route->mutation || denial)) {
       audit_failure(*this, call, route, denial ? "denied" : "rejected", e);
     }
     resp = problem(e, request_id);
@@ -448,9 +537,10 @@ HttpResponse Api::handle(HttpRequest req) {
   resp.headers.emplace_back("X-Request-Id", request_id);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   metrics_.observe(req.method, route_label, resp.status, secs);
-  spdlog::info("request id={} method={} route={} status={} ms={:.2f} principal={} remote={}",
+  spdlog::info("request id={} method={} route={} status={} ms={:.2f} principal={} remote={}{}",
                request_id, req.method, route_label, resp.status, secs * 1000,
-               call.who.authenticated() ? call.who.id : "-", req.remote);
+               call.who.authenticated() ? call.who.id : "-", req.remote,
+               peer == req.remote ? std::string() : fmt::format(" via={}", peer));
   return resp;
 }
 
@@ -569,7 +659,7 @@ Result<void> check_if_match(const Call& call, int64_t version) {
 Json redact_secrets(Json j) {
   if (j.is_object()) {
     for (auto it = j.begin(); it != j.end(); ++it) {
-      if ((it.key() == "token" || it.key() == "credential") && it->is_string())
+      if (is_secret_field(it.key()) && it->is_string())
         *it = "(shown once, in the first response)";
       else
         *it = redact_secrets(std::move(*it));

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "alloc/alloc.h"
+#include "api/client_key.h"
 #include "api/http.h"
 #include "api/metrics.h"
 #include "api/rate_limit.h"
@@ -35,9 +36,20 @@ struct Limits {
   size_t max_body_bytes = 1 << 20;     // 1 MiB
   size_t max_header_bytes = 16 << 10;  // 16 KiB
   int max_connections = 512;
-  std::chrono::milliseconds header_timeout{10000};  // whole request head must arrive in this
+  // Open connections per client address (client_key: an IPv4 address, an IPv6 /64); more get
+  // 429 and are closed. Trusted proxies are not capped (many clients share their address).
+  // 0: no cap (in-process use); serve's default is 128 (--max-connections-per-address).
+  int max_connections_per_address = 0;
+  // Every request head must arrive within this of its first byte (the first request's within
+  // this of the connection, or of the TLS handshake's end).
+  std::chrono::milliseconds header_timeout{10000};
   std::chrono::milliseconds body_timeout{30000};
-  std::chrono::milliseconds idle_timeout{60000};  // keep-alive between requests
+  std::chrono::milliseconds idle_timeout{60000};  // keep-alive: wait for a next request's start
+  // Proxies whose X-Forwarded-For names the client (client_key.h); none by default.
+  TrustedProxies trusted_proxies;
+  // OIDC browser logins in flight (begun, not yet called back) per identity provider: each
+  // unauthenticated GET .../login stores one for 10 minutes; past the cap the answer is 429.
+  int max_oidc_logins_in_flight = 10000;
   Duration session_ttl = std::chrono::hours(12);
   int max_page = 1000;
   RateLimits rate;  // all off unless set (serve sets RateLimits::server_defaults())

@@ -78,7 +78,7 @@ std::string login_cookie(const Api& api, std::string_view provider, std::string_
 // Refuses an address that keeps failing logins (count_failure counts the failures).
 Result<void> check_throttle(Api& api, Call& call) {
   Throttles& t = api.throttles();
-  const std::string key = client_key(call.req.remote);
+  const std::string key = throttle_key(call.req);
   if (auto v = t.auth_failures.check(key, api.clock().now()); !v.allowed) {
     Error e = throttled(call, v, "failed authentications from this address");
     if (t.audit_throttled.take(key, api.clock().now()).allowed)
@@ -91,7 +91,7 @@ template <typename T>
 Result<T> count_failure(Api& api, const Call& call, Result<T> r) {
   if (!r && (r.error().code == ErrorCode::kUnauthenticated ||
              r.error().code == ErrorCode::kPermissionDenied))
-    api.throttles().auth_failures.take(client_key(call.req.remote), api.clock().now());
+    api.throttles().auth_failures.take(throttle_key(call.req), api.clock().now());
   return r;
 }
 
@@ -133,15 +133,29 @@ Result<Reply> begin_login(Api& api, Call& call) {
   const std::string url =
       GP_TRY(provider->authorization_url(redirect, state, nonce, pkce.challenge));
   const int64_t now = to_unix_micros(api.clock().now());
+  const iam::oidc::PendingLogin login{
+      provider->config().name,
+      nonce,
+      pkce.verifier,
+      redirect,
+      to,
+      now + std::chrono::duration_cast<std::chrono::microseconds>(kLoginTtl).count()};
+  std::optional<Duration> full;
   GP_TRY_VOID(api.store().write([&](store::Tx& tx) -> Result<void> {
-    GP_TRY_VOID(tx.exec("DELETE FROM oidc_logins WHERE expires_at < ?", {now}));
-    GP_TRY_VOID(tx.exec(
-        "INSERT INTO oidc_logins (state_hash, provider, nonce, code_verifier, redirect_uri, "
-        "return_to, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?)",
-        {hex_encode(sha256(state)), provider->config().name, nonce, pkce.verifier, redirect, to,
-         now, now + std::chrono::duration_cast<std::chrono::microseconds>(kLoginTtl).count()}));
+    full = GP_TRY(iam::oidc::save_pending_login(tx, state, login, now,
+                                                api.limits().max_oidc_logins_in_flight));
     return ok();
   }));
+  if (full) {
+    // Logins are begun without credentials: the cap bounds what anonymous callers can store.
+    call.retry_after = std::max<std::chrono::milliseconds>(
+        std::chrono::seconds(1), std::chrono::ceil<std::chrono::milliseconds>(*full));
+    return fail(Error{ErrorCode::kResourceExhausted,
+                      fmt::format("too many logins with '{}' are in flight ({}, the most this "
+                                  "server keeps); retry after {} s",
+                                  provider->config().name, api.limits().max_oidc_logins_in_flight,
+                                  (call.retry_after.count() + 999) / 1000)});
+  }
   Reply r;
   r.status = 302;
   r.body = nullptr;
@@ -153,11 +167,7 @@ Result<Reply> begin_login(Api& api, Call& call) {
   return r;
 }
 
-// A login in flight, as begin_login stored it.
-struct Pending {
-  std::string provider, nonce, verifier, redirect_uri, return_to;
-  int64_t expires_at;
-};
+using Pending = iam::oidc::PendingLogin;
 using Refuse = std::function<Result<Reply>(std::string)>;
 // The callback past its state check: the provider's answer, the code, the ID token.
 Result<Reply> complete_login(Api& api, Call& call, iam::oidc::Provider& provider,
@@ -175,9 +185,10 @@ Result<Reply> complete_login(Api& api, Call& call, iam::oidc::Provider& provider
   const auto code = query(call, "code");
   if (!code || code->empty() || code->size() > 2048)
     return fail(Error::invalid("the callback carries no code"));
-  auto claims = GP_TRY(count_failure(
-      api, call,
-      provider.redeem(*code, pending.redirect_uri, pending.verifier, pending.nonce, api.clock())));
+  auto claims =
+      GP_TRY(count_failure(api, call,
+                           provider.redeem(*code, pending.redirect_uri, pending.code_verifier,
+                                           pending.nonce, api.clock())));
   return sign_in(api, call, provider, claims, true, pending.return_to);
 }
 
@@ -196,15 +207,7 @@ Result<Reply> finish_login(Api& api, Call& call) {
     return refuse("this login was started in another browser (its gp_oidc cookie is missing)");
   std::optional<Pending> pending;
   GP_TRY_VOID(api.store().write([&](store::Tx& tx) -> Result<void> {
-    const std::string key = hex_encode(sha256(*state));
-    auto row = GP_TRY(tx.query_one(
-        "SELECT provider, nonce, code_verifier, redirect_uri, return_to, expires_at FROM "
-        "oidc_logins WHERE state_hash = ?",
-        {key}));
-    if (!row) return ok();
-    pending = Pending{row->text(0), row->text(1), row->text(2),
-                      row->text(3), row->text(4), row->integer(5)};
-    GP_TRY_VOID(tx.exec("DELETE FROM oidc_logins WHERE state_hash = ?", {key}));
+    pending = GP_TRY(iam::oidc::take_pending_login(tx, *state));
     return ok();
   }));
   if (!pending || pending->provider != provider->config().name)

@@ -24,12 +24,14 @@ Result<Reply> login(Api& api, Call& call) {
   GP_TRY_VOID(r.finish());
   // Wrong passwords are throttled per address and per account: a guesser is slowed to the
   // account's refill rate wherever it guesses from, and the real user waits seconds at most.
+  // Both are checked before the password: its hash (argon2) is the costly part, and a password
+  // cannot be known good without it. (A token, cheap to check, is always checked: api.cpp.)
   Throttles& t = api.throttles();
   const TimePoint now = api.clock().now();
   const std::string account = "login:" + username;
+  const std::string address = throttle_key(call.req);
   for (auto [limiter, key, what] :
-       {std::tuple{&t.auth_failures, client_key(call.req.remote),
-                   "failed authentications from this address"},
+       {std::tuple{&t.auth_failures, address, "failed authentications from this address"},
         std::tuple{&t.login_failures, account, "failed logins of this account"}}) {
     if (auto v = limiter->check(key, now); !v.allowed) {
       Error e = throttled(call, v, what);
@@ -46,7 +48,7 @@ Result<Reply> login(Api& api, Call& call) {
   });
   if (!checked) {
     if (checked.error().code == ErrorCode::kUnauthenticated) {
-      t.auth_failures.take(client_key(call.req.remote), now);
+      t.auth_failures.take(address, now);
       t.login_failures.take(account, now);
     }
     return fail(checked.error());

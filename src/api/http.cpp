@@ -1,6 +1,7 @@
 #include "api/http.h"
 
 #include <algorithm>
+#include <cctype>
 
 #include "common/crypto.h"
 
@@ -10,6 +11,13 @@ std::optional<std::string_view> HttpRequest::header(std::string_view name) const
   for (const auto& [k, v] : headers)
     if (k == name) return std::string_view(v);
   return std::nullopt;
+}
+
+std::vector<std::string_view> HttpRequest::header_values(std::string_view name) const {
+  std::vector<std::string_view> out;
+  for (const auto& [k, v] : headers)
+    if (k == name) out.emplace_back(v);
+  return out;
 }
 
 std::optional<std::string_view> HttpRequest::cookie(std::string_view name) const {
@@ -78,6 +86,87 @@ void parse_target(HttpRequest& req) {
     }
     if (req.query.contains(*key)) req.query_error = "query parameter '" + *key + "' repeated";
     req.query[*key] = *val;
+  }
+}
+
+namespace {
+
+// RFC 9110 section 5.6.2: tchar.
+bool is_token_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) ||
+         std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+bool is_optional_space(char c) { return c == ' ' || c == '\t'; }
+
+// Reads a token from the front of `s`; empty when there is none.
+std::string_view take_token(std::string_view& s) {
+  size_t n = 0;
+  while (n < s.size() && is_token_char(s[n])) ++n;
+  std::string_view out = s.substr(0, n);
+  s.remove_prefix(n);
+  return out;
+}
+
+void skip_optional_space(std::string_view& s) {
+  while (!s.empty() && is_optional_space(s.front())) s.remove_prefix(1);
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return char(std::tolower(c)); });
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string_view> MediaType::parameter(std::string_view name) const {
+  for (const auto& [k, v] : parameters)
+    if (k == name) return std::string_view(v);
+  return std::nullopt;
+}
+
+std::optional<MediaType> parse_media_type(std::string_view s) {
+  MediaType out;
+  skip_optional_space(s);
+  const std::string_view type = take_token(s);
+  if (type.empty() || s.empty() || s.front() != '/') return std::nullopt;
+  s.remove_prefix(1);
+  const std::string_view subtype = take_token(s);
+  if (subtype.empty()) return std::nullopt;
+  out.type = lower(type);
+  out.subtype = lower(subtype);
+  for (;;) {
+    skip_optional_space(s);
+    if (s.empty()) return out;
+    if (s.front() != ';') return std::nullopt;
+    s.remove_prefix(1);
+    skip_optional_space(s);
+    const std::string_view name = take_token(s);
+    if (name.empty() || s.empty() || s.front() != '=') return std::nullopt;
+    s.remove_prefix(1);
+    std::string value;
+    if (!s.empty() && s.front() == '"') {  // quoted-string, with quoted-pairs
+      s.remove_prefix(1);
+      for (;;) {
+        if (s.empty()) return std::nullopt;  // unterminated
+        char c = s.front();
+        s.remove_prefix(1);
+        if (c == '"') break;
+        if (c == '\\') {
+          if (s.empty()) return std::nullopt;
+          c = s.front();
+          s.remove_prefix(1);
+        }
+        if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) return std::nullopt;
+        value.push_back(c);
+      }
+    } else {
+      value = std::string(take_token(s));
+      if (value.empty()) return std::nullopt;
+    }
+    out.parameters.emplace_back(lower(name), std::move(value));
   }
 }
 

@@ -24,6 +24,8 @@ struct HttpRequest {
   std::optional<std::string> query_error;    // set when the query string could not be decoded
 
   std::optional<std::string_view> header(std::string_view lower_name) const;
+  // Every value of a header that may repeat (X-Forwarded-For), in order.
+  std::vector<std::string_view> header_values(std::string_view lower_name) const;
   // The value of cookie `name` from the Cookie header(s); the first one when repeated.
   std::optional<std::string_view> cookie(std::string_view name) const;
 };
@@ -37,5 +39,18 @@ struct HttpResponse {
 
 // Splits "path?query" and percent-decodes both; sets query_error on malformed escapes.
 void parse_target(HttpRequest& req);
+
+// A media type as RFC 9110 section 8.3.1 writes it: type "/" subtype, then parameters
+// (`; name=value`, the value a token or a quoted string). Type, subtype and parameter names are
+// lower-cased (they are case-insensitive); values are kept as sent, unquoted.
+struct MediaType {
+  std::string type, subtype;
+  std::vector<std::pair<std::string, std::string>> parameters;
+  std::string essence() const { return type + "/" + subtype; }  // "application/json"
+  std::optional<std::string_view> parameter(std::string_view lower_name) const;
+};
+// nullopt when `text` is not a media type ("application/jsonfoo" is one, of subtype
+// "jsonfoo"; "application/json foo" and "application/json;" are not).
+std::optional<MediaType> parse_media_type(std::string_view text);
 
 }  // namespace gp::api

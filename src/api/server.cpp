@@ -1,6 +1,7 @@
 // HTTP/1.1 server over Boost.Beast: one C++20 coroutine per connection on its own strand.
-// Slow clients cost a socket, not a thread: each read has a deadline (request head, body, and
-// keep-alive idle), sizes are capped before buffering, and the number of connections is capped.
+// Slow clients cost a socket, not a thread: each read has a deadline (keep-alive idle until a
+// request begins, then its head, then its body), sizes are capped before buffering, and the
+// number of connections is capped, overall and per client address.
 // Handlers run on the I/O threads; they are short (SQLite on local disk). A request's writes are
 // committed on its I/O thread, but the wait for the disk runs on the flusher pool: the session
 // answers only after that flush, and meanwhile the thread serves other requests.
@@ -20,9 +21,11 @@
 #include <boost/beast/ssl.hpp>
 #include <list>
 #include <thread>
+#include <unordered_map>
 #include <utility>  // boost/asio/awaitable.hpp forgets it (Boost 1.74)
 
 #include "api/api.h"
+#include "api/client_key.h"
 #include "common/thread_safety.h"
 #include "tls/tls.h"
 
@@ -49,7 +52,8 @@ struct Conn {
   std::shared_ptr<ssl::context> ctx;
   std::optional<beast::tcp_stream> plain;
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
-  bool busy = false;  // touched only on the connection's strand
+  bool busy = false;        // touched only on the connection's strand
+  std::string address_key;  // counted against the per-address cap under this key ("": not)
 };
 
 http::response<http::string_body> to_beast(HttpResponse&& r, unsigned version, bool keep_alive) {
@@ -70,6 +74,7 @@ HttpResponse plain_problem(int status, std::string_view code, std::string_view d
   r.body = Json{
       {"type", "https://gpuplane.dev/problems/" + std::string(code)},
       {"title", status == 413   ? "Payload Too Large"
+                : status == 429 ? "Too Many Requests"
                 : status == 431 ? "Request Header Fields Too Large"
                 : status == 503 ? "Service Unavailable"
                                 : "Bad Request"},
@@ -101,6 +106,9 @@ struct Server::Impl {
   Mutex mu;
   CondVar drained;
   std::list<std::weak_ptr<Conn>> conns GP_GUARDED_BY(mu);
+  // Open connections per client address (Limits::max_connections_per_address).
+  Mutex per_address_mu;
+  std::unordered_map<std::string, int> per_address GP_GUARDED_BY(per_address_mu);
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   // Waits for the disk (Store::flush); one flush covers every commit before it, so two
   // threads are plenty.
@@ -126,7 +134,16 @@ struct Server::Impl {
       }
       auto conn = std::make_shared<Conn>(std::move(socket), current_tls());
       if (active.load() >= api.limits().max_connections) {
-        asio::co_spawn(conn->transport().get_executor(), reject_busy(conn), asio::detached);
+        asio::co_spawn(conn->transport().get_executor(),
+                       refuse(conn, plain_problem(503, "unavailable", "too many connections")),
+                       asio::detached);
+        continue;
+      }
+      if (!count_address(*conn)) {
+        asio::co_spawn(conn->transport().get_executor(),
+                       refuse(conn, plain_problem(429, "rate_limited",
+                                                  "too many connections from this address")),
+                       asio::detached);
         continue;
       }
       ++active;
@@ -139,10 +156,38 @@ struct Server::Impl {
     }
   }
 
-  asio::awaitable<void> reject_busy(std::shared_ptr<Conn> conn) {
+  // Counts a new connection against its client address's cap; false when the address is at
+  // the cap. Trusted proxies are not counted: every client behind them shares their address.
+  bool count_address(Conn& conn) {
+    const int cap = api.limits().max_connections_per_address;
+    if (cap <= 0) return true;
+    boost::system::error_code ec;
+    auto ep = conn.transport().socket().remote_endpoint(ec);
+    if (ec) return true;  // already gone; the session ends at once
+    const std::string address = ep.address().to_string();
+    if (api.limits().trusted_proxies.contains(address)) return true;
+    std::string key = client_key(address);
+    MutexLock lock(per_address_mu);
+    int& open = per_address[key];
+    if (open >= cap) return false;
+    ++open;
+    conn.address_key = std::move(key);
+    return true;
+  }
+
+  void uncount_address(Conn& conn) {
+    if (conn.address_key.empty()) return;
+    MutexLock lock(per_address_mu);
+    auto it = per_address.find(conn.address_key);
+    if (it != per_address.end() && --it->second <= 0) per_address.erase(it);
+    conn.address_key.clear();
+  }
+
+  // Answers a connection the caps refuse (with `problem`, Retry-After 1) and closes it.
+  asio::awaitable<void> refuse(std::shared_ptr<Conn> conn, HttpResponse problem) {
     boost::system::error_code ec;
     conn->transport().expires_after(std::chrono::seconds(2));
-    auto res = to_beast(plain_problem(503, "unavailable", "too many connections"), 11, false);
+    auto res = to_beast(std::move(problem), 11, false);
     res.set(http::field::retry_after, "1");
     if (conn->tls) {
       co_await conn->tls->async_handshake(ssl::stream_base::server,
@@ -181,6 +226,7 @@ struct Server::Impl {
     }
     conn->transport().socket().shutdown(tcp::socket::shutdown_both, ec);
     conn->transport().close();
+    uncount_address(*conn);
     if (--active == 0) {
       MutexLock lock(mu);  // pairs with the check in stop()
       drained.notify_all();
@@ -201,8 +247,18 @@ struct Server::Impl {
       http::request_parser<http::string_body> parser;
       parser.header_limit(static_cast<std::uint32_t>(limits.max_header_bytes));
       parser.body_limit(limits.max_body_bytes);
-      // The first request head must arrive within header_timeout; later ones may wait idle.
-      conn.transport().expires_after(first ? limits.header_timeout : limits.idle_timeout);
+      // Between requests a keep-alive connection may wait idle_timeout for the next one to
+      // begin; from its first byte, its head has header_timeout like the first request's (a
+      // client cannot trickle a head over the idle timeout). Bytes already buffered (a
+      // pipelined request) have begun it.
+      if (!first && buffer.size() == 0) {
+        conn.transport().expires_after(limits.idle_timeout);
+        const size_t n = co_await stream.async_read_some(
+            buffer.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) co_return false;  // closed by the client, idle too long, or stopping
+        buffer.commit(n);
+      }
+      conn.transport().expires_after(limits.header_timeout);
       co_await http::async_read_header(stream, buffer, parser,
                                        asio::redirect_error(asio::use_awaitable, ec));
       if (!ec && !parser.is_done()) {

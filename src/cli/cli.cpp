@@ -284,6 +284,14 @@ int run(int argc, char** argv) {
   serve->add_option("--max-connections", so.max_connections, "Connection cap")
       ->check(CLI::Range(1, 100000));
   serve
+      ->add_option("--max-connections-per-address", so.max_connections_per_address,
+                   "Connections per client address (IPv4 address or IPv6 /64); trusted proxies "
+                   "are not capped; 0 = no cap (default 128)")
+      ->check(CLI::Range(0, 100000));
+  serve->add_option("--trusted-proxies", so.trusted_proxies,
+                    "Comma-separated addresses and CIDR networks of reverse proxies whose "
+                    "X-Forwarded-For names the client (default: none)");
+  serve
       ->add_option("--rate-limit-principal", so.rate_limit_principal,
                    "Requests per second per principal, bursts of twice that; 0 = off (default 200)")
       ->check(CLI::Range(0.0, 1e6));

@@ -25,6 +25,10 @@ struct ServeOptions {
   // the writes in flight, and with them the size of each group commit.
   int threads = 64;
   int max_connections = 512;
+  int max_connections_per_address = 128;  // 0 = no cap
+  // Reverse proxies whose X-Forwarded-For names the client: addresses and CIDR networks,
+  // comma-separated (api::TrustedProxies).
+  std::string trusted_proxies;
   // Rate limits in requests per second (bursts of twice that); 0 turns one off, and unset
   // (negative) keeps api::RateLimits::server_defaults().
   double rate_limit_principal = -1;

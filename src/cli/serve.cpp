@@ -209,6 +209,12 @@ int run_serve(const ServeOptions& o) {
         "HTTP on purpose");
     return 2;
   }
+  // Checked before anything is created: a bad list changes nothing.
+  auto proxies = api::TrustedProxies::parse(o.trusted_proxies);
+  if (!proxies) {
+    spdlog::critical("--trusted-proxies: {}", proxies.error().message);
+    return 2;
+  }
   std::optional<tls::CertFiles> tls_files;
   if (!o.tls_cert.empty()) tls_files = tls::CertFiles{o.tls_cert, o.tls_key};
   std::error_code fs_ec;
@@ -268,6 +274,10 @@ int run_serve(const ServeOptions& o) {
 
   api::Limits limits;
   limits.max_connections = o.max_connections;
+  limits.max_connections_per_address = o.max_connections_per_address;
+  limits.trusted_proxies = std::move(*proxies);
+  if (!limits.trusted_proxies.empty())
+    spdlog::info("client addresses from X-Forwarded-For of {}", limits.trusted_proxies.to_string());
   limits.rate = api::RateLimits::server_defaults();
   if (o.rate_limit_principal >= 0)
     limits.rate.per_principal = {o.rate_limit_principal, std::max(1.0, 2 * o.rate_limit_principal)};

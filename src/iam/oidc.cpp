@@ -671,4 +671,41 @@ Result<Json> Provider::verify(std::string_view id_token, TimePoint now) {
       id_token, *set, {config_.issuer, config_.client_id, std::nullopt, now, config_.clock_skew});
 }
 
+// ---- logins in flight ----
+
+namespace {
+std::string pending_login_key(std::string_view state) { return hex_encode(sha256(state)); }
+}  // namespace
+
+Result<std::optional<Duration>> save_pending_login(store::Tx& tx, std::string_view state,
+                                                   const PendingLogin& login, int64_t now_micros,
+                                                   int max_in_flight) {
+  GP_TRY_VOID(tx.exec("DELETE FROM oidc_logins WHERE expires_at < ?", {now_micros}));
+  auto held = GP_TRY(tx.query_one(
+      "SELECT COUNT(*), MIN(expires_at) FROM oidc_logins WHERE provider = ?", {login.provider}));
+  if (held && held->integer(0) >= max_in_flight) {
+    const int64_t wait = held->is_null(1) ? 0 : std::max<int64_t>(0, held->integer(1) - now_micros);
+    return std::optional<Duration>(std::chrono::microseconds(wait));
+  }
+  GP_TRY_VOID(
+      tx.exec("INSERT INTO oidc_logins (state_hash, provider, nonce, code_verifier, redirect_uri, "
+              "return_to, created_at, expires_at) VALUES (?,?,?,?,?,?,?,?)",
+              {pending_login_key(state), login.provider, login.nonce, login.code_verifier,
+               login.redirect_uri, login.return_to, now_micros, login.expires_at}));
+  return std::optional<Duration>();
+}
+
+Result<std::optional<PendingLogin>> take_pending_login(store::Tx& tx, std::string_view state) {
+  const std::string key = pending_login_key(state);
+  auto row = GP_TRY(tx.query_one(
+      "SELECT provider, nonce, code_verifier, redirect_uri, return_to, expires_at FROM "
+      "oidc_logins WHERE state_hash = ?",
+      {key}));
+  if (!row) return std::optional<PendingLogin>();
+  PendingLogin out{row->text(0), row->text(1), row->text(2),
+                   row->text(3), row->text(4), row->integer(5)};
+  GP_TRY_VOID(tx.exec("DELETE FROM oidc_logins WHERE state_hash = ?", {key}));
+  return std::optional<PendingLogin>(std::move(out));
+}
+
 }  // namespace gp::iam::oidc

@@ -19,6 +19,7 @@
 #include "common/result.h"
 #include "common/thread_safety.h"
 #include "iam/iam.h"
+#include "store/store.h"
 
 namespace gp::iam::oidc {
 
@@ -117,6 +118,25 @@ struct Identity {
 // Applies the provider's rules to verified claims. kPermissionDenied when no rule matches or
 // the matches name more than one tenant (a user belongs to one tenant).
 Result<Identity> map_claims(const ProviderConfig& config, const Json& claims);
+
+// ---- logins in flight (the oidc_logins table) ----
+
+// A browser login between its start and the provider's callback. Its `state` is kept only as a
+// hash; the login is single use.
+struct PendingLogin {
+  std::string provider, nonce, code_verifier, redirect_uri, return_to;
+  int64_t expires_at = 0;  // Unix microseconds
+};
+// Purges expired logins, then stores `login` under `state`, unless its provider already has
+// `max_in_flight` unexpired logins: then nothing is stored and the answer is how long until the
+// provider's oldest one expires (a slot frees up). Logins are begun without credentials, so the
+// cap is what bounds the table.
+Result<std::optional<Duration>> save_pending_login(store::Tx& tx, std::string_view state,
+                                                   const PendingLogin& login, int64_t now_micros,
+                                                   int max_in_flight);
+// Removes and returns the login stored under `state`; nullopt when there is none (never begun,
+// already used, or purged).
+Result<std::optional<PendingLogin>> take_pending_login(store::Tx& tx, std::string_view state);
 
 // ---- the provider's endpoints ----
 

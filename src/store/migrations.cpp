@@ -687,6 +687,11 @@ CREATE TABLE storage_deletion_confirmations (
   PRIMARY KEY (deletion_id, node_id)
 )
 )SQL"},
+      // OIDC logins in flight are capped per provider (iam::oidc::save_pending_login counts
+      // them on every login start).
+      {22, "oidc logins per provider", R"SQL(
+CREATE INDEX oidc_logins_provider ON oidc_logins (provider, expires_at)
+)SQL"},
   };
   return kMigrations;
 }

@@ -168,6 +168,30 @@ TEST(BadInput, WrongContentTypeIs415) {
   EXPECT_EQ(good.status, 201) << good.raw;
 }
 
+// Issue 24 finding 7: the type was matched by prefix, so "application/jsonfoo" passed.
+TEST(BadInput, ContentTypeIsParsedAsAMediaTypeNotMatchedByPrefix) {
+  TestServer s;
+  Json before = tenant_list(s);
+  const std::string body = R"({"name":"acme"})";
+  auto post = [&](const std::string& type) {
+    return send_raw(
+        s, raw_request("POST", "/v1/tenants",
+                       {{"Authorization", "Bearer " + s.admin_token()}, {"Content-Type", type}},
+                       body));
+  };
+  for (const char* type :
+       {"application/jsonfoo", "application/json-seq", "application/jsonx; charset=utf-8",
+        "application/merge-patch+jsonfoo", "application/json garbage", "application/json;",
+        "application/json; charset=latin1", "application/json; boundary=x",
+        "application/json, text/plain", "application/json; charset=\"utf-8"}) {
+    auto r = post(type);
+    EXPECT_TRUE(IsProblem(r, 415, "unsupported_media_type")) << type;
+  }
+  EXPECT_EQ(tenant_list(s), before);
+  // Case does not matter in the type or the charset, and spaces and quotes are allowed.
+  EXPECT_EQ(post("Application/JSON ; Charset=\"UTF-8\"").status, 201);
+}
+
 TEST(BadInput, BadQueryParametersAre400) {
   TestServer s;
   s.create_tenant("acme", "acme-admin");
@@ -320,6 +344,87 @@ TEST(SlowClients, StalledHeadsDoNotBlockOthersAndAreClosedAfterHeaderTimeout) {
   EXPECT_EQ(open, 0) << open << " stalled connections outlived the header timeout";
   EXPECT_TRUE(s.wait_for_connections(0, milliseconds(1000)));
   EXPECT_EQ(s.request("GET", "/healthz").status, 200);
+}
+
+// Issue 24 finding 7: after the first request a keep-alive connection's next head was read
+// under the idle timeout, so it could trickle a head for a minute instead of 10 s.
+TEST(SlowClients, AKeepAliveConnectionsNextHeadHasTheHeaderDeadlineToo) {
+  api::Limits limits;
+  limits.header_timeout = milliseconds(600);
+  limits.idle_timeout = milliseconds(30000);
+  TestServer s(limits);
+  RawConnection c(s.port());
+  const std::string keep_alive = "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  ASSERT_TRUE(c.send(keep_alive));
+  auto first = c.read_response(milliseconds(5000));
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->status, 200);
+  // Idle between requests is allowed past the header deadline...
+  auto idle_from = SteadyClock::now();
+  while (SteadyClock::now() - idle_from < limits.header_timeout + milliseconds(400))
+    ASSERT_FALSE(c.wait_closed(milliseconds(50))) << "an idle keep-alive connection was closed";
+  ASSERT_TRUE(c.open_and_quiet());
+  // ...but once the next request begins, its head has header_timeout, not the idle timeout.
+  auto started = SteadyClock::now();
+  ASSERT_TRUE(c.send("GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: "));
+  EXPECT_TRUE(c.wait_closed(milliseconds(5000)))
+      << "the second request's head was still awaited after 5 s";
+  EXPECT_GE(SteadyClock::now() - started, limits.header_timeout - milliseconds(100));
+  // A keep-alive connection that sends its next request in time is served.
+  RawConnection d(s.port());
+  ASSERT_TRUE(d.send(keep_alive));
+  ASSERT_TRUE(d.read_response(milliseconds(5000)).has_value());
+  ASSERT_TRUE(d.send(keep_alive));
+  auto second = d.read_response(milliseconds(5000));
+  ASSERT_TRUE(second.has_value());
+  EXPECT_EQ(second->status, 200);
+}
+
+// Issue 24 finding 7: only the global cap existed, so one address could hold every connection.
+TEST(SlowClients, ConnectionsPerAddressAreCappedWhileOtherAddressesAreServed) {
+  api::Limits limits;
+  limits.max_connections = 100;
+  limits.max_connections_per_address = 3;
+  TestServer s(limits);
+  ASSERT_TRUE(s.wait_for_connections(0, milliseconds(2000)));
+  std::vector<std::unique_ptr<RawConnection>> held;
+  for (int i = 0; i < 3; ++i) held.push_back(std::make_unique<RawConnection>(s.port()));
+  ASSERT_TRUE(s.wait_for_connections(3, milliseconds(2000)));
+  // The fourth from the same address is refused: 429 and closed.
+  RawConnection fourth(s.port());
+  auto refused = fourth.read_response(milliseconds(3000));
+  ASSERT_TRUE(refused.has_value()) << "the fourth connection got no answer";
+  EXPECT_TRUE(IsProblem(*refused, 429, "rate_limited", false)) << refused->raw;
+  EXPECT_EQ(refused->header("Retry-After"), "1");
+  EXPECT_TRUE(fourth.wait_closed(milliseconds(2000)));
+  EXPECT_EQ(s.server().active_connections(), 3);
+  // Another address is served meanwhile.
+  RawConnection other(s.port(), "127.0.0.2");
+  ASSERT_TRUE(other.send(raw_request("GET", "/healthz", {})));
+  auto served = other.read_response(milliseconds(3000));
+  ASSERT_TRUE(served.has_value());
+  EXPECT_EQ(served->status, 200);
+  // Closing one frees its slot for the same address.
+  held.pop_back();
+  ASSERT_TRUE(s.wait_for_connections(2, milliseconds(3000)));
+  EXPECT_EQ(s.request("GET", "/healthz").status, 200);
+}
+
+// Behind a trusted proxy every client shares its address: the proxy is not capped.
+TEST(SlowClients, TrustedProxiesAreNotCappedPerAddress) {
+  api::Limits limits;
+  limits.max_connections_per_address = 2;
+  limits.trusted_proxies = *api::TrustedProxies::parse("127.0.0.1");
+  TestServer s(limits);
+  std::vector<std::unique_ptr<RawConnection>> held;
+  for (int i = 0; i < 5; ++i) held.push_back(std::make_unique<RawConnection>(s.port()));
+  ASSERT_TRUE(s.wait_for_connections(5, milliseconds(2000)));
+  EXPECT_EQ(s.request("GET", "/healthz").status, 200);
+  // An untrusted address still is.
+  RawConnection a(s.port(), "127.0.0.2"), b(s.port(), "127.0.0.2"), c(s.port(), "127.0.0.2");
+  auto refused = c.read_response(milliseconds(3000));
+  ASSERT_TRUE(refused.has_value());
+  EXPECT_EQ(refused->status, 429);
 }
 
 TEST(SlowClients, ConnectionCapShedsLoadAndRecovers) {

@@ -13,157 +13,10 @@
 
 #include "api/router.h"
 #include "integration/harness.h"
+#include "integration/tenant_world.h"
 
 namespace gp::it {
 namespace {
-
-// One tenant with one of everything, created through the API by its own admin.
-struct TenantWorld {
-  TenantInfo tenant;
-  std::string project_id, user_id, sa_id, key_id, key_token, binding_id, allocation_id,
-      reservation_id, invoice_id, vm_id;
-  std::string secret;  // a name only this tenant uses
-
-  std::map<std::string, std::string> path_ids() const {
-    return {{"tenant", tenant.id},
-            {"project", project_id},
-            {"user", user_id},
-            {"service_account", sa_id},
-            {"api_key", key_id},
-            {"role_binding", binding_id},
-            {"allocation", allocation_id},
-            {"reservation", reservation_id},
-            {"invoice", invoice_id},
-            {"secret", secret},
-            {"vm", vm_id},
-            {"budget", project_id}};
-  }
-};
-
-TenantWorld populate(TestServer& s, const std::string& name) {
-  TenantWorld w;
-  w.tenant = s.create_tenant(name, name + "-admin");
-  const auto& token = w.tenant.admin_token;
-  const auto& t = w.tenant.id;
-  w.project_id = s.create_project(token, t, name + "-prj").at("id");
-  w.user_id = s.create_user(token, t, name + "-user").at("id");
-  w.sa_id = s.create_service_account(token, t, name + "-sa").at("id");
-  auto key = s.create_api_key(
-      token, t, {{"name", "ci"}, {"owner_kind", "service_account"}, {"owner_id", w.sa_id}});
-  w.key_id = key.at("id");
-  w.key_token = key.at("token");
-  w.binding_id =
-      s.create_binding(token, t, "project-member", "user", w.user_id, w.project_id).at("id");
-  // A GPU allocation: the fleet has one node, the tenant a quota of one GPU.
-  if (s.request("GET", "/v1/nodes/" + name + "-node", nullptr, s.admin_token()).status == 404) {
-    Json nodes = Json::array({{{"inventory", h200_inventory(name + "-node", 2)}}});
-    expect_status(s.request("POST", "/v1/fleet/import", {{"nodes", nodes}}, s.admin_token()), 201,
-                  "fleet import");
-  }
-  expect_status(s.request("PUT", "/v1/tenants/" + t + "/quota",
-                          {{"models", {{"H200", {{"nominal", 2}}}}}}, s.admin_token()),
-                200, "quota");
-  w.allocation_id =
-      expect_status(
-          s.request("POST", "/v1/tenants/" + t + "/projects/" + w.project_id + "/allocations",
-                    {{"shape", {{"tier", "dedicated-gpu"}}}}, token),
-          201, "allocation")
-          .body.at("id");
-  // A GPU VM: an allocation of a vm offering on a node of the tenant's own pool, whose agent's
-  // heartbeat creates the VM's record.
-  if (s.request("GET", "/v1/offerings/vm-pool", nullptr, s.admin_token()).status == 404)
-    expect_status(s.request("POST", "/v1/offerings",
-                            {{"name", "vm-pool"},
-                             {"tier", "dedicated-pool"},
-                             {"models", {"H200"}},
-                             {"gpus", 1},
-                             {"delivery", "vm"},
-                             {"vm", {{"vcpus", 4}, {"memory_mib", 8192}}}},
-                            s.admin_token()),
-                  201, "vm offering");
-  const std::string pool = name + "-pool";
-  expect_status(s.request("POST", "/v1/pools", {{"name", pool}, {"tenant", t}}, s.admin_token()),
-                201, "pool");
-  auto join = expect_status(s.request("POST", "/v1/join-tokens", {{"pool", pool}}, s.admin_token()),
-                            201, "join token");
-  const std::string node_token =
-      expect_status(s.request("POST", "/v1/agent/enroll",
-                              {{"join_token", join.body.at("token")},
-                               {"inventory", h200_inventory(name + "-vm-node", 1)}}),
-                    201, "enroll")
-          .body.at("credential");
-  auto vm_alloc_resp = expect_status(
-      s.request("POST", "/v1/tenants/" + t + "/projects/" + w.project_id + "/allocations",
-                {{"offering", "vm-pool"}}, token),
-      201, "vm allocation");
-  const std::string vm_allocation = vm_alloc_resp.body.at("id");
-  auto hb = expect_status(s.request("POST", "/v1/agent/heartbeat", Json::object(), node_token), 200,
-                          "heartbeat");
-  for (const auto& a : hb.body.at("assignments").at("allocations"))
-    if (a.at("id") == vm_allocation) w.vm_id = a.at("vm").at("id");
-  if (w.vm_id.empty())
-    throw std::runtime_error("the VM allocation did not reach its node: " + hb.raw);
-  w.reservation_id = expect_status(s.request("POST", "/v1/tenants/" + t + "/reservations",
-                                             {{"project", w.project_id},
-                                              {"shape", {{"tier", "dedicated-gpu"}}},
-                                              {"start_time", "2100-01-01T00:00:00Z"},
-                                              {"duration_seconds", 3600}},
-                                             token),
-                                   201, "reservation")
-                         .body.at("id");
-  // A finalized invoice for the hour before last (operators draft and finalize invoices).
-  if (s.request("GET", "/v1/rate-cards/default", nullptr, s.admin_token()).status == 404) {
-    expect_status(
-        s.request("POST", "/v1/rate-cards",
-                  {{"id", "default"},
-                   {"currency", "USD"},
-                   {"effective_from", "2020-01-01T00:00:00Z"},
-                   {"prices", {{{"resource_key", "gpu/H200"}, {"unit_price_micros", 1'000'000}}}}},
-                  s.admin_token()),
-        201, "rate card");
-  }
-  const TimePoint now = s.clock().now();
-  w.invoice_id = expect_status(s.request("POST", "/v1/tenants/" + t + "/invoices",
-                                         {{"start", format_rfc3339(now - std::chrono::hours(2))},
-                                          {"end", format_rfc3339(now - std::chrono::hours(1))}},
-                                         s.admin_token()),
-                               201, "invoice")
-                     .body.at("id");
-  expect_status(s.request("POST", "/v1/tenants/" + t + "/invoices/" + w.invoice_id + "/finalize",
-                          nullptr, s.admin_token()),
-                200, "finalize invoice");
-  expect_status(s.request("PUT", "/v1/tenants/" + t + "/budgets/" + w.project_id,
-                          {{"amount_micros", 500'000'000}}, token),
-                201, "budget");
-  w.secret = name + "-registry";
-  expect_status(s.request("POST", "/v1/tenants/" + t + "/secrets",
-                          {{"name", w.secret}, {"value", name + "-s3cret"}}, token),
-                201, "secret");
-  expect_status(s.request("PUT", "/v1/tenants/" + t + "/projects/" + w.project_id + "/volumes",
-                          {{"size_limits", {{"datasets", 1 << 20}}}}, token),
-                200, "volumes");
-  return w;
-}
-
-// Replaces every {param} of a route pattern; throws on a parameter it has no value for, so a
-// new kind of path parameter cannot slip past the matrix.
-std::string fill(const std::string& pattern, const std::map<std::string, std::string>& ids) {
-  std::string out;
-  size_t i = 0;
-  while (i < pattern.size()) {
-    if (pattern[i] != '{') {
-      out += pattern[i++];
-      continue;
-    }
-    size_t end = pattern.find('}', i);
-    std::string name = pattern.substr(i + 1, end - i - 1);
-    auto it = ids.find(name);
-    if (it == ids.end()) throw std::runtime_error("no test value for {" + name + "} in " + pattern);
-    out += it->second;
-    i = end + 1;
-  }
-  return out;
-}
 
 // A small valid body for each request schema, aimed at tenant `w`.
 Json minimal_body(const std::string& schema, const TenantWorld& w) {
@@ -200,42 +53,6 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
   if (schema == "WorkloadPolicySet")
     return {{"allowed_registries", Json::array({"evil.example.com"})}};
   throw std::runtime_error("no minimal body for request schema " + schema);
-}
-
-// Everything a platform admin can read about a tenant.
-Json snapshot(TestServer& s, const std::string& tenant) {
-  Json out;
-  out["tenant"] = expect_status(s.request("GET", "/v1/tenants/" + tenant, nullptr, s.admin_token()),
-                                200, "snapshot tenant")
-                      .body;
-  for (const char* noun :
-       {"projects", "users", "service-accounts", "api-keys", "role-bindings", "allocations",
-        "reservations", "secrets", "budgets", "budget-alerts", "vms"})
-    out[noun] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/" + noun);
-  out["network"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/network", nullptr,
-                                           s.admin_token()),
-                                 200, "snapshot network")
-                       .body;
-  out["volumes"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/volumes", nullptr,
-                                           s.admin_token()),
-                                 200, "snapshot volumes")
-                       .body;
-  out["workload-policy"] =
-      expect_status(
-          s.request("GET", "/v1/tenants/" + tenant + "/workload-policy", nullptr, s.admin_token()),
-          200, "snapshot workload policy")
-          .body;
-  out["billing-account"] =
-      expect_status(
-          s.request("GET", "/v1/tenants/" + tenant + "/billing-account", nullptr, s.admin_token()),
-          200, "snapshot billing account")
-          .body;
-  out["invoices"] = s.list_all(s.admin_token(), "/v1/tenants/" + tenant + "/invoices");
-  out["ssh-keys"] = expect_status(s.request("GET", "/v1/tenants/" + tenant + "/ssh-keys", nullptr,
-                                            s.admin_token()),
-                                  200, "snapshot ssh keys")
-                        .body;
-  return out;
 }
 
 std::vector<const api::Route*> tenant_routes(api::Api& api) {
@@ -318,7 +135,9 @@ TEST(CrossTenant, EveryTenantRouteRefusesForeignAndInvalidCredentials) {
 
   EXPECT_EQ(snapshot(s, b.tenant.id), before) << "tenant B changed under foreign requests";
 
-  // Every refusal is in the trail as denied, under the request id the caller was given.
+  // Every refusal is in the trail as denied, under the request id the caller was given (the
+  // Api's default keeps every hidden denial; serve's coalesces them, see
+  // HiddenDenialRecordsAreCoalescedPerPrincipal).
   std::map<std::string, Json> by_request;
   for (auto& rec : s.audit_records()) by_request[rec.at("request_id")] = rec;
   for (const auto& cell : cells) {
@@ -332,17 +151,109 @@ TEST(CrossTenant, EveryTenantRouteRefusesForeignAndInvalidCredentials) {
     EXPECT_EQ(it->second.at("actor"), cell.expected_actor) << cell.what;
   }
 
-  // B's admins see A's probes in their own trail; A's trail does not hold them.
+  // A's probes are in A's own trail (and so in the platform's), never in B's: B's admins do
+  // not learn A's user ids and address, and A cannot flood B's trail.
   std::set<std::string> in_b, in_a;
   for (const auto& rec : s.list_all(b.tenant.admin_token, "/v1/tenants/" + b.tenant.id + "/audit"))
     in_b.insert(rec.at("request_id"));
   for (const auto& rec : s.list_all(a.tenant.admin_token, "/v1/tenants/" + a.tenant.id + "/audit"))
     in_a.insert(rec.at("request_id"));
   for (const auto& cell : cells) {
+    EXPECT_FALSE(in_b.contains(cell.request_id)) << cell.what << " leaked into B's trail";
     if (cell.expected_actor != a.tenant.admin_user_id) continue;
-    EXPECT_TRUE(in_b.contains(cell.request_id)) << cell.what << " missing from B's trail";
-    EXPECT_FALSE(in_a.contains(cell.request_id)) << cell.what << " leaked into A's trail";
+    EXPECT_TRUE(in_a.contains(cell.request_id)) << cell.what << " missing from A's trail";
   }
+}
+
+std::vector<Json> tenant_trail(TestServer& s, const std::string& token, const std::string& path) {
+  return s.list_all(token, path);
+}
+
+Json record_with_id(const std::vector<Json>& records, const std::string& request_id) {
+  for (const auto& r : records)
+    if (r.at("request_id") == request_id) return r;
+  return nullptr;
+}
+
+// A principal's 404 for another tenant's name and for a name no tenant has: the same answer,
+// the same work and the same record, so the answer says nothing about what exists.
+// Issue 24 finding 4: an existing tenant's 404 wrote a denial under that tenant (B's admins saw
+// A's ids and address), a missing tenant's wrote nothing; the difference was measurable.
+TEST(CrossTenant, AProbeOfAnotherTenantAndOfNoTenantAnswerAndRecordAlike) {
+  TestServer s;
+  TenantInfo a = s.create_tenant("alpha", "alpha-admin");
+  TenantInfo b = s.create_tenant("bravo", "bravo-admin");
+  const std::vector<Json> b_before =
+      tenant_trail(s, b.admin_token, "/v1/tenants/" + b.id + "/audit");
+  // By id and by name; a read and a write.
+  for (const auto& [method, existing, missing] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"GET", "/v1/tenants/" + b.id + "/projects", "/v1/tenants/ten_nosuchtenant0/projects"},
+           {"GET", "/v1/tenants/bravo/projects", "/v1/tenants/charlie/projects"},
+           {"POST", "/v1/tenants/bravo/projects", "/v1/tenants/charlie/projects"},
+           {"GET", "/v1/tenants/bravo", "/v1/tenants/charlie"}}) {
+    const Json body = method == "POST" ? Json{{"name", "probe"}} : Json(nullptr);
+    auto there = s.request(method, existing, body, a.admin_token);
+    auto absent = s.request(method, missing, body, a.admin_token);
+    const std::string what = method + " " + existing + " / " + missing;
+    ASSERT_TRUE(IsProblem(there, 404, "not_found")) << what;
+    ASSERT_TRUE(IsProblem(absent, 404, "not_found")) << what;
+    Json there_body = there.body, absent_body = absent.body;
+    there_body.erase("request_id");
+    absent_body.erase("request_id");
+    EXPECT_EQ(there_body, absent_body) << what;
+    // Both recorded, alike, in A's trail and the platform's.
+    const auto in_a = tenant_trail(s, a.admin_token, "/v1/tenants/" + a.id + "/audit");
+    const auto platform = s.audit_records();
+    for (const auto* records : {&in_a, &platform}) {
+      Json r1 = record_with_id(*records, there.request_id());
+      Json r2 = record_with_id(*records, absent.request_id());
+      ASSERT_TRUE(r1.is_object()) << what << ": the existing tenant's probe left no record";
+      ASSERT_TRUE(r2.is_object()) << what << ": the missing tenant's probe left no record";
+      EXPECT_EQ(r1.at("outcome"), "denied") << what;
+      EXPECT_EQ(r1.at("actor"), a.admin_user_id) << what;
+      EXPECT_EQ(r1.at("tenant_id"), a.id) << what;
+      EXPECT_EQ(r1.at("resource"), existing) << what;
+      EXPECT_EQ(r2.at("resource"), missing) << what;
+      for (const char* field : {"actor", "tenant_id", "action", "outcome", "source", "detail"})
+        EXPECT_EQ(r1.at(field), r2.at(field)) << what << ": records differ in " << field;
+    }
+  }
+  // B's trail holds nothing of A's.
+  const auto b_after = tenant_trail(s, b.admin_token, "/v1/tenants/" + b.id + "/audit");
+  EXPECT_EQ(b_after, b_before);
+}
+
+// Issue 24 finding 4: one hidden denial written per request let a prober flood the trail.
+TEST(CrossTenant, HiddenDenialRecordsAreCoalescedPerPrincipal) {
+  api::Limits limits;
+  limits.rate.hidden_denial_records_per_principal = {.per_second = 1.0 / 60, .burst = 3};
+  TestServer s(limits);
+  TenantInfo a = s.create_tenant("alpha", "alpha-admin");
+  TenantInfo b = s.create_tenant("bravo", "bravo-admin");
+  TenantInfo c = s.create_tenant("charlie", "charlie-admin");
+  auto denied_by = [&](const std::string& actor) {
+    std::vector<Json> out;
+    for (const auto& r : s.audit_records())
+      if (r.at("actor") == actor && r.at("outcome") == "denied") out.push_back(r);
+    return out;
+  };
+  // Twenty probes, alternately of an existing and of a missing tenant: the same budget.
+  for (int i = 0; i < 20; ++i) {
+    const std::string target =
+        i % 2 ? "/v1/tenants/" + b.id : "/v1/tenants/nosuch" + std::to_string(i);
+    EXPECT_EQ(s.request("GET", target + "/projects", nullptr, a.admin_token).status, 404);
+  }
+  EXPECT_EQ(denied_by(a.admin_user_id).size(), 3u);
+  // Another principal has its own budget.
+  EXPECT_EQ(s.request("GET", "/v1/tenants/" + b.id, nullptr, c.admin_token).status, 404);
+  EXPECT_EQ(denied_by(c.admin_user_id).size(), 1u);
+  // A minute later the next record says how many were left out.
+  s.clock().advance(std::chrono::seconds(60));
+  EXPECT_EQ(s.request("GET", "/v1/tenants/" + b.id, nullptr, a.admin_token).status, 404);
+  auto records = denied_by(a.admin_user_id);
+  ASSERT_EQ(records.size(), 4u);
+  EXPECT_EQ(records.back().at("detail").value("unrecorded_before", 0), 17);
 }
 
 TEST(CrossTenant, ForeignObjectIdsUnderOwnTenantPathAreNotFound) {
@@ -354,6 +265,11 @@ TEST(CrossTenant, ForeignObjectIdsUnderOwnTenantPathAreNotFound) {
   ids["tenant"] = a.tenant.id;
   Json before = snapshot(s, b.tenant.id);
   int checked = 0;
+  struct Sent {
+    std::string what, request_id;
+    std::string tenant_actor;  // A's admin; empty for the platform admin
+  };
+  std::vector<Sent> probes;
   for (const auto* r : tenant_routes(s.api())) {
     if (r->pattern.find('{', std::string("/v1/tenants/{tenant}").size()) == std::string::npos)
       continue;  // collection routes name no object of B
@@ -364,10 +280,36 @@ TEST(CrossTenant, ForeignObjectIdsUnderOwnTenantPathAreNotFound) {
     auto resp =
         s.request(r->method, fill(r->pattern, ids), minimal_body(r->request_schema, a), token);
     EXPECT_TRUE(IsProblem(resp, 404, "not_found")) << r->method << " " << r->pattern;
+    probes.push_back({r->method + " " + r->pattern, resp.request_id(),
+                      token == s.admin_token() ? std::string() : a.tenant.admin_user_id});
     ++checked;
   }
   EXPECT_GE(checked, 10);
   EXPECT_EQ(snapshot(s, b.tenant.id), before);
+  // Issue 24 finding 4: these probes left no record. Each is a denial now, in the caller's
+  // trail (the platform admin's in the platform's), never in B's.
+  std::map<std::string, Json> in_a, in_b, platform;
+  for (auto& r : s.list_all(a.tenant.admin_token, "/v1/tenants/" + a.tenant.id + "/audit"))
+    in_a[r.at("request_id")] = r;
+  for (auto& r : s.list_all(b.tenant.admin_token, "/v1/tenants/" + b.tenant.id + "/audit"))
+    in_b[r.at("request_id")] = r;
+  for (auto& r : s.audit_records()) platform[r.at("request_id")] = r;
+  for (const auto& p : probes) {
+    EXPECT_FALSE(in_b.contains(p.request_id)) << p.what << " is in B's trail";
+    auto it = platform.find(p.request_id);
+    if (it == platform.end()) {
+      ADD_FAILURE() << p.what << " left no audit record";
+      continue;
+    }
+    EXPECT_EQ(it->second.at("outcome"), "denied") << p.what;
+    EXPECT_EQ(it->second.at("detail").at("code"), "not_found") << p.what;
+    if (p.tenant_actor.empty()) {
+      EXPECT_TRUE(it->second.at("tenant_id").is_null()) << p.what;  // the platform's trail
+    } else {
+      EXPECT_EQ(it->second.at("actor"), p.tenant_actor) << p.what;
+      EXPECT_TRUE(in_a.contains(p.request_id)) << p.what << " is not in A's trail";
+    }
+  }
 }
 
 TEST(CrossTenant, TenantAdminListsOnlyItsOwnTenant) {

@@ -300,9 +300,19 @@ bool TestServer::wait_for_connections(int n, std::chrono::milliseconds timeout) 
 
 // ---- RawConnection ----
 
-RawConnection::RawConnection(uint16_t port) {
+RawConnection::RawConnection(uint16_t port, const std::string& source) {
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd_ < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
+  if (!source.empty()) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    if (::inet_pton(AF_INET, source.c_str(), &from.sin_addr) != 1 ||
+        ::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0) {
+      int err = errno;
+      ::close(fd_);
+      throw std::runtime_error("bind to " + source + ": " + std::strerror(err));
+    }
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);

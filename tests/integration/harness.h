@@ -133,7 +133,9 @@ Resp expect_status(Resp r, int status, std::string_view what);
 // raise SIGPIPE; reads wait with poll() and a deadline.
 class RawConnection {
  public:
-  explicit RawConnection(uint16_t port);  // connects or throws
+  // Connects or throws; from `source` (another loopback address, such as 127.0.0.2, stands for
+  // another client) when given.
+  explicit RawConnection(uint16_t port, const std::string& source = "");
   ~RawConnection();
   RawConnection(const RawConnection&) = delete;
   RawConnection& operator=(const RawConnection&) = delete;
