@@ -343,23 +343,6 @@ class Placer {
     return -1;
   }
 
-  // The most GPUs (free + convertible) any eligible node offers.
-  int best_available() const {
-    int best = 0;
-    for (int32_t d : domains_) {
-      const detail::Buckets& b = s_.segment(d, model_).avail;
-      for (std::size_t k = b.lists.size(); k-- > 1 && static_cast<int>(k) > best;) {
-        for (int32_t n : b.lists[k]) {
-          if (eligible(n)) {
-            best = static_cast<int>(k);
-            break;
-          }
-        }
-      }
-    }
-    return best;
-  }
-
   std::vector<int32_t> eligible_nodes(int min_avail) const {
     std::vector<int32_t> out;
     for (int32_t d : domains_) {
@@ -398,9 +381,8 @@ class Placer {
       }
     }
     if (n == 1 || r_.same_node) {
-      return fail(Error::conflict(
-          fmt::format("no schedulable {} node in {} with {} free whole GPU(s); best has {}",
-                      model_name(), where(), n, best_available())));
+      return fail(Error::conflict(fmt::format(
+          "no schedulable {} node in {} with {} free whole GPU(s)", model_name(), where(), n)));
     }
     // Spread: one NVLink domain, else one rack, else anywhere; fewest nodes within the group.
     const std::vector<int32_t> nodes = eligible_nodes(1);
@@ -442,9 +424,8 @@ class Placer {
       fill(nodes);
       return p;
     }
-    return fail(
-        Error::conflict(fmt::format("{} has {} free {} GPU(s) for this tenant; {} requested",
-                                    where(), total, model_name(), n)));
+    return fail(Error::conflict(fmt::format("{} has fewer than {} free {} GPUs for this tenant",
+                                            where(), n, model_name())));
   }
 
   Result<Placement> place_nodes(Placement p) const {
@@ -515,12 +496,13 @@ class Placer {
         return p;
       }
       return fail(Error::conflict(fmt::format(
-          "{} has {} schedulable {} node(s) with {} free GPUs and no other tenant; {} requested",
-          where(), nodes.size(), model_name(), g, count)));
+          "{} has fewer than {} schedulable {} nodes with {} free GPUs and no other tenant",
+          where(), count, model_name(), g)));
     }
-    return fail(Error::conflict(fmt::format(
-        "no schedulable {} node in {} with {} free GPUs and no other tenant; best has {}",
-        model_name(), where(), g, best_available())));
+    return fail(
+        Error::conflict(fmt::format("no schedulable {} node in {} with {} free GPUs and no other "
+                                    "tenant",
+                                    model_name(), where(), g)));
   }
 
   // ---- MIG instances and shares: one unit at a time on a tentative overlay ----
@@ -715,9 +697,8 @@ class Placer {
     }
     for (int unit = 0; unit < r_.count; ++unit) {
       if (!place_one(overlay, p)) {
-        return fail(Error::conflict(
-            fmt::format("no schedulable {} GPU in {} has room for {}{}", model_name(), where(),
-                        what, unit > 0 ? fmt::format(" (only {} fit)", unit) : "")));
+        return fail(Error::conflict(fmt::format("no schedulable {} GPU in {} has room for {}",
+                                                model_name(), where(), what)));
       }
     }
     return finish(std::move(p), overlay);
@@ -1093,9 +1074,8 @@ class Placer {
       for (int16_t m : models) {
         model_ = m;
         if (!reasons.empty()) reasons += "; ";
-        reasons +=
-            fmt::format("no schedulable {} node in {} with {} free whole GPU(s); best has {}",
-                        model_name(), where(), r_.count, best_available());
+        reasons += fmt::format("no schedulable {} node in {} with {} free whole GPU(s)",
+                               model_name(), where(), r_.count);
         if (r_.needs_node_resources()) {
           reasons += fmt::format(" (and {} milli-CPU, {} MiB free)", r_.cpu_milli, r_.memory_mib);
         }

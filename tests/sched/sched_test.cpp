@@ -74,7 +74,7 @@ TEST(SchedTestHelpers, AFailedPlacementEndsTheTestBeforeAnythingUsesIt) {
   EXPECT_FALSE(went_on);
   ASSERT_GE(applied.size(), 1);
   EXPECT_TRUE(applied.GetTestPartResult(0).fatally_failed());
-  EXPECT_THAT(applied.GetTestPartResult(0).message(), HasSubstr("9 requested"));
+  EXPECT_THAT(applied.GetTestPartResult(0).message(), HasSubstr("fewer than 9 free"));
 
   capture_failures(&placed, [&] {
     ClusterState s = make_state({{.id = "n1", .gpus = 8}});
@@ -205,7 +205,7 @@ TEST(Place, DedicatedGpuGoesToTheFullestNodeThatFits) {
   EXPECT_EQ(*nodes_of(s, q).begin(), "big");
 }
 
-TEST(Place, SameNodeFailureSaysWhatTheBestNodeHas) {
+TEST(Place, SameNodeFailureSaysWhatWasAsked) {
   ClusterState s = make_state({{.id = "n1", .gpus = 8}, {.id = "n2", .gpus = 8}});
   ASSERT_APPLIED(s, gpus("a", 8), "a1");
   ASSERT_APPLIED(s, gpus("a", 3), "a2");
@@ -215,7 +215,31 @@ TEST(Place, SameNodeFailureSaysWhatTheBestNodeHas) {
   ASSERT_FALSE(p);
   EXPECT_EQ(p.error().code, ErrorCode::kConflict);
   EXPECT_THAT(p.error().message, HasSubstr("no schedulable H200 node"));
-  EXPECT_THAT(p.error().message, HasSubstr("with 8 free whole GPU(s); best has 5"));
+  EXPECT_THAT(p.error().message, HasSubstr("with 8 free whole GPU(s)"));
+}
+
+// A refusal is stored as the tenant's pending reason and shown to it: it must read the same
+// however much of the fleet other tenants use, or it would count their allocations.
+TEST(Place, RefusalsReadTheSameWhateverOtherTenantsUse) {
+  struct Case {
+    const char* name;
+    Request request;
+  };
+  Request same_node = gpus("b", 8);
+  same_node.same_node = true;
+  for (const Case& c : {Case{"same node", same_node}, Case{"spread", gpus("b", 12)},
+                        Case{"mig", mig("b", "3g.71gb", 40)}, Case{"nodes", nodes("b", 2, 8)}}) {
+    std::set<std::string> messages;
+    for (int used : {3, 6}) {
+      ClusterState s = make_state({{.id = "n1", .gpus = 8}, {.id = "n2", .gpus = 8}});
+      ASSERT_APPLIED(s, gpus("a", 8), "a1");
+      ASSERT_APPLIED(s, gpus("a", used), "a2");
+      Result<Placement> p = place(s, c.request);
+      ASSERT_FALSE(p) << c.name << " with " << used;
+      messages.insert(p.error().message);
+    }
+    EXPECT_EQ(messages.size(), 1u) << c.name << ": " << ::testing::PrintToString(messages);
+  }
 }
 
 TEST(Place, MultiGpuPrefersOneNvlinkDomainThenRack) {
@@ -421,7 +445,7 @@ TEST(Place, GangIsAllOrNothing) {
   Request m = mig("a", "3g.71gb", 5);
   Result<Placement> p = place(s, m);
   ASSERT_FALSE(p);
-  EXPECT_THAT(p.error().message, HasSubstr("only 4 fit"));
+  EXPECT_THAT(p.error().message, HasSubstr("has room for 5 x 3g.71gb"));
   EXPECT_EQ(s.live_allocations(), 0);
   EXPECT_EQ(s.gpus()[0].mode, GpuMode::kWhole);
 }
