@@ -184,7 +184,7 @@ void add_secret(CLI::App& app, ClientConfig& c, int* rc) {
   auto a = std::make_shared<Args>();
   auto* create = s->add_subcommand("create", "Store a secret; its value is never shown again");
   create->add_option("tenant", a->tenant, "Tenant id or name")->required();
-  create->add_option("name", a->name, "Secret name (letters, digits, -_./:)")->required();
+  create->add_option("name", a->name, "Secret name (letters, digits, -_.:)")->required();
   create->add_option("--from-file", a->file, "Read the value from this file (- for stdin)")
       ->required();
   on_run(create, rc, [&c, a] {
@@ -210,8 +210,12 @@ void add_secret(CLI::App& app, ClientConfig& c, int* rc) {
   del->add_option("tenant", d->tenant, "Tenant id or name")->required();
   del->add_option("name", d->name, "Secret name")->required();
   on_run(del, rc, [&c, d] {
+    // A name with a '/' (stored before names became one path segment) can only be named in the
+    // query: the server decodes the path before it routes.
+    const std::string base = "/v1/tenants/" + url_encode(d->tenant) + "/secrets";
     return call(c, "DELETE",
-                "/v1/tenants/" + url_encode(d->tenant) + "/secrets/" + url_encode(d->name))
+                d->name.find('/') == std::string::npos ? base + "/" + url_encode(d->name)
+                                                       : base + "?name=" + url_encode(d->name))
         .has_value();
   });
 }

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "process/process_util.h"
+#include "store/store.h"
 
 namespace gp::proc {
 namespace {
@@ -204,6 +205,35 @@ TEST_F(Cli, FailuresExitOneWithOneErrorLine) {
 
 // gp_test() hands every test the binary's path in GP_BINARY; the fallback in
 // gpuplane_binary() must not hide it going missing.
+// A secret stored before names became one path segment ("team/registry") cannot be named in a
+// path; `secret delete` names it in the query instead.
+TEST_F(Cli, DeletesASecretStoredWithASlashInItsName) {
+  ASSERT_TRUE(succeeds(admin({"tenant", "create", "acme", "--admin", "alice"})));
+  ASSERT_TRUE(succeeds(admin({"secret", "create", "acme", "kept", "--from-file", "-"}, "value\n")));
+  EXPECT_TRUE(fails_with(
+      admin({"secret", "create", "acme", "team/registry", "--from-file", "-"}, "value\n"), "-_.:"));
+  // The row as it was written then: stop the server, copy the stored secret under the old name.
+  ASSERT_EQ(server_.terminate(), 0) << server_.log();
+  {
+    auto st = store::open_sqlite({.path = (server_.data_dir() / "gpuplane.db").string()});
+    ASSERT_TRUE(st) << st.error().message;
+    auto copied = (*st)->write([](store::Tx& tx) -> Result<void> {
+      GP_TRY(
+          tx.exec("INSERT INTO tenant_secrets (tenant_id, name, key_version, sealed, created_by, "
+                  "created_at) SELECT tenant_id, 'team/registry', key_version, sealed, created_by, "
+                  "created_at FROM tenant_secrets WHERE name = 'kept'"));
+      return ok();
+    });
+    ASSERT_TRUE(copied) << copied.error().message;
+  }
+  ASSERT_TRUE(server_.start());
+  ASSERT_TRUE(succeeds(admin({"secret", "delete", "acme", "team/registry"})));
+  auto left = admin({"--output", "json", "secret", "list", "acme"});
+  ASSERT_TRUE(succeeds(left));
+  EXPECT_FALSE(contains(left.out, "team/registry")) << left.out;
+  EXPECT_TRUE(contains(left.out, "kept")) << left.out;
+}
+
 TEST(ProcessEnvironment, CtestPassesTheBinaryPath) {
   const char* binary = std::getenv("GP_BINARY");
   ASSERT_NE(binary, nullptr) << "GP_BINARY is not in the test environment (gp_test ENVIRONMENT)";
