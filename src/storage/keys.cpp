@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "common/crypto.h"
+#include "common/files.h"
 #include "storage/storage.h"
 
 namespace gp::storage {
@@ -214,21 +215,9 @@ Result<MasterKey> load_master_key(const std::filesystem::path& path) {
 Result<MasterKey> create_master_key_file(const std::filesystem::path& path,
                                          const RandomSource& random) {
   auto key = GP_TRY(MasterKey::from_bytes(GP_TRY(random_exact(random, kKeyBytes))));
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0)
-    return fail(Error::unavailable(
-        fmt::format("cannot create master key {}: {}", path.string(), std::strerror(errno))));
   Wiped text{hex_encode(key.bytes()) + "\n"};
-  bool good = ::fchmod(fd, 0600) == 0 &&
-              ::write(fd, text.bytes.data(), text.bytes.size()) == ssize_t(text.bytes.size()) &&
-              ::fsync(fd) == 0;
-  int e = errno;
-  ::close(fd);
-  if (!good) {
-    ::unlink(path.c_str());
-    return fail(Error::unavailable(
-        fmt::format("cannot write master key {}: {}", path.string(), std::strerror(e))));
-  }
+  if (auto written = create_private_file(path.string(), text.bytes); !written)
+    return fail(Error::unavailable("master key: " + written.error().message));
   return key;
 }
 
