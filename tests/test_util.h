@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <iostream>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,32 @@ class TempDir {
  private:
   std::string path_;
 };
+
+// The source tree (GP_SOURCE_DIR, set by CTest), else the working directory.
+inline std::filesystem::path source_dir() {
+  const char* dir = std::getenv("GP_SOURCE_DIR");
+  return dir != nullptr ? std::filesystem::path(dir) : std::filesystem::path(".");
+}
+
+// The upstream Kubernetes JSON schemas live beside the repository (../shared/data), never in it.
+inline std::filesystem::path shared_schemas() {
+  return source_dir() / ".." / "shared" / "data" / "k8s-schemas";
+}
+
+// For the tests that need those schemas (and only those: verdict checks never do). Missing
+// schemas fail the test when GP_REQUIRE_SHARED_DATA is set, and otherwise skip it loudly: on
+// stderr and as a skipped test in ctest's summary.
+#define GP_REQUIRE_SHARED_SCHEMAS()                                                \
+  do {                                                                             \
+    const std::filesystem::path schemas = ::gp::testing::shared_schemas();         \
+    if (std::filesystem::exists(schemas)) break;                                   \
+    if (std::getenv("GP_REQUIRE_SHARED_DATA") != nullptr)                          \
+      FAIL() << "Kubernetes JSON schemas not found at " << schemas.string()        \
+             << " and GP_REQUIRE_SHARED_DATA is set";                              \
+    std::cerr << "WARNING: skipping a schema test: no Kubernetes JSON schemas at " \
+              << schemas.string() << " (../shared/data beside the repository)\n";  \
+    GTEST_SKIP() << "Kubernetes JSON schemas not found at " << schemas.string();   \
+  } while (false)
 
 inline std::unique_ptr<store::Store> open_store(const TempDir& dir) {
   auto s = store::open_sqlite({.path = dir.file("gpuplane.db")});

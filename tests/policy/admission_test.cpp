@@ -14,33 +14,16 @@
 
 #include "policy/policy.h"
 #include "support/json_schema.h"
+#include "test_util.h"
 
 namespace gp::policy {
 namespace {
 
 namespace fs = std::filesystem;
+using gp::testing::shared_schemas;
+using gp::testing::source_dir;
 
-fs::path source_dir() {
-  const char* dir = std::getenv("GP_SOURCE_DIR");
-  return dir != nullptr ? fs::path(dir) : fs::path(".");
-}
 fs::path fixtures() { return source_dir() / "tests" / "fixtures" / "admission"; }
-// The upstream Kubernetes schemas live beside the repository (../shared/data), never in it.
-fs::path shared_schemas() { return source_dir() / ".." / "shared" / "data" / "k8s-schemas"; }
-
-// Only the schema checks need ../shared/data; every verdict check runs without it. Missing
-// schemas fail the test when GP_REQUIRE_SHARED_DATA is set (CI sets it where the data is
-// provisioned) and otherwise skip it loudly: on stderr and as a skipped test in ctest's summary.
-#define REQUIRE_SHARED_SCHEMAS()                                                           \
-  do {                                                                                     \
-    if (fs::exists(shared_schemas())) break;                                               \
-    if (std::getenv("GP_REQUIRE_SHARED_DATA") != nullptr)                                  \
-      FAIL() << "Kubernetes JSON schemas not found at " << shared_schemas().string()       \
-             << " and GP_REQUIRE_SHARED_DATA is set";                                      \
-    std::cerr << "WARNING: skipping a schema test: no Kubernetes JSON schemas at "         \
-              << shared_schemas().string() << " (../shared/data beside the repository)\n"; \
-    GTEST_SKIP() << "Kubernetes JSON schemas not found at " << shared_schemas().string();  \
-  } while (false)
 
 Json read_json(const fs::path& p) {
   std::ifstream in(p);
@@ -229,7 +212,7 @@ TEST(PodSecurity, EveryFixtureCaseGivesExactlyTheExpectedControlsAtBothLevels) {
 // Fixtures are real pods: valid against the upstream Pod schema (malformed ones aside; a case
 // wrapped into a workload is checked as the pod its template is).
 TEST(PodSecurity, EveryFixturePodIsValidAgainstTheUpstreamPodSchema) {
-  REQUIRE_SHARED_SCHEMAS();
+  GP_REQUIRE_SHARED_SCHEMAS();
   auto pod_schema = gp::testing::JsonSchema::load(
       (shared_schemas() / "redacid-master-2025" / "pod-v1.json").string());
   ASSERT_TRUE(pod_schema) << pod_schema.error().message;

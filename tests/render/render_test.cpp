@@ -20,33 +20,16 @@
 
 #include "support/json_schema.h"
 #include "support/yaml_json.h"
+#include "test_util.h"
 
 namespace gp::render {
 namespace {
 
 namespace fs = std::filesystem;
+using gp::testing::shared_schemas;
+using gp::testing::source_dir;
 using policy::IsolationClass;
 using policy::Tier;
-
-fs::path source_dir() {
-  const char* dir = std::getenv("GP_SOURCE_DIR");
-  return dir != nullptr ? fs::path(dir) : fs::path(".");
-}
-fs::path shared_schemas() { return source_dir() / ".." / "shared" / "data" / "k8s-schemas"; }
-
-// The Kubernetes schemas live beside the repository (../shared/data), never in it. A checkout
-// without them fails the schema tests when GP_REQUIRE_SHARED_DATA is set, and otherwise skips
-// them loudly (stderr and ctest's skipped list).
-#define SKIP_WITHOUT_SHARED_SCHEMAS()                                                      \
-  do {                                                                                     \
-    if (fs::exists(shared_schemas())) break;                                               \
-    if (std::getenv("GP_REQUIRE_SHARED_DATA") != nullptr)                                  \
-      FAIL() << "Kubernetes JSON schemas not found at " << shared_schemas().string()       \
-             << " and GP_REQUIRE_SHARED_DATA is set";                                      \
-    std::cerr << "WARNING: skipping a schema test: no Kubernetes JSON schemas at "         \
-              << shared_schemas().string() << " (../shared/data beside the repository)\n"; \
-    GTEST_SKIP() << "Kubernetes JSON schemas not found at " << shared_schemas().string();  \
-  } while (false)
 
 // A scratch directory removed at scope exit.
 class ScratchDir {
@@ -171,7 +154,7 @@ std::string label(const TenantBundleInput& in) {
 }
 
 TEST(RenderKubernetes, EveryObjectOfEveryTierAndClassPassesTheStrictSchemas) {
-  SKIP_WITHOUT_SHARED_SCHEMAS();
+  GP_REQUIRE_SHARED_SCHEMAS();
   Schemas schemas;
   size_t objects = 0;
   for (const auto& in : every_tier_and_class()) {
@@ -191,7 +174,7 @@ TEST(RenderKubernetes, EveryObjectOfEveryTierAndClassPassesTheStrictSchemas) {
 }
 
 TEST(RenderKubernetes, TheValidatorRejectsUnknownFieldsAndWrongTypes) {
-  SKIP_WITHOUT_SHARED_SCHEMAS();
+  GP_REQUIRE_SHARED_SCHEMAS();
   // The schema check above is only worth something if it can fail.
   Schemas schemas;
   auto out = render_kubernetes_objects(make_input(IsolationClass::kStandard, {Tier::kMig}));
