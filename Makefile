@@ -44,7 +44,7 @@ test-release: build
 	@ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 300
 
 # Static checks over the release build's compile commands (docs/static-analysis.md): clang's
-# thread-safety analysis and clang-tidy with .clang-tidy (some 10 minutes over the tree on 2
+# thread-safety analysis and clang-tidy with .clang-tidy (some 5 minutes over the tree on 2
 # cores). Any finding fails.
 test-static: thread-safety tidy
 

@@ -153,10 +153,10 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
       audit_(audit),
       clock_(clock),
       ids_(ids),
-      limits_(limits),
+      limits_(std::move(limits)),
       authn_(store, clock),
       allocs_(audit, clock, alloc_options),
-      throttles_(std::make_unique<Throttles>(limits.rate)) {
+      throttles_(std::make_unique<Throttles>(limits_.rate)) {
   for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(),
                      alloc_routes(), k8s_routes(), network_routes(), billing_routes(),
                      posture_routes(), usage_routes(), budget_routes()})
