@@ -30,7 +30,7 @@ build: configure
 # benchmarks). Ninja shows its progress on a terminal.
 run: configure
 	@ninja -C $(BUILD) -n gpuplane | grep -q '^\[' && \
-	  echo "building the gpuplane binary (a first build takes about 6 minutes on 2 cores)" || true
+	  echo "building the gpuplane binary (a first build takes about 3 minutes on 2 cores)" || true
 	@ninja -C $(BUILD) -j$(JOBS) gpuplane
 	@scripts/run.sh $(BUILD)/src/gpuplane
 
