@@ -25,6 +25,9 @@ PKGS=(
   # runs xmllint) and run the lifecycle on libvirt's built-in test driver (no hypervisor). The
   # agent builds each VM's cloud-init seed ISO with xorriso and its boot disk with qemu-img.
   libvirt-dev libvirt-clients libxml2-dev libxml2-utils xorriso qemu-utils
+  # jobs: the node agent runs tenants' job members with podman on runc (crun 1.8 refuses these
+  # machines' hybrid cgroup layout); the tests build their image from busybox-static.
+  podman runc busybox-static
   # node: the npm dev dependencies in package.json (oidc-provider, for the real OpenID provider
   # the OIDC tests start: tests/support/oidc_provider.mjs; vite and typescript, which build and
   # type-check the web console in web/; playwright-core, which drives the browser in

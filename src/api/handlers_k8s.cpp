@@ -118,44 +118,6 @@ policy::PoolPlacement placement_of(const fleet::Pool& pool, const std::string& t
 constexpr size_t kMaxRegistries = 64;
 constexpr size_t kMaxRegistryLength = 255;
 
-bool lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
-
-// A registry host: DNS labels (letters, digits, inner '-', at most 63 each) joined by '.', at
-// most 253 characters. Case is folded by the caller.
-bool registry_host(std::string_view h) {
-  if (h.empty() || h.size() > 253) return false;
-  size_t start = 0;
-  for (;;) {
-    size_t dot = h.find('.', start);
-    std::string_view label = h.substr(start, dot == std::string_view::npos ? h.npos : dot - start);
-    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
-      return false;
-    for (char c : label)
-      if (!lower_alnum(c) && c != '-') return false;
-    if (dot == std::string_view::npos) return true;
-    start = dot + 1;
-  }
-}
-
-// A repository path component as image references spell it: lower-case letters and digits,
-// separated by '.', '_', "__" or runs of '-'.
-bool path_component(std::string_view p) {
-  if (p.empty() || !lower_alnum(p.front()) || !lower_alnum(p.back())) return false;
-  for (size_t i = 0; i < p.size();) {
-    if (lower_alnum(p[i])) {
-      ++i;
-      continue;
-    }
-    size_t j = i;
-    while (j < p.size() && !lower_alnum(p[j])) ++j;
-    std::string_view sep = p.substr(i, j - i);
-    bool dashes = std::all_of(sep.begin(), sep.end(), [](char c) { return c == '-'; });
-    if (!(sep == "." || sep == "_" || sep == "__" || dashes)) return false;
-    i = j;
-  }
-  return true;
-}
-
 // One allow-list entry, "host[:port][/path]", with the host lower-cased. The host must look
 // like a registry (a '.', a port or "localhost"): "acme/tools" would be read as a Docker Hub
 // repository by every image reference, so it is refused with a hint.
@@ -185,7 +147,7 @@ Result<std::string> normalize_registry(size_t index, std::string_view entry) {
   }
   std::transform(host.begin(), host.end(), host.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  if (!registry_host(host)) return bad("has an invalid registry host");
+  if (!policy::valid_registry_host(host)) return bad("has an invalid registry host");
   if (host.find('.') == std::string::npos && host != "localhost" && port.empty())
     return bad(
         fmt::format("is not a registry host (write docker.io/{} for a Docker Hub path)", entry));
@@ -198,7 +160,7 @@ Result<std::string> normalize_registry(size_t index, std::string_view entry) {
       std::string_view comp = path.substr(start, next == path.npos ? path.npos : next - start);
       if (comp.find(':') != std::string_view::npos)
         return bad("has a tag: an allow-list names registries and repositories, not images");
-      if (!path_component(comp))
+      if (!policy::valid_repository_component(comp))
         return bad(
             fmt::format("has an invalid path component \"{}\" (lower-case letters and "
                         "digits separated by '.', '_' or '-')",

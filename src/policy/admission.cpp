@@ -43,6 +43,107 @@ std::string image_repository(std::string_view image) {
 }
 
 namespace {
+bool lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); }
+}  // namespace
+
+bool valid_registry_host(std::string_view h) {
+  if (h.empty() || h.size() > 253) return false;
+  size_t start = 0;
+  for (;;) {
+    size_t dot = h.find('.', start);
+    std::string_view label = h.substr(start, dot == std::string_view::npos ? h.npos : dot - start);
+    if (label.empty() || label.size() > 63 || label.front() == '-' || label.back() == '-')
+      return false;
+    for (char c : label)
+      if (!lower_alnum(c) && c != '-') return false;
+    if (dot == std::string_view::npos) return true;
+    start = dot + 1;
+  }
+}
+
+bool valid_repository_component(std::string_view p) {
+  if (p.empty() || !lower_alnum(p.front()) || !lower_alnum(p.back())) return false;
+  for (size_t i = 0; i < p.size();) {
+    if (lower_alnum(p[i])) {
+      ++i;
+      continue;
+    }
+    size_t j = i;
+    while (j < p.size() && !lower_alnum(p[j])) ++j;
+    std::string_view sep = p.substr(i, j - i);
+    bool dashes = std::all_of(sep.begin(), sep.end(), [](char c) { return c == '-'; });
+    if (!(sep == "." || sep == "_" || sep == "__" || dashes)) return false;
+    i = j;
+  }
+  return true;
+}
+
+bool valid_image_reference(std::string_view image) {
+  if (image.empty() || image.size() > 512) return false;
+  std::string_view ref = image;
+  if (auto at = ref.find('@'); at != std::string_view::npos) {
+    std::string_view digest = ref.substr(at + 1);
+    if (!digest.starts_with("sha256:") || digest.size() != 7 + 64 ||
+        !std::all_of(digest.begin() + 7, digest.end(), is_hex))
+      return false;
+    ref = ref.substr(0, at);
+  }
+  auto last_slash = ref.rfind('/');
+  auto colon = ref.rfind(':');
+  if (colon != std::string_view::npos &&
+      (last_slash == std::string_view::npos || colon > last_slash)) {
+    std::string_view tag = ref.substr(colon + 1);
+    if (tag.empty() || tag.size() > 128 || tag.front() == '.' || tag.front() == '-' ||
+        !std::all_of(tag.begin(), tag.end(), [](char c) {
+          return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '.' || c == '-';
+        }))
+      return false;
+    ref = ref.substr(0, colon);
+  }
+  // The first component names a registry when it has a '.' or a ':' or is "localhost".
+  if (auto first = ref.find('/'); first != std::string_view::npos) {
+    std::string_view head = ref.substr(0, first);
+    if (head.find('.') != std::string_view::npos || head.find(':') != std::string_view::npos ||
+        head == "localhost") {
+      std::string host(head.substr(0, head.find(':')));
+      std::transform(host.begin(), host.end(), host.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (!valid_registry_host(host)) return false;
+      if (auto c = head.find(':'); c != std::string_view::npos) {
+        std::string_view port = head.substr(c + 1);
+        if (port.empty() || port.size() > 5 || port.front() == '0' ||
+            !std::all_of(port.begin(), port.end(), [](char d) { return d >= '0' && d <= '9'; }))
+          return false;
+      }
+      ref = ref.substr(first + 1);
+    }
+  }
+  if (ref.empty()) return false;
+  for (;;) {
+    auto next = ref.find('/');
+    if (!valid_repository_component(ref.substr(0, next))) return false;
+    if (next == std::string_view::npos) return true;
+    ref = ref.substr(next + 1);
+  }
+}
+
+bool registry_allowed(std::span<const std::string> allowed, std::string_view image) {
+  if (allowed.empty()) return true;
+  std::string repo = image_repository(image);
+  for (std::string entry : allowed) {
+    while (!entry.empty() && entry.back() == '/') entry.pop_back();
+    if (entry.empty()) continue;
+    auto slash = entry.find('/');
+    std::transform(
+        entry.begin(), slash == std::string::npos ? entry.end() : entry.begin() + slash,
+        entry.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    if (repo == entry || repo.starts_with(entry + "/")) return true;
+  }
+  return false;
+}
+
+namespace {
 
 // The device-selecting names outside the NVIDIA_ prefix rule (env_selects_gpu_devices).
 constexpr std::string_view kLegacyCudaVersionEnv = "CUDA_VERSION";
@@ -439,26 +540,11 @@ class TenantRules {
     }
   }
 
-  bool registry_allowed(std::string_view image) const {
-    if (t_.allowed_registries.empty()) return true;
-    std::string repo = image_repository(image);
-    for (std::string entry : t_.allowed_registries) {
-      while (!entry.empty() && entry.back() == '/') entry.pop_back();
-      if (entry.empty()) continue;
-      auto slash = entry.find('/');
-      std::transform(
-          entry.begin(), slash == std::string::npos ? entry.end() : entry.begin() + slash,
-          entry.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
-      if (repo == entry || repo.starts_with(entry + "/")) return true;
-    }
-    return false;
-  }
-
   void check_images(const Containers& cs) {
     std::vector<std::string> bad_images, image_fields, bad_pull, pull_fields;
     for (const auto& c : cs.list) {
       std::string image = str(c.json, "image");
-      if (!image.empty() && !registry_allowed(image)) {
+      if (!image.empty() && !registry_allowed(t_.allowed_registries, image)) {
         bad_images.push_back(fmt::format("container \"{}\" uses {}", c.name, image));
         image_fields.push_back(c.path + ".image");
       }

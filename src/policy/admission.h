@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -163,6 +164,20 @@ bool class_requires_own_pool(IsolationClass c);
 // The normalized registry/repository of an image reference ("busybox" ->
 // "docker.io/library/busybox", "ghcr.io/o/r:tag" -> "ghcr.io/o/r").
 std::string image_repository(std::string_view image);
+
+// Image references, as the admission webhook and jobs read them.
+// A registry host: DNS labels (lower-case letters, digits, inner '-', at most 63 each) joined
+// by '.', at most 253 characters.
+bool valid_registry_host(std::string_view host);
+// A repository path component: lower-case letters and digits, separated by '.', '_', "__" or
+// runs of '-'.
+bool valid_repository_component(std::string_view component);
+// A whole reference, [registry[:port]/]path[:tag][@sha256:<64 hex>] ("busybox",
+// "127.0.0.1:5000/team/img:1"). Never starts with '-', so it cannot be read as an option.
+bool valid_image_reference(std::string_view image);
+// Whether `image` comes from one of `allowed` (registries or registry/path prefixes, as a
+// tenant's workload policy lists them); an empty list allows any registry.
+bool registry_allowed(std::span<const std::string> allowed, std::string_view image);
 
 // Tenant rules alone, over the object (any kind; pod-carrying kinds are checked through their
 // template) in `namespace_name`.

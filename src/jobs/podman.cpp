@@ -1,0 +1,216 @@
+// What a node runs for one member of a job: the `podman run` command line, the platform's
+// environment, the reading of `podman inspect`, a simulated node's CDI spec (jobs.h).
+#include <fmt/format.h>
+
+#include <set>
+
+#include "jobs/jobs.h"
+
+namespace gp::jobs {
+
+namespace {
+
+std::string label(std::string_view key, std::string_view value) {
+  return fmt::format("{}={}", key, value);
+}
+
+const Json* member(const Json& j, std::string_view key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  return it == j.end() ? nullptr : &*it;
+}
+
+std::string text(const Json& j, std::string_view key) {
+  const Json* v = member(j, key);
+  return v && v->is_string() ? v->get<std::string>() : std::string();
+}
+
+int label_int(const Json& labels, std::string_view key) {
+  std::string v = text(labels, key);
+  int n = 0;
+  for (char c : v) {
+    if (c < '0' || c > '9' || n > 100'000'000) return 0;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+}  // namespace
+
+std::string container_name(std::string_view job_id, int rank, int attempt) {
+  return fmt::format("gp-{}-r{}-a{}", job_id, rank, attempt);
+}
+
+std::vector<EnvVar> platform_env(const MemberLaunch& m) {
+  std::string uuids, ordinals;
+  for (size_t i = 0; i < m.devices.size(); ++i) {
+    if (i) {
+      uuids += ',';
+      ordinals += ',';
+    }
+    uuids += m.devices[i].uuid;
+    ordinals += std::to_string(i);
+  }
+  // "void": the NVIDIA runtime gives no GPU, whatever the image says.
+  return {{"NVIDIA_VISIBLE_DEVICES", m.devices.empty() ? "void" : uuids},
+          {"CUDA_VISIBLE_DEVICES", ordinals},
+          {"RANK", std::to_string(m.rank)},
+          {"LOCAL_RANK", "0"},
+          {"WORLD_SIZE", std::to_string(m.world_size)},
+          {"MASTER_ADDR", m.master_addr},
+          {"MASTER_PORT", std::to_string(m.master_port)},
+          {"GPUPLANE_JOB", m.job_id}};
+}
+
+Result<std::vector<std::string>> podman_run_argv(const MemberLaunch& m) {
+  if (m.container.empty() || m.job_id.empty())
+    return fail(Error::invalid("member launch: no container name or job"));
+  if (m.image.empty() || m.image.front() == '-')
+    return fail(Error::invalid("member launch: no image"));
+  if (m.ids_count == 0 || m.run_as < m.ids_first || m.run_as - m.ids_first >= m.ids_count)
+    return fail(Error::invalid(fmt::format(
+        "member launch: uid {} is outside the tenant's ids {}+{}", m.run_as, m.ids_first,
+        m.ids_count)));
+  std::set<std::string> targets;
+  for (const auto& b : m.mounts) {
+    if (!b.host_path.starts_with('/') || !b.container_path.starts_with('/') ||
+        b.host_path.find(',') != std::string::npos ||
+        b.container_path.find(',') != std::string::npos)
+      return fail(Error::invalid(fmt::format(
+          "member launch: mount {} -> {} must join two absolute paths without ','", b.host_path,
+          b.container_path)));
+    if (!targets.insert(b.container_path).second)
+      return fail(Error::invalid("member launch: two mounts at " + b.container_path));
+  }
+  if (!m.cgroup_parent.empty() &&
+      (!m.cgroup_parent.starts_with('/') || m.cgroup_parent.find("..") != std::string::npos))
+    return fail(Error::invalid("member launch: the cgroup parent must be an absolute path"));
+  if (!m.netns.empty() && !m.netns.starts_with('/'))
+    return fail(Error::invalid("member launch: the network namespace must be a path"));
+
+  const uint32_t inside = m.run_as - m.ids_first;
+  std::vector<std::string> a = {
+      "podman", "--runtime", "runc", "run", "--detach", "--name", m.container,
+      "--label", label(kLabelJob, m.job_id),
+      "--label", label(kLabelTenant, m.tenant_id),
+      "--label", label(kLabelAllocation, m.allocation_id),
+      "--label", label(kLabelRank, std::to_string(m.rank)),
+      "--label", label(kLabelAttempt, std::to_string(m.attempt)),
+      // Privileges: none. Podman's default seccomp profile applies (no --security-opt
+      // seccomp=unconfined is ever given).
+      "--cap-drop", "all", "--security-opt", "no-new-privileges",
+      // Root inside is the tenant's first id outside; the process runs as the project's id.
+      "--uidmap", fmt::format("0:{}:{}", m.ids_first, m.ids_count),
+      "--gidmap", fmt::format("0:{}:{}", m.ids_first, m.ids_count),
+      "--user", fmt::format("{}:{}", inside, inside),
+      // Namespaces of its own: no host network, PID, IPC or UTS namespace.
+      "--network", m.netns.empty() ? std::string("none") : "ns:" + m.netns,
+      "--pid", "private", "--ipc", "private", "--uts", "private",
+      "--hostname", m.container,
+      "--no-hosts",
+      // Limits. The ulimits are explicit: podman's defaults (nproc from the host) are refused
+      // by runc inside a user namespace.
+      "--pids-limit", std::to_string(m.limits.pids),
+      "--ulimit", fmt::format("nproc={0}:{0}", m.limits.pids),
+      "--ulimit", fmt::format("nofile={0}:{0}", m.limits.open_files),
+      "--stop-timeout", std::to_string(m.stop_grace_seconds),
+      "--pull", m.pull_always ? "always" : "missing",
+      "--log-driver", "k8s-file",
+  };
+  if (m.limits.memory_bytes > 0) {
+    a.insert(a.end(), {"--memory", std::to_string(m.limits.memory_bytes), "--memory-swap",
+                       std::to_string(m.limits.memory_bytes)});
+  }
+  if (m.limits.cpu_millis > 0)
+    a.insert(a.end(), {"--cpus", fmt::format("{}.{:03}", m.limits.cpu_millis / 1000,
+                                             m.limits.cpu_millis % 1000)});
+  if (!m.cgroup_parent.empty()) a.insert(a.end(), {"--cgroup-parent", m.cgroup_parent});
+  for (const auto& d : m.devices) a.insert(a.end(), {"--device", d.cdi_name});
+  for (const auto& b : m.mounts)
+    a.insert(a.end(), {"--mount", fmt::format("type=bind,source={},destination={}{}", b.host_path,
+                                              b.container_path, b.read_only ? ",ro=true" : "")});
+  for (const auto& e : m.env) a.insert(a.end(), {"--env", e.name + "=" + e.value});
+  for (const auto& e : platform_env(m)) a.insert(a.end(), {"--env", e.name + "=" + e.value});
+  if (!m.command.empty()) a.insert(a.end(), {"--entrypoint", Json(m.command).dump()});
+  a.push_back(m.image);
+  a.insert(a.end(), m.args.begin(), m.args.end());
+  return a;
+}
+
+namespace {
+void read_labels(const Json* labels, ContainerStatus& s) {
+  if (!labels || !labels->is_object()) return;
+  s.job_id = text(*labels, kLabelJob);
+  s.allocation_id = text(*labels, kLabelAllocation);
+  s.rank = label_int(*labels, kLabelRank);
+  s.attempt = label_int(*labels, kLabelAttempt);
+}
+}  // namespace
+
+Result<std::vector<ContainerStatus>> parse_podman_ps(const Json& j) {
+  if (!j.is_array()) return fail(Error::invalid("podman ps: not a JSON array"));
+  std::vector<ContainerStatus> out;
+  for (const auto& c : j) {
+    const Json* names = member(c, "Names");
+    if (!names || !names->is_array() || names->empty() || !(*names)[0].is_string())
+      return fail(Error::invalid("podman ps: a container without a name"));
+    ContainerStatus s;
+    s.name = (*names)[0].get<std::string>();
+    s.state = text(c, "State");
+    s.running = s.state == "running";
+    const Json* code = member(c, "ExitCode");
+    s.exit_code = code && code->is_number_integer() ? code->get<int>() : 0;
+    read_labels(member(c, "Labels"), s);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+Result<std::vector<ContainerStatus>> parse_podman_inspect(const Json& j) {
+  if (!j.is_array()) return fail(Error::invalid("podman inspect: not a JSON array"));
+  std::vector<ContainerStatus> out;
+  for (const auto& c : j) {
+    const Json* state = member(c, "State");
+    const Json* config = member(c, "Config");
+    if (!state || !state->is_object() || !config || !config->is_object())
+      return fail(Error::invalid("podman inspect: a container without State or Config"));
+    ContainerStatus s;
+    s.name = text(c, "Name");
+    s.state = text(*state, "Status");
+    const Json* running = member(*state, "Running");
+    s.running = running && running->is_boolean() && running->get<bool>();
+    const Json* code = member(*state, "ExitCode");
+    s.exit_code = code && code->is_number_integer() ? code->get<int>() : 0;
+    const Json* oom = member(*state, "OOMKilled");
+    s.oom_killed = oom && oom->is_boolean() && oom->get<bool>();
+    s.error = text(*state, "Error");
+    s.image_digest = text(c, "ImageDigest");
+    read_labels(member(*config, "Labels"), s);
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+bool ended_by_oom(const ContainerStatus& s, bool memory_reached_limit) {
+  if (s.running) return false;
+  return s.oom_killed || (s.exit_code == 128 + 9 && memory_reached_limit);
+}
+
+Result<Json> sim_cdi_spec(std::span<const std::string> uuids,
+                          std::span<const std::string> device_paths) {
+  if (uuids.size() != device_paths.size())
+    return fail(Error::invalid("sim CDI spec: one device path per UUID"));
+  Json devices = Json::array();
+  for (size_t i = 0; i < uuids.size(); ++i) {
+    if (!device_paths[i].starts_with("/dev/"))
+      return fail(Error::invalid("sim CDI spec: device nodes live under /dev/"));
+    devices.push_back(
+        {{"name", uuids[i]},
+         {"containerEdits",
+          {{"deviceNodes", Json::array({{{"path", device_paths[i]}, {"type", "c"},
+                                         {"major", 1}, {"minor", 3}, {"permissions", "rw"}}})}}}});
+  }
+  return Json{{"cdiVersion", "0.5.0"}, {"kind", kSimCdiKind}, {"devices", devices}};
+}
+
+}  // namespace gp::jobs

@@ -1,0 +1,191 @@
+// Driving podman on a node (runtime.h).
+#include "jobs/runtime.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/subprocess.h"
+
+namespace gp::jobs {
+
+namespace {
+
+// podman's first error line, without its "Error: " prefix.
+std::string first_error(const ProcessResult& r) {
+  std::string_view e = r.err.empty() ? std::string_view(r.out) : std::string_view(r.err);
+  while (!e.empty() && (e.back() == '\n' || e.back() == ' ')) e.remove_suffix(1);
+  if (auto nl = e.rfind('\n'); nl != std::string_view::npos) e = e.substr(nl + 1);
+  if (e.starts_with("Error: ")) e.remove_prefix(7);
+  return std::string(e.substr(0, 1000));
+}
+
+}  // namespace
+
+Result<std::string> Podman::call(std::vector<std::string> args, std::string_view what) const {
+  args.insert(args.begin(), program_);
+  auto r = GP_TRY(run_process(args, "", timeout_));
+  if (r.exit_code != 0)
+    return fail(Error::unavailable(
+        fmt::format("podman {} failed (exit {}): {}", what, r.exit_code, first_error(r))));
+  return std::move(r.out);
+}
+
+Result<void> Podman::run(const std::vector<std::string>& argv) const {
+  if (argv.size() < 2) return fail(Error::invalid("podman run: empty command line"));
+  GP_TRY(call({argv.begin() + 1, argv.end()}, "run"));
+  return ok();
+}
+
+Result<std::vector<ContainerStatus>> Podman::inspect(const std::vector<std::string>& names) const {
+  if (names.empty()) return std::vector<ContainerStatus>{};
+  std::vector<std::string> args = {"inspect", "--type", "container"};
+  args.insert(args.end(), names.begin(), names.end());
+  auto out = GP_TRY(call(args, "inspect"));
+  auto j = GP_TRY(parse_json(out));
+  return parse_podman_inspect(j);
+}
+
+Result<std::vector<ContainerStatus>> Podman::list_members() const {
+  // One call, so a container removed meanwhile cannot fail the listing.
+  auto out = GP_TRY(call({"ps", "--all", "--filter", fmt::format("label={}", kLabelJob),
+                          "--format", "json"},
+                         "ps"));
+  auto j = GP_TRY(parse_json(out));
+  return parse_podman_ps(j);
+}
+
+Result<void> Podman::stop(const std::string& name, std::chrono::seconds grace) const {
+  GP_TRY(call({"stop", "--time", std::to_string(grace.count()), name}, "stop"));
+  return ok();
+}
+
+Result<std::string> Podman::logs(const std::string& name, int tail) const {
+  // podman writes the container's stdout to its stdout and its stderr to its stderr: the two
+  // come back one after the other, not interleaved.
+  auto r = GP_TRY(
+      run_process({program_, "logs", "--tail", std::to_string(tail > 0 ? tail : -1), name}, "",
+                  timeout_));
+  if (r.exit_code != 0)
+    return fail(Error::unavailable(
+        fmt::format("podman logs failed (exit {}): {}", r.exit_code, first_error(r))));
+  return r.out + r.err;
+}
+
+Result<void> Podman::remove(const std::string& name) const {
+  GP_TRY(call({"rm", "--force", "--time", "0", name}, "rm"));
+  return ok();
+}
+
+namespace {
+
+namespace fs = std::filesystem;
+
+Result<void> write_file(const fs::path& p, const std::string& value) {
+  std::ofstream f(p);
+  f << value;
+  f.flush();
+  if (!f) return fail(Error::unavailable(fmt::format("cannot write {} to {}", value, p.string())));
+  return ok();
+}
+
+Result<std::string> read_file(const fs::path& p) {
+  std::ifstream f(p);
+  if (!f) return fail(Error::unavailable("cannot read " + p.string()));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// The value after `key ` on its own line of a flat-keyed cgroup file ("oom_kill 3").
+int64_t keyed(std::string_view text, std::string_view key) {
+  size_t at = 0;
+  while ((at = text.find(key, at)) != std::string_view::npos) {
+    bool line_start = at == 0 || text[at - 1] == '\n';
+    size_t v = at + key.size();
+    if (line_start && v < text.size() && text[v] == ' ') return std::atoll(text.data() + v + 1);
+    at = v;
+  }
+  return 0;
+}
+
+bool valid_group_name(std::string_view n) {
+  return !n.empty() && n.size() <= 200 && n != "." && n != ".." &&
+         std::all_of(n.begin(), n.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+         });
+}
+
+}  // namespace
+
+Result<MemberCgroup> MemberCgroup::create(const std::string& name, int64_t memory_bytes,
+                                          const fs::path& root) {
+  if (!valid_group_name(name))
+    return fail(Error::invalid(fmt::format("cgroup name \"{}\" is not one path segment", name)));
+  if (memory_bytes <= 0) return fail(Error::invalid("a member cgroup needs a memory limit"));
+  MemberCgroup g;
+  g.root_ = root;
+  g.parent_ = "/gpuplane/" + name;
+  g.v2_ = fs::exists(root / "cgroup.controllers");
+  std::error_code ec;
+  if (g.v2_) {
+    GP_TRY_VOID(write_file(root / "cgroup.subtree_control", "+memory"));
+    fs::create_directories(root / "gpuplane", ec);
+    GP_TRY_VOID(write_file(root / "gpuplane" / "cgroup.subtree_control", "+memory"));
+    g.memory_dir_ = root / "gpuplane" / name;
+  } else {
+    g.memory_dir_ = root / "memory" / "gpuplane" / name;
+  }
+  fs::create_directories(g.memory_dir_, ec);
+  if (ec)
+    return fail(Error::unavailable(
+        fmt::format("cannot create cgroup {}: {}", g.memory_dir_.string(), ec.message())));
+  GP_TRY_VOID(write_file(g.memory_dir_ / (g.v2_ ? "memory.max" : "memory.limit_in_bytes"),
+                         std::to_string(memory_bytes)));
+  return g;
+}
+
+Result<bool> MemberCgroup::reached_limit() const {
+  if (v2_) {
+    auto events = GP_TRY(read_file(memory_dir_ / "memory.events"));
+    return keyed(events, "oom_kill") > 0 || keyed(events, "max") > 0;
+  }
+  auto peak = GP_TRY(read_file(memory_dir_ / "memory.max_usage_in_bytes"));
+  auto limit = GP_TRY(read_file(memory_dir_ / "memory.limit_in_bytes"));
+  return std::atoll(peak.c_str()) >= std::atoll(limit.c_str());
+}
+
+Result<void> MemberCgroup::remove() const {
+  // Every hierarchy podman created the parent in (v1: one per controller), deepest first.
+  std::vector<fs::path> tops;
+  if (v2_) {
+    tops.push_back(root_ / parent_.substr(1));
+  } else {
+    std::error_code ec;
+    for (const auto& c : fs::directory_iterator(root_, ec))
+      if (fs::is_directory(c.path() / parent_.substr(1))) tops.push_back(c.path() / parent_.substr(1));
+  }
+  for (const auto& top : tops) {
+    std::vector<fs::path> dirs;
+    std::error_code ec;
+    for (auto it = fs::recursive_directory_iterator(top, ec); !ec && it != fs::end(it);
+         it.increment(ec))
+      if (it->is_directory() && !it->is_symlink()) dirs.push_back(it->path());
+    std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) {
+      return a.string().size() > b.string().size();
+    });
+    dirs.push_back(top);
+    for (const auto& d : dirs)
+      if (::rmdir(d.c_str()) != 0 && errno != ENOENT)
+        return fail(Error::unavailable(
+            fmt::format("cannot remove cgroup {}: {}", d.string(), std::strerror(errno))));
+  }
+  return ok();
+}
+
+}  // namespace gp::jobs

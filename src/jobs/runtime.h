@@ -1,0 +1,68 @@
+// Driving podman on a node for jobs (docs/jobs.md): start a member from podman_run_argv(),
+// read its state, find a node's members again by their labels after the agent restarts, stop
+// them (SIGTERM, then SIGKILL after the grace period), read their logs, remove them. Every call
+// runs podman directly (no shell) and is bounded in time.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "jobs/jobs.h"
+
+namespace gp::jobs {
+
+class Podman {
+ public:
+  // `program`: the podman binary (PATH lookup when not a path).
+  explicit Podman(std::string program = "podman",
+                  std::chrono::milliseconds timeout = std::chrono::minutes(5))
+      : program_(std::move(program)), timeout_(timeout) {}
+
+  // Starts a member (argv from podman_run_argv, whose argv[0] is replaced by this binary).
+  // unavailable with podman's message when it could not start it (an image that cannot be
+  // pulled, a runtime error); the container may then exist in state "created".
+  Result<void> run(const std::vector<std::string>& argv) const;
+  Result<std::vector<ContainerStatus>> inspect(const std::vector<std::string>& names) const;
+  // Every container carrying the job label (any job, any state), as `podman ps` lists them.
+  Result<std::vector<ContainerStatus>> list_members() const;
+  // SIGTERM, then SIGKILL once `grace` has passed.
+  Result<void> stop(const std::string& name, std::chrono::seconds grace) const;
+  // The last `tail` lines of stdout and stderr together (0: all).
+  Result<std::string> logs(const std::string& name, int tail) const;
+  Result<void> remove(const std::string& name) const;
+
+ private:
+  Result<std::string> call(std::vector<std::string> args, std::string_view what) const;
+  std::string program_;
+  std::chrono::milliseconds timeout_;
+};
+
+// The cgroup a member's container is put under (`--cgroup-parent`), owned by the agent and
+// carrying the member's memory limit. It outlives the container, so once the member has ended
+// the agent can still tell whether its memory reached the limit: on kernels whose cgroup v1
+// memory controller reports no OOM kill (these machines: `oom_kill` stays 0 and podman's
+// OOMKilled stays false), a member killed by SIGKILL at its limit is read as out of memory
+// (ended_by_oom). On cgroup v2 the group's memory.events counts the kills.
+class MemberCgroup {
+ public:
+  // Creates <root>/memory/gpuplane/<name> (v1) or <root>/gpuplane/<name> (v2, enabling the
+  // memory controller on the way) with `memory_bytes` as its limit.
+  static Result<MemberCgroup> create(const std::string& name, int64_t memory_bytes,
+                                     const std::filesystem::path& root = "/sys/fs/cgroup");
+  const std::string& parent() const { return parent_; }  // for --cgroup-parent
+  // Whether the group's memory reached its limit (v1: peak usage at the limit; v2: an OOM
+  // kill or the limit hit, from memory.events).
+  Result<bool> reached_limit() const;
+  // Removes the group and what podman left under it, in every controller.
+  Result<void> remove() const;
+
+ private:
+  std::filesystem::path root_, memory_dir_;
+  std::string parent_;
+  bool v2_ = false;
+};
+
+}  // namespace gp::jobs

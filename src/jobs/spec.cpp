@@ -1,0 +1,185 @@
+// The job spec a tenant submits: strict parsing and every limit (jobs.h).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <set>
+
+#include "jobs/jobs.h"
+#include "policy/admission.h"
+
+namespace gp::jobs {
+
+namespace {
+
+constexpr std::array<std::string_view, 4> kVolumeKinds = {"datasets", "models", "checkpoints",
+                                                          "scratch"};
+
+constexpr std::array<std::string_view, 8> kPlatformEnv = {
+    "NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "RANK",        "LOCAL_RANK",
+    "WORLD_SIZE",             "MASTER_ADDR",          "MASTER_PORT", "GPUPLANE_JOB"};
+
+bool env_name(std::string_view n) {
+  if (n.empty() || n.size() > 128 || (n.front() >= '0' && n.front() <= '9')) return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+  });
+}
+
+bool secret_name(std::string_view n) {
+  if (n.empty() || n.size() > 128 || n == "." || n == "..") return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
+           c == ':';
+  });
+}
+
+std::vector<std::string> string_list(ObjectReader& r, std::string_view key) {
+  auto v = r.optional_string_array(key, kMaxArgs, kMaxArgBytes);
+  return v ? std::move(*v) : std::vector<std::string>{};
+}
+
+}  // namespace
+
+std::string_view restart_policy_name(RestartPolicy p) {
+  return p == RestartPolicy::kOnFailure ? "on-failure" : "never";
+}
+
+std::span<const std::string_view> platform_env_names() { return kPlatformEnv; }
+
+Json JobSpec::to_json() const {
+  Json env_json = Json::array();
+  for (const auto& e : env) env_json.push_back({{"name", e.name}, {"value", e.value}});
+  Json vols = Json::array();
+  for (const auto& v : volumes) vols.push_back({{"kind", v.kind}, {"read_only", v.read_only}});
+  return {{"name", name},
+          {"image", image},
+          {"command", command},
+          {"args", args},
+          {"env", env_json},
+          {"offering", offering},
+          {"count", count},
+          {"gang", members},
+          {"volumes", vols},
+          {"secrets", secrets},
+          {"max_duration_seconds", max_duration_seconds},
+          {"restart_policy", restart_policy_name(restart)},
+          {"retries", retries}};
+}
+
+Result<JobSpec> parse_job_spec(const Json& body) {
+  if (!body.is_object()) return fail(Error::invalid("job: must be a JSON object"));
+  ObjectReader r(body, "job");
+  JobSpec s;
+  s.name = r.string("name", 63);
+  s.image = r.string("image", 512);
+  s.command = string_list(r, "command");
+  s.args = string_list(r, "args");
+  const Json* env = r.optional_array("env");
+  s.offering = r.string("offering", 128);
+  auto count = r.optional_integer("count", 1, kMaxUnitsPerMember);
+  auto gang = r.optional_integer("gang", 1, kMaxGangMembers);
+  const Json* volumes = r.optional_array("volumes");
+  auto secrets = r.optional_string_array("secrets", kMaxSecrets, 128);
+  auto duration = r.optional_integer("max_duration_seconds", 1, kMaxDurationSeconds);
+  auto restart = r.optional_string("restart_policy", 32);
+  auto retries = r.optional_integer("retries", 0, kMaxRetries);
+  GP_TRY_VOID(r.finish());
+
+  GP_TRY_VOID(validate_dns_label("name", s.name));
+  if (!policy::valid_image_reference(s.image))
+    return fail(Error::invalid(fmt::format(
+        "field 'image': \"{}\" is not an image reference ([registry/]path[:tag][@sha256:digest], "
+        "lower-case path)",
+        s.image)));
+  if (s.command.empty() && s.args.empty())
+    return fail(Error::invalid(
+        "field 'command': a job says what it runs (command, args or both; the image's own "
+        "entrypoint is used when only args are given)"));
+  s.count = static_cast<int>(count.value_or(1));
+  s.members = static_cast<int>(gang.value_or(1));
+  s.max_duration_seconds = duration.value_or(kDefaultDurationSeconds);
+
+  if (env) {
+    if (env->size() > kMaxEnv)
+      return fail(Error::invalid(fmt::format("field 'env': more than {} variables", kMaxEnv)));
+    std::set<std::string> seen;
+    for (size_t i = 0; i < env->size(); ++i) {
+      const Json& e = (*env)[i];
+      std::string where = fmt::format("env[{}]", i);
+      if (!e.is_object()) return fail(Error::invalid(where + ": must be {name, value}"));
+      ObjectReader er(e, where);
+      EnvVar v{er.string("name", 128), er.string("value", kMaxEnvValueBytes)};
+      GP_TRY_VOID(er.finish());
+      if (!env_name(v.name))
+        return fail(Error::invalid(fmt::format(
+            "{}: \"{}\" is not a variable name (letters, digits and '_', not starting with a "
+            "digit)",
+            where, v.name)));
+      if (policy::env_selects_gpu_devices(v.name))
+        return fail(Error::invalid(fmt::format(
+            "{}: {} would choose the job's GPUs; a job gets exactly the devices of its "
+            "allocation, and gpuplane sets NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES "
+            "to them",
+            where, v.name)));
+      if (std::find(kPlatformEnv.begin(), kPlatformEnv.end(), v.name) != kPlatformEnv.end())
+        return fail(Error::invalid(
+            fmt::format("{}: {} is set by gpuplane in every member", where, v.name)));
+      if (!seen.insert(v.name).second)
+        return fail(Error::invalid(fmt::format("{}: {} is set twice", where, v.name)));
+      s.env.push_back(std::move(v));
+    }
+  }
+
+  if (volumes) {
+    if (volumes->size() > kVolumeKinds.size())
+      return fail(Error::invalid("field 'volumes': at most one mount of each volume kind"));
+    std::set<std::string> seen;
+    for (size_t i = 0; i < volumes->size(); ++i) {
+      const Json& v = (*volumes)[i];
+      std::string where = fmt::format("volumes[{}]", i);
+      if (!v.is_object()) return fail(Error::invalid(where + ": must be {kind, read_only}"));
+      ObjectReader vr(v, where);
+      VolumeMount m{vr.string("kind", 32), vr.optional_bool("read_only").value_or(false)};
+      GP_TRY_VOID(vr.finish());
+      if (std::find(kVolumeKinds.begin(), kVolumeKinds.end(), m.kind) == kVolumeKinds.end())
+        return fail(Error::invalid(fmt::format(
+            "{}: \"{}\" is not a project volume (datasets, models, checkpoints, scratch)", where,
+            m.kind)));
+      if (!seen.insert(m.kind).second)
+        return fail(Error::invalid(fmt::format("{}: {} is mounted twice", where, m.kind)));
+      s.volumes.push_back(std::move(m));
+    }
+  }
+
+  if (secrets) {
+    std::set<std::string> seen;
+    for (size_t i = 0; i < secrets->size(); ++i) {
+      const std::string& n = (*secrets)[i];
+      if (!secret_name(n))
+        return fail(Error::invalid(fmt::format(
+            "secrets[{}]: \"{}\" is not a secret name (letters, digits, '-', '_', '.', ':')", i,
+            n)));
+      if (!seen.insert(n).second)
+        return fail(Error::invalid(fmt::format("secrets[{}]: {} is listed twice", i, n)));
+    }
+    s.secrets = std::move(*secrets);
+  }
+
+  if (restart) {
+    if (*restart == "never") {
+      s.restart = RestartPolicy::kNever;
+    } else if (*restart == "on-failure") {
+      s.restart = RestartPolicy::kOnFailure;
+    } else {
+      return fail(Error::invalid(fmt::format(
+          "field 'restart_policy': \"{}\" is not never or on-failure", *restart)));
+    }
+  }
+  s.retries = static_cast<int>(retries.value_or(0));
+  if (s.retries > 0 && s.restart != RestartPolicy::kOnFailure)
+    return fail(Error::invalid("field 'retries': only restart_policy on-failure retries"));
+  return s;
+}
+
+}  // namespace gp::jobs
