@@ -483,7 +483,8 @@ Check chain(const Facts& f) {
   c.seen = {{"ok", f.audit.chain_ok}, {"records_checked", f.audit.records_checked}};
   if (!f.audit.chain_ok) c.seen["reason"] = f.audit.chain_reason;
   c.pass = f.audit.chain_ok;
-  c.summary = c.pass ? fmt::format("{} record(s) verified", f.audit.records_checked)
+  c.summary = c.pass ? fmt::format("the chain verifies, the tenant's {} record(s) in it",
+                                   f.audit.records_checked)
                      : "chain does not verify: " + f.audit.chain_reason;
   return c;
 }
