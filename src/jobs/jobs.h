@@ -134,7 +134,7 @@ struct Limits {
   int64_t cpu_millis = 0;     // 0: no CPU limit
   int64_t memory_bytes = 0;   // 0: no memory limit; swap is never added on top
   int64_t pids = 4096;
-  int64_t open_files = 65536;
+  int64_t open_files = 16384;  // at most the podman process's own hard limit (runc refuses more)
 };
 
 struct MemberLaunch {

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "common/subprocess.h"
 
@@ -78,8 +79,51 @@ Result<std::string> Podman::logs(const std::string& name, int tail) const {
 }
 
 Result<void> Podman::remove(const std::string& name) const {
-  GP_TRY(call({"rm", "--force", "--time", "0", name}, "rm"));
+  // Right after a container exits, conmon may still hold its shm mount ("device or resource
+  // busy"): a few tries over about two seconds.
+  Result<std::string> r;
+  for (int attempt = 0; attempt < 8; ++attempt) {
+    if (attempt) std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    r = call({"rm", "--force", "--time", "0", name}, "rm");
+    if (r || r.error().message.find("busy") == std::string::npos) break;
+  }
+  if (!r) return fail(r.error());
   return ok();
+}
+
+Result<void> Podman::import_busybox(const std::string& tag,
+                                   const std::vector<std::string>& image_env,
+                                   const std::filesystem::path& busybox) const {
+  namespace fs = std::filesystem;
+  std::string tmpl = (fs::temp_directory_path() / "gp-busybox-image-XXXXXX").string();
+  if (!::mkdtemp(tmpl.data()))
+    return fail(Error::unavailable(fmt::format("mkdtemp: {}", std::strerror(errno))));
+  const fs::path dir = tmpl;
+  auto made = [&]() -> Result<void> {
+    std::error_code ec;
+    fs::create_directories(dir / "root/bin", ec);
+    fs::create_directories(dir / "root/tmp", ec);
+    fs::copy_file(busybox, dir / "root/bin/busybox", ec);
+    if (ec)
+      return fail(Error::unavailable(
+          fmt::format("cannot copy {}: {} (install busybox-static)", busybox.string(),
+                      ec.message())));
+    for (const char* applet : {"sh", "cat", "ls", "id", "echo", "sleep", "tail", "grep", "touch",
+                               "stat", "env", "head", "true", "false", "kill", "nc", "wc"})
+      fs::create_symlink("busybox", dir / "root/bin" / applet, ec);
+    auto tar = GP_TRY(run_process({"tar", "-C", (dir / "root").string(), "-cf",
+                                   (dir / "image.tar").string(), "bin", "tmp"},
+                                  "", timeout_));
+    if (tar.exit_code != 0) return fail(Error::unavailable("tar failed: " + tar.err));
+    std::vector<std::string> args = {"import", "--quiet"};
+    for (const auto& e : image_env) args.insert(args.end(), {"--change", "ENV=" + e});
+    args.insert(args.end(), {(dir / "image.tar").string(), tag});
+    GP_TRY(call(args, "import"));
+    return ok();
+  }();
+  std::error_code ec;
+  fs::remove_all(dir, ec);
+  return made;
 }
 
 namespace {

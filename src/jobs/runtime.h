@@ -33,6 +33,12 @@ class Podman {
   // The last `tail` lines of stdout and stderr together (0: all).
   Result<std::string> logs(const std::string& name, int tail) const;
   Result<void> remove(const std::string& name) const;
+  // Makes the image `tag` from a statically linked busybox and its applets (sh, cat, ls, ...)
+  // with `podman import`: the image of the tests, the benchmarks and a simulated node's demo
+  // jobs, made without pulling anything. `image_env`: "NAME=value" the image carries.
+  Result<void> import_busybox(const std::string& tag,
+                              const std::vector<std::string>& image_env = {},
+                              const std::filesystem::path& busybox = "/bin/busybox") const;
 
  private:
   Result<std::string> call(std::vector<std::string> args, std::string_view what) const;

@@ -50,20 +50,9 @@ class PodmanTest : public ::testing::Test {
     why_not_ = cannot_run();
     if (!why_not_.empty()) return;
     // The test image: busybox and its applets, nothing else.
-    auto dir = fs::temp_directory_path() / fmt::format("gp-podman-image-{}", ::getpid());
-    fs::create_directories(dir / "bin");
-    fs::copy_file("/bin/busybox", dir / "bin/busybox");
-    for (const char* applet : {"sh", "cat", "ls", "id", "echo", "sleep", "tail", "grep", "touch",
-                               "stat", "env", "head"})
-      fs::create_symlink("busybox", dir / "bin" / applet);
-    fs::create_directories(dir / "tmp");
-    auto tar = sh({"tar", "-C", dir.string(), "-cf", (dir / "image.tar").string(), "bin",
-                   "tmp"});
-    ASSERT_TRUE(tar && tar->exit_code == 0);
-    auto imp = sh({"podman", "import", "--quiet", "--change", "ENV=NVIDIA_VISIBLE_DEVICES=all",
-                   (dir / "image.tar").string(), kImage});
-    ASSERT_TRUE(imp && imp->exit_code == 0) << (imp ? imp->err : imp.error().message);
-    fs::remove_all(dir);
+    // It carries NVIDIA_VISIBLE_DEVICES=all, as CUDA images do.
+    auto imported = Podman().import_busybox(kImage, {"NVIDIA_VISIBLE_DEVICES=all"});
+    ASSERT_TRUE(imported) << imported.error().message;
     // Whether this machine can run a container at all (a kernel without user namespaces or
     // overlayfs, a sandbox refusing cgroups): a fixed command line, none of gpuplane's, so a
     // skip here never hides a fault of podman_run_argv.
