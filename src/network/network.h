@@ -186,4 +186,52 @@ Result<void> check_ruleset(std::string_view ruleset, const NftCommand& nft = {})
 // `nft list table inet gpuplane`; not_found when the table does not exist.
 Result<std::string> list_ruleset(const NftCommand& nft = {});
 
+// ---- Links: workloads attached to a node, a tenant's nodes joined by its VXLAN ----
+// Routed, without bridges. A workload (a job member's network namespace) is joined to the node
+// by a veth pair: its end is eth0 with the workload's /32 and a default route through it; the
+// node's end has 169.254.1.1/32, answers ARP for what it routes (proxy_arp) and carries a /32
+// route to the workload. Each tenant present on a node has one VXLAN device, gpvx<vni>, with the
+// tenant's VNI, whose MAC is derived from the node's underlay address (vtep_mac): the node
+// routes every workload of the tenant on another node through it, `via` that node's underlay
+// address (onlink), with a permanent neighbour entry and a forwarding entry naming the node. No
+// ARP and no learning cross the overlay, so the node's strict reverse-path filter holds, and a
+// tenant's VXLAN carries only what the control plane told its nodes. Which traffic may use these
+// routes is the ruleset's to decide (render_nftables: a VXLAN device is the tenant's
+// OverlayLink). These functions plan the `ip` and `sysctl` command lines; run_link_commands
+// runs them.
+
+inline constexpr std::string_view kNodeGateway = "169.254.1.1";
+inline constexpr uint16_t kVxlanPort = 4789;
+
+std::string overlay_interface(uint32_t vni);  // "gpvx<vni>"
+std::string vtep_mac(uint32_t underlay);      // "02:aa:bb:cc:dd:00" for a.b.c.d
+
+// A workload of the tenant on another node.
+struct OverlayPeer {
+  uint32_t workload = 0;  // its address
+  uint32_t node = 0;      // that node's underlay address
+};
+
+struct TenantOverlay {
+  std::string tenant;
+  uint32_t vni = 0;
+  uint32_t local = 0;               // this node's underlay address
+  std::vector<OverlayPeer> peers;  // the tenant's workloads on the other nodes
+};
+
+using Commands = std::vector<std::vector<std::string>>;
+
+// Creates the tenant's VXLAN device and its routes to the peers. invalid_argument on a VNI
+// outside 1..16777215 or a peer on this node.
+Result<Commands> plan_overlay(const TenantOverlay& overlay);
+Commands plan_overlay_removal(uint32_t vni);  // deleting the device takes its routes with it
+// Joins the workload's namespace `netns` (a name under /run/netns) to the node: the veth pair,
+// addresses, routes. The workload's interface is w.interface on the node's side.
+Result<Commands> plan_attach(const Workload& w, std::string_view netns);
+Commands plan_detach(const Workload& w);  // deleting one end of a veth pair deletes both
+
+// Runs each command with `prefix` before it (e.g. {"ip", "netns", "exec", "node1"}), in order,
+// stopping at the first failure: unavailable naming the command and its error output.
+Result<void> run_link_commands(const Commands& commands, const std::vector<std::string>& prefix = {});
+
 }  // namespace gp::network

@@ -16,9 +16,6 @@
 #include "network/network.h"
 
 namespace gp::network {
-namespace {
-
-constexpr size_t kMaxInterfaceName = 15;  // IFNAMSIZ - 1
 
 Result<void> validate_interface(std::string_view name) {
   bool good = !name.empty() && name.size() <= kMaxInterfaceName && name != "." && name != "..";
@@ -31,6 +28,8 @@ Result<void> validate_interface(std::string_view name) {
                     kMaxInterfaceName)));
   return ok();
 }
+
+namespace {
 
 // Tenant names are DNS labels (no '_'), so replacing '-' by '_' stays unique.
 std::string ident(std::string_view tenant) {

@@ -358,3 +358,56 @@ TEST(Apply, NftFailureCarriesItsMessage) {
 
 }  // namespace
 }  // namespace gp::network
+
+namespace gp::network {
+namespace {
+
+TEST(Links, TheVxlanPlanNamesEachPeerNodeOnceAndRoutesEachRemoteWorkload) {
+  using testing::ip;
+  EXPECT_EQ(overlay_interface(4096), "gpvx4096");
+  EXPECT_EQ(vtep_mac(ip("192.0.2.10")), "02:c0:00:02:0a:00");
+  TenantOverlay o{.tenant = "acme", .vni = 4096, .local = ip("192.0.2.1")};
+  o.peers = {{ip("10.240.0.11"), ip("192.0.2.2")},
+             {ip("10.240.0.12"), ip("192.0.2.2")},
+             {ip("10.240.0.13"), ip("192.0.2.3")}};
+  auto plan = plan_overlay(o);
+  ASSERT_TRUE(plan) << plan.error().message;
+  auto count = [&](std::string_view first, std::string_view second) {
+    return std::count_if(plan->begin(), plan->end(), [&](const std::vector<std::string>& c) {
+      return c.size() > 1 && c[0] == first && c[1] == second;
+    });
+  };
+  EXPECT_EQ(count("bridge", "fdb"), 2);  // one per peer node
+  EXPECT_EQ(count("ip", "neigh"), 2);
+  EXPECT_EQ(count("ip", "route"), 3);  // one per remote workload
+  const auto& add = plan->front();
+  EXPECT_EQ(std::vector<std::string>(add.begin(), add.begin() + 4),
+            (std::vector<std::string>{"ip", "link", "add", "gpvx4096"}));
+  EXPECT_NE(std::find(add.begin(), add.end(), "nolearning"), add.end());
+  EXPECT_NE(std::find(add.begin(), add.end(), "02:c0:00:02:01:00"), add.end());
+  EXPECT_EQ(plan->back(),
+            (std::vector<std::string>{"ip", "route", "replace", "10.240.0.13/32", "via",
+                                      "192.0.2.3", "dev", "gpvx4096", "onlink"}));
+}
+
+TEST(Links, ImpossiblePlansAreRefused) {
+  using testing::ip;
+  TenantOverlay o{.tenant = "acme", .vni = 0, .local = ip("192.0.2.1")};
+  EXPECT_FALSE(plan_overlay(o));
+  o.vni = kMaxVni + 1;
+  EXPECT_FALSE(plan_overlay(o));
+  o.vni = 7;
+  o.peers = {{ip("10.240.0.11"), ip("192.0.2.1")}};  // "peer" on this very node
+  EXPECT_FALSE(plan_overlay(o));
+  o.peers = {{ip("10.240.0.11"), ip("192.0.2.2")}, {ip("10.240.0.11"), ip("192.0.2.3")}};
+  EXPECT_FALSE(plan_overlay(o));
+  Workload w{"acme-w1", "acme", "gpa1", ip("10.240.0.10")};
+  EXPECT_TRUE(plan_attach(w, "gpj-1"));
+  EXPECT_FALSE(plan_attach(w, "../../proc/1/ns/net"));
+  EXPECT_FALSE(plan_attach(w, ""));
+  w.interface = "a-name-far-too-long";
+  EXPECT_FALSE(plan_attach(w, "gpj-1"));
+}
+
+}  // namespace
+}  // namespace gp::network
