@@ -299,6 +299,7 @@ class TenantRules {
     Containers cs = containers_of(pod);
     bool requests_gpu = check_gpu_resources(pod, cs);
     check_device_env(cs);
+    check_cdi_annotations(pod);
     check_placement(pod, requests_gpu);
     check_images(cs);
   }
@@ -377,6 +378,27 @@ class TenantRules {
                     "variables, so the pod could reach GPUs it was not given (request "
                     "nvidia.com/* resources instead)",
                     join(found, "; ")),
+        std::move(fields));
+  }
+
+  // Pod annotations under cdi.k8s.io/ make containerd and CRI-O inject CDI devices into the
+  // pod's containers by name ("nvidia.com/gpu=all"), around the device plugin and the
+  // scheduler. The device plugin never needs them on the pod (its own CDI annotations go into
+  // the container's runtime config), so any is refused.
+  void check_cdi_annotations(const PodTemplateView& pod) {
+    const Json* annotations = member(pod.metadata, "annotations");
+    if (annotations == nullptr || !annotations->is_object()) return;
+    std::vector<std::string> keys, fields;
+    for (const auto& [key, value] : annotations->items()) {
+      if (!key.starts_with(kCdiAnnotationPrefix)) continue;
+      keys.push_back(key);
+      fields.push_back(fmt::format("{}metadata.annotations[{}]", pod.path_prefix, key));
+    }
+    if (keys.empty()) return;
+    add("tenant.cdiDevices", "annotation requests CDI devices",
+        fmt::format("{} {} the container runtime for CDI devices by name, around the device "
+                    "plugin and the scheduler (request nvidia.com/* resources instead)",
+                    join(keys, ", "), keys.size() == 1 ? "asks" : "ask"),
         std::move(fields));
   }
 

@@ -144,6 +144,10 @@ bool env_selects_gpu_devices(std::string_view name);
 // them into device variables is not.
 bool env_prefix_may_select_gpu_devices(std::string_view prefix);
 
+// Pod annotations with this prefix ask containerd and CRI-O (with CDI enabled) for CDI devices
+// by name; the webhook refuses them (control tenant.cdiDevices).
+inline constexpr std::string_view kCdiAnnotationPrefix = "cdi.k8s.io/";
+
 // ---- Namespaces ---------------------------------------------------------------------------
 
 // The Kubernetes namespace of a tenant's project: "<tenant>-<project>" (invalid_argument

@@ -243,6 +243,21 @@ TEST_F(K8s, PodSelectingGpusThroughItsEnvironmentIsDenied) {
   EXPECT_EQ(controls_of(d.body), std::set<std::string>{"tenant.gpuDeviceEnv"}) << d.raw;
 }
 
+// The same escape through the container runtime: containerd and CRI-O inject the CDI devices a
+// pod's cdi.k8s.io/ annotations name, device plugin or not.
+TEST_F(K8s, PodAskingTheRuntimeForCdiDevicesIsDenied) {
+  Json pod = restricted_pod("acme-train");
+  pod["metadata"]["annotations"] = {{"cdi.k8s.io/gpus", "nvidia.com/gpu=all"}};
+  auto r = validate(review(pod, "acme-train", "uid-cdi"));
+  ASSERT_EQ(r.status, 200) << r.raw;
+  EXPECT_FALSE(r.body.at("response").at("allowed").get<bool>()) << r.raw;
+  EXPECT_EQ(controls_of(r.body), std::set<std::string>{"tenant.cdiDevices"}) << r.raw;
+  pod["metadata"]["annotations"] = {{"example.com/team", "vision"}};
+  auto ok = validate(review(pod, "acme-train", "uid-cdi-ok"));
+  ASSERT_EQ(ok.status, 200) << ok.raw;
+  EXPECT_TRUE(ok.body.at("response").at("allowed").get<bool>()) << ok.raw;
+}
+
 // Issue 24, finding 3: tenant acme creating project "labs-research" produced the namespace of
 // tenant acme-labs, project research, and the webhook then refused acme-labs' pods there.
 TEST_F(K8s, NoTenantCanTakeOrLockAnotherTenantsNamespace) {

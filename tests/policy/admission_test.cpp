@@ -69,6 +69,11 @@ Json wrap(const Json& pod, const std::string& kind) {
   if (kind.empty() || kind == "Pod") return pod;
   Json tmpl = {{"metadata", {{"labels", {{"app", "trainer"}}}}}, {"spec", pod["spec"]}};
   Json meta = pod["metadata"];
+  // The pod's annotations are the template's, not the workload object's.
+  if (meta.contains("annotations")) {
+    tmpl["metadata"]["annotations"] = meta["annotations"];
+    meta.erase("annotations");
+  }
   Json selector = {{"matchLabels", {{"app", "trainer"}}}};
   if (kind == "CronJob")
     return {
@@ -494,7 +499,8 @@ TEST(TenantRules, EveryFixtureCaseGivesExactlyTheExpectedControls) {
   }
   EXPECT_GT(cases, 50u);
   for (std::string rule :
-       {"tenant.namespace", "tenant.gpuResources", "tenant.gpuDeviceEnv", "tenant.placement",
+       {"tenant.namespace", "tenant.gpuResources", "tenant.gpuDeviceEnv", "tenant.cdiDevices",
+        "tenant.placement",
         "tenant.ownPool", "tenant.imageRegistry", "tenant.imagePullPolicy"})
     EXPECT_TRUE(rules_failed.contains(rule)) << rule << " is never exercised";
 }
