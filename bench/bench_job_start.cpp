@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_env.h"
 #include "common/subprocess.h"
 #include "jobs/jobs.h"
 #include "jobs/runtime.h"
@@ -24,12 +25,6 @@ using Steady = std::chrono::steady_clock;
 namespace {
 
 constexpr const char* kImage = "localhost/gpuplane-bench/busybox:1";
-
-double quantile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[std::min(v.size() - 1, size_t(double(v.size()) * p))];
-}
 
 // Milliseconds `argv` took to return, or a negative value when it failed.
 double timed(const std::vector<std::string>& argv) {
@@ -62,9 +57,9 @@ int main(int argc, char** argv) {
   for (int i = 0; i < n; ++i) {
     if (tty) std::fprintf(stderr, "\rstart %d/%d", i + 1, n);
     std::string name = "gp-bench-plain-" + std::to_string(i);
-    double p = timed({"podman", "--runtime", "runc", "run", "--detach", "--name", name,
-                      "--network", "none", "--ulimit", "nproc=4096:4096", "--ulimit",
-                      "nofile=16384:16384", kImage, "/bin/sleep", "60"});
+    double p = timed({"podman", "--runtime", "runc", "run", "--detach", "--name", name, "--network",
+                      "none", "--ulimit", "nproc=4096:4096", "--ulimit", "nofile=16384:16384",
+                      kImage, "/bin/sleep", "60"});
     (void)podman.remove(name);
     jobs::MemberLaunch m;
     m.job_id = "bench" + std::to_string(::getpid());
@@ -93,8 +88,8 @@ int main(int argc, char** argv) {
     member.push_back(g);
   }
   if (tty) std::fprintf(stderr, "\r%*s\r", 20, "");
-  const double p50p = quantile(plain, 0.5), p50g = quantile(member, 0.5);
-  const double p99p = quantile(plain, 0.99), p99g = quantile(member, 0.99);
+  const double p50p = bench::percentile(plain, 0.5), p50g = bench::percentile(member, 0.5);
+  const double p99p = bench::percentile(plain, 0.99), p99g = bench::percentile(member, 0.99);
   std::printf("%-34s %10s %10s\n", "podman run --detach (ms)", "p50", "p99");
   std::printf("%-34s %10.1f %10.1f\n", "plain", p50p, p99p);
   std::printf("%-34s %10.1f %10.1f\n", "gpuplane member (podman_run_argv)", p50g, p99g);

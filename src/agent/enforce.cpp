@@ -4,20 +4,13 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
-#include <fstream>
 #include <set>
 #include <sstream>
 
+#include "common/files.h"
+
 namespace gp::agent {
 namespace {
-
-Result<std::string> read_text(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return fail(Error::not_found("cannot read " + path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 Result<const Json*> member(const Json& j, const char* key, bool (Json::*is)() const,
                            const char* type) {
@@ -254,7 +247,7 @@ bool Enforcer::network_round(const Assignment& a) {
   network::NodeNetState state = a.net;
   if (!o_.workloads_file.empty()) {
     Result<std::vector<network::Workload>> workloads = std::vector<network::Workload>{};
-    if (auto text = read_text(o_.workloads_file); !text)
+    if (auto text = read_text_file(o_.workloads_file); !text)
       workloads = fail(text.error());
     else if (auto j = parse_json(*text); !j)
       workloads = fail(j.error());

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "common/crypto.h"
 
@@ -62,6 +64,14 @@ Result<void> replace_private_file(const std::string& path, std::string_view cont
     return fail(file_error("replace", path, err));
   }
   return ok();
+}
+
+Result<std::string> read_text_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return fail(Error::not_found("cannot read " + path));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
 }
 
 }  // namespace gp

@@ -1,5 +1,6 @@
 // Files the control plane writes for people and scripts to read back (credentials, port files):
-// created with exactly the mode asked for, never through a symlink, flushed before success.
+// created with exactly the mode asked for, never through a symlink, flushed before success; and
+// reading a small file whole.
 #pragma once
 
 #include <sys/types.h>
@@ -22,5 +23,9 @@ Result<void> create_private_file(const std::string& path, std::string_view conte
 // renamed over `path` (a symlink there is replaced, not followed).
 Result<void> replace_private_file(const std::string& path, std::string_view contents,
                                   mode_t mode = 0600);
+
+// The whole of `path`, bytes as they are. not_found ("cannot read PATH") when it cannot be
+// opened.
+Result<std::string> read_text_file(const std::string& path);
 
 }  // namespace gp

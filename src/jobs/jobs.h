@@ -22,7 +22,7 @@ namespace gp::jobs {
 
 inline constexpr int kMaxGangMembers = 64;
 inline constexpr int kMaxUnitsPerMember = 64;
-inline constexpr size_t kMaxArgs = 256;      // command and args, each
+inline constexpr size_t kMaxArgs = 256;  // command and args, each
 inline constexpr size_t kMaxArgBytes = 4096;
 inline constexpr size_t kMaxEnv = 128;
 inline constexpr size_t kMaxEnvValueBytes = 32 * 1024;
@@ -68,12 +68,11 @@ struct JobSpec {
 // invalid_argument naming the field. There is no field for privileges, host namespaces, host
 // paths or devices: what a job gets is decided by its allocation and its tenant alone.
 // Refused env names: every name that selects GPUs in the NVIDIA stack
-// (policy::env_selects_gpu_devices) and the names gpuplane sets itself (platform_env_names()).
+// (policy::env_selects_gpu_devices) and the names gpuplane sets itself (set_by_platform()).
 Result<JobSpec> parse_job_spec(const Json& body);
 
-// The environment gpuplane sets in every member: the devices it was given and its place in the
-// gang (torchrun's names).
-std::span<const std::string_view> platform_env_names();
+// Whether gpuplane sets `name` in every member (one of platform_env()'s names).
+bool set_by_platform(std::string_view name);
 
 // ---- states ----
 
@@ -93,14 +92,14 @@ std::string_view failure_name(Failure f);  // "", "exit_code", "oom", "node_lost
 // containers, a member exited, the tenant cancelled, the scheduler preempted it.
 struct Event {
   enum Kind {
-    kPlaced,      // queued -> starting
-    kStarted,     // starting -> running (every member runs)
-    kExited,      // a member's container ended: exit_code, oom
-    kStartFailed, // starting -> failed (image_pull or start_failed, with a message)
-    kNodeLost,    // starting/running -> failed node_lost
-    kDeadline,    // running past max_duration -> failed deadline
-    kCancel,      // any live state -> cancelled
-    kPreempt,     // any live state -> preempted
+    kPlaced,       // queued -> starting
+    kStarted,      // starting -> running (every member runs)
+    kExited,       // a member's container ended: exit_code, oom
+    kStartFailed,  // starting -> failed (image_pull or start_failed, with a message)
+    kNodeLost,     // starting/running -> failed node_lost
+    kDeadline,     // running past max_duration -> failed deadline
+    kCancel,       // any live state -> cancelled
+    kPreempt,      // any live state -> preempted
   } kind;
   int exit_code = 0;
   bool oom = false;
@@ -131,8 +130,8 @@ struct BindMount {
 };
 
 struct Limits {
-  int64_t cpu_millis = 0;     // 0: no CPU limit
-  int64_t memory_bytes = 0;   // 0: no memory limit; swap is never added on top
+  int64_t cpu_millis = 0;    // 0: no CPU limit
+  int64_t memory_bytes = 0;  // 0: no memory limit; swap is never added on top
   int64_t pids = 4096;
   int64_t open_files = 16384;  // at most the podman process's own hard limit (runc refuses more)
 };

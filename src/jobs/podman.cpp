@@ -2,6 +2,7 @@
 // environment, the reading of `podman inspect`, a simulated node's CDI spec (jobs.h).
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <set>
 
 #include "jobs/jobs.h"
@@ -35,6 +36,14 @@ int label_int(const Json& labels, std::string_view key) {
   return n;
 }
 
+void read_labels(const Json* labels, ContainerStatus& s) {
+  if (!labels || !labels->is_object()) return;
+  s.job_id = text(*labels, kLabelJob);
+  s.allocation_id = text(*labels, kLabelAllocation);
+  s.rank = label_int(*labels, kLabelRank);
+  s.attempt = label_int(*labels, kLabelAttempt);
+}
+
 }  // namespace
 
 std::string container_name(std::string_view job_id, int rank, int attempt) {
@@ -62,23 +71,28 @@ std::vector<EnvVar> platform_env(const MemberLaunch& m) {
           {"GPUPLANE_JOB", m.job_id}};
 }
 
+bool set_by_platform(std::string_view name) {
+  const auto env = platform_env(MemberLaunch{});
+  return std::any_of(env.begin(), env.end(), [&](const EnvVar& e) { return e.name == name; });
+}
+
 Result<std::vector<std::string>> podman_run_argv(const MemberLaunch& m) {
   if (m.container.empty() || m.job_id.empty())
     return fail(Error::invalid("member launch: no container name or job"));
   if (m.image.empty() || m.image.front() == '-')
     return fail(Error::invalid("member launch: no image"));
   if (m.ids_count == 0 || m.run_as < m.ids_first || m.run_as - m.ids_first >= m.ids_count)
-    return fail(Error::invalid(fmt::format(
-        "member launch: uid {} is outside the tenant's ids {}+{}", m.run_as, m.ids_first,
-        m.ids_count)));
+    return fail(
+        Error::invalid(fmt::format("member launch: uid {} is outside the tenant's ids {}+{}",
+                                   m.run_as, m.ids_first, m.ids_count)));
   std::set<std::string> targets;
   for (const auto& b : m.mounts) {
     if (!b.host_path.starts_with('/') || !b.container_path.starts_with('/') ||
         b.host_path.find(',') != std::string::npos ||
         b.container_path.find(',') != std::string::npos)
-      return fail(Error::invalid(fmt::format(
-          "member launch: mount {} -> {} must join two absolute paths without ','", b.host_path,
-          b.container_path)));
+      return fail(Error::invalid(
+          fmt::format("member launch: mount {} -> {} must join two absolute paths without ','",
+                      b.host_path, b.container_path)));
     if (!targets.insert(b.container_path).second)
       return fail(Error::invalid("member launch: two mounts at " + b.container_path));
   }
@@ -89,63 +103,57 @@ Result<std::vector<std::string>> podman_run_argv(const MemberLaunch& m) {
     return fail(Error::invalid("member launch: the network namespace must be a path"));
 
   const uint32_t inside = m.run_as - m.ids_first;
-  std::vector<std::string> a = {
-      "podman", "--runtime", "runc", "run", "--detach", "--name", m.container,
-      "--label", label(kLabelJob, m.job_id),
-      "--label", label(kLabelTenant, m.tenant_id),
-      "--label", label(kLabelAllocation, m.allocation_id),
-      "--label", label(kLabelRank, std::to_string(m.rank)),
-      "--label", label(kLabelAttempt, std::to_string(m.attempt)),
-      // Privileges: none. Podman's default seccomp profile applies (no --security-opt
-      // seccomp=unconfined is ever given).
-      "--cap-drop", "all", "--security-opt", "no-new-privileges",
-      // Root inside is the tenant's first id outside; the process runs as the project's id.
-      "--uidmap", fmt::format("0:{}:{}", m.ids_first, m.ids_count),
-      "--gidmap", fmt::format("0:{}:{}", m.ids_first, m.ids_count),
-      "--user", fmt::format("{}:{}", inside, inside),
-      // Namespaces of its own: no host network, PID, IPC or UTS namespace.
-      "--network", m.netns.empty() ? std::string("none") : "ns:" + m.netns,
-      "--pid", "private", "--ipc", "private", "--uts", "private",
-      "--hostname", m.container,
-      "--no-hosts",
-      // Limits. The ulimits are explicit: podman's defaults (nproc from the host) are refused
-      // by runc inside a user namespace.
-      "--pids-limit", std::to_string(m.limits.pids),
-      "--ulimit", fmt::format("nproc={0}:{0}", m.limits.pids),
-      "--ulimit", fmt::format("nofile={0}:{0}", m.limits.open_files),
-      "--stop-timeout", std::to_string(m.stop_grace_seconds),
-      "--pull", m.pull_always ? "always" : "missing",
-      "--log-driver", "k8s-file",
+  std::vector<std::string> a = {"podman", "--runtime", "runc", "run", "--detach", "--no-hosts"};
+  auto opt = [&a](std::string_view flag, std::string value) {
+    a.emplace_back(flag);
+    a.push_back(std::move(value));
   };
+  opt("--name", m.container);
+  opt("--hostname", m.container);
+  opt("--label", label(kLabelJob, m.job_id));
+  opt("--label", label(kLabelTenant, m.tenant_id));
+  opt("--label", label(kLabelAllocation, m.allocation_id));
+  opt("--label", label(kLabelRank, std::to_string(m.rank)));
+  opt("--label", label(kLabelAttempt, std::to_string(m.attempt)));
+  // Privileges: none. Podman's default seccomp profile applies (no --security-opt
+  // seccomp=unconfined is ever given).
+  opt("--cap-drop", "all");
+  opt("--security-opt", "no-new-privileges");
+  // Root inside is the tenant's first id outside; the process runs as the project's id.
+  opt("--uidmap", fmt::format("0:{}:{}", m.ids_first, m.ids_count));
+  opt("--gidmap", fmt::format("0:{}:{}", m.ids_first, m.ids_count));
+  opt("--user", fmt::format("{}:{}", inside, inside));
+  // Namespaces of its own: no host network, PID, IPC or UTS namespace.
+  opt("--network", m.netns.empty() ? std::string("none") : "ns:" + m.netns);
+  opt("--pid", "private");
+  opt("--ipc", "private");
+  opt("--uts", "private");
+  // Limits. The ulimits are explicit: podman's defaults (nproc from the host) are refused by
+  // runc inside a user namespace.
+  opt("--pids-limit", std::to_string(m.limits.pids));
+  opt("--ulimit", fmt::format("nproc={0}:{0}", m.limits.pids));
+  opt("--ulimit", fmt::format("nofile={0}:{0}", m.limits.open_files));
   if (m.limits.memory_bytes > 0) {
-    a.insert(a.end(), {"--memory", std::to_string(m.limits.memory_bytes), "--memory-swap",
-                       std::to_string(m.limits.memory_bytes)});
+    opt("--memory", std::to_string(m.limits.memory_bytes));
+    opt("--memory-swap", std::to_string(m.limits.memory_bytes));  // no swap on top
   }
   if (m.limits.cpu_millis > 0)
-    a.insert(a.end(), {"--cpus", fmt::format("{}.{:03}", m.limits.cpu_millis / 1000,
-                                             m.limits.cpu_millis % 1000)});
-  if (!m.cgroup_parent.empty()) a.insert(a.end(), {"--cgroup-parent", m.cgroup_parent});
-  for (const auto& d : m.devices) a.insert(a.end(), {"--device", d.cdi_name});
+    opt("--cpus", fmt::format("{}.{:03}", m.limits.cpu_millis / 1000, m.limits.cpu_millis % 1000));
+  if (!m.cgroup_parent.empty()) opt("--cgroup-parent", m.cgroup_parent);
+  opt("--stop-timeout", std::to_string(m.stop_grace_seconds));
+  opt("--pull", m.pull_always ? "always" : "missing");
+  opt("--log-driver", "k8s-file");
+  for (const auto& d : m.devices) opt("--device", d.cdi_name);
   for (const auto& b : m.mounts)
-    a.insert(a.end(), {"--mount", fmt::format("type=bind,source={},destination={}{}", b.host_path,
-                                              b.container_path, b.read_only ? ",ro=true" : "")});
-  for (const auto& e : m.env) a.insert(a.end(), {"--env", e.name + "=" + e.value});
-  for (const auto& e : platform_env(m)) a.insert(a.end(), {"--env", e.name + "=" + e.value});
-  if (!m.command.empty()) a.insert(a.end(), {"--entrypoint", Json(m.command).dump()});
+    opt("--mount", fmt::format("type=bind,source={},destination={}{}", b.host_path,
+                               b.container_path, b.read_only ? ",ro=true" : ""));
+  for (const auto& e : m.env) opt("--env", e.name + "=" + e.value);
+  for (const auto& e : platform_env(m)) opt("--env", e.name + "=" + e.value);
+  if (!m.command.empty()) opt("--entrypoint", Json(m.command).dump());
   a.push_back(m.image);
   a.insert(a.end(), m.args.begin(), m.args.end());
   return a;
 }
-
-namespace {
-void read_labels(const Json* labels, ContainerStatus& s) {
-  if (!labels || !labels->is_object()) return;
-  s.job_id = text(*labels, kLabelJob);
-  s.allocation_id = text(*labels, kLabelAllocation);
-  s.rank = label_int(*labels, kLabelRank);
-  s.attempt = label_int(*labels, kLabelAttempt);
-}
-}  // namespace
 
 Result<std::vector<ContainerStatus>> parse_podman_ps(const Json& j) {
   if (!j.is_array()) return fail(Error::invalid("podman ps: not a JSON array"));
@@ -204,11 +212,13 @@ Result<Json> sim_cdi_spec(std::span<const std::string> uuids,
   for (size_t i = 0; i < uuids.size(); ++i) {
     if (!device_paths[i].starts_with("/dev/"))
       return fail(Error::invalid("sim CDI spec: device nodes live under /dev/"));
-    devices.push_back(
-        {{"name", uuids[i]},
-         {"containerEdits",
-          {{"deviceNodes", Json::array({{{"path", device_paths[i]}, {"type", "c"},
-                                         {"major", 1}, {"minor", 3}, {"permissions", "rw"}}})}}}});
+    devices.push_back({{"name", uuids[i]},
+                       {"containerEdits",
+                        {{"deviceNodes", Json::array({{{"path", device_paths[i]},
+                                                       {"type", "c"},
+                                                       {"major", 1},
+                                                       {"minor", 3},
+                                                       {"permissions", "rw"}}})}}}});
   }
   return Json{{"cdiVersion", "0.5.0"}, {"kind", kSimCdiKind}, {"devices", devices}};
 }

@@ -8,9 +8,9 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <thread>
 
+#include "common/files.h"
 #include "common/subprocess.h"
 
 namespace gp::jobs {
@@ -28,12 +28,17 @@ std::string first_error(const ProcessResult& r) {
 
 }  // namespace
 
-Result<std::string> Podman::call(std::vector<std::string> args, std::string_view what) const {
+Result<ProcessResult> Podman::exec(std::vector<std::string> args, std::string_view what) const {
   args.insert(args.begin(), program_);
   auto r = GP_TRY(run_process(args, "", timeout_));
   if (r.exit_code != 0)
     return fail(Error::unavailable(
         fmt::format("podman {} failed (exit {}): {}", what, r.exit_code, first_error(r))));
+  return r;
+}
+
+Result<std::string> Podman::call(std::vector<std::string> args, std::string_view what) const {
+  auto r = GP_TRY(exec(std::move(args), what));
   return std::move(r.out);
 }
 
@@ -54,9 +59,8 @@ Result<std::vector<ContainerStatus>> Podman::inspect(const std::vector<std::stri
 
 Result<std::vector<ContainerStatus>> Podman::list_members() const {
   // One call, so a container removed meanwhile cannot fail the listing.
-  auto out = GP_TRY(call({"ps", "--all", "--filter", fmt::format("label={}", kLabelJob),
-                          "--format", "json"},
-                         "ps"));
+  auto out = GP_TRY(call(
+      {"ps", "--all", "--filter", fmt::format("label={}", kLabelJob), "--format", "json"}, "ps"));
   auto j = GP_TRY(parse_json(out));
   return parse_podman_ps(j);
 }
@@ -69,12 +73,7 @@ Result<void> Podman::stop(const std::string& name, std::chrono::seconds grace) c
 Result<std::string> Podman::logs(const std::string& name, int tail) const {
   // podman writes the container's stdout to its stdout and its stderr to its stderr: the two
   // come back one after the other, not interleaved.
-  auto r = GP_TRY(
-      run_process({program_, "logs", "--tail", std::to_string(tail > 0 ? tail : -1), name}, "",
-                  timeout_));
-  if (r.exit_code != 0)
-    return fail(Error::unavailable(
-        fmt::format("podman logs failed (exit {}): {}", r.exit_code, first_error(r))));
+  auto r = GP_TRY(exec({"logs", "--tail", std::to_string(tail > 0 ? tail : -1), name}, "logs"));
   return r.out + r.err;
 }
 
@@ -92,8 +91,8 @@ Result<void> Podman::remove(const std::string& name) const {
 }
 
 Result<void> Podman::import_busybox(const std::string& tag,
-                                   const std::vector<std::string>& image_env,
-                                   const std::filesystem::path& busybox) const {
+                                    const std::vector<std::string>& image_env,
+                                    const std::filesystem::path& busybox) const {
   namespace fs = std::filesystem;
   std::string tmpl = (fs::temp_directory_path() / "gp-busybox-image-XXXXXX").string();
   if (!::mkdtemp(tmpl.data()))
@@ -105,15 +104,14 @@ Result<void> Podman::import_busybox(const std::string& tag,
     fs::create_directories(dir / "root/tmp", ec);
     fs::copy_file(busybox, dir / "root/bin/busybox", ec);
     if (ec)
-      return fail(Error::unavailable(
-          fmt::format("cannot copy {}: {} (install busybox-static)", busybox.string(),
-                      ec.message())));
+      return fail(Error::unavailable(fmt::format("cannot copy {}: {} (install busybox-static)",
+                                                 busybox.string(), ec.message())));
     for (const char* applet : {"sh", "cat", "ls", "id", "echo", "sleep", "tail", "grep", "touch",
                                "stat", "env", "head", "true", "false", "kill", "nc", "wc"})
       fs::create_symlink("busybox", dir / "root/bin" / applet, ec);
-    auto tar = GP_TRY(run_process({"tar", "-C", (dir / "root").string(), "-cf",
-                                   (dir / "image.tar").string(), "bin", "tmp"},
-                                  "", timeout_));
+    auto tar = GP_TRY(run_process(
+        {"tar", "-C", (dir / "root").string(), "-cf", (dir / "image.tar").string(), "bin", "tmp"},
+        "", timeout_));
     if (tar.exit_code != 0) return fail(Error::unavailable("tar failed: " + tar.err));
     std::vector<std::string> args = {"import", "--quiet"};
     for (const auto& e : image_env) args.insert(args.end(), {"--change", "ENV=" + e});
@@ -136,14 +134,6 @@ Result<void> write_file(const fs::path& p, const std::string& value) {
   f.flush();
   if (!f) return fail(Error::unavailable(fmt::format("cannot write {} to {}", value, p.string())));
   return ok();
-}
-
-Result<std::string> read_file(const fs::path& p) {
-  std::ifstream f(p);
-  if (!f) return fail(Error::unavailable("cannot read " + p.string()));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
 }
 
 // The value after `key ` on its own line of a flat-keyed cgroup file ("oom_kill 3").
@@ -196,11 +186,11 @@ Result<MemberCgroup> MemberCgroup::create(const std::string& name, int64_t memor
 
 Result<bool> MemberCgroup::reached_limit() const {
   if (v2_) {
-    auto events = GP_TRY(read_file(memory_dir_ / "memory.events"));
+    auto events = GP_TRY(read_text_file((memory_dir_ / "memory.events").string()));
     return keyed(events, "oom_kill") > 0 || keyed(events, "max") > 0;
   }
-  auto peak = GP_TRY(read_file(memory_dir_ / "memory.max_usage_in_bytes"));
-  auto limit = GP_TRY(read_file(memory_dir_ / "memory.limit_in_bytes"));
+  auto peak = GP_TRY(read_text_file((memory_dir_ / "memory.max_usage_in_bytes").string()));
+  auto limit = GP_TRY(read_text_file((memory_dir_ / "memory.limit_in_bytes").string()));
   return std::atoll(peak.c_str()) >= std::atoll(limit.c_str());
 }
 
@@ -212,7 +202,8 @@ Result<void> MemberCgroup::remove() const {
   } else {
     std::error_code ec;
     for (const auto& c : fs::directory_iterator(root_, ec))
-      if (fs::is_directory(c.path() / parent_.substr(1))) tops.push_back(c.path() / parent_.substr(1));
+      if (fs::is_directory(c.path() / parent_.substr(1)))
+        tops.push_back(c.path() / parent_.substr(1));
   }
   for (const auto& top : tops) {
     std::vector<fs::path> dirs;
@@ -220,10 +211,10 @@ Result<void> MemberCgroup::remove() const {
     for (auto it = fs::recursive_directory_iterator(top, ec); !ec && it != fs::end(it);
          it.increment(ec))
       if (it->is_directory() && !it->is_symlink()) dirs.push_back(it->path());
-    std::sort(dirs.begin(), dirs.end(), [](const fs::path& a, const fs::path& b) {
-      return a.string().size() > b.string().size();
-    });
-    dirs.push_back(top);
+    // The iteration lists each directory before those inside it: reversed, every directory
+    // comes after its contents, and the top comes last.
+    dirs.insert(dirs.begin(), top);
+    std::reverse(dirs.begin(), dirs.end());
     for (const auto& d : dirs)
       if (::rmdir(d.c_str()) != 0 && errno != ENOENT)
         return fail(Error::unavailable(

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "common/subprocess.h"
 #include "jobs/jobs.h"
 
 namespace gp::jobs {
@@ -41,7 +42,9 @@ class Podman {
                               const std::filesystem::path& busybox = "/bin/busybox") const;
 
  private:
-  Result<std::string> call(std::vector<std::string> args, std::string_view what) const;
+  // Runs podman with `args`; unavailable with podman's error line when it exits non-zero.
+  Result<ProcessResult> exec(std::vector<std::string> args, std::string_view what) const;
+  Result<std::string> call(std::vector<std::string> args, std::string_view what) const;  // stdout
   std::string program_;
   std::chrono::milliseconds timeout_;
 };

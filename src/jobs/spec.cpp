@@ -2,35 +2,20 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <array>
 #include <set>
 
 #include "jobs/jobs.h"
 #include "policy/admission.h"
+#include "storage/storage.h"
 
 namespace gp::jobs {
 
 namespace {
 
-constexpr std::array<std::string_view, 4> kVolumeKinds = {"datasets", "models", "checkpoints",
-                                                          "scratch"};
-
-constexpr std::array<std::string_view, 8> kPlatformEnv = {
-    "NVIDIA_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "RANK",        "LOCAL_RANK",
-    "WORLD_SIZE",             "MASTER_ADDR",          "MASTER_PORT", "GPUPLANE_JOB"};
-
 bool env_name(std::string_view n) {
   if (n.empty() || n.size() > 128 || (n.front() >= '0' && n.front() <= '9')) return false;
   return std::all_of(n.begin(), n.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
-  });
-}
-
-bool secret_name(std::string_view n) {
-  if (n.empty() || n.size() > 128 || n == "." || n == "..") return false;
-  return std::all_of(n.begin(), n.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.' ||
-           c == ':';
   });
 }
 
@@ -44,8 +29,6 @@ std::vector<std::string> string_list(ObjectReader& r, std::string_view key) {
 std::string_view restart_policy_name(RestartPolicy p) {
   return p == RestartPolicy::kOnFailure ? "on-failure" : "never";
 }
-
-std::span<const std::string_view> platform_env_names() { return kPlatformEnv; }
 
 Json JobSpec::to_json() const {
   Json env_json = Json::array();
@@ -122,7 +105,7 @@ Result<JobSpec> parse_job_spec(const Json& body) {
             "allocation, and gpuplane sets NVIDIA_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES "
             "to them",
             where, v.name)));
-      if (std::find(kPlatformEnv.begin(), kPlatformEnv.end(), v.name) != kPlatformEnv.end())
+      if (set_by_platform(v.name))
         return fail(Error::invalid(
             fmt::format("{}: {} is set by gpuplane in every member", where, v.name)));
       if (!seen.insert(v.name).second)
@@ -132,7 +115,7 @@ Result<JobSpec> parse_job_spec(const Json& body) {
   }
 
   if (volumes) {
-    if (volumes->size() > kVolumeKinds.size())
+    if (volumes->size() > std::size(storage::kAllVolumeKinds))
       return fail(Error::invalid("field 'volumes': at most one mount of each volume kind"));
     std::set<std::string> seen;
     for (size_t i = 0; i < volumes->size(); ++i) {
@@ -142,7 +125,7 @@ Result<JobSpec> parse_job_spec(const Json& body) {
       ObjectReader vr(v, where);
       VolumeMount m{vr.string("kind", 32), vr.optional_bool("read_only").value_or(false)};
       GP_TRY_VOID(vr.finish());
-      if (std::find(kVolumeKinds.begin(), kVolumeKinds.end(), m.kind) == kVolumeKinds.end())
+      if (!storage::parse_volume_kind(m.kind))
         return fail(Error::invalid(fmt::format(
             "{}: \"{}\" is not a project volume (datasets, models, checkpoints, scratch)", where,
             m.kind)));
@@ -156,10 +139,8 @@ Result<JobSpec> parse_job_spec(const Json& body) {
     std::set<std::string> seen;
     for (size_t i = 0; i < secrets->size(); ++i) {
       const std::string& n = (*secrets)[i];
-      if (!secret_name(n))
-        return fail(Error::invalid(fmt::format(
-            "secrets[{}]: \"{}\" is not a secret name (letters, digits, '-', '_', '.', ':')", i,
-            n)));
+      if (auto valid = storage::validate_secret_name(n); !valid)
+        return fail(Error::invalid(fmt::format("secrets[{}]: {}", i, valid.error().message)));
       if (!seen.insert(n).second)
         return fail(Error::invalid(fmt::format("secrets[{}]: {} is listed twice", i, n)));
     }
@@ -172,8 +153,8 @@ Result<JobSpec> parse_job_spec(const Json& body) {
     } else if (*restart == "on-failure") {
       s.restart = RestartPolicy::kOnFailure;
     } else {
-      return fail(Error::invalid(fmt::format(
-          "field 'restart_policy': \"{}\" is not never or on-failure", *restart)));
+      return fail(Error::invalid(
+          fmt::format("field 'restart_policy': \"{}\" is not never or on-failure", *restart)));
     }
   }
   s.retries = static_cast<int>(retries.value_or(0));

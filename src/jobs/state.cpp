@@ -32,8 +32,8 @@ std::string_view failure_name(Failure f) { return kFailureNames[static_cast<size
 
 Result<Transition> next_state(State from, const Event& e, const JobSpec& spec, int attempts) {
   auto refuse = [&] {
-    return fail(Error::conflict(fmt::format("a {} job does not take the event {}",
-                                            state_name(from), kEventNames[e.kind])));
+    return fail(Error::conflict(
+        fmt::format("a {} job does not take the event {}", state_name(from), kEventNames[e.kind])));
   };
   if (finished(from)) return refuse();
   switch (e.kind) {

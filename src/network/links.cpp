@@ -28,21 +28,21 @@ std::string vtep_mac(uint32_t underlay) {
 
 Result<Commands> plan_overlay(const TenantOverlay& o) {
   if (o.vni == 0 || o.vni > kMaxVni)
-    return fail(Error::invalid(fmt::format("tenant {}: VNI {} is outside 1..{}", o.tenant, o.vni,
-                                           kMaxVni)));
+    return fail(Error::invalid(
+        fmt::format("tenant {}: VNI {} is outside 1..{}", o.tenant, o.vni, kMaxVni)));
   if (o.local == 0) return fail(Error::invalid("overlay: no underlay address for this node"));
   const std::string dev = overlay_interface(o.vni);
   Commands c = {
       {"ip", "link", "add", dev, "address", vtep_mac(o.local), "type", "vxlan", "id",
-       std::to_string(o.vni), "local", format_ipv4(o.local), "dstport",
-       std::to_string(kVxlanPort), "nolearning"},
+       std::to_string(o.vni), "local", format_ipv4(o.local), "dstport", std::to_string(kVxlanPort),
+       "nolearning"},
       {"ip", "link", "set", dev, "up"},
   };
   std::set<uint32_t> nodes, workloads;
   for (const auto& p : o.peers) {
     if (p.node == o.local)
-      return fail(Error::invalid(fmt::format(
-          "overlay {}: workload {} is on this node, not a peer", dev, format_ipv4(p.workload))));
+      return fail(Error::invalid(fmt::format("overlay {}: workload {} is on this node, not a peer",
+                                             dev, format_ipv4(p.workload))));
     if (!workloads.insert(p.workload).second)
       return fail(Error::invalid(
           fmt::format("overlay {}: workload {} is listed twice", dev, format_ipv4(p.workload))));
@@ -52,8 +52,8 @@ Result<Commands> plan_overlay(const TenantOverlay& o) {
       c.push_back({"ip", "neigh", "replace", node, "lladdr", vtep_mac(p.node), "dev", dev, "nud",
                    "permanent"});
     }
-    c.push_back({"ip", "route", "replace", format_ipv4(p.workload) + "/32", "via", node, "dev",
-                 dev, "onlink"});
+    c.push_back({"ip", "route", "replace", format_ipv4(p.workload) + "/32", "via", node, "dev", dev,
+                 "onlink"});
   }
   return c;
 }

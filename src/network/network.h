@@ -215,7 +215,7 @@ struct OverlayPeer {
 struct TenantOverlay {
   std::string tenant;
   uint32_t vni = 0;
-  uint32_t local = 0;               // this node's underlay address
+  uint32_t local = 0;              // this node's underlay address
   std::vector<OverlayPeer> peers;  // the tenant's workloads on the other nodes
 };
 
@@ -232,6 +232,7 @@ Commands plan_detach(const Workload& w);  // deleting one end of a veth pair del
 
 // Runs each command with `prefix` before it (e.g. {"ip", "netns", "exec", "node1"}), in order,
 // stopping at the first failure: unavailable naming the command and its error output.
-Result<void> run_link_commands(const Commands& commands, const std::vector<std::string>& prefix = {});
+Result<void> run_link_commands(const Commands& commands,
+                               const std::vector<std::string>& prefix = {});
 
 }  // namespace gp::network

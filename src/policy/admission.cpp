@@ -135,9 +135,9 @@ bool registry_allowed(std::span<const std::string> allowed, std::string_view ima
     while (!entry.empty() && entry.back() == '/') entry.pop_back();
     if (entry.empty()) continue;
     auto slash = entry.find('/');
-    std::transform(
-        entry.begin(), slash == std::string::npos ? entry.end() : entry.begin() + slash,
-        entry.begin(), [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+    std::transform(entry.begin(), slash == std::string::npos ? entry.end() : entry.begin() + slash,
+                   entry.begin(),
+                   [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
     if (repo == entry || repo.starts_with(entry + "/")) return true;
   }
   return false;

@@ -177,8 +177,8 @@ struct MeteringFacts {
 struct AuditFacts {
   bool chain_ok = false;
   int64_t records_checked = 0;  // the tenant's own records in the verified chain
-  std::string chain_reason;  // why it does not verify
-  int64_t oldest_seq = 0;    // 0: empty trail
+  std::string chain_reason;     // why it does not verify
+  int64_t oldest_seq = 0;       // 0: empty trail
   int64_t tenant_entries = 0;
   int64_t latest_tenant_entry_at = 0;
   bool reads_audited = false;  // every request, reads too, is recorded

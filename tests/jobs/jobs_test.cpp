@@ -1,9 +1,10 @@
 // The pure part of jobs: the spec a tenant submits, the states, what a node runs for a member.
+#include "jobs/jobs.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-#include "jobs/jobs.h"
 #include "policy/admission.h"
 
 namespace gp::jobs {
@@ -42,8 +43,8 @@ TEST(JobSpec, EveryFieldIsRead) {
   b["env"] = Json::array({{{"name", "LR"}, {"value", "0.1"}}});
   b["count"] = 2;
   b["gang"] = 4;
-  b["volumes"] = Json::array({{{"kind", "datasets"}, {"read_only", true}},
-                              {{"kind", "checkpoints"}}});
+  b["volumes"] =
+      Json::array({{{"kind", "datasets"}, {"read_only", true}}, {{"kind", "checkpoints"}}});
   b["secrets"] = {"hf-token"};
   b["max_duration_seconds"] = 3600;
   b["restart_policy"] = "on-failure";
@@ -80,11 +81,11 @@ TEST(JobSpec, NoVariableThatChoosesGpusOrThatThePlatformSetsIsAccepted) {
     std::string e = error_of(b);
     EXPECT_NE(e.find(name), std::string::npos) << name << " was accepted";
   }
-  // The one rule decides: every name the webhook refuses is refused here too.
-  for (std::string_view name : platform_env_names()) {
+  // Every name the platform sets in a member is refused.
+  for (const auto& e : platform_env(MemberLaunch{})) {
     Json b = minimal();
-    b["env"] = Json::array({{{"name", name}, {"value", "x"}}});
-    EXPECT_FALSE(parse_job_spec(b)) << name;
+    b["env"] = Json::array({{{"name", e.name}, {"value", "x"}}});
+    EXPECT_FALSE(parse_job_spec(b)) << e.name;
   }
   Json ok = minimal();
   ok["env"] = Json::array({{{"name", "NVIDIA_DRIVER_CAPABILITIES"}, {"value", "compute"}}});
@@ -130,8 +131,8 @@ TEST(JobSpec, BadValuesAreRefusedNamingTheField) {
 
 TEST(ImageReference, WellFormedReferencesAreAcceptedAndOthersNot) {
   for (const char* good :
-       {"busybox", "library/busybox:1.36", "127.0.0.1:5000/gpuplane-test/busybox:1",
-        "localhost/x", "ghcr.io/org/repo_a/b-c:v1.2.3",
+       {"busybox", "library/busybox:1.36", "127.0.0.1:5000/gpuplane-test/busybox:1", "localhost/x",
+        "ghcr.io/org/repo_a/b-c:v1.2.3",
         "ghcr.io/o/r@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"})
     EXPECT_TRUE(policy::valid_image_reference(good)) << good;
   for (const char* bad : {"", "-x", "--privileged", "UPPER", "a//b", "a/", "/a", "a:", "a:-t",
@@ -187,8 +188,8 @@ TEST(JobState, TheNormalPathAndEachFailureReason) {
 TEST(JobState, AFinishedJobTakesNoEventAndOutOfOrderEventsAreRefused) {
   JobSpec s = spec_with(RestartPolicy::kOnFailure, 3);
   for (State done : {State::kSucceeded, State::kFailed, State::kCancelled, State::kPreempted})
-    for (auto k : {Event::kPlaced, Event::kStarted, Event::kExited, Event::kCancel,
-                   Event::kPreempt, Event::kNodeLost})
+    for (auto k : {Event::kPlaced, Event::kStarted, Event::kExited, Event::kCancel, Event::kPreempt,
+                   Event::kNodeLost})
       EXPECT_FALSE(next_state(done, {k}, s, 1)) << state_name(done) << " took " << k;
   EXPECT_FALSE(next_state(State::kQueued, {Event::kStarted}, s, 1));
   EXPECT_FALSE(next_state(State::kQueued, {Event::kExited}, s, 1));
@@ -215,9 +216,9 @@ TEST(JobState, OnFailureStartsAFailedJobAgainExactlyRetriesTimes) {
   EXPECT_EQ(restarts, 2);
   // Success is never retried; `never` never retries.
   EXPECT_FALSE(next_state(State::kRunning, {Event::kExited, 0}, s, 1)->restart);
-  EXPECT_FALSE(next_state(State::kRunning, {Event::kExited, 1},
-                          spec_with(RestartPolicy::kNever, 0), 1)
-                   ->restart);
+  EXPECT_FALSE(
+      next_state(State::kRunning, {Event::kExited, 1}, spec_with(RestartPolicy::kNever, 0), 1)
+          ->restart);
 }
 
 TEST(JobState, NamesRoundTrip) {
@@ -314,8 +315,7 @@ TEST(PodmanArgv, ThePlatformsEnvironmentComesLastAndMatchesTheDevices) {
     return it == env.end() ? -1 : static_cast<int>(it - env.begin());
   };
   EXPECT_GT(at("NVIDIA_VISIBLE_DEVICES="), at("LR="));
-  EXPECT_NE(std::find(env.begin(), env.end(), "NVIDIA_VISIBLE_DEVICES=GPU-aaa,GPU-bbb"),
-            env.end());
+  EXPECT_NE(std::find(env.begin(), env.end(), "NVIDIA_VISIBLE_DEVICES=GPU-aaa,GPU-bbb"), env.end());
   EXPECT_NE(std::find(env.begin(), env.end(), "CUDA_VISIBLE_DEVICES=0,1"), env.end());
   EXPECT_NE(std::find(env.begin(), env.end(), "RANK=1"), env.end());
   EXPECT_NE(std::find(env.begin(), env.end(), "WORLD_SIZE=2"), env.end());

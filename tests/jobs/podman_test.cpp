@@ -3,12 +3,11 @@
 // memory limits ending in oom, SIGTERM then SIGKILL, and finding members again by their labels.
 // Root only; the test image is made here from Debian's busybox-static (nothing is pulled).
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
-
-#include <fmt/format.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -56,8 +55,9 @@ class PodmanTest : public ::testing::Test {
     // Whether this machine can run a container at all (a kernel without user namespaces or
     // overlayfs, a sandbox refusing cgroups): a fixed command line, none of gpuplane's, so a
     // skip here never hides a fault of podman_run_argv.
-    auto probe = sh({"podman", "--runtime", "runc", "run", "--rm", "--network", "none",
-                     "--ulimit", "nproc=64:64", "--ulimit", "nofile=1024:1024", kImage, "/bin/sh", "-c", "exit 0"});
+    auto probe =
+        sh({"podman", "--runtime", "runc", "run", "--rm", "--network", "none", "--ulimit",
+            "nproc=64:64", "--ulimit", "nofile=1024:1024", kImage, "/bin/sh", "-c", "exit 0"});
     if (!probe || probe->exit_code != 0)
       why_not_ = "podman cannot run a container on this machine: " +
                  (probe ? probe->err : probe.error().message);
@@ -157,9 +157,9 @@ TEST_F(PodmanTest, ExitCodesAndLogsAreThoseOfTheMember) {
   EXPECT_NE(logs(three.container).find("failing"), std::string::npos);
   // The state machine reads them as the job's outcome.
   JobSpec never;
-  EXPECT_EQ(next_state(State::kRunning, {Event::kExited, s3.exit_code, s3.oom_killed}, never, 1)
-                ->failure,
-            Failure::kExitCode);
+  EXPECT_EQ(
+      next_state(State::kRunning, {Event::kExited, s3.exit_code, s3.oom_killed}, never, 1)->failure,
+      Failure::kExitCode);
 }
 
 TEST_F(PodmanTest, AMemberHasNoPrivilegeAndIsNobodyOnTheHost) {
@@ -246,7 +246,8 @@ TEST_F(PodmanTest, AMemberSeesExactlyTheDevicesItWasGiven) {
   cleanup_.push_back(spec_file);
   std::ofstream(spec_file) << spec->dump();
 
-  auto m = member("ls " + dev_dir + "; echo NV=$NVIDIA_VISIBLE_DEVICES; "
+  auto m = member("ls " + dev_dir +
+                  "; echo NV=$NVIDIA_VISIBLE_DEVICES; "
                   "echo CUDA=$CUDA_VISIBLE_DEVICES");
   std::string kind = (*spec)["kind"];
   m.devices = {{kind + "=" + uuids[0], uuids[0]}, {kind + "=" + uuids[2], uuids[2]}};
@@ -264,7 +265,8 @@ TEST_F(PodmanTest, AMemberSeesExactlyTheDevicesItWasGiven) {
 TEST_F(PodmanTest, AMemberPastItsMemoryLimitEndsAsOomAndOneWithinItDoesNot) {
   // tail keeps a whole "line" of /dev/zero in memory: it grows until the limit stops it.
   auto hog = member("tail /dev/zero", 0);
-  auto modest = member("head -c 1000000 /dev/zero | tail -c 10 >/dev/null; echo ready; sleep 60", 1);
+  auto modest =
+      member("head -c 1000000 /dev/zero | tail -c 10 >/dev/null; echo ready; sleep 60", 1);
   std::vector<MemberCgroup> groups;
   for (auto* m : {&hog, &modest}) {
     m->limits.memory_bytes = 32 << 20;
@@ -303,8 +305,8 @@ TEST_F(PodmanTest, AMemberPastItsMemoryLimitEndsAsOomAndOneWithinItDoesNot) {
 }
 
 TEST_F(PodmanTest, StopSendsTermThenKillsAfterTheGracePeriod) {
-  auto polite = member("trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 1; done",
-                       0);
+  auto polite =
+      member("trap 'echo got-term; exit 7' TERM; echo ready; while :; do sleep 1; done", 0);
   auto stubborn = member("trap '' TERM; echo ready; while :; do sleep 1; done", 1);
   start(polite);
   start(stubborn);

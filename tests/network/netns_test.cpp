@@ -17,9 +17,9 @@
 #include <unistd.h>
 
 #include <map>
-#include <tuple>
 #include <memory>
 #include <thread>
+#include <tuple>
 
 #include "common/subprocess.h"
 #include "network/fixture.h"
@@ -297,8 +297,8 @@ TEST_F(NetnsTest, TenantIsolationHoldsWithRealTraffic) {
 TEST_F(NetnsTest, ATenantsSegmentSpansNodesOverItsVxlanAndNoOtherTenantCrosses) {
   const auto fleet = testing::two_tenant_state();  // acme and beta, two workloads each
   Netns n1(unique("n1")), n2(unique("n2"));
-  must({"ip", "-n", n1.name(), "link", "add", "ul", "type", "veth", "peer", "name", "ul",
-        "netns", n2.name()});
+  must({"ip", "-n", n1.name(), "link", "add", "ul", "type", "veth", "peer", "name", "ul", "netns",
+        n2.name()});
   const uint32_t u1 = testing::ip("192.0.2.1"), u2 = testing::ip("192.0.2.2");
   for (auto [node, addr] : {std::pair{&n1, "192.0.2.1/24"}, std::pair{&n2, "192.0.2.2/24"}}) {
     must(node->exec({"ip", "addr", "add", addr, "dev", "ul"}));
@@ -320,8 +320,8 @@ TEST_F(NetnsTest, ATenantsSegmentSpansNodesOverItsVxlanAndNoOtherTenantCrosses) 
     ASSERT_TRUE(ran) << ran.error().message;
   }
   for (const auto& seg : fleet.segments) {
-    for (auto [node, local, remote, state] : {std::tuple{&n1, u1, u2, &state1},
-                                              std::tuple{&n2, u2, u1, &state2}}) {
+    for (auto [node, local, remote, state] :
+         {std::tuple{&n1, u1, u2, &state1}, std::tuple{&n2, u2, u1, &state2}}) {
       TenantOverlay o{.tenant = seg.tenant, .vni = seg.vni, .local = local};
       const auto& theirs = node == &n1 ? state2.workloads : state1.workloads;
       for (const auto& w : theirs)
@@ -340,9 +340,9 @@ TEST_F(NetnsTest, ATenantsSegmentSpansNodesOverItsVxlanAndNoOtherTenantCrosses) 
   Listener la2(*wl["acme-w2"], 5000), lb1(b1, 5000), lb2(b2, 5000);
 
   auto packets = [&](const Netns& node, const Segment& seg, const char* way) {
-    Json j = Json::parse(
-        must(node.exec({"ip", "-j", "-s", "link", "show", overlay_interface(seg.vni)})), nullptr,
-        false);
+    Json j =
+        Json::parse(must(node.exec({"ip", "-j", "-s", "link", "show", overlay_interface(seg.vni)})),
+                    nullptr, false);
     return j.is_array() && !j.empty() ? j[0]["stats64"][way]["packets"].get<int64_t>() : -1;
   };
   const Segment& acme = fleet.segments[0];

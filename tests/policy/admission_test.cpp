@@ -500,8 +500,7 @@ TEST(TenantRules, EveryFixtureCaseGivesExactlyTheExpectedControls) {
   EXPECT_GT(cases, 50u);
   for (std::string rule :
        {"tenant.namespace", "tenant.gpuResources", "tenant.gpuDeviceEnv", "tenant.cdiDevices",
-        "tenant.placement",
-        "tenant.ownPool", "tenant.imageRegistry", "tenant.imagePullPolicy"})
+        "tenant.placement", "tenant.ownPool", "tenant.imageRegistry", "tenant.imagePullPolicy"})
     EXPECT_TRUE(rules_failed.contains(rule)) << rule << " is never exercised";
 }
 

@@ -89,10 +89,10 @@ TEST(ServeBootstrapFile, ACredentialThatCannotBeWrittenIsNotCommitted) {
 TEST(ServeFlags, ABadTrustedProxiesListExitsTwoAndCreatesNothing) {
   TempDir dir;
   for (const char* bad : {"10.0.0.0/33", "not-an-address", "10.0.0.1/8"}) {
-    auto r = run_gpuplane({"serve", "--data", dir.str("data"), "--listen", "127.0.0.1:0",
-                           "--plaintext", "--bootstrap-credential-file", dir.str("cred"),
-                           "--trusted-proxies", bad},
-                          {}, {}, 15s);
+    auto r =
+        run_gpuplane({"serve", "--data", dir.str("data"), "--listen", "127.0.0.1:0", "--plaintext",
+                      "--bootstrap-credential-file", dir.str("cred"), "--trusted-proxies", bad},
+                     {}, {}, 15s);
     EXPECT_EQ(r.exit_code, 2) << bad << ": " << r.err;
     EXPECT_NE(r.err.find("--trusted-proxies"), std::string::npos) << r.err;
     EXPECT_FALSE(fs::exists(dir.path() / "data")) << bad;
