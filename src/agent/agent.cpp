@@ -14,6 +14,7 @@
 
 #include "agent/enforce.h"
 #include "agent/gpu_runtime.h"
+#include "agent/jobs.h"
 #include "agent/nvml.h"
 #include "agent/vms.h"
 #include "cli/http_client.h"
@@ -186,6 +187,15 @@ std::vector<std::string> bridge_command(const AgentOptions& o) {
   return argv;
 }
 
+// Whether two rounds' job reports say the same of every member (output aside).
+bool same_states(const std::vector<Json>& a, const std::vector<Json>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    for (const char* key : {"job", "rank", "attempt", "state", "exit_code"})
+      if (a[i].value(key, Json()) != b[i].value(key, Json())) return false;
+  return true;
+}
+
 }  // namespace
 
 int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
@@ -323,6 +333,9 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
                                   .firmware = o.vm_firmware,
                                   .ip_command = bridge_command(o)},
                 clock);
+  std::optional<JobRunner> job_runner;
+  // The reports of the last job round, for the next heartbeat (none before the first round).
+  std::optional<std::vector<Json>> job_reports;
   // The reports of the last VM round, for the next heartbeat; none before the first round (an
   // empty list would tell the control plane that VMs not yet torn down are gone).
   std::optional<std::vector<VmReport>> vm_reports;
@@ -356,6 +369,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       spdlog::error("inventory: {}", inv.error().message);
     }
     if (vm_reports) body["vms"] = to_json(*vm_reports);
+    if (job_reports) body["jobs"] = *job_reports;
     auto r = post(*ep, "/v1/agent/heartbeat", body, credential);
     if (!r) {
       ++failures;
@@ -393,8 +407,32 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
         delivered = false;
       }
     }
+    // Jobs, like VMs, change only on an assignment just given. A round that started, stopped or
+    // saw a member end is told to the control plane at once, not a heartbeat later.
+    bool jobs_moved = false;
+    if (o.run_jobs && r && r->status == 200) {
+      const Json& reply = r->body;
+      if (!job_runner)
+        job_runner.emplace(JobRunnerOptions{.node_id = reply["node"].value("id", ""),
+                                            .state_dir = o.state_dir,
+                                            .storage_root = o.storage_root,
+                                            .simulated = !o.simulate_file.empty(),
+                                            .cgroup_root = o.cgroup_root},
+                           clock);
+      auto assigned = parse_member_assignments(
+          reply.contains("assignments") ? reply["assignments"].value("jobs", Json()) : Json());
+      if (assigned) {
+        auto reports = job_runner->round(*assigned);
+        jobs_moved = !job_reports || !same_states(*job_reports, reports);
+        job_reports = std::move(reports);
+      } else {
+        spdlog::error("job assignment: {}", assigned.error().message);
+        delivered = false;
+      }
+    }
     if (o.once) return r && r->status == 200 && enforced && delivered ? 0 : 1;
-    for (int i = 0; i < o.heartbeat_seconds * 10 && !stop; ++i)
+    const int pause_tenths = jobs_moved ? 2 : o.heartbeat_seconds * 10;
+    for (int i = 0; i < pause_tenths && !stop; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return 0;

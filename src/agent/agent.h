@@ -3,7 +3,8 @@
 // credential. GPUs come from NVML (loaded with dlopen) or, with --simulate, from an inventory
 // file re-read at each heartbeat. With --storage-root and --enforce-network it also enforces its
 // assignment: tenant volume trees, due storage deletions, the tenant nftables ruleset. With
-// --libvirt it delivers the VMs assigned to the node through libvirt (agent/vms.h). Each report
+// --libvirt it delivers the VMs assigned to the node through libvirt (agent/vms.h); with --jobs it
+// runs the members of the jobs assigned to it with podman (agent/jobs.h). Each report
 // says how the node's GPU container stack selects devices (agent/gpu_runtime.h).
 // Public header of the agent module.
 #pragma once
@@ -36,6 +37,9 @@ struct AgentOptions {
   std::string vm_dir;               // per-VM seed and disks; empty: <state_dir>/vms
   std::string vm_image;             // qcow2 base image each VM's boot disk overlays; optional
   std::string vm_firmware = "efi";  // "efi" (UEFI, for large-BAR GPUs) or "bios"
+  // Jobs (agent/jobs.h): run the members of jobs assigned to the node with podman.
+  bool run_jobs = false;
+  std::string cgroup_root = "/sys/fs/cgroup";
   // GPU device selection, reported with every inventory (agent/gpu_runtime.h):
   std::string toolkit_config = "/etc/nvidia-container-runtime/config.toml";
   std::string device_list_strategy;  // the device plugin's, comma-separated; "": not given

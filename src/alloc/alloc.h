@@ -83,6 +83,11 @@ inline bool live(State s) {
   return s == State::kPending || s == State::kPlaced || s == State::kActive;
 }
 
+// When a placed allocation turns active: once every node it uses has reported in (capacity
+// the tenant uses as it likes), or once the workload it was made for runs (a job's containers;
+// Service::activate).
+enum class Activation { kNode, kWorkload };
+
 // clang-tidy 16 finds a throw inside nlohmann::json's noexcept special members, which this
 // struct's implicit ones call.
 // NOLINTNEXTLINE(bugprone-exception-escape)
@@ -97,6 +102,7 @@ struct Allocation {
   std::optional<int64_t> end_at, grace_until, placed_at, ended_at;
   std::string created_by;
   int64_t created_at = 0, updated_at = 0, version = 1;
+  Activation activation = Activation::kNode;
   Json to_json() const;
 };
 
@@ -112,6 +118,7 @@ struct NewAllocation {
   std::optional<std::string> offering_id;
   sched::Request request;
   std::optional<int64_t> end_at;
+  Activation activation = Activation::kNode;
 };
 Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json& body,
                                        const tenancy::Tenant& tenant,
@@ -272,6 +279,10 @@ class Service {
   // Releases a placed or active allocation, withdraws a pending one; then places what now fits.
   Result<Allocation> release(store::Tx& tx, const World& w, const tenancy::TenantScope& scope,
                              const std::string& id, const std::string& reason);
+  // A placed allocation of Activation::kWorkload turns active: its workload runs. Nothing to do
+  // when it is active already; failed_precondition in any other state.
+  Result<void> activate(store::Tx& tx, const World& w, const std::string& id,
+                        const std::string& reason);
   // Periodic work: expires allocations past their end time, fails those a fleet change left
   // without their GPUs, places pending ones that now fit, completes drains. Returns the
   // transitions made.

@@ -266,7 +266,8 @@ Json Allocation::to_json() const {
           {"placed_at", placed_at ? Json(detail::ts(*placed_at)) : Json(nullptr)},
           {"ended_at", ended_at ? Json(detail::ts(*ended_at)) : Json(nullptr)},
           {"updated_at", detail::ts(updated_at)},
-          {"version", version}};
+          {"version", version},
+          {"activation", activation == Activation::kWorkload ? "workload" : "node"}};
 }
 
 Json Event::to_json() const {
@@ -403,7 +404,7 @@ namespace {
 constexpr std::string_view kAllocationColumns =
     "id, tenant_id, project_id, name, offering_id, request, state, reason_code, reason, "
     "placement, borrowed_units, end_at, grace_until, created_by, created_at, placed_at, "
-    "ended_at, updated_at, version";
+    "ended_at, updated_at, version, activation";
 
 }  // namespace
 
@@ -435,6 +436,7 @@ Result<Allocation> allocation_from(const store::Row& row) {
   a.ended_at = row.opt_integer(16);
   a.updated_at = row.integer(17);
   a.version = row.integer(18);
+  a.activation = row.text(19) == "workload" ? Activation::kWorkload : Activation::kNode;
   return a;
 }
 

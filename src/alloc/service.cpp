@@ -282,12 +282,13 @@ Result<Allocation> Service::create(store::Tx& tx, const World& w, const NewAlloc
   GP_TRY(tx.exec(
       "INSERT INTO allocations (id, tenant_id, project_id, name, offering_id, request, priority, "
       "preemptible, state, reason_code, reason, placement, borrowed_units, end_at, grace_until, "
-      "created_by, created_at, placed_at, ended_at, updated_at, version) VALUES "
-      "(?,?,?,?,?,?,?,?,'pending',?,?,NULL,0,?,NULL,?,?,NULL,NULL,?,1)",
+      "created_by, created_at, placed_at, ended_at, updated_at, version, activation) VALUES "
+      "(?,?,?,?,?,?,?,?,'pending',?,?,NULL,0,?,NULL,?,?,NULL,NULL,?,1,?)",
       {id, n.request.tenant, n.request.project, n.name.empty() ? id : n.name,
        store::opt(n.offering_id), detail::request_json(n.request).dump(),
        int64_t{n.request.priority}, int64_t{n.request.preemptible}, code,
-       d.reason ? d.reason->message : "", store::opt(n.end_at), actor, now, now}));
+       d.reason ? d.reason->message : "", store::opt(n.end_at), actor, now, now,
+       std::string(n.activation == Activation::kWorkload ? "workload" : "node")}));
   GP_TRY_VOID(insert_event(tx, id, now, "", State::kPending, code.empty() ? "submitted" : code,
                            d.reason ? d.reason->message : "submitted"));
   if (d.kind == sched::DecisionKind::kPlaced) GP_TRY_VOID(record_placed(tx, w, id, d, actor));
@@ -362,6 +363,17 @@ Result<Allocation> Service::release(store::Tx& tx, const World& w,
   return *GP_TRY(detail::load(tx, id));
 }
 
+Result<void> Service::activate(store::Tx& tx, const World& w, const std::string& id,
+                               const std::string& reason) {
+  auto a = GP_TRY(detail::load(tx, id));
+  if (!a) return fail(Error::not_found(fmt::format("allocation {} not found", id)));
+  if (a->state == State::kActive) return ok();
+  if (a->state != State::kPlaced)
+    return fail(
+        Error::conflict(fmt::format("allocation {} is {}, not placed", id, state_name(a->state))));
+  return transition(tx, w, *a, State::kActive, "active", reason, std::string(kScheduler));
+}
+
 Result<int> Service::tick(store::Tx& tx, const World& w) {
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
@@ -412,7 +424,7 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
            "SELECT allocation_id FROM allocation_nodes WHERE node_id = ? ORDER BY allocation_id",
            {node_id}))) {
     auto a = GP_TRY(detail::load(tx, row.text(0)));
-    if (a->state == State::kPlaced) {
+    if (a->state == State::kPlaced && a->activation == Activation::kNode) {
       auto waiting = GP_TRY(tx.query_one(
           "SELECT COUNT(*) FROM allocation_nodes an JOIN nodes n ON n.id = an.node_id WHERE "
           "an.allocation_id = ? AND (n.last_heartbeat IS NULL OR n.last_heartbeat < ?)",

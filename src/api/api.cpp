@@ -163,6 +163,7 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
     for (auto& r : table) routes_.push_back(std::move(r));
   for (auto& r : sla_routes()) routes_.push_back(std::move(r));
   for (auto& r : storage_routes()) routes_.push_back(std::move(r));
+  for (auto& r : job_routes()) routes_.push_back(std::move(r));
   for (auto& r : oidc_routes()) routes_.push_back(std::move(r));
 }
 

@@ -4,6 +4,7 @@
 
 #include "api/router.h"
 #include "fleet/fleet.h"
+#include "jobs/records.h"
 
 namespace gp::api {
 namespace {
@@ -239,9 +240,16 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
   const Json* inv = r.optional_object("inventory");
   const Json* samples = r.optional_array("samples");
   const Json* vms = r.optional_array("vms");
+  const Json* job_reports = r.optional_array("jobs");
   GP_TRY_VOID(r.finish());
   auto w = api.world();
   Json detail = Json::object();
+  if (job_reports) {
+    auto reports = GP_TRY(jobs::parse_reports(*job_reports));
+    if (Json changes = GP_TRY(jobs::apply_reports(tx, w, api.allocs(), call.who.id, reports));
+        !changes.empty())
+      detail["jobs"] = std::move(changes);
+  }
   if (vms) {
     // Checked before anything is recorded, so a malformed report changes nothing.
     auto reports = GP_TRY(alloc::parse_vm_reports(*vms));
@@ -274,11 +282,12 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
   if (detail.contains("gpu_health") || n.state_reason == "heartbeats resumed")
     api.allocs().invalidate();
   Json assignments = GP_TRY(api.allocs().acknowledge(tx, w, call.who.id));
+  assignments["jobs"] = GP_TRY(jobs::node_assignment(tx, call.who.id));
   Mutation m;
   m.reply = json_reply(
       200, {{"node", n.to_json()}, {"assignments", assignments}, {"heartbeat_seconds", 10}});
   m.resource = "/v1/nodes/" + n.id;
-  m.audited = detail.contains("gpu_health") || detail.contains("vms") ||
+  m.audited = detail.contains("gpu_health") || detail.contains("vms") || detail.contains("jobs") ||
               n.state_reason == "heartbeats resumed";
   m.detail = detail;
   return m;
@@ -304,6 +313,7 @@ Result<void> Api::housekeeping(Duration node_timeout, bool checkpoint) {
       GP_TRY_VOID(audit().append(tx, e));
     }
     GP_TRY(allocs().tick(tx, world()));
+    GP_TRY(jobs::sync(tx, world(), allocs()));
     if (checkpoint) GP_TRY_VOID(audit().checkpoint(tx));
     refresh_usage_gauges(*this, tx);
     return ok();

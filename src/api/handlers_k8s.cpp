@@ -173,30 +173,6 @@ Result<std::string> normalize_registry(size_t index, std::string_view entry) {
   return out;
 }
 
-struct WorkloadPolicy {
-  std::vector<std::string> allowed_registries;  // empty: any registry
-  bool require_pull_always = false;             // on top of what the class requires
-  int64_t version = 0;                          // 0: never set
-};
-
-Result<WorkloadPolicy> load_workload_policy(store::Tx& tx, const std::string& tenant_id) {
-  auto row = GP_TRY(tx.query_one(
-      "SELECT policy, version FROM tenant_workload_policies WHERE tenant_id = ?", {tenant_id}));
-  if (!row) return WorkloadPolicy{};
-  Json j = GP_TRY(parse_json(row->text(0)));
-  WorkloadPolicy p;
-  if (!j.is_object() || !j.contains("allowed_registries") || !j["allowed_registries"].is_array() ||
-      !j.contains("require_pull_always") || !j["require_pull_always"].is_boolean())
-    return fail(Error::internal("stored workload policy unreadable for tenant " + tenant_id));
-  for (const auto& r : j["allowed_registries"]) {
-    if (!r.is_string()) return fail(Error::internal("stored workload policy: registry not text"));
-    p.allowed_registries.push_back(r.get<std::string>());
-  }
-  p.require_pull_always = j["require_pull_always"].get<bool>();
-  p.version = row->integer(1);
-  return p;
-}
-
 Json workload_policy_json(const WorkloadPolicy& p, const tenancy::Tenant& t) {
   return {{"allowed_registries", p.allowed_registries},
           {"require_pull_always", p.require_pull_always},
@@ -683,6 +659,24 @@ Result<Reply> reconcile_kubernetes_pods(Api&, Call& call, store::Tx& tx) {
 }
 
 }  // namespace
+
+Result<WorkloadPolicy> load_workload_policy(store::Tx& tx, const std::string& tenant_id) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT policy, version FROM tenant_workload_policies WHERE tenant_id = ?", {tenant_id}));
+  if (!row) return WorkloadPolicy{};
+  Json j = GP_TRY(parse_json(row->text(0)));
+  WorkloadPolicy p;
+  if (!j.is_object() || !j.contains("allowed_registries") || !j["allowed_registries"].is_array() ||
+      !j.contains("require_pull_always") || !j["require_pull_always"].is_boolean())
+    return fail(Error::internal("stored workload policy unreadable for tenant " + tenant_id));
+  for (const auto& r : j["allowed_registries"]) {
+    if (!r.is_string()) return fail(Error::internal("stored workload policy: registry not text"));
+    p.allowed_registries.push_back(r.get<std::string>());
+  }
+  p.require_pull_always = j["require_pull_always"].get<bool>();
+  p.version = row->integer(1);
+  return p;
+}
 
 std::vector<Route> k8s_routes() {
   std::vector<Route> r;

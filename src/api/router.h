@@ -131,6 +131,15 @@ Result<std::optional<BudgetGate>> budget_precheck(Api& api, store::Tx& tx,
 Result<void> budget_admit(Api& api, store::Tx& tx, const BudgetGate& gate,
                           const alloc::Allocation& a);
 std::vector<Route> storage_routes();
+std::vector<Route> job_routes();
+// A tenant's workload policy (handlers_k8s.cpp): the registries its images may come from, for
+// the admission webhook and for jobs.
+struct WorkloadPolicy {
+  std::vector<std::string> allowed_registries;  // empty: any registry
+  bool require_pull_always = false;             // on top of what the class requires
+  int64_t version = 0;                          // 0: never set
+};
+Result<WorkloadPolicy> load_workload_policy(store::Tx& tx, const std::string& tenant_id);
 // Sets the usage gauges (GPU-equivalents held per tenant) from the open usage intervals.
 void refresh_usage_gauges(Api& api, store::Tx& tx);
 // Whether the caller reads figures counted from every tenant's allocations (the whole queue,

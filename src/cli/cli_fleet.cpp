@@ -384,6 +384,11 @@ void add_agent(CLI::App& app, int* rc) {
   cmd->add_option("--vm-firmware", o->vm_firmware,
                   "Guest firmware: efi (default; large-BAR GPUs need it) or bios")
       ->check(CLI::IsMember({"efi", "bios"}));
+  cmd->add_flag("--jobs", o->run_jobs,
+                "Run the members of jobs assigned to this node with podman (runc), as root");
+  cmd->add_option("--cgroup-root", o->cgroup_root,
+                  "Where member cgroups are made (memory limits, oom); \"\" for none")
+      ->capture_default_str();
   cmd->add_option("--container-toolkit-config", o->toolkit_config,
                   "The NVIDIA container toolkit's config.toml, reported with each inventory "
                   "(default /etc/nvidia-container-runtime/config.toml)");

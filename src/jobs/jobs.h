@@ -138,6 +138,9 @@ struct Limits {
 
 struct MemberLaunch {
   std::string container;  // podman's name: container_name(job, rank, attempt)
+  std::string node;       // the node whose agent owns it (its label: several agents may share
+                          // one podman, as simulated nodes do)
+  std::string log_path;   // where podman writes its output (k8s-file); empty: podman's default
   std::string job_id, tenant_id, project_id, allocation_id;
   int rank = 0, world_size = 1, attempt = 1;
   std::string master_addr;  // rank 0's address on the tenant's network
@@ -158,6 +161,10 @@ struct MemberLaunch {
   int stop_grace_seconds = 30;
 };
 
+// How long a member has between SIGTERM and SIGKILL when it is stopped (a cancel, its maximum
+// duration passed, its job gone).
+inline constexpr int kStopGraceSeconds = 10;
+
 // "gp-<job id>-r<rank>-a<attempt>".
 std::string container_name(std::string_view job_id, int rank, int attempt);
 
@@ -167,6 +174,7 @@ inline constexpr std::string_view kLabelTenant = "dev.gpuplane.tenant";
 inline constexpr std::string_view kLabelRank = "dev.gpuplane.rank";
 inline constexpr std::string_view kLabelAttempt = "dev.gpuplane.attempt";
 inline constexpr std::string_view kLabelAllocation = "dev.gpuplane.allocation";
+inline constexpr std::string_view kLabelNode = "dev.gpuplane.node";
 
 // The argv (no shell) of `podman run --detach` for one member, runtime runc: every capability
 // dropped, no-new-privileges, podman's default seccomp profile, the user namespace onto the
@@ -191,9 +199,14 @@ struct ContainerStatus {
   bool oom_killed = false;
   std::string error;  // the runtime's error when it failed to start
   std::string image_digest;
-  std::string job_id, allocation_id;
+  std::string job_id, allocation_id, node;
   int rank = 0, attempt = 0;
 };
+// What podman's k8s-file log driver wrote ("<time> stdout|stderr F|P <text>" per line) as the
+// text the container wrote: full lines ("F") end with a newline, partial ones ("P") do not.
+// Lines that do not have that form are kept as they are.
+std::string k8s_file_text(std::string_view raw);
+
 // The JSON array `podman inspect --type container` prints. invalid_argument when malformed.
 Result<std::vector<ContainerStatus>> parse_podman_inspect(const Json& j);
 // The JSON array `podman ps --all --format json` prints: name, state, exit code and labels (not

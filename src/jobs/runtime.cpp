@@ -57,16 +57,24 @@ Result<std::vector<ContainerStatus>> Podman::inspect(const std::vector<std::stri
   return parse_podman_inspect(j);
 }
 
-Result<std::vector<ContainerStatus>> Podman::list_members() const {
+Result<std::vector<ContainerStatus>> Podman::list_members(const std::string& node) const {
   // One call, so a container removed meanwhile cannot fail the listing.
-  auto out = GP_TRY(call(
-      {"ps", "--all", "--filter", fmt::format("label={}", kLabelJob), "--format", "json"}, "ps"));
+  std::vector<std::string> args = {"ps", "--all", "--filter", fmt::format("label={}", kLabelJob)};
+  if (!node.empty())
+    args.insert(args.end(), {"--filter", fmt::format("label={}={}", kLabelNode, node)});
+  args.insert(args.end(), {"--format", "json"});
+  auto out = GP_TRY(call(args, "ps"));
   auto j = GP_TRY(parse_json(out));
   return parse_podman_ps(j);
 }
 
 Result<void> Podman::stop(const std::string& name, std::chrono::seconds grace) const {
   GP_TRY(call({"stop", "--time", std::to_string(grace.count()), name}, "stop"));
+  return ok();
+}
+
+Result<void> Podman::kill(const std::string& name, std::string_view signal) const {
+  GP_TRY(call({"kill", "--signal", std::string(signal), name}, "kill"));
   return ok();
 }
 

@@ -27,10 +27,13 @@ class Podman {
   // pulled, a runtime error); the container may then exist in state "created".
   Result<void> run(const std::vector<std::string>& argv) const;
   Result<std::vector<ContainerStatus>> inspect(const std::vector<std::string>& names) const;
-  // Every container carrying the job label (any job, any state), as `podman ps` lists them.
-  Result<std::vector<ContainerStatus>> list_members() const;
-  // SIGTERM, then SIGKILL once `grace` has passed.
+  // Every container carrying the job label (any job, any state), as `podman ps` lists them;
+  // with `node`, only those of that node's agent.
+  Result<std::vector<ContainerStatus>> list_members(const std::string& node = "") const;
+  // SIGTERM, then SIGKILL once `grace` has passed (blocks meanwhile).
   Result<void> stop(const std::string& name, std::chrono::seconds grace) const;
+  // Sends `signal` ("TERM", "KILL") to the container's process, without waiting.
+  Result<void> kill(const std::string& name, std::string_view signal) const;
   // The last `tail` lines of stdout and stderr together (0: all).
   Result<std::string> logs(const std::string& name, int tail) const;
   Result<void> remove(const std::string& name) const;

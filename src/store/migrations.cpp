@@ -692,6 +692,78 @@ CREATE TABLE storage_deletion_confirmations (
       {22, "oidc logins per provider", R"SQL(
 CREATE INDEX oidc_logins_provider ON oidc_logins (provider, expires_at)
 )SQL"},
+      // Jobs (docs/jobs.md), owned by the jobs module (jobs/records.h). An allocation made for a
+      // job turns active when the job's containers run, not at the node's next heartbeat
+      // (allocations.activation 'workload'). A job's members are its containers, one row per
+      // rank for the current attempt. Each job keeps the registries its tenant's workload policy allowed
+      // and whether it pulls every time, as of its submission, for the node's own check. job_logs keeps the tail of each member's output with the
+      // count of bytes received from the node (so a report sent twice is appended once) and of
+      // bytes dropped to stay within the job's bound.
+      {23, "jobs", R"SQL(
+ALTER TABLE allocations ADD COLUMN activation TEXT NOT NULL DEFAULT 'node';
+CREATE TABLE jobs (
+  id TEXT PRIMARY KEY,
+  tenant_id TEXT NOT NULL REFERENCES tenants(id),
+  project_id TEXT NOT NULL REFERENCES projects(id),
+  name TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  offering_id TEXT NOT NULL REFERENCES offerings(id),
+  allocation_id TEXT NOT NULL REFERENCES allocations(id),
+  state TEXT NOT NULL,
+  failure TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  exit_code BIGINT,
+  attempts BIGINT NOT NULL,
+  image_digest TEXT NOT NULL,
+  pull_always BIGINT NOT NULL,
+  registries TEXT NOT NULL,
+  cancel_requested_at BIGINT,
+  started_at BIGINT,
+  ended_at BIGINT,
+  created_by TEXT NOT NULL,
+  created_at BIGINT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  version BIGINT NOT NULL
+);
+CREATE INDEX jobs_project ON jobs (tenant_id, project_id, id);
+CREATE INDEX jobs_allocation ON jobs (allocation_id);
+CREATE INDEX jobs_state ON jobs (state);
+CREATE UNIQUE INDEX jobs_live_name ON jobs (tenant_id, project_id, name)
+  WHERE state IN ('queued', 'starting', 'running');
+CREATE TABLE job_events (
+  job_id TEXT NOT NULL REFERENCES jobs(id),
+  seq BIGINT NOT NULL,
+  at BIGINT NOT NULL,
+  from_state TEXT NOT NULL,
+  to_state TEXT NOT NULL,
+  reason TEXT NOT NULL,
+  PRIMARY KEY (job_id, seq)
+);
+CREATE TABLE job_members (
+  job_id TEXT NOT NULL REFERENCES jobs(id),
+  rank BIGINT NOT NULL,
+  attempt BIGINT NOT NULL,
+  node_id TEXT NOT NULL,
+  state TEXT NOT NULL,
+  exit_code BIGINT,
+  oom BIGINT NOT NULL,
+  failure TEXT NOT NULL,
+  error TEXT NOT NULL,
+  address TEXT NOT NULL,
+  updated_at BIGINT NOT NULL,
+  PRIMARY KEY (job_id, rank)
+);
+CREATE INDEX job_members_node ON job_members (node_id);
+CREATE TABLE job_logs (
+  job_id TEXT NOT NULL REFERENCES jobs(id),
+  rank BIGINT NOT NULL,
+  attempt BIGINT NOT NULL,
+  received BIGINT NOT NULL,
+  dropped BIGINT NOT NULL,
+  text TEXT NOT NULL,
+  PRIMARY KEY (job_id, rank)
+)
+)SQL"},
   };
   return kMigrations;
 }

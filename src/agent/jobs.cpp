@@ -1,0 +1,397 @@
+// Running the members of jobs assigned to this node (jobs.h).
+#include "agent/jobs.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "policy/admission.h"
+
+namespace gp::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The most of a member's output one report carries (the control plane's bound per chunk).
+constexpr int64_t kLogChunk = 192 * 1024;
+
+bool safe_segment(std::string_view s) {
+  return !s.empty() && s.size() <= 128 && s != "." && s != ".." &&
+         std::all_of(s.begin(), s.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+         });
+}
+
+// A relative path of safe segments ("acme/vision/datasets"): nothing can lead out of the root.
+bool safe_relative_path(std::string_view p) {
+  if (p.empty() || p.front() == '/') return false;
+  size_t start = 0;
+  while (start <= p.size()) {
+    size_t slash = p.find('/', start);
+    if (!safe_segment(p.substr(start, slash == std::string_view::npos ? slash : slash - start)))
+      return false;
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return true;
+}
+
+// The name a simulated node's CDI spec gives a device: the GPU's UUID, and its first slice for
+// a MIG instance.
+std::string sim_device_name(const MemberAssignment::Device& d) {
+  return d.mig ? fmt::format("{}-mig{}", d.gpu, *d.mig) : d.gpu;
+}
+
+// Bytes [offset, offset + kLogChunk) of the file, cut after its last newline (a line half
+// written waits for the next round). Empty when nothing new.
+struct Chunk {
+  std::string raw;
+  int64_t end = 0;
+  bool at_end = true;  // nothing after this chunk (as of now)
+};
+Chunk read_chunk(const std::string& path, int64_t offset) {
+  Chunk c{.end = offset};
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return c;
+  in.seekg(0, std::ios::end);
+  const int64_t size = in.tellg();
+  if (size <= offset) return c;
+  const int64_t n = std::min(kLogChunk, size - offset);
+  c.raw.resize(static_cast<size_t>(n));
+  in.seekg(offset);
+  in.read(c.raw.data(), n);
+  c.raw.resize(static_cast<size_t>(in.gcount()));
+  const size_t nl = c.raw.rfind('\n');
+  c.raw.resize(nl == std::string::npos ? 0 : nl + 1);
+  c.end = offset + static_cast<int64_t>(c.raw.size());
+  c.at_end = c.end >= size;
+  return c;
+}
+
+// Why podman could not start a member: the image could not be had, or anything else.
+jobs::Failure start_failure(std::string_view message) {
+  for (std::string_view s : {"pull", "manifest unknown", "name unknown", "initializing source",
+                             "image not known", "unable to find image", "access to the resource"})
+    if (message.find(s) != std::string_view::npos) return jobs::Failure::kImagePull;
+  return jobs::Failure::kStartFailed;
+}
+
+template <typename T>
+Result<T> get(const Json& j, std::string_view key, std::string_view where) {
+  auto it = j.find(key);
+  if (it == j.end()) return fail(Error::invalid(fmt::format("{}: no {}", where, key)));
+  try {
+    return it->get<T>();
+  } catch (const Json::exception&) {
+    return fail(Error::invalid(fmt::format("{}: {} has the wrong type", where, key)));
+  }
+}
+
+}  // namespace
+
+Result<std::vector<MemberAssignment>> parse_member_assignments(const Json& jobs_json) {
+  std::vector<MemberAssignment> out;
+  if (jobs_json.is_null()) return out;
+  if (!jobs_json.is_array()) return fail(Error::invalid("assignments.jobs: not an array"));
+  std::set<std::string> seen;
+  for (size_t i = 0; i < jobs_json.size(); ++i) {
+    const Json& j = jobs_json[i];
+    const std::string where = fmt::format("assignments.jobs[{}]", i);
+    if (!j.is_object()) return fail(Error::invalid(where + ": not an object"));
+    MemberAssignment m;
+    m.job = GP_TRY(get<std::string>(j, "job", where));
+    m.name = GP_TRY(get<std::string>(j, "name", where));
+    m.tenant_id = GP_TRY(get<std::string>(j, "tenant_id", where));
+    m.tenant = GP_TRY(get<std::string>(j, "tenant", where));
+    m.project_id = GP_TRY(get<std::string>(j, "project_id", where));
+    m.allocation_id = GP_TRY(get<std::string>(j, "allocation_id", where));
+    m.rank = GP_TRY(get<int>(j, "rank", where));
+    m.attempt = GP_TRY(get<int>(j, "attempt", where));
+    m.world_size = GP_TRY(get<int>(j, "world_size", where));
+    m.image = GP_TRY(get<std::string>(j, "image", where));
+    m.pull_always = GP_TRY(get<bool>(j, "pull_always", where));
+    m.allowed_registries = GP_TRY(get<std::vector<std::string>>(j, "allowed_registries", where));
+    m.command = GP_TRY(get<std::vector<std::string>>(j, "command", where));
+    m.args = GP_TRY(get<std::vector<std::string>>(j, "args", where));
+    for (const auto& e : GP_TRY(get<Json>(j, "env", where))) {
+      m.env.push_back({GP_TRY(get<std::string>(e, "name", where + ".env")),
+                       GP_TRY(get<std::string>(e, "value", where + ".env"))});
+      if (jobs::set_by_platform(m.env.back().name) ||
+          policy::env_selects_gpu_devices(m.env.back().name))
+        return fail(Error::invalid(where + ": env sets " + m.env.back().name));
+    }
+    for (const auto& d : GP_TRY(get<Json>(j, "devices", where))) {
+      MemberAssignment::Device dev{GP_TRY(get<std::string>(d, "gpu", where + ".devices")), {}};
+      if (d.contains("mig")) dev.mig = GP_TRY(get<int>(d["mig"], "start", where + ".devices"));
+      if (!safe_segment(dev.gpu)) return fail(Error::invalid(where + ": a malformed GPU UUID"));
+      m.devices.push_back(std::move(dev));
+    }
+    const Json ids = GP_TRY(get<Json>(j, "ids", where));
+    m.ids_first = GP_TRY(get<uint32_t>(ids, "first", where + ".ids"));
+    m.ids_count = GP_TRY(get<uint32_t>(ids, "count", where + ".ids"));
+    m.run_as = GP_TRY(get<uint32_t>(j, "run_as", where));
+    for (const auto& v : GP_TRY(get<Json>(j, "volumes", where))) {
+      MemberAssignment::Volume vol{GP_TRY(get<std::string>(v, "kind", where + ".volumes")),
+                                   GP_TRY(get<std::string>(v, "path", where + ".volumes")),
+                                   GP_TRY(get<bool>(v, "read_only", where + ".volumes"))};
+      if (!safe_segment(vol.kind) || !safe_relative_path(vol.path))
+        return fail(Error::invalid(where + ": a volume path that is not a plain relative path"));
+      m.volumes.push_back(std::move(vol));
+    }
+    const Json limits = GP_TRY(get<Json>(j, "limits", where));
+    m.cpu_millis = GP_TRY(get<int64_t>(limits, "cpu_millis", where + ".limits"));
+    m.memory_bytes = GP_TRY(get<int64_t>(limits, "memory_bytes", where + ".limits"));
+    const std::string desired = GP_TRY(get<std::string>(j, "desired", where));
+    if (desired != "running" && desired != "stopped")
+      return fail(Error::invalid(where + ": desired is neither running nor stopped"));
+    m.running = desired == "running";
+    m.stop_grace_seconds = GP_TRY(get<int>(j, "stop_grace_seconds", where));
+    m.log_offset = GP_TRY(get<int64_t>(j, "log_offset", where));
+    if (!safe_segment(m.job) || m.rank < 0 || m.attempt < 1 || m.world_size < 1 ||
+        m.stop_grace_seconds < 0 || m.log_offset < 0 || m.cpu_millis < 0 || m.memory_bytes < 0)
+      return fail(Error::invalid(where + ": a value out of range"));
+    if (!seen.insert(jobs::container_name(m.job, m.rank, m.attempt)).second)
+      return fail(Error::invalid(where + ": a member listed twice"));
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+JobRunner::JobRunner(JobRunnerOptions options, const Clock& clock)
+    : o_(std::move(options)), clock_(clock), podman_(o_.podman, std::chrono::minutes(5)) {
+  std::error_code ec;
+  fs::create_directories(fs::path(o_.state_dir) / "jobs", ec);
+}
+
+std::string JobRunner::log_path(const std::string& container) const {
+  return (fs::path(o_.state_dir) / "jobs" / (container + ".log")).string();
+}
+
+Result<void> JobRunner::write_cdi_spec(const std::vector<MemberAssignment>& assigned) {
+  std::vector<std::string> names, paths;
+  for (const auto& m : assigned)
+    for (const auto& d : m.devices) {
+      const std::string name = sim_device_name(d);
+      if (std::ranges::find(names, name) != names.end()) continue;
+      names.push_back(name);
+      paths.push_back(o_.device_dir + "/" + name);
+    }
+  std::error_code ec;
+  fs::create_directories(o_.device_dir, ec);
+  for (const auto& p : paths) {
+    // A stand-in of /dev/null (1:3): a job sees exactly the nodes of the devices it was given.
+    if (::mknod(p.c_str(), S_IFCHR | 0666, makedev(1, 3)) != 0 && errno != EEXIST)
+      return fail(Error::unavailable(fmt::format("mknod {}: {}", p, std::strerror(errno))));
+  }
+  const std::string text = GP_TRY(jobs::sim_cdi_spec(names, paths)).dump(2);
+  if (text == cdi_written_) return ok();
+  fs::create_directories(o_.cdi_dir, ec);
+  const fs::path file = fs::path(o_.cdi_dir) / fmt::format("gpuplane-sim-{}.json", o_.node_id);
+  {
+    std::ofstream out(file.string() + ".tmp", std::ios::trunc);
+    out << text;
+    if (!out.flush()) return fail(Error::unavailable("cannot write " + file.string()));
+  }
+  fs::rename(file.string() + ".tmp", file, ec);
+  if (ec) return fail(Error::unavailable("cannot write " + file.string() + ": " + ec.message()));
+  cdi_written_ = text;
+  return ok();
+}
+
+Result<void> JobRunner::start(const MemberAssignment& m) {
+  if (!policy::registry_allowed(m.allowed_registries, m.image))
+    return fail(Error::denied(fmt::format(
+        "image {} is not from a registry the tenant's workload policy allows", m.image)));
+  jobs::MemberLaunch l;
+  l.container = jobs::container_name(m.job, m.rank, m.attempt);
+  l.node = o_.node_id;
+  l.log_path = log_path(l.container);
+  l.job_id = m.job;
+  l.tenant_id = m.tenant_id;
+  l.project_id = m.project_id;
+  l.allocation_id = m.allocation_id;
+  l.rank = m.rank;
+  l.world_size = m.world_size;
+  l.attempt = m.attempt;
+  l.image = m.image;
+  l.pull_always = m.pull_always;
+  l.command = m.command;
+  l.args = m.args;
+  l.env = m.env;
+  for (const auto& d : m.devices) {
+    const std::string name = o_.simulated ? sim_device_name(d) : d.gpu;
+    l.devices.push_back(
+        {fmt::format("{}={}", o_.simulated ? jobs::kSimCdiKind : "nvidia.com/gpu", name), name});
+  }
+  l.ids_first = m.ids_first;
+  l.ids_count = m.ids_count;
+  l.run_as = m.run_as;
+  for (const auto& v : m.volumes) {
+    if (o_.storage_root.empty())
+      return fail(Error::unavailable("the job mounts volumes and this node has no storage root"));
+    const std::string host = o_.storage_root + "/" + v.path;
+    if (!fs::is_directory(host))
+      return fail(Error::unavailable(fmt::format("volume {} is not on this node yet", v.path)));
+    l.mounts.push_back({host, "/data/" + v.kind, v.read_only});
+  }
+  l.limits.cpu_millis = m.cpu_millis;
+  l.limits.memory_bytes = m.memory_bytes;
+  l.stop_grace_seconds = m.stop_grace_seconds;
+  if (m.memory_bytes > 0 && !o_.cgroup_root.empty()) {
+    if (auto g = jobs::MemberCgroup::create(l.container, m.memory_bytes, o_.cgroup_root))
+      l.cgroup_parent = g->parent();
+    else
+      spdlog::warn("job {}: no member cgroup ({}); podman's limit alone applies", m.job,
+                   g.error().message);
+  }
+  std::error_code ec;
+  fs::remove(l.log_path, ec);  // a new attempt's output starts at offset 0
+  auto argv = GP_TRY(jobs::podman_run_argv(l));
+  spdlog::info("job {} ({}): starting member {} attempt {} as {}", m.name, m.job, m.rank, m.attempt,
+               l.container);
+  return podman_.run(argv);
+}
+
+Json JobRunner::report(const MemberAssignment& m, const jobs::ContainerStatus& s) {
+  const std::string name = jobs::container_name(m.job, m.rank, m.attempt);
+  Json r = {{"job", m.job}, {"rank", m.rank}, {"attempt", m.attempt}};
+  const Chunk chunk = read_chunk(log_path(name), m.log_offset);
+  if (!chunk.raw.empty()) {
+    r["log_offset"] = m.log_offset;
+    r["log_end"] = chunk.end;
+    r["log"] = jobs::k8s_file_text(chunk.raw);
+  }
+  if (!s.image_digest.empty()) r["image_digest"] = s.image_digest;
+  if (s.running || s.state == "created" || s.state == "configured" || s.state == "initialized") {
+    r["state"] = s.running ? "running" : "starting";
+    return r;
+  }
+  if (!s.error.empty() && s.state != "exited") {
+    r["state"] = "failed";
+    r["failure"] = jobs::failure_name(start_failure(s.error));
+    r["error"] = s.error;
+    return r;
+  }
+  // Ended: reported so once every line it wrote has been sent.
+  if (!chunk.at_end) {
+    r["state"] = "running";
+    return r;
+  }
+  bool full = false;
+  if (!o_.cgroup_root.empty() && m.memory_bytes > 0)
+    if (auto g = jobs::MemberCgroup::create(name, m.memory_bytes, o_.cgroup_root))
+      full = g->reached_limit().value_or(false);
+  r["state"] = "exited";
+  r["exit_code"] = s.exit_code;
+  r["oom"] = jobs::ended_by_oom(s, full);
+  return r;
+}
+
+void JobRunner::remove(const std::string& container) {
+  if (auto r = podman_.remove(container); !r)
+    spdlog::warn("job member {}: {}", container, r.error().message);
+  if (!o_.cgroup_root.empty())
+    if (auto g = jobs::MemberCgroup::create(container, 1, o_.cgroup_root)) (void)g->remove();
+  std::error_code ec;
+  fs::remove(log_path(container), ec);
+  stopping_.erase(container);
+  failed_.erase(container);
+}
+
+std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned) {
+  std::vector<Json> reports;
+  auto listed = podman_.list_members(o_.node_id);
+  if (!listed) {
+    spdlog::error("jobs: {}", listed.error().message);
+    return reports;
+  }
+  std::map<std::string, jobs::ContainerStatus> have;
+  for (auto& c : *listed) have[c.name] = std::move(c);
+  if (o_.simulated)
+    if (auto w = write_cdi_spec(assigned); !w)
+      spdlog::error("jobs: CDI spec: {}", w.error().message);
+
+  std::set<std::string> wanted;
+  for (const auto& m : assigned) {
+    const std::string name = jobs::container_name(m.job, m.rank, m.attempt);
+    wanted.insert(name);
+    auto it = have.find(name);
+    if (it == have.end()) {
+      if (auto f = failed_.find(name); f != failed_.end()) {
+        reports.push_back({{"job", m.job},
+                           {"rank", m.rank},
+                           {"attempt", m.attempt},
+                           {"state", "failed"},
+                           {"failure", jobs::failure_name(f->second.first)},
+                           {"error", f->second.second}});
+        continue;
+      }
+      if (!m.running) continue;  // stopped before it ever started: nothing runs
+      if (auto started = start(m); !started) {
+        spdlog::error("job {}: member {} could not start: {}", m.job, m.rank,
+                      started.error().message);
+        const auto why = started.error().code == ErrorCode::kPermissionDenied
+                             ? jobs::Failure::kStartFailed
+                             : start_failure(started.error().message);
+        failed_[name] = {why, started.error().message};
+        (void)podman_.remove(name);  // what podman may have left in state "created"
+        reports.push_back({{"job", m.job},
+                           {"rank", m.rank},
+                           {"attempt", m.attempt},
+                           {"state", "failed"},
+                           {"failure", jobs::failure_name(why)},
+                           {"error", started.error().message}});
+        continue;
+      }
+    }
+    auto inspected = podman_.inspect({name});
+    if (!inspected || inspected->empty()) {
+      spdlog::error("job {}: member {}: {}", m.job, m.rank,
+                    inspected ? "not found after start" : inspected.error().message);
+      continue;
+    }
+    const jobs::ContainerStatus& s = inspected->front();
+    if (!m.running && s.running) {
+      // SIGTERM at once, SIGKILL once the grace period has passed.
+      auto [at, first] = stopping_.try_emplace(name, clock_.now());
+      const bool overdue = clock_.now() - at->second >= std::chrono::seconds(m.stop_grace_seconds);
+      if (first || overdue) {
+        spdlog::info("job {}: member {}: {}", m.job, m.rank,
+                     overdue ? "grace period over, SIGKILL" : "stopping, SIGTERM");
+        if (auto k = podman_.kill(name, overdue ? "KILL" : "TERM"); !k)
+          spdlog::warn("job {}: {}", m.job, k.error().message);
+      }
+    }
+    reports.push_back(report(m, s));
+  }
+  // What is no longer assigned: its job ended or moved on to another attempt.
+  for (const auto& [name, s] : have) {
+    if (wanted.contains(name)) continue;
+    if (s.running) {
+      auto [at, first] = stopping_.try_emplace(name, clock_.now());
+      if (first) {
+        spdlog::info("job member {} is no longer assigned: stopping it", name);
+        (void)podman_.kill(name, "TERM");
+        continue;
+      }
+      if (clock_.now() - at->second < std::chrono::seconds(jobs::kStopGraceSeconds)) continue;
+    }
+    spdlog::info("job member {} is no longer assigned: removing it", name);
+    remove(name);
+  }
+  for (auto it = failed_.begin(); it != failed_.end();)
+    it = wanted.contains(it->first) ? std::next(it) : failed_.erase(it);
+  return reports;
+}
+
+}  // namespace gp::agent

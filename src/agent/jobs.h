@@ -1,0 +1,89 @@
+// Private to the agent module: running the members of jobs assigned to this node (docs/jobs.md).
+// The heartbeat's assignment lists them ("jobs"); each round JobRunner makes podman agree: it
+// starts the members that do not run yet (every boundary in podman_run_argv), stops those the
+// control plane wants stopped (SIGTERM, SIGKILL after the grace period) and removes those no
+// longer assigned, and returns the reports the next heartbeat carries as "jobs": each member's
+// state and the output it wrote since the control plane's last offset. Everything it knows it
+// reads back from podman (the containers carry their job, rank, attempt and node as labels), so
+// an agent restarted after kill -9 finds its members again and neither loses nor duplicates them.
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/json.h"
+#include "common/result.h"
+#include "jobs/jobs.h"
+#include "jobs/runtime.h"
+
+namespace gp::agent {
+
+// One member the control plane assigned to this node (heartbeat reply: assignments.jobs[]).
+struct MemberAssignment {
+  std::string job, name, tenant_id, tenant, project_id, allocation_id;
+  int rank = 0, attempt = 1, world_size = 1;
+  std::string image;
+  bool pull_always = false;
+  std::vector<std::string> allowed_registries;
+  std::vector<std::string> command, args;
+  std::vector<jobs::EnvVar> env;
+  struct Device {
+    std::string gpu;         // the GPU's UUID
+    std::optional<int> mig;  // a MIG instance: its first slice
+  };
+  std::vector<Device> devices;
+  uint32_t ids_first = 0, ids_count = 0, run_as = 0;
+  struct Volume {
+    std::string kind, path;  // path relative to the node's storage root
+    bool read_only = false;
+  };
+  std::vector<Volume> volumes;
+  int64_t cpu_millis = 0, memory_bytes = 0;
+  bool running = true;  // desired: "running" or "stopped"
+  int stop_grace_seconds = 10;
+  int64_t log_offset = 0;  // what the control plane holds of this attempt's output
+};
+
+// The "jobs" array of a heartbeat reply's assignments. Strict: one malformed entry fails the
+// whole parse, so nothing on the node changes that round.
+Result<std::vector<MemberAssignment>> parse_member_assignments(const Json& jobs);
+
+struct JobRunnerOptions {
+  std::string node_id;       // this node: the label that tells its containers from others'
+  std::string state_dir;     // member output under <state_dir>/jobs
+  std::string storage_root;  // project volumes; empty: the node mounts none
+  bool simulated = false;    // GPUs are stand-ins: a CDI spec of kind sim.gpuplane.dev/gpu
+  std::string cdi_dir = "/var/run/cdi";
+  std::string device_dir = "/dev/gpuplane-sim";  // a simulated node's stand-in device nodes
+  std::string cgroup_root = "/sys/fs/cgroup";    // empty: no member cgroup of the agent's own
+  std::string podman = "podman";
+};
+
+class JobRunner {
+ public:
+  JobRunner(JobRunnerOptions options, const Clock& clock);
+  // One round over the node's assignment; returns the reports of every member it holds.
+  std::vector<Json> round(const std::vector<MemberAssignment>& assigned);
+
+ private:
+  Result<void> start(const MemberAssignment& m);
+  Json report(const MemberAssignment& m, const jobs::ContainerStatus& s);
+  Result<void> write_cdi_spec(const std::vector<MemberAssignment>& assigned);
+  std::string log_path(const std::string& container) const;
+  void remove(const std::string& container);
+
+  JobRunnerOptions o_;
+  const Clock& clock_;
+  jobs::Podman podman_;
+  // Members asked to stop: when SIGTERM went out (SIGKILL follows after the grace period).
+  std::map<std::string, TimePoint> stopping_;
+  // Members that could not start, with why; reported as failed until no longer assigned.
+  std::map<std::string, std::pair<jobs::Failure, std::string>> failed_;
+  std::string cdi_written_;
+};
+
+}  // namespace gp::agent

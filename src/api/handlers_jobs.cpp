@@ -1,0 +1,208 @@
+// Jobs: a tenant's work, run as containers on the GPUs of its allocation (docs/jobs.md).
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "api/router.h"
+#include "jobs/records.h"
+#include "policy/admission.h"
+
+namespace gp::api {
+namespace {
+
+using iam::Permission;
+
+// The job named in the path, in the path's project; 404 otherwise.
+Result<jobs::Job> path_job(Call& call, store::Tx& tx) {
+  auto j = GP_TRY(found(jobs::find_job(tx, call.tenant_scope(), call.param("job")), "job"));
+  if (j.project_id != call.project->id) return fail(Error::not_found("job not found"));
+  return j;
+}
+
+// The job with its members, its history and, while it waits, its allocation's reason.
+Result<Json> job_detail(store::Tx& tx, const jobs::Job& j) {
+  Json out = j.to_json();
+  Json members = Json::array(), events = Json::array();
+  for (const auto& m : GP_TRY(jobs::list_members(tx, j.id))) members.push_back(m.to_json());
+  for (const auto& e : GP_TRY(jobs::list_job_events(tx, j.id))) events.push_back(e.to_json());
+  out["members"] = members;
+  out["events"] = events;
+  if (auto a =
+          GP_TRY(alloc::find_allocation(tx, tenancy::TenantScope(j.tenant_id), j.allocation_id)))
+    out["allocation"] = {{"id", a->id},
+                         {"state", alloc::state_name(a->state)},
+                         {"reason_code", a->reason_code},
+                         {"reason", a->reason}};
+  return out;
+}
+
+Result<Mutation> create_job(Api& api, Call& call, store::Tx& tx) {
+  auto spec = GP_TRY(jobs::parse_job_spec(*call.body));
+  auto policy = GP_TRY(load_workload_policy(tx, call.tenant->id));
+  auto gate = GP_TRY(budget_precheck(api, tx, call.tenant->id, call.project->id));
+  auto w = api.world();
+  auto j = GP_TRY(
+      jobs::submit(tx, w, api.allocs(), spec,
+                   {.tenant = *call.tenant,
+                    .project = *call.project,
+                    .allowed_registries = policy.allowed_registries,
+                    .pull_always = policy.require_pull_always ||
+                                   policy::class_requires_pull_always(call.tenant->isolation_class),
+                    .id_pool = api.isolation().storage_ids,
+                    .actor = call.who.id}));
+  if (gate) {
+    auto a = GP_TRY(
+        found(alloc::find_allocation(tx, call.tenant_scope(), j.allocation_id), "allocation"));
+    GP_TRY_VOID(budget_admit(api, tx, *gate, a));
+  }
+  Mutation m;
+  m.reply = json_reply(201, GP_TRY(job_detail(tx, j)), j.version);
+  m.resource = call.req.path + "/" + j.id;
+  m.detail = {{"name", j.spec.name},
+              {"image", j.spec.image},
+              {"offering", j.spec.offering},
+              {"allocation", j.allocation_id},
+              {"state", jobs::state_name(j.state)}};
+  return m;
+}
+
+Result<Reply> list_jobs(Api& api, Call& call, store::Tx& tx) {
+  auto page = GP_TRY(page_request(api, call));
+  jobs::JobFilter filter;
+  if (auto s = call.req.query.find("state"); s != call.req.query.end()) {
+    filter.state = jobs::parse_state(s->second);
+    if (!filter.state)
+      return fail(Error::invalid(
+          "state must be one of queued, starting, running, succeeded, failed, cancelled, "
+          "preempted"));
+  }
+  if (call.project) filter.project_id = call.project->id;
+  auto p = GP_TRY(jobs::list_jobs(tx, call.tenant_scope(), filter, page));
+  return json_reply(200, page_json(p, [](const auto& j) { return j.to_json(); }));
+}
+
+Result<Reply> get_job(Api&, Call& call, store::Tx& tx) {
+  auto j = GP_TRY(path_job(call, tx));
+  return json_reply(200, GP_TRY(job_detail(tx, j)), j.version);
+}
+
+Result<Mutation> cancel_job(Api& api, Call& call, store::Tx& tx) {
+  auto r = body_reader(call, "cancel");
+  GP_TRY_VOID(r.finish());
+  auto before = GP_TRY(path_job(call, tx));
+  GP_TRY_VOID(check_if_match(call, before.version));
+  auto j = GP_TRY(
+      jobs::cancel(tx, api.world(), api.allocs(), call.tenant_scope(), before.id, call.who.id));
+  Mutation m;
+  m.reply = json_reply(200, GP_TRY(job_detail(tx, j)), j.version);
+  m.detail = {{"name", j.spec.name}, {"state", jobs::state_name(j.state)}, {"reason", j.reason}};
+  return m;
+}
+
+Result<int64_t> int_param(const Call& call, const std::string& name, int64_t min, int64_t max,
+                          int64_t fallback) {
+  auto it = call.req.query.find(name);
+  if (it == call.req.query.end()) return fallback;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  if (ec != std::errc() || end != it->second.data() + it->second.size() || v < min || v > max)
+    return fail(Error::invalid(fmt::format("{} must be an integer from {} to {}", name, min, max)));
+  return v;
+}
+
+// GET .../logs?tail=N&rank=R&since=S: each member's kept output (or member R's), its last N
+// lines, or what it wrote from byte S on (a follower passes the `end` it was given).
+Result<Reply> get_job_logs(Api&, Call& call, store::Tx& tx) {
+  auto j = GP_TRY(path_job(call, tx));
+  const int tail = static_cast<int>(GP_TRY(int_param(call, "tail", 0, 100000, 0)));
+  const int64_t rank = GP_TRY(int_param(call, "rank", -1, jobs::kMaxGangMembers - 1, -1));
+  const int64_t since = GP_TRY(int_param(call, "since", -1, int64_t{1} << 50, -1));
+  Json items = Json::array();
+  for (auto& m : GP_TRY(jobs::job_logs(tx, j.id))) {
+    if (rank >= 0 && m.rank != rank) continue;
+    std::string text = std::move(m.text);
+    int64_t start = m.start;
+    if (since >= 0 && since > start) {
+      const int64_t skip = std::min<int64_t>(since - start, static_cast<int64_t>(text.size()));
+      text.erase(0, static_cast<size_t>(skip));
+      start += skip;
+    }
+    text = jobs::tail_lines(text, tail);
+    items.push_back({{"rank", m.rank},
+                     {"start", m.end - static_cast<int64_t>(text.size())},
+                     {"end", m.end},
+                     {"dropped_before", m.start},
+                     {"text", text}});
+  }
+  return json_reply(200, {{"job", j.id},
+                          {"state", jobs::state_name(j.state)},
+                          {"finished", jobs::finished(j.state)},
+                          {"limit_bytes", jobs::kMaxLogBytes},
+                          {"members", items}});
+}
+
+}  // namespace
+
+std::vector<Route> job_routes() {
+  const std::string jobs_path = "/v1/tenants/{tenant}/projects/{project}/jobs";
+  std::vector<Route> r;
+  r.push_back({.method = "POST",
+               .pattern = jobs_path,
+               .action = "job.create",
+               .permission = Permission::kAllocationWrite,
+               .mutation = true,
+               .handler = write_tx(create_job),
+               .summary = "Submit a job: its allocation is queued or placed by the scheduler, "
+                          "and the nodes run its containers inside the tenant's boundaries.",
+               .request_schema = "JobCreate",
+               .response_schema = "Job",
+               .success_status = 201});
+  r.push_back({.method = "GET",
+               .pattern = jobs_path,
+               .action = "job.list",
+               .permission = Permission::kAllocationRead,
+               .handler = read_tx(list_jobs),
+               .query_params = {"limit", "after", "state"},
+               .summary = "The project's jobs.",
+               .response_schema = "Job[]"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/tenants/{tenant}/jobs",
+               .action = "job.list_tenant",
+               .permission = Permission::kAllocationRead,
+               .handler = read_tx(list_jobs),
+               .query_params = {"limit", "after", "state"},
+               .summary = "The tenant's jobs in every project.",
+               .response_schema = "Job[]"});
+  r.push_back({.method = "GET",
+               .pattern = jobs_path + "/{job}",
+               .action = "job.get",
+               .permission = Permission::kAllocationRead,
+               .handler = read_tx(get_job),
+               .summary = "One job: its state and reason, its members, its history and its "
+                          "allocation.",
+               .response_schema = "Job"});
+  r.push_back({.method = "POST",
+               .pattern = jobs_path + "/{job}/cancel",
+               .action = "job.cancel",
+               .permission = Permission::kAllocationWrite,
+               .mutation = true,
+               .conditional = true,
+               .handler = write_tx(cancel_job),
+               .summary = "Cancel a job: a queued one ends at once; a running one is stopped "
+                          "(SIGTERM, SIGKILL after the grace period) and ends when its "
+                          "containers have.",
+               .request_schema = "JobCancel",
+               .response_schema = "Job"});
+  r.push_back({.method = "GET",
+               .pattern = jobs_path + "/{job}/logs",
+               .action = "job.logs",
+               .permission = Permission::kAllocationRead,
+               .handler = read_tx(get_job_logs),
+               .query_params = {"tail", "rank", "since"},
+               .summary = "A job's output, per member: the last `tail` lines, or from byte "
+                          "`since` on (a follower passes back each member's `end`).",
+               .response_schema = "JobLogs"});
+  return r;
+}
+
+}  // namespace gp::api

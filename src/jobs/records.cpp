@@ -1,0 +1,717 @@
+// Jobs on the control plane: their rows, their allocation, their nodes' reports (records.h).
+#include "jobs/records.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+
+#include "fleet/fleet.h"
+#include "policy/admission.h"
+#include "storage/records.h"
+
+namespace gp::jobs {
+namespace {
+
+constexpr std::string_view kJobColumns =
+    "id, tenant_id, project_id, name, spec, offering_id, allocation_id, state, failure, reason, "
+    "exit_code, attempts, image_digest, cancel_requested_at, started_at, ended_at, created_by, "
+    "created_at, updated_at, version, pull_always, registries";
+
+constexpr std::string_view kScheduler = "scheduler";
+
+std::string ts(int64_t us) { return format_rfc3339(from_unix_micros(us)); }
+Json opt_ts(const std::optional<int64_t>& us) { return us ? Json(ts(*us)) : Json(nullptr); }
+
+std::optional<int64_t> wide(const std::optional<int>& v) {
+  if (!v) return std::nullopt;
+  return int64_t{*v};
+}
+
+Result<Failure> parse_failure(std::string_view name) {
+  for (Failure f : {Failure::kNone, Failure::kExitCode, Failure::kOom, Failure::kNodeLost,
+                    Failure::kImagePull, Failure::kDeadline, Failure::kStartFailed})
+    if (failure_name(f) == name) return f;
+  return fail(Error::internal(fmt::format("unknown job failure \"{}\"", name)));
+}
+
+Result<Job> job_from(const store::Row& row) {
+  Job j;
+  j.id = row.text(0);
+  j.tenant_id = row.text(1);
+  j.project_id = row.text(2);
+  j.spec = GP_TRY(parse_job_spec(GP_TRY(parse_json(row.text(4)))));
+  j.offering_id = row.text(5);
+  j.allocation_id = row.text(6);
+  auto state = parse_state(row.text(7));
+  if (!state) return fail(Error::internal(fmt::format("job {}: unknown state", j.id)));
+  j.state = *state;
+  j.failure = GP_TRY(parse_failure(row.text(8)));
+  j.reason = row.text(9);
+  if (!row.is_null(10)) j.exit_code = static_cast<int>(row.integer(10));
+  j.attempts = static_cast<int>(row.integer(11));
+  j.image_digest = row.text(12);
+  j.stop_requested_at = row.opt_integer(13);
+  j.started_at = row.opt_integer(14);
+  j.ended_at = row.opt_integer(15);
+  j.created_by = row.text(16);
+  j.created_at = row.integer(17);
+  j.updated_at = row.integer(18);
+  j.version = row.integer(19);
+  j.pull_always = row.integer(20) != 0;
+  for (const auto& r : GP_TRY(parse_json(row.text(21))))
+    if (r.is_string()) j.allowed_registries.push_back(r.get<std::string>());
+  return j;
+}
+
+Result<std::optional<Job>> load(store::Tx& tx, const std::string& id) {
+  auto row =
+      GP_TRY(tx.query_one(fmt::format("SELECT {} FROM jobs WHERE id = ?", kJobColumns), {id}));
+  if (!row) return std::optional<Job>{};
+  return std::optional<Job>{GP_TRY(job_from(*row))};
+}
+
+Result<Member> member_from(const store::Row& row) {
+  Member m;
+  m.rank = static_cast<int>(row.integer(0));
+  m.attempt = static_cast<int>(row.integer(1));
+  m.node_id = row.text(2);
+  m.state = row.text(3);
+  if (!row.is_null(4)) m.exit_code = static_cast<int>(row.integer(4));
+  m.oom = row.integer(5) != 0;
+  m.failure = GP_TRY(parse_failure(row.text(6)));
+  m.error = row.text(7);
+  m.updated_at = row.integer(8);
+  return m;
+}
+
+Result<void> insert_event(store::Tx& tx, const std::string& id, int64_t at, State from, State to,
+                          const std::string& reason, bool first = false) {
+  GP_TRY(
+      tx.exec("INSERT INTO job_events (job_id, seq, at, from_state, to_state, reason) SELECT ?, "
+              "COALESCE(MAX(seq), 0) + 1, ?, ?, ?, ? FROM job_events WHERE job_id = ?",
+              {id, at, first ? std::string() : std::string(state_name(from)),
+               std::string(state_name(to)), reason, id}));
+  return ok();
+}
+
+// Writes the job's state fields as they are in `j` (bumping its version) and records the
+// transition from `from`.
+Result<void> save(store::Tx& tx, const World& w, Job& j, State from) {
+  j.updated_at = w.now();
+  ++j.version;
+  if (finished(j.state) && !j.ended_at) j.ended_at = j.updated_at;
+  GP_TRY(tx.exec(
+      "UPDATE jobs SET state = ?, failure = ?, reason = ?, exit_code = ?, attempts = ?, "
+      "image_digest = ?, cancel_requested_at = ?, started_at = ?, ended_at = ?, updated_at = ?, "
+      "version = ? WHERE id = ?",
+      {std::string(state_name(j.state)), std::string(failure_name(j.failure)), j.reason,
+       store::opt(wide(j.exit_code)), int64_t{j.attempts}, j.image_digest,
+       store::opt(j.stop_requested_at), store::opt(j.started_at), store::opt(j.ended_at),
+       j.updated_at, j.version, j.id}));
+  if (from != j.state) GP_TRY_VOID(insert_event(tx, j.id, j.updated_at, from, j.state, j.reason));
+  return ok();
+}
+
+// The job's members for a new attempt, on the nodes of its allocation's placement: member r
+// gets the r-th equal slice of the placement's grants, which lies on one node.
+Result<void> place_members(store::Tx& tx, const World& w, const Job& j,
+                           const alloc::Allocation& a) {
+  const Json grants = a.placement.value("gpus", Json::array());
+  const int members = j.spec.members;
+  if (grants.empty() || grants.size() % static_cast<size_t>(members) != 0)
+    return fail(Error::internal(fmt::format("job {}: placement of {} grants for {} members", j.id,
+                                            grants.size(), members)));
+  const size_t per = grants.size() / static_cast<size_t>(members);
+  GP_TRY(tx.exec("DELETE FROM job_members WHERE job_id = ?", {j.id}));
+  for (int r = 0; r < members; ++r) {
+    const std::string node = grants[static_cast<size_t>(r) * per].value("node", "");
+    for (size_t k = 0; k < per; ++k)
+      if (grants[static_cast<size_t>(r) * per + k].value("node", "") != node)
+        return fail(Error::internal(
+            fmt::format("job {}: member {}'s GPUs lie on more than one node", j.id, r)));
+    GP_TRY(tx.exec(
+        "INSERT INTO job_members (job_id, rank, attempt, node_id, state, exit_code, oom, failure, "
+        "error, address, updated_at) VALUES (?, ?, ?, ?, 'pending', NULL, 0, '', '', '', ?)",
+        {j.id, int64_t{r}, int64_t{j.attempts}, node, w.now()}));
+  }
+  return ok();
+}
+
+// Releases the job's allocation if it is still live: the job has ended.
+Result<void> release_allocation(store::Tx& tx, const World& w, alloc::Service& service,
+                                const Job& j) {
+  tenancy::TenantScope scope(j.tenant_id);
+  auto a = GP_TRY(alloc::find_allocation(tx, scope, j.allocation_id));
+  if (!a || !alloc::live(a->state)) return ok();
+  GP_TRY(service.release(
+      tx, w, scope, j.allocation_id,
+      fmt::format(
+          "job {} {}{}", j.spec.name, state_name(j.state),
+          j.failure == Failure::kNone ? "" : fmt::format(" ({})", failure_name(j.failure)))));
+  return ok();
+}
+
+// Moves `j` along event `e`; on a finished state its allocation is released. The transition
+// table is next_state's.
+Result<void> advance(store::Tx& tx, const World& w, alloc::Service& service, Job& j, const Event& e,
+                     std::string reason) {
+  const State from = j.state;
+  auto t = GP_TRY(next_state(from, e, j.spec, j.attempts));
+  j.state = t.to;
+  if (t.failure != Failure::kNone || finished(t.to)) j.failure = t.failure;
+  j.reason = std::move(reason);
+  if (e.kind == Event::kExited && (finished(t.to) || t.restart)) j.exit_code = e.exit_code;
+  if (t.restart) {
+    ++j.attempts;
+    auto a = GP_TRY(alloc::find_allocation(tx, tenancy::TenantScope(j.tenant_id), j.allocation_id));
+    if (!a) return fail(Error::internal(fmt::format("job {}: its allocation is missing", j.id)));
+    GP_TRY_VOID(place_members(tx, w, j, *a));
+  }
+  GP_TRY_VOID(save(tx, w, j, from));
+  if (finished(j.state)) GP_TRY_VOID(release_allocation(tx, w, service, j));
+  return ok();
+}
+
+// A job whose allocation ended without it: how it ends.
+std::pair<Event, std::string> ending_for(const alloc::Allocation& a) {
+  switch (a.state) {
+    case alloc::State::kPreempted:
+      return {Event{Event::kPreempt}, "preempted: " + a.reason};
+    case alloc::State::kFailed:
+      return {Event{Event::kNodeLost}, "its allocation failed: " + a.reason};
+    case alloc::State::kExpired:
+      return {Event{Event::kCancel}, "its allocation expired"};
+    default:
+      return {Event{Event::kCancel}, "its allocation was released: " + a.reason};
+  }
+}
+
+// The job's path as the audit trail names it.
+std::string resource_of(const Job& j) {
+  return fmt::format("/v1/tenants/{}/projects/{}/jobs/{}", j.tenant_id, j.project_id, j.id);
+}
+
+Result<std::string> project_volume_path(store::Tx& tx, const std::string& tenant_id,
+                                        const std::string& project_id) {
+  for (const auto& v : GP_TRY(storage::load_volumes(tx, tenant_id)))
+    if (v.volumes.project_id == project_id && v.state == "active") return v.volumes.project;
+  return std::string();
+}
+
+// Node resources a member gets: the node's CPU and memory in proportion to the share of its
+// GPUs the member holds (whole GPUs, MIG slices as sevenths, shares in thousandths).
+struct Share {
+  int64_t cpu_millis = 0, memory_bytes = 0;
+};
+Share member_share(const fleet::Node& node, int node_gpus, const Json& grants) {
+  if (node_gpus <= 0) return {};
+  double gpus = 0;
+  for (const auto& g : grants) {
+    if (g.contains("mig"))
+      gpus += 1.0 / 7;
+    else if (g.contains("milli"))
+      gpus += g.value("milli", 0) / 1000.0;
+    else
+      gpus += 1;
+  }
+  const double share = std::min(1.0, gpus / node_gpus);
+  return {static_cast<int64_t>(static_cast<double>(node.info.cpu_millis) * share),
+          static_cast<int64_t>(static_cast<double>(node.info.memory_bytes) * share)};
+}
+
+}  // namespace
+
+Json Job::to_json() const {
+  return {{"id", id},
+          {"tenant_id", tenant_id},
+          {"project_id", project_id},
+          {"name", spec.name},
+          {"spec", spec.to_json()},
+          {"offering_id", offering_id},
+          {"allocation_id", allocation_id},
+          {"state", state_name(state)},
+          {"failure", failure == Failure::kNone ? Json(nullptr) : Json(failure_name(failure))},
+          {"reason", reason},
+          {"exit_code", exit_code ? Json(*exit_code) : Json(nullptr)},
+          {"attempts", attempts},
+          {"image_digest", image_digest.empty() ? Json(nullptr) : Json(image_digest)},
+          {"pull_always", pull_always},
+          {"stop_requested_at", opt_ts(stop_requested_at)},
+          {"started_at", opt_ts(started_at)},
+          {"ended_at", opt_ts(ended_at)},
+          {"created_by", created_by},
+          {"created_at", ts(created_at)},
+          {"updated_at", ts(updated_at)},
+          {"version", version}};
+}
+
+Json JobEvent::to_json() const {
+  return {{"seq", seq}, {"at", ts(at)}, {"from", from}, {"to", to}, {"reason", reason}};
+}
+
+Json Member::to_json() const {
+  return {{"rank", rank},
+          {"attempt", attempt},
+          {"node_id", node_id},
+          {"state", state},
+          {"exit_code", exit_code ? Json(*exit_code) : Json(nullptr)},
+          {"oom", oom},
+          {"failure", failure == Failure::kNone ? Json(nullptr) : Json(failure_name(failure))},
+          {"error", error.empty() ? Json(nullptr) : Json(error)},
+          {"updated_at", ts(updated_at)}};
+}
+
+Result<Job> submit(store::Tx& tx, const World& w, alloc::Service& service, const JobSpec& spec,
+                   const Submission& s) {
+  if (s.tenant.state != tenancy::TenantState::kActive)
+    return fail(Error::conflict(fmt::format("tenant {} is {}: it cannot start jobs", s.tenant.name,
+                                            tenancy::state_name(s.tenant.state))));
+  if (!policy::registry_allowed(s.allowed_registries, spec.image))
+    return fail(Error::invalid(fmt::format(
+        "field 'image': {} is not from a registry the tenant's workload policy allows ({})",
+        spec.image, fmt::join(s.allowed_registries, ", "))));
+  if (spec.members > 1)
+    return fail(Error::invalid(
+        "field 'gang': gangs of more than one member are not delivered yet (docs/jobs.md, "
+        "\"What is not done yet\")"));
+  if (!spec.secrets.empty())
+    return fail(Error::invalid(
+        "field 'secrets': secrets as files are not delivered yet (docs/jobs.md, \"What is not "
+        "done yet\")"));
+  auto offering = GP_TRY(alloc::find_offering(tx, spec.offering));
+  if (!offering)
+    return fail(
+        Error::invalid(fmt::format("field 'offering': unknown offering \"{}\"", spec.offering)));
+  if (offering->delivery != "container")
+    return fail(Error::invalid(fmt::format(
+        "field 'offering': {} delivers VMs; jobs run on offerings delivered as containers",
+        offering->name)));
+  if (!spec.volumes.empty() && GP_TRY(project_volume_path(tx, s.tenant.id, s.project.id)).empty())
+    return fail(Error::invalid(fmt::format(
+        "field 'volumes': project {} has no volumes (set them with PUT .../volumes first)",
+        s.project.name)));
+  // The tenant's id block: its containers' user namespace maps onto it.
+  GP_TRY(storage::ensure_ids(tx, s.id_pool, s.tenant.id, s.tenant.name, w.now()));
+
+  // One allocation holds every member: the members' units together, each member on one node.
+  Json body = {{"name", spec.name},
+               {"offering", offering->id},
+               {"count", spec.count * spec.members},
+               {"constraints", {{"same_node", spec.members == 1}}}};
+  auto n = GP_TRY(alloc::parse_allocation(tx, w, body, s.tenant, s.project));
+  n.activation = alloc::Activation::kWorkload;
+  auto a = GP_TRY(service.create(tx, w, n, s.actor));
+
+  Job j;
+  j.id = w.ids.next("job");
+  j.tenant_id = s.tenant.id;
+  j.project_id = s.project.id;
+  j.offering_id = offering->id;
+  j.allocation_id = a.id;
+  j.spec = spec;
+  j.spec.offering = offering->name;
+  j.reason = a.state == alloc::State::kPending ? a.reason : "submitted";
+  j.created_by = s.actor;
+  j.created_at = j.updated_at = w.now();
+  j.pull_always = s.pull_always;
+  j.allowed_registries = s.allowed_registries;
+  auto inserted = tx.exec(
+      fmt::format("INSERT INTO jobs ({}) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', '', ?, NULL, 0, "
+                  "'', NULL, NULL, NULL, ?, ?, ?, 1, ?, ?)",
+                  kJobColumns),
+      {j.id, j.tenant_id, j.project_id, spec.name, j.spec.to_json().dump(), j.offering_id,
+       j.allocation_id, j.reason, j.created_by, j.created_at, j.updated_at, int64_t{j.pull_always},
+       Json(j.allowed_registries).dump()});
+  if (!inserted) {
+    if (inserted.error().code == ErrorCode::kConflict)
+      return fail(Error::conflict(
+          fmt::format("project {} already has a live job named {}", s.project.name, spec.name)));
+    return fail(inserted.error());
+  }
+  GP_TRY_VOID(insert_event(tx, j.id, j.created_at, State::kQueued, State::kQueued, j.reason, true));
+  if (alloc::live(a.state) && a.state != alloc::State::kPending) {
+    j.attempts = 1;
+    GP_TRY_VOID(place_members(tx, w, j, a));
+    GP_TRY_VOID(advance(tx, w, service, j, Event{Event::kPlaced}, "placed: starting on its nodes"));
+  }
+  return j;
+}
+
+Result<std::optional<Job>> find_job(store::Tx& tx, const tenancy::TenantScope& scope,
+                                    std::string_view id) {
+  auto j = GP_TRY(load(tx, std::string(id)));
+  if (j && j->tenant_id != scope.tenant_id()) return std::optional<Job>{};
+  return j;
+}
+
+Result<Page<Job>> list_jobs(store::Tx& tx, const tenancy::TenantScope& scope,
+                            const JobFilter& filter, const PageRequest& page) {
+  std::string sql = fmt::format("SELECT {} FROM jobs WHERE tenant_id = ? AND id > ?", kJobColumns);
+  std::vector<store::Value> args = {scope.tenant_id(), page.after.value_or("")};
+  if (filter.project_id) {
+    sql += " AND project_id = ?";
+    args.emplace_back(*filter.project_id);
+  }
+  if (filter.state) {
+    sql += " AND state = ?";
+    args.emplace_back(std::string(state_name(*filter.state)));
+  }
+  sql += " ORDER BY id LIMIT ?";
+  args.emplace_back(int64_t{page.limit} + 1);
+  std::vector<Job> items;
+  for (const auto& row : GP_TRY(tx.query(sql, args))) items.push_back(GP_TRY(job_from(row)));
+  return make_page(std::move(items), page);
+}
+
+Result<std::vector<JobEvent>> list_job_events(store::Tx& tx, const std::string& job_id) {
+  std::vector<JobEvent> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT seq, at, from_state, to_state, reason FROM job_events WHERE job_id = ? ORDER "
+           "BY seq",
+           {job_id})))
+    out.push_back({row.integer(0), row.integer(1), row.text(2), row.text(3), row.text(4)});
+  return out;
+}
+
+Result<std::vector<Member>> list_members(store::Tx& tx, const std::string& job_id) {
+  std::vector<Member> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT rank, attempt, node_id, state, exit_code, oom, failure, error, updated_at FROM "
+           "job_members WHERE job_id = ? ORDER BY rank",
+           {job_id})))
+    out.push_back(GP_TRY(member_from(row)));
+  return out;
+}
+
+Result<Job> cancel(store::Tx& tx, const World& w, alloc::Service& service,
+                   const tenancy::TenantScope& scope, std::string_view id,
+                   const std::string& actor) {
+  auto found = GP_TRY(find_job(tx, scope, id));
+  if (!found) return fail(Error::not_found("job not found"));
+  Job j = std::move(*found);
+  if (finished(j.state))
+    return fail(Error::conflict(
+        fmt::format("job {} has already {}", j.spec.name,
+                    j.state == State::kSucceeded ? "succeeded" : state_name(j.state))));
+  if (j.stop_requested_at) return j;  // being stopped already
+  if (j.state == State::kQueued) {
+    GP_TRY_VOID(advance(tx, w, service, j, Event{Event::kCancel}, "cancelled by " + actor));
+    return j;
+  }
+  j.stop_requested_at = w.now();
+  j.reason = fmt::format("cancel requested by {}: stopping its containers", actor);
+  GP_TRY_VOID(save(tx, w, j, j.state));
+  return j;
+}
+
+Result<int> sync(store::Tx& tx, const World& w, alloc::Service& service) {
+  int changed = 0;
+  for (const auto& row : GP_TRY(tx.query(
+           fmt::format("SELECT {} FROM jobs WHERE state IN ('queued', 'starting', 'running') "
+                       "ORDER BY id",
+                       kJobColumns),
+           {}))) {
+    Job j = GP_TRY(job_from(row));
+    auto a = GP_TRY(alloc::find_allocation(tx, tenancy::TenantScope(j.tenant_id), j.allocation_id));
+    if (!a) return fail(Error::internal(fmt::format("job {}: its allocation is missing", j.id)));
+    if (!alloc::live(a->state)) {
+      auto [event, reason] = ending_for(*a);
+      GP_TRY_VOID(advance(tx, w, service, j, event, reason));
+      ++changed;
+    } else if (j.state == State::kQueued && a->state != alloc::State::kPending) {
+      j.attempts = 1;
+      GP_TRY_VOID(place_members(tx, w, j, *a));
+      GP_TRY_VOID(
+          advance(tx, w, service, j, Event{Event::kPlaced}, "placed: starting on its nodes"));
+      ++changed;
+    } else if (j.state == State::kQueued && a->reason != j.reason) {
+      j.reason = a->reason;  // the scheduler's latest word on why it waits
+      GP_TRY_VOID(save(tx, w, j, j.state));
+    } else if (j.state == State::kRunning && !j.stop_requested_at && j.started_at &&
+               w.now() >= *j.started_at + j.spec.max_duration_seconds * 1'000'000) {
+      j.stop_requested_at = w.now();
+      j.failure = Failure::kDeadline;
+      j.reason = fmt::format("ran past its maximum duration of {} s: stopping its containers",
+                             j.spec.max_duration_seconds);
+      GP_TRY_VOID(save(tx, w, j, j.state));
+      ++changed;
+    }
+  }
+  return changed;
+}
+
+Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
+  Json out = Json::array();
+  auto node = GP_TRY(fleet::find_node(tx, node_id));
+  if (!node) return out;
+  const int node_gpus = static_cast<int>(GP_TRY(fleet::list_gpus(tx, node_id)).size());
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT m.job_id, m.rank, m.attempt FROM job_members m JOIN jobs j ON j.id = m.job_id "
+           "WHERE m.node_id = ? AND j.state IN ('starting', 'running') ORDER BY m.job_id, m.rank",
+           {node_id}))) {
+    const Job j = *GP_TRY(load(tx, row.text(0)));
+    const int rank = static_cast<int>(row.integer(1));
+    auto a = GP_TRY(alloc::find_allocation(tx, tenancy::TenantScope(j.tenant_id), j.allocation_id));
+    if (!a || !alloc::live(a->state)) continue;
+    const Json grants = a->placement.value("gpus", Json::array());
+    const size_t per = grants.size() / static_cast<size_t>(j.spec.members);
+    Json mine = Json::array();
+    for (size_t k = 0; k < per; ++k) {
+      const Json& g = grants[static_cast<size_t>(rank) * per + k];
+      Json d = {{"gpu", g.value("gpu", "")}};
+      if (g.contains("mig")) d["mig"] = g["mig"];
+      if (g.contains("milli")) d["milli"] = g["milli"];
+      mine.push_back(std::move(d));
+    }
+    auto tenant = GP_TRY(tenancy::find_tenant(tx, j.tenant_id));
+    auto ids = GP_TRY(storage::load_ids(tx, j.tenant_id));
+    if (!tenant || !ids)
+      return fail(Error::internal(fmt::format("job {}: its tenant has no id block", j.id)));
+    uint32_t run_as = ids->first;
+    std::string project_path;
+    for (const auto& v : GP_TRY(storage::load_volumes(tx, j.tenant_id)))
+      if (v.volumes.project_id == j.project_id && v.state == "active") {
+        run_as = v.volumes.id;
+        project_path = tenant->name + "/" + v.volumes.project;
+      }
+    Json volumes = Json::array();
+    for (const auto& v : j.spec.volumes)
+      if (!project_path.empty())
+        volumes.push_back(
+            {{"kind", v.kind}, {"path", project_path + "/" + v.kind}, {"read_only", v.read_only}});
+    Json env = Json::array();
+    for (const auto& e : j.spec.env) env.push_back({{"name", e.name}, {"value", e.value}});
+    const Share share = member_share(*node, node_gpus, mine);
+    auto log =
+        GP_TRY(tx.query_one("SELECT attempt, received FROM job_logs WHERE job_id = ? AND rank = ?",
+                            {j.id, int64_t{rank}}));
+    const int64_t log_offset =
+        log && log->integer(0) == row.integer(2) ? log->integer(1) : int64_t{0};
+    out.push_back(
+        {{"job", j.id},
+         {"name", j.spec.name},
+         {"tenant_id", j.tenant_id},
+         {"tenant", tenant->name},
+         {"project_id", j.project_id},
+         {"allocation_id", j.allocation_id},
+         {"rank", rank},
+         {"attempt", row.integer(2)},
+         {"world_size", j.spec.members},
+         {"image", j.spec.image},
+         {"pull_always", j.pull_always},
+         {"allowed_registries", j.allowed_registries},
+         {"command", j.spec.command},
+         {"args", j.spec.args},
+         {"env", env},
+         {"devices", mine},
+         {"ids", {{"first", ids->first}, {"count", ids->count}}},
+         {"run_as", run_as},
+         {"volumes", volumes},
+         {"limits", {{"cpu_millis", share.cpu_millis}, {"memory_bytes", share.memory_bytes}}},
+         {"desired", j.stop_requested_at ? "stopped" : "running"},
+         {"stop_grace_seconds", kStopGraceSeconds},
+         {"log_offset", log_offset}});
+  }
+  return out;
+}
+
+Result<std::vector<MemberReport>> parse_reports(const Json& j) {
+  if (!j.is_array()) return fail(Error::invalid("jobs: must be an array"));
+  if (j.size() > 1024) return fail(Error::invalid("jobs: at most 1024 members per report"));
+  std::vector<MemberReport> out;
+  for (size_t i = 0; i < j.size(); ++i) {
+    const std::string where = fmt::format("jobs[{}]", i);
+    if (!j[i].is_object()) return fail(Error::invalid(where + ": must be an object"));
+    ObjectReader r(j[i], where);
+    MemberReport m;
+    m.job = r.string("job", 64);
+    m.rank = static_cast<int>(r.integer("rank", 0, kMaxGangMembers - 1));
+    m.attempt = static_cast<int>(r.integer("attempt", 1, kMaxRetries + 1));
+    m.state = r.string("state", 16);
+    auto code = r.optional_integer("exit_code", -1, 255);
+    m.oom = r.optional_bool("oom").value_or(false);
+    auto failure = r.optional_string("failure", 32);
+    m.error = r.optional_string("error", 2000).value_or("");
+    m.image_digest = r.optional_string("image_digest", 128).value_or("");
+    m.log_offset = r.optional_integer("log_offset", 0, int64_t{1} << 50).value_or(0);
+    m.log_end = r.optional_integer("log_end", 0, int64_t{1} << 50).value_or(m.log_offset);
+    m.log = r.optional_string("log", kMaxLogChunk).value_or("");
+    GP_TRY_VOID(r.finish());
+    if (m.log_end < m.log_offset)
+      return fail(Error::invalid(where + ": log_end comes before log_offset"));
+    if (m.state != "starting" && m.state != "running" && m.state != "exited" && m.state != "failed")
+      return fail(
+          Error::invalid(where + ": state must be one of starting, running, exited, failed"));
+    if (code) m.exit_code = static_cast<int>(*code);
+    if (m.state == "exited" && !m.exit_code)
+      return fail(Error::invalid(where + ": an exited member reports its exit_code"));
+    if (failure) {
+      if (*failure == "image_pull")
+        m.failure = Failure::kImagePull;
+      else if (*failure == "start_failed")
+        m.failure = Failure::kStartFailed;
+      else
+        return fail(Error::invalid(where + ": failure must be image_pull or start_failed"));
+    }
+    if (m.state == "failed" && m.failure == Failure::kNone) m.failure = Failure::kStartFailed;
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+namespace {
+
+// Appends what the node sent beyond what is kept already, and trims the kept text to the
+// member's share of the job's bound.
+Result<void> append_log(store::Tx& tx, const Job& j, const MemberReport& r) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT attempt, received, dropped, text FROM job_logs WHERE job_id = ? AND rank = ?",
+      {j.id, int64_t{r.rank}}));
+  int64_t attempt = r.attempt, received = 0, dropped = 0;
+  std::string text;
+  if (row) {
+    attempt = row->integer(0);
+    received = row->integer(1);
+    dropped = row->integer(2);
+    text = row->text(3);
+  }
+  if (row && r.attempt < attempt) return ok();  // an earlier attempt's late report
+  if (row && r.attempt > attempt) {
+    attempt = r.attempt;
+    received = 0;
+    text += fmt::format("--- attempt {} ---\n", r.attempt);
+  }
+  // Only what continues the kept output: an earlier chunk again, or one after a gap, is left
+  // for the node to send again from the assignment's offset.
+  if (r.log_end == r.log_offset || r.log_offset != received) return ok();
+  text += r.log;
+  received = r.log_end;
+  const auto limit = static_cast<size_t>(kMaxLogBytes / std::max(1, j.spec.members));
+  if (text.size() > limit) {
+    const size_t cut = text.size() - limit;
+    dropped += static_cast<int64_t>(cut);
+    text.erase(0, cut);
+  }
+  if (row)
+    GP_TRY(tx.exec(
+        "UPDATE job_logs SET attempt = ?, received = ?, dropped = ?, text = ? WHERE job_id = ? "
+        "AND rank = ?",
+        {attempt, received, dropped, text, j.id, int64_t{r.rank}}));
+  else
+    GP_TRY(tx.exec(
+        "INSERT INTO job_logs (job_id, rank, attempt, received, dropped, text) VALUES (?, ?, ?, ?, "
+        "?, ?)",
+        {j.id, int64_t{r.rank}, attempt, received, dropped, text}));
+  return ok();
+}
+
+// Where the job's members stand, once reports are recorded: the event they make, if any.
+struct Outcome {
+  std::optional<Event> event;
+  std::string reason;
+};
+Outcome evaluate(const Job& j, const std::vector<Member>& members) {
+  const auto count = [&](std::string_view state) {
+    return std::ranges::count_if(members, [&](const Member& m) { return m.state == state; });
+  };
+  const auto n = static_cast<int64_t>(members.size());
+  for (const auto& m : members)
+    if (m.state == "failed")
+      return {Event{.kind = Event::kStartFailed, .start_failure = m.failure},
+              fmt::format("member {} could not start: {}", m.rank, m.error)};
+  if (j.stop_requested_at) {
+    if (count("exited") < n) return {};
+    if (j.failure == Failure::kDeadline)
+      return {Event{Event::kDeadline}, fmt::format("stopped after its maximum duration of {} s",
+                                                   j.spec.max_duration_seconds)};
+    return {Event{Event::kCancel}, "cancelled: its containers have stopped"};
+  }
+  for (const auto& m : members)
+    if (m.state == "exited" && (m.exit_code.value_or(0) != 0 || m.oom))
+      return {Event{.kind = Event::kExited, .exit_code = m.exit_code.value_or(0), .oom = m.oom},
+              m.oom ? fmt::format("member {} ran out of memory", m.rank)
+                    : fmt::format("member {} exited with code {}", m.rank, *m.exit_code)};
+  if (count("exited") == n) return {Event{Event::kExited}, "every member exited with code 0"};
+  if (j.state == State::kStarting && count("running") + count("exited") == n)
+    return {Event{Event::kStarted}, "every member runs"};
+  return {};
+}
+
+}  // namespace
+
+Result<Json> apply_reports(store::Tx& tx, const World& w, alloc::Service& service,
+                           const std::string& node_id, const std::vector<MemberReport>& reports) {
+  Json changes = Json::array();
+  std::map<std::string, bool> touched;
+  for (const auto& r : reports) {
+    auto member = GP_TRY(tx.query_one(
+        "SELECT attempt, state FROM job_members WHERE job_id = ? AND rank = ? AND node_id = ?",
+        {r.job, int64_t{r.rank}, node_id}));
+    if (!member) continue;  // not this node's
+    auto j = GP_TRY(load(tx, r.job));
+    if (!j) continue;
+    GP_TRY_VOID(append_log(tx, *j, r));
+    if (member->integer(0) != r.attempt || finished(j->state)) continue;
+    // A member that ended stays ended: a late "running" report does not revive it.
+    const std::string before = member->text(1);
+    if ((before == "exited" || before == "failed") && r.state != before) continue;
+    GP_TRY(
+        tx.exec("UPDATE job_members SET state = ?, exit_code = ?, oom = ?, failure = ?, error = ?, "
+                "updated_at = ? WHERE job_id = ? AND rank = ?",
+                {r.state, store::opt(wide(r.exit_code)), int64_t{r.oom},
+                 std::string(failure_name(r.failure)), r.error, w.now(), r.job, int64_t{r.rank}}));
+    if (!r.image_digest.empty() && j->image_digest != r.image_digest) {
+      GP_TRY(tx.exec("UPDATE jobs SET image_digest = ? WHERE id = ?", {r.image_digest, r.job}));
+    }
+    touched[r.job] = true;
+  }
+  for (const auto& [id, _] : touched) {
+    Job j = *GP_TRY(load(tx, id));
+    const auto members = GP_TRY(list_members(tx, id));
+    Outcome o = evaluate(j, members);
+    if (!o.event) continue;
+    const State from = j.state;
+    const int attempt = j.attempts;
+    if (o.event->kind == Event::kStarted) j.started_at = w.now();
+    GP_TRY_VOID(advance(tx, w, service, j, *o.event, o.reason));
+    if (j.state == State::kRunning)
+      GP_TRY_VOID(
+          service.activate(tx, w, j.allocation_id, fmt::format("job {} runs", j.spec.name)));
+    changes.push_back({{"job", j.id},
+                       {"resource", resource_of(j)},
+                       {"from", state_name(from)},
+                       {"to", state_name(j.state)},
+                       {"attempt", attempt},
+                       {"reason", j.reason}});
+  }
+  return changes;
+}
+
+Result<std::vector<MemberLog>> job_logs(store::Tx& tx, const std::string& job_id) {
+  std::vector<MemberLog> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT rank, dropped, text FROM job_logs WHERE job_id = ? ORDER BY rank", {job_id}))) {
+    MemberLog m;
+    m.rank = static_cast<int>(row.integer(0));
+    m.start = row.integer(1);
+    m.text = row.text(2);
+    m.end = m.start + static_cast<int64_t>(m.text.size());
+    out.push_back(std::move(m));
+  }
+  return out;
+}
+
+std::string tail_lines(std::string_view text, int lines) {
+  if (lines <= 0) return std::string(text);
+  size_t pos = text.size();
+  if (pos > 0 && text[pos - 1] == '\n') --pos;
+  for (int n = 0; n < lines; ++n) {
+    const size_t nl = text.rfind('\n', pos == 0 ? 0 : pos - 1);
+    if (nl == std::string_view::npos || pos == 0) return std::string(text);
+    pos = nl;
+  }
+  return std::string(text.substr(pos + 1));
+}
+
+}  // namespace gp::jobs
