@@ -431,7 +431,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       }
     }
     if (o.once) return r && r->status == 200 && enforced && delivered ? 0 : 1;
-    const int pause_tenths = jobs_moved ? 2 : o.heartbeat_seconds * 10;
+    const int pause_tenths = jobs_moved ? 0 : o.heartbeat_seconds * 10;
     for (int i = 0; i < pause_tenths && !stop; ++i)
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
