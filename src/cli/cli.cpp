@@ -446,6 +446,7 @@ int run(int argc, char** argv) {
   add_fleet_commands(app, c, &rc);
   add_alloc_commands(app, c, &rc);
   add_vm_commands(app, c, &rc);
+  add_job_commands(app, c, &rc);
   add_storage_commands(app, c, &rc);
   add_simulate_command(app, &rc);
   add_k8s_commands(app, c, &rc);

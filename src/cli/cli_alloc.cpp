@@ -8,21 +8,6 @@
 namespace gp::cli {
 namespace {
 
-// --tenant / --project with GPUPLANE_TENANT / GPUPLANE_PROJECT as defaults.
-struct Where {
-  std::string tenant, project;
-  void add(CLI::App* cmd, bool project_required) {
-    cmd->add_option("--tenant", tenant, "Tenant id or name")
-        ->envname("GPUPLANE_TENANT")
-        ->required();
-    auto* p =
-        cmd->add_option("--project", project, "Project id or name")->envname("GPUPLANE_PROJECT");
-    if (project_required) p->required();
-  }
-  std::string tenant_path() const { return "/v1/tenants/" + url_encode(tenant); }
-  std::string project_path() const { return tenant_path() + "/projects/" + url_encode(project); }
-};
-
 void add_offering(CLI::App& app, ClientConfig& c, int* rc) {
   auto* o = app.add_subcommand("offering", "The service catalog");
   o->require_subcommand(1);

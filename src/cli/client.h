@@ -31,6 +31,22 @@ void print_table(const std::vector<Json>& rows, const std::vector<std::string>& 
 void print(const ClientConfig& c, const Json& j, const std::vector<std::string>& cols);
 std::string read_password(const std::string& prompt, bool from_stdin);
 
+// --tenant / --project of the tenant-scoped commands, with GPUPLANE_TENANT / GPUPLANE_PROJECT as
+// defaults; either may be an id or a name (the server resolves both in paths).
+struct Where {
+  std::string tenant, project;
+  void add(CLI::App* cmd, bool project_required) {
+    cmd->add_option("--tenant", tenant, "Tenant id or name")
+        ->envname("GPUPLANE_TENANT")
+        ->required();
+    auto* p =
+        cmd->add_option("--project", project, "Project id or name")->envname("GPUPLANE_PROJECT");
+    if (project_required) p->required();
+  }
+  std::string tenant_path() const { return "/v1/tenants/" + url_encode(tenant); }
+  std::string project_path() const { return tenant_path() + "/projects/" + url_encode(project); }
+};
+
 // Binds a CLI option to a JSON body field (a JSON pointer such as "/admin/email"), set only
 // when given.
 template <typename T>
@@ -79,6 +95,8 @@ void add_tls_serve_options(CLI::App& serve, ServeOptions& o);
 void add_tls_commands(CLI::App& app, int* rc);
 // vm list|show|start|stop|reboot|console and ssh-key list|set (cli_vm.cpp).
 void add_vm_commands(CLI::App& app, ClientConfig& c, int* rc);
+// job run|list|get|logs|cancel (cli_job.cpp).
+void add_job_commands(CLI::App& app, ClientConfig& c, int* rc);
 // backup and restore of a store with its keys (cli_backup.cpp).
 void add_backup_commands(CLI::App& app, int* rc);
 

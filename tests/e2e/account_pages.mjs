@@ -22,13 +22,15 @@ function thisMonth() {
 }
 
 // What the pages price: alice's allocation uses offering a100-mig-1g (console_test.mjs seed()),
-// her VM (released before these pages) offering a100-vm.
+// her VM (released before these pages) offering a100-vm, her job that runs (after these pages,
+// job_pages.mjs) offering a100-pool.
 const RATE_CARD = {
   id: 'default', currency: 'USD', effective_from: '2020-01-01T00:00:00Z',
   // 3600 USD per GPU-equivalent-hour: a 1g.5gb instance (a seventh) costs about 0.14 USD a second,
   // so a minute of alice's allocation is a visible amount.
   prices: [{ offering: 'a100-mig-1g', unit_price_micros: 3_600_000_000 },
-           { offering: 'a100-vm', unit_price_micros: 3_600_000_000 }],
+           { offering: 'a100-vm', unit_price_micros: 3_600_000_000 },
+           { offering: 'a100-pool', unit_price_micros: 3_600_000_000 }],
 };
 
 async function seedBilling(admin, tenant, withBudget) {

@@ -11,7 +11,7 @@
 //   GP_E2E_ARTIFACTS   where screenshots, the servers' logs and axe-violations.json go
 //                      (default /tmp/gp-e2e-artifacts)
 //   GP_CHROMIUM        the browser (default /usr/bin/chromium)
-//   GP_E2E_SKIP        page modules to leave out while one is being written: insight, account
+//   GP_E2E_SKIP        page modules to leave out while one is being written: insight, account, jobs
 //
 // What it shows:
 //   - alice (group acme-admins) logs in through OIDC from the login page, creates a project,
@@ -19,11 +19,14 @@
 //     page), requests an allocation after the scheduler's dry-run answer, and sees her lists;
 //   - bob (beta-admins), in another browser context, logs in the same way and sees nothing of
 //     acme: no response his page receives names acme's tenant id, project or alice's key;
+//   - with both logged in, each tenant's Jobs page lists only its own queued job, its page says
+//     why it waits, and Cancel (after a confirmation) turns it cancelled (job_pages.mjs);
 //   - admin logs in with the bootstrap password using the keyboard only; the fleet page draws
 //     the nodes and GPUs (MIG instances coloured by holder tenant), a node's detail with the
 //     allocations on it, drains that node after a confirmation listing them (then resumes it), the tenants
 //     page lists both tenants, a tenant's posture, the audit page shows the verified chain and
-//     pages through the records with the `next` cursor; logout ends the session;
+//     pages through the records with the `next` cursor, a tenant's jobs from the tenants page
+//     and another's from the page's tenant picker; logout ends the session;
 //   - the console's pages carry the CSP header, deep links work (history routing), focus moves
 //     to each page's heading, and no page throws or violates the CSP;
 //   - axe-core (the npm package) checks every page a screenshot is taken of: any serious or
@@ -39,6 +42,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { operatorInsightPages, tenantInsightPages } from './insight_pages.mjs';
 import { tenantAccountPages } from './account_pages.mjs';
+import { operatorJobPages, tenantJobPages } from './job_pages.mjs';
 
 const t0 = Date.now();
 const here = path.dirname(fileURLToPath(import.meta.url));
@@ -583,6 +587,11 @@ async function main() {
   await bob.getByText(/^No VMs\./).waitFor({ timeout: STEP_TIMEOUT_MS });
   await shot(bob, '05d-bob-vms');
   await tenantPages({ page: bob, admin, tenant: beta, who: 'bob' });
+  // Both tenants' jobs, once both are logged in: each sees its own only (bob's page is in the
+  // leak check below).
+  const jobs = SKIP.has('jobs') ? null : await tenantJobPages(kit, {
+    admin, alice: { page: alice, tenant: acme, who: 'alice' }, bob: { page: bob, tenant: beta, who: 'bob' },
+    pool: { node: nodeApi, projectId } });
   // Deep links into acme answer 404 (never 403: existence is not leaked).
   const probes = await bob.evaluate(async (ids) => {
     const out = [];
@@ -595,11 +604,14 @@ async function main() {
   for (const { p, status } of probes) check(status === 404, `bob: GET ${p} answered ${status}, not 404`);
   const secrets = { "acme's tenant id": acme.id, "acme's project id": projectId, "acme's project name": projectName,
                     "alice's key id": aliceKeyId, "acme's allocation id": allocId, "acme's VM id": vmId,
-                    "acme's VM domain": domain };
+                    "acme's VM domain": domain,
+                    ...(jobs ? { "acme's job id": jobs.tenants.acme.job.id, "acme's job name": jobs.tenants.acme.job.name,
+                                 "acme's jobs project": jobs.tenants.acme.project.name } : {}) };
   const seen = await Promise.all(bobResponses);
   let checked = 0;
   for (const r of seen) {
-    if (probes.some((x) => r.url.endsWith(x.p))) continue; // his own probes name what he asked for
+    // His own probes name what he asked for.
+    if (probes.some((x) => r.url.endsWith(x.p)) || jobs?.probes.some((p) => r.url.endsWith(p))) continue;
     checked += 1;
     for (const [what, value] of Object.entries(secrets))
       check(!r.body.includes(value) && !r.url.includes(value), `bob's page received ${what} (${value}) from ${r.url}`);
@@ -717,6 +729,7 @@ async function main() {
   await heading(op, 'Posture of acme');
   await idle(op);
   await shot(op, '10-admin-posture');
+  if (jobs) await operatorJobPages(kit, { page: op, jobs });
 
   step = 'audit page';
   await nav(op, 'Audit trail', 'Audit trail');

@@ -201,7 +201,9 @@ export async function operatorInsightPages(kit, { page, admin, tenants }) {
   const card = await admin('GET', '/v1/rate-cards/default', undefined, { expect: [200, 404] });
   if (!card?.latest)
     await admin('POST', '/v1/rate-cards', { id: 'default', currency: 'USD', effective_from: '2020-01-01T00:00:00Z',
-                                            prices: [{ offering: OFFERING, unit_price_micros: 3_600_000_000 }] });
+                                            prices: [{ offering: OFFERING, unit_price_micros: 3_600_000_000 },
+                                                     // alice's job that ran (job_pages.mjs)
+                                                     { offering: 'a100-pool', unit_price_micros: 3_600_000_000 }] });
   await admin('POST', '/v1/invoices/run', { period: month });
   const acmeInvoices = (await admin('GET', `/v1/invoices?period=${month}&tenant=${acme.id}`)).items
     .filter((i) => i.state !== 'void');

@@ -17,6 +17,7 @@ std::map<std::string, std::string> TenantWorld::path_ids() const {
           {"invoice", invoice_id},
           {"secret", secret},
           {"vm", vm_id},
+          {"job", job_id},
           {"budget", project_id}};
 }
 
@@ -83,6 +84,21 @@ TenantWorld populate(TestServer& s, const std::string& name) {
     if (a.at("id") == vm_allocation) w.vm_id = a.at("vm").at("id");
   if (w.vm_id.empty())
     throw std::runtime_error("the VM allocation did not reach its node: " + hb.raw);
+  // A job (placed or queued: either way it has its rows and its allocation).
+  if (s.request("GET", "/v1/offerings/job-gpu", nullptr, s.admin_token()).status == 404)
+    expect_status(s.request("POST", "/v1/offerings",
+                            {{"name", "job-gpu"}, {"tier", "dedicated-gpu"}, {"models", {"H200"}}},
+                            s.admin_token()),
+                  201, "job offering");
+  w.job_id =
+      expect_status(s.request("POST", "/v1/tenants/" + t + "/projects/" + w.project_id + "/jobs",
+                              {{"name", "train"},
+                               {"image", "registry.example.com/team/trainer:1"},
+                               {"offering", "job-gpu"},
+                               {"command", {"python", "train.py"}}},
+                              token),
+                    201, "job")
+          .body.at("id");
   w.reservation_id = expect_status(s.request("POST", "/v1/tenants/" + t + "/reservations",
                                              {{"project", w.project_id},
                                               {"shape", {{"tier", "dedicated-gpu"}}},

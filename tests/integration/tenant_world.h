@@ -14,7 +14,7 @@ namespace gp::it {
 struct TenantWorld {
   TenantInfo tenant;
   std::string project_id, user_id, sa_id, key_id, key_token, binding_id, allocation_id,
-      reservation_id, invoice_id, vm_id;
+      reservation_id, invoice_id, vm_id, job_id;
   std::string secret;  // a name only this tenant uses
 
   // A value for every path parameter of the tenant routes ({tenant}, {project}, ...).

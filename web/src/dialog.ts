@@ -15,6 +15,8 @@ export interface ConfirmOptions<T> {
   body?: Child;
   /** The confirm button's text, naming the action and its object: "Drain gpu-node-1". */
   confirmLabel: string;
+  /** The other button's text, "Cancel" unless that would read as the action itself. */
+  dismissLabel?: string;
   /** Said through the live region when the dialog is cancelled: "Drain cancelled.". */
   cancelled: string;
   /** The start of the error shown when `run` fails: "Could not drain node gpu-node-1". */
@@ -36,7 +38,7 @@ export function confirmDialog<T>(options: ConfirmOptions<T>): HTMLDialogElement 
   const descId = uid('dialog-desc');
   const error = h('div');
   const confirm = h('button', { type: 'button', class: 'danger' }, options.confirmLabel);
-  const cancel = h('button', { type: 'button', class: 'secondary' }, 'Cancel');
+  const cancel = h('button', { type: 'button', class: 'secondary' }, options.dismissLabel ?? 'Cancel');
   const dialog = h('dialog', { class: 'confirm-dialog', 'aria-labelledby': titleId, 'aria-describedby': descId,
                                'data-testid': options.testId },
     h('h2', { id: titleId }, options.title),

@@ -8,6 +8,7 @@ import { renderAudit } from './pages/audit';
 import { renderBudgets } from './pages/budgets';
 import { renderFleet, renderNode } from './pages/fleet';
 import { renderInvoice, renderInvoices } from './pages/invoices';
+import { renderJob, renderJobs } from './pages/jobs';
 import { renderLogin, safeNext } from './pages/login';
 import { renderMembers } from './pages/members';
 import { renderPosture } from './pages/posture';
@@ -49,6 +50,9 @@ const routes: Route[] = [
   { pattern: '/api-keys', render: authed(renderApiKeys) },
   { pattern: '/allocations', render: authed(renderAllocations) },
   { pattern: '/vms', render: authed(renderVms) },
+  // A tenant's jobs (operators: ?tenant=), and one job.
+  { pattern: '/jobs', render: authed(renderJobs) },
+  { pattern: '/jobs/:tenant/:project/:job', render: authed(renderJob) },
   // A tenant's account pages (pages/members, invoices, budgets, posture).
   { pattern: '/members', render: authed(renderMembers) },
   { pattern: '/invoices', render: authed(renderInvoices) },

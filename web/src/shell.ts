@@ -16,12 +16,15 @@ export function navItems(sess: Session): NavItem[] {
   const p = sess.principal;
   if (isPlatform(p)) {
     items.push({ path: '/fleet', label: 'Fleet' }, { path: '/tenants', label: 'Tenants' });
+    // Any tenant's jobs, the tenant picked on the page (a principal with a tenant gets it below).
+    if (!sess.tenant) items.push({ path: '/jobs', label: 'Jobs' });
     if (canReadAudit(p)) items.push({ path: '/audit', label: 'Audit trail' });
     items.push(...insightItems(true, true));
   }
   if (sess.tenant) {
     items.push({ path: '/projects', label: 'Projects' },
                { path: '/allocations', label: 'Allocations' },
+               { path: '/jobs', label: 'Jobs' },
                { path: '/vms', label: 'VMs' });
     // The queue needs allocation.read tenant-wide; usage and SLA need usage.read (docs/api.md).
     if (!isPlatform(p)) items.push(...insightItems(isTenantAdmin(p), hasRole(p, 'tenant-admin', 'tenant-billing')));

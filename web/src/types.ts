@@ -511,3 +511,98 @@ export interface VmConsole {
   current: boolean;
   text: string;
 }
+
+// ---- jobs (docs/jobs.md; src/api/handlers_jobs.cpp, src/jobs/records.cpp) ----
+
+export type JobState = 'queued' | 'starting' | 'running' | 'succeeded' | 'failed' | 'cancelled' | 'preempted';
+export type JobFailure = 'exit_code' | 'oom' | 'node_lost' | 'image_pull' | 'deadline' | 'start_failed';
+
+/** What was submitted (POST .../jobs), as the API echoes it. */
+export interface JobSpec {
+  name: string;
+  image: string;
+  command: string[];
+  args: string[];
+  env: { name: string; value: string }[];
+  offering: string;
+  count: number;
+  /** Members started together or not at all. */
+  gang: number;
+  volumes: { kind: string; read_only: boolean }[];
+  secrets: string[];
+  max_duration_seconds: number;
+  restart_policy: string;
+  retries: number;
+}
+
+/** A job as listed (GET /v1/tenants/{t}/jobs). */
+export interface Job {
+  id: string;
+  tenant_id: string;
+  project_id: string;
+  name: string;
+  spec: JobSpec;
+  offering_id: string;
+  allocation_id: string;
+  state: JobState;
+  failure: JobFailure | null;
+  reason: string;
+  exit_code: number | null;
+  /** Starts so far. */
+  attempts: number;
+  image_digest: string | null;
+  stop_requested_at: string | null;
+  started_at: string | null;
+  ended_at: string | null;
+  created_by: string;
+  created_at: string;
+  updated_at: string;
+  version: number;
+}
+
+/** One container of the job's current attempt. */
+export interface JobMember {
+  rank: number;
+  attempt: number;
+  node_id: string;
+  /** "pending" (not reported yet), "starting", "running", "exited", "failed" (never started). */
+  state: string;
+  exit_code: number | null;
+  oom: boolean;
+  failure: JobFailure | null;
+  error: string | null;
+  updated_at: string;
+}
+
+export interface JobEvent {
+  seq: number;
+  at: string;
+  from: string;
+  to: string;
+  reason: string;
+}
+
+/** One job (GET .../jobs/{id}, and the answer to a cancel). */
+export interface JobDetail extends Job {
+  members: JobMember[];
+  events: JobEvent[];
+  /** Absent when the allocation cannot be read any more. */
+  allocation?: { id: string; state: string; reason_code: string; reason: string };
+}
+
+/** GET .../jobs/{id}/logs?tail=N: each member's kept output. */
+export interface JobLogs {
+  job: string;
+  state: JobState;
+  finished: boolean;
+  limit_bytes: number;
+  members: {
+    rank: number;
+    /** Byte offsets of `text` in everything the member wrote. */
+    start: number;
+    end: number;
+    /** Output before this byte was dropped (the job keeps its last limit_bytes). */
+    dropped_before: number;
+    text: string;
+  }[];
+}

@@ -1,10 +1,11 @@
-// Operators' tenant list: name, isolation class, state, and a link to each tenant's posture
-// (pages/posture.ts).
+// Operators' tenant list: name, isolation class, state, and links to each tenant's posture
+// (pages/posture.ts) and jobs (pages/jobs.ts).
 import { list } from '../api';
 import { h } from '../dom';
 import { badge, time } from '../format';
 import { href, type RouteContext } from '../router';
 import { pagedTable } from '../table';
+import { jobsPath } from './jobs';
 import type { Tenant } from '../types';
 
 export async function renderTenants(ctx: RouteContext): Promise<void> {
@@ -27,6 +28,7 @@ export async function renderTenants(ctx: RouteContext): Promise<void> {
       { header: 'ID', cell: (t) => h('span', { class: 'mono' }, t.id) },
       { header: 'Posture', cell: (t) => h('a', { href: href(`/tenants/${encodeURIComponent(t.id)}/posture`),
                                                'aria-label': `Posture of ${t.name}` }, 'Posture') },
+      { header: 'Jobs', cell: (t) => h('a', { href: href(jobsPath(t.id)), 'aria-label': `Jobs of ${t.name}` }, 'Jobs') },
     ],
   });
   ctx.main.append(table.element);

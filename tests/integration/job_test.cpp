@@ -1,0 +1,230 @@
+// Jobs through the API with the node's side played by hand (docs/jobs.md): a job follows its
+// allocation and its members' reports; its allocation turns active only once the member runs and
+// is released when it ends; output sent twice is kept once; on-failure starts a new attempt; a
+// job at its tenant's quota waits with the scheduler's reason; bad input changes nothing.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "integration/harness.h"
+
+namespace gp::it {
+namespace {
+
+class Jobs : public ::testing::Test {
+ protected:
+  TestServer s;
+  TenantInfo acme, bravo;
+  std::string acme_jobs, bravo_jobs, node_token, node_id;
+
+  void SetUp() override {
+    const std::string admin = s.admin_token();
+    for (Json o : {Json{{"name", "gpu1"}, {"tier", "dedicated-gpu"}, {"models", {"H200"}}},
+                   Json{{"name", "vm1"},
+                        {"tier", "dedicated-gpu"},
+                        {"models", {"H200"}},
+                        {"delivery", "vm"},
+                        {"vm", {{"vcpus", 4}, {"memory_mib", 8192}}}}}) {
+      auto c = s.request("POST", "/v1/offerings", o, admin);
+      ASSERT_EQ(c.status, 201) << c.raw;
+    }
+    acme = s.create_tenant("acme", "acme-admin");
+    bravo = s.create_tenant("bravo", "bravo-admin");
+    acme_jobs = "/v1/tenants/" + acme.id + "/projects/" +
+                s.create_project(acme.admin_token, acme.id, "train").at("id").get<std::string>() +
+                "/jobs";
+    bravo_jobs = "/v1/tenants/" + bravo.id + "/projects/" +
+                 s.create_project(bravo.admin_token, bravo.id, "nlp").at("id").get<std::string>() +
+                 "/jobs";
+    auto q = s.request("PUT", "/v1/tenants/" + acme.id + "/quota",
+                       {{"models", {{"H200", {{"nominal", 2}}}}}}, admin);
+    ASSERT_EQ(q.status, 200) << q.raw;
+    auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
+    auto enrolled =
+        s.request("POST", "/v1/agent/enroll",
+                  {{"join_token", jt.body["token"]}, {"inventory", h200_inventory("job-node", 2)}});
+    ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
+    node_token = enrolled.body["credential"];
+    node_id = enrolled.body["node"]["id"];
+  }
+
+  Resp submit(const std::string& path, const std::string& token, Json extra = Json::object()) {
+    Json body = {{"name", "train-1"},
+                 {"image", "registry.example.com/acme/trainer:1"},
+                 {"offering", "gpu1"},
+                 {"command", {"python", "train.py"}}};
+    body.update(extra);
+    return s.request("POST", path, body, token);
+  }
+
+  Resp heartbeat(const Json& reports = nullptr) {
+    Json body = Json::object();
+    if (!reports.is_null()) body["jobs"] = reports;
+    return s.request("POST", "/v1/agent/heartbeat", body, node_token);
+  }
+
+  Json get(const std::string& path) {
+    auto r = s.request("GET", path, nullptr, acme.admin_token);
+    EXPECT_EQ(r.status, 200) << r.raw;
+    return r.body;
+  }
+};
+
+TEST_F(Jobs, AJobFollowsItsMembersReportsAndReleasesItsAllocationWhenItEnds) {
+  auto created = submit(acme_jobs, acme.admin_token);
+  ASSERT_EQ(created.status, 201) << created.raw;
+  const std::string job = created.body["id"], path = acme_jobs + "/" + job;
+  EXPECT_EQ(created.body["state"], "starting");
+  EXPECT_EQ(created.body["allocation"]["state"], "placed");
+  const std::string alloc_path = "/v1/tenants/" + acme.id + "/allocations";
+
+  // The node's heartbeat assigns the member; the allocation stays placed until it runs.
+  auto hb = heartbeat();
+  ASSERT_EQ(hb.status, 200) << hb.raw;
+  const Json& assigned = hb.body["assignments"]["jobs"];
+  ASSERT_EQ(assigned.size(), 1u) << hb.raw;
+  EXPECT_EQ(assigned[0]["job"], job);
+  EXPECT_EQ(assigned[0]["attempt"], 1);
+  EXPECT_EQ(assigned[0]["desired"], "running");
+  EXPECT_EQ(assigned[0]["devices"].size(), 1u);
+  EXPECT_GT(assigned[0]["ids"]["first"].get<int64_t>(), 0);
+  EXPECT_EQ(get(path)["allocation"]["state"], "placed");
+
+  const Json running = {{"job", job},         {"rank", 0},       {"attempt", 1},
+                        {"state", "running"}, {"log_offset", 0}, {"log_end", 80},
+                        {"log", "epoch 1\n"}};
+  ASSERT_EQ(heartbeat(Json::array({running})).status, 200);
+  Json j = get(path);
+  EXPECT_EQ(j["state"], "running");
+  EXPECT_EQ(j["allocation"]["state"], "active");
+  EXPECT_FALSE(j["started_at"].is_null());
+  // The same output again (a heartbeat whose answer was lost) is kept once.
+  ASSERT_EQ(heartbeat(Json::array({running})).status, 200);
+  EXPECT_EQ(heartbeat().body["assignments"]["jobs"][0]["log_offset"], 80);
+
+  Json exited = {{"job", job},     {"rank", 0},        {"attempt", 1},   {"state", "exited"},
+                 {"exit_code", 0}, {"log_offset", 80}, {"log_end", 120}, {"log", "done\n"}};
+  ASSERT_EQ(heartbeat(Json::array({exited})).status, 200);
+  j = get(path);
+  EXPECT_EQ(j["state"], "succeeded") << j.dump(2);
+  EXPECT_EQ(j["exit_code"], 0);
+  EXPECT_EQ(j["allocation"]["state"], "released");
+  std::vector<std::string> states;
+  for (const auto& e : j["events"]) states.push_back(e["to"]);
+  EXPECT_EQ(states, (std::vector<std::string>{"queued", "starting", "running", "succeeded"}));
+  Json logs = get(path + "/logs");
+  ASSERT_EQ(logs["members"].size(), 1u);
+  EXPECT_EQ(logs["members"][0]["text"], "epoch 1\ndone\n");
+  EXPECT_EQ(get(path + "/logs?tail=1")["members"][0]["text"], "done\n");
+  EXPECT_EQ(get(path + "/logs?since=8")["members"][0]["text"], "done\n");
+  // Ended: no longer assigned, and a late report changes nothing.
+  EXPECT_TRUE(heartbeat().body["assignments"]["jobs"].empty());
+  ASSERT_EQ(heartbeat(Json::array({running})).status, 200);
+  EXPECT_EQ(get(path)["state"], "succeeded");
+  // The name is free again once the job has ended.
+  EXPECT_EQ(submit(acme_jobs, acme.admin_token).status, 201);
+}
+
+TEST_F(Jobs, OnFailureStartsANewAttemptUntilItsRetriesAreSpent) {
+  auto created =
+      submit(acme_jobs, acme.admin_token, {{"restart_policy", "on-failure"}, {"retries", 1}});
+  ASSERT_EQ(created.status, 201) << created.raw;
+  const std::string job = created.body["id"], path = acme_jobs + "/" + job;
+  auto exit1 = [&](int attempt) {
+    return Json::array({{{"job", job},
+                         {"rank", 0},
+                         {"attempt", attempt},
+                         {"state", "exited"},
+                         {"exit_code", 1},
+                         {"log_offset", 0},
+                         {"log_end", 10},
+                         {"log", "boom\n"}}});
+  };
+  ASSERT_EQ(heartbeat(exit1(1)).status, 200);
+  Json j = get(path);
+  EXPECT_EQ(j["state"], "starting") << j.dump(2);
+  EXPECT_EQ(j["attempts"], 2);
+  EXPECT_EQ(heartbeat().body["assignments"]["jobs"][0]["attempt"], 2);
+  ASSERT_EQ(heartbeat(exit1(2)).status, 200);
+  j = get(path);
+  EXPECT_EQ(j["state"], "failed");
+  EXPECT_EQ(j["failure"], "exit_code");
+  EXPECT_EQ(j["exit_code"], 1);
+  EXPECT_EQ(get(path + "/logs")["members"][0]["text"], "boom\n--- attempt 2 ---\nboom\n");
+}
+
+TEST_F(Jobs, AtItsQuotaAJobWaitsWithTheReasonAndACancelEndsItAtOnce) {
+  auto created = submit(bravo_jobs, bravo.admin_token);  // bravo has no quota
+  ASSERT_EQ(created.status, 201) << created.raw;
+  EXPECT_EQ(created.body["state"], "queued");
+  EXPECT_NE(created.body["reason"].get<std::string>().find("quota"), std::string::npos)
+      << created.raw;
+  const std::string path = bravo_jobs + "/" + created.body["id"].get<std::string>();
+  auto cancelled = s.request("POST", path + "/cancel", Json::object(), bravo.admin_token);
+  ASSERT_EQ(cancelled.status, 200) << cancelled.raw;
+  EXPECT_EQ(cancelled.body["state"], "cancelled");
+  EXPECT_EQ(cancelled.body["allocation"]["state"], "released");
+  EXPECT_EQ(s.request("POST", path + "/cancel", Json::object(), bravo.admin_token).status, 409);
+}
+
+TEST_F(Jobs, ACancelStopsTheMembersAndEndsOnceTheyHaveStopped) {
+  auto created = submit(acme_jobs, acme.admin_token);
+  const std::string job = created.body["id"], path = acme_jobs + "/" + job;
+  ASSERT_EQ(
+      heartbeat(Json::array({{{"job", job}, {"rank", 0}, {"attempt", 1}, {"state", "running"}}}))
+          .status,
+      200);
+  auto c = s.request("POST", path + "/cancel", Json::object(), acme.admin_token);
+  ASSERT_EQ(c.status, 200) << c.raw;
+  EXPECT_EQ(c.body["state"], "running");
+  EXPECT_EQ(heartbeat().body["assignments"]["jobs"][0]["desired"], "stopped");
+  ASSERT_EQ(heartbeat(Json::array({{{"job", job},
+                                    {"rank", 0},
+                                    {"attempt", 1},
+                                    {"state", "exited"},
+                                    {"exit_code", 137}}}))
+                .status,
+            200);
+  Json j = get(path);
+  EXPECT_EQ(j["state"], "cancelled") << j.dump(2);
+  EXPECT_EQ(j["allocation"]["state"], "released");
+}
+
+TEST_F(Jobs, BadInputIsRefusedAndChangesNothing) {
+  const std::string t = acme.admin_token;
+  EXPECT_EQ(submit(acme_jobs, t, {{"privileged", true}}).status, 400);
+  EXPECT_EQ(
+      submit(acme_jobs, t, {{"env", {{{"name", "NVIDIA_VISIBLE_DEVICES"}, {"value", "all"}}}}})
+          .status,
+      400);
+  EXPECT_EQ(submit(acme_jobs, t, {{"offering", "nope"}}).status, 400);
+  EXPECT_EQ(submit(acme_jobs, t, {{"offering", "vm1"}}).status, 400);
+  EXPECT_EQ(submit(acme_jobs, t, {{"gang", 2}}).status, 400);
+  EXPECT_EQ(submit(acme_jobs, t, {{"secrets", {"token"}}}).status, 400);
+  EXPECT_EQ(submit(acme_jobs, t, {{"volumes", {{{"kind", "checkpoints"}}}}}).status, 400)
+      << "the project has no volumes";
+  EXPECT_EQ(s.request_raw("POST", acme_jobs, "{not json", t).status, 400);
+  // Another tenant's credentials see no such project.
+  EXPECT_EQ(submit(acme_jobs, bravo.admin_token).status, 404);
+  EXPECT_TRUE(get(acme_jobs)["items"].empty());
+
+  auto created = submit(acme_jobs, t);
+  const std::string job = created.body["id"], path = acme_jobs + "/" + job;
+  EXPECT_EQ(submit(acme_jobs, t).status, 409) << "a live job of that name exists";
+  // A malformed report is refused whole: the good entry beside it is not applied.
+  auto bad =
+      heartbeat(Json::array({{{"job", job}, {"rank", 0}, {"attempt", 1}, {"state", "running"}},
+                             {{"job", job}, {"rank", 0}, {"attempt", 1}, {"state", "bogus"}}}));
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+  EXPECT_EQ(
+      heartbeat(Json::array({{{"job", job}, {"rank", 0}, {"attempt", 1}, {"state", "exited"}}}))
+          .status,
+      400)
+      << "an exit without its code";
+  EXPECT_EQ(get(path)["state"], "starting");
+  EXPECT_EQ(s.request("GET", path, nullptr, bravo.admin_token).status, 404);
+  EXPECT_EQ(s.request("GET", path + "/logs?tail=x", nullptr, t).status, 400);
+}
+
+}  // namespace
+}  // namespace gp::it
