@@ -205,6 +205,19 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       return 2;
     }
   }
+  uint32_t underlay = 0;
+  if (!o.underlay_address.empty()) {
+    auto a = network::parse_ipv4(o.underlay_address);
+    if (!a) {
+      spdlog::critical("--underlay-address: {}", a.error().message);
+      return 2;
+    }
+    underlay = *a;
+  }
+  if (o.job_network && (!o.run_jobs || !o.enforce_network)) {
+    spdlog::critical("--job-network needs --jobs and --enforce-network (the members' rules)");
+    return 2;
+  }
   auto source = Source::open(o);
   if (!source) {
     spdlog::critical("GPU discovery unavailable: {} (use --simulate FILE without NVML)",
@@ -370,6 +383,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     }
     if (vm_reports) body["vms"] = to_json(*vm_reports);
     if (job_reports) body["jobs"] = *job_reports;
+    if (!o.underlay_address.empty()) body["underlay_address"] = o.underlay_address;
     auto r = post(*ep, "/v1/agent/heartbeat", body, credential);
     if (!r) {
       ++failures;
@@ -417,7 +431,16 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
                                             .state_dir = o.state_dir,
                                             .storage_root = o.storage_root,
                                             .simulated = !o.simulate_file.empty(),
-                                            .cgroup_root = o.cgroup_root},
+                                            .cgroup_root = o.cgroup_root,
+                                            .network = o.job_network,
+                                            .ip_prefix = split_words(o.nft_prefix),
+                                            .underlay = underlay,
+                                            .apply_network =
+                                                [&enforcer](std::vector<network::Workload> w,
+                                                            std::vector<network::OverlayLink> l) {
+                                                  return enforcer.set_runtime_network(std::move(w),
+                                                                                      std::move(l));
+                                                }},
                            clock);
       auto assigned = parse_member_assignments(
           reply.contains("assignments") ? reply["assignments"].value("jobs", Json()) : Json());

@@ -40,6 +40,10 @@ struct AgentOptions {
   // Jobs (agent/jobs.h): run the members of jobs assigned to the node with podman.
   bool run_jobs = false;
   std::string cgroup_root = "/sys/fs/cgroup";
+  // Members on their tenant's network (needs run_jobs and enforce_network); `ip` and `sysctl`
+  // run with nft_prefix before them, like nft.
+  bool job_network = false;
+  std::string underlay_address;  // this node's address towards other nodes (tenant VXLANs)
   // GPU device selection, reported with every inventory (agent/gpu_runtime.h):
   std::string toolkit_config = "/etc/nvidia-container-runtime/config.toml";
   std::string device_list_strategy;  // the device plugin's, comma-separated; "": not given

@@ -244,35 +244,54 @@ std::set<std::string> Enforcer::hold_tenants(const Assignment& a, const HttpCall
 }
 
 bool Enforcer::network_round(const Assignment& a) {
-  network::NodeNetState state = a.net;
+  last_net_ = a.net;
+  return apply_network(a.net);
+}
+
+Result<void> Enforcer::set_runtime_network(std::vector<network::Workload> workloads,
+                                           std::vector<network::OverlayLink> overlays) {
+  runtime_workloads_ = std::move(workloads);
+  runtime_overlays_ = std::move(overlays);
+  if (!last_net_)
+    return fail(Error::unavailable("no network assignment from the control plane yet"));
+  if (!apply_network(*last_net_))
+    return fail(Error::unavailable("the nftables ruleset with the job members failed"));
+  return ok();
+}
+
+bool Enforcer::apply_network(const network::NodeNetState& base) {
+  network::NodeNetState state = base;
+  std::vector<network::Workload> workloads = runtime_workloads_;
   if (!o_.workloads_file.empty()) {
-    Result<std::vector<network::Workload>> workloads = std::vector<network::Workload>{};
+    Result<std::vector<network::Workload>> from_file = std::vector<network::Workload>{};
     if (auto text = read_text_file(o_.workloads_file); !text)
-      workloads = fail(text.error());
+      from_file = fail(text.error());
     else if (auto j = parse_json(*text); !j)
-      workloads = fail(j.error());
+      from_file = fail(j.error());
     else
-      workloads = parse_workloads(*j);
-    if (!workloads) {
+      from_file = parse_workloads(*j);
+    if (!from_file) {
       spdlog::error("workloads file {}: {}; ruleset left as it is", o_.workloads_file,
-                    workloads.error().message);
+                    from_file.error().message);
       return false;
     }
-    std::set<std::string> live, unattached;
-    for (const auto& s : state.segments) live.insert(s.tenant);
-    for (auto& w : *workloads) {
-      if (!live.contains(w.tenant)) {
-        // Its tenant has no segment (offboarded, or not yet allocated): it gets no rules.
-        if (!unattached_.contains(w.name))
-          spdlog::warn("workload {}: tenant {} has no live segment; not attached", w.name,
-                       w.tenant);
-        unattached.insert(w.name);
-        continue;
-      }
-      state.workloads.push_back(std::move(w));
-    }
-    unattached_ = std::move(unattached);  // warned once per workload, again if it comes back
+    workloads.insert(workloads.end(), from_file->begin(), from_file->end());
   }
+  std::set<std::string> live, unattached;
+  for (const auto& s : state.segments) live.insert(s.tenant);
+  for (auto& w : workloads) {
+    if (!live.contains(w.tenant)) {
+      // Its tenant has no segment (offboarded, or not yet allocated): it gets no rules.
+      if (!unattached_.contains(w.name))
+        spdlog::warn("workload {}: tenant {} has no live segment; not attached", w.name, w.tenant);
+      unattached.insert(w.name);
+      continue;
+    }
+    state.workloads.push_back(std::move(w));
+  }
+  unattached_ = std::move(unattached);  // warned once per workload, again if it comes back
+  for (const auto& o : runtime_overlays_)
+    if (live.contains(o.tenant)) state.overlays.push_back(o);
   auto ruleset = network::render_nftables(state);
   if (!ruleset) {
     spdlog::error("nftables ruleset: {}; ruleset left as it is", ruleset.error().message);

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -61,12 +62,20 @@ class Enforcer {
   // One round; failures are logged and retried the next round. Returns false when something
   // failed (for --once).
   bool round(const HttpCall& http);
+  // The job members the runtime attached to this node and their tenants' VXLAN devices
+  // (agent/jobs.h): part of every ruleset from now on, and applied at once with the last
+  // assignment's segments and policies, so a member never runs before its rules do.
+  // unavailable when there is no assignment yet or the ruleset could not be applied.
+  Result<void> set_runtime_network(std::vector<network::Workload> workloads,
+                                   std::vector<network::OverlayLink> overlays);
 
  private:
   bool storage_round(const Assignment& a, const HttpCall& http);
   // Records the unheld tenants as held by this node; returns the tenants it may create trees of.
   std::set<std::string> hold_tenants(const Assignment& a, const HttpCall& http, bool* ok);
   bool network_round(const Assignment& a);
+  // Renders `base` with the runtime's and the workloads file's workloads and applies it.
+  bool apply_network(const network::NodeNetState& base);
 
   const AgentOptions& o_;
   network::NftCommand nft_;
@@ -74,7 +83,10 @@ class Enforcer {
   std::chrono::steady_clock::time_point applied_at_{};
   static constexpr std::chrono::seconds kResync{60};
   std::set<std::string> unattached_;  // workloads left out last round (warned about once)
-  bool warned_unrecorded_ = false;    // trees whose identity the filesystem cannot record
+  std::optional<network::NodeNetState> last_net_;  // the last assignment's segments, policies
+  std::vector<network::Workload> runtime_workloads_;
+  std::vector<network::OverlayLink> runtime_overlays_;
+  bool warned_unrecorded_ = false;  // trees whose identity the filesystem cannot record
 };
 
 }  // namespace gp::agent

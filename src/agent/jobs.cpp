@@ -15,6 +15,7 @@
 #include <fstream>
 #include <set>
 
+#include "common/subprocess.h"
 #include "policy/admission.h"
 
 namespace gp::agent {
@@ -84,6 +85,14 @@ jobs::Failure start_failure(std::string_view message) {
                              "image not known", "unable to find image", "access to the resource"})
     if (message.find(s) != std::string_view::npos) return jobs::Failure::kImagePull;
   return jobs::Failure::kStartFailed;
+}
+
+// The node's end of a member's veth pair: "gpm" and 8 hex digits of its container's name (an
+// interface name has at most 15 characters).
+std::string member_interface(std::string_view container) {
+  uint32_t h = 2166136261u;
+  for (unsigned char c : container) h = (h ^ c) * 16777619u;
+  return fmt::format("gpm{:08x}", h);
 }
 
 template <typename T>
@@ -157,6 +166,19 @@ Result<std::vector<MemberAssignment>> parse_member_assignments(const Json& jobs_
     m.running = desired == "running";
     m.stop_grace_seconds = GP_TRY(get<int>(j, "stop_grace_seconds", where));
     m.log_offset = GP_TRY(get<int64_t>(j, "log_offset", where));
+    if (auto net = j.find("network"); net != j.end() && !net->is_null()) {
+      MemberAssignment::Network n;
+      n.vni = GP_TRY(get<uint32_t>(*net, "vni", where + ".network"));
+      n.address = GP_TRY(
+          network::parse_ipv4(GP_TRY(get<std::string>(*net, "address", where + ".network"))));
+      n.master_addr = GP_TRY(get<std::string>(*net, "master_addr", where + ".network"));
+      if (!n.master_addr.empty()) GP_TRY(network::parse_ipv4(n.master_addr));
+      for (const auto& p : GP_TRY(get<Json>(*net, "peers", where + ".network")))
+        n.peers.push_back(
+            {GP_TRY(network::parse_ipv4(GP_TRY(get<std::string>(p, "address", where + ".peers")))),
+             GP_TRY(network::parse_ipv4(GP_TRY(get<std::string>(p, "node", where + ".peers"))))});
+      m.network = std::move(n);
+    }
     if (!safe_segment(m.job) || m.rank < 0 || m.attempt < 1 || m.world_size < 1 ||
         m.stop_grace_seconds < 0 || m.log_offset < 0 || m.cpu_millis < 0 || m.memory_bytes < 0)
       return fail(Error::invalid(where + ": a value out of range"));
@@ -171,6 +193,16 @@ JobRunner::JobRunner(JobRunnerOptions options, const Clock& clock)
     : o_(std::move(options)), clock_(clock), podman_(o_.podman, std::chrono::minutes(5)) {
   std::error_code ec;
   fs::create_directories(fs::path(o_.state_dir) / "jobs", ec);
+  if (o_.network) {
+    // A member's network namespace is made by the agent, outside the member's user namespace,
+    // so the member cannot write its sysctls: podman's default of setting ping_group_range
+    // there would fail every start. The agent's podman reads this file instead of the system's
+    // containers.conf.
+    const std::string conf = (fs::path(o_.state_dir) / "jobs" / "containers.conf").string();
+    std::ofstream(conf) << "# written by the gpuplane agent (docs/jobs.md, \"Network\")\n"
+                           "[containers]\ndefault_sysctls = []\n";
+    podman_.set_environment({"CONTAINERS_CONF=" + conf});
+  }
 }
 
 std::string JobRunner::log_path(const std::string& container) const {
@@ -187,6 +219,14 @@ Result<void> JobRunner::write_cdi_spec(const std::vector<MemberAssignment>& assi
       paths.push_back(o_.device_dir + "/" + name);
     }
   std::error_code ec;
+  const fs::path file = fs::path(o_.cdi_dir) / fmt::format("gpuplane-sim-{}.json", o_.node_id);
+  if (names.empty()) {
+    // No member holds a device: no spec either (a stale one would clash with the next agent
+    // that simulates GPUs of the same names).
+    fs::remove(file, ec);
+    cdi_written_.clear();
+    return ok();
+  }
   fs::create_directories(o_.device_dir, ec);
   for (const auto& p : paths) {
     // A stand-in of /dev/null (1:3): a job sees exactly the nodes of the devices it was given.
@@ -196,7 +236,6 @@ Result<void> JobRunner::write_cdi_spec(const std::vector<MemberAssignment>& assi
   const std::string text = GP_TRY(jobs::sim_cdi_spec(names, paths)).dump(2);
   if (text == cdi_written_) return ok();
   fs::create_directories(o_.cdi_dir, ec);
-  const fs::path file = fs::path(o_.cdi_dir) / fmt::format("gpuplane-sim-{}.json", o_.node_id);
   {
     std::ofstream out(file.string() + ".tmp", std::ios::trunc);
     out << text;
@@ -208,7 +247,103 @@ Result<void> JobRunner::write_cdi_spec(const std::vector<MemberAssignment>& assi
   return ok();
 }
 
-Result<void> JobRunner::start(const MemberAssignment& m) {
+Result<void> JobRunner::attach(const MemberAssignment& m, const std::string& container) {
+  if (!forwarding_) {
+    std::vector<std::string> argv = o_.ip_prefix;
+    argv.insert(argv.end(), {"sysctl", "-qw", "net.ipv4.ip_forward=1"});
+    auto r = GP_TRY(run_process(argv, "", std::chrono::seconds(30)));
+    if (r.exit_code != 0) return fail(Error::unavailable("cannot enable forwarding: " + r.err));
+    forwarding_ = true;
+  }
+  detach(container);  // what a crash between attach and start may have left
+  auto made = GP_TRY(run_process({"ip", "netns", "add", container}, "", std::chrono::seconds(30)));
+  if (made.exit_code != 0)
+    return fail(Error::unavailable(fmt::format("ip netns add {}: {}", container, made.err)));
+  // The ruleset names a workload as it names its interface (the container's name has '_').
+  const network::Workload w{member_interface(container), m.tenant, member_interface(container),
+                            m.network->address};
+  auto linked =
+      network::run_link_commands(GP_TRY(network::plan_attach(w, container)), o_.ip_prefix);
+  if (!linked) {
+    detach(container);
+    return fail(linked.error());
+  }
+  attached_.insert(container);
+  return ok();
+}
+
+void JobRunner::detach(const std::string& container) {
+  (void)network::run_link_commands(
+      network::plan_detach({container, "", member_interface(container), 0}), o_.ip_prefix);
+  (void)run_process({"ip", "netns", "delete", container}, "", std::chrono::seconds(30));
+  attached_.erase(container);
+}
+
+void JobRunner::sync_overlays(const std::vector<MemberAssignment>& assigned) {
+  struct Want {
+    std::string tenant;
+    std::vector<network::OverlayPeer> peers;
+  };
+  std::map<uint32_t, Want> want;
+  for (const auto& m : assigned) {
+    if (!m.network) continue;
+    Want& w = want[m.network->vni];
+    w.tenant = m.tenant;
+    for (const auto& p : m.network->peers)
+      if (p.node != o_.underlay &&
+          std::ranges::none_of(w.peers, [&](const auto& q) { return q.workload == p.workload; }))
+        w.peers.push_back(p);
+  }
+  for (auto it = overlays_.begin(); it != overlays_.end();) {
+    if (want.contains(it->first)) {
+      ++it;
+      continue;
+    }
+    (void)network::run_link_commands(network::plan_overlay_removal(it->first), o_.ip_prefix);
+    it = overlays_.erase(it);
+  }
+  for (auto& [vni, w] : want) {
+    std::ranges::sort(w.peers, {}, &network::OverlayPeer::workload);
+    auto have = overlays_.find(vni);
+    const bool same =
+        have != overlays_.end() && std::ranges::equal(have->second, w.peers, [](auto& a, auto& b) {
+          return a.workload == b.workload && a.node == b.node;
+        });
+    if (!same) {
+      (void)network::run_link_commands(network::plan_overlay_removal(vni), o_.ip_prefix);
+      overlays_.erase(vni);
+      auto plan = network::plan_overlay({w.tenant, vni, o_.underlay, w.peers});
+      auto made = plan ? network::run_link_commands(*plan, o_.ip_prefix) : fail(plan.error());
+      if (!made) {
+        spdlog::error("jobs: tenant {}'s overlay {}: {}", w.tenant, network::overlay_interface(vni),
+                      made.error().message);
+        continue;
+      }
+      overlays_[vni] = w.peers;
+    }
+  }
+}
+
+Result<void> JobRunner::apply_network(const std::vector<MemberAssignment>& assigned,
+                                      const std::set<std::string>& running) {
+  std::vector<network::Workload> workloads;
+  for (const auto& m : assigned) {
+    const std::string name = jobs::container_name(m.job, m.rank, m.attempt);
+    if (m.network && running.contains(name))
+      workloads.push_back(
+          {member_interface(name), m.tenant, member_interface(name), m.network->address});
+  }
+  std::vector<network::OverlayLink> links;
+  for (const auto& m : assigned)
+    if (m.network && overlays_.contains(m.network->vni) &&
+        std::ranges::none_of(links, [&](const auto& l) { return l.tenant == m.tenant; }))
+      links.push_back({m.tenant, network::overlay_interface(m.network->vni)});
+  if (!o_.apply_network) return fail(Error::unavailable("no network enforcement on this node"));
+  return o_.apply_network(std::move(workloads), std::move(links));
+}
+
+Result<void> JobRunner::start(const MemberAssignment& m,
+                              const std::vector<MemberAssignment>& assigned) {
   if (!policy::registry_allowed(m.allowed_registries, m.image))
     return fail(Error::denied(fmt::format(
         "image {} is not from a registry the tenant's workload policy allows", m.image)));
@@ -254,6 +389,16 @@ Result<void> JobRunner::start(const MemberAssignment& m) {
       spdlog::warn("job {}: no member cgroup ({}); podman's limit alone applies", m.job,
                    g.error().message);
   }
+  if (o_.network && m.network) {
+    // On the tenant's network, with its rules in force, before anything runs in it.
+    GP_TRY_VOID(attach(m, l.container));
+    if (auto applied = apply_network(assigned, attached_); !applied) {
+      detach(l.container);
+      return fail(applied.error());
+    }
+    l.netns = "/run/netns/" + l.container;
+    l.master_addr = m.network->master_addr;
+  }
   std::error_code ec;
   fs::remove(l.log_path, ec);  // a new attempt's output starts at offset 0
   auto argv = GP_TRY(jobs::podman_run_argv(l));
@@ -298,6 +443,7 @@ Json JobRunner::report(const MemberAssignment& m, const jobs::ContainerStatus& s
 }
 
 void JobRunner::remove(const std::string& container) {
+  if (attached_.contains(container) || fs::exists("/run/netns/" + container)) detach(container);
   if (auto r = podman_.remove(container); !r)
     spdlog::warn("job member {}: {}", container, r.error().message);
   if (!o_.cgroup_root.empty())
@@ -320,6 +466,12 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
   if (o_.simulated)
     if (auto w = write_cdi_spec(assigned); !w)
       spdlog::error("jobs: CDI spec: {}", w.error().message);
+  if (o_.network) {
+    // Members found again after a restart keep the namespace they were started in.
+    for (const auto& [name, c] : have)
+      if (fs::exists("/run/netns/" + name)) attached_.insert(name);
+    sync_overlays(assigned);
+  }
 
   std::set<std::string> wanted;
   for (const auto& m : assigned) {
@@ -337,7 +489,7 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
         continue;
       }
       if (!m.running) continue;  // stopped before it ever started: nothing runs
-      if (auto started = start(m); !started) {
+      if (auto started = start(m, assigned); !started) {
         spdlog::error("job {}: member {} could not start: {}", m.job, m.rank,
                       started.error().message);
         const auto why = started.error().code == ErrorCode::kPermissionDenied
@@ -381,6 +533,7 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
       auto [at, first] = stopping_.try_emplace(name, clock_.now());
       if (first) {
         spdlog::info("job member {} is no longer assigned: stopping it", name);
+        if (attached_.contains(name)) detach(name);  // off the tenant's network at once
         (void)podman_.kill(name, "TERM");
         continue;
       }
@@ -391,6 +544,9 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
   }
   for (auto it = failed_.begin(); it != failed_.end();)
     it = wanted.contains(it->first) ? std::next(it) : failed_.erase(it);
+  if (o_.network)
+    if (auto applied = apply_network(assigned, attached_); !applied)
+      spdlog::error("jobs: network: {}", applied.error().message);
   return reports;
 }
 

@@ -9,8 +9,10 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -19,6 +21,7 @@
 #include "common/result.h"
 #include "jobs/jobs.h"
 #include "jobs/runtime.h"
+#include "network/network.h"
 
 namespace gp::agent {
 
@@ -46,6 +49,14 @@ struct MemberAssignment {
   bool running = true;  // desired: "running" or "stopped"
   int stop_grace_seconds = 10;
   int64_t log_offset = 0;  // what the control plane holds of this attempt's output
+  // Its place on the tenant's network; nullopt when the tenant has none (it runs without one).
+  struct Network {
+    uint32_t vni = 0;
+    uint32_t address = 0;
+    std::string master_addr;                  // rank 0's address
+    std::vector<network::OverlayPeer> peers;  // the tenant's members on other nodes
+  };
+  std::optional<Network> network;
 };
 
 // The "jobs" array of a heartbeat reply's assignments. Strict: one malformed entry fails the
@@ -61,6 +72,14 @@ struct JobRunnerOptions {
   std::string device_dir = "/dev/gpuplane-sim";  // a simulated node's stand-in device nodes
   std::string cgroup_root = "/sys/fs/cgroup";    // empty: no member cgroup of the agent's own
   std::string podman = "podman";
+  // Members on their tenant's network (docs/jobs.md, "Network"): each in a namespace of its own
+  // joined to the node, the tenant's VXLAN towards its members on other nodes, the ruleset
+  // applied through `apply_network` before the member starts. Off: --network none.
+  bool network = false;
+  std::vector<std::string> ip_prefix;  // words before `ip` and `sysctl` (the node's namespace)
+  uint32_t underlay = 0;               // this node's address towards other nodes
+  std::function<Result<void>(std::vector<network::Workload>, std::vector<network::OverlayLink>)>
+      apply_network;
 };
 
 class JobRunner {
@@ -70,11 +89,19 @@ class JobRunner {
   std::vector<Json> round(const std::vector<MemberAssignment>& assigned);
 
  private:
-  Result<void> start(const MemberAssignment& m);
+  Result<void> start(const MemberAssignment& m, const std::vector<MemberAssignment>& assigned);
   Json report(const MemberAssignment& m, const jobs::ContainerStatus& s);
   Result<void> write_cdi_spec(const std::vector<MemberAssignment>& assigned);
   std::string log_path(const std::string& container) const;
   void remove(const std::string& container);
+  // The member's namespace joined to the node; undone by detach.
+  Result<void> attach(const MemberAssignment& m, const std::string& container);
+  void detach(const std::string& container);
+  // The tenants' VXLAN devices as the assigned members need them (peers changed: made again).
+  void sync_overlays(const std::vector<MemberAssignment>& assigned);
+  // Hands the attached members and the tenants' overlay links to the node's ruleset.
+  Result<void> apply_network(const std::vector<MemberAssignment>& assigned,
+                             const std::set<std::string>& running);
 
   JobRunnerOptions o_;
   const Clock& clock_;
@@ -84,6 +111,9 @@ class JobRunner {
   // Members that could not start, with why; reported as failed until no longer assigned.
   std::map<std::string, std::pair<jobs::Failure, std::string>> failed_;
   std::string cdi_written_;
+  std::map<uint32_t, std::vector<network::OverlayPeer>> overlays_;  // VNI -> peers, as applied
+  std::set<std::string> attached_;  // containers whose namespace this agent joined (or found)
+  bool forwarding_ = false;         // the node forwards IPv4 (set once)
 };
 
 }  // namespace gp::agent

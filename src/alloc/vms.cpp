@@ -9,6 +9,7 @@
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
 #include "common/crypto.h"
+#include "network/records.h"
 #include "storage/storage.h"
 #include "vm/vm.h"
 
@@ -243,9 +244,8 @@ Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
           {{"tag", tag}, {"path", fmt::format("{}/{}/{}", tenant, row->text(0), tag)}});
     }
   Json segment = nullptr;
-  if (auto s = GP_TRY(
-          tx.query_one("SELECT vni, cidr FROM tenant_segments WHERE tenant_id = ?", {a.tenant_id})))
-    segment = {{"vni", s->integer(0)}, {"cidr", s->text(1)}};
+  if (auto s = GP_TRY(network::load_segment(tx, a.tenant_id)))
+    segment = {{"vni", s->vni}, {"cidr", network::to_string(s->cidr)}};
   return Json{{"id", v.id},
               {"domain", v.domain},
               {"uuid", v.uuid},

@@ -5,6 +5,7 @@
 #include "api/router.h"
 #include "fleet/fleet.h"
 #include "jobs/records.h"
+#include "network/network.h"
 
 namespace gp::api {
 namespace {
@@ -241,7 +242,12 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
   const Json* samples = r.optional_array("samples");
   const Json* vms = r.optional_array("vms");
   const Json* job_reports = r.optional_array("jobs");
+  auto underlay = r.optional_string("underlay_address", 15);
   GP_TRY_VOID(r.finish());
+  if (underlay) {
+    auto parsed = network::parse_ipv4(*underlay);
+    if (!parsed) return fail(Error::invalid("field 'underlay_address': " + parsed.error().message));
+  }
   auto w = api.world();
   Json detail = Json::object();
   if (job_reports) {
@@ -278,6 +284,7 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
     detail["samples"] = GP_TRY(fleet::record_samples(tx, call.who.id, parsed));
   }
   auto n = GP_TRY(fleet::heartbeat(tx, w, call.who.id));
+  if (underlay) GP_TRY_VOID(fleet::record_underlay_address(tx, call.who.id, *underlay));
   // Health or state changes reshape what the scheduler may use.
   if (detail.contains("gpu_health") || n.state_reason == "heartbeats resumed")
     api.allocs().invalidate();

@@ -386,6 +386,10 @@ void add_agent(CLI::App& app, int* rc) {
       ->check(CLI::IsMember({"efi", "bios"}));
   cmd->add_flag("--jobs", o->run_jobs,
                 "Run the members of jobs assigned to this node with podman (runc), as root");
+  cmd->add_flag("--job-network", o->job_network,
+                "Put job members on their tenant's network (needs --jobs and --enforce-network)");
+  cmd->add_option("--underlay-address", o->underlay_address,
+                  "This node's IPv4 address towards other nodes (the tenants' VXLANs)");
   cmd->add_option("--cgroup-root", o->cgroup_root,
                   "Where member cgroups are made (memory limits, oom); \"\" for none")
       ->capture_default_str();

@@ -107,6 +107,11 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
                              const Inventory& inventory);
 // Records a heartbeat; a node failed for missed heartbeats recovers.
 Result<Node> heartbeat(store::Tx& tx, const World& w, const std::string& node_id);
+// The address the node's agent reaches other nodes from (the underlay of tenant VXLANs), as it
+// reports it with its heartbeats (a dotted quad the caller checked); nullopt until it has.
+Result<void> record_underlay_address(store::Tx& tx, const std::string& node_id,
+                                     const std::string& address);
+Result<std::optional<std::string>> underlay_address(store::Tx& tx, const std::string& node_id);
 struct Sample {
   std::string gpu_uuid;
   std::string instance;  // "" for the whole GPU, "<profile>@<start>" for a MIG instance

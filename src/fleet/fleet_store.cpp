@@ -448,6 +448,21 @@ Result<Node> heartbeat(store::Tx& tx, const World& w, const std::string& node_id
   return n;
 }
 
+Result<void> record_underlay_address(store::Tx& tx, const std::string& node_id,
+                                     const std::string& address) {
+  GP_TRY(
+      tx.exec("UPDATE nodes SET underlay_address = ? WHERE id = ? AND (underlay_address IS "
+              "NULL OR underlay_address <> ?)",
+              {address, node_id, address}));
+  return ok();
+}
+
+Result<std::optional<std::string>> underlay_address(store::Tx& tx, const std::string& node_id) {
+  auto row = GP_TRY(tx.query_one("SELECT underlay_address FROM nodes WHERE id = ?", {node_id}));
+  if (!row || row->is_null(0)) return std::optional<std::string>{};
+  return std::optional<std::string>{row->text(0)};
+}
+
 Result<std::vector<Sample>> parse_samples(const Json& j, const World& w) {
   if (!j.is_array()) return fail(Error::invalid("samples must be an array"));
   if (j.size() > 10000) return fail(Error::invalid("at most 10000 samples per report"));

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "fleet/fleet.h"
+#include "network/records.h"
 #include "policy/admission.h"
 #include "storage/records.h"
 
@@ -82,6 +84,7 @@ Result<Member> member_from(const store::Row& row) {
   m.failure = GP_TRY(parse_failure(row.text(6)));
   m.error = row.text(7);
   m.updated_at = row.integer(8);
+  m.address = row.text(9);
   return m;
 }
 
@@ -113,8 +116,39 @@ Result<void> save(store::Tx& tx, const World& w, Job& j, State from) {
   return ok();
 }
 
+// The first address of a tenant's CIDR that job members may get: the ones below are left to
+// gateways and VMs.
+constexpr uint32_t kFirstMemberHost = 16;
+
+// Addresses for `n` members of a job of the tenant: the lowest ones of its CIDR (from
+// kFirstMemberHost, never the broadcast address) that no live member of the tenant holds. Empty
+// strings when the tenant has no segment: its members then run without a network.
+Result<std::vector<std::string>> member_addresses(store::Tx& tx, const std::string& tenant_id,
+                                                  int n) {
+  auto segment = GP_TRY(network::load_segment(tx, tenant_id));
+  if (!segment) return std::vector<std::string>(static_cast<size_t>(n));
+  std::set<std::string> taken;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT m.address FROM job_members m JOIN jobs j ON j.id = m.job_id WHERE j.tenant_id = "
+           "? AND j.state IN ('queued', 'starting', 'running') AND m.address <> ''",
+           {tenant_id})))
+    taken.insert(row.text(0));
+  std::vector<std::string> out;
+  const network::Ipv4Cidr& c = segment->cidr;
+  for (uint64_t host = kFirstMemberHost; host + 1 < c.size() && std::ssize(out) < n; ++host) {
+    std::string a = network::format_ipv4(static_cast<uint32_t>(c.first() + host));
+    if (!taken.contains(a)) out.push_back(std::move(a));
+  }
+  if (std::ssize(out) < n)
+    return fail(Error{ErrorCode::kResourceExhausted,
+                      fmt::format("the tenant's network {} has no address left for {} members",
+                                  network::to_string(c), n)});
+  return out;
+}
+
 // The job's members for a new attempt, on the nodes of its allocation's placement: member r
-// gets the r-th equal slice of the placement's grants, which lies on one node.
+// gets the r-th equal slice of the placement's grants, which lies on one node, and an address
+// on the tenant's network.
 Result<void> place_members(store::Tx& tx, const World& w, const Job& j,
                            const alloc::Allocation& a) {
   const Json grants = a.placement.value("gpus", Json::array());
@@ -124,6 +158,7 @@ Result<void> place_members(store::Tx& tx, const World& w, const Job& j,
                                             grants.size(), members)));
   const size_t per = grants.size() / static_cast<size_t>(members);
   GP_TRY(tx.exec("DELETE FROM job_members WHERE job_id = ?", {j.id}));
+  const auto addresses = GP_TRY(member_addresses(tx, j.tenant_id, members));
   for (int r = 0; r < members; ++r) {
     const std::string node = grants[static_cast<size_t>(r) * per].value("node", "");
     for (size_t k = 0; k < per; ++k)
@@ -132,8 +167,8 @@ Result<void> place_members(store::Tx& tx, const World& w, const Job& j,
             fmt::format("job {}: member {}'s GPUs lie on more than one node", j.id, r)));
     GP_TRY(tx.exec(
         "INSERT INTO job_members (job_id, rank, attempt, node_id, state, exit_code, oom, failure, "
-        "error, address, updated_at) VALUES (?, ?, ?, ?, 'pending', NULL, 0, '', '', '', ?)",
-        {j.id, int64_t{r}, int64_t{j.attempts}, node, w.now()}));
+        "error, address, updated_at) VALUES (?, ?, ?, ?, 'pending', NULL, 0, '', '', ?, ?)",
+        {j.id, int64_t{r}, int64_t{j.attempts}, node, addresses[static_cast<size_t>(r)], w.now()}));
   }
   return ok();
 }
@@ -259,6 +294,7 @@ Json Member::to_json() const {
           {"oom", oom},
           {"failure", failure == Failure::kNone ? Json(nullptr) : Json(failure_name(failure))},
           {"error", error.empty() ? Json(nullptr) : Json(error)},
+          {"address", address.empty() ? Json(nullptr) : Json(address)},
           {"updated_at", ts(updated_at)}};
 }
 
@@ -271,10 +307,6 @@ Result<Job> submit(store::Tx& tx, const World& w, alloc::Service& service, const
     return fail(Error::invalid(fmt::format(
         "field 'image': {} is not from a registry the tenant's workload policy allows ({})",
         spec.image, fmt::join(s.allowed_registries, ", "))));
-  if (spec.members > 1)
-    return fail(Error::invalid(
-        "field 'gang': gangs of more than one member are not delivered yet (docs/jobs.md, "
-        "\"What is not done yet\")"));
   if (!spec.secrets.empty())
     return fail(Error::invalid(
         "field 'secrets': secrets as files are not delivered yet (docs/jobs.md, \"What is not "
@@ -376,10 +408,10 @@ Result<std::vector<JobEvent>> list_job_events(store::Tx& tx, const std::string& 
 
 Result<std::vector<Member>> list_members(store::Tx& tx, const std::string& job_id) {
   std::vector<Member> out;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT rank, attempt, node_id, state, exit_code, oom, failure, error, updated_at FROM "
-           "job_members WHERE job_id = ? ORDER BY rank",
-           {job_id})))
+  for (const auto& row : GP_TRY(tx.query("SELECT rank, attempt, node_id, state, exit_code, oom, "
+                                         "failure, error, updated_at, address FROM "
+                                         "job_members WHERE job_id = ? ORDER BY rank",
+                                         {job_id})))
     out.push_back(GP_TRY(member_from(row)));
   return out;
 }
@@ -441,6 +473,38 @@ Result<int> sync(store::Tx& tx, const World& w, alloc::Service& service) {
   return changed;
 }
 
+namespace {
+
+// A member's place on its tenant's network: its address, the tenant's VNI and CIDR, rank 0's
+// address (MASTER_ADDR), and the tenant's members on other nodes with those nodes' underlay
+// addresses (the VXLAN's peers). Null when the tenant has no segment.
+Result<Json> member_network(store::Tx& tx, const Job& j, int rank, const std::string& node_id) {
+  auto segment = GP_TRY(network::load_segment(tx, j.tenant_id));
+  if (!segment) return Json(nullptr);
+  std::string address, master;
+  Json peers = Json::array();
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT m.job_id, m.rank, m.address, m.node_id FROM job_members m JOIN jobs j ON j.id "
+           "= m.job_id WHERE j.tenant_id = ? AND j.state IN ('starting', 'running') AND "
+           "m.address <> '' ORDER BY m.address",
+           {j.tenant_id}))) {
+    const bool same_job = row.text(0) == j.id;
+    if (same_job && row.integer(1) == rank) address = row.text(2);
+    if (same_job && row.integer(1) == 0) master = row.text(2);
+    if (row.text(3) == node_id) continue;
+    if (auto underlay = GP_TRY(fleet::underlay_address(tx, row.text(3))))
+      peers.push_back({{"address", row.text(2)}, {"node", *underlay}});
+  }
+  if (address.empty()) return Json(nullptr);
+  return Json{{"vni", segment->vni},
+              {"cidr", network::to_string(segment->cidr)},
+              {"address", address},
+              {"master_addr", master},
+              {"peers", peers}};
+}
+
+}  // namespace
+
 Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
   Json out = Json::array();
   auto node = GP_TRY(fleet::find_node(tx, node_id));
@@ -488,6 +552,7 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
                             {j.id, int64_t{rank}}));
     const int64_t log_offset =
         log && log->integer(0) == row.integer(2) ? log->integer(1) : int64_t{0};
+    Json net = GP_TRY(member_network(tx, j, rank, node_id));
     out.push_back(
         {{"job", j.id},
          {"name", j.spec.name},
@@ -511,7 +576,8 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
          {"limits", {{"cpu_millis", share.cpu_millis}, {"memory_bytes", share.memory_bytes}}},
          {"desired", j.stop_requested_at ? "stopped" : "running"},
          {"stop_grace_seconds", kStopGraceSeconds},
-         {"log_offset", log_offset}});
+         {"log_offset", log_offset},
+         {"network", net}});
   }
   return out;
 }

@@ -68,6 +68,7 @@ struct Member {
   Failure failure = Failure::kNone;  // "failed": why it never started
   std::string error;
   int64_t updated_at = 0;
+  std::string address;  // on the tenant's network; empty: the tenant has no segment
   Json to_json() const;
 };
 

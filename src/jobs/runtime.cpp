@@ -30,6 +30,10 @@ std::string first_error(const ProcessResult& r) {
 
 Result<ProcessResult> Podman::exec(std::vector<std::string> args, std::string_view what) const {
   args.insert(args.begin(), program_);
+  if (!environment_.empty()) {
+    args.insert(args.begin(), environment_.begin(), environment_.end());
+    args.insert(args.begin(), "/usr/bin/env");
+  }
   auto r = GP_TRY(run_process(args, "", timeout_));
   if (r.exit_code != 0)
     return fail(Error::unavailable(
@@ -114,8 +118,9 @@ Result<void> Podman::import_busybox(const std::string& tag,
     if (ec)
       return fail(Error::unavailable(fmt::format("cannot copy {}: {} (install busybox-static)",
                                                  busybox.string(), ec.message())));
-    for (const char* applet : {"sh", "cat", "ls", "id", "echo", "sleep", "tail", "grep", "touch",
-                               "stat", "env", "head", "true", "false", "kill", "nc", "wc"})
+    for (const char* applet :
+         {"sh",  "cat",  "ls",   "id",    "echo", "sleep", "tail", "grep", "touch", "stat",
+          "env", "head", "true", "false", "kill", "nc",    "wc",   "seq",  "test",  "["})
       fs::create_symlink("busybox", dir / "root/bin" / applet, ec);
     auto tar = GP_TRY(run_process(
         {"tar", "-C", (dir / "root").string(), "-cf", (dir / "image.tar").string(), "bin", "tmp"},

@@ -22,6 +22,9 @@ class Podman {
                   std::chrono::milliseconds timeout = std::chrono::minutes(5))
       : program_(std::move(program)), timeout_(timeout) {}
 
+  // Variables ("NAME=value") podman runs with, through env(1): CONTAINERS_CONF for one.
+  void set_environment(std::vector<std::string> vars) { environment_ = std::move(vars); }
+
   // Starts a member (argv from podman_run_argv, whose argv[0] is replaced by this binary).
   // unavailable with podman's message when it could not start it (an image that cannot be
   // pulled, a runtime error); the container may then exist in state "created".
@@ -50,6 +53,7 @@ class Podman {
   Result<std::string> call(std::vector<std::string> args, std::string_view what) const;  // stdout
   std::string program_;
   std::chrono::milliseconds timeout_;
+  std::vector<std::string> environment_;
 };
 
 // The cgroup a member's container is put under (`--cgroup-parent`), owned by the agent and

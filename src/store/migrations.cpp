@@ -764,6 +764,11 @@ CREATE TABLE job_logs (
   PRIMARY KEY (job_id, rank)
 )
 )SQL"},
+      // The address each node's agent reaches other nodes from (--underlay-address), for the
+      // tenant VXLANs that join job members across nodes (docs/jobs.md, "Network").
+      {24, "node underlay addresses", R"SQL(
+ALTER TABLE nodes ADD COLUMN underlay_address TEXT
+)SQL"},
   };
   return kMigrations;
 }

@@ -4,12 +4,14 @@
 // tenant's policy refuses; cancel as SIGTERM then SIGKILL; no capabilities; an agent killed with
 // SIGKILL mid-job that loses and duplicates nothing. Root only (user namespaces, CDI devices);
 // the image is made here from Debian's busybox-static, nothing is pulled.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "jobs/runtime.h"
 #include "process/process_util.h"
@@ -43,6 +45,10 @@ class JobsTest : public ::testing::Test {
     if (why_not_.empty()) why_not_ = cannot_run();
   }
 
+  // What a node's agent gets besides the common flags, and how many GPUs each node has.
+  virtual std::vector<std::string> agent_args(const std::string& /*node*/) { return {}; }
+  virtual int gpus_per_node() const { return 2; }
+
   void SetUp() override {
     if (!why_not_.empty()) GTEST_SKIP() << why_not_;
     server_.emplace(dir_.path() / "data");
@@ -53,7 +59,7 @@ class JobsTest : public ::testing::Test {
           {{"name", "gpu1"}, {"tier", "dedicated-gpu"}, {"gpus", 1}, {"models", {"H200"}}}, 201);
     for (const char* name : {"node-a", "node-b"}) start_agent(name);
     ASSERT_TRUE(eventually([&] {
-      return admin("GET", "/v1/fleet/summary").value("gpus_total", 0) == 4;
+      return admin("GET", "/v1/fleet/summary").value("gpus_total", 0) == 2 * gpus_per_node();
     })) << agents_log();
     alpha_ = tenant("alpha");
     bravo_ = tenant("bravo");
@@ -62,8 +68,19 @@ class JobsTest : public ::testing::Test {
   void TearDown() override {
     for (auto& [name, a] : agents_) a.signal(SIGTERM);
     for (auto& [name, a] : agents_) a.wait_for(std::chrono::seconds(10));
-    // What the agents left: every container of this test's nodes.
-    run("/bin/sh", {"-c", "podman ps -aq --filter label=dev.gpuplane.job | xargs -r podman rm -f"});
+    if (!server_) return;
+    // What the agents left: the containers of this test's nodes (and their namespaces).
+    for (const auto& n : admin("GET", "/v1/nodes").value("items", Json::array())) {
+      fs::remove("/var/run/cdi/gpuplane-sim-" + n.value("id", "") + ".json");
+      auto names = run(find_program("podman"), {"ps", "-aq", "--format", "{{.Names}}", "--filter",
+                                                "label=dev.gpuplane.node=" + n.value("id", "")});
+      std::istringstream lines(names.out);
+      for (std::string c; std::getline(lines, c);) {
+        if (c.empty()) continue;
+        run(find_program("podman"), {"rm", "-f", c});
+        run(find_program("ip"), {"netns", "delete", c});
+      }
+    }
   }
 
   Json admin(std::string_view method, const std::string& target, const Json& body = nullptr,
@@ -79,8 +96,10 @@ class JobsTest : public ::testing::Test {
     Json inv = {
         {"node", {{"name", name}, {"cpu_millis", 4000}, {"memory_bytes", int64_t{128} << 20}}},
         {"gpus", Json::array()}};
-    for (int i = 0; i < 2; ++i)
-      inv["gpus"].push_back({{"uuid", "GPU-" + name + "-" + std::to_string(i)},
+    for (int i = 0; i < gpus_per_node(); ++i)
+      // UUIDs of this process alone: the CDI device names are the host's, shared with every
+      // test running at the same time.
+      inv["gpus"].push_back({{"uuid", fmt::format("GPU-{}-{}-{}", ::getpid(), name, i)},
                              {"index", i},
                              {"model", "NVIDIA H200"},
                              {"memory_bytes", int64_t{141} << 30}});
@@ -98,6 +117,7 @@ class JobsTest : public ::testing::Test {
                                      "--jobs",
                                      "--storage-root",
                                      root_.string()};
+    for (auto& a : agent_args(name)) args.push_back(std::move(a));
     if (!fs::exists(dir_.path() / (name + "-state/node-credential"))) {
       args.push_back("--join-token");
       args.push_back(admin("POST", "/v1/join-tokens", {{"ttl_seconds", 600}}, 201)["token"]);
@@ -124,7 +144,7 @@ class JobsTest : public ::testing::Test {
     Tenant t;
     t.id = admin("POST", "/v1/tenants", {{"name", name}}, 201)["id"];
     t.project = admin("POST", "/v1/tenants/" + t.id + "/projects", {{"name", "train"}}, 201)["id"];
-    admin("PUT", "/v1/tenants/" + t.id + "/quota", {{"models", {{"H200", {{"nominal", 2}}}}}});
+    admin("PUT", "/v1/tenants/" + t.id + "/quota", {{"models", {{"H200", {{"nominal", 4}}}}}});
     Json v = admin("PUT", "/v1/tenants/" + t.id + "/projects/train/volumes", Json::object());
     t.project_uid = v.value("uid", 0u);
     t.jobs = "/v1/tenants/" + t.id + "/projects/" + t.project + "/jobs";
@@ -277,6 +297,81 @@ TEST_F(JobsTest, AnAgentKilledMidJobLosesAndDuplicatesNothing) {
   EXPECT_EQ(done["attempts"], 1);
   const std::string out = logs(alpha_, j);
   EXPECT_EQ(out, "start\nend\n");
+}
+
+// The same, with the nodes as network namespaces of their own joined by one link (their
+// underlay), and the agents putting members on their tenant's network: a namespace per member
+// joined to its node, the tenant's VXLAN between the nodes, the tenant's nftables rules.
+class JobNetworkTest : public JobsTest {
+ protected:
+  void SetUp() override {
+    if (why_not_.empty() && !find_program("ip").empty() && !find_program("nft").empty()) {
+      const std::string tag = std::to_string(::getpid() % 100000);
+      ns_a_ = "gpt" + tag + "a";
+      ns_b_ = "gpt" + tag + "b";
+      for (const auto& cmd : std::vector<std::vector<std::string>>{
+               {"netns", "add", ns_a_},
+               {"netns", "add", ns_b_},
+               {"link", "add", "gul" + tag, "netns", ns_a_, "type", "veth", "peer", "name",
+                "gul" + tag, "netns", ns_b_},
+               {"-n", ns_a_, "addr", "add", "10.99.0.1/24", "dev", "gul" + tag},
+               {"-n", ns_b_, "addr", "add", "10.99.0.2/24", "dev", "gul" + tag},
+               {"-n", ns_a_, "link", "set", "gul" + tag, "up"},
+               {"-n", ns_b_, "link", "set", "gul" + tag, "up"},
+               {"-n", ns_a_, "link", "set", "lo", "up"},
+               {"-n", ns_b_, "link", "set", "lo", "up"}}) {
+        auto r = run(find_program("ip"), cmd);
+        ASSERT_EQ(r.exit_code, 0) << "ip " << cmd[0] << ": " << r.err;
+      }
+    }
+    JobsTest::SetUp();
+  }
+  void TearDown() override {
+    JobsTest::TearDown();
+    for (const auto& ns : {ns_a_, ns_b_})
+      if (!ns.empty()) run(find_program("ip"), {"netns", "delete", ns});
+  }
+  std::vector<std::string> agent_args(const std::string& node) override {
+    const bool a = node == "node-a";
+    return {"--enforce-network",  "--job-network",
+            "--nft-prefix",       "ip netns exec " + (a ? ns_a_ : ns_b_),
+            "--underlay-address", a ? "10.99.0.1" : "10.99.0.2"};
+  }
+  std::string ns_a_, ns_b_;
+};
+
+TEST_F(JobNetworkTest, AGangOfTwoOnTwoNodesMeetsAtMasterAddr) {
+  // Two GPUs per member on nodes of two GPUs: one member on each node.
+  Json gang = submit(alpha_, "gang",
+                     "if [ \"$RANK\" = 0 ]; then nc -l -p \"$MASTER_PORT\"; else "
+                     "for i in $(seq 1 100); do echo hello-from-$RANK | nc -w 2 \"$MASTER_ADDR\" "
+                     "\"$MASTER_PORT\" && exit 0; sleep 0.2; done; exit 1; fi",
+                     {{"gang", 2}, {"count", 2}});
+  Json done = finished(alpha_, gang, std::chrono::seconds(90));
+  EXPECT_EQ(done["state"], "succeeded") << done.dump(2) << logs(alpha_, gang) << agents_log();
+  ASSERT_EQ(done["members"].size(), 2u);
+  EXPECT_NE(done["members"][0]["node_id"], done["members"][1]["node_id"]);
+  Json l = admin("GET", alpha_.jobs + "/" + gang.value("id", "") + "/logs?rank=0");
+  EXPECT_NE(l["members"][0].value("text", "").find("hello-from-1"), std::string::npos) << l.dump();
+}
+
+TEST_F(JobNetworkTest, AnotherTenantsJobCannotConnectWhereTheTenantsOwnJobsCan) {
+  Json server =
+      submit(alpha_, "server", "echo ready; while true; do echo pong | nc -l -p 8080; done");
+  ASSERT_TRUE(eventually([&] { return logs(alpha_, server).find("ready") != std::string::npos; },
+                         std::chrono::seconds(60)))
+      << agents_log();
+  const std::string target = job(alpha_, server)["members"][0].value("address", "");
+  ASSERT_FALSE(target.empty());
+  const std::string probe =
+      "if nc -w 3 \"$TARGET\" 8080 </dev/null | grep -q pong; then echo reached; else echo "
+      "unreachable; fi";
+  Json own = submit(alpha_, "own", probe, {{"env", {{{"name", "TARGET"}, {"value", target}}}}});
+  Json other = submit(bravo_, "other", probe, {{"env", {{{"name", "TARGET"}, {"value", target}}}}});
+  EXPECT_EQ(finished(alpha_, own)["state"], "succeeded");
+  EXPECT_EQ(finished(bravo_, other)["state"], "succeeded");
+  EXPECT_NE(logs(alpha_, own).find("reached"), std::string::npos) << logs(alpha_, own);
+  EXPECT_NE(logs(bravo_, other).find("unreachable"), std::string::npos) << logs(bravo_, other);
 }
 
 }  // namespace
