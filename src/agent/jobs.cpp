@@ -166,6 +166,12 @@ Result<std::vector<MemberAssignment>> parse_member_assignments(const Json& jobs_
     m.running = desired == "running";
     m.stop_grace_seconds = GP_TRY(get<int>(j, "stop_grace_seconds", where));
     m.log_offset = GP_TRY(get<int64_t>(j, "log_offset", where));
+    for (const auto& sec : GP_TRY(get<Json>(j, "secrets", where))) {
+      m.secrets.emplace_back(GP_TRY(get<std::string>(sec, "name", where + ".secrets")),
+                             GP_TRY(get<std::string>(sec, "value", where + ".secrets")));
+      if (!safe_segment(m.secrets.back().first))
+        return fail(Error::invalid(where + ": a secret whose name cannot be a file name"));
+    }
     if (auto net = j.find("network"); net != j.end() && !net->is_null()) {
       MemberAssignment::Network n;
       n.vni = GP_TRY(get<uint32_t>(*net, "vni", where + ".network"));
@@ -342,6 +348,55 @@ Result<void> JobRunner::apply_network(const std::vector<MemberAssignment>& assig
   return o_.apply_network(std::move(workloads), std::move(links));
 }
 
+std::string JobRunner::secrets_dir(const std::string& container) const {
+  return (fs::path(o_.state_dir) / "jobs" / "secrets" / container).string();
+}
+
+Result<std::string> JobRunner::mount_secrets(const MemberAssignment& m,
+                                             const std::string& container) {
+  const std::string dir = secrets_dir(container);
+  unmount_secrets(container);  // what a crash between mount and start may have left
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail(Error::unavailable(fmt::format("cannot create {}: {}", dir, ec.message())));
+  auto mounted = GP_TRY(run_process(
+      {"mount", "-t", "tmpfs", "-o", "size=1m,mode=0500,nosuid,nodev,noexec", "tmpfs", dir}, "",
+      std::chrono::seconds(30)));
+  if (mounted.exit_code != 0)
+    return fail(
+        Error::unavailable(fmt::format("cannot mount a tmpfs at {}: {}", dir, mounted.err)));
+  auto written = [&]() -> Result<void> {
+    for (const auto& [name, value] : m.secrets) {
+      const std::string file = dir + "/" + name;
+      const int fd =
+          ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
+      if (fd < 0)
+        return fail(Error::unavailable(fmt::format("{}: {}", file, std::strerror(errno))));
+      const bool ok =
+          ::write(fd, value.data(), value.size()) == static_cast<ssize_t>(value.size()) &&
+          ::fchown(fd, m.run_as, m.run_as) == 0;
+      ::close(fd);
+      if (!ok) return fail(Error::unavailable(fmt::format("cannot write secret {}", name)));
+    }
+    if (::chown(dir.c_str(), m.run_as, m.run_as) != 0)
+      return fail(Error::unavailable(fmt::format("chown {}: {}", dir, std::strerror(errno))));
+    return ok();
+  }();
+  if (!written) {
+    unmount_secrets(container);
+    return fail(written.error());
+  }
+  return dir;
+}
+
+void JobRunner::unmount_secrets(const std::string& container) {
+  const std::string dir = secrets_dir(container);
+  if (!fs::exists(dir)) return;
+  (void)run_process({"umount", dir}, "", std::chrono::seconds(30));
+  std::error_code ec;
+  fs::remove(dir, ec);  // empty once unmounted; a tmpfs still mounted is not removed
+}
+
 Result<void> JobRunner::start(const MemberAssignment& m,
                               const std::vector<MemberAssignment>& assigned) {
   if (!policy::registry_allowed(m.allowed_registries, m.image))
@@ -389,11 +444,14 @@ Result<void> JobRunner::start(const MemberAssignment& m,
       spdlog::warn("job {}: no member cgroup ({}); podman's limit alone applies", m.job,
                    g.error().message);
   }
+  if (!m.secrets.empty())
+    l.mounts.push_back({GP_TRY(mount_secrets(m, l.container)), "/run/secrets", true});
   if (o_.network && m.network) {
     // On the tenant's network, with its rules in force, before anything runs in it.
     GP_TRY_VOID(attach(m, l.container));
     if (auto applied = apply_network(assigned, attached_); !applied) {
       detach(l.container);
+      unmount_secrets(l.container);
       return fail(applied.error());
     }
     l.netns = "/run/netns/" + l.container;
@@ -443,6 +501,7 @@ Json JobRunner::report(const MemberAssignment& m, const jobs::ContainerStatus& s
 }
 
 void JobRunner::remove(const std::string& container) {
+  unmount_secrets(container);
   if (attached_.contains(container) || fs::exists("/run/netns/" + container)) detach(container);
   if (auto r = podman_.remove(container); !r)
     spdlog::warn("job member {}: {}", container, r.error().message);
@@ -495,8 +554,8 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
         const auto why = started.error().code == ErrorCode::kPermissionDenied
                              ? jobs::Failure::kStartFailed
                              : start_failure(started.error().message);
+        remove(name);  // what podman may have left ("created"), its network and secrets
         failed_[name] = {why, started.error().message};
-        (void)podman_.remove(name);  // what podman may have left in state "created"
         reports.push_back({{"job", m.job},
                            {"rank", m.rank},
                            {"attempt", m.attempt},

@@ -49,6 +49,8 @@ struct MemberAssignment {
   bool running = true;  // desired: "running" or "stopped"
   int stop_grace_seconds = 10;
   int64_t log_offset = 0;  // what the control plane holds of this attempt's output
+  // The tenant's secrets it mounts, opened: files under /run/secrets on a tmpfs of its own.
+  std::vector<std::pair<std::string, std::string>> secrets;
   // Its place on the tenant's network; nullopt when the tenant has none (it runs without one).
   struct Network {
     uint32_t vni = 0;
@@ -94,6 +96,11 @@ class JobRunner {
   Result<void> write_cdi_spec(const std::vector<MemberAssignment>& assigned);
   std::string log_path(const std::string& container) const;
   void remove(const std::string& container);
+  // The member's secrets as files on a tmpfs (never on the node's disk), owned by the id it runs
+  // as; the directory podman bind-mounts read-only at /run/secrets. Undone by unmount_secrets.
+  Result<std::string> mount_secrets(const MemberAssignment& m, const std::string& container);
+  void unmount_secrets(const std::string& container);
+  std::string secrets_dir(const std::string& container) const;
   // The member's namespace joined to the node; undone by detach.
   Result<void> attach(const MemberAssignment& m, const std::string& container);
   void detach(const std::string& container);

@@ -290,6 +290,15 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
     api.allocs().invalidate();
   Json assignments = GP_TRY(api.allocs().acknowledge(tx, w, call.who.id));
   assignments["jobs"] = GP_TRY(jobs::node_assignment(tx, call.who.id));
+  // The secrets a member mounts travel to its node opened, over the node's own connection.
+  for (auto& member : assignments["jobs"]) {
+    Json opened = Json::array();
+    for (const auto& name : member["secrets"])
+      opened.push_back({{"name", name},
+                        {"value", GP_TRY(open_tenant_secret(api, tx, member["tenant_id"],
+                                                            name.get<std::string>()))}});
+    member["secrets"] = std::move(opened);
+  }
   Mutation m;
   m.reply = json_reply(
       200, {{"node", n.to_json()}, {"assignments", assignments}, {"heartbeat_seconds", 10}});

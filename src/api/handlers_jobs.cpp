@@ -38,6 +38,12 @@ Result<Json> job_detail(store::Tx& tx, const jobs::Job& j) {
 
 Result<Mutation> create_job(Api& api, Call& call, store::Tx& tx) {
   auto spec = GP_TRY(jobs::parse_job_spec(*call.body));
+  for (const auto& name : spec.secrets)
+    if (!GP_TRY(tenant_secret_exists(tx, call.tenant->id, name)))
+      return fail(Error::invalid(
+          fmt::format("field 'secrets': the tenant has no secret named \"{}\" (create it with POST "
+                      "/v1/tenants/{}/secrets)",
+                      name, call.tenant->name)));
   auto policy = GP_TRY(load_workload_policy(tx, call.tenant->id));
   auto gate = GP_TRY(budget_precheck(api, tx, call.tenant->id, call.project->id));
   auto w = api.world();

@@ -327,6 +327,25 @@ Result<Mutation> delete_secret_by_query(Api&, Call& call, store::Tx& tx) {
 
 }  // namespace
 
+Result<bool> tenant_secret_exists(store::Tx& tx, const std::string& tenant_id,
+                                  const std::string& name) {
+  return GP_TRY(tx.query_one("SELECT 1 FROM tenant_secrets WHERE tenant_id = ? AND name = ?",
+                             {tenant_id, name}))
+      .has_value();
+}
+
+Result<std::string> open_tenant_secret(const Api& api, store::Tx& tx, const std::string& tenant_id,
+                                       const std::string& name) {
+  GP_TRY_VOID(require_master_key(api));
+  auto row = GP_TRY(tx.query_one(
+      "SELECT sealed FROM tenant_secrets WHERE tenant_id = ? AND name = ?", {tenant_id, name}));
+  if (!row) return fail(Error::not_found(fmt::format("secret {} not found", name)));
+  auto ring = GP_TRY(load_keyring(tx, tenant_id));
+  const storage::MasterKey masters[] = {master_key(api)};
+  return storage::open_secret(
+      ring, masters, GP_TRY(storage::sealed_secret_from_json(GP_TRY(parse_json(row->text(0))))));
+}
+
 Result<Json> allocate_tenant_segment(Api& api, store::Tx& tx, const tenancy::Tenant& tenant) {
   bool allocated = false;
   return segment_json(GP_TRY(ensure_segment(api, tx, tenant, &allocated)));

@@ -132,6 +132,12 @@ Result<void> budget_admit(Api& api, store::Tx& tx, const BudgetGate& gate,
                           const alloc::Allocation& a);
 std::vector<Route> storage_routes();
 std::vector<Route> job_routes();
+// The tenant's secrets (handlers_network.cpp): whether one exists, and its value, opened with the
+// tenant's data key (for the nodes that mount it into a job's members).
+Result<bool> tenant_secret_exists(store::Tx& tx, const std::string& tenant_id,
+                                  const std::string& name);
+Result<std::string> open_tenant_secret(const Api& api, store::Tx& tx, const std::string& tenant_id,
+                                       const std::string& name);
 // A tenant's workload policy (handlers_k8s.cpp): the registries its images may come from, for
 // the admission webhook and for jobs.
 struct WorkloadPolicy {

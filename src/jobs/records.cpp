@@ -307,10 +307,6 @@ Result<Job> submit(store::Tx& tx, const World& w, alloc::Service& service, const
     return fail(Error::invalid(fmt::format(
         "field 'image': {} is not from a registry the tenant's workload policy allows ({})",
         spec.image, fmt::join(s.allowed_registries, ", "))));
-  if (!spec.secrets.empty())
-    return fail(Error::invalid(
-        "field 'secrets': secrets as files are not delivered yet (docs/jobs.md, \"What is not "
-        "done yet\")"));
   auto offering = GP_TRY(alloc::find_offering(tx, spec.offering));
   if (!offering)
     return fail(
@@ -577,7 +573,8 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
          {"desired", j.stop_requested_at ? "stopped" : "running"},
          {"stop_grace_seconds", kStopGraceSeconds},
          {"log_offset", log_offset},
-         {"network", net}});
+         {"network", net},
+         {"secrets", j.spec.secrets}});
   }
   return out;
 }

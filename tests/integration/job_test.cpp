@@ -200,7 +200,7 @@ TEST_F(Jobs, BadInputIsRefusedAndChangesNothing) {
   EXPECT_EQ(submit(acme_jobs, t, {{"offering", "nope"}}).status, 400);
   EXPECT_EQ(submit(acme_jobs, t, {{"offering", "vm1"}}).status, 400);
   EXPECT_EQ(submit(acme_jobs, t, {{"gang", 65}}).status, 400);
-  EXPECT_EQ(submit(acme_jobs, t, {{"secrets", {"token"}}}).status, 400);
+  EXPECT_EQ(submit(acme_jobs, t, {{"secrets", {"token"}}}).status, 400) << "no such secret";
   EXPECT_EQ(submit(acme_jobs, t, {{"volumes", {{{"kind", "checkpoints"}}}}}).status, 400)
       << "the project has no volumes";
   EXPECT_EQ(s.request_raw("POST", acme_jobs, "{not json", t).status, 400);

@@ -246,6 +246,31 @@ TEST_F(JobsTest, ExitCodesOutputDevicesAndTheTenantsIdsOnTheHost) {
   EXPECT_EQ(other->status, 404);
 }
 
+TEST_F(JobsTest, ASecretIsAFileOnATmpfsOfTheJobsOwn) {
+  admin("POST", "/v1/tenants/" + alpha_.id + "/secrets",
+        {{"name", "hf-token"}, {"value", "s3cr3t-value"}}, 201);
+  Json refused = submit(alpha_, "nosuch", "true", {{"secrets", {"missing"}}}, 400);
+  EXPECT_NE(refused.value("detail", "").find("missing"), std::string::npos) << refused.dump();
+  Json j = submit(alpha_, "reader",
+                  "cat /run/secrets/hf-token; echo; grep ' /run/secrets ' /proc/mounts; "
+                  "echo x > /run/secrets/new || echo read-only",
+                  {{"secrets", {"hf-token"}}});
+  Json done = finished(alpha_, j);
+  EXPECT_EQ(done["state"], "succeeded") << done.dump(2);
+  const std::string out = logs(alpha_, j);
+  EXPECT_NE(out.find("s3cr3t-value\n"), std::string::npos) << out;
+  EXPECT_NE(out.find(" /run/secrets tmpfs ro,"), std::string::npos) << out;
+  EXPECT_NE(out.find("read-only"), std::string::npos) << out;
+  // Nothing of it stays on the node once the job has ended.
+  ASSERT_TRUE(eventually([&] {
+    for (const auto& e : fs::recursive_directory_iterator(dir_.path()))
+      if (e.path().string().find("/jobs/secrets/") != std::string::npos) return false;
+    return true;
+  }));
+  // Nor in the agents' logs.
+  EXPECT_EQ(agents_log().find("s3cr3t-value"), std::string::npos);
+}
+
 TEST_F(JobsTest, PastItsMemoryLimitAJobFailsOom) {
   // Its share of a node with 128 MiB and two GPUs is 64 MiB; tail keeps a "line" of /dev/zero.
   Json hog = submit(alpha_, "hog", "tail /dev/zero");
