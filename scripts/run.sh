@@ -8,6 +8,8 @@
 set -euo pipefail
 bin=$(realpath "${1:-build/src/gpuplane}")
 data=${GPUPLANE_DATA:-var}
+demo_image=localhost/gpuplane-demo/busybox:1
+jobs=()
 listen=${GPUPLANE_LISTEN:-127.0.0.1:8080}
 demo=${GPUPLANE_DEMO:-1}
 mkdir -p "$data"
@@ -71,12 +73,29 @@ if [ "$demo" = 1 ]; then
     done
     touch "$data/demo-fleet"
   fi
+  # As root with podman, the demo agents run jobs (docs/jobs.md) from a local image made of
+  # busybox-static (nothing is pulled; lab is a standard tenant, so its jobs use the local image
+  # where a sensitive tenant's would pull every time).
+  if [ "$(id -u)" = 0 ] && command -v podman >/dev/null && [ -x /bin/busybox ]; then
+    if ! podman image exists "$demo_image" 2>/dev/null; then
+      img=$(mktemp -d)
+      mkdir -p "$img/root/bin" "$img/root/tmp"
+      cp /bin/busybox "$img/root/bin/busybox"
+      for a in sh cat ls echo sleep nc seq env id head tail grep wc test; do
+        ln -s busybox "$img/root/bin/$a"
+      done
+      tar -C "$img/root" -cf "$img/image.tar" bin tmp &&
+        podman import --quiet "$img/image.tar" "$demo_image" >/dev/null || true
+      rm -rf "$img"
+    fi
+    podman image exists "$demo_image" 2>/dev/null && jobs=(--jobs)
+  fi
   for n in deploy/demo/*.json; do
     name=$(basename "$n" .json)
     token=()
     [ -f "$data/join-$name" ] && token=(--join-token-file "$data/join-$name")
     "$bin" agent --server "$GPUPLANE_ENDPOINT" "${agent_tls[@]}" --state-dir "$data/agents/$name" \
-      --simulate "$n" --heartbeat-seconds 10 "${token[@]}" 2>>"$data/agents.log" &
+      --simulate "$n" --heartbeat-seconds 10 "${jobs[@]}" "${token[@]}" 2>>"$data/agents.log" &
     pids+=($!)
   done
   sleep 1
@@ -95,6 +114,10 @@ if [ "$demo" = 1 ]; then
 fi
 
 # The closing message is a here-document: values with shell syntax in them are made here first.
+job_hint=""
+if [ "${#jobs[@]}" -gt 0 ]; then
+  job_hint="  $bin job run --tenant lab --project research --offering h200-1x --image $demo_image --follow -- sh -c 'echo hello from \$NVIDIA_VISIBLE_DEVICES'"
+fi
 if [ -n "${GPUPLANE_CA_FILE:-}" ]; then
   trust="your browser must trust $GPUPLANE_CA_FILE"
 else
@@ -114,6 +137,7 @@ Log in as the platform admin (credential in $cred, written on first start, mode 
   $bin queue
   $bin allocation list --tenant lab
   $bin why --tenant lab --project research ALLOCATION
+$job_hint
 Stop with Ctrl-C.
 MSG
 wait "${pids[0]}"

@@ -737,10 +737,19 @@ Result<Json> apply_reports(store::Tx& tx, const World& w, alloc::Service& servic
     const State from = j.state;
     const int attempt = j.attempts;
     if (o.event->kind == Event::kStarted) j.started_at = w.now();
-    GP_TRY_VOID(advance(tx, w, service, j, *o.event, o.reason));
+    // An event the job's state does not take (next_state refuses it before anything is
+    // written) leaves the job as it is: the reports are recorded, the heartbeat goes on.
+    if (auto moved = advance(tx, w, service, j, *o.event, o.reason); !moved) {
+      if (moved.error().code == ErrorCode::kConflict) continue;
+      return fail(moved.error());
+    }
+    // Its allocation turns active; one that has just ended (preempted, its node failed) is
+    // left to sync(), which ends the job with it.
     if (j.state == State::kRunning)
-      GP_TRY_VOID(
-          service.activate(tx, w, j.allocation_id, fmt::format("job {} runs", j.spec.name)));
+      if (auto on =
+              service.activate(tx, w, j.allocation_id, fmt::format("job {} runs", j.spec.name));
+          !on && on.error().code != ErrorCode::kConflict)
+        return fail(on.error());
     changes.push_back({{"job", j.id},
                        {"resource", resource_of(j)},
                        {"from", state_name(from)},
