@@ -367,7 +367,7 @@ Result<std::string> JobRunner::mount_secrets(const MemberAssignment& m,
         Error::unavailable(fmt::format("cannot mount a tmpfs at {}: {}", dir, mounted.err)));
   auto written = [&]() -> Result<void> {
     for (const auto& [name, value] : m.secrets) {
-      const std::string file = dir + "/" + name;
+      const std::string file = (fs::path(dir) / name).string();
       const int fd =
           ::open(file.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0400);
       if (fd < 0)

@@ -96,7 +96,7 @@ int job_exit_status(const Json& job) {
   return 1;
 }
 
-JobLogPrinter::JobLogPrinter(std::vector<int64_t> members) : multi_(members.size() > 1) {
+JobLogPrinter::JobLogPrinter(const std::vector<int64_t>& members) : multi_(members.size() > 1) {
   for (int64_t rank : members) printed_to_[rank] = 0;
 }
 

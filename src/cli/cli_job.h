@@ -46,7 +46,7 @@ class JobLogPrinter {
   // `members`: the ranks whose output a follower waits for (its --rank, or every member of the
   // job). A member that has written nothing yet is asked for from its start, and blocks are
   // headed when there are several. Empty: the members the replies show.
-  explicit JobLogPrinter(std::vector<int64_t> members = {});
+  explicit JobLogPrinter(const std::vector<int64_t>& members = {});
 
   // The text to print for `reply`. Remembers how far each member's output has been printed,
   // so what a later reply repeats is printed once.
