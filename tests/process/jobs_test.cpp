@@ -167,7 +167,7 @@ class JobsTest : public ::testing::Test {
 
   // Waits for the job to finish; returns it.
   Json finished(const Tenant& t, const Json& j,
-                std::chrono::seconds within = std::chrono::seconds(60)) {
+                std::chrono::seconds within = std::chrono::seconds(120)) {
     Json last;
     EXPECT_TRUE(eventually(
         [&] {
@@ -292,7 +292,7 @@ TEST_F(JobsTest, CancelSendsSigtermThenSigkillAfterTheGracePeriod) {
   Json j = submit(alpha_, "stubborn",
                   "trap 'echo got-term' TERM; echo ready; while true; do sleep 1; done");
   ASSERT_TRUE(
-      eventually([&] { return job(alpha_, j)["state"] == "running"; }, std::chrono::seconds(60)))
+      eventually([&] { return job(alpha_, j)["state"] == "running"; }, std::chrono::seconds(120)))
       << agents_log();
   ASSERT_TRUE(eventually([&] { return logs(alpha_, j).find("ready") != std::string::npos; }));
   const auto asked = std::chrono::steady_clock::now();
@@ -309,7 +309,7 @@ TEST_F(JobsTest, CancelSendsSigtermThenSigkillAfterTheGracePeriod) {
 TEST_F(JobsTest, AnAgentKilledMidJobLosesAndDuplicatesNothing) {
   Json j = submit(alpha_, "steady", "echo start; sleep 6; echo end");
   ASSERT_TRUE(
-      eventually([&] { return job(alpha_, j)["state"] == "running"; }, std::chrono::seconds(60)))
+      eventually([&] { return job(alpha_, j)["state"] == "running"; }, std::chrono::seconds(120)))
       << agents_log();
   const std::string node = job(alpha_, j)["members"][0].value("node_id", "");
   Json n = admin("GET", "/v1/nodes/" + node);
@@ -384,7 +384,7 @@ TEST_F(JobNetworkTest, AnotherTenantsJobCannotConnectWhereTheTenantsOwnJobsCan) 
   Json server =
       submit(alpha_, "server", "echo ready; while true; do echo pong | nc -l -p 8080; done");
   ASSERT_TRUE(eventually([&] { return logs(alpha_, server).find("ready") != std::string::npos; },
-                         std::chrono::seconds(60)))
+                         std::chrono::seconds(120)))
       << agents_log();
   const std::string target = job(alpha_, server)["members"][0].value("address", "");
   ASSERT_FALSE(target.empty());
