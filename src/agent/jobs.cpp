@@ -198,6 +198,10 @@ Result<std::vector<MemberAssignment>> parse_member_assignments(const Json& jobs_
 JobRunner::JobRunner(JobRunnerOptions options, const Clock& clock)
     : o_(std::move(options)), clock_(clock), podman_(o_.podman, std::chrono::minutes(5)) {
   std::error_code ec;
+  // Podman and the mounts need absolute paths; an agent may be given relative ones (make run's
+  // demo agents are).
+  o_.state_dir = fs::absolute(o_.state_dir, ec).string();
+  if (!o_.storage_root.empty()) o_.storage_root = fs::absolute(o_.storage_root, ec).string();
   fs::create_directories(fs::path(o_.state_dir) / "jobs", ec);
   if (o_.network) {
     // A member's network namespace is made by the agent, outside the member's user namespace,
