@@ -26,20 +26,14 @@ namespace fs = std::filesystem;
 // The most of a member's output one report carries (the control plane's bound per chunk).
 constexpr int64_t kLogChunk = 192 * 1024;
 
-bool safe_segment(std::string_view s) {
-  return !s.empty() && s.size() <= 128 && s != "." && s != ".." &&
-         std::all_of(s.begin(), s.end(), [](char c) {
-           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-         });
-}
-
 // A relative path of safe segments ("acme/vision/datasets"): nothing can lead out of the root.
 bool safe_relative_path(std::string_view p) {
   if (p.empty() || p.front() == '/') return false;
   size_t start = 0;
   while (start <= p.size()) {
     size_t slash = p.find('/', start);
-    if (!safe_segment(p.substr(start, slash == std::string_view::npos ? slash : slash - start)))
+    if (!jobs::plain_segment(
+            p.substr(start, slash == std::string_view::npos ? slash : slash - start)))
       return false;
     if (slash == std::string_view::npos) break;
     start = slash + 1;
@@ -142,7 +136,8 @@ Result<std::vector<MemberAssignment>> parse_member_assignments(const Json& jobs_
     for (const auto& d : GP_TRY(get<Json>(j, "devices", where))) {
       MemberAssignment::Device dev{GP_TRY(get<std::string>(d, "gpu", where + ".devices")), {}};
       if (d.contains("mig")) dev.mig = GP_TRY(get<int>(d["mig"], "start", where + ".devices"));
-      if (!safe_segment(dev.gpu)) return fail(Error::invalid(where + ": a malformed GPU UUID"));
+      if (!jobs::plain_segment(dev.gpu))
+        return fail(Error::invalid(where + ": a malformed GPU UUID"));
       m.devices.push_back(std::move(dev));
     }
     const Json ids = GP_TRY(get<Json>(j, "ids", where));
@@ -153,7 +148,7 @@ Result<std::vector<MemberAssignment>> parse_member_assignments(const Json& jobs_
       MemberAssignment::Volume vol{GP_TRY(get<std::string>(v, "kind", where + ".volumes")),
                                    GP_TRY(get<std::string>(v, "path", where + ".volumes")),
                                    GP_TRY(get<bool>(v, "read_only", where + ".volumes"))};
-      if (!safe_segment(vol.kind) || !safe_relative_path(vol.path))
+      if (!jobs::plain_segment(vol.kind) || !safe_relative_path(vol.path))
         return fail(Error::invalid(where + ": a volume path that is not a plain relative path"));
       m.volumes.push_back(std::move(vol));
     }
@@ -169,7 +164,7 @@ Result<std::vector<MemberAssignment>> parse_member_assignments(const Json& jobs_
     for (const auto& sec : GP_TRY(get<Json>(j, "secrets", where))) {
       m.secrets.emplace_back(GP_TRY(get<std::string>(sec, "name", where + ".secrets")),
                              GP_TRY(get<std::string>(sec, "value", where + ".secrets")));
-      if (!safe_segment(m.secrets.back().first))
+      if (!jobs::plain_segment(m.secrets.back().first))
         return fail(Error::invalid(where + ": a secret whose name cannot be a file name"));
     }
     if (auto net = j.find("network"); net != j.end() && !net->is_null()) {
@@ -185,7 +180,7 @@ Result<std::vector<MemberAssignment>> parse_member_assignments(const Json& jobs_
              GP_TRY(network::parse_ipv4(GP_TRY(get<std::string>(p, "node", where + ".peers"))))});
       m.network = std::move(n);
     }
-    if (!safe_segment(m.job) || m.rank < 0 || m.attempt < 1 || m.world_size < 1 ||
+    if (!jobs::plain_segment(m.job) || m.rank < 0 || m.attempt < 1 || m.world_size < 1 ||
         m.stop_grace_seconds < 0 || m.log_offset < 0 || m.cpu_millis < 0 || m.memory_bytes < 0)
       return fail(Error::invalid(where + ": a value out of range"));
     if (!seen.insert(jobs::container_name(m.job, m.rank, m.attempt)).second)
@@ -496,7 +491,7 @@ Json JobRunner::report(const MemberAssignment& m, const jobs::ContainerStatus& s
   }
   bool full = false;
   if (!o_.cgroup_root.empty() && m.memory_bytes > 0)
-    if (auto g = jobs::MemberCgroup::create(name, m.memory_bytes, o_.cgroup_root))
+    if (auto g = jobs::MemberCgroup::existing(name, o_.cgroup_root))
       full = g->reached_limit().value_or(false);
   r["state"] = "exited";
   r["exit_code"] = s.exit_code;
@@ -510,7 +505,7 @@ void JobRunner::remove(const std::string& container) {
   if (auto r = podman_.remove(container); !r)
     spdlog::warn("job member {}: {}", container, r.error().message);
   if (!o_.cgroup_root.empty())
-    if (auto g = jobs::MemberCgroup::create(container, 1, o_.cgroup_root)) (void)g->remove();
+    if (auto g = jobs::MemberCgroup::existing(container, o_.cgroup_root)) (void)g->remove();
   std::error_code ec;
   fs::remove(log_path(container), ec);
   stopping_.erase(container);
@@ -536,46 +531,61 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
     sync_overlays(assigned);
   }
 
+  // Starts what should run and does not yet. A member that could not start is reported failed
+  // until it is no longer assigned.
   std::set<std::string> wanted;
+  std::vector<std::string> present;
   for (const auto& m : assigned) {
     const std::string name = jobs::container_name(m.job, m.rank, m.attempt);
     wanted.insert(name);
-    auto it = have.find(name);
-    if (it == have.end()) {
-      if (auto f = failed_.find(name); f != failed_.end()) {
-        reports.push_back({{"job", m.job},
-                           {"rank", m.rank},
-                           {"attempt", m.attempt},
-                           {"state", "failed"},
-                           {"failure", jobs::failure_name(f->second.first)},
-                           {"error", f->second.second}});
-        continue;
-      }
-      if (!m.running) continue;  // stopped before it ever started: nothing runs
-      if (auto started = start(m, assigned); !started) {
-        spdlog::error("job {}: member {} could not start: {}", m.job, m.rank,
-                      started.error().message);
-        const auto why = started.error().code == ErrorCode::kPermissionDenied
-                             ? jobs::Failure::kStartFailed
-                             : start_failure(started.error().message);
-        remove(name);  // what podman may have left ("created"), its network and secrets
-        failed_[name] = {why, started.error().message};
-        reports.push_back({{"job", m.job},
-                           {"rank", m.rank},
-                           {"attempt", m.attempt},
-                           {"state", "failed"},
-                           {"failure", jobs::failure_name(why)},
-                           {"error", started.error().message}});
-        continue;
-      }
-    }
-    auto inspected = podman_.inspect({name});
-    if (!inspected || inspected->empty()) {
-      spdlog::error("job {}: member {}: {}", m.job, m.rank,
-                    inspected ? "not found after start" : inspected.error().message);
+    if (have.contains(name)) {
+      present.push_back(name);
       continue;
     }
-    const jobs::ContainerStatus& s = inspected->front();
+    if (!failed_.contains(name)) {
+      if (!m.running) continue;  // stopped before it ever started: nothing runs
+      auto started = start(m, assigned);
+      if (started) {
+        present.push_back(name);
+        continue;
+      }
+      spdlog::error("job {}: member {} could not start: {}", m.job, m.rank,
+                    started.error().message);
+      remove(name);  // what podman may have left ("created"), its network and secrets
+      failed_[name] = {started.error().code == ErrorCode::kPermissionDenied
+                           ? jobs::Failure::kStartFailed
+                           : start_failure(started.error().message),
+                       started.error().message};
+    }
+    const auto& [why, error] = failed_.at(name);
+    reports.push_back({{"job", m.job},
+                       {"rank", m.rank},
+                       {"attempt", m.attempt},
+                       {"state", "failed"},
+                       {"failure", jobs::failure_name(why)},
+                       {"error", error}});
+  }
+  // One podman inspect for every member present (one by one only if that fails: a container
+  // removed meanwhile fails the whole call).
+  std::map<std::string, jobs::ContainerStatus> status;
+  auto keep = [&status](std::vector<jobs::ContainerStatus> found) {
+    for (auto& c : found) status[c.name] = std::move(c);
+  };
+  if (auto inspected = podman_.inspect(present)) {
+    keep(std::move(*inspected));
+  } else {
+    for (const auto& name : present) {
+      if (auto one = podman_.inspect({name}))
+        keep(std::move(*one));
+      else
+        spdlog::error("job member {}: {}", name, one.error().message);
+    }
+  }
+  for (const auto& m : assigned) {
+    const std::string name = jobs::container_name(m.job, m.rank, m.attempt);
+    auto it = status.find(name);
+    if (it == status.end()) continue;
+    const jobs::ContainerStatus& s = it->second;
     if (!m.running && s.running) {
       // SIGTERM at once, SIGKILL once the grace period has passed.
       auto [at, first] = stopping_.try_emplace(name, clock_.now());

@@ -165,6 +165,10 @@ struct MemberLaunch {
 // duration passed, its job gone).
 inline constexpr int kStopGraceSeconds = 10;
 
+// Whether `s` can be one path segment of a name the node makes (a cgroup, a secret's file, a
+// device): 1 to 200 of letters, digits, '-', '_' and '.', and not "." or "..".
+bool plain_segment(std::string_view s);
+
 // "gp-<job id>-r<rank>-a<attempt>".
 std::string container_name(std::string_view job_id, int rank, int attempt);
 

@@ -47,6 +47,13 @@ void read_labels(const Json* labels, ContainerStatus& s) {
 
 }  // namespace
 
+bool plain_segment(std::string_view s) {
+  return !s.empty() && s.size() <= 200 && s != "." && s != ".." &&
+         std::all_of(s.begin(), s.end(), [](char c) {
+           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+         });
+}
+
 std::string container_name(std::string_view job_id, int rank, int attempt) {
   return fmt::format("gp-{}-r{}-a{}", job_id, rank, attempt);
 }

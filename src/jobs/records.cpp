@@ -227,11 +227,13 @@ std::string resource_of(const Job& j) {
   return fmt::format("/v1/tenants/{}/projects/{}/jobs/{}", j.tenant_id, j.project_id, j.id);
 }
 
-Result<std::string> project_volume_path(store::Tx& tx, const std::string& tenant_id,
-                                        const std::string& project_id) {
-  for (const auto& v : GP_TRY(storage::load_volumes(tx, tenant_id)))
-    if (v.volumes.project_id == project_id && v.state == "active") return v.volumes.project;
-  return std::string();
+// The project's active volumes (its tree's name and its uid), if it has any.
+Result<std::optional<storage::ProjectVolumes>> active_project_volumes(
+    store::Tx& tx, const std::string& tenant_id, const std::string& project_id) {
+  for (auto& v : GP_TRY(storage::load_volumes(tx, tenant_id)))
+    if (v.volumes.project_id == project_id && v.state == "active")
+      return std::optional<storage::ProjectVolumes>{std::move(v.volumes)};
+  return std::optional<storage::ProjectVolumes>{};
 }
 
 // Node resources a member gets: the node's CPU and memory in proportion to the share of its
@@ -315,7 +317,7 @@ Result<Job> submit(store::Tx& tx, const World& w, alloc::Service& service, const
     return fail(Error::invalid(fmt::format(
         "field 'offering': {} delivers VMs; jobs run on offerings delivered as containers",
         offering->name)));
-  if (!spec.volumes.empty() && GP_TRY(project_volume_path(tx, s.tenant.id, s.project.id)).empty())
+  if (!spec.volumes.empty() && !GP_TRY(active_project_volumes(tx, s.tenant.id, s.project.id)))
     return fail(Error::invalid(fmt::format(
         "field 'volumes': project {} has no volumes (set them with PUT .../volumes first)",
         s.project.name)));
@@ -479,6 +481,7 @@ Result<Json> member_network(store::Tx& tx, const Job& j, int rank, const std::st
   if (!segment) return Json(nullptr);
   std::string address, master;
   Json peers = Json::array();
+  std::map<std::string, std::optional<std::string>> underlays;  // node -> address, looked up once
   for (const auto& row : GP_TRY(tx.query(
            "SELECT m.job_id, m.rank, m.address, m.node_id FROM job_members m JOIN jobs j ON j.id "
            "= m.job_id WHERE j.tenant_id = ? AND j.state IN ('starting', 'running') AND "
@@ -488,8 +491,9 @@ Result<Json> member_network(store::Tx& tx, const Job& j, int rank, const std::st
     if (same_job && row.integer(1) == rank) address = row.text(2);
     if (same_job && row.integer(1) == 0) master = row.text(2);
     if (row.text(3) == node_id) continue;
-    if (auto underlay = GP_TRY(fleet::underlay_address(tx, row.text(3))))
-      peers.push_back({{"address", row.text(2)}, {"node", *underlay}});
+    auto [at, fresh] = underlays.try_emplace(row.text(3));
+    if (fresh) at->second = GP_TRY(fleet::underlay_address(tx, row.text(3)));
+    if (at->second) peers.push_back({{"address", row.text(2)}, {"node", *at->second}});
   }
   if (address.empty()) return Json(nullptr);
   return Json{{"vni", segment->vni},
@@ -507,8 +511,9 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
   if (!node) return out;
   const int node_gpus = static_cast<int>(GP_TRY(fleet::list_gpus(tx, node_id)).size());
   for (const auto& row : GP_TRY(tx.query(
-           "SELECT m.job_id, m.rank, m.attempt FROM job_members m JOIN jobs j ON j.id = m.job_id "
-           "WHERE m.node_id = ? AND j.state IN ('starting', 'running') ORDER BY m.job_id, m.rank",
+           "SELECT m.job_id, m.rank, m.attempt, m.state FROM job_members m JOIN jobs j ON j.id = "
+           "m.job_id WHERE m.node_id = ? AND j.state IN ('starting', 'running') ORDER BY "
+           "m.job_id, m.rank",
            {node_id}))) {
     const Job j = *GP_TRY(load(tx, row.text(0)));
     const int rank = static_cast<int>(row.integer(1));
@@ -528,18 +533,16 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
     auto ids = GP_TRY(storage::load_ids(tx, j.tenant_id));
     if (!tenant || !ids)
       return fail(Error::internal(fmt::format("job {}: its tenant has no id block", j.id)));
-    uint32_t run_as = ids->first;
-    std::string project_path;
-    for (const auto& v : GP_TRY(storage::load_volumes(tx, j.tenant_id)))
-      if (v.volumes.project_id == j.project_id && v.state == "active") {
-        run_as = v.volumes.id;
-        project_path = tenant->name + "/" + v.volumes.project;
-      }
+    // The member runs as its project's id when the project has volumes, else as the tenant's.
+    const auto project = GP_TRY(active_project_volumes(tx, j.tenant_id, j.project_id));
+    const uint32_t run_as = project ? project->id : ids->first;
     Json volumes = Json::array();
     for (const auto& v : j.spec.volumes)
-      if (!project_path.empty())
+      if (project)
         volumes.push_back(
-            {{"kind", v.kind}, {"path", project_path + "/" + v.kind}, {"read_only", v.read_only}});
+            {{"kind", v.kind},
+             {"path", fmt::format("{}/{}/{}", tenant->name, project->project, v.kind)},
+             {"read_only", v.read_only}});
     Json env = Json::array();
     for (const auto& e : j.spec.env) env.push_back({{"name", e.name}, {"value", e.value}});
     const Share share = member_share(*node, node_gpus, mine);
@@ -574,7 +577,9 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
          {"stop_grace_seconds", kStopGraceSeconds},
          {"log_offset", log_offset},
          {"network", net},
-         {"secrets", j.spec.secrets}});
+         // Only a member not started yet needs them: they are opened and sent once, not with
+         // every heartbeat while it runs.
+         {"secrets", row.text(3) == "pending" ? Json(j.spec.secrets) : Json::array()}});
   }
   return out;
 }

@@ -114,7 +114,8 @@ Result<int> sync(store::Tx& tx, const World& w, alloc::Service& service);
 // What node `node_id` runs for jobs: one entry per member of a live job's current attempt
 // placed there, with everything the agent needs to start it inside the tenant's boundaries
 // (docs/jobs.md lists the fields), volume paths relative to the node's storage root, and the
-// names of the secrets it mounts (the caller opens them: secrets are the api module's).
+// names of the secrets it mounts while it has not started (the caller opens them: secrets are
+// the api module's).
 Result<Json> node_assignment(store::Tx& tx, const std::string& node_id);
 
 // An agent's report of one member (heartbeat "jobs": [...]).

@@ -161,32 +161,28 @@ int64_t keyed(std::string_view text, std::string_view key) {
   return 0;
 }
 
-bool valid_group_name(std::string_view n) {
-  return !n.empty() && n.size() <= 200 && n != "." && n != ".." &&
-         std::all_of(n.begin(), n.end(), [](char c) {
-           return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
-         });
-}
-
 }  // namespace
 
-Result<MemberCgroup> MemberCgroup::create(const std::string& name, int64_t memory_bytes,
-                                          const fs::path& root) {
-  if (!valid_group_name(name))
+Result<MemberCgroup> MemberCgroup::existing(const std::string& name, const fs::path& root) {
+  if (!plain_segment(name))
     return fail(Error::invalid(fmt::format("cgroup name \"{}\" is not one path segment", name)));
-  if (memory_bytes <= 0) return fail(Error::invalid("a member cgroup needs a memory limit"));
   MemberCgroup g;
   g.root_ = root;
   g.parent_ = "/gpuplane/" + name;
   g.v2_ = fs::exists(root / "cgroup.controllers");
+  g.memory_dir_ = g.v2_ ? root / "gpuplane" / name : root / "memory" / "gpuplane" / name;
+  return g;
+}
+
+Result<MemberCgroup> MemberCgroup::create(const std::string& name, int64_t memory_bytes,
+                                          const fs::path& root) {
+  if (memory_bytes <= 0) return fail(Error::invalid("a member cgroup needs a memory limit"));
+  MemberCgroup g = GP_TRY(existing(name, root));
   std::error_code ec;
   if (g.v2_) {
     GP_TRY_VOID(write_file(root / "cgroup.subtree_control", "+memory"));
     fs::create_directories(root / "gpuplane", ec);
     GP_TRY_VOID(write_file(root / "gpuplane" / "cgroup.subtree_control", "+memory"));
-    g.memory_dir_ = root / "gpuplane" / name;
-  } else {
-    g.memory_dir_ = root / "memory" / "gpuplane" / name;
   }
   fs::create_directories(g.memory_dir_, ec);
   if (ec)

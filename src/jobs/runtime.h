@@ -68,6 +68,11 @@ class MemberCgroup {
   // memory controller on the way) with `memory_bytes` as its limit.
   static Result<MemberCgroup> create(const std::string& name, int64_t memory_bytes,
                                      const std::filesystem::path& root = "/sys/fs/cgroup");
+  // The group `name` as create() made it, without touching it: to read whether its memory
+  // reached the limit, or to remove it (after an agent restart too). invalid_argument for a
+  // name that is not one path segment.
+  static Result<MemberCgroup> existing(const std::string& name,
+                                       const std::filesystem::path& root = "/sys/fs/cgroup");
   const std::string& parent() const { return parent_; }  // for --cgroup-parent
   // Whether the group's memory reached its limit (v1: peak usage at the limit; v2: an OOM
   // kill or the limit hit, from memory.events).

@@ -695,10 +695,11 @@ CREATE INDEX oidc_logins_provider ON oidc_logins (provider, expires_at)
       // Jobs (docs/jobs.md), owned by the jobs module (jobs/records.h). An allocation made for a
       // job turns active when the job's containers run, not at the node's next heartbeat
       // (allocations.activation 'workload'). A job's members are its containers, one row per
-      // rank for the current attempt. Each job keeps the registries its tenant's workload policy allowed
-      // and whether it pulls every time, as of its submission, for the node's own check. job_logs keeps the tail of each member's output with the
-      // count of bytes received from the node (so a report sent twice is appended once) and of
-      // bytes dropped to stay within the job's bound.
+      // rank for the current attempt. Each job keeps the registries its tenant's workload policy
+      // allowed and whether it pulls every time, as of its submission, for the node's own check.
+      // job_logs keeps the tail of each member's output with the count of bytes received from the
+      // node (so a report sent twice is appended once) and of bytes dropped to stay within the
+      // job's bound.
       {23, "jobs", R"SQL(
 ALTER TABLE allocations ADD COLUMN activation TEXT NOT NULL DEFAULT 'node';
 CREATE TABLE jobs (

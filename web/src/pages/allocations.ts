@@ -1,11 +1,12 @@
 // A tenant's allocations (state, and why a pending one waits) and a request form that asks the
 // scheduler first (?dry_run=true) and submits only when the user confirms.
-import { describeError, get, list, listAll, post, seg } from '../api';
+import { describeError, get, list, post, seg } from '../api';
 import { field, h, replace } from '../dom';
 import { badge, time } from '../format';
 import type { RouteContext } from '../router';
-import { boundProjects, isTenantAdmin, type Session } from '../session';
+import { isTenantAdmin, type Session } from '../session';
 import { announce, errorBox, successBox } from '../status';
+import { visibleProjects } from '../projects';
 import { pagedTable } from '../table';
 import type { Allocation, DryRun, Offering, Placement, Project, Shape } from '../types';
 
@@ -34,18 +35,8 @@ export async function renderAllocations(ctx: RouteContext, sess: Session): Promi
   }
   const tenantPath = `/v1/tenants/${seg(tenant.id)}`;
   const admin = isTenantAdmin(sess.principal);
-  let projects: Project[] = [];
-  try {
-    projects = await listAll<Project>(`${tenantPath}/projects`, 1000);
-  } catch (err) {
-    if (ctx.signal.aborted) return;
-    ctx.main.append(errorBox(`Could not load the projects: ${describeError(err)}`));
-  }
-  if (ctx.signal.aborted) return;
-  if (!admin) {
-    const mine = new Set(boundProjects(sess.principal));
-    if (mine.size) projects = projects.filter((p) => mine.has(p.id));
-  }
+  const projects = await visibleProjects(ctx, sess, tenantPath, admin);
+  if (!projects) return;
   const projectName = new Map(projects.map((p) => [p.id, p.name]));
 
   // Filters: which project (all of them for tenant admins) and which state.

@@ -7,8 +7,9 @@ import { confirmDialog } from '../dialog';
 import { field, h, replace, scrollBox, type Child } from '../dom';
 import { badge, time } from '../format';
 import { href, navigate, type RouteContext } from '../router';
-import { boundProjects, isPlatform, isTenantAdmin, normalizeRole, type Session } from '../session';
+import { isPlatform, isTenantAdmin, normalizeRole, type Session } from '../session';
 import { announce, errorBox, loading, successBox } from '../status';
+import { visibleProjects } from '../projects';
 import { pagedTable } from '../table';
 import type { Job, JobDetail, JobEvent, JobLogs, JobMember, Project, Tenant } from '../types';
 
@@ -130,23 +131,13 @@ export async function renderJobs(ctx: RouteContext, sess: Session): Promise<void
   const tenantId = picked.id;
   const tenantPath = `/v1/tenants/${seg(tenantId)}`;
 
-  let projects: Project[] = [];
-  try {
-    projects = await listAll<Project>(`${tenantPath}/projects`, 1000);
-  } catch (err) {
-    if (ctx.signal.aborted) return;
-    ctx.main.append(errorBox(`Could not load the projects: ${describeError(err)}`));
-  }
-  if (ctx.signal.aborted) return;
   // Who holds roles in single projects lists those projects' jobs, one project at a time.
   const wholeTenant = operator || isTenantAdmin(sess.principal);
-  if (!wholeTenant) {
-    const mine = new Set(boundProjects(sess.principal));
-    if (mine.size) projects = projects.filter((p) => mine.has(p.id));
-    if (projects.length === 0) {
-      ctx.main.append(h('p', { class: 'empty' }, 'You hold no role in a project, so there are no jobs to show.'));
-      return;
-    }
+  const projects = await visibleProjects(ctx, sess, tenantPath, wholeTenant);
+  if (!projects) return;
+  if (!wholeTenant && projects.length === 0) {
+    ctx.main.append(h('p', { class: 'empty' }, 'You hold no role in a project, so there are no jobs to show.'));
+    return;
   }
   const projectName = new Map(projects.map((p) => [p.id, p.name]));
 
