@@ -67,7 +67,10 @@ class PgSchemaStore final : public store::Store {
 
  private:
   PgSchemaStore(std::unique_ptr<store::Store> inner, store::AdminCommand admin, std::string schema)
-      : inner_(std::move(inner)), admin_(std::move(admin)), schema_(std::move(schema)) {}
+      : inner_(std::move(inner)), admin_(std::move(admin)), schema_(std::move(schema)) {
+    // What the inner store's writes announce reaches this store's listener.
+    inner_->set_change_listener([this](const std::vector<std::string>& keys) { changed(keys); });
+  }
   std::unique_ptr<store::Store> inner_;
   store::AdminCommand admin_;
   std::string schema_;

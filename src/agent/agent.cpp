@@ -115,11 +115,12 @@ struct Reply {
 };
 
 Result<Reply> request(const cli::Endpoint& ep, std::string_view method, const std::string& path,
-                      const Json& body, const std::string& token) {
+                      const Json& body, const std::string& token, int timeout_ms = 15000,
+                      const std::atomic<bool>* cancel = nullptr) {
   std::vector<std::pair<std::string, std::string>> headers;
   if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
-  auto r = GP_TRY(
-      cli::http_request(ep, method, path, body.is_null() ? "" : body.dump(), headers, 15000));
+  auto r = GP_TRY(cli::http_request(ep, method, path, body.is_null() ? "" : body.dump(), headers,
+                                    timeout_ms, cancel));
   Json j = Json::parse(r.body, nullptr, false);
   return Reply{r.status, j.is_discarded() ? Json(r.body) : j};
 }
@@ -127,6 +128,29 @@ Result<Reply> request(const cli::Endpoint& ep, std::string_view method, const st
 Result<Reply> post(const cli::Endpoint& ep, const std::string& path, const Json& body,
                    const std::string& token) {
   return request(ep, "POST", path, body, token);
+}
+
+// Waits until `until` for the node's assignment to differ from `etag` (the control plane holds
+// GET /v1/agent/changes and answers once it may have). True when it changed; false at `until`,
+// on `stop`, or when the wait cannot be asked (then it sleeps out the time instead).
+bool wait_for_change(const cli::Endpoint& ep, const std::string& token, const std::string& etag,
+                     std::chrono::steady_clock::time_point until, const std::atomic<bool>& stop) {
+  using namespace std::chrono;
+  for (auto left = until - steady_clock::now(); left > milliseconds(0) && !stop;
+       left = until - steady_clock::now()) {
+    const int64_t wait = std::clamp<int64_t>(duration_cast<seconds>(left).count(), 1, 60);
+    auto r = request(ep, "GET", fmt::format("/v1/agent/changes?since={}&wait={}", etag, wait),
+                     Json(), token, static_cast<int>((wait + 10) * 1000), &stop);
+    if (r && r->status == 200) {
+      if (r->body.value("changed", false)) return true;
+      continue;
+    }
+    if (!stop)
+      spdlog::debug("waiting for a change: {}",
+                    r ? fmt::format("HTTP {}", r->status) : r.error().message);
+    while (steady_clock::now() < until && !stop) std::this_thread::sleep_for(milliseconds(100));
+  }
+  return false;
 }
 
 std::string problem_detail(const Json& j) {
@@ -454,9 +478,18 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       }
     }
     if (o.once) return r && r->status == 200 && enforced && delivered ? 0 : 1;
-    const int pause_tenths = jobs_moved ? 0 : o.heartbeat_seconds * 10;
-    for (int i = 0; i < pause_tenths && !stop; ++i)
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    if (jobs_moved) continue;
+    // Until the next heartbeat, the agent waits for its assignment to change: a job placed on
+    // this node or cancelled is acted on at once, not a heartbeat later.
+    const auto next =
+        std::chrono::steady_clock::now() + std::chrono::seconds(o.heartbeat_seconds);
+    const std::string etag =
+        r && r->status == 200 ? r->body.value("assignments_etag", std::string()) : std::string();
+    if (etag.empty())
+      while (std::chrono::steady_clock::now() < next && !stop)
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    else if (wait_for_change(*ep, credential, etag, next, stop))
+      spdlog::debug("the assignment changed: heartbeat now");
   }
   return 0;
 }

@@ -81,6 +81,11 @@ jobs::Failure start_failure(std::string_view message) {
   return jobs::Failure::kStartFailed;
 }
 
+// A container made and never started (a gang member waiting for the others).
+bool not_started(const jobs::ContainerStatus& s) {
+  return !s.running && (s.state == "created" || s.state == "configured" || s.state == "initialized");
+}
+
 // The node's end of a member's veth pair: "gpm" and 8 hex digits of its container's name (an
 // interface name has at most 15 characters).
 std::string member_interface(std::string_view container) {
@@ -156,9 +161,10 @@ Result<std::vector<MemberAssignment>> parse_member_assignments(const Json& jobs_
     m.cpu_millis = GP_TRY(get<int64_t>(limits, "cpu_millis", where + ".limits"));
     m.memory_bytes = GP_TRY(get<int64_t>(limits, "memory_bytes", where + ".limits"));
     const std::string desired = GP_TRY(get<std::string>(j, "desired", where));
-    if (desired != "running" && desired != "stopped")
-      return fail(Error::invalid(where + ": desired is neither running nor stopped"));
-    m.running = desired == "running";
+    if (desired != "running" && desired != "created" && desired != "stopped")
+      return fail(Error::invalid(where + ": desired is none of running, created, stopped"));
+    m.running = desired != "stopped";
+    m.hold = desired == "created";
     m.stop_grace_seconds = GP_TRY(get<int>(j, "stop_grace_seconds", where));
     m.log_offset = GP_TRY(get<int64_t>(j, "log_offset", where));
     for (const auto& sec : GP_TRY(get<Json>(j, "secrets", where))) {
@@ -436,6 +442,7 @@ Result<void> JobRunner::start(const MemberAssignment& m,
   l.limits.cpu_millis = m.cpu_millis;
   l.limits.memory_bytes = m.memory_bytes;
   l.stop_grace_seconds = m.stop_grace_seconds;
+  l.create_only = m.hold;
   if (m.memory_bytes > 0 && !o_.cgroup_root.empty()) {
     if (auto g = jobs::MemberCgroup::create(l.container, m.memory_bytes, o_.cgroup_root))
       l.cgroup_parent = g->parent();
@@ -459,7 +466,8 @@ Result<void> JobRunner::start(const MemberAssignment& m,
   std::error_code ec;
   fs::remove(l.log_path, ec);  // a new attempt's output starts at offset 0
   auto argv = GP_TRY(jobs::podman_run_argv(l));
-  spdlog::info("job {} ({}): starting member {} attempt {} as {}", m.name, m.job, m.rank, m.attempt,
+  spdlog::info("job {} ({}): {} member {} attempt {} as {}", m.name, m.job,
+               m.hold ? "creating (its gang starts together)" : "starting", m.rank, m.attempt,
                l.container);
   return podman_.run(argv);
 }
@@ -474,7 +482,7 @@ Json JobRunner::report(const MemberAssignment& m, const jobs::ContainerStatus& s
     r["log"] = jobs::k8s_file_text(chunk.raw);
   }
   if (!s.image_digest.empty()) r["image_digest"] = s.image_digest;
-  if (s.running || s.state == "created" || s.state == "configured" || s.state == "initialized") {
+  if (s.running || not_started(s)) {
     r["state"] = s.running ? "running" : "starting";
     return r;
   }
@@ -538,17 +546,30 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
   for (const auto& m : assigned) {
     const std::string name = jobs::container_name(m.job, m.rank, m.attempt);
     wanted.insert(name);
-    if (have.contains(name)) {
-      present.push_back(name);
-      continue;
-    }
-    if (!failed_.contains(name)) {
-      if (!m.running) continue;  // stopped before it ever started: nothing runs
-      auto started = start(m, assigned);
-      if (started) {
-        present.push_back(name);
+    const auto stopped = [&] {
+      reports.push_back(
+          {{"job", m.job}, {"rank", m.rank}, {"attempt", m.attempt}, {"state", "stopped"}});
+    };
+    Result<void> started = ok();
+    if (auto it = have.find(name); it != have.end()) {
+      if (!m.running && not_started(it->second)) {  // stopped before it ran: nothing to wait for
+        remove(name);
+        stopped();
         continue;
       }
+      // A gang member made while the others were not ready starts once every one is.
+      if (m.running && !m.hold && not_started(it->second)) {
+        spdlog::info("job {} ({}): its gang is ready, starting member {}", m.name, m.job, m.rank);
+        started = podman_.start(name);
+      }
+    } else if (!failed_.contains(name)) {
+      if (!m.running) {  // stopped before it ever started: nothing runs
+        stopped();
+        continue;
+      }
+      started = start(m, assigned);
+    }
+    if (!started) {
       spdlog::error("job {}: member {} could not start: {}", m.job, m.rank,
                     started.error().message);
       remove(name);  // what podman may have left ("created"), its network and secrets
@@ -556,6 +577,10 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
                            ? jobs::Failure::kStartFailed
                            : start_failure(started.error().message),
                        started.error().message};
+    }
+    if (!failed_.contains(name)) {
+      present.push_back(name);
+      continue;
     }
     const auto& [why, error] = failed_.at(name);
     reports.push_back({{"job", m.job},

@@ -46,7 +46,8 @@ struct MemberAssignment {
   };
   std::vector<Volume> volumes;
   int64_t cpu_millis = 0, memory_bytes = 0;
-  bool running = true;  // desired: "running" or "stopped"
+  bool running = true;  // desired is not "stopped"
+  bool hold = false;    // desired "created": a gang member made, not started until all are
   int stop_grace_seconds = 10;
   int64_t log_offset = 0;  // what the control plane holds of this attempt's output
   // The tenant's secrets it mounts, opened: files under /run/secrets on a tmpfs of its own.

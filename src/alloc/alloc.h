@@ -135,6 +135,9 @@ struct AllocationFilter {
 // The scope's tenant's allocations.
 Result<Page<Allocation>> list_allocations(store::Tx& tx, const tenancy::TenantScope& scope,
                                           const AllocationFilter& filter, const PageRequest& page);
+// The live allocations on a node, each as [id, state], in id order: what a node's assignment
+// digest covers (the agent waits for it to change).
+Result<Json> node_allocation_states(store::Tx& tx, const std::string& node_id);
 // Every tenant's allocations (operators).
 Result<Page<Allocation>> list_all_allocations(store::Tx& tx, const AllocationFilter& filter,
                                               const PageRequest& page);

@@ -172,6 +172,10 @@ Result<void> Service::transition(store::Tx& tx, const World& w, const Allocation
       "ended_at = CASE WHEN ? = 1 THEN ? ELSE ended_at END, version = version + 1 WHERE id = ?",
       {std::string(state_name(to)), code, reason, now, int64_t{ending}, now, id}));
   if (ending) GP_TRY(tx.exec("DELETE FROM allocation_nodes WHERE allocation_id = ?", {id}));
+  // The nodes' agents hear of it at once (they wait on GET /v1/agent/changes).
+  if (a.placement.is_object())  // a pending one has none
+    for (const auto& node : a.placement.value("nodes", Json::array()))
+      tx.announce("node:" + node.get<std::string>());
   GP_TRY_VOID(insert_event(tx, id, now, state_name(from), to, code, reason));
   // Usage intervals change with the state, in this same transaction; a placement's interval
   // starts at the instant record_placed stamped as placed_at.

@@ -157,6 +157,7 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
       authn_(store, clock),
       allocs_(audit, clock, alloc_options),
       throttles_(std::make_unique<Throttles>(limits_.rate)) {
+  store_.set_change_listener([this](const std::vector<std::string>& keys) { holds_.announce(keys); });
   for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(),
                      alloc_routes(), k8s_routes(), network_routes(), billing_routes(),
                      posture_routes(), usage_routes(), budget_routes()})
@@ -167,7 +168,7 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
   for (auto& r : oidc_routes()) routes_.push_back(std::move(r));
 }
 
-Api::~Api() = default;
+Api::~Api() { store_.set_change_listener(nullptr); }
 
 const std::vector<Route>& Api::routes() const { return routes_; }
 
@@ -503,6 +504,7 @@ HttpResponse Api::handle(HttpRequest req) {
     resp.body = r.raw ? std::move(*r.raw) : (r.body.is_null() ? "" : r.body.dump());
     resp.headers = std::move(r.headers);
     if (r.etag_version) resp.headers.emplace_back("ETag", fmt::format("\"{}\"", *r.etag_version));
+    if (req.method == "GET") resp.hold = std::move(r.hold);
     if (carries_secret(r.body)) no_store(resp);
   } else {
     const Error& e = result.error();
@@ -615,6 +617,28 @@ Result<PageRequest> page_request(const Api& api, const Call& call) {
     p.after = a->second;
   }
   return p;
+}
+
+Result<int64_t> int_param(const Call& call, const std::string& name, int64_t min, int64_t max,
+                          int64_t fallback) {
+  auto it = call.req.query.find(name);
+  if (it == call.req.query.end()) return fallback;
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
+  if (ec != std::errc() || end != it->second.data() + it->second.size() || v < min || v > max)
+    return fail(Error::invalid(fmt::format("{} must be an integer from {} to {}", name, min, max)));
+  return v;
+}
+
+Result<std::optional<std::chrono::steady_clock::time_point>> hold_deadline(const Call& call) {
+  using Steady = std::chrono::steady_clock;
+  if (call.req.hold_until) {
+    if (*call.req.hold_until <= Steady::now()) return std::nullopt;
+    return *call.req.hold_until;
+  }
+  const int64_t wait = GP_TRY(int_param(call, "wait", 0, kMaxHoldSeconds, 0));
+  if (wait == 0) return std::nullopt;
+  return Steady::now() + std::chrono::seconds(wait);
 }
 
 Result<int64_t> time_param(const Call& call, const std::string& name, int64_t fallback) {

@@ -13,6 +13,7 @@
 
 #include "alloc/alloc.h"
 #include "api/client_key.h"
+#include "api/holds.h"
 #include "api/http.h"
 #include "api/metrics.h"
 #include "api/rate_limit.h"
@@ -121,6 +122,8 @@ class Api {
   const iam::Authenticator& authenticator() const { return authn_; }
   alloc::Service& allocs() { return allocs_; }
   Throttles& throttles() { return *throttles_; }
+  // Requests held until a change (holds.h); the store's writes announce to it.
+  Holds& holds() { return holds_; }
   // Set before serving.
   void set_isolation(Isolation isolation) { isolation_ = std::move(isolation); }
   const Isolation& isolation() const { return isolation_; }
@@ -147,6 +150,7 @@ class Api {
   alloc::Service allocs_;
   Metrics metrics_;
   std::unique_ptr<Throttles> throttles_;
+  Holds holds_;
   std::atomic<bool> ready_{true};
   std::atomic<bool> leader_{true};
   mutable Mutex role_mu_;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "api/router.h"
+#include "common/crypto.h"
 #include "fleet/fleet.h"
 #include "jobs/records.h"
 #include "network/network.h"
@@ -236,6 +237,32 @@ Result<Reply> list_node_certificates(Api&, Call& call, store::Tx& tx) {
   return json_reply(200, {{"items", items}, {"next", nullptr}});
 }
 
+// A digest of what a node is assigned: its live allocations and states, and its job members as
+// jobs::node_assignment describes them (secrets by name). The heartbeat's answer carries it,
+// and the agent waits on GET /v1/agent/changes until it differs.
+std::string assignment_etag(const Json& allocations, const Json& jobs) {
+  return hex_encode(sha256(Json{{"allocations", allocations}, {"jobs", jobs}}.dump())).substr(0, 32);
+}
+
+// GET /v1/agent/changes?since=E&wait=S: the node's assignment digest, and whether it differs
+// from E; with `wait`, a request that finds it unchanged is held (holds.h) until the node's
+// assignment may have changed or S seconds have passed.
+Result<Reply> agent_changes(Api& api, Call& call) {
+  const auto until = GP_TRY(hold_deadline(call));
+  auto it = call.req.query.find("since");
+  const std::string since = it == call.req.query.end() ? "" : it->second;
+  auto watch = api.holds().watch("node:" + call.who.id);  // before the read: nothing is missed
+  std::string etag;
+  GP_TRY_VOID(api.store().read([&](store::Tx& tx) -> Result<void> {
+    etag = assignment_etag(GP_TRY(alloc::node_allocation_states(tx, call.who.id)),
+                           GP_TRY(jobs::node_assignment(tx, call.who.id)));
+    return ok();
+  }));
+  Reply r = json_reply(200, {{"etag", etag}, {"changed", etag != since}});
+  if (etag == since && until) r.hold = Hold{std::move(watch), *until};
+  return r;
+}
+
 Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "heartbeat");
   const Json* inv = r.optional_object("inventory");
@@ -290,6 +317,8 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
     api.allocs().invalidate();
   Json assignments = GP_TRY(api.allocs().acknowledge(tx, w, call.who.id));
   assignments["jobs"] = GP_TRY(jobs::node_assignment(tx, call.who.id));
+  const std::string etag = assignment_etag(GP_TRY(alloc::node_allocation_states(tx, call.who.id)),
+                                           assignments["jobs"]);
   // The secrets a member mounts travel to its node opened, over the node's own connection.
   for (auto& member : assignments["jobs"]) {
     Json opened = Json::array();
@@ -301,7 +330,10 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
   }
   Mutation m;
   m.reply = json_reply(
-      200, {{"node", n.to_json()}, {"assignments", assignments}, {"heartbeat_seconds", 10}});
+      200, {{"node", n.to_json()},
+            {"assignments", assignments},
+            {"assignments_etag", etag},
+            {"heartbeat_seconds", 10}});
   m.resource = "/v1/nodes/" + n.id;
   m.audited = detail.contains("gpu_health") || detail.contains("vms") || detail.contains("jobs") ||
               n.state_reason == "heartbeats resumed";
@@ -522,6 +554,15 @@ std::vector<Route> fleet_routes() {
                .request_schema = "CertificateRequest",
                .response_schema = "IssuedCertificate",
                .success_status = 201});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/agent/changes",
+               .action = "node.changes",
+               .access = Access::kNode,
+               .handler = agent_changes,
+               .query_params = {"since", "wait"},
+               .summary = "A node agent waits for its assignment to change: the digest of what "
+                          "it is assigned, held up to `wait` seconds while it equals `since`.",
+               .response_schema = "AssignmentChanges"});
   r.push_back({.method = "POST",
                .pattern = "/v1/agent/heartbeat",
                .action = "node.heartbeat",

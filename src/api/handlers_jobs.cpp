@@ -1,7 +1,6 @@
 // Jobs: a tenant's work, run as containers on the GPUs of its allocation (docs/jobs.md).
 #include <fmt/format.h>
 
-#include <charconv>
 
 #include "api/router.h"
 #include "jobs/records.h"
@@ -105,46 +104,49 @@ Result<Mutation> cancel_job(Api& api, Call& call, store::Tx& tx) {
   return m;
 }
 
-Result<int64_t> int_param(const Call& call, const std::string& name, int64_t min, int64_t max,
-                          int64_t fallback) {
-  auto it = call.req.query.find(name);
-  if (it == call.req.query.end()) return fallback;
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(it->second.data(), it->second.data() + it->second.size(), v);
-  if (ec != std::errc() || end != it->second.data() + it->second.size() || v < min || v > max)
-    return fail(Error::invalid(fmt::format("{} must be an integer from {} to {}", name, min, max)));
-  return v;
-}
-
-// GET .../logs?tail=N&rank=R&since=S: each member's kept output (or member R's), its last N
-// lines, or what it wrote from byte S on (a follower passes the `end` it was given).
-Result<Reply> get_job_logs(Api&, Call& call, store::Tx& tx) {
-  auto j = GP_TRY(path_job(call, tx));
+// GET .../logs?tail=N&rank=R&since=S&wait=W: each member's kept output (or member R's), its
+// last N lines, or what it wrote from byte S on (a follower passes the `end` it was given). With
+// `since` and `wait`, a request that finds nothing new while the job runs is held (holds.h)
+// until the job reports output or changes state, or W seconds have passed.
+Result<Reply> get_job_logs(Api& api, Call& call) {
   const int tail = static_cast<int>(GP_TRY(int_param(call, "tail", 0, 100000, 0)));
   const int64_t rank = GP_TRY(int_param(call, "rank", -1, jobs::kMaxGangMembers - 1, -1));
   const int64_t since = GP_TRY(int_param(call, "since", -1, int64_t{1} << 50, -1));
-  Json items = Json::array();
-  for (auto& m : GP_TRY(jobs::job_logs(tx, j.id))) {
-    if (rank >= 0 && m.rank != rank) continue;
-    std::string text = std::move(m.text);
-    int64_t start = m.start;
-    if (since >= 0 && since > start) {
-      const int64_t skip = std::min<int64_t>(since - start, static_cast<int64_t>(text.size()));
-      text.erase(0, static_cast<size_t>(skip));
-      start += skip;
+  const auto until = GP_TRY(hold_deadline(call));
+  // Taken before the read, so that output arriving in between ends the hold.
+  auto watch = api.holds().watch("job:" + call.param("job"));
+  Reply reply;
+  bool fresh = false;  // something to tell a follower: new output, or the job has finished
+  GP_TRY_VOID(api.store().read([&](store::Tx& tx) -> Result<void> {
+    auto j = GP_TRY(path_job(call, tx));
+    fresh = jobs::finished(j.state);
+    Json items = Json::array();
+    for (auto& m : GP_TRY(jobs::job_logs(tx, j.id))) {
+      if (rank >= 0 && m.rank != rank) continue;
+      std::string text = std::move(m.text);
+      int64_t start = m.start;
+      if (since >= 0 && since > start) {
+        const int64_t skip = std::min<int64_t>(since - start, static_cast<int64_t>(text.size()));
+        text.erase(0, static_cast<size_t>(skip));
+        start += skip;
+      }
+      text = jobs::tail_lines(text, tail);
+      fresh = fresh || !text.empty();
+      items.push_back({{"rank", m.rank},
+                       {"start", m.end - static_cast<int64_t>(text.size())},
+                       {"end", m.end},
+                       {"dropped_before", m.start},
+                       {"text", text}});
     }
-    text = jobs::tail_lines(text, tail);
-    items.push_back({{"rank", m.rank},
-                     {"start", m.end - static_cast<int64_t>(text.size())},
-                     {"end", m.end},
-                     {"dropped_before", m.start},
-                     {"text", text}});
-  }
-  return json_reply(200, {{"job", j.id},
-                          {"state", jobs::state_name(j.state)},
-                          {"finished", jobs::finished(j.state)},
-                          {"limit_bytes", jobs::kMaxLogBytes},
-                          {"members", items}});
+    reply = json_reply(200, {{"job", j.id},
+                             {"state", jobs::state_name(j.state)},
+                             {"finished", jobs::finished(j.state)},
+                             {"limit_bytes", jobs::kMaxLogBytes},
+                             {"members", items}});
+    return ok();
+  }));
+  if (until && since >= 0 && !fresh) reply.hold = Hold{std::move(watch), *until};
+  return reply;
 }
 
 }  // namespace
@@ -203,10 +205,11 @@ std::vector<Route> job_routes() {
                .pattern = jobs_path + "/{job}/logs",
                .action = "job.logs",
                .permission = Permission::kAllocationRead,
-               .handler = read_tx(get_job_logs),
-               .query_params = {"tail", "rank", "since"},
+               .handler = get_job_logs,
+               .query_params = {"tail", "rank", "since", "wait"},
                .summary = "A job's output, per member: the last `tail` lines, or from byte "
-                          "`since` on (a follower passes back each member's `end`).",
+                          "`since` on (a follower passes back each member's `end`, with `wait` "
+                          "to be answered as soon as there is more).",
                .response_schema = "JobLogs"});
   return r;
 }

@@ -2,12 +2,15 @@
 // and the server stays a thin adapter over Boost.Beast.
 #pragma once
 
+#include <chrono>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "api/holds.h"
 #include "tls/tls.h"
 
 namespace gp::api {
@@ -22,6 +25,9 @@ struct HttpRequest {
   std::string remote;                        // client address
   std::optional<tls::PeerCert> client_cert;  // the TLS client certificate, when one was shown
   std::optional<std::string> query_error;    // set when the query string could not be decoded
+  // A held request run again (holds.h): the deadline its first run set. Past it, the handler
+  // answers with what it has.
+  std::optional<std::chrono::steady_clock::time_point> hold_until;
 
   std::optional<std::string_view> header(std::string_view lower_name) const;
   // Every value of a header that may repeat (X-Forwarded-For), in order.
@@ -30,11 +36,20 @@ struct HttpRequest {
   std::optional<std::string_view> cookie(std::string_view name) const;
 };
 
+// A GET that found nothing new may ask to be held (holds.h): the server waits until `watch`
+// fires or `until` passes, then runs the request again with hold_until set. The response
+// beside it is a complete answer (what a caller that does not hold sends).
+struct Hold {
+  std::shared_ptr<Watch> watch;
+  std::chrono::steady_clock::time_point until;
+};
+
 struct HttpResponse {
   int status = 200;
   std::string content_type = "application/json";
   std::vector<std::pair<std::string, std::string>> headers;
   std::string body;
+  std::optional<Hold> hold;
 };
 
 // Splits "path?query" and percent-decodes both; sets query_error on malformed escapes.

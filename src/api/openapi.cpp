@@ -249,9 +249,14 @@ Json schemas() {
              {"domain", "state"});
   s["Heartbeat"] = object({{"inventory", schema_ref("Inventory")},
                            {"samples", {{"type", "array"}}},
-                           {"vms", {{"type", "array"}, {"items", schema_ref("VmReport")}}}},
+                           {"vms", {{"type", "array"}, {"items", schema_ref("VmReport")}}},
+                           {"jobs", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+                           {"underlay_address", str()}},
                           {});
-  s["HeartbeatReply"] = loose({{"node", schema_ref("Node")}}, {"node", "assignments"});
+  s["HeartbeatReply"] = loose({{"node", schema_ref("Node")}, {"assignments_etag", str()}},
+                              {"node", "assignments", "assignments_etag"});
+  s["AssignmentChanges"] =
+      object({{"etag", str()}, {"changed", {{"type", "boolean"}}}}, {"etag", "changed"});
   // Scheduling.
   const std::vector<std::string> tiers = {"dedicated-pool", "dedicated-node", "dedicated-gpu",
                                           "mig", "shared"};

@@ -21,6 +21,7 @@ struct Reply {
   std::string content_type = "application/json";
   std::optional<int64_t> etag_version;
   std::vector<std::pair<std::string, std::string>> headers;
+  std::optional<Hold> hold;  // GET only: hold the request until a change (http.h)
 };
 
 // A mutation's outcome: the reply plus what goes into its audit record.
@@ -186,6 +187,14 @@ Result<Mutation> login_session(Api& api, store::Tx& tx, const std::string& user_
 // Helpers for handlers.
 Reply json_reply(int status, Json body, std::optional<int64_t> etag = std::nullopt);
 Result<PageRequest> page_request(const Api& api, const Call& call);
+// Query parameter `name` as an integer from `min` to `max`; `fallback` when absent.
+Result<int64_t> int_param(const Call& call, const std::string& name, int64_t min, int64_t max,
+                          int64_t fallback);
+// Long polls (holds.h): the deadline of a request that may be held, from its `wait` query
+// parameter (seconds, 0 to kMaxHoldSeconds) on its first run and kept across its runs; nullopt
+// when it must be answered now (no wait asked, or the deadline has passed).
+inline constexpr int64_t kMaxHoldSeconds = 60;
+Result<std::optional<std::chrono::steady_clock::time_point>> hold_deadline(const Call& call);
 // Query parameter `name` as Unix microseconds: an RFC 3339 time or a date (midnight UTC);
 // `fallback` when absent.
 Result<int64_t> time_param(const Call& call, const std::string& name, int64_t fallback);

@@ -233,6 +233,30 @@ struct Server::Impl {
     }
   }
 
+  // The API's answer to `req`, once every write it made is on disk.
+  asio::awaitable<HttpResponse> answer(HttpRequest req) {
+    HttpResponse resp;
+    uint64_t ticket = 0;
+    {
+      store::DeferFlush deferred;  // acknowledged only after the flush below
+      resp = api.handle(std::move(req));
+      ticket = deferred.ticket();
+    }
+    if (ticket > 0) {
+      Result<void> flushed = co_await asio::co_spawn(
+          flusher,
+          [this, ticket]() -> asio::awaitable<Result<void>> {
+            co_return api.store().flush(ticket);
+          },
+          asio::use_awaitable);
+      if (!flushed) {
+        spdlog::error("flush failed: {}", flushed.error().message);
+        resp = plain_problem(503, "unavailable", "the change may not be durable: retry");
+      }
+    }
+    co_return resp;
+  }
+
   // The requests of one connection, until it closes or fails. True when it ended cleanly (the
   // last answer said Connection: close, or the server is stopping). `peer` is the client
   // certificate the TLS handshake received, handed to every request of the connection.
@@ -297,24 +321,24 @@ struct Server::Impl {
       req.body = std::move(msg.body());
       req.remote = remote;
       req.client_cert = peer;
-      HttpResponse resp;
-      uint64_t ticket = 0;
-      {
-        store::DeferFlush deferred;  // acknowledged only after the flush below
-        resp = api.handle(std::move(req));
-        ticket = deferred.ticket();
-      }
-      if (ticket > 0) {
-        Result<void> flushed = co_await asio::co_spawn(
-            flusher,
-            [this, ticket]() -> asio::awaitable<Result<void>> {
-              co_return api.store().flush(ticket);
-            },
-            asio::use_awaitable);
-        if (!flushed) {
-          spdlog::error("flush failed: {}", flushed.error().message);
-          resp = plain_problem(503, "unavailable", "the change may not be durable: retry");
+      // Only a GET may be held (holds.h); it is run again from this copy.
+      std::optional<HttpRequest> held;
+      if (req.method == "GET") held = req;
+      HttpResponse resp = co_await answer(std::move(req));
+      while (resp.hold && held) {
+        if (!stopping) {
+          auto timer = std::make_shared<asio::steady_timer>(conn.transport().get_executor(),
+                                                            resp.hold->until);
+          // The wake is posted to this connection's strand, where the wait below starts before
+          // anything posted later runs: a change announced at any moment ends the wait.
+          resp.hold->watch->on_wake([timer, ex = conn.transport().get_executor()] {
+            asio::post(ex, [timer] { timer->cancel(); });
+          });
+          co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
         }
+        HttpRequest again = *held;
+        again.hold_until = stopping ? std::chrono::steady_clock::now() : resp.hold->until;
+        resp = co_await answer(std::move(again));
       }
       bool keep_alive = msg.keep_alive() && !stopping;
       auto res = to_beast(std::move(resp), msg.version(), keep_alive);
@@ -366,6 +390,7 @@ void Server::stop(std::chrono::milliseconds grace) {
   auto& m = *impl_;
   if (m.workers.empty()) return;
   m.stopping = true;
+  m.api.holds().wake_all();  // held requests are answered now, with what they have
   m.api.set_ready(false);
   asio::post(m.accept_strand, [&m] {
     boost::system::error_code ec;

@@ -178,13 +178,16 @@ std::string shell_words(const Json& words) {
   return out;
 }
 
-// GET .../logs: from byte `since` on, else the last `tail` lines (0: all that is kept); one
-// member's or every member's.
+// How long the API may hold a follower's request for more output (under the client's 30 s).
+constexpr int kFollowWaitSeconds = 20;
+
+// GET .../logs: from byte `since` on (held until there is more), else the last `tail` lines (0:
+// all that is kept); one member's or every member's.
 std::string logs_target(const JobArgs& a, std::optional<int64_t> since, int64_t tail,
                         std::optional<int64_t> rank) {
   std::string query;
   if (since)
-    query += fmt::format("&since={}", *since);
+    query += fmt::format("&since={}&wait={}", *since, kFollowWaitSeconds);
   else if (tail > 0)
     query += fmt::format("&tail={}", tail);
   if (rank) query += fmt::format("&rank={}", *rank);
@@ -192,8 +195,9 @@ std::string logs_target(const JobArgs& a, std::optional<int64_t> since, int64_t 
   return a.job_path() + "/logs" + query;
 }
 
-// Prints the output of `job` (as the API gave it, its line already on stderr) as it comes, polling
-// every second, until the job has finished; then its final line on stderr. Every member's
+// Prints the output of `job` (as the API gave it, its line already on stderr) as it comes (the
+// API holds each request until there is more; an answer with nothing new waits a second before
+// the next), until the job has finished; then its final line on stderr. Every member's
 // output, or member `rank`'s; `tail` limits the first poll to the last lines kept. State changes
 // go to stderr. Returns the status to exit with: job_exit_status, or 1 when a request fails.
 int follow_job(ClientConfig& c, const Json& job, const JobArgs& a, std::optional<int64_t> rank,
@@ -206,13 +210,16 @@ int follow_job(ClientConfig& c, const Json& job, const JobArgs& a, std::optional
   for (;;) {
     auto r = call(c, "GET", logs_target(a, printer.since(), tail, rank));
     if (!r) return 1;
-    std::cout << printer.take(*r) << std::flush;
+    const std::string text = printer.take(*r);
+    std::cout << text << std::flush;
     if ((*r)["finished"].get<bool>()) break;
+    bool moved = !text.empty();
     if (std::string now = (*r)["state"].get<std::string>(); now != state) {
       std::cerr << fmt::format("{} {}\n", (*r)["job"].get<std::string>(), now);
       state = now;
+      moved = true;
     }
-    std::this_thread::sleep_for(std::chrono::seconds(1));
+    if (!moved) std::this_thread::sleep_for(std::chrono::seconds(1));
   }
   if (printer.line_open() && ::isatty(STDOUT_FILENO) != 0) std::cout << "\n" << std::flush;
   auto ended = call(c, "GET", a.job_path());

@@ -3,6 +3,7 @@
 // system store, and its name or IP address checked).
 #pragma once
 
+#include <atomic>
 #include <string>
 #include <utility>
 #include <vector>
@@ -30,9 +31,14 @@ struct Endpoint {
 // http://host[:port] or https://host[:port]; IPv6 hosts in brackets.
 Result<Endpoint> parse_endpoint(std::string_view url);
 
+// One request on a new connection. Connecting, the TLS handshake, sending and reading the answer
+// all end by `timeout_ms` from the call (unavailable, "timeout", past it). With `cancel`, the
+// call gives up (unavailable, "cancelled") within 50 ms of it turning true: a long poll does not
+// hold up a caller that is stopping.
 Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
                                     std::string_view target, std::string_view body,
                                     const std::vector<std::pair<std::string, std::string>>& headers,
-                                    int timeout_ms = 30000);
+                                    int timeout_ms = 30000,
+                                    const std::atomic<bool>* cancel = nullptr);
 
 }  // namespace gp::cli

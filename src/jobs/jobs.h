@@ -159,6 +159,9 @@ struct MemberLaunch {
   std::string cgroup_parent;      // MemberCgroup::parent(), or empty for podman's default
   Limits limits;
   int stop_grace_seconds = 30;
+  // `podman create` instead of `podman run --detach`: everything made, nothing started (a gang
+  // member waiting for the others; Podman::start starts it).
+  bool create_only = false;
 };
 
 // How long a member has between SIGTERM and SIGKILL when it is stopped (a cancel, its maximum

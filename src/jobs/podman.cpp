@@ -114,7 +114,12 @@ Result<std::vector<std::string>> podman_run_argv(const MemberLaunch& m) {
     return fail(Error::invalid("member launch: the network namespace must be a path"));
 
   const uint32_t inside = m.run_as - m.ids_first;
-  std::vector<std::string> a = {"podman", "--runtime", "runc", "run", "--detach", "--no-hosts"};
+  std::vector<std::string> a = {"podman", "--runtime", "runc"};
+  if (m.create_only)
+    a.emplace_back("create");
+  else
+    a.insert(a.end(), {"run", "--detach"});
+  a.emplace_back("--no-hosts");
   auto opt = [&a](std::string_view flag, std::string value) {
     a.emplace_back(flag);
     a.push_back(std::move(value));

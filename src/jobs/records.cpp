@@ -98,6 +98,24 @@ Result<void> insert_event(store::Tx& tx, const std::string& id, int64_t at, Stat
   return ok();
 }
 
+// Whether a job in this state has its members on the tenant's network (member_network).
+bool on_network(State s) { return s == State::kStarting || s == State::kRunning; }
+
+// Tells those who wait (the API's long polls) that the job changed: its followers, and the
+// agents of its members' nodes. With `peers`, the job joined or left the tenant's network, which
+// every node running one of the tenant's members lists: their agents are told too.
+Result<void> announce(store::Tx& tx, const Job& j, bool peers) {
+  tx.announce("job:" + j.id);
+  const auto rows =
+      peers ? GP_TRY(tx.query("SELECT DISTINCT m.node_id FROM job_members m JOIN jobs j ON j.id = "
+                              "m.job_id WHERE (j.tenant_id = ? AND j.state IN ('starting', "
+                              "'running')) OR j.id = ?",
+                              {j.tenant_id, j.id}))
+            : GP_TRY(tx.query("SELECT DISTINCT node_id FROM job_members WHERE job_id = ?", {j.id}));
+  for (const auto& row : rows) tx.announce("node:" + row.text(0));
+  return ok();
+}
+
 // Writes the job's state fields as they are in `j` (bumping its version) and records the
 // transition from `from`.
 Result<void> save(store::Tx& tx, const World& w, Job& j, State from) {
@@ -113,6 +131,7 @@ Result<void> save(store::Tx& tx, const World& w, Job& j, State from) {
        store::opt(j.stop_requested_at), store::opt(j.started_at), store::opt(j.ended_at),
        j.updated_at, j.version, j.id}));
   if (from != j.state) GP_TRY_VOID(insert_event(tx, j.id, j.updated_at, from, j.state, j.reason));
+  GP_TRY_VOID(announce(tx, j, on_network(from) != on_network(j.state)));
   return ok();
 }
 
@@ -516,6 +535,14 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
            "m.job_id, m.rank",
            {node_id}))) {
     const Job j = *GP_TRY(load(tx, row.text(0)));
+    // A gang starts together or not at all: its members are created first (image, devices,
+    // network), and started only once every one of them has its container.
+    bool gang_ready = j.spec.members == 1;
+    if (!gang_ready) {
+      gang_ready = true;
+      for (const auto& m : GP_TRY(list_members(tx, j.id)))
+        gang_ready = gang_ready && m.state != "pending" && m.state != "failed";
+    }
     const int rank = static_cast<int>(row.integer(1));
     auto a = GP_TRY(alloc::find_allocation(tx, tenancy::TenantScope(j.tenant_id), j.allocation_id));
     if (!a || !alloc::live(a->state)) continue;
@@ -573,7 +600,9 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
          {"run_as", run_as},
          {"volumes", volumes},
          {"limits", {{"cpu_millis", share.cpu_millis}, {"memory_bytes", share.memory_bytes}}},
-         {"desired", j.stop_requested_at ? "stopped" : "running"},
+         {"desired", j.stop_requested_at ? "stopped"
+                     : gang_ready         ? "running"
+                                          : "created"},
          {"stop_grace_seconds", kStopGraceSeconds},
          {"log_offset", log_offset},
          {"network", net},
@@ -608,9 +637,10 @@ Result<std::vector<MemberReport>> parse_reports(const Json& j) {
     GP_TRY_VOID(r.finish());
     if (m.log_end < m.log_offset)
       return fail(Error::invalid(where + ": log_end comes before log_offset"));
-    if (m.state != "starting" && m.state != "running" && m.state != "exited" && m.state != "failed")
-      return fail(
-          Error::invalid(where + ": state must be one of starting, running, exited, failed"));
+    if (m.state != "starting" && m.state != "running" && m.state != "exited" &&
+        m.state != "failed" && m.state != "stopped")
+      return fail(Error::invalid(
+          where + ": state must be one of starting, running, exited, failed, stopped"));
     if (code) m.exit_code = static_cast<int>(*code);
     if (m.state == "exited" && !m.exit_code)
       return fail(Error::invalid(where + ": an exited member reports its exit_code"));
@@ -631,8 +661,8 @@ Result<std::vector<MemberReport>> parse_reports(const Json& j) {
 namespace {
 
 // Appends what the node sent beyond what is kept already, and trims the kept text to the
-// member's share of the job's bound.
-Result<void> append_log(store::Tx& tx, const Job& j, const MemberReport& r) {
+// member's share of the job's bound. True when something was kept.
+Result<bool> append_log(store::Tx& tx, const Job& j, const MemberReport& r) {
   auto row = GP_TRY(tx.query_one(
       "SELECT attempt, received, dropped, text FROM job_logs WHERE job_id = ? AND rank = ?",
       {j.id, int64_t{r.rank}}));
@@ -644,7 +674,7 @@ Result<void> append_log(store::Tx& tx, const Job& j, const MemberReport& r) {
     dropped = row->integer(2);
     text = row->text(3);
   }
-  if (row && r.attempt < attempt) return ok();  // an earlier attempt's late report
+  if (row && r.attempt < attempt) return false;  // an earlier attempt's late report
   if (row && r.attempt > attempt) {
     attempt = r.attempt;
     received = 0;
@@ -652,7 +682,7 @@ Result<void> append_log(store::Tx& tx, const Job& j, const MemberReport& r) {
   }
   // Only what continues the kept output: an earlier chunk again, or one after a gap, is left
   // for the node to send again from the assignment's offset.
-  if (r.log_end == r.log_offset || r.log_offset != received) return ok();
+  if (r.log_end == r.log_offset || r.log_offset != received) return false;
   text += r.log;
   received = r.log_end;
   const auto limit = static_cast<size_t>(kMaxLogBytes / std::max(1, j.spec.members));
@@ -671,7 +701,7 @@ Result<void> append_log(store::Tx& tx, const Job& j, const MemberReport& r) {
         "INSERT INTO job_logs (job_id, rank, attempt, received, dropped, text) VALUES (?, ?, ?, ?, "
         "?, ?)",
         {j.id, int64_t{r.rank}, attempt, received, dropped, text}));
-  return ok();
+  return true;
 }
 
 // Where the job's members stand, once reports are recorded: the event they make, if any.
@@ -689,7 +719,7 @@ Outcome evaluate(const Job& j, const std::vector<Member>& members) {
       return {Event{.kind = Event::kStartFailed, .start_failure = m.failure},
               fmt::format("member {} could not start: {}", m.rank, m.error)};
   if (j.stop_requested_at) {
-    if (count("exited") < n) return {};
+    if (count("exited") + count("stopped") < n) return {};
     if (j.failure == Failure::kDeadline)
       return {Event{Event::kDeadline}, fmt::format("stopped after its maximum duration of {} s",
                                                    j.spec.max_duration_seconds)};
@@ -719,16 +749,20 @@ Result<Json> apply_reports(store::Tx& tx, const World& w, alloc::Service& servic
     if (!member) continue;  // not this node's
     auto j = GP_TRY(load(tx, r.job));
     if (!j) continue;
-    GP_TRY_VOID(append_log(tx, *j, r));
+    if (GP_TRY(append_log(tx, *j, r))) tx.announce("job:" + r.job);  // for its followers
     if (member->integer(0) != r.attempt || finished(j->state)) continue;
     // A member that ended stays ended: a late "running" report does not revive it.
     const std::string before = member->text(1);
-    if ((before == "exited" || before == "failed") && r.state != before) continue;
+    if ((before == "exited" || before == "failed" || before == "stopped") && r.state != before)
+      continue;
     GP_TRY(
         tx.exec("UPDATE job_members SET state = ?, exit_code = ?, oom = ?, failure = ?, error = ?, "
                 "updated_at = ? WHERE job_id = ? AND rank = ?",
                 {r.state, store::opt(wide(r.exit_code)), int64_t{r.oom},
                  std::string(failure_name(r.failure)), r.error, w.now(), r.job, int64_t{r.rank}}));
+    // Its followers hear of it; so do the nodes of a gang's other members, whose start may
+    // wait on this one.
+    if (r.state != before) GP_TRY_VOID(announce(tx, *j, false));
     if (!r.image_digest.empty() && j->image_digest != r.image_digest) {
       GP_TRY(tx.exec("UPDATE jobs SET image_digest = ? WHERE id = ?", {r.image_digest, r.job}));
     }

@@ -61,7 +61,8 @@ struct JobEvent {
 struct Member {
   int rank = 0, attempt = 0;
   std::string node_id;
-  // "pending" (not reported yet), "starting", "running", "exited", "failed" (never started)
+  // "pending" (not reported yet), "starting" (its container made, not running yet), "running",
+  // "exited", "failed" (could not start), "stopped" (stopped before it ever ran: no container)
   std::string state = "pending";
   std::optional<int> exit_code;
   bool oom = false;
@@ -122,7 +123,7 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id);
 struct MemberReport {
   std::string job;
   int rank = 0, attempt = 0;
-  std::string state;  // "starting", "running", "exited", "failed" (could not start)
+  std::string state;  // as Member::state, never "pending"
   std::optional<int> exit_code;
   bool oom = false;
   Failure failure = Failure::kNone;  // "failed": kImagePull or kStartFailed

@@ -52,6 +52,11 @@ Result<void> Podman::run(const std::vector<std::string>& argv) const {
   return ok();
 }
 
+Result<void> Podman::start(const std::string& name) const {
+  GP_TRY(call({"start", name}, "start"));
+  return ok();
+}
+
 Result<std::vector<ContainerStatus>> Podman::inspect(const std::vector<std::string>& names) const {
   if (names.empty()) return std::vector<ContainerStatus>{};
   std::vector<std::string> args = {"inspect", "--type", "container"};

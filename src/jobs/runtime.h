@@ -29,6 +29,8 @@ class Podman {
   // unavailable with podman's message when it could not start it (an image that cannot be
   // pulled, a runtime error); the container may then exist in state "created".
   Result<void> run(const std::vector<std::string>& argv) const;
+  // Starts a member made with MemberLaunch::create_only.
+  Result<void> start(const std::string& name) const;
   Result<std::vector<ContainerStatus>> inspect(const std::vector<std::string>& names) const;
   // Every container carrying the job label (any job, any state), as `podman ps` lists them;
   // with `node`, only those of that node's agent.

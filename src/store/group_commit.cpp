@@ -42,20 +42,27 @@ bool commit_batch(const Begin& begin, const Script& script, Tx& tx,
       q->result = fail(sp.error());
       continue;
     }
+    tx.collect_announcements(&q->announced);
     try {
       q->result = (*q->fn)(tx);
     } catch (const std::exception& e) {
       q->result = fail(Error::internal(fmt::format("write failed: {}", e.what())));
     }
-    if (!q->result) (void)script("ROLLBACK TO w");
+    tx.collect_announcements(nullptr);
+    if (!q->result) {
+      (void)script("ROLLBACK TO w");
+      q->announced.clear();
+    }
     (void)script("RELEASE w");
   }
   if (auto commit = script("COMMIT"); !commit) {
     (void)script("ROLLBACK");
-    for (QueuedWrite* q : batch)
+    for (QueuedWrite* q : batch) {
+      q->announced.clear();
       if (q->result)
         q->result =
             fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
+    }
     return false;
   }
   return true;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct QueuedWrite {
   Result<void> result = ok();
   uint64_t commit_seq = 0;  // the batch's commit; 0 when nothing was committed
   bool done = false;
+  std::vector<std::string> announced;  // Tx::announce of this write, once it is committed
 };
 
 class GroupCommit {

@@ -282,8 +282,10 @@ class PostgresStore final : public Store {
   }
 
   Result<void> write(const std::function<Result<void>(Tx&)>& fn) override {
-    return group_.submit(fn, [this](const std::vector<QueuedWrite*>& b) { return run_batch(b); })
-        .result;
+    QueuedWrite me =
+        group_.submit(fn, [this](const std::vector<QueuedWrite*>& b) { return run_batch(b); });
+    if (me.result && me.commit_seq > 0) changed(me.announced);
+    return me.result;
   }
 
   Result<void> flush(uint64_t) override { return ok(); }  // every COMMIT is already durable

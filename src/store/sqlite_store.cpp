@@ -179,6 +179,7 @@ class SqliteStore final : public Store {
     QueuedWrite me =
         group_.submit(fn, [this](const std::vector<QueuedWrite*>& b) { return run_batch(b); });
     if (me.result && me.commit_seq > 0) {
+      changed(me.announced);
       if (DeferFlush* deferred = DeferFlush::current())
         deferred->note(me.commit_seq);
       else

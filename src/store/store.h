@@ -58,6 +58,17 @@ class Tx {
   virtual Result<std::vector<Row>> query(std::string_view sql, const Params& params = {}) = 0;
   // Convenience: first row, or nullopt.
   Result<std::optional<Row>> query_one(std::string_view sql, const Params& params = {});
+  // Names something this write changes that a waiting request may want to hear of
+  // ("node:<id>"): told to the store's change listener once the write commits, never when it
+  // rolls back. Ignored in a read.
+  void announce(std::string key) {
+    if (announced_) announced_->push_back(std::move(key));
+  }
+  // For stores: where announce() collects (null: nowhere).
+  void collect_announcements(std::vector<std::string>* to) { announced_ = to; }
+
+ private:
+  std::vector<std::string>* announced_ = nullptr;
 };
 
 // Deferred durability, for a server that answers asynchronously. While a DeferFlush lives on
@@ -94,6 +105,21 @@ class Store {
   virtual std::string_view engine() const = 0;
   // A consistent copy of the whole store, taken while serving.
   virtual Result<void> backup_to(const std::string& path) = 0;
+
+  // Hears the keys each write announced (Tx::announce), right after its commit: in a
+  // DeferFlush scope that is before the disk has it (a listener wakes waiters, who read what
+  // was committed; a crash before the flush loses the write as it loses its unsent answer).
+  // Set before writing; the listener must not write to this store. Empty: nobody listens.
+  using ChangeListener = std::function<void(const std::vector<std::string>& keys)>;
+  void set_change_listener(ChangeListener listener) { listener_ = std::move(listener); }
+
+ protected:
+  void changed(const std::vector<std::string>& keys) const {
+    if (listener_ && !keys.empty()) listener_(keys);
+  }
+
+ private:
+  ChangeListener listener_;
 };
 
 struct SqliteOptions {

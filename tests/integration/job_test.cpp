@@ -4,7 +4,9 @@
 // job at its tenant's quota waits with the scheduler's reason; bad input changes nothing.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <string>
+#include <thread>
 
 #include "integration/harness.h"
 
@@ -224,6 +226,79 @@ TEST_F(Jobs, BadInputIsRefusedAndChangesNothing) {
   EXPECT_EQ(get(path)["state"], "starting");
   EXPECT_EQ(s.request("GET", path, nullptr, bravo.admin_token).status, 404);
   EXPECT_EQ(s.request("GET", path + "/logs?tail=x", nullptr, t).status, 400);
+}
+
+// Long polls (docs/api.md): the node's agent, waiting on GET /v1/agent/changes with the digest its
+// heartbeat gave, is answered as soon as a job is placed on its node; unchanged, it is answered
+// at the end of its wait; a stale digest is answered at once.
+TEST_F(Jobs, AnAgentWaitingForChangesIsAnsweredAsSoonAsAJobIsPlacedOnItsNode) {
+  using Clock = std::chrono::steady_clock;
+  const std::string etag = heartbeat().body["assignments_etag"];
+  ASSERT_EQ(etag.size(), 32u);
+  auto now = s.request("GET", "/v1/agent/changes?since=" + etag, nullptr, node_token);
+  ASSERT_EQ(now.status, 200) << now.raw;
+  EXPECT_EQ(now.body["etag"], etag);
+  EXPECT_EQ(now.body["changed"], false);
+  EXPECT_EQ(s.request("GET", "/v1/agent/changes?since=stale", nullptr, node_token).body["changed"],
+            true);
+
+  auto t0 = Clock::now();
+  auto idle = s.request("GET", "/v1/agent/changes?since=" + etag + "&wait=1", nullptr, node_token);
+  EXPECT_EQ(idle.body["changed"], false);
+  EXPECT_GE(Clock::now() - t0, std::chrono::milliseconds(900)) << "held for its wait";
+
+  Resp held;
+  std::chrono::milliseconds took{};
+  std::thread agent([&] {
+    auto start = Clock::now();
+    held = s.request("GET", "/v1/agent/changes?since=" + etag + "&wait=30", nullptr, node_token);
+    took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(submit(acme_jobs, acme.admin_token).status, 201);
+  agent.join();
+  ASSERT_EQ(held.status, 200) << held.raw;
+  EXPECT_EQ(held.body["changed"], true);
+  EXPECT_NE(held.body["etag"], etag);
+  EXPECT_GE(took, std::chrono::milliseconds(250)) << "it was held until the job came";
+  EXPECT_LT(took, std::chrono::seconds(10)) << "answered when the job came, not at its wait's end";
+  // The heartbeat that follows carries the job and the new digest.
+  auto hb = heartbeat();
+  EXPECT_EQ(hb.body["assignments"]["jobs"].size(), 1u);
+  EXPECT_EQ(hb.body["assignments_etag"], held.body["etag"]);
+
+  EXPECT_EQ(s.request("GET", "/v1/agent/changes?wait=61", nullptr, node_token).status, 400);
+  EXPECT_EQ(s.request("GET", "/v1/agent/changes", nullptr, acme.admin_token).status, 403)
+      << "only node credentials";
+}
+
+// A follower of a job's output (logs?since=S&wait=W) is answered as soon as the node reports more.
+TEST_F(Jobs, AFollowerIsAnsweredAsSoonAsTheJobWritesMore) {
+  const std::string job = submit(acme_jobs, acme.admin_token).body["id"];
+  const std::string path = acme_jobs + "/" + job + "/logs";
+  Resp followed;
+  std::thread follower([&] {
+    followed = s.request("GET", path + "?since=0&wait=30", nullptr, acme.admin_token);
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_EQ(heartbeat(Json::array({{{"job", job},
+                                    {"rank", 0},
+                                    {"attempt", 1},
+                                    {"state", "running"},
+                                    {"log_offset", 0},
+                                    {"log_end", 6},
+                                    {"log", "hello\n"}}}))
+                .status,
+            200);
+  follower.join();
+  ASSERT_EQ(followed.status, 200) << followed.raw;
+  EXPECT_EQ(followed.body["members"][0]["text"], "hello\n");
+  // Nothing past byte 6 yet: held for the wait, then answered with nothing new.
+  auto t0 = std::chrono::steady_clock::now();
+  auto idle = s.request("GET", path + "?since=6&wait=1", nullptr, acme.admin_token);
+  EXPECT_EQ(idle.body["members"][0]["text"], "");
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(900));
+  EXPECT_EQ(s.request("GET", path + "?since=0&wait=30", nullptr, bravo.admin_token).status, 404);
 }
 
 }  // namespace

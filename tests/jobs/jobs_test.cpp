@@ -303,6 +303,21 @@ TEST(PodmanArgv, EveryBoundaryIsOnTheCommandLine) {
   EXPECT_NE(std::find(labels.begin(), labels.end(), "dev.gpuplane.attempt=2"), labels.end());
 }
 
+// A gang member waiting for the others is created, not started: the same line with `create`.
+TEST(PodmanArgv, ACreatedMemberHasTheSameBoundariesAndIsNotStarted) {
+  auto run = podman_run_argv(launch());
+  MemberLaunch waiting = launch();
+  waiting.create_only = true;
+  auto create = podman_run_argv(waiting);
+  ASSERT_TRUE(run && create);
+  EXPECT_EQ(std::vector<std::string>(run->begin() + 3, run->begin() + 5),
+            (std::vector<std::string>{"run", "--detach"}));
+  EXPECT_EQ((*create)[3], "create");
+  EXPECT_EQ(std::find(create->begin(), create->end(), "--detach"), create->end());
+  EXPECT_EQ(std::vector<std::string>(create->begin() + 4, create->end()),
+            std::vector<std::string>(run->begin() + 5, run->end()));
+}
+
 TEST(PodmanArgv, ThePlatformsEnvironmentComesLastAndMatchesTheDevices) {
   auto argv = podman_run_argv(launch());
   ASSERT_TRUE(argv);

@@ -138,6 +138,22 @@ TEST_F(Postgres, ConcurrentWritersEachGetTheirOwnResult) {
   EXPECT_EQ(count("key LIKE 'k%-4' OR key LIKE 'k%-9' OR key LIKE 'k%-14'"), 0);
 }
 
+// As on SQLite: the listener hears what committed writes announced, never a failed one's.
+TEST_F(Postgres, TheListenerHearsWhatCommittedWritesAnnounced) {
+  std::vector<std::string> heard;
+  store_->set_change_listener(
+      [&](const std::vector<std::string>& keys) { heard.insert(heard.end(), keys.begin(), keys.end()); });
+  ASSERT_TRUE(store_->write([](Tx& tx) -> Result<void> {
+    tx.announce("node:a");
+    return ok();
+  }));
+  ASSERT_FALSE(store_->write([](Tx& tx) -> Result<void> {
+    tx.announce("node:b");
+    return fail(Error::invalid("no"));
+  }));
+  EXPECT_EQ(heard, (std::vector<std::string>{"node:a"}));
+}
+
 TEST_F(Postgres, ValuesRoundTripWithTypes) {
   ASSERT_TRUE(store_->write([&](Tx& tx) -> Result<void> {
     GP_TRY_VOID(tx.exec("CREATE TABLE t (a BIGINT, b TEXT, c REAL, d TEXT)"));

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -128,6 +130,56 @@ TEST(SqliteStore, DeferFlushHandsOutTheTicketToWaitFor) {
   EXPECT_EQ(store::DeferFlush::current(), nullptr);
   ASSERT_TRUE(insert("d3"));  // no scope: flushed before write() returns
   EXPECT_EQ(count(), 3);
+}
+
+// Announcements (Tx::announce) reach the change listener once their write has committed: a
+// write that fails, alone or among others in one group commit, announces nothing.
+TEST(SqliteStore, TheListenerHearsWhatCommittedWritesAnnouncedAndNothingElse) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  std::mutex mu;
+  std::multiset<std::string> heard;
+  s->set_change_listener([&](const std::vector<std::string>& keys) {
+    std::lock_guard lock(mu);
+    heard.insert(keys.begin(), keys.end());
+  });
+  ASSERT_TRUE(s->write([](Tx& tx) -> Result<void> {
+    tx.announce("node:a");
+    tx.announce("job:1");
+    return ok();
+  }));
+  ASSERT_FALSE(s->write([](Tx& tx) -> Result<void> {
+    tx.announce("node:rolled-back");
+    return fail(Error::invalid("no"));
+  }));
+  // Concurrent writers share commits; the failing ones' announcements go with their savepoint.
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 20; ++i)
+        (void)s->write([&](Tx& tx) -> Result<void> {
+          tx.announce(fmt::format("w:{}:{}:{}", t, i, i % 3 == 0 ? "bad" : "ok"));
+          if (i % 3 == 0) return fail(Error::invalid("refused"));
+          return ok();
+        });
+    });
+  for (auto& th : threads) th.join();
+  // A read's announcements go nowhere.
+  ASSERT_TRUE(s->read([](Tx& tx) -> Result<void> {
+    tx.announce("read");
+    return ok();
+  }));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(heard.count("node:a"), 1u);
+  EXPECT_EQ(heard.count("job:1"), 1u);
+  EXPECT_EQ(heard.count("node:rolled-back"), 0u);
+  EXPECT_EQ(heard.count("read"), 0u);
+  size_t good = 0;
+  for (const auto& k : heard) {
+    EXPECT_FALSE(k.ends_with(":bad")) << k;
+    good += k.ends_with(":ok") ? 1 : 0;
+  }
+  EXPECT_EQ(good, 8u * 13u);  // 13 of each thread's 20 writes succeed (i % 3 != 0)
 }
 
 TEST(SqliteStore, UniqueViolationIsConflictAndForeignKeysHold) {
