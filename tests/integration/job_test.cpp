@@ -192,6 +192,52 @@ TEST_F(Jobs, ACancelStopsTheMembersAndEndsOnceTheyHaveStopped) {
   EXPECT_EQ(j["allocation"]["state"], "released");
 }
 
+// A gang starts together or not at all: its members are only created until every one has its
+// container; one that cannot start fails the job before any other member has run.
+TEST_F(Jobs, AGangIsStartedOnlyOnceEveryMemberIsCreated) {
+  auto member = [](const std::string& job, int rank, const std::string& state) {
+    Json m = {{"job", job}, {"rank", rank}, {"attempt", 1}, {"state", state}};
+    if (state == "failed") m["error"] = "volume checkpoints is not on this node yet";
+    return m;
+  };
+  auto desired = [&] {
+    std::vector<std::string> out;
+    const Resp hb = heartbeat();
+    for (const auto& m : hb.body["assignments"]["jobs"]) out.push_back(m["desired"]);
+    return out;
+  };
+  auto created = submit(acme_jobs, acme.admin_token, {{"gang", 2}});
+  ASSERT_EQ(created.status, 201) << created.raw;
+  ASSERT_EQ(created.body["state"], "starting") << created.raw;
+  const std::string job = created.body["id"];
+  EXPECT_EQ(desired(), (std::vector<std::string>{"created", "created"}));
+  ASSERT_EQ(heartbeat(Json::array({member(job, 0, "starting")})).status, 200);
+  EXPECT_EQ(desired(), (std::vector<std::string>{"created", "created"}))
+      << "rank 1 has no container yet";
+  ASSERT_EQ(heartbeat(Json::array({member(job, 1, "starting")})).status, 200);
+  EXPECT_EQ(desired(), (std::vector<std::string>{"running", "running"}));
+  ASSERT_EQ(
+      heartbeat(Json::array({member(job, 0, "running"), member(job, 1, "running")})).status, 200);
+  EXPECT_EQ(get(acme_jobs + "/" + job)["state"], "running");
+  ASSERT_EQ(s.request("POST", acme_jobs + "/" + job + "/cancel", Json::object(), acme.admin_token)
+                .status,
+            200);
+  // Members that stop before they ever ran report so, and the cancel completes.
+  ASSERT_EQ(
+      heartbeat(Json::array({member(job, 0, "stopped"), member(job, 1, "stopped")})).status, 200);
+  EXPECT_EQ(get(acme_jobs + "/" + job)["state"], "cancelled");
+
+  const std::string broken =
+      submit(acme_jobs, acme.admin_token, {{"name", "train-2"}, {"gang", 2}}).body["id"];
+  ASSERT_EQ(heartbeat(Json::array({member(broken, 0, "starting"), member(broken, 1, "failed")}))
+                .status,
+            200);
+  Json j = get(acme_jobs + "/" + broken);
+  EXPECT_EQ(j["state"], "failed") << j.dump(2);
+  EXPECT_EQ(j["failure"], "start_failed");
+  EXPECT_TRUE(heartbeat().body["assignments"]["jobs"].empty()) << "rank 0 is never started";
+}
+
 TEST_F(Jobs, BadInputIsRefusedAndChangesNothing) {
   const std::string t = acme.admin_token;
   EXPECT_EQ(submit(acme_jobs, t, {{"privileged", true}}).status, 400);

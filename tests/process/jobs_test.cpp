@@ -378,6 +378,19 @@ TEST_F(JobNetworkTest, AGangOfTwoOnTwoNodesMeetsAtMasterAddr) {
   EXPECT_NE(done["members"][0]["node_id"], done["members"][1]["node_id"]);
   Json l = admin("GET", alpha_.jobs + "/" + gang.value("id", "") + "/logs?rank=0");
   EXPECT_NE(l["members"][0].value("text", "").find("hello-from-1"), std::string::npos) << l.dump();
+  // Each member was created first and started once both had their containers.
+  const std::string agents = agents_log();
+  size_t created = 0, started = 0;
+  for (size_t at = 0; (at = agents.find("creating (its gang starts together)", at)) !=
+                      std::string::npos;
+       ++at)
+    ++created;
+  for (size_t at = 0; (at = agents.find("its gang is ready, starting member", at)) !=
+                      std::string::npos;
+       ++at)
+    ++started;
+  EXPECT_EQ(created, 2u) << agents;
+  EXPECT_EQ(started, 2u) << agents;
 }
 
 TEST_F(JobNetworkTest, AnotherTenantsJobCannotConnectWhereTheTenantsOwnJobsCan) {
