@@ -419,7 +419,11 @@ Result<void> JobRunner::start(const MemberAssignment& m,
   l.world_size = m.world_size;
   l.attempt = m.attempt;
   l.image = m.image;
-  l.pull_always = m.pull_always;
+  if (m.pull_always) {
+    // Pulled now, and run as the digest pulled: what the job records is what runs.
+    const std::string digest = GP_TRY(podman_.pull(m.image));
+    l.image = policy::image_repository(m.image) + "@" + digest;
+  }
   l.command = m.command;
   l.args = m.args;
   l.env = m.env;

@@ -213,7 +213,11 @@ Result<std::vector<ContainerStatus>> parse_podman_inspect(const Json& j) {
     const Json* oom = member(*state, "OOMKilled");
     s.oom_killed = oom && oom->is_boolean() && oom->get<bool>();
     s.error = text(*state, "Error");
-    s.image_digest = text(c, "ImageDigest");
+    // Made from repository@digest (a pulled image pinned), the digest is that one: podman's
+    // ImageDigest may name the manifest the image had when it first came to this host.
+    const std::string image = text(c, "ImageName");
+    const auto at = image.find("@sha256:");
+    s.image_digest = at != std::string::npos ? image.substr(at + 1) : text(c, "ImageDigest");
     read_labels(member(*config, "Labels"), s);
     out.push_back(std::move(s));
   }

@@ -11,7 +11,9 @@
 #include <thread>
 
 #include "common/files.h"
+#include "common/json.h"
 #include "common/subprocess.h"
+#include "policy/admission.h"
 
 namespace gp::jobs {
 
@@ -50,6 +52,25 @@ Result<void> Podman::run(const std::vector<std::string>& argv) const {
   if (argv.size() < 2) return fail(Error::invalid("podman run: empty command line"));
   GP_TRY(call({argv.begin() + 1, argv.end()}, "run"));
   return ok();
+}
+
+Result<std::string> Podman::pull(const std::string& image) const {
+  GP_TRY(call({"pull", "--quiet", image}, "pull " + image));
+  const Json digests = Json::parse(
+      GP_TRY(call({"image", "inspect", "--format", "{{json .RepoDigests}}", image}, "image inspect")),
+      nullptr, false);
+  // The image's name at this registry, as podman records it: repository@digest.
+  const std::string repository = policy::image_repository(image);
+  if (digests.is_array())
+    for (const auto& d : digests)
+      if (d.is_string()) {
+        const std::string ref = d.get<std::string>();
+        const auto at = ref.find('@');
+        if (at != std::string::npos && policy::image_repository(ref.substr(0, at)) == repository)
+          return ref.substr(at + 1);
+      }
+  return fail(Error::unavailable(
+      fmt::format("podman pull {}: no digest of {} among the image's names", image, repository)));
 }
 
 Result<void> Podman::start(const std::string& name) const {

@@ -29,6 +29,10 @@ class Podman {
   // unavailable with podman's message when it could not start it (an image that cannot be
   // pulled, a runtime error); the container may then exist in state "created".
   Result<void> run(const std::vector<std::string>& argv) const;
+  // Pulls `image` from its registry (whatever the node holds) and returns the manifest digest
+  // the registry served ("sha256:..."): the reference `repository@digest` names exactly what
+  // was pulled. unavailable with podman's message when it cannot be pulled.
+  Result<std::string> pull(const std::string& image) const;
   // Starts a member made with MemberLaunch::create_only.
   Result<void> start(const std::string& name) const;
   Result<std::vector<ContainerStatus>> inspect(const std::vector<std::string>& names) const;

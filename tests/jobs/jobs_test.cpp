@@ -369,10 +369,12 @@ TEST(PodmanInspect, ReadsStateExitOomAndLabels) {
     "State":{"Status":"exited","Running":false,"ExitCode":137,"OOMKilled":true,"Error":""},
     "Config":{"Labels":{"dev.gpuplane.job":"job_1","dev.gpuplane.rank":"0",
       "dev.gpuplane.attempt":"1","dev.gpuplane.allocation":"alc_1"}}},
-    {"Name":"other","State":{"Status":"running","Running":true,"ExitCode":0},"Config":{}}])");
+    {"Name":"other","State":{"Status":"running","Running":true,"ExitCode":0},"Config":{}},
+    {"Name":"pinned","ImageDigest":"sha256:local","ImageName":"127.0.0.1:5000/t/b@sha256:pulled",
+     "State":{"Status":"running","Running":true},"Config":{}}])");
   auto s = parse_podman_inspect(j);
   ASSERT_TRUE(s) << s.error().message;
-  ASSERT_EQ(s->size(), 2u);
+  ASSERT_EQ(s->size(), 3u);
   EXPECT_EQ((*s)[0].state, "exited");
   EXPECT_EQ((*s)[0].exit_code, 137);
   EXPECT_TRUE((*s)[0].oom_killed);
@@ -382,6 +384,7 @@ TEST(PodmanInspect, ReadsStateExitOomAndLabels) {
   EXPECT_EQ((*s)[0].image_digest, "sha256:ab");
   EXPECT_TRUE((*s)[1].running);
   EXPECT_EQ((*s)[1].job_id, "");
+  EXPECT_EQ((*s)[2].image_digest, "sha256:pulled") << "made from a pulled digest: that digest";
   EXPECT_FALSE(parse_podman_inspect(Json::object()));
   EXPECT_FALSE(parse_podman_inspect(Json::parse(R"([{"Name":"x"}])")));
 }

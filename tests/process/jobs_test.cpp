@@ -47,6 +47,8 @@ class JobsTest : public ::testing::Test {
 
   // What a node's agent gets besides the common flags, and how many GPUs each node has.
   virtual std::vector<std::string> agent_args(const std::string& /*node*/) { return {}; }
+  // Environment the agents run with (and their podman after them).
+  virtual std::map<std::string, std::optional<std::string>> agent_env() { return {}; }
   virtual int gpus_per_node() const { return 2; }
 
   void SetUp() override {
@@ -123,7 +125,8 @@ class JobsTest : public ::testing::Test {
       args.push_back(admin("POST", "/v1/join-tokens", {{"ttl_seconds", 600}}, 201)["token"]);
     }
     auto child = Child::spawn(gpuplane_binary(), args,
-                              {.stdout_path = dir_.path() / (name + ".out"),
+                              {.env = agent_env(),
+                               .stdout_path = dir_.path() / (name + ".out"),
                                .stderr_path = dir_.path() / (name + ".err")});
     ASSERT_TRUE(child);
     agents_.erase(name);
@@ -410,6 +413,74 @@ TEST_F(JobNetworkTest, AnotherTenantsJobCannotConnectWhereTheTenantsOwnJobsCan) 
   EXPECT_EQ(finished(bravo_, other)["state"], "succeeded");
   EXPECT_NE(logs(alpha_, own).find("reached"), std::string::npos) << logs(alpha_, own);
   EXPECT_NE(logs(bravo_, other).find("unreachable"), std::string::npos) << logs(bravo_, other);
+}
+
+// A registry on 127.0.0.1 (Debian's docker-registry) holding the test image, which a tenant that
+// must pull every time (its workload policy) runs from there: the pulled digest is recorded.
+class JobRegistryTest : public JobsTest {
+ protected:
+  void SetUp() override {
+    if (!why_not_.empty()) GTEST_SKIP() << why_not_;
+    const std::string registry = "/usr/bin/docker-registry";
+    if (!fs::exists(registry)) GTEST_SKIP() << "docker-registry is missing: install it";
+    port_ = free_port();
+    const std::string data = dir_.str("registry");
+    std::ofstream(dir_.str("registry.yml"))
+        << "version: 0.1\nlog:\n  level: error\nstorage:\n  filesystem:\n    rootdirectory: "
+        << data << "\nhttp:\n  addr: 127.0.0.1:" << port_ << "\n";
+    // The agents' podman reaches it over plain HTTP, as an operator's local mirror is declared.
+    std::ofstream(dir_.str("registries.conf"))
+        << "[[registry]]\nlocation = \"127.0.0.1:" << port_ << "\"\ninsecure = true\n";
+    auto child = Child::spawn(registry, {"serve", dir_.str("registry.yml")},
+                              {.stdout_path = dir_.path() / "registry.out",
+                               .stderr_path = dir_.path() / "registry.err"});
+    ASSERT_TRUE(child);
+    registry_.emplace(std::move(*child));
+    image_ = fmt::format("127.0.0.1:{}/gpuplane-test/busybox:1", port_);
+    ASSERT_TRUE(eventually([&] {
+      return run(find_program("podman"), {"push", "-q", "--tls-verify=false", kImage, image_})
+                 .exit_code == 0;
+    })) << registry_->stderr_text();
+    JobsTest::SetUp();
+  }
+
+  std::map<std::string, std::optional<std::string>> agent_env() override {
+    return {{"CONTAINERS_REGISTRIES_CONF", dir_.str("registries.conf")}};
+  }
+
+  // The manifest digest the registry serves for the image's tag.
+  std::string registry_digest() {
+    auto r = run(find_program("curl"),
+                 {"-sfI", "-H", "Accept: application/vnd.oci.image.manifest.v1+json", "-H",
+                  "Accept: application/vnd.docker.distribution.manifest.v2+json",
+                  fmt::format("http://127.0.0.1:{}/v2/gpuplane-test/busybox/manifests/1", port_)});
+    std::istringstream lines(r.out);
+    for (std::string line; std::getline(lines, line);)
+      if (line.starts_with("Docker-Content-Digest: ") || line.starts_with("docker-content-digest: "))
+        return line.substr(23, line.find_last_not_of("\r\n") - 22);
+    return {};
+  }
+
+  int port_ = 0;
+  std::string image_;
+  std::optional<Child> registry_;
+};
+
+TEST_F(JobRegistryTest, ATenantThatMustPullRunsTheImageFromTheLocalRegistryAndRecordsItsDigest) {
+  admin("PUT", "/v1/tenants/" + alpha_.id + "/workload-policy",
+        {{"allowed_registries", {fmt::format("127.0.0.1:{}", port_)}},
+         {"require_pull_always", true}});
+  // The local copy of the image is gone from the node: only a pull can run the job.
+  run(find_program("podman"), {"rmi", "-f", image_});
+  Json j = submit(alpha_, "pulled", "echo pulled-and-ran", {{"image", image_}});
+  Json done = finished(alpha_, j);
+  EXPECT_EQ(done["state"], "succeeded") << done.dump(2) << agents_log();
+  EXPECT_NE(logs(alpha_, j).find("pulled-and-ran"), std::string::npos);
+  const std::string digest = registry_digest();
+  ASSERT_TRUE(digest.starts_with("sha256:")) << digest;
+  EXPECT_EQ(done.value("image_digest", ""), digest) << done.dump(2);
+  // The tenant's policy names this registry only: the image under another name is refused.
+  submit(alpha_, "elsewhere", "true", {{"image", kImage}}, 400);
 }
 
 }  // namespace

@@ -94,6 +94,9 @@ class Child {
 
 // The first executable `name` on $PATH; "" if none.
 std::string find_program(const std::string& name);
+// A TCP port on 127.0.0.1 free a moment ago (for a server of the test's own, such as a registry,
+// that takes its port from its configuration).
+int free_port();
 
 // Absolute path of the gpuplane binary: GP_BINARY (set by CTest), else the path it was built
 // at. Empty if neither is known.
