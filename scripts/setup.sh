@@ -26,8 +26,10 @@ PKGS=(
   # agent builds each VM's cloud-init seed ISO with xorriso and its boot disk with qemu-img.
   libvirt-dev libvirt-clients libxml2-dev libxml2-utils xorriso qemu-utils
   # jobs: the node agent runs tenants' job members with podman on runc (crun 1.8 refuses these
-  # machines' hybrid cgroup layout); the tests build their image from busybox-static.
-  podman runc busybox-static
+  # machines' hybrid cgroup layout); the tests build their image from busybox-static and serve
+  # it from a registry of their own on 127.0.0.1 (docker-registry, run by the test, not as a
+  # service).
+  podman runc busybox-static docker-registry
   # node: the npm dev dependencies in package.json (oidc-provider, for the real OpenID provider
   # the OIDC tests start: tests/support/oidc_provider.mjs; vite and typescript, which build and
   # type-check the web console in web/; playwright-core, which drives the browser in
@@ -65,6 +67,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq >/dev/null
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  # The package starts a registry of its own on port 5000 where it can: the tests run theirs.
+  if [[ " ${missing[*]} " == *" docker-registry "* ]]; then
+    $SUDO systemctl disable --now docker-registry >/dev/null 2>&1 \
+      || $SUDO service docker-registry stop >/dev/null 2>&1 || true
+  fi
   echo "setup: done" >&2
 fi
 
