@@ -38,6 +38,10 @@ struct Offering {
   std::string delivery = "container";
   int vm_vcpus = 0;
   int64_t vm_memory_mib = 0;
+  // Delivery "container": the CPU (millicores) and memory each unit's workload may use on its
+  // node; 0 leaves it to the node's share (the node's CPU and memory in proportion to the
+  // share of its GPUs the unit holds).
+  int64_t unit_cpu_millis = 0, unit_memory_mib = 0;
   int64_t created_at = 0, version = 1;
   Json to_json() const;
   Json vm_json() const;  // null for delivery container

@@ -37,6 +37,10 @@ Json Offering::to_json() const {
           {"description", description},
           {"delivery", delivery},
           {"vm", vm_json()},
+          {"container",
+           delivery == "container" && (unit_cpu_millis > 0 || unit_memory_mib > 0)
+               ? Json{{"cpu_millis", unit_cpu_millis}, {"memory_mib", unit_memory_mib}}
+               : Json(nullptr)},
           {"created_at", detail::ts(created_at)},
           {"version", version}};
 }
@@ -45,11 +49,18 @@ namespace {
 
 // delivery and, for "vm", the VM's shape per unit; MIG and shared units need a vGPU type on every
 // model the offering names.
-Result<void> parse_delivery(Offering& o, const Json* shape) {
+Result<void> parse_delivery(Offering& o, const Json* shape, const Json* container) {
   if (o.delivery == "container") {
     if (shape) return fail(Error::invalid("vm applies to delivery vm, not container"));
+    if (container) {
+      ObjectReader r(*container, "container");
+      o.unit_cpu_millis = r.optional_integer("cpu_millis", 1, int64_t{1} << 30).value_or(0);
+      o.unit_memory_mib = r.optional_integer("memory_mib", 16, int64_t{16} << 20).value_or(0);
+      GP_TRY_VOID(r.finish());
+    }
     return ok();
   }
+  if (container) return fail(Error::invalid("container applies to delivery container, not vm"));
   if (o.delivery != "vm")
     return fail(
         Error::invalid(fmt::format("unknown delivery \"{}\"; one of container, vm", o.delivery)));
@@ -80,6 +91,7 @@ Result<Offering> parse_offering(const Json& body) {
   o.description = r.optional_string("description", 500).value_or("");
   o.delivery = r.optional_string("delivery", 16).value_or("container");
   const Json* vm_shape = r.optional_object("vm");
+  const Json* container_shape = r.optional_object("container");
   GP_TRY_VOID(r.finish());
   GP_TRY_VOID(validate_dns_label("name", o.name));
   auto t = sched::parse_tier(tier);
@@ -113,7 +125,7 @@ Result<Offering> parse_offering(const Json& body) {
   if (o.tier != Tier::kShared && o.milli != 0) {
     return fail(Error::invalid(fmt::format("milli applies to tier shared, not {}", tier)));
   }
-  GP_TRY_VOID(parse_delivery(o, vm_shape));
+  GP_TRY_VOID(parse_delivery(o, vm_shape, container_shape));
   return o;
 }
 
@@ -121,7 +133,7 @@ namespace {
 
 constexpr std::string_view kOfferingColumns =
     "id, name, tier, models, gpus, mig_profile, milli, description, created_at, version, "
-    "delivery, vm_vcpus, vm_memory_mib";
+    "delivery, vm_vcpus, vm_memory_mib, unit_cpu_millis, unit_memory_mib";
 
 Offering offering_from(const store::Row& row) {
   Offering o;
@@ -138,6 +150,8 @@ Offering offering_from(const store::Row& row) {
   o.delivery = row.text(10);
   o.vm_vcpus = static_cast<int>(row.integer(11));
   o.vm_memory_mib = row.integer(12);
+  o.unit_cpu_millis = row.integer(13);
+  o.unit_memory_mib = row.integer(14);
   return o;
 }
 
@@ -147,11 +161,12 @@ Result<Offering> create_offering(store::Tx& tx, const World& w, Offering o) {
   o.id = w.ids.next("off");
   o.created_at = w.now();
   o.version = 1;
-  auto r = tx.exec(fmt::format("INSERT INTO offerings ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+  auto r = tx.exec(fmt::format("INSERT INTO offerings ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
                                kOfferingColumns),
                    {o.id, o.name, std::string(sched::tier_name(o.tier)), Json(o.models).dump(),
                     int64_t{o.gpus}, o.mig_profile, int64_t{o.milli}, o.description, o.created_at,
-                    o.version, o.delivery, int64_t{o.vm_vcpus}, o.vm_memory_mib});
+                    o.version, o.delivery, int64_t{o.vm_vcpus}, o.vm_memory_mib,
+                    o.unit_cpu_millis, o.unit_memory_mib});
   if (!r) {
     if (r.error().code == ErrorCode::kConflict)
       return fail(Error::conflict(fmt::format("an offering named {} exists", o.name)));

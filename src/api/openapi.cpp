@@ -273,7 +273,8 @@ Json schemas() {
        {"milli", integer()},
        {"description", str()},
        {"delivery", enum_of({"container", "vm"})},
-       {"vm", object({{"vcpus", integer()}, {"memory_mib", integer()}}, {"vcpus", "memory_mib"})}},
+       {"vm", object({{"vcpus", integer()}, {"memory_mib", integer()}}, {"vcpus", "memory_mib"})},
+       {"container", object({{"cpu_millis", integer()}, {"memory_mib", integer()}}, {})}},
       {"name", "tier"});
   s["Offering"] =
       loose({{"id", str()},
@@ -286,6 +287,7 @@ Json schemas() {
              {"description", str()},
              {"delivery", enum_of({"container", "vm"})},
              {"vm", {{"type", {"object", "null"}}}},
+             {"container", {{"type", {"object", "null"}}}},
              {"allowed", boolean},
              {"created_at", time_str()},
              {"version", integer()}},

@@ -28,9 +28,22 @@ void add_offering(CLI::App& app, ClientConfig& c, int* rc) {
   auto vm = std::make_shared<VmShape>();
   create->add_option("--vm-vcpus", vm->vcpus, "vCPUs per unit (delivery vm)");
   create->add_option("--vm-memory-mib", vm->memory_mib, "Memory per unit in MiB (delivery vm)");
-  on_run(create, rc, [&c, body, vm] {
+  struct ContainerShape {
+    int64_t cpu_millis = 0, memory_mib = 0;
+  };
+  auto ct = std::make_shared<ContainerShape>();
+  create->add_option("--cpu-millis", ct->cpu_millis,
+                     "CPU per unit in millicores (delivery container; default: the node's share)");
+  create->add_option("--memory-mib", ct->memory_mib,
+                     "Memory per unit in MiB (delivery container; default: the node's share)");
+  on_run(create, rc, [&c, body, vm, ct] {
     if (vm->vcpus != 0 || vm->memory_mib != 0)
       (*body)["vm"] = {{"vcpus", vm->vcpus}, {"memory_mib", vm->memory_mib}};
+    if (ct->cpu_millis != 0 || ct->memory_mib != 0) {
+      (*body)["container"] = Json::object();
+      if (ct->cpu_millis != 0) (*body)["container"]["cpu_millis"] = ct->cpu_millis;
+      if (ct->memory_mib != 0) (*body)["container"]["memory_mib"] = ct->memory_mib;
+    }
     auto r = call(c, "POST", "/v1/offerings", *body);
     if (r) print(c, *r, {});
     return r.has_value();

@@ -255,12 +255,13 @@ Result<std::optional<storage::ProjectVolumes>> active_project_volumes(
   return std::optional<storage::ProjectVolumes>{};
 }
 
-// Node resources a member gets: the node's CPU and memory in proportion to the share of its
-// GPUs the member holds (whole GPUs, MIG slices as sevenths, shares in thousandths).
+// Node resources a member gets: what its offering gives each unit, times its units; where the
+// offering names none, the node's CPU and memory in proportion to the share of its GPUs the
+// member holds (whole GPUs, MIG slices as sevenths, shares in thousandths).
 struct Share {
   int64_t cpu_millis = 0, memory_bytes = 0;
 };
-Share member_share(const fleet::Node& node, int node_gpus, const Json& grants) {
+Share node_share(const fleet::Node& node, int node_gpus, const Json& grants) {
   if (node_gpus <= 0) return {};
   double gpus = 0;
   for (const auto& g : grants) {
@@ -274,6 +275,14 @@ Share member_share(const fleet::Node& node, int node_gpus, const Json& grants) {
   const double share = std::min(1.0, gpus / node_gpus);
   return {static_cast<int64_t>(static_cast<double>(node.info.cpu_millis) * share),
           static_cast<int64_t>(static_cast<double>(node.info.memory_bytes) * share)};
+}
+Share member_share(const fleet::Node& node, int node_gpus, const Json& grants,
+                   const std::optional<alloc::Offering>& offering, int units) {
+  Share s = node_share(node, node_gpus, grants);
+  if (offering && offering->unit_cpu_millis > 0) s.cpu_millis = offering->unit_cpu_millis * units;
+  if (offering && offering->unit_memory_mib > 0)
+    s.memory_bytes = (offering->unit_memory_mib << 20) * units;
+  return s;
 }
 
 }  // namespace
@@ -572,7 +581,8 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
              {"read_only", v.read_only}});
     Json env = Json::array();
     for (const auto& e : j.spec.env) env.push_back({{"name", e.name}, {"value", e.value}});
-    const Share share = member_share(*node, node_gpus, mine);
+    const Share share = member_share(*node, node_gpus, mine,
+                                     GP_TRY(alloc::find_offering(tx, j.offering_id)), j.spec.count);
     auto log =
         GP_TRY(tx.query_one("SELECT attempt, received FROM job_logs WHERE job_id = ? AND rank = ?",
                             {j.id, int64_t{rank}}));

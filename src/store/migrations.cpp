@@ -770,6 +770,12 @@ CREATE TABLE job_logs (
       {24, "node underlay addresses", R"SQL(
 ALTER TABLE nodes ADD COLUMN underlay_address TEXT
 )SQL"},
+      // What a container offering's unit may use of its node's CPU and memory (docs/jobs.md,
+      // "Limits"); 0: the node's share.
+      {25, "offering container shapes", R"SQL(
+ALTER TABLE offerings ADD COLUMN unit_cpu_millis BIGINT NOT NULL DEFAULT 0;
+ALTER TABLE offerings ADD COLUMN unit_memory_mib BIGINT NOT NULL DEFAULT 0
+)SQL"},
   };
   return kMigrations;
 }

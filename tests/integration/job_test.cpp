@@ -238,6 +238,69 @@ TEST_F(Jobs, AGangIsStartedOnlyOnceEveryMemberIsCreated) {
   EXPECT_TRUE(heartbeat().body["assignments"]["jobs"].empty()) << "rank 0 is never started";
 }
 
+// A member's CPU and memory limits: its offering's per-unit shape times its units, or else the
+// node's share in proportion to the GPUs it holds.
+TEST_F(Jobs, AMembersLimitsComeFromItsOfferingOrElseItsShareOfTheNode) {
+  const std::string admin = s.admin_token();
+  auto shaped = s.request("POST", "/v1/offerings",
+                          {{"name", "gpu1-small"},
+                           {"tier", "dedicated-gpu"},
+                           {"models", {"H200"}},
+                           {"container", {{"cpu_millis", 1500}, {"memory_mib", 512}}}},
+                          admin);
+  ASSERT_EQ(shaped.status, 201) << shaped.raw;
+  EXPECT_EQ(shaped.body["container"]["cpu_millis"], 1500);
+  ASSERT_EQ(submit(acme_jobs, acme.admin_token, {{"offering", "gpu1-small"}, {"count", 2}}).status,
+            201);
+  const Resp hb = heartbeat();
+  ASSERT_EQ(hb.body["assignments"]["jobs"].size(), 1u) << hb.raw;
+  const Json& limits = hb.body["assignments"]["jobs"][0]["limits"];
+  EXPECT_EQ(limits["cpu_millis"], 3000);
+  EXPECT_EQ(limits["memory_bytes"], int64_t{1024} << 20);
+
+  // Without a shape: half the node's CPU and memory for one GPU of its two.
+  const Json node = s.request("GET", "/v1/nodes/" + node_id, nullptr, admin).body;
+  auto other = s.create_project(acme.admin_token, acme.id, "eval");
+  // (the first job holds both GPUs of the node: release it first)
+  const Json first = get(acme_jobs)["items"][0];
+  ASSERT_EQ(s.request("POST", acme_jobs + "/" + first["id"].get<std::string>() + "/cancel",
+                      Json::object(), acme.admin_token)
+                .status,
+            200);
+  ASSERT_EQ(heartbeat(Json::array({{{"job", first["id"]},
+                                    {"rank", 0},
+                                    {"attempt", 1},
+                                    {"state", "stopped"}}}))
+                .status,
+            200);
+  const std::string eval_jobs =
+      "/v1/tenants/" + acme.id + "/projects/" + other["id"].get<std::string>() + "/jobs";
+  ASSERT_EQ(submit(eval_jobs, acme.admin_token).status, 201);
+  const Resp hb2 = heartbeat();
+  ASSERT_EQ(hb2.body["assignments"]["jobs"].size(), 1u) << hb2.raw;
+  EXPECT_EQ(hb2.body["assignments"]["jobs"][0]["limits"]["cpu_millis"],
+            node["cpu_millis"].get<int64_t>() / 2)
+      << node.dump();
+  EXPECT_EQ(hb2.body["assignments"]["jobs"][0]["limits"]["memory_bytes"],
+            node["memory_bytes"].get<int64_t>() / 2);
+
+  // A shape that does not fit the delivery, or out of range, is refused.
+  EXPECT_EQ(s.request("POST", "/v1/offerings",
+                      {{"name", "vm-shaped"},
+                       {"tier", "dedicated-gpu"},
+                       {"delivery", "vm"},
+                       {"vm", {{"vcpus", 4}, {"memory_mib", 8192}}},
+                       {"container", {{"cpu_millis", 1000}}}},
+                      admin)
+                .status,
+            400);
+  EXPECT_EQ(s.request("POST", "/v1/offerings",
+                      {{"name", "tiny"}, {"tier", "dedicated-gpu"}, {"container", {{"memory_mib", 1}}}},
+                      admin)
+                .status,
+            400);
+}
+
 TEST_F(Jobs, BadInputIsRefusedAndChangesNothing) {
   const std::string t = acme.admin_token;
   EXPECT_EQ(submit(acme_jobs, t, {{"privileged", true}}).status, 400);
