@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/thread_safety.h"
@@ -39,7 +40,9 @@ class Watch {
 
 class Holds {
  public:
-  std::shared_ptr<Watch> watch(std::string key) { return std::make_shared<Watch>(*this, key); }
+  std::shared_ptr<Watch> watch(std::string key) {
+    return std::make_shared<Watch>(*this, std::move(key));
+  }
   // The store's change listener: fires every watch of these keys.
   void announce(const std::vector<std::string>& keys);
   // Fires every watch (the server is stopping: held requests are answered now).

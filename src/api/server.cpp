@@ -321,9 +321,9 @@ struct Server::Impl {
       req.body = std::move(msg.body());
       req.remote = remote;
       req.client_cert = peer;
-      // Only a GET may be held (holds.h); it is run again from this copy.
+      // Only a GET that offers to wait may be held (holds.h); it is run again from this copy.
       std::optional<HttpRequest> held;
-      if (req.method == "GET") held = req;
+      if (req.method == "GET" && req.target.find("wait=") != std::string::npos) held = req;
       HttpResponse resp = co_await answer(std::move(req));
       while (resp.hold && held) {
         if (!stopping) {

@@ -167,7 +167,7 @@ Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
   asio::co_spawn(ioc,
                  call(ep, ctx, make_request(ep, method, target, body, headers),
                       Steady::now() + std::chrono::milliseconds(timeout_ms)),
-                 [&](std::exception_ptr e, Result<ClientResponse> r) {
+                 [&](const std::exception_ptr& e, Result<ClientResponse> r) {
                    if (!e) {
                      result = std::move(r);
                      return;
