@@ -56,21 +56,32 @@ Result<void> Podman::run(const std::vector<std::string>& argv) const {
 
 Result<std::string> Podman::pull(const std::string& image) const {
   GP_TRY(call({"pull", "--quiet", image}, "pull " + image));
-  const Json digests = Json::parse(
-      GP_TRY(call({"image", "inspect", "--format", "{{json .RepoDigests}}", image}, "image inspect")),
-      nullptr, false);
-  // The image's name at this registry, as podman records it: repository@digest.
+  const Json inspected =
+      Json::parse(GP_TRY(call({"image", "inspect", image}, "image inspect")), nullptr, false);
+  const Json facts =
+      inspected.is_array() && !inspected.empty() ? inspected.front() : Json::object();
+  // The image's names at this registry, repository@digest, as podman records them. An image
+  // that came to the host another way (imported, or pushed from here) also lists its own first
+  // manifest (.Digest) under every name it has: the registry's digest is the other one.
   const std::string repository = policy::image_repository(image);
-  if (digests.is_array())
-    for (const auto& d : digests)
-      if (d.is_string()) {
-        const std::string ref = d.get<std::string>();
-        const auto at = ref.find('@');
-        if (at != std::string::npos && policy::image_repository(ref.substr(0, at)) == repository)
-          return ref.substr(at + 1);
-      }
-  return fail(Error::unavailable(
-      fmt::format("podman pull {}: no digest of {} among the image's names", image, repository)));
+  const std::string own = facts.is_object() ? facts.value("Digest", "") : "";
+  std::vector<std::string> found;
+  const Json digests = facts.is_object() ? facts.value("RepoDigests", Json::array()) : Json();
+  for (const auto& d : digests.is_array() ? digests : Json::array())
+    if (d.is_string()) {
+      const std::string ref = d.get<std::string>();
+      const auto at = ref.find('@');
+      if (at != std::string::npos && policy::image_repository(ref.substr(0, at)) == repository)
+        found.push_back(ref.substr(at + 1));
+    }
+  std::vector<std::string> served;
+  for (const auto& d : found)
+    if (d != own) served.push_back(d);
+  if (served.size() == 1) return served.front();
+  if (served.empty() && std::ranges::find(found, own) != found.end()) return own;
+  return fail(Error::unavailable(fmt::format(
+      "podman pull {}: cannot tell which of the image's {} digests at {} the registry served",
+      image, found.size(), repository)));
 }
 
 Result<void> Podman::start(const std::string& name) const {
