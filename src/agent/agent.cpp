@@ -481,8 +481,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     if (jobs_moved) continue;
     // Until the next heartbeat, the agent waits for its assignment to change: a job placed on
     // this node or cancelled is acted on at once, not a heartbeat later.
-    const auto next =
-        std::chrono::steady_clock::now() + std::chrono::seconds(o.heartbeat_seconds);
+    const auto next = std::chrono::steady_clock::now() + std::chrono::seconds(o.heartbeat_seconds);
     const std::string etag =
         r && r->status == 200 ? r->body.value("assignments_etag", std::string()) : std::string();
     if (etag.empty())

@@ -83,7 +83,8 @@ jobs::Failure start_failure(std::string_view message) {
 
 // A container made and never started (a gang member waiting for the others).
 bool not_started(const jobs::ContainerStatus& s) {
-  return !s.running && (s.state == "created" || s.state == "configured" || s.state == "initialized");
+  return !s.running &&
+         (s.state == "created" || s.state == "configured" || s.state == "initialized");
 }
 
 // The node's end of a member's veth pair: "gpm" and 8 hex digits of its container's name (an

@@ -481,10 +481,10 @@ Result<Page<Allocation>> list_allocations(store::Tx& tx, const tenancy::TenantSc
 
 Result<Json> node_allocation_states(store::Tx& tx, const std::string& node_id) {
   Json out = Json::array();
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT a.id, a.state FROM allocation_nodes an JOIN allocations a ON a.id = "
-           "an.allocation_id WHERE an.node_id = ? ORDER BY a.id",
-           {node_id})))
+  for (const auto& row :
+       GP_TRY(tx.query("SELECT a.id, a.state FROM allocation_nodes an JOIN allocations a ON a.id = "
+                       "an.allocation_id WHERE an.node_id = ? ORDER BY a.id",
+                       {node_id})))
     out.push_back(Json::array({row.text(0), row.text(1)}));
   return out;
 }

@@ -37,10 +37,9 @@ Json Offering::to_json() const {
           {"description", description},
           {"delivery", delivery},
           {"vm", vm_json()},
-          {"container",
-           delivery == "container" && (unit_cpu_millis > 0 || unit_memory_mib > 0)
-               ? Json{{"cpu_millis", unit_cpu_millis}, {"memory_mib", unit_memory_mib}}
-               : Json(nullptr)},
+          {"container", delivery == "container" && (unit_cpu_millis > 0 || unit_memory_mib > 0)
+                            ? Json{{"cpu_millis", unit_cpu_millis}, {"memory_mib", unit_memory_mib}}
+                            : Json(nullptr)},
           {"created_at", detail::ts(created_at)},
           {"version", version}};
 }
@@ -161,12 +160,12 @@ Result<Offering> create_offering(store::Tx& tx, const World& w, Offering o) {
   o.id = w.ids.next("off");
   o.created_at = w.now();
   o.version = 1;
-  auto r = tx.exec(fmt::format("INSERT INTO offerings ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                               kOfferingColumns),
-                   {o.id, o.name, std::string(sched::tier_name(o.tier)), Json(o.models).dump(),
-                    int64_t{o.gpus}, o.mig_profile, int64_t{o.milli}, o.description, o.created_at,
-                    o.version, o.delivery, int64_t{o.vm_vcpus}, o.vm_memory_mib,
-                    o.unit_cpu_millis, o.unit_memory_mib});
+  auto r = tx.exec(
+      fmt::format("INSERT INTO offerings ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                  kOfferingColumns),
+      {o.id, o.name, std::string(sched::tier_name(o.tier)), Json(o.models).dump(), int64_t{o.gpus},
+       o.mig_profile, int64_t{o.milli}, o.description, o.created_at, o.version, o.delivery,
+       int64_t{o.vm_vcpus}, o.vm_memory_mib, o.unit_cpu_millis, o.unit_memory_mib});
   if (!r) {
     if (r.error().code == ErrorCode::kConflict)
       return fail(Error::conflict(fmt::format("an offering named {} exists", o.name)));

@@ -157,7 +157,8 @@ Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSour
       authn_(store, clock),
       allocs_(audit, clock, alloc_options),
       throttles_(std::make_unique<Throttles>(limits_.rate)) {
-  store_.set_change_listener([this](const std::vector<std::string>& keys) { holds_.announce(keys); });
+  store_.set_change_listener(
+      [this](const std::vector<std::string>& keys) { holds_.announce(keys); });
   for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(),
                      alloc_routes(), k8s_routes(), network_routes(), billing_routes(),
                      posture_routes(), usage_routes(), budget_routes()})

@@ -241,7 +241,8 @@ Result<Reply> list_node_certificates(Api&, Call& call, store::Tx& tx) {
 // jobs::node_assignment describes them (secrets by name). The heartbeat's answer carries it,
 // and the agent waits on GET /v1/agent/changes until it differs.
 std::string assignment_etag(const Json& allocations, const Json& jobs) {
-  return hex_encode(sha256(Json{{"allocations", allocations}, {"jobs", jobs}}.dump())).substr(0, 32);
+  return hex_encode(sha256(Json{{"allocations", allocations}, {"jobs", jobs}}.dump()))
+      .substr(0, 32);
 }
 
 // GET /v1/agent/changes?since=E&wait=S: the node's assignment digest, and whether it differs
@@ -317,8 +318,8 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
     api.allocs().invalidate();
   Json assignments = GP_TRY(api.allocs().acknowledge(tx, w, call.who.id));
   assignments["jobs"] = GP_TRY(jobs::node_assignment(tx, call.who.id));
-  const std::string etag = assignment_etag(GP_TRY(alloc::node_allocation_states(tx, call.who.id)),
-                                           assignments["jobs"]);
+  const std::string etag =
+      assignment_etag(GP_TRY(alloc::node_allocation_states(tx, call.who.id)), assignments["jobs"]);
   // The secrets a member mounts travel to its node opened, over the node's own connection.
   for (auto& member : assignments["jobs"]) {
     Json opened = Json::array();
@@ -329,11 +330,10 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
     member["secrets"] = std::move(opened);
   }
   Mutation m;
-  m.reply = json_reply(
-      200, {{"node", n.to_json()},
-            {"assignments", assignments},
-            {"assignments_etag", etag},
-            {"heartbeat_seconds", 10}});
+  m.reply = json_reply(200, {{"node", n.to_json()},
+                             {"assignments", assignments},
+                             {"assignments_etag", etag},
+                             {"heartbeat_seconds", 10}});
   m.resource = "/v1/nodes/" + n.id;
   m.audited = detail.contains("gpu_health") || detail.contains("vms") || detail.contains("jobs") ||
               n.state_reason == "heartbeats resumed";

@@ -1,7 +1,6 @@
 // Jobs: a tenant's work, run as containers on the GPUs of its allocation (docs/jobs.md).
 #include <fmt/format.h>
 
-
 #include "api/router.h"
 #include "jobs/records.h"
 #include "policy/admission.h"

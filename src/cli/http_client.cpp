@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <optional>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
@@ -15,6 +13,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <chrono>
+#include <optional>
 #include <utility>
 
 #include "tls/tls.h"
@@ -90,9 +90,9 @@ asio::awaitable<ClientResponse> exchange(Stream& stream, http::request<http::str
   co_return out;
 }
 
-http::request<http::string_body> make_request(const Endpoint& ep, std::string_view method,
-                                              std::string_view target, std::string_view body,
-                                              const std::vector<std::pair<std::string, std::string>>& headers) {
+http::request<http::string_body> make_request(
+    const Endpoint& ep, std::string_view method, std::string_view target, std::string_view body,
+    const std::vector<std::pair<std::string, std::string>>& headers) {
   http::request<http::string_body> req{
       http::string_to_verb(beast::string_view(method.data(), method.size())), std::string(target),
       11};

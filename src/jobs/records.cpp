@@ -611,8 +611,8 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
          {"volumes", volumes},
          {"limits", {{"cpu_millis", share.cpu_millis}, {"memory_bytes", share.memory_bytes}}},
          {"desired", j.stop_requested_at ? "stopped"
-                     : gang_ready         ? "running"
-                                          : "created"},
+                     : gang_ready        ? "running"
+                                         : "created"},
          {"stop_grace_seconds", kStopGraceSeconds},
          {"log_offset", log_offset},
          {"network", net},

@@ -216,22 +216,22 @@ TEST_F(Jobs, AGangIsStartedOnlyOnceEveryMemberIsCreated) {
       << "rank 1 has no container yet";
   ASSERT_EQ(heartbeat(Json::array({member(job, 1, "starting")})).status, 200);
   EXPECT_EQ(desired(), (std::vector<std::string>{"running", "running"}));
-  ASSERT_EQ(
-      heartbeat(Json::array({member(job, 0, "running"), member(job, 1, "running")})).status, 200);
-  EXPECT_EQ(get(acme_jobs + "/" + job)["state"], "running");
-  ASSERT_EQ(s.request("POST", acme_jobs + "/" + job + "/cancel", Json::object(), acme.admin_token)
-                .status,
+  ASSERT_EQ(heartbeat(Json::array({member(job, 0, "running"), member(job, 1, "running")})).status,
             200);
-  // Members that stop before they ever ran report so, and the cancel completes.
+  EXPECT_EQ(get(acme_jobs + "/" + job)["state"], "running");
   ASSERT_EQ(
-      heartbeat(Json::array({member(job, 0, "stopped"), member(job, 1, "stopped")})).status, 200);
+      s.request("POST", acme_jobs + "/" + job + "/cancel", Json::object(), acme.admin_token).status,
+      200);
+  // Members that stop before they ever ran report so, and the cancel completes.
+  ASSERT_EQ(heartbeat(Json::array({member(job, 0, "stopped"), member(job, 1, "stopped")})).status,
+            200);
   EXPECT_EQ(get(acme_jobs + "/" + job)["state"], "cancelled");
 
   const std::string broken =
       submit(acme_jobs, acme.admin_token, {{"name", "train-2"}, {"gang", 2}}).body["id"];
-  ASSERT_EQ(heartbeat(Json::array({member(broken, 0, "starting"), member(broken, 1, "failed")}))
-                .status,
-            200);
+  ASSERT_EQ(
+      heartbeat(Json::array({member(broken, 0, "starting"), member(broken, 1, "failed")})).status,
+      200);
   Json j = get(acme_jobs + "/" + broken);
   EXPECT_EQ(j["state"], "failed") << j.dump(2);
   EXPECT_EQ(j["failure"], "start_failed");
@@ -267,12 +267,11 @@ TEST_F(Jobs, AMembersLimitsComeFromItsOfferingOrElseItsShareOfTheNode) {
                       Json::object(), acme.admin_token)
                 .status,
             200);
-  ASSERT_EQ(heartbeat(Json::array({{{"job", first["id"]},
-                                    {"rank", 0},
-                                    {"attempt", 1},
-                                    {"state", "stopped"}}}))
-                .status,
-            200);
+  ASSERT_EQ(
+      heartbeat(
+          Json::array({{{"job", first["id"]}, {"rank", 0}, {"attempt", 1}, {"state", "stopped"}}}))
+          .status,
+      200);
   const std::string eval_jobs =
       "/v1/tenants/" + acme.id + "/projects/" + other["id"].get<std::string>() + "/jobs";
   ASSERT_EQ(submit(eval_jobs, acme.admin_token).status, 201);
@@ -294,11 +293,12 @@ TEST_F(Jobs, AMembersLimitsComeFromItsOfferingOrElseItsShareOfTheNode) {
                       admin)
                 .status,
             400);
-  EXPECT_EQ(s.request("POST", "/v1/offerings",
-                      {{"name", "tiny"}, {"tier", "dedicated-gpu"}, {"container", {{"memory_mib", 1}}}},
-                      admin)
-                .status,
-            400);
+  EXPECT_EQ(
+      s.request("POST", "/v1/offerings",
+                {{"name", "tiny"}, {"tier", "dedicated-gpu"}, {"container", {{"memory_mib", 1}}}},
+                admin)
+          .status,
+      400);
 }
 
 TEST_F(Jobs, BadInputIsRefusedAndChangesNothing) {
@@ -386,9 +386,8 @@ TEST_F(Jobs, AFollowerIsAnsweredAsSoonAsTheJobWritesMore) {
   const std::string job = submit(acme_jobs, acme.admin_token).body["id"];
   const std::string path = acme_jobs + "/" + job + "/logs";
   Resp followed;
-  std::thread follower([&] {
-    followed = s.request("GET", path + "?since=0&wait=30", nullptr, acme.admin_token);
-  });
+  std::thread follower(
+      [&] { followed = s.request("GET", path + "?since=0&wait=30", nullptr, acme.admin_token); });
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   ASSERT_EQ(heartbeat(Json::array({{{"job", job},
                                     {"rank", 0},

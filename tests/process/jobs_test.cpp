@@ -384,13 +384,11 @@ TEST_F(JobNetworkTest, AGangOfTwoOnTwoNodesMeetsAtMasterAddr) {
   // Each member was created first and started once both had their containers.
   const std::string agents = agents_log();
   size_t created = 0, started = 0;
-  for (size_t at = 0; (at = agents.find("creating (its gang starts together)", at)) !=
-                      std::string::npos;
-       ++at)
+  for (size_t at = 0;
+       (at = agents.find("creating (its gang starts together)", at)) != std::string::npos; ++at)
     ++created;
-  for (size_t at = 0; (at = agents.find("its gang is ready, starting member", at)) !=
-                      std::string::npos;
-       ++at)
+  for (size_t at = 0;
+       (at = agents.find("its gang is ready, starting member", at)) != std::string::npos; ++at)
     ++started;
   EXPECT_EQ(created, 2u) << agents;
   EXPECT_EQ(started, 2u) << agents;
@@ -431,9 +429,9 @@ class JobRegistryTest : public JobsTest {
     // The agents' podman reaches it over plain HTTP, as an operator's local mirror is declared.
     std::ofstream(dir_.str("registries.conf"))
         << "[[registry]]\nlocation = \"127.0.0.1:" << port_ << "\"\ninsecure = true\n";
-    auto child = Child::spawn(registry, {"serve", dir_.str("registry.yml")},
-                              {.stdout_path = dir_.path() / "registry.out",
-                               .stderr_path = dir_.path() / "registry.err"});
+    auto child = Child::spawn(
+        registry, {"serve", dir_.str("registry.yml")},
+        {.stdout_path = dir_.path() / "registry.out", .stderr_path = dir_.path() / "registry.err"});
     ASSERT_TRUE(child);
     registry_.emplace(std::move(*child));
     image_ = fmt::format("127.0.0.1:{}/gpuplane-test/busybox:1", port_);
@@ -456,7 +454,8 @@ class JobRegistryTest : public JobsTest {
                   fmt::format("http://127.0.0.1:{}/v2/gpuplane-test/busybox/manifests/1", port_)});
     std::istringstream lines(r.out);
     for (std::string line; std::getline(lines, line);)
-      if (line.starts_with("Docker-Content-Digest: ") || line.starts_with("docker-content-digest: "))
+      if (line.starts_with("Docker-Content-Digest: ") ||
+          line.starts_with("docker-content-digest: "))
         return line.substr(23, line.find_last_not_of("\r\n") - 22);
     return {};
   }

@@ -141,8 +141,9 @@ TEST_F(Postgres, ConcurrentWritersEachGetTheirOwnResult) {
 // As on SQLite: the listener hears what committed writes announced, never a failed one's.
 TEST_F(Postgres, TheListenerHearsWhatCommittedWritesAnnounced) {
   std::vector<std::string> heard;
-  store_->set_change_listener(
-      [&](const std::vector<std::string>& keys) { heard.insert(heard.end(), keys.begin(), keys.end()); });
+  store_->set_change_listener([&](const std::vector<std::string>& keys) {
+    heard.insert(heard.end(), keys.begin(), keys.end());
+  });
   ASSERT_TRUE(store_->write([](Tx& tx) -> Result<void> {
     tx.announce("node:a");
     return ok();
