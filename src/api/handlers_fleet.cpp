@@ -252,7 +252,8 @@ Result<Reply> agent_changes(Api& api, Call& call) {
   const auto until = GP_TRY(hold_deadline(call));
   auto it = call.req.query.find("since");
   const std::string since = it == call.req.query.end() ? "" : it->second;
-  auto watch = api.holds().watch("node:" + call.who.id);  // before the read: nothing is missed
+  // Taken before the read, so that nothing announced in between is missed.
+  auto watch = until ? api.holds().watch("node:" + call.who.id) : nullptr;
   std::string etag;
   GP_TRY_VOID(api.store().read([&](store::Tx& tx) -> Result<void> {
     etag = assignment_etag(GP_TRY(alloc::node_allocation_states(tx, call.who.id)),

@@ -113,7 +113,7 @@ Result<Reply> get_job_logs(Api& api, Call& call) {
   const int64_t since = GP_TRY(int_param(call, "since", -1, int64_t{1} << 50, -1));
   const auto until = GP_TRY(hold_deadline(call));
   // Taken before the read, so that output arriving in between ends the hold.
-  auto watch = api.holds().watch("job:" + call.param("job"));
+  auto watch = until ? api.holds().watch("job:" + call.param("job")) : nullptr;
   Reply reply;
   bool fresh = false;  // something to tell a follower: new output, or the job has finished
   GP_TRY_VOID(api.store().read([&](store::Tx& tx) -> Result<void> {

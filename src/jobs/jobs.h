@@ -146,7 +146,6 @@ struct MemberLaunch {
   std::string master_addr;  // rank 0's address on the tenant's network
   int master_port = 29500;
   std::string image;
-  bool pull_always = false;  // sensitive and regulated tenants, or their workload policy
   std::vector<std::string> command, args;
   std::vector<EnvVar> env;  // the tenant's, already checked by parse_job_spec
   std::vector<Device> devices;

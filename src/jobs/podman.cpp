@@ -161,7 +161,9 @@ Result<std::vector<std::string>> podman_run_argv(const MemberLaunch& m) {
     opt("--cpus", fmt::format("{}.{:03}", m.limits.cpu_millis / 1000, m.limits.cpu_millis % 1000));
   if (!m.cgroup_parent.empty()) opt("--cgroup-parent", m.cgroup_parent);
   opt("--stop-timeout", std::to_string(m.stop_grace_seconds));
-  opt("--pull", m.pull_always ? "always" : "missing");
+  // The node's copy when it has one: a tenant that must pull has it pulled first and names it
+  // by the digest pulled (Podman::pull).
+  opt("--pull", "missing");
   opt("--log-driver", "k8s-file");
   if (!m.log_path.empty()) opt("--log-opt", "path=" + m.log_path);
   for (const auto& d : m.devices) opt("--device", d.cdi_name);

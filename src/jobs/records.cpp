@@ -546,12 +546,12 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
     const Job j = *GP_TRY(load(tx, row.text(0)));
     // A gang starts together or not at all: its members are created first (image, devices,
     // network), and started only once every one of them has its container.
-    bool gang_ready = j.spec.members == 1;
-    if (!gang_ready) {
-      gang_ready = true;
-      for (const auto& m : GP_TRY(list_members(tx, j.id)))
-        gang_ready = gang_ready && m.state != "pending" && m.state != "failed";
-    }
+    const bool gang_ready =
+        j.spec.members == 1 ||
+        GP_TRY(tx.query_one("SELECT COUNT(*) FROM job_members WHERE job_id = ? AND state IN "
+                            "('pending', 'failed')",
+                            {j.id}))
+                ->integer(0) == 0;
     const int rank = static_cast<int>(row.integer(1));
     auto a = GP_TRY(alloc::find_allocation(tx, tenancy::TenantScope(j.tenant_id), j.allocation_id));
     if (!a || !alloc::live(a->state)) continue;
