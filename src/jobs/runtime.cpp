@@ -226,7 +226,7 @@ Result<MemberCgroup> MemberCgroup::create(const std::string& name, int64_t memor
     return fail(Error::unavailable(
         fmt::format("cannot create cgroup {}: {}", g.memory_dir_.string(), ec.message())));
   GP_TRY_VOID(write_file(g.memory_dir_ / (g.v2_ ? "memory.max" : "memory.limit_in_bytes"),
-                         std::to_string(memory_bytes)));
+                         std::to_string(memory_bytes + kConmonHeadroom)));
   return g;
 }
 
@@ -237,7 +237,7 @@ Result<bool> MemberCgroup::reached_limit() const {
   }
   auto peak = GP_TRY(read_text_file((memory_dir_ / "memory.max_usage_in_bytes").string()));
   auto limit = GP_TRY(read_text_file((memory_dir_ / "memory.limit_in_bytes").string()));
-  return std::atoll(peak.c_str()) >= std::atoll(limit.c_str());
+  return std::atoll(peak.c_str()) >= std::atoll(limit.c_str()) - kConmonHeadroom;
 }
 
 Result<void> MemberCgroup::remove() const {

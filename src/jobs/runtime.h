@@ -68,10 +68,17 @@ class Podman {
 // memory controller reports no OOM kill (these machines: `oom_kill` stays 0 and podman's
 // OOMKilled stays false), a member killed by SIGKILL at its limit is read as out of memory
 // (ended_by_oom). On cgroup v2 the group's memory.events counts the kills.
+//
+// podman puts the container's conmon in the group too (<group>/conmon), so the group's limit is
+// the member's plus kConmonHeadroom: the member's own limit (podman's --memory, on the
+// container's cgroup inside the group) is reached first and the kernel's OOM killer chooses
+// among the member's processes only. Were the two limits equal, the killer could choose conmon,
+// and podman would never learn that the container ended.
 class MemberCgroup {
  public:
+  static constexpr int64_t kConmonHeadroom = 32 << 20;
   // Creates <root>/memory/gpuplane/<name> (v1) or <root>/gpuplane/<name> (v2, enabling the
-  // memory controller on the way) with `memory_bytes` as its limit.
+  // memory controller on the way) with `memory_bytes` + kConmonHeadroom as its limit.
   static Result<MemberCgroup> create(const std::string& name, int64_t memory_bytes,
                                      const std::filesystem::path& root = "/sys/fs/cgroup");
   // The group `name` as create() made it, without touching it: to read whether its memory
@@ -80,8 +87,9 @@ class MemberCgroup {
   static Result<MemberCgroup> existing(const std::string& name,
                                        const std::filesystem::path& root = "/sys/fs/cgroup");
   const std::string& parent() const { return parent_; }  // for --cgroup-parent
-  // Whether the group's memory reached its limit (v1: peak usage at the limit; v2: an OOM
-  // kill or the limit hit, from memory.events).
+  // Whether the member's memory reached its limit (v1: the group's peak usage at the member's
+  // limit or above, conmon's few hundred KiB included; v2: an OOM kill or a limit hit in the
+  // group, from its hierarchical memory.events).
   Result<bool> reached_limit() const;
   // Removes the group and what podman left under it, in every controller.
   Result<void> remove() const;
