@@ -10,7 +10,7 @@ CMAKE_ARGS ?=
 # One line as each stage starts, so a CI log shows where the time goes (docs/development.md).
 STAGE = @echo "== $@ $$(date -u +%H:%M:%S) UTC"
 
-.PHONY: all setup configure build run test test-release test-static test-asan test-tsan test-fuzz fuzz tidy thread-safety bench format clean
+.PHONY: all setup configure build run test test-release test-static test-asan asan-build test-tsan test-fuzz fuzz tidy thread-safety bench format clean
 
 all: build
 
@@ -35,7 +35,7 @@ run: configure
 	@scripts/run.sh $(BUILD)/src/gpuplane
 
 # Every test: the release build, then the unit and integration suites under ASan+UBSan, the
-# threaded suites under TSan, then a short run of every fuzz target.
+# threaded suites under TSan, then a short run of every fuzz target (built in the ASan tree).
 test: test-release test-static test-asan test-tsan test-fuzz
 	$(STAGE)
 
@@ -56,13 +56,19 @@ tidy: build
 	$(STAGE)
 	@CHECK_JOBS=$(JOBS) scripts/clang_checks.py --tidy $(BUILD)
 
-test-asan: setup
+# One clang build serves the sanitizer tests and the fuzz targets (GP_FUZZ: ASan, UBSan and
+# libFuzzer's coverage on every file), so `make test` compiles the tree three times, not four.
+test-asan: asan-build
 	$(STAGE)
-	@scripts/build_console.sh
-	@cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGP_SANITIZE=ON -DGP_BENCH=OFF $(CMAKE_ARGS) >/dev/null
-	@ninja -C $(ASAN_BUILD) -j$(JOBS)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
+
+asan-build: setup
+	$(STAGE)
+	@scripts/build_console.sh
+	@grep -qs 'CMAKE_CXX_COMPILER:.*clang' $(ASAN_BUILD)/CMakeCache.txt || rm -rf $(ASAN_BUILD)
+	@CC=clang-16 CXX=clang++-16 cmake -S . -B $(ASAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DGP_FUZZ=ON -DGP_BENCH=OFF $(CMAKE_ARGS) >/dev/null
+	@ninja -C $(ASAN_BUILD) -j$(JOBS)
 
 # ThreadSanitizer over the suites that run threads (tests/CMakeLists.txt names them): the store,
 # audit, rate limiter, the API server in-process and the real binary. Any report fails the test
@@ -75,10 +81,11 @@ test-tsan: setup
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/support/tsan.supp \
 	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
 
-# libFuzzer targets (docs/fuzzing.md): a bounded run in `make test`, a longer one in `make fuzz`.
-test-fuzz: setup
+# libFuzzer targets (docs/fuzzing.md): a bounded run in `make test` of the targets the ASan build
+# made (Debug), a longer one in `make fuzz` of its own optimised build.
+test-fuzz: asan-build
 	$(STAGE)
-	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_JOBS=$(JOBS) scripts/fuzz.sh $(TEST_FUZZ_SECONDS)
+	@FUZZ_BUILD=$(ASAN_BUILD) FUZZ_JOBS=$(JOBS) scripts/fuzz.sh $(TEST_FUZZ_SECONDS)
 
 fuzz: setup
 	@FUZZ_BUILD=$(FUZZ_BUILD) FUZZ_JOBS=$(JOBS) scripts/fuzz.sh $(FUZZ_SECONDS)

@@ -150,9 +150,12 @@ TEST(AuditSigner, RejectsWhatIsNotAnEd25519Key) {
   BIO* pub = BIO_new(BIO_s_mem());
   PEM_write_bio_PrivateKey(priv, ec, nullptr, nullptr, 0, nullptr, nullptr);
   PEM_write_bio_PUBKEY(pub, ec);
+  // The length first: the order a constructor's arguments are evaluated in is unspecified.
   char* data = nullptr;
-  std::string priv_pem(data, static_cast<size_t>(BIO_get_mem_data(priv, &data)));
-  std::string pub_pem(data, static_cast<size_t>(BIO_get_mem_data(pub, &data)));
+  const auto priv_size = static_cast<size_t>(BIO_get_mem_data(priv, &data));
+  std::string priv_pem(data, priv_size);
+  const auto pub_size = static_cast<size_t>(BIO_get_mem_data(pub, &data));
+  std::string pub_pem(data, pub_size);
   BIO_free(priv);
   BIO_free(pub);
   EVP_PKEY_free(ec);

@@ -13,8 +13,10 @@ Json gpu(int i, std::string model = "NVIDIA H200") {
           {"mig_capable", true}};
 }
 
-Json node(Json gpus) {
-  return {{"node", {{"name", "n1"}, {"cpu_millis", 1000}, {"rack", "r1"}}}, {"gpus", gpus}};
+// A vector, not a Json: `{gpu(0)}` as a Json is an array to g++ and a copy of the one GPU to
+// clang (a one-element braced list of the same type).
+Json node(const std::vector<Json>& gpus) {
+  return {{"node", {{"name", "n1"}, {"cpu_millis", 1000}, {"rack", "r1"}}}, {"gpus", Json(gpus)}};
 }
 
 TEST(Inventory, ParsesAValidNodeWithMig) {

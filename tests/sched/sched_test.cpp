@@ -644,15 +644,15 @@ struct QuotaBoundaryMix {
 };
 
 std::vector<QuotaBoundaryLevel> quota_boundary_levels() {
-  const int64_t plenty = gpu_units(100);
-  auto lender = [plenty](QuotaTree& q, int64_t nominal = -1) {
+  constexpr int64_t plenty = gpu_units(100);
+  auto lender = [](QuotaTree& q, int64_t nominal = -1) {
     q.set_tenant("lender", "H200", {.nominal = nominal < 0 ? plenty : nominal});
     q.set_cohort("lender", "co");
     q.set_cohort("t", "co");
   };
   return {
       {"platform limit", "platform level",
-       [plenty](int64_t l) {
+       [](int64_t l) {
          QuotaTree q;
          q.set_platform("H200", l);
          q.set_tenant("t", "H200", {.nominal = plenty});
@@ -686,21 +686,21 @@ std::vector<QuotaBoundaryLevel> quota_boundary_levels() {
          return q;
        }},
       {"project hard limit", "project level",
-       [plenty](int64_t l) {
+       [](int64_t l) {
          QuotaTree q;
          q.set_tenant("t", "H200", {.nominal = plenty});
          q.set_project("t", "p", "H200", {.nominal = 0, .limit = l});
          return q;
        }},
       {"project nominal", "project level",
-       [plenty](int64_t l) {
+       [](int64_t l) {
          QuotaTree q;
          q.set_tenant("t", "H200", {.nominal = plenty});
          q.set_project("t", "p", "H200", {.nominal = l});
          return q;
        }},
       {"project nominal + borrow limit", "project level",
-       [plenty](int64_t l) {
+       [](int64_t l) {
          QuotaTree q;
          q.set_tenant("t", "H200", {.nominal = plenty});
          q.set_project("t", "p", "H200",
