@@ -19,6 +19,7 @@
 #include "agent/vms.h"
 #include "cli/http_client.h"
 #include "common/clock.h"
+#include "common/files.h"
 #include "fleet/inventory.h"
 #include "tls/tls.h"
 
@@ -237,6 +238,19 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       return 2;
     }
     underlay = *a;
+  }
+  std::vector<std::string> resolvers;
+  if (o.member_dns.empty()) {
+    if (auto text = read_text_file("/etc/resolv.conf"))
+      resolvers = jobs::resolv_conf_nameservers(*text);
+  } else if (o.member_dns != std::vector<std::string>{"none"}) {
+    for (const auto& r : o.member_dns) {
+      if (auto a = network::parse_ipv4(r); !a) {
+        spdlog::critical("--member-dns {}: {}", r, a.error().message);
+        return 2;
+      }
+    }
+    resolvers = o.member_dns;
   }
   if (o.job_network && (!o.run_jobs || !o.enforce_network)) {
     spdlog::critical("--job-network needs --jobs and --enforce-network (the members' rules)");
@@ -464,6 +478,11 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
                                                             std::vector<network::OverlayLink> l) {
                                                   return enforcer.set_runtime_network(std::move(w),
                                                                                       std::move(l));
+                                                },
+                                            .resolvers = resolvers,
+                                            .tenant_policy =
+                                                [&enforcer](const std::string& tenant) {
+                                                  return enforcer.tenant_policy(tenant);
                                                 }},
                            clock);
       auto assigned = parse_member_assignments(

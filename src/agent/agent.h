@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <string>
+#include <vector>
 
 namespace gp::agent {
 
@@ -44,6 +45,10 @@ struct AgentOptions {
   // run with nft_prefix before them, like nft.
   bool job_network = false;
   std::string underlay_address;  // this node's address towards other nodes (tenant VXLANs)
+  // The resolvers members may be given (IPv4; each member gets those its tenant's egress rules
+  // reach): empty for the non-loopback nameservers of the node's /etc/resolv.conf, "none" for
+  // no resolver at all.
+  std::vector<std::string> member_dns;
   // GPU device selection, reported with every inventory (agent/gpu_runtime.h):
   std::string toolkit_config = "/etc/nvidia-container-runtime/config.toml";
   std::string device_list_strategy;  // the device plugin's, comma-separated; "": not given

@@ -259,6 +259,13 @@ Result<void> Enforcer::set_runtime_network(std::vector<network::Workload> worklo
   return ok();
 }
 
+network::TenantPolicy Enforcer::tenant_policy(const std::string& tenant) const {
+  if (last_net_)
+    for (const auto& p : last_net_->policies)
+      if (p.tenant == tenant) return p;
+  return {.tenant = tenant};
+}
+
 bool Enforcer::apply_network(const network::NodeNetState& base) {
   network::NodeNetState state = base;
   std::vector<network::Workload> workloads = runtime_workloads_;

@@ -68,6 +68,8 @@ class Enforcer {
   // unavailable when there is no assignment yet or the ruleset could not be applied.
   Result<void> set_runtime_network(std::vector<network::Workload> workloads,
                                    std::vector<network::OverlayLink> overlays);
+  // The tenant's network policy as last assigned; without one, the default (no egress).
+  network::TenantPolicy tenant_policy(const std::string& tenant) const;
 
  private:
   bool storage_round(const Assignment& a, const HttpCall& http);

@@ -15,6 +15,7 @@
 #include <fstream>
 #include <set>
 
+#include "common/files.h"
 #include "common/subprocess.h"
 #include "policy/admission.h"
 
@@ -120,6 +121,7 @@ Result<std::vector<MemberAssignment>> parse_member_assignments(const Json& jobs_
     MemberAssignment m;
     m.job = GP_TRY(get<std::string>(j, "job", where));
     m.name = GP_TRY(get<std::string>(j, "name", where));
+    GP_TRY_VOID(validate_dns_label(where + ".name", m.name));  // the member's hostname
     m.tenant_id = GP_TRY(get<std::string>(j, "tenant_id", where));
     m.tenant = GP_TRY(get<std::string>(j, "tenant", where));
     m.project_id = GP_TRY(get<std::string>(j, "project_id", where));
@@ -181,6 +183,12 @@ Result<std::vector<MemberAssignment>> parse_member_assignments(const Json& jobs_
           network::parse_ipv4(GP_TRY(get<std::string>(*net, "address", where + ".network"))));
       n.master_addr = GP_TRY(get<std::string>(*net, "master_addr", where + ".network"));
       if (!n.master_addr.empty()) GP_TRY(network::parse_ipv4(n.master_addr));
+      // Absent from a control plane older than the agent: the member's /etc/hosts names it alone.
+      if (net->contains("members"))
+        for (const auto& p : GP_TRY(get<Json>(*net, "members", where + ".network")))
+          n.members.emplace_back(GP_TRY(get<int>(p, "rank", where + ".members")),
+                                 GP_TRY(network::parse_ipv4(
+                                     GP_TRY(get<std::string>(p, "address", where + ".members")))));
       for (const auto& p : GP_TRY(get<Json>(*net, "peers", where + ".network")))
         n.peers.push_back(
             {GP_TRY(network::parse_ipv4(GP_TRY(get<std::string>(p, "address", where + ".peers")))),
@@ -354,6 +362,38 @@ Result<void> JobRunner::apply_network(const std::vector<MemberAssignment>& assig
   return o_.apply_network(std::move(workloads), std::move(links));
 }
 
+std::string JobRunner::names_dir(const std::string& container) const {
+  return (fs::path(o_.state_dir) / "jobs" / "etc" / container).string();
+}
+
+Result<std::vector<jobs::BindMount>> JobRunner::write_names(const MemberAssignment& m,
+                                                            const std::string& container) {
+  jobs::MemberNames names{.hostname = jobs::member_hostname(m.name, m.rank)};
+  if (m.network) {
+    for (const auto& [rank, address] : m.network->members)
+      names.hosts.push_back({jobs::member_hostname(m.name, rank), network::format_ipv4(address)});
+    const network::TenantPolicy policy =
+        o_.tenant_policy ? o_.tenant_policy(m.tenant) : network::TenantPolicy{};
+    for (const auto& r : o_.resolvers)
+      if (auto ip = network::parse_ipv4(r);
+          ip && network::egress_allows(policy, *ip, network::Protocol::kUdp, 53))
+        names.nameservers.push_back(r);
+  }
+  const fs::path dir = names_dir(container);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec)
+    return fail(
+        Error::unavailable(fmt::format("cannot create {}: {}", dir.string(), ec.message())));
+  std::vector<jobs::BindMount> mounts;
+  for (const auto& [file, text] : {std::pair{"hosts", jobs::render_hosts(names)},
+                                   std::pair{"resolv.conf", jobs::render_resolv_conf(names)}}) {
+    GP_TRY_VOID(replace_private_file((dir / file).string(), text, 0644));
+    mounts.push_back({(dir / file).string(), std::string("/etc/") + file, true});
+  }
+  return mounts;
+}
+
 std::string JobRunner::secrets_dir(const std::string& container) const {
   return (fs::path(o_.state_dir) / "jobs" / "secrets" / container).string();
 }
@@ -455,6 +495,8 @@ Result<void> JobRunner::start(const MemberAssignment& m,
       spdlog::warn("job {}: no member cgroup ({}); podman's limit alone applies", m.job,
                    g.error().message);
   }
+  l.hostname = jobs::member_hostname(m.name, m.rank);
+  for (auto& mount : GP_TRY(write_names(m, l.container))) l.mounts.push_back(std::move(mount));
   if (!m.secrets.empty())
     l.mounts.push_back({GP_TRY(mount_secrets(m, l.container)), "/run/secrets", true});
   if (o_.network && m.network) {
@@ -521,6 +563,7 @@ void JobRunner::remove(const std::string& container) {
     if (auto g = jobs::MemberCgroup::existing(container, o_.cgroup_root)) (void)g->remove();
   std::error_code ec;
   fs::remove(log_path(container), ec);
+  fs::remove_all(names_dir(container), ec);
   stopping_.erase(container);
   failed_.erase(container);
 }

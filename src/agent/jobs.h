@@ -56,8 +56,9 @@ struct MemberAssignment {
   struct Network {
     uint32_t vni = 0;
     uint32_t address = 0;
-    std::string master_addr;                  // rank 0's address
-    std::vector<network::OverlayPeer> peers;  // the tenant's members on other nodes
+    std::string master_addr;                        // rank 0's address
+    std::vector<std::pair<int, uint32_t>> members;  // its job's members: rank, address
+    std::vector<network::OverlayPeer> peers;        // the tenant's members on other nodes
   };
   std::optional<Network> network;
 };
@@ -83,6 +84,10 @@ struct JobRunnerOptions {
   uint32_t underlay = 0;               // this node's address towards other nodes
   std::function<Result<void>(std::vector<network::Workload>, std::vector<network::OverlayLink>)>
       apply_network;
+  // The node's resolvers (IPv4) and the tenants' policies: a member on its tenant's network has
+  // as nameservers those resolvers its tenant's egress rules let it reach (jobs.h, "Names").
+  std::vector<std::string> resolvers;
+  std::function<network::TenantPolicy(const std::string& tenant)> tenant_policy;
 };
 
 class JobRunner {
@@ -102,6 +107,11 @@ class JobRunner {
   Result<std::string> mount_secrets(const MemberAssignment& m, const std::string& container);
   void unmount_secrets(const std::string& container);
   std::string secrets_dir(const std::string& container) const;
+  // The member's /etc/hosts and /etc/resolv.conf, in a directory of its own under the state
+  // directory; mounted read-only, removed with the member.
+  Result<std::vector<jobs::BindMount>> write_names(const MemberAssignment& m,
+                                                   const std::string& container);
+  std::string names_dir(const std::string& container) const;
   // The member's namespace joined to the node; undone by detach.
   Result<void> attach(const MemberAssignment& m, const std::string& container);
   void detach(const std::string& container);

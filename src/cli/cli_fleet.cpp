@@ -390,6 +390,11 @@ void add_agent(CLI::App& app, int* rc) {
                 "Put job members on their tenant's network (needs --jobs and --enforce-network)");
   cmd->add_option("--underlay-address", o->underlay_address,
                   "This node's IPv4 address towards other nodes (the tenants' VXLANs)");
+  cmd->add_option("--member-dns", o->member_dns,
+                  "Resolvers (IPv4, comma-separated) a job member may use where its tenant's "
+                  "egress rules reach them on UDP 53; \"none\" for none (default: the node's "
+                  "/etc/resolv.conf, loopback left out)")
+      ->delimiter(',');
   cmd->add_option("--cgroup-root", o->cgroup_root,
                   "Where member cgroups are made (memory limits, oom); \"\" for none")
       ->capture_default_str();

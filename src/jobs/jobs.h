@@ -153,15 +153,38 @@ struct MemberLaunch {
   // first..first+count-1, so container root is the tenant's first id on the host, never root.
   uint32_t ids_first = 0, ids_count = 0;
   uint32_t run_as = 0;  // the id (host side, inside the block) the process runs as: the project's
-  std::vector<BindMount> mounts;  // project volumes and the secrets directory (tmpfs)
-  std::string netns;              // a network namespace path, or empty for no network at all
-  std::string cgroup_parent;      // MemberCgroup::parent(), or empty for podman's default
+  // Project volumes, the secrets directory (tmpfs), the agent's /etc/hosts and /etc/resolv.conf.
+  std::vector<BindMount> mounts;
+  std::string netns;          // a network namespace path, or empty for no network at all
+  std::string hostname;       // empty: the container's name
+  std::string cgroup_parent;  // MemberCgroup::parent(), or empty for podman's default
   Limits limits;
   int stop_grace_seconds = 30;
   // `podman create` instead of `podman run --detach`: everything made, nothing started (a gang
   // member waiting for the others; Podman::start starts it).
   bool create_only = false;
 };
+
+// ---- Names: what a member resolves (docs/jobs.md, "Names and DNS") ----
+// Each member gets an /etc/hosts and an /etc/resolv.conf of the agent's making, bind-mounted
+// read-only: nothing of the node's own files. Its hostname and every member of its job are
+// names in /etc/hosts ("<job name>-<rank>"); the nameservers are those of the node's resolvers
+// the tenant's egress policy lets it reach (UDP port 53), and none when the policy allows none.
+struct MemberNames {
+  std::string hostname;  // "<job name>-<rank>"
+  struct Host {
+    std::string name, address;
+  };
+  std::vector<Host> hosts;               // the job's members on the tenant's network
+  std::vector<std::string> nameservers;  // IPv4 addresses
+};
+// "<job name>-<rank>", the name cut so that the whole stays one DNS label (63 characters).
+std::string member_hostname(std::string_view job_name, int rank);
+std::string render_hosts(const MemberNames& names);
+std::string render_resolv_conf(const MemberNames& names);
+// The IPv4 nameservers of a resolv.conf (a node's own), loopback ones left out: a member, in a
+// network namespace of its own, cannot reach the node's 127.0.0.53.
+std::vector<std::string> resolv_conf_nameservers(std::string_view text);
 
 // How long a member has between SIGTERM and SIGKILL when it is stopped (a cancel, its maximum
 // duration passed, its job gone).

@@ -110,6 +110,7 @@ Result<std::vector<std::string>> podman_run_argv(const MemberLaunch& m) {
   if (!m.log_path.empty() &&
       (!m.log_path.starts_with('/') || m.log_path.find(',') != std::string::npos))
     return fail(Error::invalid("member launch: the log path must be absolute, without ','"));
+  if (!m.hostname.empty()) GP_TRY_VOID(validate_dns_label("member launch: hostname", m.hostname));
   if (!m.netns.empty() && !m.netns.starts_with('/'))
     return fail(Error::invalid("member launch: the network namespace must be a path"));
 
@@ -125,7 +126,7 @@ Result<std::vector<std::string>> podman_run_argv(const MemberLaunch& m) {
     a.push_back(std::move(value));
   };
   opt("--name", m.container);
-  opt("--hostname", m.container);
+  opt("--hostname", m.hostname.empty() ? m.container : m.hostname);
   opt("--label", label(kLabelJob, m.job_id));
   opt("--label", label(kLabelTenant, m.tenant_id));
   opt("--label", label(kLabelAllocation, m.allocation_id));

@@ -502,13 +502,14 @@ Result<int> sync(store::Tx& tx, const World& w, alloc::Service& service) {
 namespace {
 
 // A member's place on its tenant's network: its address, the tenant's VNI and CIDR, rank 0's
-// address (MASTER_ADDR), and the tenant's members on other nodes with those nodes' underlay
+// address (MASTER_ADDR), every member of its job by rank (its /etc/hosts), and the tenant's
+// members on other nodes with those nodes' underlay
 // addresses (the VXLAN's peers). Null when the tenant has no segment.
 Result<Json> member_network(store::Tx& tx, const Job& j, int rank, const std::string& node_id) {
   auto segment = GP_TRY(network::load_segment(tx, j.tenant_id));
   if (!segment) return Json(nullptr);
   std::string address, master;
-  Json peers = Json::array();
+  Json peers = Json::array(), members = Json::array();
   std::map<std::string, std::optional<std::string>> underlays;  // node -> address, looked up once
   for (const auto& row : GP_TRY(tx.query(
            "SELECT m.job_id, m.rank, m.address, m.node_id FROM job_members m JOIN jobs j ON j.id "
@@ -518,17 +519,16 @@ Result<Json> member_network(store::Tx& tx, const Job& j, int rank, const std::st
     const bool same_job = row.text(0) == j.id;
     if (same_job && row.integer(1) == rank) address = row.text(2);
     if (same_job && row.integer(1) == 0) master = row.text(2);
+    if (same_job) members.push_back({{"rank", row.integer(1)}, {"address", row.text(2)}});
     if (row.text(3) == node_id) continue;
     auto [at, fresh] = underlays.try_emplace(row.text(3));
     if (fresh) at->second = GP_TRY(fleet::underlay_address(tx, row.text(3)));
     if (at->second) peers.push_back({{"address", row.text(2)}, {"node", *at->second}});
   }
   if (address.empty()) return Json(nullptr);
-  return Json{{"vni", segment->vni},
-              {"cidr", network::to_string(segment->cidr)},
-              {"address", address},
-              {"master_addr", master},
-              {"peers", peers}};
+  return Json{{"vni", segment->vni}, {"cidr", network::to_string(segment->cidr)},
+              {"address", address},  {"master_addr", master},
+              {"members", members},  {"peers", peers}};
 }
 
 }  // namespace

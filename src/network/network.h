@@ -128,6 +128,11 @@ Result<void> validate_policy(const TenantPolicy& policy, const Ipv4Cidr& superne
 Result<TenantPolicy> policy_from_json(const Json& j, std::string_view tenant,
                                       const Ipv4Cidr& supernet);
 Json to_json(const TenantPolicy& policy);
+// Whether the tenant's egress rules let its workloads open a `protocol` connection to
+// `address`:`port`, as the rendered ruleset decides (a rule of protocol any takes every packet
+// to its destination, one without ports every port). Within the tenant's own CIDR the answer does
+// not come from here: that is always allowed.
+bool egress_allows(const TenantPolicy& policy, uint32_t address, Protocol protocol, uint16_t port);
 
 // ---- One node's state and its nftables ruleset ----
 

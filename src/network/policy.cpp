@@ -1,6 +1,7 @@
 // Tenant network policy: validation and strict JSON reading/writing.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "network/internal.h"
@@ -215,6 +216,18 @@ Result<TenantPolicy> policy_from_json(const Json& j, std::string_view tenant,
   }
   GP_TRY_VOID(validate_policy(p, supernet));
   return p;
+}
+
+bool egress_allows(const TenantPolicy& policy, uint32_t address, Protocol protocol, uint16_t port) {
+  // As the rendered rule matches (nftables.cpp, egress_rule): protocol any takes every packet.
+  return std::ranges::any_of(policy.egress, [&](const EgressRule& r) {
+    if (!r.destination.contains(address)) return false;
+    if (r.protocol == Protocol::kAny) return true;
+    return r.protocol == protocol &&
+           (r.ports.empty() || std::ranges::any_of(r.ports, [port](const PortRange& p) {
+              return p.first <= port && port <= p.last;
+            }));
+  });
 }
 
 Json to_json(const TenantPolicy& p) {

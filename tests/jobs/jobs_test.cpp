@@ -252,6 +252,7 @@ MemberLaunch launch() {
   m.mounts = {{"/srv/gp/acme/p/checkpoints", "/data/checkpoints", false},
               {"/run/gpuplane/jobs/x/secrets", "/run/secrets", true}};
   m.netns = "/run/netns/gp-job_1-r1";
+  m.hostname = "train-1";
   m.limits = {.cpu_millis = 2500, .memory_bytes = 1 << 30, .pids = 512, .open_files = 1024};
   return m;
 }
@@ -274,6 +275,7 @@ TEST(PodmanArgv, EveryBoundaryIsOnTheCommandLine) {
   EXPECT_EQ(values(*argv, "--gidmap"), (std::vector<std::string>{"0:1065536:65536"}));
   EXPECT_EQ(values(*argv, "--user"), (std::vector<std::string>{"1:1"}));
   EXPECT_EQ(values(*argv, "--network"), (std::vector<std::string>{"ns:/run/netns/gp-job_1-r1"}));
+  EXPECT_EQ(values(*argv, "--hostname"), (std::vector<std::string>{"train-1"}));
   for (const char* ns : {"--pid", "--ipc", "--uts"})
     EXPECT_EQ(values(*argv, ns), (std::vector<std::string>{"private"})) << ns;
   EXPECT_EQ(values(*argv, "--device"),
@@ -357,11 +359,47 @@ TEST(PodmanArgv, UnusableLaunchesAreRefused) {
   EXPECT_TRUE(refused([](MemberLaunch& m) { m.mounts[0].host_path += ",ro=false"; }));
   EXPECT_TRUE(refused([](MemberLaunch& m) { m.mounts[1].container_path = "/data/checkpoints"; }));
   EXPECT_TRUE(refused([](MemberLaunch& m) { m.netns = "host"; }));
+  EXPECT_TRUE(refused([](MemberLaunch& m) { m.hostname = "a.b"; }));
+  EXPECT_TRUE(refused([](MemberLaunch& m) { m.hostname = "--privileged"; }));
   MemberLaunch no_net = launch();
   no_net.netns.clear();
   auto argv = podman_run_argv(no_net);
   ASSERT_TRUE(argv);
   EXPECT_EQ(values(*argv, "--network"), (std::vector<std::string>{"none"}));
+}
+
+TEST(MemberNames, TheHostnameIsTheJobAndRankAndStaysOneLabel) {
+  EXPECT_EQ(member_hostname("train", 0), "train-0");
+  EXPECT_EQ(member_hostname("train", 12), "train-12");
+  const std::string long_name(63, 'a');
+  EXPECT_EQ(member_hostname(long_name, 7), std::string(61, 'a') + "-7");
+  // Cut where the name had a '-': never "--" before the rank.
+  EXPECT_EQ(member_hostname(std::string(60, 'a') + "-bcd", 7), std::string(60, 'a') + "-7");
+  EXPECT_TRUE(validate_dns_label("h", member_hostname(std::string(61, 'b') + "-c", 1023)));
+}
+
+TEST(MemberNames, HostsNameTheJobsMembersAndResolvConfOnlyTheReachableResolvers) {
+  MemberNames n{.hostname = "train-1",
+                .hosts = {{"train-0", "10.64.0.2"}, {"train-1", "10.64.0.3"}},
+                .nameservers = {"192.0.2.53"}};
+  EXPECT_EQ(render_hosts(n),
+            "# Written by the gpuplane agent: this member and the members of its job.\n"
+            "127.0.0.1\tlocalhost\n::1\tlocalhost\n10.64.0.2\ttrain-0\n10.64.0.3\ttrain-1\n");
+  const std::string conf = render_resolv_conf(n);
+  EXPECT_NE(conf.find("\nnameserver 192.0.2.53\n"), std::string::npos) << conf;
+  // No network: its own name on loopback, and no nameserver at all.
+  MemberNames alone{.hostname = "solo-0"};
+  EXPECT_NE(render_hosts(alone).find("127.0.1.1\tsolo-0\n"), std::string::npos);
+  EXPECT_EQ(render_resolv_conf(alone).find("\nnameserver"), std::string::npos);
+}
+
+TEST(MemberNames, TheNodesResolversAreItsIpv4NameserversButLoopback) {
+  EXPECT_EQ(resolv_conf_nameservers("# a comment\nnameserver 127.0.0.53\nsearch example.org\n"
+                                    "nameserver 192.0.2.1\nnameserver  10.0.0.2 # second\n"
+                                    "nameserver 2001:db8::1\nnameserver 300.1.1.1\n"
+                                    "nameserverx 192.0.2.9\n"),
+            (std::vector<std::string>{"192.0.2.1", "10.0.0.2"}));
+  EXPECT_TRUE(resolv_conf_nameservers("").empty());
 }
 
 TEST(PodmanInspect, ReadsStateExitOomAndLabels) {

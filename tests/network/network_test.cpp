@@ -175,6 +175,26 @@ TEST(Policy, JsonRoundTrip) {
   EXPECT_EQ(*again, *p);
 }
 
+TEST(Policy, EgressAllowsWhatTheRenderedRulesLetThrough) {
+  auto j = parse_json(R"({
+    "egress": [{"destination": "192.0.2.0/24", "protocol": "udp", "ports": [53, "5300-5310"]},
+               {"destination": "198.51.100.7", "protocol": "any"},
+               {"destination": "203.0.113.0/24", "protocol": "tcp"}]})");
+  ASSERT_TRUE(j);
+  auto p = policy_from_json(*j, "acme", kSupernet);
+  ASSERT_TRUE(p) << p.error().message;
+  const auto ip = [](const char* text) { return *parse_ipv4(text); };
+  EXPECT_TRUE(egress_allows(*p, ip("192.0.2.9"), Protocol::kUdp, 53));
+  EXPECT_TRUE(egress_allows(*p, ip("192.0.2.9"), Protocol::kUdp, 5310));
+  EXPECT_FALSE(egress_allows(*p, ip("192.0.2.9"), Protocol::kUdp, 5311));
+  EXPECT_FALSE(egress_allows(*p, ip("192.0.2.9"), Protocol::kTcp, 53));    // udp only
+  EXPECT_FALSE(egress_allows(*p, ip("192.0.3.9"), Protocol::kUdp, 53));    // outside the CIDR
+  EXPECT_TRUE(egress_allows(*p, ip("198.51.100.7"), Protocol::kUdp, 53));  // any: every port
+  EXPECT_FALSE(egress_allows(*p, ip("198.51.100.8"), Protocol::kUdp, 53));
+  EXPECT_TRUE(egress_allows(*p, ip("203.0.113.200"), Protocol::kTcp, 1));  // no ports: all
+  EXPECT_FALSE(egress_allows(TenantPolicy{.tenant = "acme"}, ip("192.0.2.9"), Protocol::kUdp, 53));
+}
+
 TEST(Policy, EveryBadInputIsRejectedWithAReason) {
   struct Case {
     const char* body;

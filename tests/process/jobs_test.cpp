@@ -4,14 +4,23 @@
 // tenant's policy refuses; cancel as SIGTERM then SIGKILL; no capabilities; an agent killed with
 // SIGKILL mid-job that loses and duplicates nothing. Root only (user namespaces, CDI devices);
 // the image is made here from Debian's busybox-static, nothing is pulled.
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
+#include <thread>
 
 #include "jobs/runtime.h"
 #include "process/process_util.h"
@@ -411,6 +420,169 @@ TEST_F(JobNetworkTest, AnotherTenantsJobCannotConnectWhereTheTenantsOwnJobsCan) 
   EXPECT_EQ(finished(bravo_, other)["state"], "succeeded");
   EXPECT_NE(logs(alpha_, own).find("reached"), std::string::npos) << logs(alpha_, own);
   EXPECT_NE(logs(bravo_, other).find("unreachable"), std::string::npos) << logs(bravo_, other);
+}
+
+// A DNS server of the test's own on UDP port 53 of `address`, inside network namespace `ns`:
+// it answers every A question with `answer` (every other type with no record) and counts the
+// questions that reached it.
+class TinyDns {
+ public:
+  TinyDns(const std::string& ns, const std::string& address, const std::string& answer) {
+    ::inet_pton(AF_INET, answer.c_str(), &answer_);
+    std::promise<std::string> ready;
+    auto started = ready.get_future();
+    thread_ = std::thread([&, ns, address] {
+      // A thread's network namespace is its own: the socket is made inside `ns`.
+      const int nsfd = ::open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+      if (nsfd < 0 || ::setns(nsfd, CLONE_NEWNET) != 0) {
+        ready.set_value("cannot enter " + ns);
+        return;
+      }
+      ::close(nsfd);
+      fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      sockaddr_in at{.sin_family = AF_INET, .sin_port = htons(53), .sin_addr = {}, .sin_zero = {}};
+      ::inet_pton(AF_INET, address.c_str(), &at.sin_addr);
+      if (fd_ < 0 || ::bind(fd_, reinterpret_cast<sockaddr*>(&at), sizeof at) != 0) {
+        ready.set_value("cannot bind " + address + ":53");
+        return;
+      }
+      ready.set_value("");
+      serve();
+    });
+    error_ = started.get();
+  }
+  ~TinyDns() {
+    stop_ = true;
+    thread_.join();
+    if (fd_ >= 0) ::close(fd_);
+  }
+  const std::string& error() const { return error_; }
+  int questions() const { return questions_; }
+
+ private:
+  void serve() {
+    while (!stop_) {
+      pollfd p{.fd = fd_, .events = POLLIN, .revents = 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      unsigned char q[512];
+      sockaddr_in from{};
+      socklen_t from_len = sizeof from;
+      const ssize_t n =
+          ::recvfrom(fd_, q, sizeof q, 0, reinterpret_cast<sockaddr*>(&from), &from_len);
+      if (n < 17) continue;
+      size_t at = 12;  // the header, then the question's name: labels up to an empty one
+      while (at < static_cast<size_t>(n) && q[at] != 0) at += q[at] + 1;
+      if (at + 5 > static_cast<size_t>(n)) continue;
+      const size_t question_end = at + 5;
+      const bool a = q[at + 1] == 0 && q[at + 2] == 1;
+      ++questions_;
+      std::vector<unsigned char> r(q, q + question_end);
+      r[2] = 0x81;  // a response, recursion desired
+      r[3] = 0x80;  // recursion available, no error
+      r[4] = 0, r[5] = 1, r[6] = 0, r[7] = a ? 1 : 0;
+      r[8] = r[9] = r[10] = r[11] = 0;
+      if (a) {
+        const unsigned char rr[] = {0xC0, 0x0C, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4};
+        r.insert(r.end(), std::begin(rr), std::end(rr));
+        const auto* ip = reinterpret_cast<const unsigned char*>(&answer_);
+        r.insert(r.end(), ip, ip + 4);
+      }
+      ::sendto(fd_, r.data(), r.size(), 0, reinterpret_cast<sockaddr*>(&from), from_len);
+    }
+  }
+  in_addr answer_{};
+  int fd_ = -1;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> questions_{0};
+  std::string error_;
+};
+
+// The two nodes of JobNetworkTest and a resolver beyond node A (its own namespace, on a link to
+// A; B reaches it through A), given to the agents with --member-dns. The resolver routes the
+// tenant supernet back through A.
+class JobDnsTest : public JobNetworkTest {
+ protected:
+  static constexpr const char* kResolver = "198.18.0.2";
+  void SetUp() override {
+    if (why_not_.empty() && !find_program("ip").empty() && !find_program("nft").empty()) {
+      const std::string tag = std::to_string(::getpid() % 100000);
+      ns_u_ = "gpt" + tag + "u";
+      ASSERT_EQ(run(find_program("ip"), {"netns", "add", ns_u_}).exit_code, 0);
+    }
+    JobNetworkTest::SetUp();  // the nodes' namespaces, the server, the agents
+    if (ns_u_.empty() || IsSkipped()) return;
+    const std::string tag = std::to_string(::getpid() % 100000);
+    for (const auto& cmd : std::vector<std::vector<std::string>>{
+             {"link", "add", "gdn" + tag, "netns", ns_a_, "type", "veth", "peer", "name",
+              "gdn" + tag, "netns", ns_u_},
+             {"-n", ns_a_, "addr", "add", "198.18.0.1/24", "dev", "gdn" + tag},
+             {"-n", ns_u_, "addr", "add", std::string(kResolver) + "/24", "dev", "gdn" + tag},
+             {"-n", ns_a_, "link", "set", "gdn" + tag, "up"},
+             {"-n", ns_u_, "link", "set", "gdn" + tag, "up"},
+             {"-n", ns_u_, "route", "add", "10.64.0.0/10", "via", "198.18.0.1"},
+             {"-n", ns_b_, "route", "add", "198.18.0.0/24", "via", "10.99.0.1"}}) {
+      auto r = run(find_program("ip"), cmd);
+      ASSERT_EQ(r.exit_code, 0) << "ip " << cmd[0] << " " << cmd[1] << ": " << r.err;
+    }
+    dns_.emplace(ns_u_, kResolver, "192.0.2.77");
+    ASSERT_EQ(dns_->error(), "");
+  }
+  void TearDown() override {
+    dns_.reset();
+    JobNetworkTest::TearDown();
+    if (!ns_u_.empty()) run(find_program("ip"), {"netns", "delete", ns_u_});
+  }
+  std::vector<std::string> agent_args(const std::string& node) override {
+    auto args = JobNetworkTest::agent_args(node);
+    args.insert(args.end(), {"--member-dns", kResolver});
+    return args;
+  }
+  std::string ns_u_;
+  std::optional<TinyDns> dns_;
+};
+
+TEST_F(JobDnsTest, MembersResolveTheirJobByNameAndUseDnsOnlyWhereTheirPolicyAllows) {
+  admin("PUT", "/v1/tenants/" + alpha_.id + "/network/policy",
+        {{"egress", {{{"destination", kResolver}, {"protocol", "udp"}, {"ports", {53}}}}}});
+  // A gang of two, one member per node: each resolves a name through the resolver, and rank 1
+  // reaches rank 0 by its name.
+  Json gang = submit(alpha_, "names",
+                     "hostname; grep nameserver /etc/resolv.conf; "
+                     "nslookup -timeout=3 model-hub.example | grep -A1 model-hub; "
+                     "if [ \"$RANK\" = 0 ]; then nc -l -p 7000; else "
+                     "for i in $(seq 1 100); do echo hello-by-name | nc -w 2 names-0 7000 && "
+                     "exit 0; sleep 0.2; done; exit 1; fi",
+                     {{"gang", 2}, {"count", 2}});
+  Json done = finished(alpha_, gang, std::chrono::seconds(90));
+  EXPECT_EQ(done["state"], "succeeded") << done.dump(2) << logs(alpha_, gang) << agents_log();
+  ASSERT_EQ(done["members"].size(), 2u);
+  EXPECT_NE(done["members"][0]["node_id"], done["members"][1]["node_id"]);
+  for (int rank : {0, 1}) {
+    Json l =
+        admin("GET", fmt::format("{}/{}/logs?rank={}", alpha_.jobs, gang.value("id", ""), rank));
+    const std::string text = l["members"][0].value("text", "");
+    EXPECT_NE(text.find(fmt::format("names-{}\n", rank)), std::string::npos) << text;
+    EXPECT_NE(text.find(fmt::format("nameserver {}", kResolver)), std::string::npos) << text;
+    EXPECT_NE(text.find("192.0.2.77"), std::string::npos) << text;
+    if (rank == 0) {
+      EXPECT_NE(text.find("hello-by-name"), std::string::npos) << text;
+    }
+  }
+  const int asked = dns_->questions();
+  EXPECT_GE(asked, 2);
+  // Bravo's policy reaches no resolver: it is given none, and a question it sends there anyway
+  // is dropped on its node.
+  Json other = submit(bravo_, "nodns",
+                      "echo nameservers=$(grep -c '^nameserver' /etc/resolv.conf); "
+                      "nslookup -timeout=2 -retry=1 model-hub.example " +
+                          std::string(kResolver) + " || echo no-answer");
+  EXPECT_EQ(finished(bravo_, other)["state"], "succeeded") << logs(bravo_, other);
+  const std::string out = logs(bravo_, other);
+  EXPECT_NE(out.find("nameservers=0\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("no-answer"), std::string::npos) << out;
+  EXPECT_EQ(out.find("192.0.2.77"), std::string::npos) << out;
+  EXPECT_EQ(dns_->questions(), asked);
 }
 
 // A registry on 127.0.0.1 (Debian's docker-registry) holding the test image, which a tenant that
