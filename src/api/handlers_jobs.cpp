@@ -1,6 +1,10 @@
 // Jobs: a tenant's work, run as containers on the GPUs of its allocation (docs/jobs.md).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <charconv>
+#include <map>
+
 #include "api/router.h"
 #include "jobs/records.h"
 #include "policy/admission.h"
@@ -103,6 +107,112 @@ Result<Mutation> cancel_job(Api& api, Call& call, store::Tx& tx) {
   return m;
 }
 
+// Where a followed stream of a job's output stands: the job's state last sent, and for each
+// member the offset up to which its output was sent. Written "<state>~<rank>:<offset>,...".
+struct FollowCursor {
+  std::string state;
+  std::map<int64_t, int64_t> offsets;
+};
+
+std::string format_cursor(const FollowCursor& c) {
+  std::string out = c.state + "~";
+  for (const auto& [rank, offset] : c.offsets)
+    out += fmt::format("{}{}:{}", out.back() == '~' ? "" : ",", rank, offset);
+  return out;
+}
+
+Result<FollowCursor> parse_cursor(std::string_view text) {
+  const auto bad = [] { return fail(Error::invalid("cursor is not one this server gave")); };
+  const size_t tilde = text.find('~');
+  if (tilde == std::string_view::npos || !jobs::parse_state(text.substr(0, tilde))) return bad();
+  FollowCursor c{std::string(text.substr(0, tilde)), {}};
+  std::string_view rest = text.substr(tilde + 1);
+  while (!rest.empty()) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = rest.substr(0, comma);
+    rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    const size_t colon = item.find(':');
+    int64_t rank = -1, offset = -1;
+    if (colon == std::string_view::npos) return bad();
+    auto r1 = std::from_chars(item.data(), item.data() + colon, rank);
+    auto r2 = std::from_chars(item.data() + colon + 1, item.data() + item.size(), offset);
+    if (r1.ec != std::errc() || r1.ptr != item.data() + colon || r2.ec != std::errc() ||
+        r2.ptr != item.data() + item.size() || rank < 0 || rank >= jobs::kMaxGangMembers ||
+        offset < 0 || !c.offsets.emplace(rank, offset).second)
+      return bad();
+  }
+  return c;
+}
+
+// How long a followed stream may go without a line: at most this, a line with the job's state
+// (a keep-alive for proxies and for the client to see that the stream lives).
+constexpr std::chrono::seconds kFollowKeepAlive{15};
+
+// GET .../logs?follow=true[&tail=N][&rank=R][&cursor=C]: the output as it comes, streamed as
+// NDJSON (Hold::next_target): a line per piece of a member's output ({rank, start, end, text}),
+// a line with the job's state ({job, state, finished, cursor}) first, when it changes, when
+// nothing else came for kFollowKeepAlive, and last, when the job has finished and the stream
+// ends. A client that lost the stream passes the last `cursor` it was given to go on from there.
+Result<Reply> follow_job_logs(Api& api, Call& call, int tail, int64_t rank) {
+  for (const char* p : {"since", "wait"})
+    if (call.req.query.contains(p))
+      return fail(Error::invalid(fmt::format("follow cannot be combined with {}", p)));
+  std::optional<FollowCursor> cursor;
+  if (auto c = call.req.query.find("cursor"); c != call.req.query.end())
+    cursor = GP_TRY(parse_cursor(c->second));
+  FollowCursor next;
+  // Taken before the read, so that output arriving in between wakes the next part.
+  auto watch = api.holds().watch("job:" + call.param("job"));
+  std::string out;
+  bool finished = false, output = false;
+  std::string job_id;
+  GP_TRY_VOID(api.store().read([&](store::Tx& tx) -> Result<void> {
+    auto j = GP_TRY(path_job(call, tx));
+    job_id = j.id;
+    next.state = jobs::state_name(j.state);
+    finished = jobs::finished(j.state);
+    for (auto& m : GP_TRY(jobs::job_logs(tx, j.id))) {
+      if (rank >= 0 && m.rank != rank) continue;
+      std::string text = std::move(m.text);
+      if (!cursor) {
+        text = jobs::tail_lines(text, tail);  // the first part: the last `tail` lines, or all
+      } else if (auto at = cursor->offsets.find(m.rank); at != cursor->offsets.end()) {
+        const int64_t skip =
+            std::clamp<int64_t>(at->second - m.start, 0, static_cast<int64_t>(text.size()));
+        text.erase(0, static_cast<size_t>(skip));
+      }
+      next.offsets[m.rank] = m.end;
+      if (text.empty()) continue;
+      output = true;
+      out += Json{{"rank", m.rank},
+                  {"start", m.end - static_cast<int64_t>(text.size())},
+                  {"end", m.end},
+                  {"text", text}}
+                 .dump() +
+             "\n";
+    }
+    return ok();
+  }));
+  if (!cursor || cursor->state != next.state || finished || !output)
+    out += Json{{"job", job_id},
+                {"state", next.state},
+                {"finished", finished},
+                {"cursor", format_cursor(next)}}
+               .dump() +
+           "\n";
+  Reply reply;
+  reply.raw = std::move(out);
+  reply.content_type = "application/x-ndjson";
+  if (!finished) {
+    std::string target =
+        fmt::format("{}?follow=true&cursor={}", call.req.path, format_cursor(next));
+    if (rank >= 0) target += fmt::format("&rank={}", rank);
+    reply.hold = Hold{std::move(watch), std::chrono::steady_clock::now() + kFollowKeepAlive,
+                      std::move(target)};
+  }
+  return reply;
+}
+
 // GET .../logs?tail=N&rank=R&since=S&wait=W: each member's kept output (or member R's), its
 // last N lines, or what it wrote from byte S on (a follower passes the `end` it was given). With
 // `since` and `wait`, a request that finds nothing new while the job runs is held (holds.h)
@@ -110,6 +220,13 @@ Result<Mutation> cancel_job(Api& api, Call& call, store::Tx& tx) {
 Result<Reply> get_job_logs(Api& api, Call& call) {
   const int tail = static_cast<int>(GP_TRY(int_param(call, "tail", 0, 100000, 0)));
   const int64_t rank = GP_TRY(int_param(call, "rank", -1, jobs::kMaxGangMembers - 1, -1));
+  if (auto f = call.req.query.find("follow"); f != call.req.query.end()) {
+    if (f->second != "true" && f->second != "false")
+      return fail(Error::invalid("follow must be true or false"));
+    if (f->second == "true") return follow_job_logs(api, call, tail, rank);
+  }
+  if (call.req.query.contains("cursor"))
+    return fail(Error::invalid("cursor goes with follow=true"));
   const int64_t since = GP_TRY(int_param(call, "since", -1, int64_t{1} << 50, -1));
   const auto until = GP_TRY(hold_deadline(call));
   // Taken before the read, so that output arriving in between ends the hold.
@@ -205,10 +322,12 @@ std::vector<Route> job_routes() {
                .action = "job.logs",
                .permission = Permission::kAllocationRead,
                .handler = get_job_logs,
-               .query_params = {"tail", "rank", "since", "wait"},
+               .query_params = {"tail", "rank", "since", "wait", "follow", "cursor"},
                .summary = "A job's output, per member: the last `tail` lines, or from byte "
                           "`since` on (a follower passes back each member's `end`, with `wait` "
-                          "to be answered as soon as there is more).",
+                          "to be answered as soon as there is more); with follow=true, streamed "
+                          "as NDJSON while the job runs (a line per piece of output, a line with "
+                          "the job's state and a `cursor` to resume from).",
                .response_schema = "JobLogs"});
   return r;
 }

@@ -39,9 +39,15 @@ struct HttpRequest {
 // A GET that found nothing new may ask to be held (holds.h): the server waits until `watch`
 // fires or `until` passes, then runs the request again with hold_until set. The response
 // beside it is a complete answer (what a caller that does not hold sends).
+//
+// With `next_target`, the response is streamed: its body is the first part of a chunked body,
+// and after each wait the server runs the request again at `next_target` (which says where the
+// next part starts) and sends that answer's body as the next part, until an answer without
+// `next_target`, or one that is not a 200, ends the body (so is a caller whose access went).
 struct Hold {
   std::shared_ptr<Watch> watch;
   std::chrono::steady_clock::time_point until;
+  std::optional<std::string> next_target;
 };
 
 struct HttpResponse {

@@ -257,6 +257,60 @@ struct Server::Impl {
     co_return resp;
   }
 
+  // Waits until the hold's watch wakes or its deadline passes (at once when stopping).
+  asio::awaitable<void> wait_held(Conn& conn, const Hold& hold) {
+    if (stopping) co_return;
+    auto timer = std::make_shared<asio::steady_timer>(conn.transport().get_executor(), hold.until);
+    // The wake is posted to this connection's strand, where the wait below starts before
+    // anything posted later runs: a change announced at any moment ends the wait.
+    hold.watch->on_wake([timer, ex = conn.transport().get_executor()] {
+      asio::post(ex, [timer] { timer->cancel(); });
+    });
+    boost::system::error_code ec;
+    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+  }
+
+  // A streamed response (http.h, Hold::next_target): the head with chunked transfer coding,
+  // then each part as a chunk (after each wait, the request run again at the part's
+  // next_target), then the last chunk. A server that stops ends the body where it is. False
+  // when a write failed (the client went away).
+  template <typename Stream>
+  asio::awaitable<bool> stream_parts(Conn& conn, Stream& stream, HttpResponse resp,
+                                     const HttpRequest& first, unsigned version, bool keep_alive) {
+    const Limits& limits = api.limits();
+    boost::system::error_code ec;
+    http::response<http::empty_body> head{static_cast<http::status>(resp.status), version};
+    head.set(http::field::server, "gpuplane");
+    head.set(http::field::content_type, resp.content_type);
+    for (auto& [k, v] : resp.headers) head.insert(k, v);
+    head.keep_alive(keep_alive);
+    head.chunked(true);
+    http::response_serializer<http::empty_body> serializer{head};
+    conn.transport().expires_after(limits.body_timeout);
+    co_await http::async_write_header(stream, serializer,
+                                      asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return false;
+    for (;;) {
+      if (!resp.body.empty()) {
+        conn.transport().expires_after(limits.body_timeout);
+        co_await asio::async_write(stream, http::make_chunk(asio::buffer(resp.body)),
+                                   asio::redirect_error(asio::use_awaitable, ec));
+        if (ec) co_return false;
+      }
+      if (!resp.hold || !resp.hold->next_target || stopping) break;
+      co_await wait_held(conn, *resp.hold);
+      if (stopping) break;
+      HttpRequest again = first;
+      again.target = *resp.hold->next_target;
+      resp = co_await answer(std::move(again));
+      if (resp.status != 200) break;
+    }
+    conn.transport().expires_after(limits.body_timeout);
+    co_await asio::async_write(stream, http::make_chunk_last(),
+                               asio::redirect_error(asio::use_awaitable, ec));
+    co_return !ec;
+  }
+
   // The requests of one connection, until it closes or fails. True when it ended cleanly (the
   // last answer said Connection: close, or the server is stopping). `peer` is the client
   // certificate the TLS handshake received, handed to every request of the connection.
@@ -321,21 +375,25 @@ struct Server::Impl {
       req.body = std::move(msg.body());
       req.remote = remote;
       req.client_cert = peer;
-      // Only a GET that offers to wait may be held (holds.h); it is run again from this copy.
+      // Only a GET that offers to wait or to follow may be held (holds.h); it is run again
+      // from this copy.
       std::optional<HttpRequest> held;
-      if (req.method == "GET" && req.target.find("wait=") != std::string::npos) held = req;
+      if (req.method == "GET" && (req.target.find("wait=") != std::string::npos ||
+                                  req.target.find("follow=") != std::string::npos))
+        held = req;
       HttpResponse resp = co_await answer(std::move(req));
-      while (resp.hold && held) {
-        if (!stopping) {
-          auto timer = std::make_shared<asio::steady_timer>(conn.transport().get_executor(),
-                                                            resp.hold->until);
-          // The wake is posted to this connection's strand, where the wait below starts before
-          // anything posted later runs: a change announced at any moment ends the wait.
-          resp.hold->watch->on_wake([timer, ex = conn.transport().get_executor()] {
-            asio::post(ex, [timer] { timer->cancel(); });
-          });
-          co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-        }
+      // HTTP/1.0 has no chunked coding: such a client gets the first part as a whole answer.
+      if (resp.hold && resp.hold->next_target && held && msg.version() >= 11) {
+        const bool keep_alive = msg.keep_alive() && !stopping;
+        const bool sent =
+            co_await stream_parts(conn, stream, std::move(resp), *held, msg.version(), keep_alive);
+        conn.busy = false;
+        if (!sent) co_return false;
+        if (!keep_alive || stopping) co_return true;
+        continue;
+      }
+      while (resp.hold && !resp.hold->next_target && held) {
+        co_await wait_held(conn, *resp.hold);
         HttpRequest again = *held;
         again.hold_until = stopping ? std::chrono::steady_clock::now() : resp.hold->until;
         resp = co_await answer(std::move(again));

@@ -373,6 +373,21 @@ std::optional<Resp> RawConnection::read_response(std::chrono::milliseconds timeo
   return out;
 }
 
+std::optional<std::string> RawConnection::read_until(std::string_view needle,
+                                                     std::chrono::milliseconds timeout) {
+  auto deadline = Clock::now() + timeout;
+  while (received_.find(needle) == std::string::npos) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, millis_until(deadline)) <= 0) return std::nullopt;
+    char buf[16384];
+    ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return std::nullopt;
+    received_.append(buf, size_t(n));
+  }
+  return received_;
+}
+
 bool RawConnection::wait_closed(std::chrono::milliseconds timeout) {
   auto deadline = Clock::now() + timeout;
   for (;;) {

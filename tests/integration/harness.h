@@ -145,6 +145,9 @@ class RawConnection {
   // Reads one HTTP response (head plus Content-Length body, or up to EOF). nullopt when the
   // connection closes without a status line or nothing arrives before the deadline.
   std::optional<Resp> read_response(std::chrono::milliseconds timeout);
+  // Reads bytes as they come until what was read since the connection opened contains
+  // `needle`; returns all of it then, nullopt when the deadline passes or the peer closes first.
+  std::optional<std::string> read_until(std::string_view needle, std::chrono::milliseconds timeout);
   // Waits for the peer to close (EOF or reset), discarding anything it sends first.
   bool wait_closed(std::chrono::milliseconds timeout);
   // True when the peer has neither closed the connection nor sent anything yet.
@@ -153,6 +156,7 @@ class RawConnection {
 
  private:
   int fd_ = -1;
+  std::string received_;  // what read_until has read so far
 };
 
 }  // namespace gp::it

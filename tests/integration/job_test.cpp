@@ -409,5 +409,59 @@ TEST_F(Jobs, AFollowerIsAnsweredAsSoonAsTheJobWritesMore) {
   EXPECT_EQ(s.request("GET", path + "?since=0&wait=30", nullptr, bravo.admin_token).status, 404);
 }
 
+// logs?follow=true streams the output as NDJSON on one response while the job runs: each piece
+// arrives as the node reports it, the job's state comes with a cursor, and the body ends when
+// the job has finished. A cursor resumes a stream without sending anything twice.
+TEST_F(Jobs, AFollowedJobStreamsItsOutputOnOneResponseUntilItEnds) {
+  const std::string job = submit(acme_jobs, acme.admin_token).body["id"];
+  const std::string path = acme_jobs + "/" + job + "/logs";
+  const auto report = [&](const std::string& state, int64_t from, const std::string& text,
+                          Json extra = Json::object()) {
+    Json r = {{"job", job},         {"rank", 0},
+              {"attempt", 1},       {"state", state},
+              {"log_offset", from}, {"log_end", from + static_cast<int64_t>(text.size())},
+              {"log", text}};
+    r.update(extra);
+    return heartbeat(Json::array({r})).status;
+  };
+  ASSERT_EQ(heartbeat().body["assignments"]["jobs"].size(), 1u);  // the node has its member
+  ASSERT_EQ(report("running", 0, "one\n"), 200);
+  RawConnection c(s.port());
+  ASSERT_TRUE(c.send("GET " + path + "?follow=true HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer " +
+                     acme.admin_token + "\r\n\r\n"));
+  // The head says chunked; the first part has what is kept and the state.
+  auto first = c.read_until("\"state\":\"running\"", std::chrono::seconds(10));
+  ASSERT_TRUE(first);
+  EXPECT_NE(first->find("Transfer-Encoding: chunked"), std::string::npos) << *first;
+  EXPECT_NE(first->find("application/x-ndjson"), std::string::npos) << *first;
+  EXPECT_NE(first->find(R"({"end":4,"rank":0,"start":0,"text":"one\n"})"), std::string::npos)
+      << *first;
+  // More output arrives on the same response while the job runs.
+  ASSERT_EQ(report("running", 4, "two\n"), 200);
+  auto second = c.read_until(R"("text":"two\n")", std::chrono::seconds(10));
+  ASSERT_TRUE(second) << "the second piece was not streamed";
+  EXPECT_EQ(second->find("\r\n0\r\n\r\n"), std::string::npos) << "the body ended early";
+  // It exits: the last line says so and the body ends (the last chunk).
+  ASSERT_EQ(report("exited", 8, "", {{"exit_code", 0}}), 200);
+  auto ended = c.read_until("\r\n0\r\n\r\n", std::chrono::seconds(10));
+  ASSERT_TRUE(ended) << "the stream did not end with the job";
+  EXPECT_NE(ended->find(R"("finished":true)"), std::string::npos) << *ended;
+  EXPECT_NE(ended->find(R"("state":"succeeded")"), std::string::npos) << *ended;
+  EXPECT_EQ(ended->find(R"("text":"one\n")"), ended->rfind(R"("text":"one\n")"))
+      << "a piece sent twice";
+
+  // A cursor resumes after what it covers: the finished job's answer is one plain response.
+  auto resumed =
+      s.request("GET", path + "?follow=true&cursor=running~0:4", nullptr, acme.admin_token);
+  ASSERT_EQ(resumed.status, 200) << resumed.raw;
+  EXPECT_EQ(resumed.raw.find(R"("text":"one\n")"), std::string::npos) << resumed.raw;
+  EXPECT_NE(resumed.raw.find(R"("text":"two\n")"), std::string::npos) << resumed.raw;
+  for (const char* bad :
+       {"?follow=yes", "?follow=true&cursor=bogus", "?follow=true&cursor=running~0:x",
+        "?follow=true&since=0", "?follow=true&wait=5", "?cursor=running~"})
+    EXPECT_EQ(s.request("GET", path + bad, nullptr, acme.admin_token).status, 400) << bad;
+  EXPECT_EQ(s.request("GET", path + "?follow=true", nullptr, bravo.admin_token).status, 404);
+}
+
 }  // namespace
 }  // namespace gp::it
