@@ -239,18 +239,21 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     }
     underlay = *a;
   }
-  std::vector<std::string> resolvers;
-  if (o.member_dns.empty()) {
+  std::vector<std::string> named = o.member_dns;
+  if (named.empty()) {
     if (auto text = read_text_file("/etc/resolv.conf"))
-      resolvers = jobs::resolv_conf_nameservers(*text);
-  } else if (o.member_dns != std::vector<std::string>{"none"}) {
-    for (const auto& r : o.member_dns) {
-      if (auto a = network::parse_ipv4(r); !a) {
-        spdlog::critical("--member-dns {}: {}", r, a.error().message);
-        return 2;
-      }
+      named = jobs::resolv_conf_nameservers(*text);
+  } else if (named == std::vector<std::string>{"none"}) {
+    named.clear();
+  }
+  std::vector<uint32_t> resolvers;
+  for (const auto& r : named) {
+    auto a = network::parse_ipv4(r);
+    if (!a) {
+      spdlog::critical("--member-dns {}: {}", r, a.error().message);
+      return 2;
     }
-    resolvers = o.member_dns;
+    resolvers.push_back(*a);
   }
   if (o.job_network && (!o.run_jobs || !o.enforce_network)) {
     spdlog::critical("--job-network needs --jobs and --enforce-network (the members' rules)");

@@ -367,17 +367,17 @@ std::string JobRunner::names_dir(const std::string& container) const {
 }
 
 Result<std::vector<jobs::BindMount>> JobRunner::write_names(const MemberAssignment& m,
-                                                            const std::string& container) {
-  jobs::MemberNames names{.hostname = jobs::member_hostname(m.name, m.rank)};
+                                                            const std::string& container,
+                                                            const std::string& hostname) {
+  jobs::MemberNames names{.hostname = hostname};
   if (m.network) {
     for (const auto& [rank, address] : m.network->members)
       names.hosts.push_back({jobs::member_hostname(m.name, rank), network::format_ipv4(address)});
     const network::TenantPolicy policy =
         o_.tenant_policy ? o_.tenant_policy(m.tenant) : network::TenantPolicy{};
-    for (const auto& r : o_.resolvers)
-      if (auto ip = network::parse_ipv4(r);
-          ip && network::egress_allows(policy, *ip, network::Protocol::kUdp, 53))
-        names.nameservers.push_back(r);
+    for (const uint32_t r : o_.resolvers)
+      if (network::egress_allows(policy, r, network::Protocol::kUdp, 53))
+        names.nameservers.push_back(network::format_ipv4(r));
   }
   const fs::path dir = names_dir(container);
   std::error_code ec;
@@ -496,7 +496,8 @@ Result<void> JobRunner::start(const MemberAssignment& m,
                    g.error().message);
   }
   l.hostname = jobs::member_hostname(m.name, m.rank);
-  for (auto& mount : GP_TRY(write_names(m, l.container))) l.mounts.push_back(std::move(mount));
+  for (auto& mount : GP_TRY(write_names(m, l.container, l.hostname)))
+    l.mounts.push_back(std::move(mount));
   if (!m.secrets.empty())
     l.mounts.push_back({GP_TRY(mount_secrets(m, l.container)), "/run/secrets", true});
   if (o_.network && m.network) {

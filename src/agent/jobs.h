@@ -86,7 +86,7 @@ struct JobRunnerOptions {
       apply_network;
   // The node's resolvers (IPv4) and the tenants' policies: a member on its tenant's network has
   // as nameservers those resolvers its tenant's egress rules let it reach (jobs.h, "Names").
-  std::vector<std::string> resolvers;
+  std::vector<uint32_t> resolvers;
   std::function<network::TenantPolicy(const std::string& tenant)> tenant_policy;
 };
 
@@ -110,7 +110,8 @@ class JobRunner {
   // The member's /etc/hosts and /etc/resolv.conf, in a directory of its own under the state
   // directory; mounted read-only, removed with the member.
   Result<std::vector<jobs::BindMount>> write_names(const MemberAssignment& m,
-                                                   const std::string& container);
+                                                   const std::string& container,
+                                                   const std::string& hostname);
   std::string names_dir(const std::string& container) const;
   // The member's namespace joined to the node; undone by detach.
   Result<void> attach(const MemberAssignment& m, const std::string& container);

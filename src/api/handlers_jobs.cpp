@@ -107,6 +107,12 @@ Result<Mutation> cancel_job(Api& api, Call& call, store::Tx& tx) {
   return m;
 }
 
+// Leaves of a member's kept `text` (its byte `start` on) what it wrote from byte `offset` on.
+void drop_before(std::string& text, int64_t start, int64_t offset) {
+  text.erase(0, static_cast<size_t>(
+                    std::clamp<int64_t>(offset - start, 0, static_cast<int64_t>(text.size()))));
+}
+
 // Where a followed stream of a job's output stands: the job's state last sent, and for each
 // member the offset up to which its output was sent. Written "<state>~<rank>:<offset>,...".
 struct FollowCursor {
@@ -174,13 +180,10 @@ Result<Reply> follow_job_logs(Api& api, Call& call, int tail, int64_t rank) {
     for (auto& m : GP_TRY(jobs::job_logs(tx, j.id))) {
       if (rank >= 0 && m.rank != rank) continue;
       std::string text = std::move(m.text);
-      if (!cursor) {
+      if (!cursor)
         text = jobs::tail_lines(text, tail);  // the first part: the last `tail` lines, or all
-      } else if (auto at = cursor->offsets.find(m.rank); at != cursor->offsets.end()) {
-        const int64_t skip =
-            std::clamp<int64_t>(at->second - m.start, 0, static_cast<int64_t>(text.size()));
-        text.erase(0, static_cast<size_t>(skip));
-      }
+      else if (auto at = cursor->offsets.find(m.rank); at != cursor->offsets.end())
+        drop_before(text, m.start, at->second);
       next.offsets[m.rank] = m.end;
       if (text.empty()) continue;
       output = true;
@@ -240,12 +243,7 @@ Result<Reply> get_job_logs(Api& api, Call& call) {
     for (auto& m : GP_TRY(jobs::job_logs(tx, j.id))) {
       if (rank >= 0 && m.rank != rank) continue;
       std::string text = std::move(m.text);
-      int64_t start = m.start;
-      if (since >= 0 && since > start) {
-        const int64_t skip = std::min<int64_t>(since - start, static_cast<int64_t>(text.size()));
-        text.erase(0, static_cast<size_t>(skip));
-        start += skip;
-      }
+      if (since >= 0) drop_before(text, m.start, since);
       text = jobs::tail_lines(text, tail);
       fresh = fresh || !text.empty();
       items.push_back({{"rank", m.rank},
