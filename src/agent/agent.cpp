@@ -393,6 +393,12 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   // The reports of the last VM round, for the next heartbeat; none before the first round (an
   // empty list would tell the control plane that VMs not yet torn down are gone).
   std::optional<std::vector<VmReport>> vm_reports;
+  // The allocations whose work (job containers, VMs) the node still runs, as of the last round
+  // of each kind; a kind this agent does not deliver holds nothing. Sent only once every kind
+  // is known: the control plane passes an ended allocation's GPUs on once no longer held.
+  std::optional<std::set<std::string>> jobs_holding, vms_holding;
+  if (!o.run_jobs) jobs_holding.emplace();
+  if (!vms) vms_holding.emplace();
   const HttpCall http = [&](std::string_view method, const std::string& path,
                             const Json& body) -> Result<std::pair<int, Json>> {
     auto r = GP_TRY(request(*ep, method, path, body, credential));
@@ -424,6 +430,11 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     }
     if (vm_reports) body["vms"] = to_json(*vm_reports);
     if (job_reports) body["jobs"] = *job_reports;
+    if (jobs_holding && vms_holding) {
+      std::set<std::string> holding = *jobs_holding;
+      holding.insert(vms_holding->begin(), vms_holding->end());
+      body["holding"] = holding;
+    }
     if (!o.underlay_address.empty()) body["underlay_address"] = o.underlay_address;
     auto r = post(*ep, "/v1/agent/heartbeat", body, credential);
     if (!r) {
@@ -455,6 +466,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       }
       if (assigned) {
         vm_reports = vms->round(*assigned);
+        vms_holding = vm_holding(*assigned, *vm_reports);
         delivered =
             std::ranges::none_of(*vm_reports, [](const VmReport& v) { return !v.error.empty(); });
       } else {
@@ -491,7 +503,17 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       auto assigned = parse_member_assignments(
           reply.contains("assignments") ? reply["assignments"].value("jobs", Json()) : Json());
       if (assigned) {
+        // Nothing starts on GPUs an ended allocation's work still holds here, whatever the
+        // member's own desired state says.
+        const Json allocations = reply.contains("assignments")
+                                     ? reply["assignments"].value("allocations", Json::array())
+                                     : Json::array();
+        for (const auto& a : allocations)
+          if (!a.value("waiting_for", Json::array()).empty())
+            for (auto& m : *assigned)
+              if (m.allocation_id == a.value("id", "")) m.hold = true;
         auto reports = job_runner->round(*assigned);
+        jobs_holding = job_runner->holding();
         jobs_moved = !job_reports || !same_states(*job_reports, reports);
         job_reports = std::move(reports);
       } else {

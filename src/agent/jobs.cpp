@@ -592,6 +592,7 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
   // until it is no longer assigned.
   std::set<std::string> wanted;
   std::vector<std::string> present;
+  holding_.clear();
   for (const auto& m : assigned) {
     const std::string name = jobs::container_name(m.job, m.rank, m.attempt);
     wanted.insert(name);
@@ -671,6 +672,7 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
           spdlog::warn("job {}: {}", m.job, k.error().message);
       }
     }
+    if (s.running) holding_.insert(m.allocation_id);
     reports.push_back(report(m, s));
   }
   // What is no longer assigned: its job ended or moved on to another attempt.
@@ -682,9 +684,13 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
         spdlog::info("job member {} is no longer assigned: stopping it", name);
         if (attached_.contains(name)) detach(name);  // off the tenant's network at once
         (void)podman_.kill(name, "TERM");
+        holding_.insert(s.allocation_id);
         continue;
       }
-      if (clock_.now() - at->second < std::chrono::seconds(jobs::kStopGraceSeconds)) continue;
+      if (clock_.now() - at->second < std::chrono::seconds(jobs::kStopGraceSeconds)) {
+        holding_.insert(s.allocation_id);
+        continue;
+      }
     }
     spdlog::info("job member {} is no longer assigned: removing it", name);
     remove(name);

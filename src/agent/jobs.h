@@ -95,6 +95,9 @@ class JobRunner {
   JobRunner(JobRunnerOptions options, const Clock& clock);
   // One round over the node's assignment; returns the reports of every member it holds.
   std::vector<Json> round(const std::vector<MemberAssignment>& assigned);
+  // The allocations with a member container still running on the node after the last round
+  // (assigned or being stopped): what the heartbeat's "holding" reports.
+  const std::set<std::string>& holding() const { return holding_; }
 
  private:
   Result<void> start(const MemberAssignment& m, const std::vector<MemberAssignment>& assigned);
@@ -132,6 +135,7 @@ class JobRunner {
   std::string cdi_written_;
   std::map<uint32_t, std::vector<network::OverlayPeer>> overlays_;  // VNI -> peers, as applied
   std::set<std::string> attached_;  // containers whose namespace this agent joined (or found)
+  std::set<std::string> holding_;   // see holding()
   bool forwarding_ = false;         // the node forwards IPv4 (set once)
 };
 

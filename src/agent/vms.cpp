@@ -258,6 +258,21 @@ Result<std::vector<VmAssignment>> parse_vm_assignments(const Json& assignments) 
       if (!parsed)
         return fail(Error::invalid(fmt::format("{} vm: {}", what, parsed.error().message)));
       a = std::move(*parsed);
+      if (const Json* stop = alloc.contains("stop") ? &alloc["stop"] : nullptr) {
+        if (!stop->is_object() || !stop->contains("grace_seconds") ||
+            !(*stop)["grace_seconds"].is_number_integer() ||
+            (*stop)["grace_seconds"].get<int64_t>() < 0)
+          return fail(Error::invalid(what + ": 'stop' has no grace_seconds"));
+        a.running = false;
+        a.stop_grace = std::chrono::seconds((*stop)["grace_seconds"].get<int64_t>());
+      }
+      if (alloc.contains("waiting_for")) {
+        if (!alloc["waiting_for"].is_array())
+          return fail(Error::invalid(what + ": 'waiting_for' is not an array"));
+        if (!alloc["waiting_for"].empty())
+          a.unavailable = fmt::format("waiting for the work of {} to stop on this node",
+                                      alloc["waiting_for"].dump());
+      }
     } else if (alloc.contains("vm_error")) {
       if (!alloc["vm_error"].is_string())
         return fail(Error::invalid(what + ": 'vm_error' is not a string"));
@@ -273,6 +288,17 @@ Result<std::vector<VmAssignment>> parse_vm_assignments(const Json& assignments) 
       return fail(Error::invalid(fmt::format("{}: domain {} is assigned twice", what, a.domain)));
     out.push_back(std::move(a));
   }
+  return out;
+}
+
+std::set<std::string> vm_holding(const std::vector<VmAssignment>& assigned,
+                                 const std::vector<VmReport>& reports) {
+  std::set<std::string> out;
+  for (const VmAssignment& a : assigned)
+    for (const VmReport& r : reports)
+      if (r.domain == a.domain && r.state != "shut-off" && r.state != "absent" &&
+          r.state != "failed" && r.state != "crashed")
+        out.insert(a.allocation_id);
   return out;
 }
 
@@ -486,7 +512,7 @@ Result<bool> VmDelivery::converge_power(const VmAssignment& a, vm::DomainState s
     GP_TRY_VOID(hv_.shutdown(a.domain));
     act("shutdown", a.domain);
     shutdown_asked_[a.domain] = clock_.now();
-  } else if (clock_.now() - asked->second >= o_.shutdown_grace) {
+  } else if (clock_.now() - asked->second >= a.stop_grace.value_or(o_.shutdown_grace)) {
     GP_TRY_VOID(hv_.destroy(a.domain));
     act("destroy", a.domain);
     shutdown_asked_.erase(asked);

@@ -31,6 +31,9 @@ struct VmAssignment {
   int vcpus = 1;
   int64_t memory_mib = 1024;
   bool running = true;  // desired: "running" (true) or "stopped"
+  // The allocation has ended ("stop"): ACPI shutdown at once, destroyed once this has passed
+  // (instead of VmDeliveryOptions::shutdown_grace).
+  std::optional<std::chrono::seconds> stop_grace;
   int64_t reboot_seq = 0;
   // The tenant's latest request to read the serial console, and the one the control plane holds
   // an answer to: the round reports the console while requested > captured.
@@ -46,9 +49,10 @@ struct VmAssignment {
     std::string tag, path;
   };
   std::vector<Volume> volumes;
-  // Set when the control plane could not describe the VM (the allocation's "vm_error"): only
-  // allocation_id and domain are set, and the domain, if defined, is left exactly as it is (a
-  // transient control-plane problem must not tear a tenant's VM down).
+  // Set when the control plane could not describe the VM (the allocation's "vm_error"), or when
+  // its GPUs are still held by an ended allocation's work ("waiting_for"): the domain, if
+  // defined, is left exactly as it is (a transient control-plane problem must not tear a
+  // tenant's VM down), and none is made.
   std::string unavailable;
 };
 
@@ -78,6 +82,11 @@ struct VmReport {
   int64_t console_seq = 0;
   std::string console;
 };
+
+// The allocations whose VM a round's reports show still running (or paused, or shutting down):
+// what the heartbeat's "holding" reports.
+std::set<std::string> vm_holding(const std::vector<VmAssignment>& assigned,
+                                 const std::vector<VmReport>& reports);
 
 // The most of a console one report carries, and all reports of one heartbeat together (the
 // control plane's body limit is 1 MiB; consoles past this wait for the next heartbeat).

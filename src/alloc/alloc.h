@@ -133,7 +133,7 @@ Result<std::optional<Allocation>> find_allocation(store::Tx& tx, const tenancy::
 struct AllocationFilter {
   std::optional<std::string> tenant_id;  // list_all_allocations only: a scope names its tenant
   std::optional<std::string> project_id;
-  std::optional<std::string> node_id;  // the live allocations on this node
+  std::optional<std::string> node_id;  // the live allocations on this node, and its stops
   std::optional<State> state;
 };
 // The scope's tenant's allocations.
@@ -237,8 +237,10 @@ Result<Vm> vm_console_request(store::Tx& tx, const World& w, const tenancy::Tena
 
 // What the node's agent needs to deliver `a` on `node_id` as a VM (the "vm" member of its
 // assignment), creating the VM's record the first time; null when `a` is not delivered as a VM.
+// `stopping`: `a` has ended and its VM there is to stop ("desired": "stopped"); null when it
+// never had one.
 Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
-                           const std::string& node_id);
+                           const std::string& node_id, bool stopping = false);
 
 // The agent's report of the VMs assigned to it (heartbeat "vms"): [{"domain", "state",
 // "addresses", "error", "console"?}]. Checked strictly; unknown domains are ignored. "console"
@@ -265,9 +267,41 @@ Result<std::vector<std::string>> tenant_ssh_keys(store::Tx& tx, const std::strin
 Result<void> set_tenant_ssh_keys(store::Tx& tx, const std::string& tenant_id,
                                  const std::vector<std::string>& keys);
 
+// ---- stops: an ended allocation's work still on its nodes (docs/lifecycle.md) ----
+// An allocation that ends while placed or active (preempted, expired, released, its tenant
+// suspended or offboarded, a budget's hard stop, one of its other nodes failed) leaves a stop on
+// each of its nodes whose agent has reported in. The agent stops the allocation's work there
+// the same way whatever the cause: SIGTERM (an ACPI shutdown for a VM) at once, SIGKILL
+// (destroy) once grace_seconds have passed. The stop ends when the agent reports it holds
+// nothing of the allocation any more (a heartbeat's "holding"), or when the node fails. Until
+// then its GPUs do not pass on: nothing of a live allocation that shares one of them starts on
+// that node, and a draining node is not empty.
+struct Stop {
+  std::string allocation_id, node_id;
+  int64_t since = 0, stop_by = 0, grace_seconds = 0;
+  Json to_json() const;
+};
+Result<std::vector<Stop>> node_stops(store::Tx& tx, const std::string& node_id);
+Result<std::vector<Stop>> allocation_stops(store::Tx& tx, const std::string& allocation_id);
+// The placed (not yet active) allocations on the node that wait for a stop there: each with the
+// stopping allocations that still hold one of its GPUs (a whole GPU, a shared one, or the same MIG
+// instance).
+Result<std::map<std::string, std::vector<std::string>>> node_waits(store::Tx& tx,
+                                                                   const std::string& node_id);
+// The node's agent holds the work of `holding` and nothing else: the node's other stops end
+// (its next assignment no longer lists them, and what waited on them may start). Returns the
+// stops ended, [{allocation, tenant_id, held_seconds, overdue}], for the audit trail.
+Result<Json> end_stops(store::Tx& tx, const World& w, const std::string& node_id,
+                       const std::vector<std::string>& holding);
+
 struct Options {
   sched::SchedulerOptions scheduler;
+  // How long the work of an allocation has to stop once it ends: preempted or reclaimed (and
+  // evicted by a drain's deadline), its budget's hard stop, and anything else (its end time, a
+  // release, its tenant suspended or offboarded, another of its nodes failed).
   Duration preemption_grace = std::chrono::seconds(30);
+  Duration budget_stop_grace = std::chrono::seconds(60);
+  Duration stop_grace = std::chrono::seconds(30);
 };
 
 // The live scheduler over the store. Every call runs inside the caller's transaction; calls
@@ -301,6 +335,13 @@ class Service {
   // Offboarding: every live allocation of the tenant is released and its reservations are
   // cancelled; what waited behind them is placed. Returns the allocations released.
   Result<int> offboard(store::Tx& tx, const World& w, const std::string& tenant_id);
+  // Every live allocation of the tenant (of one of its projects, when `project_id` is set) is
+  // released with `code` and `reason` ("tenant_suspended", "budget_exhausted"): queued ones are
+  // withdrawn, and the work of placed ones stops within the grace for `code` (stops). What
+  // waited behind them is placed. Returns the allocations ended.
+  Result<int> end_work(store::Tx& tx, const World& w, const std::string& tenant_id,
+                       const std::optional<std::string>& project_id, const std::string& code,
+                       const std::string& reason);
   // Draining nodes that nothing is left on go to maintenance (ready -> draining -> maintenance),
   // keeping the operator's reason: at once after a drain, and from tick() once the last
   // allocation has left. Returns the nodes whose drain completed.
@@ -365,6 +406,10 @@ class Service {
   Result<int> end(store::Tx& tx, const World& w, const std::string& id, State to,
                   const std::string& code, const std::string& reason, const std::string& actor)
       GP_REQUIRES(mu_);
+  // end_work without placing what now fits.
+  Result<int> end_all(store::Tx& tx, const World& w, const std::string& tenant_id,
+                      const std::optional<std::string>& project_id, const std::string& code,
+                      const std::string& reason) GP_REQUIRES(mu_);
 
   audit::AuditLog& audit_;
   const Clock& clock_;

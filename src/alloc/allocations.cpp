@@ -486,6 +486,8 @@ Result<Json> node_allocation_states(store::Tx& tx, const std::string& node_id) {
                        "an.allocation_id WHERE an.node_id = ? ORDER BY a.id",
                        {node_id})))
     out.push_back(Json::array({row.text(0), row.text(1)}));
+  for (const Stop& s : GP_TRY(node_stops(tx, node_id)))
+    out.push_back(Json::array({s.allocation_id, "stopping"}));
   return out;
 }
 
@@ -502,7 +504,10 @@ Result<Page<Allocation>> list_all_allocations(store::Tx& tx, const AllocationFil
     params.emplace_back(*filter.project_id);
   }
   if (filter.node_id) {
-    sql += " AND id IN (SELECT allocation_id FROM allocation_nodes WHERE node_id = ?)";
+    sql +=
+        " AND (id IN (SELECT allocation_id FROM allocation_nodes WHERE node_id = ?) OR id IN "
+        "(SELECT allocation_id FROM allocation_stops WHERE node_id = ?))";
+    params.emplace_back(*filter.node_id);
     params.emplace_back(*filter.node_id);
   }
   if (filter.state) {

@@ -51,6 +51,12 @@ Result<ProjectQuota> load_project_quota(store::Tx& tx, const std::string& tenant
                                         const std::string& project_id);
 Json model_quota_json(const ModelQuota& q, const sched::QuotaTree::Usage* usage);
 
+// The stops `a` leaves on its nodes as it ends (alloc.h, "stops"): one on each node whose agent
+// has reported in and that has not failed. Returns how many.
+Result<int> record_stops(store::Tx& tx, const Allocation& a, int64_t now, Duration grace);
+// A failed node's stops end with it.
+Result<void> drop_node_stops(store::Tx& tx, const std::string& node_id);
+
 // Reservations still to come or running, back into a rebuilt scheduler.
 Result<void> restore_reservations(store::Tx& tx, sched::Scheduler& s, TimePoint now);
 

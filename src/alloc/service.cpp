@@ -17,6 +17,14 @@ namespace {
 
 constexpr std::string_view kScheduler = "scheduler";
 
+// How long the work of an allocation ending for `code` has to stop.
+Duration grace_for(const Options& o, std::string_view code) {
+  if (code == "preempted" || code == "reclaimed" || code == "drain_deadline")
+    return o.preemption_grace;
+  if (code == "budget_exhausted") return o.budget_stop_grace;
+  return o.stop_grace;
+}
+
 std::string resource_of(const Allocation& a) {
   return fmt::format("/v1/tenants/{}/projects/{}/allocations/{}", a.tenant_id, a.project_id, a.id);
 }
@@ -167,6 +175,9 @@ Result<void> Service::transition(store::Tx& tx, const World& w, const Allocation
   const State from = a.state;
   const int64_t now = w.now();
   const bool ending = !live(to);
+  // Its work stops on its nodes before its GPUs pass on (alloc.h, "stops").
+  if (ending && (from == State::kPlaced || from == State::kActive))
+    GP_TRY(detail::record_stops(tx, a, now, grace_for(options_, code)));
   GP_TRY(tx.exec(
       "UPDATE allocations SET state = ?, reason_code = ?, reason = ?, updated_at = ?, "
       "ended_at = CASE WHEN ? = 1 THEN ? ELSE ended_at END, version = version + 1 WHERE id = ?",
@@ -406,7 +417,8 @@ Result<int> Service::complete_drains(store::Tx& tx, const World& w) {
   int n = 0;
   for (const auto& row : GP_TRY(tx.query(
            "SELECT id, name, state_reason FROM nodes WHERE state = 'draining' AND NOT EXISTS "
-           "(SELECT 1 FROM allocation_nodes an WHERE an.node_id = nodes.id) ORDER BY id"))) {
+           "(SELECT 1 FROM allocation_nodes an WHERE an.node_id = nodes.id) AND NOT EXISTS "
+           "(SELECT 1 FROM allocation_stops s WHERE s.node_id = nodes.id) ORDER BY id"))) {
     GP_TRY(fleet::apply_action(tx, w, row.text(0), fleet::NodeAction::kDrainComplete, row.text(2)));
     audit::Entry e{std::string(kScheduler),
                    "",
@@ -424,11 +436,14 @@ Result<int> Service::complete_drains(store::Tx& tx, const World& w) {
 
 Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::string& node_id) {
   Json allocations = Json::array();
+  const auto waits = GP_TRY(node_waits(tx, node_id));
   for (const auto& row : GP_TRY(tx.query(
            "SELECT allocation_id FROM allocation_nodes WHERE node_id = ? ORDER BY allocation_id",
            {node_id}))) {
     auto a = GP_TRY(detail::load(tx, row.text(0)));
-    if (a->state == State::kPlaced && a->activation == Activation::kNode) {
+    const auto waiting = waits.find(a->id);
+    if (a->state == State::kPlaced && a->activation == Activation::kNode &&
+        waiting == waits.end()) {
       auto waiting = GP_TRY(tx.query_one(
           "SELECT COUNT(*) FROM allocation_nodes an JOIN nodes n ON n.id = an.node_id WHERE "
           "an.allocation_id = ? AND (n.last_heartbeat IS NULL OR n.last_heartbeat < ?)",
@@ -449,11 +464,31 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
                   {"state", state_name(a->state)},
                   {"tier", sched::tier_name(a->request.tier)},
                   {"gpus", gpus}};
+    // Nothing of it starts while an ended allocation's work still holds one of its GPUs.
+    if (waiting != waits.end()) entry["waiting_for"] = waiting->second;
     // A VM that cannot be described (its offering names a shape with no vGPU type) must not
     // stop the node's other assignments: the agent is told why instead.
     if (auto vm = vm_assignment(tx, w, *a, node_id); !vm)
       entry["vm_error"] = vm.error().message;
     else if (!vm->is_null())
+      entry["vm"] = std::move(*vm);
+    allocations.push_back(std::move(entry));
+  }
+  // Ended allocations whose work the node still holds: the agent stops it within the grace.
+  for (const Stop& stop : GP_TRY(node_stops(tx, node_id))) {
+    auto a = GP_TRY(detail::load(tx, stop.allocation_id));
+    if (!a) continue;
+    Json gpus = Json::array();
+    for (const auto& g : a->placement.value("gpus", Json::array()))
+      if (g.value("node", "") == node_id) gpus.push_back(g);
+    Json entry = {{"id", a->id},
+                  {"tenant_id", a->tenant_id},
+                  {"project_id", a->project_id},
+                  {"state", state_name(a->state)},
+                  {"tier", sched::tier_name(a->request.tier)},
+                  {"gpus", gpus},
+                  {"stop", stop.to_json()}};
+    if (auto vm = vm_assignment(tx, w, *a, node_id, true); vm && !vm->is_null())
       entry["vm"] = std::move(*vm);
     allocations.push_back(std::move(entry));
   }
@@ -468,19 +503,38 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
   return Json{{"allocations", allocations}, {"gpu_plans", plans}};
 }
 
+Result<int> Service::end_work(store::Tx& tx, const World& w, const std::string& tenant_id,
+                              const std::optional<std::string>& project_id,
+                              const std::string& code, const std::string& reason) {
+  MutexLock lock(mu_);
+  const int n = GP_TRY(end_all(tx, w, tenant_id, project_id, code, reason));
+  GP_TRY(schedule(tx, w));
+  return n;
+}
+
+Result<int> Service::end_all(store::Tx& tx, const World& w, const std::string& tenant_id,
+                             const std::optional<std::string>& project_id,
+                             const std::string& code, const std::string& reason) {
+  sched::Scheduler* s = GP_TRY(ensure(tx));
+  int n = 0;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT id FROM allocations WHERE tenant_id = ? AND (? = '' OR project_id = ?) AND "
+           "state IN ('pending','placed','active') ORDER BY id",
+           {tenant_id, project_id.value_or(""), project_id.value_or("")}))) {
+    changed_ = true;
+    (void)s->release(row.text(0), w.clock.now());
+    n += GP_TRY(
+        end(tx, w, row.text(0), State::kReleased, code, reason, std::string(kScheduler)));
+  }
+  return n;
+}
+
 Result<int> Service::offboard(store::Tx& tx, const World& w, const std::string& tenant_id) {
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   changed_ = true;
-  int n = 0;
-  for (const auto& row :
-       GP_TRY(tx.query("SELECT id FROM allocations WHERE tenant_id = ? AND state IN "
-                       "('pending','placed','active') ORDER BY id",
-                       {tenant_id}))) {
-    (void)s->release(row.text(0), w.clock.now());
-    n += GP_TRY(end(tx, w, row.text(0), State::kReleased, "tenant_offboarded",
-                    "the tenant is being offboarded", std::string(kScheduler)));
-  }
+  const int n = GP_TRY(end_all(tx, w, tenant_id, std::nullopt, "tenant_offboarded",
+                               "the tenant is being offboarded"));
   for (const auto& row : GP_TRY(tx.query(
            "SELECT id FROM reservations WHERE tenant_id = ? AND state IN ('scheduled','active')",
            {tenant_id}))) {
@@ -497,6 +551,8 @@ Result<int> Service::offboard(store::Tx& tx, const World& w, const std::string& 
 Result<int> Service::node_failed(store::Tx& tx, const World& w, const std::string& node_id,
                                  const std::string& reason) {
   MutexLock lock(mu_);
+  // What ran there is gone with the node; its allocations' other nodes get stops.
+  GP_TRY_VOID(detail::drop_node_stops(tx, node_id));
   int n = 0;
   for (const auto& row : GP_TRY(tx.query(
            "SELECT allocation_id FROM allocation_nodes WHERE node_id = ? ORDER BY allocation_id",

@@ -180,8 +180,8 @@ Result<Vm> vm_console_request(store::Tx& tx, const World& w, const tenancy::Tena
 }
 
 Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
-                           const std::string& node_id) {
-  if (!a.offering_id || !live(a.state) || a.placement.is_null()) return Json(nullptr);
+                           const std::string& node_id, bool stopping) {
+  if (!a.offering_id || live(a.state) == stopping || a.placement.is_null()) return Json(nullptr);
   auto offering = GP_TRY(find_offering(tx, *a.offering_id));
   if (!offering || offering->delivery != "vm") return Json(nullptr);
 
@@ -213,6 +213,9 @@ Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
   Vm v;
   if (existing) {
     v = std::move(*existing);
+    if (stopping) v.desired = "stopped";
+  } else if (stopping) {
+    return Json(nullptr);  // never made: nothing to stop
   } else {
     v.id = w.ids.next("vm");
     v.allocation_id = a.id;

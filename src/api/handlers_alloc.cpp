@@ -111,6 +111,10 @@ Result<Reply> get_allocation(Api&, Call& call, store::Tx& tx) {
   Json events = Json::array();
   for (const auto& e : GP_TRY(alloc::list_events(tx, a.id))) events.push_back(e.to_json());
   j["events"] = events;
+  // Where its work is still being stopped (its GPUs pass on once it is gone).
+  Json stops = Json::array();
+  for (const auto& st : GP_TRY(alloc::allocation_stops(tx, a.id))) stops.push_back(st.to_json());
+  j["stopping"] = stops;
   return json_reply(200, j, a.version);
 }
 

@@ -279,10 +279,34 @@ Result<int> Api::billing_sweep() {
         // Changed or removed since it was read: the next sweep judges the new one.
         auto now_stored = GP_TRY(billing::find_budget(tx, b.budget.tenant, b.budget.project));
         if (!now_stored || now_stored->version != b.version) continue;
-        for (const auto& a : GP_TRY(billing::record_budget_alerts(
-                 tx, b.budget, r.spend.period, billing::spend_of(r.spend, b.budget), now))) {
+        const billing::Micros spent = billing::spend_of(r.spend, b.budget);
+        for (const auto& a : GP_TRY(
+                 billing::record_budget_alerts(tx, b.budget, r.spend.period, spent, now))) {
           GP_TRY_VOID(audit().append(tx, alert_audit(a, "billing-sweep")));
           ++fired;
+        }
+        // A hard stop stops running work too, within the operator's grace (--budget-stop-grace).
+        if (b.budget.hard_stop && spent >= b.budget.amount_micros) {
+          const auto project =
+              b.budget.project.empty() ? std::nullopt : std::optional(b.budget.project);
+          const int ended = GP_TRY(allocs().end_work(
+              tx, world(), b.budget.tenant, project, "budget_exhausted",
+              fmt::format("the budget of {} {} for {} is spent ({} spent in {}, hard stop)",
+                          billing::format_micros(b.budget.amount_micros), r.spend.currency,
+                          project ? "project " + *project : "the tenant",
+                          billing::format_micros(spent), billing::period_label(r.spend.period))));
+          if (ended > 0) {
+            audit::Entry e{"billing-sweep",
+                           b.budget.tenant,
+                           "budget.hard_stop",
+                           fmt::format("/v1/tenants/{}/budgets/{}", b.budget.tenant,
+                                       project.value_or("-")),
+                           "success",
+                           "",
+                           "local",
+                           {{"allocations_released", ended}, {"spent_micros", spent}}};
+            GP_TRY_VOID(audit().append(tx, e));
+          }
         }
       }
     }

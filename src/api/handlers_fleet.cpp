@@ -271,6 +271,9 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
   const Json* samples = r.optional_array("samples");
   const Json* vms = r.optional_array("vms");
   const Json* job_reports = r.optional_array("jobs");
+  // The allocations whose work (job containers, VMs) the node still runs; absent while the
+  // agent does not know yet (it has just started), which leaves every stop in place.
+  auto holding = r.optional_string_array("holding", 4096, 64);
   auto underlay = r.optional_string("underlay_address", 15);
   GP_TRY_VOID(r.finish());
   if (underlay) {
@@ -285,6 +288,9 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
         !changes.empty())
       detail["jobs"] = std::move(changes);
   }
+  if (holding)
+    if (Json ended = GP_TRY(alloc::end_stops(tx, w, call.who.id, *holding)); !ended.empty())
+      detail["stopped"] = std::move(ended);
   if (vms) {
     // Checked before anything is recorded, so a malformed report changes nothing.
     auto reports = GP_TRY(alloc::parse_vm_reports(*vms));
@@ -337,7 +343,7 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
                              {"heartbeat_seconds", 10}});
   m.resource = "/v1/nodes/" + n.id;
   m.audited = detail.contains("gpu_health") || detail.contains("vms") || detail.contains("jobs") ||
-              n.state_reason == "heartbeats resumed";
+              detail.contains("stopped") || n.state_reason == "heartbeats resumed";
   m.detail = detail;
   return m;
 }

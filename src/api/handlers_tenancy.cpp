@@ -63,11 +63,16 @@ Result<Mutation> update_tenant(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "tenant patch");
   auto patch = GP_TRY(tenancy::parse_tenant_patch(r));
   GP_TRY_VOID(r.finish());
+  const tenancy::TenantState before = call.tenant->state;
   auto t =
       GP_TRY(tenancy::update_tenant(tx, api.world(), call.tenant_scope(), patch, call.if_match()));
   Mutation m;
   m.reply = json_reply(200, t.to_json(), t.version);
   m.detail = *call.body;
+  // A suspended tenant's work stops (its allocations end; running work within the grace).
+  if (before != tenancy::TenantState::kSuspended && t.state == tenancy::TenantState::kSuspended)
+    m.detail["allocations_released"] = GP_TRY(api.allocs().end_work(
+        tx, api.world(), t.id, std::nullopt, "tenant_suspended", "the tenant was suspended"));
   return m;
 }
 

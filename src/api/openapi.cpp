@@ -251,6 +251,7 @@ Json schemas() {
                            {"samples", {{"type", "array"}}},
                            {"vms", {{"type", "array"}, {"items", schema_ref("VmReport")}}},
                            {"jobs", {{"type", "array"}, {"items", {{"type", "object"}}}}},
+                           {"holding", {{"type", "array"}, {"items", str()}}},
                            {"underlay_address", str()}},
                           {});
   s["HeartbeatReply"] = loose({{"node", schema_ref("Node")}, {"assignments_etag", str()}},
@@ -368,6 +369,7 @@ Json schemas() {
                            {"updated_at", time_str()},
                            {"version", integer()},
                            {"events", {{"type", "array"}}},
+                           {"stopping", {{"type", "array"}}},
                            {"dry_run", boolean},
                            {"would_place", boolean}},
                           {});
@@ -437,7 +439,9 @@ Json schemas() {
        {"secrets", strings},
        {"max_duration_seconds", integer()},
        {"restart_policy", enum_of({"never", "on-failure"})},
-       {"retries", integer()}},
+       {"retries", integer()},
+       {"priority_class", enum_of({"low", "normal", "high", "critical"})},
+       {"preemptible", boolean}},
       {"name", "image", "offering"});
   s["JobCancel"] = object({}, {});
   s["Job"] = loose({{"id", str()},

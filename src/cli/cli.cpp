@@ -324,6 +324,15 @@ int run(int argc, char** argv) {
                    "How long a preempted workload gets to stop")
       ->check(CLI::Range(0, 86400));
   serve
+      ->add_option("--stop-grace-seconds", so.stop_grace_seconds,
+                   "How long a workload gets to stop when its allocation ends otherwise (end "
+                   "time, release, tenant suspended or offboarded)")
+      ->check(CLI::Range(0, 86400));
+  serve
+      ->add_option("--budget-stop-grace-seconds", so.budget_stop_grace_seconds,
+                   "How long running work gets to stop once a budget with a hard stop is spent")
+      ->check(CLI::Range(0, 86400));
+  serve
       ->add_option("--usage-lateness-hours", so.usage_lateness_hours,
                    "Usage events older than this are rejected")
       ->check(CLI::Range(1, 24 * 400));

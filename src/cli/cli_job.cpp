@@ -28,6 +28,8 @@ Result<Json> job_run_body(const JobRunFlags& f) {
   if (f.max_duration) body["max_duration_seconds"] = *f.max_duration;
   if (f.retries) body["retries"] = *f.retries;
   if (!f.restart.empty()) body["restart_policy"] = f.restart;
+  if (!f.priority.empty()) body["priority_class"] = f.priority;
+  if (f.preemptible) body["preemptible"] = true;
   if (!f.secrets.empty()) body["secrets"] = f.secrets;
   if (!f.volumes.empty()) {
     Json volumes = Json::array();
@@ -255,6 +257,11 @@ void add_run(CLI::App* job, ClientConfig& c, int* rc) {
   run->add_option("--restart", f.restart, "never (default) or on-failure")
       ->check(CLI::IsMember({"never", "on-failure"}));
   run->add_option("--retries", f.retries, "on-failure: times a failed member is started again");
+  run->add_option("--priority", f.priority, "low, normal (default), high or critical")
+      ->check(CLI::IsMember({"low", "normal", "high", "critical"}));
+  run->add_flag("--preemptible", f.preemptible,
+                "Higher-priority work of the tenant may preempt it (SIGTERM, then SIGKILL after "
+                "the grace period)");
   run->add_flag("--follow,-f", a->follow,
                 "Print the job's output until it ends, and exit with its exit code");
   run->add_option("command", f.command, "The command and its arguments, after --");

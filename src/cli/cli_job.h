@@ -23,6 +23,8 @@ struct JobRunFlags {
   std::vector<std::string> secrets;
   std::vector<std::string> env;  // NAME=VALUE
   std::string restart;           // empty: the server's default (never)
+  std::string priority;          // empty: the server's default (normal)
+  bool preemptible = false;
 };
 
 // The body of POST .../jobs. invalid_argument, naming the flag, for what the server would refuse

@@ -43,6 +43,8 @@ struct ServeOptions {
   int node_timeout_seconds = 40;           // missed heartbeats for this long: node failed
   double fair_share_half_life_hours = 24;  // how fast past GPU use stops counting
   int preemption_grace_seconds = 30;       // preempted workloads get this long to stop
+  int stop_grace_seconds = 30;             // ... and those whose allocation ended otherwise
+  int budget_stop_grace_seconds = 60;      // ... and those a budget's hard stop ends
   int usage_lateness_hours = 168;          // usage events older than this are refused
   int usage_future_skew_seconds = 300;     // or further ahead of the server clock than this
   // Tenant network segment pool (cli_network.cpp registers the flags).

@@ -287,6 +287,8 @@ int run_serve(const ServeOptions& o) {
   scheduling.scheduler.fair_share_half_life = std::chrono::duration_cast<Duration>(
       std::chrono::duration<double, std::ratio<3600>>(o.fair_share_half_life_hours));
   scheduling.preemption_grace = std::chrono::seconds(o.preemption_grace_seconds);
+  scheduling.stop_grace = std::chrono::seconds(o.stop_grace_seconds);
+  scheduling.budget_stop_grace = std::chrono::seconds(o.budget_stop_grace_seconds);
   api::Api api(**store, audit_log, clock, ids, limits, scheduling);
   auto isolation = isolation_settings(o);
   if (!isolation) {

@@ -60,6 +60,10 @@ struct JobSpec {
   int64_t max_duration_seconds = kDefaultDurationSeconds;
   RestartPolicy restart = RestartPolicy::kNever;
   int retries = 0;  // on-failure: how many times a failed member is started again
+  // Its allocation's place in the tenant's queue, and whether higher-priority work of the
+  // tenant (or a lender reclaiming its quota) may preempt it (docs/scheduling.md).
+  std::string priority_class = "normal";  // low | normal | high | critical
+  bool preemptible = false;
   bool operator==(const JobSpec&) const = default;
   Json to_json() const;
 };

@@ -356,7 +356,9 @@ Result<Job> submit(store::Tx& tx, const World& w, alloc::Service& service, const
   Json body = {{"name", spec.name},
                {"offering", offering->id},
                {"count", spec.count * spec.members},
-               {"constraints", {{"same_node", spec.members == 1}}}};
+               {"constraints", {{"same_node", spec.members == 1}}},
+               {"priority_class", spec.priority_class},
+               {"preemptible", spec.preemptible}};
   auto n = GP_TRY(alloc::parse_allocation(tx, w, body, s.tenant, s.project));
   n.activation = alloc::Activation::kWorkload;
   auto a = GP_TRY(service.create(tx, w, n, s.actor));
@@ -538,11 +540,20 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
   auto node = GP_TRY(fleet::find_node(tx, node_id));
   if (!node) return out;
   const int node_gpus = static_cast<int>(GP_TRY(fleet::list_gpus(tx, node_id)).size());
+  // Members of live jobs, and of ended jobs whose allocation's work the node still holds (a
+  // stop: they are stopped within its grace, and listed until the agent no longer holds them).
+  const auto waits = GP_TRY(alloc::node_waits(tx, node_id));
+  std::map<std::string, int64_t> stopping;  // allocation -> grace seconds
+  for (const auto& st : GP_TRY(alloc::node_stops(tx, node_id)))
+    stopping[st.allocation_id] = st.grace_seconds;
   for (const auto& row : GP_TRY(tx.query(
-           "SELECT m.job_id, m.rank, m.attempt, m.state FROM job_members m JOIN jobs j ON j.id = "
-           "m.job_id WHERE m.node_id = ? AND j.state IN ('starting', 'running') ORDER BY "
-           "m.job_id, m.rank",
+           "SELECT m.job_id, m.rank, m.attempt, m.state, j.state IN ('starting', 'running'), "
+           "j.allocation_id FROM job_members m JOIN jobs j ON j.id = m.job_id WHERE m.node_id = "
+           "? ORDER BY m.job_id, m.rank",
            {node_id}))) {
+    const auto stop = stopping.find(row.text(5));
+    const bool live_job = row.integer(4) != 0;
+    if (!live_job && stop == stopping.end()) continue;
     const Job j = *GP_TRY(load(tx, row.text(0)));
     // A gang starts together or not at all: its members are created first (image, devices,
     // network), and started only once every one of them has its container.
@@ -554,7 +565,9 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
                 ->integer(0) == 0;
     const int rank = static_cast<int>(row.integer(1));
     auto a = GP_TRY(alloc::find_allocation(tx, tenancy::TenantScope(j.tenant_id), j.allocation_id));
-    if (!a || !alloc::live(a->state)) continue;
+    if (!a) continue;
+    const bool stops = stop != stopping.end();
+    if (!stops && !alloc::live(a->state)) continue;
     const Json grants = a->placement.value("gpus", Json::array());
     const size_t per = grants.size() / static_cast<size_t>(j.spec.members);
     Json mine = Json::array();
@@ -610,10 +623,12 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
          {"run_as", run_as},
          {"volumes", volumes},
          {"limits", {{"cpu_millis", share.cpu_millis}, {"memory_bytes", share.memory_bytes}}},
-         {"desired", j.stop_requested_at ? "stopped"
-                     : gang_ready        ? "running"
-                                         : "created"},
-         {"stop_grace_seconds", kStopGraceSeconds},
+         // A member waits ("created") for its gang, and for the GPUs an ended allocation's
+         // work still holds on this node.
+         {"desired", stops || j.stop_requested_at           ? "stopped"
+                     : gang_ready && !waits.contains(a->id) ? "running"
+                                                            : "created"},
+         {"stop_grace_seconds", stops ? stop->second : int64_t{kStopGraceSeconds}},
          {"log_offset", log_offset},
          {"network", net},
          // Only a member not started yet needs them: they are opened and sent once, not with

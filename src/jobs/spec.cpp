@@ -47,7 +47,9 @@ Json JobSpec::to_json() const {
           {"secrets", secrets},
           {"max_duration_seconds", max_duration_seconds},
           {"restart_policy", restart_policy_name(restart)},
-          {"retries", retries}};
+          {"retries", retries},
+          {"priority_class", priority_class},
+          {"preemptible", preemptible}};
 }
 
 Result<JobSpec> parse_job_spec(const Json& body) {
@@ -67,7 +69,16 @@ Result<JobSpec> parse_job_spec(const Json& body) {
   auto duration = r.optional_integer("max_duration_seconds", 1, kMaxDurationSeconds);
   auto restart = r.optional_string("restart_policy", 32);
   auto retries = r.optional_integer("retries", 0, kMaxRetries);
+  auto priority = r.optional_string("priority_class", 16);
+  s.preemptible = r.optional_bool("preemptible").value_or(false);
   GP_TRY_VOID(r.finish());
+  if (priority) {
+    if (*priority != "low" && *priority != "normal" && *priority != "high" &&
+        *priority != "critical")
+      return fail(Error::invalid(fmt::format(
+          "field 'priority_class': \"{}\" is not low, normal, high or critical", *priority)));
+    s.priority_class = *priority;
+  }
 
   GP_TRY_VOID(validate_dns_label("name", s.name));
   if (!policy::valid_image_reference(s.image))

@@ -776,6 +776,20 @@ ALTER TABLE nodes ADD COLUMN underlay_address TEXT
 ALTER TABLE offerings ADD COLUMN unit_cpu_millis BIGINT NOT NULL DEFAULT 0;
 ALTER TABLE offerings ADD COLUMN unit_memory_mib BIGINT NOT NULL DEFAULT 0
 )SQL"},
+      // The work of an ended allocation still on a node (docs/lifecycle.md, "Stopping work"):
+      // its GPUs pass to their next holder only once the node's agent no longer holds it.
+      // stop_by: when the grace period ends (SIGKILL, destroy); grace_seconds its length.
+      {26, "allocation stops", R"SQL(
+CREATE TABLE allocation_stops (
+  allocation_id TEXT NOT NULL REFERENCES allocations(id),
+  node_id TEXT NOT NULL REFERENCES nodes(id),
+  since BIGINT NOT NULL,
+  stop_by BIGINT NOT NULL,
+  grace_seconds BIGINT NOT NULL,
+  PRIMARY KEY (node_id, allocation_id)
+);
+CREATE INDEX allocation_stops_allocation ON allocation_stops (allocation_id)
+)SQL"},
   };
   return kMigrations;
 }

@@ -224,6 +224,39 @@ TEST_F(VmDeliveryTest, DesiredStoppedShutsTheVmOffAndRunningStartsItAgain) {
   EXPECT_EQ(domain("gp-a1")->devices.pci, std::vector<std::string>{"0000:c1:00.0"});
 }
 
+// An ended allocation's VM (its "stop") is shut down, and held until it is off; a VM waiting for
+// those GPUs ("waiting_for") is not made meanwhile.
+TEST_F(VmDeliveryTest, AStoppingVmIsShutDownAndHeldUntilOffWhileItsSuccessorWaits) {
+  Json old = allocation("a1", vm_json("a1", "acme", "0000:c1:00.0"));
+  auto reports = round(assignments({old}));
+  auto parsed = parse_vm_assignments(assignments({old}));
+  ASSERT_TRUE(parsed);
+  EXPECT_EQ(vm_holding(*parsed, reports), std::set<std::string>{"a1"});
+
+  old["state"] = "preempted";
+  old["stop"] = {{"grace_seconds", 5}};
+  Json next = allocation("a2", vm_json("a2", "acme", "0000:c1:00.0"));
+  next["state"] = "placed";
+  next["waiting_for"] = {"a1"};
+  const Json both = assignments({old, next});
+  parsed = parse_vm_assignments(both);
+  ASSERT_TRUE(parsed);
+  EXPECT_FALSE((*parsed)[0].running);
+  EXPECT_EQ((*parsed)[0].stop_grace, std::chrono::seconds(5));
+  EXPECT_NE((*parsed)[1].unavailable.find("a1"), std::string::npos);
+  reports = round(both);
+  EXPECT_EQ(count("shutdown gp-a1"), 1);
+  EXPECT_EQ(state("gp-a1"), DomainState::kShutOff);
+  EXPECT_FALSE(domain("gp-a2")) << "made while the GPU was held";
+  ASSERT_NE(find_report(reports, "gp-a2"), nullptr);
+  EXPECT_NE(find_report(reports, "gp-a2")->error.find("waiting"), std::string::npos);
+  EXPECT_TRUE(vm_holding(*parsed, reports).empty());
+
+  Json bad = both;
+  bad["allocations"][0]["stop"] = {{"grace_seconds", -1}};
+  EXPECT_FALSE(parse_vm_assignments(bad));
+}
+
 TEST_F(VmDeliveryTest, AGrowingRebootSeqRebootsOnceAcrossRoundsAndRestarts) {
   Json vm = vm_json("a1", "acme", "0000:c1:00.0");
   vm["reboot_seq"] = 3;  // a fresh domain takes the sequence without rebooting

@@ -206,6 +206,43 @@ TEST_F(Budgets, HardStopRefusesWithBudgetExceededAndCreatesNothing) {
   EXPECT_EQ(allocate(t, p).status, 201);
 }
 
+// Spent, a hard stop stops what already runs too: the sweep ends the covered project's live
+// allocations (budget_exhausted), audited, and leaves the other project's alone.
+TEST_F(Budgets, ASpentHardStopEndsTheRunningWorkItCovers) {
+  publish_card();
+  auto t = tenant("acme");
+  auto covered = project(t, "train"), other = project(t, "serve");
+  ASSERT_EQ(put_budget(t, "train", {{"amount_micros", 25 * kUsd}, {"hard_stop", true}}).status,
+            201);
+  auto running = allocate(t, covered);
+  ASSERT_EQ(running.status, 201) << running.raw;
+  auto elsewhere = allocate(t, other);
+  ASSERT_EQ(elsewhere.status, 201) << elsewhere.raw;
+  const auto state = [&](const std::string& project, const Resp& a) {
+    return s
+        .request("GET",
+                 "/v1/tenants/" + t.id + "/projects/" + project + "/allocations/" +
+                     a.body["id"].get<std::string>(),
+                 nullptr, t.admin_token)
+        .body;
+  };
+  hours(2);  // 20 USD: under the amount, nothing stops
+  sweep();
+  EXPECT_EQ(state(covered, running)["state"], "placed");
+  hours(1);  // 30 USD: spent
+  sweep();
+  Json ended = state(covered, running);
+  EXPECT_EQ(ended["state"], "released") << ended.dump();
+  EXPECT_EQ(ended["reason_code"], "budget_exhausted");
+  EXPECT_NE(ended["reason"].get<std::string>().find("hard stop"), std::string::npos);
+  EXPECT_EQ(state(other, elsewhere)["state"], "placed");
+  bool audited = false;
+  for (const auto& rec : s.audit_records())
+    if (rec["action"] == "budget.hard_stop")
+      audited = rec["detail"]["allocations_released"] == 1;
+  EXPECT_TRUE(audited);
+}
+
 TEST_F(Budgets, ProjectBudgetCoversItsProjectAndTheTenantBudgetAll) {
   publish_card();
   auto t = tenant("acme");

@@ -59,9 +59,12 @@ class Jobs : public ::testing::Test {
     return s.request("POST", path, body, token);
   }
 
-  Resp heartbeat(const Json& reports = nullptr) {
+  // `holding`: the allocations whose containers the node still runs (an agent's "holding"); by
+  // default none, so that an ended allocation's stop ends at once.
+  Resp heartbeat(const Json& reports = nullptr, const Json& holding = Json::array()) {
     Json body = Json::object();
     if (!reports.is_null()) body["jobs"] = reports;
+    if (!holding.is_null()) body["holding"] = holding;
     return s.request("POST", "/v1/agent/heartbeat", body, node_token);
   }
 
@@ -190,6 +193,77 @@ TEST_F(Jobs, ACancelStopsTheMembersAndEndsOnceTheyHaveStopped) {
   Json j = get(path);
   EXPECT_EQ(j["state"], "cancelled") << j.dump(2);
   EXPECT_EQ(j["allocation"]["state"], "released");
+}
+
+// Preemption stops the victim's members the way every end does (SIGTERM now, SIGKILL once the
+// grace has passed, both the agent's), and its GPUs pass to the preemptor only once the node no
+// longer runs anything of it: never before, even past the grace.
+TEST_F(Jobs, APreemptedJobsGpusPassOnOnlyOnceItsNodeNoLongerHoldsIt) {
+  auto low = submit(acme_jobs, acme.admin_token,
+                    {{"name", "low"}, {"count", 2}, {"priority_class", "low"}, {"preemptible", true}});
+  ASSERT_EQ(low.status, 201) << low.raw;
+  const std::string low_job = low.body["id"], low_alloc = low.body["allocation"]["id"];
+  const auto report = [](const std::string& job, const std::string& state) {
+    Json r = {{"job", job}, {"rank", 0}, {"attempt", 1}, {"state", state}};
+    if (state == "exited") r["exit_code"] = 143;
+    return Json::array({r});
+  };
+  ASSERT_EQ(heartbeat(report(low_job, "running"), {low_alloc}).status, 200);
+  ASSERT_EQ(get(acme_jobs + "/" + low_job)["state"], "running");
+
+  auto high = submit(acme_jobs, acme.admin_token,
+                     {{"name", "high"}, {"count", 2}, {"priority_class", "high"}});
+  ASSERT_EQ(high.status, 201) << high.raw;
+  const std::string high_job = high.body["id"], high_alloc = high.body["allocation"]["id"];
+  EXPECT_EQ(high.body["allocation"]["state"], "placed") << high.raw;
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  EXPECT_EQ(get(acme_jobs + "/" + low_job)["state"], "preempted");
+  const std::string allocations = acme_jobs.substr(0, acme_jobs.size() - 4) + "allocations/";
+  Json victim = get(allocations + low_alloc);
+  EXPECT_EQ(victim["state"], "preempted");
+  ASSERT_EQ(victim["stopping"].size(), 1u) << victim.dump();
+  EXPECT_EQ(victim["stopping"][0]["node_id"], node_id);
+  EXPECT_EQ(victim["stopping"][0]["grace_seconds"], 30);
+
+  const auto member = [](const Resp& hb, const std::string& job) {
+    for (const auto& m : hb.body["assignments"]["jobs"])
+      if (m["job"] == job) return m;
+    return Json();
+  };
+  const auto allocation = [](const Resp& hb, const std::string& id) {
+    for (const auto& a : hb.body["assignments"]["allocations"])
+      if (a["id"] == id) return a;
+    return Json();
+  };
+  // The node still runs the victim: it is told to stop it within the preemption grace, and to
+  // make the preemptor's member without starting it.
+  for (int seconds : {0, 31}) {
+    s.clock().advance(std::chrono::seconds(seconds));
+    auto hb = heartbeat(report(low_job, "running"), {low_alloc});
+    ASSERT_EQ(hb.status, 200) << hb.raw;
+    EXPECT_EQ(member(hb, low_job)["desired"], "stopped") << hb.raw;
+    EXPECT_EQ(member(hb, low_job)["stop_grace_seconds"], 30) << hb.raw;
+    EXPECT_EQ(member(hb, high_job)["desired"], "created") << hb.raw;
+    EXPECT_EQ(allocation(hb, high_alloc)["waiting_for"], Json::array({low_alloc})) << hb.raw;
+    EXPECT_EQ(allocation(hb, low_alloc)["stop"]["grace_seconds"], 30) << hb.raw;
+    EXPECT_EQ(get(allocations + high_alloc)["state"], "placed");
+  }
+  // A node that has just restarted says nothing of what it holds: the stop stays.
+  auto silent = s.request("POST", "/v1/agent/heartbeat", Json::object(), node_token);
+  EXPECT_EQ(member(silent, high_job)["desired"], "created") << silent.raw;
+
+  // Gone from the node: the preemptor starts, the victim is no longer assigned.
+  auto hb = heartbeat(report(low_job, "exited"));
+  EXPECT_TRUE(member(hb, low_job).is_null()) << hb.raw;
+  EXPECT_EQ(member(hb, high_job)["desired"], "running") << hb.raw;
+  EXPECT_FALSE(allocation(hb, high_alloc).contains("waiting_for")) << hb.raw;
+  EXPECT_TRUE(get(allocations + low_alloc)["stopping"].empty());
+  bool audited = false;
+  for (const auto& rec : s.audit_records())
+    if (rec["action"] == "node.heartbeat" && rec["detail"].contains("stopped"))
+      audited = rec["detail"]["stopped"][0]["allocation"] == low_alloc &&
+                rec["detail"]["stopped"][0]["overdue"] == true;
+  EXPECT_TRUE(audited);
 }
 
 // A gang starts together or not at all: its members are only created until every one has its

@@ -367,6 +367,74 @@ TEST_F(Sched, DrainWaitsForTheNodesAllocationsThenGoesToMaintenance) {
   EXPECT_TRUE(audited);
 }
 
+// Whatever ends an allocation (its end time, its tenant suspended), its work on a node whose
+// agent runs it stops within the grace (the stop is in the node's assignment), and the node is
+// not empty until its agent no longer holds that work: a drain waits for it.
+TEST_F(Sched, EndedWorkHoldsItsNodeUntilTheAgentLetsGo) {
+  auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
+  auto enrolled = s.request(
+      "POST", "/v1/agent/enroll",
+      {{"join_token", jt.body["token"]}, {"inventory", h200_inventory("agent-node", 2, "r9")}});
+  ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
+  const std::string token = enrolled.body["credential"], node = enrolled.body["node"]["id"];
+  const auto heartbeat = [&](const Json& holding) {
+    auto hb = s.request("POST", "/v1/agent/heartbeat", {{"holding", holding}}, token);
+    EXPECT_EQ(hb.status, 200) << hb.raw;
+    return hb;
+  };
+  heartbeat(Json::array());
+  for (const auto& n : s.request("GET", "/v1/nodes", nullptr, admin).body["items"]) {
+    if (n["id"] == node) continue;
+    auto c = s.request("POST", "/v1/nodes/" + n["id"].get<std::string>() + "/cordon",
+                       Json::object(), admin);
+    ASSERT_EQ(c.status, 200) << c.raw;
+  }
+  auto t = tenant("acme", "standard", gpus(4));
+  auto timed = allocate(t, {{"offering", "h200-1x"}, {"duration_seconds", 60}});
+  auto other = allocate(t, {{"offering", "h200-1x"}});
+  ASSERT_EQ(timed.body["placement"]["nodes"][0], node) << timed.raw;
+  ASSERT_EQ(other.body["placement"]["nodes"][0], node) << other.raw;
+  const Json both = {timed.body["id"], other.body["id"]};
+  heartbeat(both);
+
+  s.clock().advance(std::chrono::seconds(61));
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  Json expired = get(t, timed.body["id"]);
+  EXPECT_EQ(expired["state"], "expired");
+  auto suspended =
+      s.request("PATCH", "/v1/tenants/" + t.info.id, {{"state", "suspended"}}, admin);
+  ASSERT_EQ(suspended.status, 200) << suspended.raw;
+  Json released = get(t, other.body["id"]);
+  EXPECT_EQ(released["state"], "released");
+  EXPECT_EQ(released["reason_code"], "tenant_suspended");
+  for (const Json& a : {expired, released}) {
+    ASSERT_EQ(a["stopping"].size(), 1u) << a.dump();
+    EXPECT_EQ(a["stopping"][0]["grace_seconds"], 30);
+    EXPECT_FALSE(a["grace_until"].is_null());
+  }
+
+  auto d = s.request("POST", "/v1/nodes/" + node + "/drain", {{"reason", "BIOS"}}, admin);
+  ASSERT_EQ(d.status, 200) << d.raw;
+  EXPECT_EQ(d.body["state"], "draining");
+  auto hb = heartbeat(both);
+  int stops = 0;
+  for (const auto& a : hb.body["assignments"]["allocations"])
+    stops += a.contains("stop") ? 1 : 0;
+  EXPECT_EQ(stops, 2) << hb.raw;
+  auto on = s.request("GET", "/v1/allocations?node=" + node, nullptr, admin);
+  EXPECT_EQ(on.body["items"].size(), 2u) << on.raw;
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  EXPECT_EQ(s.request("GET", "/v1/nodes/" + node, nullptr, admin).body["state"], "draining");
+
+  heartbeat(Json::array({timed.body["id"]}));
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  EXPECT_EQ(s.request("GET", "/v1/nodes/" + node, nullptr, admin).body["state"], "draining");
+  EXPECT_TRUE(get(t, other.body["id"])["stopping"].empty());
+  heartbeat(Json::array());
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  EXPECT_EQ(s.request("GET", "/v1/nodes/" + node, nullptr, admin).body["state"], "maintenance");
+}
+
 TEST_F(Sched, QueueViewsAndAuditOfSchedulerTransitions) {
   auto t = tenant("acme", "standard", gpus(1));
   auto other = tenant("zeta", "standard", gpus(1));

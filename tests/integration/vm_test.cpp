@@ -69,10 +69,19 @@ class Vms : public ::testing::Test {
   }
 
   // One heartbeat of the node with `reports` as its "vms" (none when null).
-  Resp heartbeat(const Json& reports = nullptr) {
+  // `holding`: the allocations whose VM the node still runs (an agent's "holding"); by default
+  // none, so that an ended allocation's stop ends at once.
+  Resp heartbeat(const Json& reports = nullptr, const Json& holding = Json::array()) {
     Json body = Json::object();
     if (!reports.is_null()) body["vms"] = reports;
+    if (!holding.is_null()) body["holding"] = holding;
     return s.request("POST", "/v1/agent/heartbeat", body, node_token);
+  }
+  // The "stop" of allocation `id` in a heartbeat's assignment; null when it has none.
+  static Json stop_of(const Resp& hb, const std::string& id) {
+    for (const auto& a : hb.body.at("assignments").at("allocations"))
+      if (a.at("id") == id) return a.value("stop", Json());
+    return nullptr;
   }
 
   // The "vm" of allocation `id` in a heartbeat's assignment; null when it has none.
@@ -333,13 +342,20 @@ TEST_F(Vms, AReleasedAllocationsVmIsDestroyedOnceTheNodeNoLongerHoldsIt) {
       "/v1/tenants/" + acme.id + "/projects/" + acme_project + "/allocations/" + id + "/release",
       Json::object(), acme.admin_token);
   ASSERT_EQ(released.status, 200) << released.raw;
-  // The node is no longer told of it; while it still reports the domain, the VM is not destroyed.
-  auto hb = heartbeat({{{"domain", vm["domain"]}, {"state", "running"}}});
-  EXPECT_TRUE(vm_of(hb, id).is_null()) << hb.raw;
+  // While the node still runs it, the node is told to stop it: an ACPI shutdown now, destroyed
+  // once the grace period has passed.
+  auto hb = heartbeat({{{"domain", vm["domain"]}, {"state", "running"}}}, Json::array({id}));
+  EXPECT_EQ(vm_of(hb, id)["desired"], "stopped") << hb.raw;
+  EXPECT_EQ(stop_of(hb, id)["grace_seconds"], 30) << hb.raw;
   EXPECT_EQ(get_vm(vm_id)["state"], "running");
   EXPECT_TRUE(IsProblem(s.request("POST", vms(acme) + "/" + vm_id + "/actions",
                                   {{"action", "start"}}, acme.admin_token),
                         409, "conflict"));
+  // Shut off and no longer held: the node is no longer told of it; while it still reports the
+  // domain, the VM is not destroyed.
+  hb = heartbeat({{{"domain", vm["domain"]}, {"state", "shut-off"}}});
+  EXPECT_TRUE(vm_of(hb, id).is_null()) << hb.raw;
+  EXPECT_EQ(get_vm(vm_id)["state"], "shut-off");
   ASSERT_EQ(heartbeat(Json::array()).status, 200);
   EXPECT_EQ(get_vm(vm_id)["state"], "destroyed");
   EXPECT_TRUE(

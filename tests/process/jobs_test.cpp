@@ -19,6 +19,7 @@
 #include <filesystem>
 #include <fstream>
 #include <future>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
@@ -59,10 +60,13 @@ class JobsTest : public ::testing::Test {
   // Environment the agents run with (and their podman after them).
   virtual std::map<std::string, std::optional<std::string>> agent_env() { return {}; }
   virtual int gpus_per_node() const { return 2; }
+  static constexpr int kPreemptionGraceSeconds = 5;
 
   void SetUp() override {
     if (!why_not_.empty()) GTEST_SKIP() << why_not_;
-    server_.emplace(dir_.path() / "data");
+    server_.emplace(dir_.path() / "data",
+                    std::vector<std::string>{"--preemption-grace-seconds",
+                                             std::to_string(kPreemptionGraceSeconds)});
     ASSERT_TRUE(server_->start());
     root_ = dir_.path() / "storage";
     fs::create_directory(root_);
@@ -316,6 +320,59 @@ TEST_F(JobsTest, CancelSendsSigtermThenSigkillAfterTheGracePeriod) {
   EXPECT_NE(logs(alpha_, j).find("got-term"), std::string::npos) << logs(alpha_, j);
   EXPECT_GE(took, std::chrono::seconds(9));
   EXPECT_EQ(done["members"][0]["exit_code"], 137) << done.dump(2);
+}
+
+// Preemption stops the victim as a cancel does (SIGTERM at once, SIGKILL once the preemption
+// grace has passed), and the preemptor's member starts only once the victim is gone from the
+// node: never two jobs on one GPU, even for the grace period.
+TEST_F(JobsTest, APreemptedJobGetsSigtermAtOnceSigkillAtItsGraceAndItsGpusOnlyThen) {
+  const std::string stubborn =
+      "trap 'echo got-term $(date +%s)' TERM; echo ready; while true; do sleep 1; done";
+  const Json low = {{"count", 2}, {"priority_class", "low"}, {"preemptible", true}};
+  Json a = submit(alpha_, "low-a", stubborn, low), b = submit(alpha_, "low-b", stubborn, low);
+  for (const Json* j : {&a, &b})
+    ASSERT_TRUE(eventually([&] { return logs(alpha_, *j).find("ready") != std::string::npos; },
+                           std::chrono::seconds(120)))
+        << agents_log();
+  const auto asked = std::chrono::steady_clock::now();
+  const int64_t asked_unix = std::chrono::duration_cast<std::chrono::seconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+  Json high = submit(alpha_, "high", "echo started $(date +%s)",
+                     {{"count", 2}, {"priority_class", "high"}});
+  // The victim: whichever low job the scheduler preempted.
+  Json victim;
+  ASSERT_TRUE(eventually([&] {
+    for (const Json* j : {&a, &b})
+      if (job(alpha_, *j)["state"] == "preempted") victim = *j;
+    return !victim.is_null();
+  }));
+  // SIGTERM reaches it at once; the preemptor waits meanwhile.
+  ASSERT_TRUE(eventually([&] { return logs(alpha_, victim).find("got-term") != std::string::npos; },
+                         std::chrono::seconds(10)))
+      << logs(alpha_, victim) << agents_log();
+  const auto termed = std::chrono::steady_clock::now() - asked;
+  EXPECT_LT(termed, std::chrono::seconds(kPreemptionGraceSeconds)) << "SIGTERM came late";
+  EXPECT_NE(job(alpha_, high)["state"], "running");
+  Json done = finished(alpha_, high);
+  const auto ran = std::chrono::steady_clock::now() - asked;
+  EXPECT_EQ(done["state"], "succeeded") << done.dump(2) << agents_log();
+  // It ignored SIGTERM: the preemptor started only after SIGKILL at the end of the grace.
+  const std::string out = logs(alpha_, high);
+  ASSERT_EQ(out.rfind("started ", 0), 0u) << out;
+  const int64_t started_unix = std::stoll(out.substr(8));
+  EXPECT_GE(started_unix - asked_unix, kPreemptionGraceSeconds - 1) << out;
+  EXPECT_GE(ran, std::chrono::seconds(kPreemptionGraceSeconds));
+  std::cout << fmt::format("preemption: SIGTERM after {} ms, preemptor ran {} s after it asked\n",
+                           std::chrono::duration_cast<std::chrono::milliseconds>(termed).count(),
+                           started_unix - asked_unix);
+  // Once gone from its node, the victim's containers are removed there.
+  const std::string victim_id = victim.value("id", "");
+  EXPECT_TRUE(eventually([&] {
+    auto left = run(find_program("podman"),
+                    {"ps", "-aq", "--filter", "label=dev.gpuplane.job=" + victim_id});
+    return left.out.empty();
+  })) << agents_log();
 }
 
 TEST_F(JobsTest, AnAgentKilledMidJobLosesAndDuplicatesNothing) {
