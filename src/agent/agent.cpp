@@ -508,11 +508,15 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
         const Json allocations = reply.contains("assignments")
                                      ? reply["assignments"].value("allocations", Json::array())
                                      : Json::array();
-        for (const auto& a : allocations)
+        std::map<std::string, int64_t> stop_graces;
+        for (const auto& a : allocations) {
           if (!a.value("waiting_for", Json::array()).empty())
             for (auto& m : *assigned)
               if (m.allocation_id == a.value("id", "")) m.hold = true;
-        auto reports = job_runner->round(*assigned);
+          if (a.contains("stop") && a["stop"].is_object())
+            stop_graces[a.value("id", "")] = a["stop"].value("grace_seconds", int64_t{0});
+        }
+        auto reports = job_runner->round(*assigned, stop_graces);
         jobs_holding = job_runner->holding();
         jobs_moved = !job_reports || !same_states(*job_reports, reports);
         job_reports = std::move(reports);

@@ -569,7 +569,8 @@ void JobRunner::remove(const std::string& container) {
   failed_.erase(container);
 }
 
-std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned) {
+std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned,
+                                   const std::map<std::string, int64_t>& stop_graces) {
   std::vector<Json> reports;
   auto listed = podman_.list_members(o_.node_id);
   if (!listed) {
@@ -687,7 +688,10 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
         holding_.insert(s.allocation_id);
         continue;
       }
-      if (clock_.now() - at->second < std::chrono::seconds(jobs::kStopGraceSeconds)) {
+      const auto grace = stop_graces.find(s.allocation_id);
+      if (clock_.now() - at->second <
+          std::chrono::seconds(grace == stop_graces.end() ? jobs::kStopGraceSeconds
+                                                          : grace->second)) {
         holding_.insert(s.allocation_id);
         continue;
       }

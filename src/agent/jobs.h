@@ -94,7 +94,11 @@ class JobRunner {
  public:
   JobRunner(JobRunnerOptions options, const Clock& clock);
   // One round over the node's assignment; returns the reports of every member it holds.
-  std::vector<Json> round(const std::vector<MemberAssignment>& assigned);
+  // `stop_graces`: the grace (seconds) of each ended allocation the node is stopping (the
+  // assignment's "stop"s): a member no longer assigned gets its allocation's, or else
+  // jobs::kStopGraceSeconds, between SIGTERM and SIGKILL.
+  std::vector<Json> round(const std::vector<MemberAssignment>& assigned,
+                          const std::map<std::string, int64_t>& stop_graces = {});
   // The allocations with a member container still running on the node after the last round
   // (assigned or being stopped): what the heartbeat's "holding" reports.
   const std::set<std::string>& holding() const { return holding_; }

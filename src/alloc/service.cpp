@@ -408,6 +408,20 @@ Result<int> Service::tick(store::Tx& tx, const World& w) {
     n += GP_TRY(end(tx, w, row.text(0), State::kExpired, "expired", "its end time passed",
                     std::string(kScheduler)));
   }
+  // A drain's deadline has passed: what still runs there is evicted (preempted, with the
+  // preemption grace); a job among it is queued again elsewhere (jobs::sync).
+  for (const fleet::Node& node : GP_TRY(fleet::overdue_drains(tx, now))) {
+    for (const auto& row : GP_TRY(tx.query(
+             "SELECT allocation_id FROM allocation_nodes WHERE node_id = ? ORDER BY allocation_id",
+             {node.id}))) {
+      changed_ = true;
+      (void)s->release(row.text(0), from_unix_micros(now));
+      n += GP_TRY(end(tx, w, row.text(0), State::kPreempted, "drain_deadline",
+                      fmt::format("evicted: the drain of node {} reached its deadline ({})",
+                                  node.info.name, node.state_reason),
+                      std::string(kScheduler)));
+    }
+  }
   n += GP_TRY(schedule(tx, w));
   n += GP_TRY(complete_drains(tx, w));
   return n;

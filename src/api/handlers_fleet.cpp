@@ -82,6 +82,9 @@ MutationHandler node_verb(const std::string& verb) {
   return [verb](Api& api, Call& call, store::Tx& tx) -> Result<Mutation> {
     auto r = body_reader(call, "node action");
     std::string reason = r.optional_string("reason", 500).value_or("");
+    // drain: what still runs this long after is evicted (preempted, with the grace period).
+    auto deadline = r.optional_integer("deadline_seconds", 1, 30 * 86400);
+    if (deadline && verb != "drain") r.reject("deadline_seconds", "is for a drain only");
     GP_TRY_VOID(r.finish());
     auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
     fleet::Node out;
@@ -89,8 +92,10 @@ MutationHandler node_verb(const std::string& verb) {
       out = GP_TRY(fleet::set_cordoned(tx, api.world(), n.id, verb == "cordon"));
     } else {
       auto action = fleet::parse_node_action(verb);
+      std::optional<int64_t> until;
+      if (deadline) until = api.world().now() + *deadline * 1'000'000;
       out = GP_TRY(fleet::apply_action(tx, api.world(), n.id, *action,
-                                       reason.empty() ? "operator: " + verb : reason));
+                                       reason.empty() ? "operator: " + verb : reason, until));
       // Nothing on the node: the drain completes now rather than at the next tick.
       if (out.state == fleet::NodeState::kDraining &&
           GP_TRY(api.allocs().complete_drains(tx, api.world())) > 0)
@@ -112,6 +117,7 @@ MutationHandler node_verb(const std::string& verb) {
                 {"from", fleet::node_state_name(n.state)},
                 {"to", fleet::node_state_name(out.state)},
                 {"reason", reason}};
+    if (deadline) m.detail["deadline_seconds"] = *deadline;
     if (failed) m.detail["allocations_failed"] = failed;
     return m;
   };

@@ -29,6 +29,7 @@ Result<Json> job_detail(store::Tx& tx, const jobs::Job& j) {
   for (const auto& e : GP_TRY(jobs::list_job_events(tx, j.id))) events.push_back(e.to_json());
   out["members"] = members;
   out["events"] = events;
+  out["attempt_history"] = GP_TRY(jobs::list_attempts(tx, j.id));
   if (auto a =
           GP_TRY(alloc::find_allocation(tx, tenancy::TenantScope(j.tenant_id), j.allocation_id)))
     out["allocation"] = {{"id", a->id},

@@ -194,7 +194,7 @@ Json schemas() {
   s["JoinToken"] =
       object({{"id", str()}, {"token", str()}, {"pool_id", nstr()}, {"expires_at", time_str()}},
              {"id", "token", "pool_id", "expires_at"});
-  s["NodeAction"] = object({{"reason", str()}}, {});
+  s["NodeAction"] = object({{"reason", str()}, {"deadline_seconds", integer()}}, {});
   s["Gpu"] = loose({{"uuid", str()},
                     {"index", integer()},
                     {"model", str()},
@@ -212,6 +212,7 @@ Json schemas() {
        {"state", enum_of({"enrolling", "ready", "draining", "maintenance", "failed", "retired"})},
        {"cordoned", {{"type", "boolean"}}},
        {"schedulable", {{"type", "boolean"}}},
+       {"drain_deadline", ntime()},
        {"gpus", {{"type", "array"}, {"items", schema_ref("Gpu")}}}},
       {"id", "name", "state", "cordoned", "schedulable"});
   s["Inventory"] = loose({{"node", {{"type", "object"}}}, {"gpus", {{"type", "array"}}}}, {"node"});
@@ -456,6 +457,7 @@ Json schemas() {
                     {"reason", str()},
                     {"exit_code", {{"type", {"integer", "null"}}}},
                     {"attempts", integer()},
+                    {"attempt_history", {{"type", "array"}}},
                     {"image_digest", nstr()},
                     {"pull_always", boolean},
                     {"stop_requested_at", ntime()},

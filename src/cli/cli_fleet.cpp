@@ -93,23 +93,40 @@ void add_node(CLI::App& app, ClientConfig& c, int* rc) {
     return r.has_value();
   });
   auto reason = std::make_shared<std::string>();
+  auto deadline = std::make_shared<std::string>();
   for (std::string verb :
        {"drain", "maintenance", "resume", "fail", "retire", "cordon", "uncordon"}) {
     auto* sub = node->add_subcommand(verb, verb + " a node");
     sub->add_option("id", *id, "Node id or name")->required();
     sub->add_option("--reason", *reason, "Why (recorded in the audit trail)");
-    on_run(sub, rc, [&c, id, reason, verb] {
+    if (verb == "drain")
+      sub->add_option("--deadline", *deadline,
+                      "Evict what still runs after this long (30m, 2h): preempted with the "
+                      "grace period, jobs placed again elsewhere; default: wait for it to end");
+    on_run(sub, rc, [&c, id, reason, deadline, verb] {
       Json body = Json::object();
       if (!reason->empty()) body["reason"] = *reason;
+      if (!deadline->empty()) {
+        auto d = parse_duration_flag(*deadline);
+        if (!d) {
+          std::cerr << "error: --deadline " << d.error().message << "\n";
+          return false;
+        }
+        body["deadline_seconds"] = std::chrono::duration_cast<std::chrono::seconds>(*d).count();
+      }
       auto r = call(c, "POST", "/v1/nodes/" + url_encode(*id) + "/" + verb, body);
-      if (r)
-        std::cout << fmt::format(
-            "node {}: {}{}{}\n", (*r)["name"].get<std::string>(), (*r)["state"].get<std::string>(),
-            (*r)["cordoned"].get<bool>() ? " (cordoned)" : "",
-            (*r)["state"] == "draining"
-                ? " until its allocations end (`gpuplane node allocations` lists them)"
-                : "");
-      return r.has_value();
+      if (!r) return false;
+      std::string until;
+      if ((*r)["state"] == "draining")
+        until = (*r)["drain_deadline"].is_string()
+                    ? fmt::format(" until its allocations end, or until {} when what still runs "
+                                  "is evicted",
+                                  (*r)["drain_deadline"].get<std::string>())
+                    : " until its allocations end (`gpuplane node allocations` lists them)";
+      std::cout << fmt::format("node {}: {}{}{}\n", (*r)["name"].get<std::string>(),
+                               (*r)["state"].get<std::string>(),
+                               (*r)["cordoned"].get<bool>() ? " (cordoned)" : "", until);
+      return true;
     });
   }
   auto* revoke = node->add_subcommand(

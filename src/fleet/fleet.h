@@ -37,6 +37,8 @@ struct Node {
   std::string source;  // "agent" | "kubernetes"
   std::optional<int64_t> last_heartbeat;
   std::optional<GpuRuntime> gpu_runtime;  // as the agent last reported it; nullopt: never
+  // Draining with a deadline: what still runs on it then is evicted (alloc::Service::tick).
+  std::optional<int64_t> drain_deadline;
   int64_t created_at = 0, updated_at = 0, version = 1;
   Json to_json() const;
 };
@@ -130,8 +132,12 @@ Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w,
 Result<std::optional<Node>> find_node(store::Tx& tx, std::string_view id_or_name);
 Result<Page<Node>> list_nodes(store::Tx& tx, const PageRequest& page,
                               const std::optional<NodeState>& state);
+// `drain_deadline` (kDrain only): when what still runs there is evicted.
 Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node_id,
-                          NodeAction action, const std::string& reason);
+                          NodeAction action, const std::string& reason,
+                          std::optional<int64_t> drain_deadline = std::nullopt);
+// Draining nodes whose deadline has passed (at `now`), by id.
+Result<std::vector<Node>> overdue_drains(store::Tx& tx, int64_t now);
 Result<Node> set_cordoned(store::Tx& tx, const World& w, const std::string& node_id, bool cordon);
 Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::string>& node_id);
 // GPUs by model, mode and health, nodes by state, free vs allocated.

@@ -57,6 +57,7 @@ Json Node::to_json() const {
           {"source", source},
           {"last_heartbeat", last_heartbeat ? Json(ts(*last_heartbeat)) : Json(nullptr)},
           {"gpu_runtime", gpu_runtime ? fleet::to_json(*gpu_runtime) : Json(nullptr)},
+          {"drain_deadline", drain_deadline ? Json(ts(*drain_deadline)) : Json(nullptr)},
           {"created_at", ts(created_at)},
           {"updated_at", ts(updated_at)},
           {"version", version}};
@@ -132,7 +133,7 @@ namespace {
 constexpr std::string_view kNodeCols =
     "id, name, pool_id, state, cordoned, state_reason, cpu_millis, memory_bytes, rack, "
     "nvlink_domain, labels, source, last_heartbeat, created_at, updated_at, version, "
-    "gpu_runtime";
+    "gpu_runtime, drain_deadline";
 // The stored GPU runtime report; one that no longer parses reads as never reported.
 std::optional<GpuRuntime> gpu_runtime_from(const std::optional<std::string>& text) {
   if (!text) return std::nullopt;
@@ -167,6 +168,7 @@ Node node_from(const Row& r) {
   n.updated_at = r.integer(14);
   n.version = r.integer(15);
   n.gpu_runtime = gpu_runtime_from(r.opt_text(16));
+  n.drain_deadline = r.opt_integer(17);
   return n;
 }
 
@@ -184,9 +186,13 @@ Result<void> save_state(store::Tx& tx, const World& w, Node& n, NodeState s, std
   n.state_reason = std::move(reason);
   n.updated_at = w.now();
   ++n.version;
-  GP_TRY_VOID(
-      tx.exec("UPDATE nodes SET state=?, state_reason=?, updated_at=?, version=? WHERE id=?",
-              {std::string(node_state_name(s)), n.state_reason, n.updated_at, n.version, n.id}));
+  // A deadline belongs to one drain: any other state drops it.
+  if (s != NodeState::kDraining) n.drain_deadline.reset();
+  GP_TRY_VOID(tx.exec(
+      "UPDATE nodes SET state=?, state_reason=?, updated_at=?, version=?, drain_deadline=? WHERE "
+      "id=?",
+      {std::string(node_state_name(s)), n.state_reason, n.updated_at, n.version,
+       store::opt(n.drain_deadline), n.id}));
   if (s == NodeState::kFailed && before != NodeState::kFailed)
     GP_TRY_VOID(open_downtime(tx, n.id, "", n.state_reason, n.updated_at));
   // Repairing a failed node (failed -> maintenance) keeps the outage going: it ends when the
@@ -209,7 +215,8 @@ Result<Node> insert_node(store::Tx& tx, const World& w, const Inventory& inv,
   if (source == "agent") n.last_heartbeat = n.created_at;
   auto r = tx.exec(
       fmt::format(
-          "INSERT INTO nodes ({}, credential_hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+          "INSERT INTO nodes ({}, credential_hash) VALUES "
+          "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?)",
           kNodeCols),
       {n.id, n.info.name, store::opt(n.pool_id), std::string(node_state_name(n.state)), int64_t(0),
        std::string(), n.info.cpu_millis, n.info.memory_bytes, n.info.rack, n.info.nvlink_domain,
@@ -248,10 +255,14 @@ Result<Page<Node>> list_nodes(store::Tx& tx, const PageRequest& page,
 }
 
 Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node_id,
-                          NodeAction action, const std::string& reason) {
+                          NodeAction action, const std::string& reason,
+                          std::optional<int64_t> drain_deadline) {
   Node n = GP_TRY(load_node(tx, node_id));
+  if (drain_deadline && action != NodeAction::kDrain)
+    return fail(Error::invalid("a deadline is for a drain only"));
   // A drain stays `draining` while allocations are on the node; alloc::Service completes it.
   NodeState next = GP_TRY(transition(n.state, action));
+  if (action == NodeAction::kDrain) n.drain_deadline = drain_deadline;
   GP_TRY_VOID(save_state(tx, w, n, next, reason));
   if (next == NodeState::kRetired) {
     GP_TRY_VOID(revoke_node(tx, w, n.id, "node retired"));
@@ -263,6 +274,17 @@ Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node
       GP_TRY_VOID(close_downtime(tx, n.id, r.text(0), n.updated_at));
   }
   return n;
+}
+
+Result<std::vector<Node>> overdue_drains(store::Tx& tx, int64_t now) {
+  std::vector<Node> out;
+  for (const auto& r : GP_TRY(tx.query(
+           fmt::format("SELECT {} FROM nodes WHERE state = 'draining' AND drain_deadline IS NOT "
+                       "NULL AND drain_deadline <= ? ORDER BY id",
+                       kNodeCols),
+           {now})))
+    out.push_back(node_from(r));
+  return out;
 }
 
 Result<Node> set_cordoned(store::Tx& tx, const World& w, const std::string& node_id, bool cordon) {

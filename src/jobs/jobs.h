@@ -100,10 +100,11 @@ struct Event {
     kStarted,      // starting -> running (every member runs)
     kExited,       // a member's container ended: exit_code, oom
     kStartFailed,  // starting -> failed (image_pull or start_failed, with a message)
-    kNodeLost,     // starting/running -> failed node_lost
+    kNodeLost,     // starting/running -> failed node_lost (queued again under on-failure)
     kDeadline,     // running past max_duration -> failed deadline
     kCancel,       // any live state -> cancelled
     kPreempt,      // any live state -> preempted
+    kEvicted,      // starting/running -> queued: its node's drain reached its deadline
   } kind;
   int exit_code = 0;
   bool oom = false;
@@ -114,6 +115,9 @@ struct Transition {
   State to;
   Failure failure = Failure::kNone;
   bool restart = false;  // kExited under on-failure with retries left: start the member again
+  // kNodeLost under on-failure with retries left, and kEvicted: a new attempt under a new
+  // allocation, placed anew (on other nodes).
+  bool requeue = false;
 };
 
 // The next state, or failed_precondition for an event the state does not take (a finished job

@@ -125,11 +125,11 @@ Result<void> save(store::Tx& tx, const World& w, Job& j, State from) {
   GP_TRY(tx.exec(
       "UPDATE jobs SET state = ?, failure = ?, reason = ?, exit_code = ?, attempts = ?, "
       "image_digest = ?, cancel_requested_at = ?, started_at = ?, ended_at = ?, updated_at = ?, "
-      "version = ? WHERE id = ?",
+      "version = ?, allocation_id = ? WHERE id = ?",
       {std::string(state_name(j.state)), std::string(failure_name(j.failure)), j.reason,
        store::opt(wide(j.exit_code)), int64_t{j.attempts}, j.image_digest,
        store::opt(j.stop_requested_at), store::opt(j.started_at), store::opt(j.ended_at),
-       j.updated_at, j.version, j.id}));
+       j.updated_at, j.version, j.allocation_id, j.id}));
   if (from != j.state) GP_TRY_VOID(insert_event(tx, j.id, j.updated_at, from, j.state, j.reason));
   GP_TRY_VOID(announce(tx, j, on_network(from) != on_network(j.state)));
   return ok();
@@ -178,6 +178,11 @@ Result<void> place_members(store::Tx& tx, const World& w, const Job& j,
   const size_t per = grants.size() / static_cast<size_t>(members);
   GP_TRY(tx.exec("DELETE FROM job_members WHERE job_id = ?", {j.id}));
   const auto addresses = GP_TRY(member_addresses(tx, j.tenant_id, members));
+  GP_TRY(tx.exec(
+      "INSERT INTO job_attempts (job_id, attempt, allocation_id, nodes, started_at, ended_at, "
+      "end_reason) VALUES (?, ?, ?, ?, ?, NULL, '') ON CONFLICT (job_id, attempt) DO NOTHING",
+      {j.id, int64_t{j.attempts}, a.id, a.placement.value("nodes", Json::array()).dump(),
+       w.now()}));
   for (int r = 0; r < members; ++r) {
     const std::string node = grants[static_cast<size_t>(r) * per].value("node", "");
     for (size_t k = 0; k < per; ++k)
@@ -206,6 +211,36 @@ Result<void> release_allocation(store::Tx& tx, const World& w, alloc::Service& s
   return ok();
 }
 
+// The allocation that holds every member of a job: the members' units together, each member
+// on one node.
+Result<alloc::NewAllocation> allocation_for(store::Tx& tx, const World& w, const JobSpec& spec,
+                                            const std::string& offering_id,
+                                            const tenancy::Tenant& tenant,
+                                            const tenancy::Project& project) {
+  Json body = {{"name", spec.name},
+               {"offering", offering_id},
+               {"count", spec.count * spec.members},
+               {"constraints", {{"same_node", spec.members == 1}}},
+               {"priority_class", spec.priority_class},
+               {"preemptible", spec.preemptible}};
+  auto n = GP_TRY(alloc::parse_allocation(tx, w, body, tenant, project));
+  n.activation = alloc::Activation::kWorkload;
+  return n;
+}
+
+// The allocation of `j`'s next attempt, submitted as the job's first was.
+Result<alloc::Allocation> requeue_allocation(store::Tx& tx, const World& w,
+                                             alloc::Service& service, const Job& j) {
+  auto tenant = GP_TRY(tenancy::find_tenant(tx, j.tenant_id));
+  auto project =
+      GP_TRY(tenancy::find_project(tx, tenancy::TenantScope(j.tenant_id), j.project_id));
+  if (!tenant || !project)
+    return fail(Error::internal(fmt::format("job {}: its tenant or project is gone", j.id)));
+  return service.create(
+      tx, w, GP_TRY(allocation_for(tx, w, j.spec, j.offering_id, *tenant, *project)),
+      std::string(kScheduler));
+}
+
 // Moves `j` along event `e`; on a finished state its allocation is released. The transition
 // table is next_state's.
 Result<void> advance(store::Tx& tx, const World& w, alloc::Service& service, Job& j, const Event& e,
@@ -216,6 +251,25 @@ Result<void> advance(store::Tx& tx, const World& w, alloc::Service& service, Job
   if (t.failure != Failure::kNone || finished(t.to)) j.failure = t.failure;
   j.reason = std::move(reason);
   if (e.kind == Event::kExited && (finished(t.to) || t.restart)) j.exit_code = e.exit_code;
+  // The attempt under way ends here: another starts, or the job is over.
+  if (t.restart || t.requeue || finished(t.to))
+    GP_TRY(tx.exec(
+        "UPDATE job_attempts SET ended_at = ?, end_reason = ? WHERE job_id = ? AND ended_at IS "
+        "NULL",
+        {w.now(), j.reason, j.id}));
+  if (t.requeue) {
+    // A new allocation for the next attempt, queued or placed at once (on other nodes: the
+    // lost or drained one takes no work). Its members are made when it is placed.
+    GP_TRY(tx.exec("DELETE FROM job_members WHERE job_id = ?", {j.id}));
+    j.started_at.reset();
+    const alloc::Allocation next = GP_TRY(requeue_allocation(tx, w, service, j));
+    j.allocation_id = next.id;
+    GP_TRY_VOID(save(tx, w, j, from));
+    if (next.state == alloc::State::kPending) return ok();
+    ++j.attempts;
+    GP_TRY_VOID(place_members(tx, w, j, next));
+    return advance(tx, w, service, j, Event{Event::kPlaced}, "placed again: starting on its nodes");
+  }
   if (t.restart) {
     ++j.attempts;
     auto a = GP_TRY(alloc::find_allocation(tx, tenancy::TenantScope(j.tenant_id), j.allocation_id));
@@ -231,6 +285,7 @@ Result<void> advance(store::Tx& tx, const World& w, alloc::Service& service, Job
 std::pair<Event, std::string> ending_for(const alloc::Allocation& a) {
   switch (a.state) {
     case alloc::State::kPreempted:
+      if (a.reason_code == "drain_deadline") return {Event{Event::kEvicted}, a.reason};
       return {Event{Event::kPreempt}, "preempted: " + a.reason};
     case alloc::State::kFailed:
       return {Event{Event::kNodeLost}, "its allocation failed: " + a.reason};
@@ -352,16 +407,8 @@ Result<Job> submit(store::Tx& tx, const World& w, alloc::Service& service, const
   // The tenant's id block: its containers' user namespace maps onto it.
   GP_TRY(storage::ensure_ids(tx, s.id_pool, s.tenant.id, s.tenant.name, w.now()));
 
-  // One allocation holds every member: the members' units together, each member on one node.
-  Json body = {{"name", spec.name},
-               {"offering", offering->id},
-               {"count", spec.count * spec.members},
-               {"constraints", {{"same_node", spec.members == 1}}},
-               {"priority_class", spec.priority_class},
-               {"preemptible", spec.preemptible}};
-  auto n = GP_TRY(alloc::parse_allocation(tx, w, body, s.tenant, s.project));
-  n.activation = alloc::Activation::kWorkload;
-  auto a = GP_TRY(service.create(tx, w, n, s.actor));
+  auto a = GP_TRY(service.create(
+      tx, w, GP_TRY(allocation_for(tx, w, spec, offering->id, s.tenant, s.project)), s.actor));
 
   Job j;
   j.id = w.ids.next("job");
@@ -444,6 +491,21 @@ Result<std::vector<Member>> list_members(store::Tx& tx, const std::string& job_i
   return out;
 }
 
+Result<Json> list_attempts(store::Tx& tx, const std::string& job_id) {
+  Json out = Json::array();
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT attempt, allocation_id, nodes, started_at, ended_at, end_reason FROM "
+           "job_attempts WHERE job_id = ? ORDER BY attempt",
+           {job_id})))
+    out.push_back({{"attempt", row.integer(0)},
+                   {"allocation_id", row.text(1)},
+                   {"nodes", Json::parse(row.text(2), nullptr, false)},
+                   {"started_at", opt_ts(row.integer(3))},
+                   {"ended_at", opt_ts(row.opt_integer(4))},
+                   {"end_reason", row.text(5)}});
+  return out;
+}
+
 Result<Job> cancel(store::Tx& tx, const World& w, alloc::Service& service,
                    const tenancy::TenantScope& scope, std::string_view id,
                    const std::string& actor) {
@@ -480,7 +542,7 @@ Result<int> sync(store::Tx& tx, const World& w, alloc::Service& service) {
       GP_TRY_VOID(advance(tx, w, service, j, event, reason));
       ++changed;
     } else if (j.state == State::kQueued && a->state != alloc::State::kPending) {
-      j.attempts = 1;
+      ++j.attempts;
       GP_TRY_VOID(place_members(tx, w, j, *a));
       GP_TRY_VOID(
           advance(tx, w, service, j, Event{Event::kPlaced}, "placed: starting on its nodes"));

@@ -99,6 +99,10 @@ Result<Page<Job>> list_jobs(store::Tx& tx, const tenancy::TenantScope& scope,
                             const JobFilter& filter, const PageRequest& page);
 Result<std::vector<JobEvent>> list_job_events(store::Tx& tx, const std::string& job_id);
 Result<std::vector<Member>> list_members(store::Tx& tx, const std::string& job_id);
+// Every attempt so far, oldest first: [{attempt, allocation_id, nodes, started_at, ended_at,
+// end_reason}]. A member started again on its node is an attempt; so is the job placed again
+// on other nodes after its node was lost or drained (a new allocation).
+Result<Json> list_attempts(store::Tx& tx, const std::string& job_id);
 
 // Stops the job: a queued one ends at once (its allocation withdrawn); a starting or running
 // one is stopped on its nodes (SIGTERM, SIGKILL after kStopGraceSeconds) and ends cancelled

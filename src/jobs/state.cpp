@@ -15,8 +15,9 @@ constexpr std::array<std::string_view, 7> kStateNames = {
 constexpr std::array<std::string_view, 7> kFailureNames = {
     "", "exit_code", "oom", "node_lost", "image_pull", "deadline", "start_failed"};
 
-constexpr std::array<std::string_view, 8> kEventNames = {
-    "placed", "started", "exited", "start_failed", "node_lost", "deadline", "cancel", "preempt"};
+constexpr std::array<std::string_view, 9> kEventNames = {
+    "placed", "started", "exited", "start_failed", "node_lost", "deadline", "cancel", "preempt",
+    "evicted"};
 
 }  // namespace
 
@@ -54,7 +55,12 @@ Result<Transition> next_state(State from, const Event& e, const JobSpec& spec, i
                                             : Failure::kStartFailed};
     case Event::kNodeLost:
       if (from == State::kQueued) return refuse();
+      if (spec.restart == RestartPolicy::kOnFailure && attempts <= spec.retries)
+        return Transition{State::kQueued, Failure::kNodeLost, false, true};
       return Transition{State::kFailed, Failure::kNodeLost};
+    case Event::kEvicted:
+      if (from == State::kQueued) return refuse();
+      return Transition{State::kQueued, Failure::kNone, false, true};
     case Event::kDeadline:
       if (from != State::kRunning) return refuse();
       return Transition{State::kFailed, Failure::kDeadline};

@@ -790,6 +790,21 @@ CREATE TABLE allocation_stops (
 );
 CREATE INDEX allocation_stops_allocation ON allocation_stops (allocation_id)
 )SQL"},
+      // A drain's deadline (docs/fleet.md, "Drain"): what still runs then is evicted. And each
+      // attempt of a job: where it ran, under which allocation, how it ended (docs/jobs.md).
+      {27, "drain deadlines and job attempts", R"SQL(
+ALTER TABLE nodes ADD COLUMN drain_deadline BIGINT;
+CREATE TABLE job_attempts (
+  job_id TEXT NOT NULL REFERENCES jobs(id),
+  attempt BIGINT NOT NULL,
+  allocation_id TEXT NOT NULL,
+  nodes TEXT NOT NULL,
+  started_at BIGINT NOT NULL,
+  ended_at BIGINT,
+  end_reason TEXT NOT NULL,
+  PRIMARY KEY (job_id, attempt)
+)
+)SQL"},
   };
   return kMigrations;
 }

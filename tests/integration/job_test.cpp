@@ -266,6 +266,102 @@ TEST_F(Jobs, APreemptedJobsGpusPassOnOnlyOnceItsNodeNoLongerHoldsIt) {
   EXPECT_TRUE(audited);
 }
 
+// A drain with a deadline evicts what still runs at the deadline (preempted, with the grace) and
+// queues the job again: a new attempt under a new allocation on another node, each attempt's
+// node and end visible. Before the deadline nothing moves.
+TEST_F(Jobs, ADrainsDeadlineEvictsAJobAndPlacesItAgainOnAnotherNode) {
+  auto created = submit(acme_jobs, acme.admin_token);
+  ASSERT_EQ(created.status, 201) << created.raw;
+  const std::string job = created.body["id"], path = acme_jobs + "/" + job;
+  const std::string first = created.body["allocation"]["id"];
+  ASSERT_EQ(heartbeat(Json::array({{{"job", job}, {"rank", 0}, {"attempt", 1}, {"state", "running"}}}),
+                      {first})
+                .status,
+            200);
+  const std::string admin = s.admin_token();
+  auto spare = s.request("POST", "/v1/fleet/import",
+                         {{"nodes", {{{"inventory", h200_inventory("spare", 2)}}}}}, admin);
+  ASSERT_EQ(spare.status, 201) << spare.raw;
+  const std::string spare_id = spare.body["items"][0]["id"];
+
+  auto d = s.request("POST", "/v1/nodes/" + node_id + "/drain",
+                     {{"reason", "kernel update"}, {"deadline_seconds", 600}}, admin);
+  ASSERT_EQ(d.status, 200) << d.raw;
+  EXPECT_EQ(d.body["state"], "draining");
+  EXPECT_FALSE(d.body["drain_deadline"].is_null());
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/nodes/" + spare_id + "/cordon",
+                                  {{"deadline_seconds", 60}}, admin),
+                        400));
+  s.clock().advance(std::chrono::seconds(599));
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  EXPECT_EQ(get(path)["state"], "running");
+
+  s.clock().advance(std::chrono::seconds(2));
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  Json j = get(path);
+  EXPECT_EQ(j["state"], "starting") << j.dump(2);
+  EXPECT_EQ(j["attempts"], 2);
+  ASSERT_EQ(j["members"].size(), 1u);
+  EXPECT_EQ(j["members"][0]["node_id"], spare_id);
+  EXPECT_EQ(j["members"][0]["attempt"], 2);
+  ASSERT_EQ(j["attempt_history"].size(), 2u) << j.dump(2);
+  EXPECT_EQ(j["attempt_history"][0]["nodes"], Json::array({node_id}));
+  EXPECT_EQ(j["attempt_history"][0]["allocation_id"], first);
+  EXPECT_NE(j["attempt_history"][0]["end_reason"].get<std::string>().find("deadline"),
+            std::string::npos);
+  EXPECT_EQ(j["attempt_history"][1]["nodes"], Json::array({spare_id}));
+  EXPECT_TRUE(j["attempt_history"][1]["ended_at"].is_null());
+  EXPECT_NE(j["allocation"]["id"], first);
+  std::vector<std::string> states;
+  for (const auto& e : j["events"]) states.push_back(e["to"]);
+  EXPECT_EQ(states, (std::vector<std::string>{"queued", "starting", "running", "queued",
+                                              "starting"}));
+
+  // The drained node stops the first attempt within the preemption grace, then is empty.
+  const std::string allocations = acme_jobs.substr(0, acme_jobs.size() - 4) + "allocations/";
+  Json evicted = get(allocations + first);
+  EXPECT_EQ(evicted["state"], "preempted");
+  EXPECT_EQ(evicted["reason_code"], "drain_deadline");
+  auto hb = heartbeat(nullptr, {first});
+  ASSERT_EQ(hb.body["assignments"]["allocations"].size(), 1u) << hb.raw;
+  EXPECT_EQ(hb.body["assignments"]["allocations"][0]["stop"]["grace_seconds"], 30) << hb.raw;
+  EXPECT_TRUE(hb.body["assignments"]["jobs"].empty()) << hb.raw;
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  EXPECT_EQ(s.request("GET", "/v1/nodes/" + node_id, nullptr, admin).body["state"], "draining");
+  heartbeat();
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  auto after = s.request("GET", "/v1/nodes/" + node_id, nullptr, admin).body;
+  EXPECT_EQ(after["state"], "maintenance");
+  EXPECT_TRUE(after["drain_deadline"].is_null());
+}
+
+// A failed node's on-failure job is placed again on another node (a new attempt) while its
+// retries last; a job without a restart policy fails with node_lost.
+TEST_F(Jobs, ALostNodesOnFailureJobIsPlacedAgainElsewhere) {
+  auto retried = submit(acme_jobs, acme.admin_token,
+                        {{"name", "retried"}, {"restart_policy", "on-failure"}, {"retries", 1}});
+  auto plain = submit(acme_jobs, acme.admin_token, {{"name", "plain"}});
+  ASSERT_EQ(retried.status, 201) << retried.raw;
+  ASSERT_EQ(plain.status, 201) << plain.raw;
+  const std::string admin = s.admin_token();
+  auto spare = s.request("POST", "/v1/fleet/import",
+                         {{"nodes", {{{"inventory", h200_inventory("spare", 2)}}}}}, admin);
+  ASSERT_EQ(spare.status, 201) << spare.raw;
+  auto f = s.request("POST", "/v1/nodes/" + node_id + "/fail", {{"reason", "PSU"}}, admin);
+  ASSERT_EQ(f.status, 200) << f.raw;
+  ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
+  Json again = get(acme_jobs + "/" + retried.body["id"].get<std::string>());
+  EXPECT_EQ(again["state"], "starting") << again.dump(2);
+  EXPECT_EQ(again["attempts"], 2);
+  EXPECT_EQ(again["members"][0]["node_id"], spare.body["items"][0]["id"]);
+  EXPECT_NE(again["attempt_history"][0]["end_reason"].get<std::string>().find("PSU"),
+            std::string::npos)
+      << again.dump(2);
+  Json lost = get(acme_jobs + "/" + plain.body["id"].get<std::string>());
+  EXPECT_EQ(lost["state"], "failed");
+  EXPECT_EQ(lost["failure"], "node_lost");
+}
+
 // A gang starts together or not at all: its members are only created until every one has its
 // container; one that cannot start fails the job before any other member has run.
 TEST_F(Jobs, AGangIsStartedOnlyOnceEveryMemberIsCreated) {

@@ -198,6 +198,29 @@ TEST(JobState, AFinishedJobTakesNoEventAndOutOfOrderEventsAreRefused) {
   EXPECT_FALSE(next_state(State::kStarting, {Event::kDeadline}, s, 1));
 }
 
+// A lost node queues an on-failure job again (a new attempt elsewhere) while retries are left;
+// an eviction by a drain's deadline always does, whatever the policy.
+TEST(JobState, ALostNodeRequeuesUnderOnFailureAndAnEvictionAlways) {
+  JobSpec retry = spec_with(RestartPolicy::kOnFailure, 1), never = spec_with(RestartPolicy::kNever, 0);
+  for (State from : {State::kStarting, State::kRunning}) {
+    auto lost = next_state(from, {Event::kNodeLost}, retry, 1);
+    ASSERT_TRUE(lost);
+    EXPECT_EQ(lost->to, State::kQueued);
+    EXPECT_TRUE(lost->requeue);
+    EXPECT_FALSE(lost->restart);
+    auto spent = next_state(from, {Event::kNodeLost}, retry, 2);
+    ASSERT_TRUE(spent);
+    EXPECT_EQ(spent->to, State::kFailed);
+    EXPECT_FALSE(spent->requeue);
+    auto evicted = next_state(from, {Event::kEvicted}, never, 5);
+    ASSERT_TRUE(evicted);
+    EXPECT_EQ(evicted->to, State::kQueued);
+    EXPECT_TRUE(evicted->requeue);
+  }
+  EXPECT_FALSE(next_state(State::kQueued, {Event::kEvicted}, never, 0));
+  EXPECT_FALSE(next_state(State::kSucceeded, {Event::kEvicted}, never, 1));
+}
+
 TEST(JobState, OnFailureStartsAFailedJobAgainExactlyRetriesTimes) {
   JobSpec s = spec_with(RestartPolicy::kOnFailure, 2);
   int attempts = 1, restarts = 0;

@@ -203,6 +203,25 @@ TEST_F(Cli, FailuresExitOneWithOneErrorLine) {
   EXPECT_TRUE(err[1].starts_with("hint: ")) << err[1];
 }
 
+// `node drain --deadline` says when what still runs is evicted; a deadline that is no duration
+// is refused before anything is sent.
+TEST_F(Cli, ADrainWithADeadlineSaysWhenWorkIsEvicted) {
+  Json inv = {{"node", {{"name", "n1"}, {"cpu_millis", 1000}, {"memory_bytes", 1 << 30}}},
+              {"gpus", Json::array()}};
+  auto imported = server_.admin_request("POST", "/v1/fleet/import",
+                                        {{"nodes", {{{"inventory", inv}}}}});
+  ASSERT_TRUE(imported && imported->status == 201) << (imported ? imported->body : "");
+  EXPECT_TRUE(fails_with(admin({"node", "drain", "n1", "--deadline", "soon"}), "--deadline"));
+  auto drained = admin({"node", "drain", "n1", "--deadline", "30m", "--reason", "BIOS"});
+  ASSERT_TRUE(succeeds(drained));
+  // Nothing runs there: drained at once, and the deadline went with the drain.
+  EXPECT_TRUE(contains(drained.out, "node n1: maintenance")) << drained.out;
+  // Only a drain takes one: anything else is a usage error.
+  auto cordon = admin({"node", "cordon", "n1", "--deadline", "30m"});
+  EXPECT_NE(cordon.exit_code, 0);
+  EXPECT_TRUE(contains(cordon.err, "--deadline")) << cordon.err;
+}
+
 // gp_test() hands every test the binary's path in GP_BINARY; the fallback in
 // gpuplane_binary() must not hide it going missing.
 // A secret stored before names became one path segment ("team/registry") cannot be named in a
