@@ -405,7 +405,26 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     return std::pair<int, Json>{r.status, std::move(r.body)};
   };
   int failures = 0;
+  // Fencing: when the control plane last answered, and how long it waits for a silent node
+  // before it declares it failed and places its jobs elsewhere (its heartbeat answer says).
+  std::optional<std::chrono::steady_clock::time_point> answered_at;
+  std::chrono::seconds node_timeout{0};
   while (!stop) {
+    // Unanswered for three quarters of that (the agent was frozen, hung or cut off): its jobs
+    // may be placed elsewhere by now or soon. Before it reports anything, it stops every member
+    // it runs (the control plane measures from the last heartbeat it received, which is no
+    // later than the last answer here).
+    if (answered_at && node_timeout.count() > 0 &&
+        std::chrono::steady_clock::now() - *answered_at > node_timeout * 3 / 4) {
+      spdlog::error(
+          "no heartbeat answered for over {} s: this node may have been declared failed and "
+          "its jobs placed elsewhere; stopping every job member it runs",
+          node_timeout.count());
+      if (job_runner) spdlog::warn("fenced: {} job member(s) killed", job_runner->fence());
+      if (job_reports) job_reports->clear();
+      if (jobs_holding) jobs_holding->clear();
+      answered_at.reset();
+    }
     if (!ep->identity_file.empty()) {
       Result<void> renewed = ok();
       if (auto due = renewal_due(identity_path); !due)
@@ -448,6 +467,8 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       spdlog::error("heartbeat refused (HTTP {}): {}", r->status, problem_detail(r->body));
     } else {
       failures = 0;
+      answered_at = std::chrono::steady_clock::now();
+      node_timeout = std::chrono::seconds(r->body.value("node_timeout_seconds", int64_t{0}));
       spdlog::debug("heartbeat ok: node state {}", r->body["node"].value("state", "?"));
     }
     // Enforcement runs even when the heartbeat failed: the assignment may still be readable. It

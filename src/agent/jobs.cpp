@@ -555,6 +555,17 @@ Json JobRunner::report(const MemberAssignment& m, const jobs::ContainerStatus& s
   return r;
 }
 
+int JobRunner::fence() {
+  auto listed = podman_.list_members(o_.node_id);
+  if (!listed) {
+    spdlog::error("jobs: fencing: {}", listed.error().message);
+    return 0;
+  }
+  for (const auto& c : *listed) remove(c.name);
+  holding_.clear();
+  return static_cast<int>(listed->size());
+}
+
 void JobRunner::remove(const std::string& container) {
   unmount_secrets(container);
   if (attached_.contains(container) || fs::exists("/run/netns/" + container)) detach(container);

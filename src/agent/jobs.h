@@ -102,6 +102,9 @@ class JobRunner {
   // The allocations with a member container still running on the node after the last round
   // (assigned or being stopped): what the heartbeat's "holding" reports.
   const std::set<std::string>& holding() const { return holding_; }
+  // The node may have been declared failed and its jobs placed elsewhere: every member this
+  // agent runs is killed (SIGKILL) and removed, whatever its assignment said. Returns how many.
+  int fence();
 
  private:
   Result<void> start(const MemberAssignment& m, const std::vector<MemberAssignment>& assigned);

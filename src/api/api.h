@@ -54,6 +54,9 @@ struct Limits {
   Duration session_ttl = std::chrono::hours(12);
   int max_page = 1000;
   RateLimits rate;  // all off unless set (serve sets RateLimits::server_defaults())
+  // A node silent this long is declared failed (housekeeping's argument); agents are told, and
+  // stop their work on their own once their heartbeats have gone unanswered this long.
+  Duration node_timeout = std::chrono::seconds(40);
 };
 
 // Node mTLS (docs/fleet.md): the CA that signs node agents' client certificates and how long

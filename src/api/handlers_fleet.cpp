@@ -346,7 +346,11 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
   m.reply = json_reply(200, {{"node", n.to_json()},
                              {"assignments", assignments},
                              {"assignments_etag", etag},
-                             {"heartbeat_seconds", 10}});
+                             {"heartbeat_seconds", 10},
+                             {"node_timeout_seconds",
+                              std::chrono::duration_cast<std::chrono::seconds>(
+                                  api.limits().node_timeout)
+                                  .count()}});
   m.resource = "/v1/nodes/" + n.id;
   m.audited = detail.contains("gpu_health") || detail.contains("vms") || detail.contains("jobs") ||
               detail.contains("stopped") || n.state_reason == "heartbeats resumed";

@@ -274,6 +274,7 @@ int run_serve(const ServeOptions& o) {
 
   api::Limits limits;
   limits.max_connections = o.max_connections;
+  limits.node_timeout = std::chrono::seconds(o.node_timeout_seconds);
   limits.max_connections_per_address = o.max_connections_per_address;
   limits.trusted_proxies = std::move(*proxies);
   if (!limits.trusted_proxies.empty())

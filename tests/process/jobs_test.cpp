@@ -61,12 +61,13 @@ class JobsTest : public ::testing::Test {
   virtual std::map<std::string, std::optional<std::string>> agent_env() { return {}; }
   virtual int gpus_per_node() const { return 2; }
   static constexpr int kPreemptionGraceSeconds = 5;
+  virtual std::vector<std::string> server_args() {
+    return {"--preemption-grace-seconds", std::to_string(kPreemptionGraceSeconds)};
+  }
 
   void SetUp() override {
     if (!why_not_.empty()) GTEST_SKIP() << why_not_;
-    server_.emplace(dir_.path() / "data",
-                    std::vector<std::string>{"--preemption-grace-seconds",
-                                             std::to_string(kPreemptionGraceSeconds)});
+    server_.emplace(dir_.path() / "data", server_args());
     ASSERT_TRUE(server_->start());
     root_ = dir_.path() / "storage";
     fs::create_directory(root_);
@@ -391,6 +392,71 @@ TEST_F(JobsTest, AnAgentKilledMidJobLosesAndDuplicatesNothing) {
   EXPECT_EQ(done["attempts"], 1);
   const std::string out = logs(alpha_, j);
   EXPECT_EQ(out, "start\nend\n");
+}
+
+// A node whose agent froze (SIGSTOP) past the node timeout is declared failed, and its
+// on-failure job is placed again on the other node as attempt 2. Its containers ran on while the
+// agent was frozen; once it resumes (SIGCONT) the agent, having had no answer for longer than
+// the timeout, kills them before it reports anything, and nothing of attempt 1 is recorded
+// after attempt 2 began.
+class JobFencingTest : public JobsTest {
+ protected:
+  static constexpr int kNodeTimeoutSeconds = 6;
+  std::vector<std::string> server_args() override {
+    auto args = JobsTest::server_args();
+    args.insert(args.end(), {"--node-timeout-seconds", std::to_string(kNodeTimeoutSeconds)});
+    return args;
+  }
+};
+
+TEST_F(JobFencingTest, AFrozenAgentThatComesBackKillsTheStaleAttemptBeforeReporting) {
+  Json j = submit(alpha_, "steady", "echo start; while true; do sleep 1; done",
+                  {{"restart_policy", "on-failure"}, {"retries", 1}});
+  ASSERT_TRUE(
+      eventually([&] { return job(alpha_, j)["state"] == "running"; }, std::chrono::seconds(120)))
+      << agents_log();
+  const std::string first_node = job(alpha_, j)["members"][0].value("node_id", "");
+  const std::string name = admin("GET", "/v1/nodes/" + first_node).value("name", "");
+  const auto stale_running = [&] {
+    auto ps = run(find_program("podman"),
+                  {"ps", "-q", "--filter", "label=dev.gpuplane.job=" + j.value("id", ""),
+                   "--filter", "label=dev.gpuplane.attempt=1"});
+    return !ps.out.empty();
+  };
+  agents_.at(name).signal(SIGSTOP);
+  Json again;
+  const bool moved = eventually(
+      [&] {
+        again = job(alpha_, j);
+        return again.value("attempts", 0) == 2 && again["state"] == "running";
+      },
+      std::chrono::seconds(120));
+  const auto second_began = std::chrono::steady_clock::now();
+  agents_.at(name).signal(SIGCONT);
+  ASSERT_TRUE(moved) << again.dump(2) << agents_log();
+  EXPECT_NE(again["members"][0].value("node_id", ""), first_node);
+  EXPECT_EQ(admin("GET", "/v1/nodes/" + first_node)["state"], "failed");
+  ASSERT_EQ(again["attempt_history"].size(), 2u) << again.dump(2);
+  EXPECT_NE(again["attempt_history"][0]["end_reason"].get<std::string>().find("missed heartbeats"),
+            std::string::npos)
+      << again.dump(2);
+  // The stale copy ran while its agent was frozen; resumed, the agent kills it at once.
+  EXPECT_TRUE(eventually([&] { return !stale_running(); }, std::chrono::seconds(10)))
+      << agents_log();
+  const auto stale_for = std::chrono::steady_clock::now() - second_began;
+  std::cout << fmt::format(
+      "fencing: attempt 1 outlived the start of attempt 2 by {} ms (its agent was frozen)\n",
+      std::chrono::duration_cast<std::chrono::milliseconds>(stale_for).count());
+  EXPECT_TRUE(eventually([&] { return admin("GET", "/v1/nodes/" + first_node)["state"] == "ready"; },
+                         std::chrono::seconds(30)));
+  // Nothing the stale copy did reached the job: attempt 2 runs on, once.
+  Json after = job(alpha_, j);
+  EXPECT_EQ(after["state"], "running") << after.dump(2);
+  EXPECT_EQ(after["attempts"], 2);
+  EXPECT_TRUE(agents_.at(name).stderr_text().find("fenced") != std::string::npos)
+      << agents_log();
+  admin("POST", alpha_.jobs + "/" + j.value("id", "") + "/cancel", Json::object());
+  finished(alpha_, j);
 }
 
 // The same, with the nodes as network namespaces of their own joined by one link (their
