@@ -236,6 +236,50 @@ Result<Mutation> revoke_node(Api& api, Call& call, store::Tx& tx) {
   return m;
 }
 
+// The node's GPU named in the path, by UUID or index.
+Result<fleet::Gpu> path_gpu(Call& call, store::Tx& tx, const std::string& node_id) {
+  for (auto& g : GP_TRY(fleet::list_gpus(tx, node_id)))
+    if (g.info.uuid == call.param("gpu") || std::to_string(g.info.index) == call.param("gpu"))
+      return std::move(g);
+  return fail(Error::not_found("GPU not found on this node"));
+}
+
+// POST /v1/nodes/{node}/gpus/{gpu}/repair: out of service until a clean health report.
+Result<Mutation> repair_gpu(Api& api, Call& call, store::Tx& tx) {
+  auto r = body_reader(call, "GPU repair");
+  std::string reason = r.optional_string("reason", 500).value_or("operator: repair");
+  GP_TRY_VOID(r.finish());
+  auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
+  const fleet::Gpu before = GP_TRY(path_gpu(call, tx, n.id));
+  auto g = GP_TRY(fleet::start_repair(tx, api.world(), n.id, before.info.uuid, reason,
+                                      call.who.id));
+  api.allocs().invalidate();  // the scheduler no longer places on it
+  Mutation m;
+  Json out = g.to_json();
+  out["repair"] = GP_TRY(fleet::find_repair(tx, g.info.uuid))->to_json();
+  m.reply = json_reply(200, out);
+  m.resource = "/v1/nodes/" + n.id + "/gpus/" + g.info.uuid;
+  m.detail = {{"node", n.info.name},
+              {"gpu", g.info.uuid},
+              {"from", before.health},
+              {"reason", reason}};
+  return m;
+}
+
+// GET /v1/nodes/{node}/gpus/{gpu}/health: the GPU's health, repair and history.
+Result<Reply> gpu_health(Api&, Call& call, store::Tx& tx) {
+  auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
+  const fleet::Gpu g = GP_TRY(path_gpu(call, tx, n.id));
+  auto repair = GP_TRY(fleet::find_repair(tx, g.info.uuid));
+  return json_reply(200, {{"gpu", g.info.uuid},
+                          {"node_id", n.id},
+                          {"index", g.info.index},
+                          {"health", g.health},
+                          {"health_reason", g.health_reason},
+                          {"repair", repair ? repair->to_json() : Json(nullptr)},
+                          {"events", GP_TRY(fleet::gpu_history(tx, g.info.uuid))}});
+}
+
 Result<Reply> list_node_certificates(Api&, Call& call, store::Tx& tx) {
   auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
   Json items = Json::array();
@@ -488,6 +532,24 @@ std::vector<Route> fleet_routes() {
                .handler = read_tx(list_node_certificates),
                .summary = "Client certificates issued to the node's agent, newest first.",
                .response_schema = "NodeCertificate[]"});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/nodes/{node}/gpus/{gpu}/repair",
+               .action = "gpu.repair",
+               .permission = Permission::kFleetWrite,
+               .mutation = true,
+               .handler = write_tx(repair_gpu),
+               .summary = "Take a GPU ({gpu}: UUID or index) out of service for repair; it is "
+                          "back in service once a health report of its node after this is clean.",
+               .request_schema = "NodeAction",
+               .response_schema = "Gpu"});
+  r.push_back({.method = "GET",
+               .pattern = "/v1/nodes/{node}/gpus/{gpu}/health",
+               .action = "gpu.health",
+               .permission = Permission::kFleetRead,
+               .handler = read_tx(gpu_health),
+               .summary = "A GPU's health, its repair if any, and its history: every XID and "
+                          "uncorrected-ECC change its node reported, each repair and return.",
+               .response_schema = "GpuHealth"});
   r.push_back({.method = "GET",
                .pattern = "/v1/gpus",
                .action = "gpu.list",

@@ -215,6 +215,12 @@ Json schemas() {
        {"drain_deadline", ntime()},
        {"gpus", {{"type", "array"}, {"items", schema_ref("Gpu")}}}},
       {"id", "name", "state", "cordoned", "schedulable"});
+  s["GpuHealth"] = loose({{"gpu", str()},
+                          {"node_id", str()},
+                          {"health", str()},
+                          {"repair", {{"type", {"object", "null"}}}},
+                          {"events", {{"type", "array"}}}},
+                         {"gpu", "health", "events"});
   s["Inventory"] = loose({{"node", {{"type", "object"}}}, {"gpus", {{"type", "array"}}}}, {"node"});
   s["FleetSummary"] =
       loose({{"gpus_total", integer()}}, {"gpus_total", "gpus_by_model", "nodes_by_state"});

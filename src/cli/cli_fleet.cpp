@@ -180,6 +180,47 @@ void add_gpu_and_fleet(CLI::App& app, ClientConfig& c, int* rc) {
     if (r) print(c, *r, {"uuid", "node_id", "index", "model", "mode", "health"});
     return r.has_value();
   });
+  auto which = std::make_shared<std::string>();
+  auto reason = std::make_shared<std::string>();
+  auto* repair = gpu->add_subcommand(
+      "repair", "Take a GPU out of service for repair: back once its node's next health check "
+                "passes (no XID, no uncorrected ECC errors)");
+  repair->add_option("node", *node, "Node id or name")->required();
+  repair->add_option("gpu", *which, "GPU UUID or index on the node")->required();
+  repair->add_option("--reason", *reason, "Why (recorded in the audit trail)");
+  on_run(repair, rc, [&c, node, which, reason] {
+    Json body = Json::object();
+    if (!reason->empty()) body["reason"] = *reason;
+    auto r = call(c, "POST",
+                  "/v1/nodes/" + url_encode(*node) + "/gpus/" + url_encode(*which) + "/repair",
+                  body);
+    if (r)
+      std::cout << fmt::format("GPU {} (index {}): in repair; back in service once a health "
+                               "report of its node is clean\n",
+                               (*r)["uuid"].get<std::string>(), (*r)["index"].get<int>());
+    return r.has_value();
+  });
+  auto* health = gpu->add_subcommand(
+      "health", "A GPU's health, repair and history (XIDs, uncorrected ECC, repairs)");
+  health->add_option("node", *node, "Node id or name")->required();
+  health->add_option("gpu", *which, "GPU UUID or index on the node")->required();
+  on_run(health, rc, [&c, node, which] {
+    auto r = call(c, "GET",
+                  "/v1/nodes/" + url_encode(*node) + "/gpus/" + url_encode(*which) + "/health");
+    if (!r) return false;
+    if (c.output == "json") {
+      print(c, *r, {});
+      return true;
+    }
+    std::cout << fmt::format("GPU {} (index {}): {}{}\n", (*r)["gpu"].get<std::string>(),
+                             (*r)["index"].get<int>(), (*r)["health"].get<std::string>(),
+                             (*r)["health_reason"].get<std::string>().empty()
+                                 ? ""
+                                 : " (" + (*r)["health_reason"].get<std::string>() + ")");
+    std::vector<Json> rows((*r)["events"].begin(), (*r)["events"].end());
+    print_table(rows, {"at", "kind", "detail", "ecc_uncorrected"});
+    return true;
+  });
 
   auto* fleet = app.add_subcommand("fleet", "Fleet summary, map and inventory import");
   fleet->require_subcommand(1);

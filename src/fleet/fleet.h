@@ -51,6 +51,30 @@ struct Gpu {
   Json to_json() const;
 };
 
+// ---- GPU health and repair (docs/fleet.md) ----
+// A GPU that turned unhealthy stays so until an operator takes it through a repair: out of
+// service from then on, and back to healthy once a health report of its node after the repair
+// is clean (no critical XID, no uncorrected ECC errors). Every XID and every change of the
+// uncorrected ECC count a node reports is kept, with the repairs and returns.
+struct GpuRepair {
+  int64_t since = 0;
+  std::string reason, actor;
+  Json to_json() const;
+};
+Result<std::optional<GpuRepair>> find_repair(store::Tx& tx, const std::string& uuid);
+// `gpu`: the GPU's UUID or its index on the node. not_found for neither; conflict when it is in
+// repair already. Returns the GPU as it now is (unhealthy, "in repair: <reason>").
+Result<Gpu> start_repair(store::Tx& tx, const World& w, const std::string& node_id,
+                         const std::string& gpu, const std::string& reason,
+                         const std::string& actor);
+// [{seq, node_id, at, kind ("xid", "ecc", "repair", "returned"), detail, ecc_uncorrected}].
+Result<Json> gpu_history(store::Tx& tx, const std::string& uuid);
+// apply_inventory's part: the report's XIDs and ECC count into the history, and a repair ended.
+Result<void> record_health_report(store::Tx& tx, const std::string& node_id, const GpuInfo& g,
+                                  int64_t now);
+Result<void> end_repair(store::Tx& tx, const std::string& uuid, const std::string& node_id,
+                        int64_t now);
+
 // ---- pools ----
 Result<Pool> create_pool(store::Tx& tx, const World& w, const std::string& name,
                          const std::optional<std::string>& tenant_id,

@@ -368,7 +368,14 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
     auto prev = GP_TRY(
         tx.query_one("SELECT health, health_reason, node_id FROM gpus WHERE uuid = ?", {g.uuid}));
     std::string reason = g.health.reason();
-    if (prev && prev->text(0) == "unhealthy" && health == "healthy") {
+    GP_TRY_VOID(record_health_report(tx, n.id, g, now));
+    const auto repair = GP_TRY(find_repair(tx, g.uuid));
+    if (repair && health == "healthy") {
+      // The first clean report after the repair began: back in service.
+      GP_TRY_VOID(end_repair(tx, g.uuid, n.id, now));
+    } else if (repair) {
+      reason = "in repair: " + reason;
+    } else if (prev && prev->text(0) == "unhealthy" && health == "healthy") {
       health = "unhealthy";
       reason = prev->text(1);
     }

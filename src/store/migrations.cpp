@@ -805,6 +805,27 @@ CREATE TABLE job_attempts (
   PRIMARY KEY (job_id, attempt)
 )
 )SQL"},
+      // GPU repair and health history (docs/fleet.md, "GPU health and repair"): a GPU an
+      // operator took out of service, and every XID and uncorrected-ECC report, repair and return.
+      {28, "gpu repairs and health history", R"SQL(
+CREATE TABLE gpu_repairs (
+  gpu_uuid TEXT PRIMARY KEY,
+  node_id TEXT NOT NULL REFERENCES nodes(id),
+  since BIGINT NOT NULL,
+  reason TEXT NOT NULL,
+  actor TEXT NOT NULL
+);
+CREATE TABLE gpu_health_events (
+  gpu_uuid TEXT NOT NULL,
+  seq BIGINT NOT NULL,
+  node_id TEXT NOT NULL,
+  at BIGINT NOT NULL,
+  kind TEXT NOT NULL,
+  detail TEXT NOT NULL,
+  ecc_uncorrected BIGINT NOT NULL,
+  PRIMARY KEY (gpu_uuid, seq)
+)
+)SQL"},
   };
   return kMigrations;
 }

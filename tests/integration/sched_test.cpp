@@ -435,6 +435,69 @@ TEST_F(Sched, EndedWorkHoldsItsNodeUntilTheAgentLetsGo) {
   EXPECT_EQ(s.request("GET", "/v1/nodes/" + node, nullptr, admin).body["state"], "maintenance");
 }
 
+// A GPU that threw a critical XID stays unhealthy on clean reports until an operator repairs
+// it; in repair it is back in service only after a clean report, and its history keeps every
+// XID, ECC change, repair and return.
+TEST_F(Sched, AnUnhealthyGpuComesBackOnlyThroughARepairAndAHealthCheck) {
+  auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
+  Json inv = h200_inventory("agent-node", 2, "r9");
+  auto enrolled = s.request("POST", "/v1/agent/enroll",
+                            {{"join_token", jt.body["token"]}, {"inventory", inv}});
+  ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
+  const std::string token = enrolled.body["credential"], node = enrolled.body["node"]["id"];
+  const std::string uuid = inv["gpus"][1]["uuid"];
+  const auto report = [&](Json health) {
+    Json body = inv;
+    body["gpus"][1]["health"] = std::move(health);
+    auto hb = s.request("POST", "/v1/agent/heartbeat", {{"inventory", body}}, token);
+    EXPECT_EQ(hb.status, 200) << hb.raw;
+  };
+  const auto health = [&] {
+    auto h = s.request("GET", "/v1/nodes/" + node + "/gpus/1/health", nullptr, admin);
+    EXPECT_EQ(h.status, 200) << h.raw;
+    return h.body;
+  };
+  const Json clean = {{"xid_errors", Json::array()}, {"ecc_uncorrected", 0}};
+  report({{"xid_errors", {79}}, {"ecc_uncorrected", 2}});
+  EXPECT_EQ(health()["health"], "unhealthy");
+  report(clean);
+  EXPECT_EQ(health()["health"], "unhealthy") << "a clean report alone does not bring it back";
+
+  // Tenants cannot repair; an unknown GPU is not found.
+  auto t = tenant("acme", "standard", gpus(1));
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/nodes/" + node + "/gpus/1/repair", Json::object(),
+                                  t.info.admin_token),
+                        403));
+  EXPECT_TRUE(IsProblem(
+      s.request("POST", "/v1/nodes/" + node + "/gpus/7/repair", Json::object(), admin), 404));
+  auto repaired = s.request("POST", "/v1/nodes/" + node + "/gpus/" + uuid + "/repair",
+                            {{"reason", "reseated"}}, admin);
+  ASSERT_EQ(repaired.status, 200) << repaired.raw;
+  EXPECT_EQ(repaired.body["health"], "unhealthy");
+  EXPECT_EQ(repaired.body["repair"]["reason"], "reseated");
+  EXPECT_TRUE(IsProblem(
+      s.request("POST", "/v1/nodes/" + node + "/gpus/1/repair", Json::object(), admin), 409));
+
+  // A new XID during the repair keeps it out; the next clean report brings it back.
+  report({{"xid_errors", {48}}, {"ecc_uncorrected", 0}});
+  Json h = health();
+  EXPECT_EQ(h["health"], "unhealthy");
+  EXPECT_NE(h["health_reason"].get<std::string>().find("in repair"), std::string::npos) << h;
+  report(clean);
+  h = health();
+  EXPECT_EQ(h["health"], "healthy") << h.dump(2);
+  EXPECT_TRUE(h["repair"].is_null());
+  std::vector<std::string> kinds;
+  for (const auto& e : h["events"]) kinds.push_back(e["kind"]);
+  EXPECT_EQ(kinds, (std::vector<std::string>{"ecc", "xid", "ecc", "repair", "xid", "returned"}))
+      << h.dump(2);
+  bool audited = false;
+  for (const auto& rec : s.audit_records())
+    if (rec["action"] == "gpu.repair" && rec["outcome"] == "success")
+      audited = rec["detail"]["reason"] == "reseated";
+  EXPECT_TRUE(audited);
+}
+
 TEST_F(Sched, QueueViewsAndAuditOfSchedulerTransitions) {
   auto t = tenant("acme", "standard", gpus(1));
   auto other = tenant("zeta", "standard", gpus(1));
