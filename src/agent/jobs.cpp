@@ -687,10 +687,14 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
     if (s.running) holding_.insert(m.allocation_id);
     reports.push_back(report(m, s));
   }
-  // What is no longer assigned: its job ended or moved on to another attempt.
+  // What is no longer assigned: its job ended or moved on to another attempt. One whose
+  // allocation the node is stopping gets that stop's grace (SIGTERM, then SIGKILL); one still
+  // running without a stop is a stale attempt (its node was declared failed and the job placed
+  // again elsewhere, or it outlived its stop): fenced, killed at once.
   for (const auto& [name, s] : have) {
     if (wanted.contains(name)) continue;
-    if (s.running) {
+    const auto grace = stop_graces.find(s.allocation_id);
+    if (s.running && grace != stop_graces.end()) {
       auto [at, first] = stopping_.try_emplace(name, clock_.now());
       if (first) {
         spdlog::info("job member {} is no longer assigned: stopping it", name);
@@ -699,15 +703,15 @@ std::vector<Json> JobRunner::round(const std::vector<MemberAssignment>& assigned
         holding_.insert(s.allocation_id);
         continue;
       }
-      const auto grace = stop_graces.find(s.allocation_id);
-      if (clock_.now() - at->second <
-          std::chrono::seconds(grace == stop_graces.end() ? jobs::kStopGraceSeconds
-                                                          : grace->second)) {
+      if (clock_.now() - at->second < std::chrono::seconds(grace->second)) {
         holding_.insert(s.allocation_id);
         continue;
       }
     }
-    spdlog::info("job member {} is no longer assigned: removing it", name);
+    if (s.running)
+      spdlog::warn("job member {} runs an attempt no longer assigned: fenced, killed", name);
+    else
+      spdlog::info("job member {} is no longer assigned: removing it", name);
     remove(name);
   }
   for (auto it = failed_.begin(); it != failed_.end();)

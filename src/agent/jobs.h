@@ -95,8 +95,8 @@ class JobRunner {
   JobRunner(JobRunnerOptions options, const Clock& clock);
   // One round over the node's assignment; returns the reports of every member it holds.
   // `stop_graces`: the grace (seconds) of each ended allocation the node is stopping (the
-  // assignment's "stop"s): a member no longer assigned gets its allocation's, or else
-  // jobs::kStopGraceSeconds, between SIGTERM and SIGKILL.
+  // assignment's "stop"s): a member no longer assigned gets its allocation's between SIGTERM
+  // and SIGKILL; one running without a stop is a stale attempt and is killed at once.
   std::vector<Json> round(const std::vector<MemberAssignment>& assigned,
                           const std::map<std::string, int64_t>& stop_graces = {});
   // The allocations with a member container still running on the node after the last round

@@ -123,6 +123,9 @@ struct NewAllocation {
   sched::Request request;
   std::optional<int64_t> end_at;
   Activation activation = Activation::kNode;
+  // Its place in the queue (created_at): by default now; a job placed again after its node was
+  // lost or drained keeps its first submission's, ahead of what was submitted after it.
+  std::optional<int64_t> queued_since;
 };
 Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json& body,
                                        const tenancy::Tenant& tenant,

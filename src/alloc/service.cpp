@@ -290,7 +290,9 @@ Result<Allocation> Service::create(store::Tx& tx, const World& w, const NewAlloc
   sched::Scheduler* s = GP_TRY(ensure(tx));
   const std::string id = w.ids.next("alc");
   const int64_t now = w.now();
-  sched::Decision d = s->submit(id, n.request, from_unix_micros(now));
+  const int64_t queued_since = std::min(now, n.queued_since.value_or(now));
+  sched::Decision d =
+      s->submit(id, n.request, from_unix_micros(now), from_unix_micros(queued_since));
   if (d.kind == sched::DecisionKind::kRejected) return fail(*d.reason);
   changed_ = true;
   const std::string code = d.reason ? detail::reason_code(*d.reason) : "";
@@ -302,7 +304,7 @@ Result<Allocation> Service::create(store::Tx& tx, const World& w, const NewAlloc
       {id, n.request.tenant, n.request.project, n.name.empty() ? id : n.name,
        store::opt(n.offering_id), detail::request_json(n.request).dump(),
        int64_t{n.request.priority}, int64_t{n.request.preemptible}, code,
-       d.reason ? d.reason->message : "", store::opt(n.end_at), actor, now, now,
+       d.reason ? d.reason->message : "", store::opt(n.end_at), actor, queued_since, now,
        std::string(n.activation == Activation::kWorkload ? "workload" : "node")}));
   GP_TRY_VOID(insert_event(tx, id, now, "", State::kPending, code.empty() ? "submitted" : code,
                            d.reason ? d.reason->message : "submitted"));
@@ -455,9 +457,9 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
            "SELECT allocation_id FROM allocation_nodes WHERE node_id = ? ORDER BY allocation_id",
            {node_id}))) {
     auto a = GP_TRY(detail::load(tx, row.text(0)));
-    const auto waiting = waits.find(a->id);
+    const auto stopped_first = waits.find(a->id);
     if (a->state == State::kPlaced && a->activation == Activation::kNode &&
-        waiting == waits.end()) {
+        stopped_first == waits.end()) {
       auto waiting = GP_TRY(tx.query_one(
           "SELECT COUNT(*) FROM allocation_nodes an JOIN nodes n ON n.id = an.node_id WHERE "
           "an.allocation_id = ? AND (n.last_heartbeat IS NULL OR n.last_heartbeat < ?)",
@@ -479,7 +481,7 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
                   {"tier", sched::tier_name(a->request.tier)},
                   {"gpus", gpus}};
     // Nothing of it starts while an ended allocation's work still holds one of its GPUs.
-    if (waiting != waits.end()) entry["waiting_for"] = waiting->second;
+    if (stopped_first != waits.end()) entry["waiting_for"] = stopped_first->second;
     // A VM that cannot be described (its offering names a shape with no vGPU type) must not
     // stop the node's other assignments: the agent is told why instead.
     if (auto vm = vm_assignment(tx, w, *a, node_id); !vm)

@@ -374,7 +374,7 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
       // The first clean report after the repair began: back in service.
       GP_TRY_VOID(end_repair(tx, g.uuid, n.id, now));
     } else if (repair) {
-      reason = "in repair: " + reason;
+      reason.insert(0, "in repair: ");
     } else if (prev && prev->text(0) == "unhealthy" && health == "healthy") {
       health = "unhealthy";
       reason = prev->text(1);

@@ -194,8 +194,8 @@ std::string render_resolv_conf(const MemberNames& names);
 // network namespace of its own, cannot reach the node's 127.0.0.53.
 std::vector<std::string> resolv_conf_nameservers(std::string_view text);
 
-// How long a member has between SIGTERM and SIGKILL when it is stopped (a cancel, its maximum
-// duration passed, its job gone).
+// How long a member has between SIGTERM and SIGKILL when its job stops it (a cancel, its maximum
+// duration passed); an allocation that ended gives its own grace (docs/lifecycle.md).
 inline constexpr int kStopGraceSeconds = 10;
 
 // Whether `s` can be one path segment of a name the node makes (a cgroup, a secret's file, a

@@ -236,9 +236,9 @@ Result<alloc::Allocation> requeue_allocation(store::Tx& tx, const World& w,
       GP_TRY(tenancy::find_project(tx, tenancy::TenantScope(j.tenant_id), j.project_id));
   if (!tenant || !project)
     return fail(Error::internal(fmt::format("job {}: its tenant or project is gone", j.id)));
-  return service.create(
-      tx, w, GP_TRY(allocation_for(tx, w, j.spec, j.offering_id, *tenant, *project)),
-      std::string(kScheduler));
+  auto n = GP_TRY(allocation_for(tx, w, j.spec, j.offering_id, *tenant, *project));
+  n.queued_since = j.created_at;  // its place in the queue is its first submission's
+  return service.create(tx, w, n, std::string(kScheduler));
 }
 
 // Moves `j` along event `e`; on a finished state its allocation is released. The transition
@@ -259,16 +259,26 @@ Result<void> advance(store::Tx& tx, const World& w, alloc::Service& service, Job
         {w.now(), j.reason, j.id}));
   if (t.requeue) {
     // A new allocation for the next attempt, queued or placed at once (on other nodes: the
-    // lost or drained one takes no work). Its members are made when it is placed.
-    GP_TRY(tx.exec("DELETE FROM job_members WHERE job_id = ?", {j.id}));
-    j.started_at.reset();
-    const alloc::Allocation next = GP_TRY(requeue_allocation(tx, w, service, j));
-    j.allocation_id = next.id;
-    GP_TRY_VOID(save(tx, w, j, from));
-    if (next.state == alloc::State::kPending) return ok();
-    ++j.attempts;
-    GP_TRY_VOID(place_members(tx, w, j, next));
-    return advance(tx, w, service, j, Event{Event::kPlaced}, "placed again: starting on its nodes");
+    // lost or drained one takes no work). Its members are made when it is placed. One the
+    // scheduler refuses (the fleet can no longer hold its shape, its tenant's class forbids it)
+    // ends the job instead.
+    auto next = requeue_allocation(tx, w, service, j);
+    if (!next && next.error().code == ErrorCode::kInternal) return fail(next.error());
+    if (!next) {
+      j.state = State::kFailed;
+      j.failure = Failure::kNodeLost;
+      j.reason += "; it cannot be placed again: " + next.error().message;
+    } else {
+      GP_TRY(tx.exec("DELETE FROM job_members WHERE job_id = ?", {j.id}));
+      j.started_at.reset();
+      j.allocation_id = next->id;
+      GP_TRY_VOID(save(tx, w, j, from));
+      if (next->state == alloc::State::kPending) return ok();
+      ++j.attempts;
+      GP_TRY_VOID(place_members(tx, w, j, *next));
+      return advance(tx, w, service, j, Event{Event::kPlaced},
+                     "placed again: starting on its nodes");
+    }
   }
   if (t.restart) {
     ++j.attempts;

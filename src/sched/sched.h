@@ -499,7 +499,9 @@ class Scheduler {
   Scheduler(ClusterState state, QuotaTree quota, SchedulerOptions options = {});
 
   // Places the request now or queues it with the reason; rejects invalid shapes.
-  Decision submit(const std::string& id, const Request& request, TimePoint now);
+  // `submitted`: its place in the queue when not now (work placed again keeps its first one).
+  Decision submit(const std::string& id, const Request& request, TimePoint now,
+                  std::optional<TimePoint> submitted = std::nullopt);
   // Frees a placed allocation or withdraws a pending one.
   Result<void> release(const std::string& id, TimePoint now);
   // Retries the pending queue in order; returns the decisions for entries that got placed.

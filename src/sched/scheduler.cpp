@@ -393,7 +393,8 @@ Decision Scheduler::try_place(const std::string& id, const Request& request, Tim
   return d;
 }
 
-Decision Scheduler::submit(const std::string& id, const Request& request, TimePoint now) {
+Decision Scheduler::submit(const std::string& id, const Request& request, TimePoint now,
+                           std::optional<TimePoint> submitted) {
   Decision d;
   d.allocation_id = id;
   const bool known = held_.contains(id) || pending_ids_.contains(id);
@@ -425,9 +426,10 @@ Decision Scheduler::submit(const std::string& id, const Request& request, TimePo
   }
   if (std::optional<Decision> reserved = use_reservation(id, request, now)) return *reserved;
   const int64_t seq = seq_++;
-  d = try_place(id, request, now, seq, now);
+  const TimePoint since = std::min(now, submitted.value_or(now));
+  d = try_place(id, request, since, seq, now);
   if (d.kind == DecisionKind::kPending) {
-    pending_.push_back({id, request, *d.reason, now, seq});
+    pending_.push_back({id, request, *d.reason, since, seq});
     pending_ids_.insert(id);
   }
   return d;

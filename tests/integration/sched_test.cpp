@@ -383,7 +383,8 @@ TEST_F(Sched, EndedWorkHoldsItsNodeUntilTheAgentLetsGo) {
     return hb;
   };
   heartbeat(Json::array());
-  for (const auto& n : s.request("GET", "/v1/nodes", nullptr, admin).body["items"]) {
+  const Json nodes = s.request("GET", "/v1/nodes", nullptr, admin).body;
+  for (const auto& n : nodes["items"]) {
     if (n["id"] == node) continue;
     auto c = s.request("POST", "/v1/nodes/" + n["id"].get<std::string>() + "/cordon",
                        Json::object(), admin);

@@ -551,6 +551,23 @@ TEST(Quota, ReachedWhileGpusAreFreeLeavesTheRequestPending) {
   EXPECT_EQ(placed[0].allocation_id, "a2");
 }
 
+// Work submitted again (a job placed anew after its node was lost) keeps its first place in
+// the queue: ahead of what was submitted after it, behind what came before.
+TEST(Quota, ResubmittedWorkKeepsItsPlaceInTheQueue) {
+  Scheduler sched(make_state({{.id = "n1", .gpus = 8}}), one_gpu_each({"acme"}));
+  ASSERT_EQ(sched.submit("running", gpus("acme", 1), kT0).kind, DecisionKind::kPlaced);
+  const auto t = [](int s) { return kT0 + std::chrono::seconds(s); };
+  ASSERT_EQ(sched.submit("early", gpus("acme", 1), t(1)).kind, DecisionKind::kPending);
+  ASSERT_EQ(sched.submit("late", gpus("acme", 1), t(3)).kind, DecisionKind::kPending);
+  ASSERT_EQ(sched.submit("again", gpus("acme", 1), t(9), t(2)).kind, DecisionKind::kPending);
+  std::vector<std::string> order;
+  for (const PendingView& v : sched.pending(t(9))) order.push_back(v.allocation_id);
+  EXPECT_EQ(order, (std::vector<std::string>{"early", "again", "late"}));
+  // A place "in the future" is now.
+  ASSERT_EQ(sched.submit("odd", gpus("acme", 1), t(10), t(99)).kind, DecisionKind::kPending);
+  EXPECT_EQ(sched.pending(t(10)).back().allocation_id, "odd");
+}
+
 TEST(Scheduler, CpuOnlyRequestsAreRefusedAndChargeNothing) {
   // place() hosts CPU-only requests (the trace simulator uses them), but the scheduler admits
   // through GPU quota, which has no unit for them: it refuses them at once and holds nothing.
