@@ -25,6 +25,19 @@ Duration grace_for(const Options& o, std::string_view code) {
   return o.stop_grace;
 }
 
+// An allocation as its node's assignment lists it: its GPUs on that node.
+Json assignment_entry(const Allocation& a, const std::string& node_id) {
+  Json gpus = Json::array();
+  for (const auto& g : a.placement.value("gpus", Json::array()))
+    if (g.value("node", "") == node_id) gpus.push_back(g);
+  return {{"id", a.id},
+          {"tenant_id", a.tenant_id},
+          {"project_id", a.project_id},
+          {"state", state_name(a.state)},
+          {"tier", sched::tier_name(a.request.tier)},
+          {"gpus", gpus}};
+}
+
 std::string resource_of(const Allocation& a) {
   return fmt::format("/v1/tenants/{}/projects/{}/allocations/{}", a.tenant_id, a.project_id, a.id);
 }
@@ -470,16 +483,7 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
         a->state = State::kActive;
       }
     }
-    Json gpus = Json::array();
-    for (const auto& g : a->placement.value("gpus", Json::array())) {
-      if (g.value("node", "") == node_id) gpus.push_back(g);
-    }
-    Json entry = {{"id", a->id},
-                  {"tenant_id", a->tenant_id},
-                  {"project_id", a->project_id},
-                  {"state", state_name(a->state)},
-                  {"tier", sched::tier_name(a->request.tier)},
-                  {"gpus", gpus}};
+    Json entry = assignment_entry(*a, node_id);
     // Nothing of it starts while an ended allocation's work still holds one of its GPUs.
     if (stopped_first != waits.end()) entry["waiting_for"] = stopped_first->second;
     // A VM that cannot be described (its offering names a shape with no vGPU type) must not
@@ -494,16 +498,8 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
   for (const Stop& stop : GP_TRY(node_stops(tx, node_id))) {
     auto a = GP_TRY(detail::load(tx, stop.allocation_id));
     if (!a) continue;
-    Json gpus = Json::array();
-    for (const auto& g : a->placement.value("gpus", Json::array()))
-      if (g.value("node", "") == node_id) gpus.push_back(g);
-    Json entry = {{"id", a->id},
-                  {"tenant_id", a->tenant_id},
-                  {"project_id", a->project_id},
-                  {"state", state_name(a->state)},
-                  {"tier", sched::tier_name(a->request.tier)},
-                  {"gpus", gpus},
-                  {"stop", stop.to_json()}};
+    Json entry = assignment_entry(*a, node_id);
+    entry["stop"] = stop.to_json();
     if (auto vm = vm_assignment(tx, w, *a, node_id, true); vm && !vm->is_null())
       entry["vm"] = std::move(*vm);
     allocations.push_back(std::move(entry));
@@ -520,8 +516,8 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
 }
 
 Result<int> Service::end_work(store::Tx& tx, const World& w, const std::string& tenant_id,
-                              const std::optional<std::string>& project_id,
-                              const std::string& code, const std::string& reason) {
+                              const std::optional<std::string>& project_id, const std::string& code,
+                              const std::string& reason) {
   MutexLock lock(mu_);
   const int n = GP_TRY(end_all(tx, w, tenant_id, project_id, code, reason));
   GP_TRY(schedule(tx, w));
@@ -529,8 +525,8 @@ Result<int> Service::end_work(store::Tx& tx, const World& w, const std::string& 
 }
 
 Result<int> Service::end_all(store::Tx& tx, const World& w, const std::string& tenant_id,
-                             const std::optional<std::string>& project_id,
-                             const std::string& code, const std::string& reason) {
+                             const std::optional<std::string>& project_id, const std::string& code,
+                             const std::string& reason) {
   sched::Scheduler* s = GP_TRY(ensure(tx));
   int n = 0;
   for (const auto& row : GP_TRY(tx.query(
@@ -539,8 +535,7 @@ Result<int> Service::end_all(store::Tx& tx, const World& w, const std::string& t
            {tenant_id, project_id.value_or(""), project_id.value_or("")}))) {
     changed_ = true;
     (void)s->release(row.text(0), w.clock.now());
-    n += GP_TRY(
-        end(tx, w, row.text(0), State::kReleased, code, reason, std::string(kScheduler)));
+    n += GP_TRY(end(tx, w, row.text(0), State::kReleased, code, reason, std::string(kScheduler)));
   }
   return n;
 }

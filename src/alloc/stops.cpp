@@ -14,8 +14,7 @@ using detail::ts;
 
 namespace {
 
-constexpr std::string_view kStopColumns =
-    "allocation_id, node_id, since, stop_by, grace_seconds";
+constexpr std::string_view kStopColumns = "allocation_id, node_id, since, stop_by, grace_seconds";
 
 Stop stop_from(const store::Row& row) {
   return {row.text(0), row.text(1), row.integer(2), row.integer(3), row.integer(4)};
@@ -49,24 +48,28 @@ Json Stop::to_json() const {
           {"grace_seconds", grace_seconds}};
 }
 
-Result<std::vector<Stop>> node_stops(store::Tx& tx, const std::string& node_id) {
+namespace {
+
+// The stops whose `column` is `value`, ordered by the other key.
+Result<std::vector<Stop>> stops_where(store::Tx& tx, std::string_view column,
+                                      const std::string& value) {
   std::vector<Stop> out;
   for (const auto& row : GP_TRY(tx.query(
-           fmt::format("SELECT {} FROM allocation_stops WHERE node_id = ? ORDER BY allocation_id",
-                       kStopColumns),
-           {node_id})))
+           fmt::format("SELECT {} FROM allocation_stops WHERE {} = ? ORDER BY {}", kStopColumns,
+                       column, column == "node_id" ? "allocation_id" : "node_id"),
+           {value})))
     out.push_back(stop_from(row));
   return out;
 }
 
+}  // namespace
+
+Result<std::vector<Stop>> node_stops(store::Tx& tx, const std::string& node_id) {
+  return stops_where(tx, "node_id", node_id);
+}
+
 Result<std::vector<Stop>> allocation_stops(store::Tx& tx, const std::string& allocation_id) {
-  std::vector<Stop> out;
-  for (const auto& row : GP_TRY(tx.query(
-           fmt::format("SELECT {} FROM allocation_stops WHERE allocation_id = ? ORDER BY node_id",
-                       kStopColumns),
-           {allocation_id})))
-    out.push_back(stop_from(row));
-  return out;
+  return stops_where(tx, "allocation_id", allocation_id);
 }
 
 Result<std::map<std::string, std::vector<std::string>>> node_waits(store::Tx& tx,

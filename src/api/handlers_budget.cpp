@@ -280,8 +280,8 @@ Result<int> Api::billing_sweep() {
         auto now_stored = GP_TRY(billing::find_budget(tx, b.budget.tenant, b.budget.project));
         if (!now_stored || now_stored->version != b.version) continue;
         const billing::Micros spent = billing::spend_of(r.spend, b.budget);
-        for (const auto& a : GP_TRY(
-                 billing::record_budget_alerts(tx, b.budget, r.spend.period, spent, now))) {
+        for (const auto& a :
+             GP_TRY(billing::record_budget_alerts(tx, b.budget, r.spend.period, spent, now))) {
           GP_TRY_VOID(audit().append(tx, alert_audit(a, "billing-sweep")));
           ++fired;
         }
@@ -296,15 +296,15 @@ Result<int> Api::billing_sweep() {
                           project ? "project " + *project : "the tenant",
                           billing::format_micros(spent), billing::period_label(r.spend.period))));
           if (ended > 0) {
-            audit::Entry e{"billing-sweep",
-                           b.budget.tenant,
-                           "budget.hard_stop",
-                           fmt::format("/v1/tenants/{}/budgets/{}", b.budget.tenant,
-                                       project.value_or("-")),
-                           "success",
-                           "",
-                           "local",
-                           {{"allocations_released", ended}, {"spent_micros", spent}}};
+            audit::Entry e{
+                "billing-sweep",
+                b.budget.tenant,
+                "budget.hard_stop",
+                fmt::format("/v1/tenants/{}/budgets/{}", b.budget.tenant, project.value_or("-")),
+                "success",
+                "",
+                "local",
+                {{"allocations_released", ended}, {"spent_micros", spent}}};
             GP_TRY_VOID(audit().append(tx, e));
           }
         }

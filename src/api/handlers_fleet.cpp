@@ -251,18 +251,16 @@ Result<Mutation> repair_gpu(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(r.finish());
   auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
   const fleet::Gpu before = GP_TRY(path_gpu(call, tx, n.id));
-  auto g = GP_TRY(fleet::start_repair(tx, api.world(), n.id, before.info.uuid, reason,
-                                      call.who.id));
+  auto g =
+      GP_TRY(fleet::start_repair(tx, api.world(), n.id, before.info.uuid, reason, call.who.id));
   api.allocs().invalidate();  // the scheduler no longer places on it
   Mutation m;
   Json out = g.to_json();
   out["repair"] = GP_TRY(fleet::find_repair(tx, g.info.uuid))->to_json();
   m.reply = json_reply(200, out);
   m.resource = "/v1/nodes/" + n.id + "/gpus/" + g.info.uuid;
-  m.detail = {{"node", n.info.name},
-              {"gpu", g.info.uuid},
-              {"from", before.health},
-              {"reason", reason}};
+  m.detail = {
+      {"node", n.info.name}, {"gpu", g.info.uuid}, {"from", before.health}, {"reason", reason}};
   return m;
 }
 
@@ -387,14 +385,13 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
     member["secrets"] = std::move(opened);
   }
   Mutation m;
-  m.reply = json_reply(200, {{"node", n.to_json()},
-                             {"assignments", assignments},
-                             {"assignments_etag", etag},
-                             {"heartbeat_seconds", 10},
-                             {"node_timeout_seconds",
-                              std::chrono::duration_cast<std::chrono::seconds>(
-                                  api.limits().node_timeout)
-                                  .count()}});
+  m.reply = json_reply(
+      200, {{"node", n.to_json()},
+            {"assignments", assignments},
+            {"assignments_etag", etag},
+            {"heartbeat_seconds", 10},
+            {"node_timeout_seconds",
+             std::chrono::duration_cast<std::chrono::seconds>(api.limits().node_timeout).count()}});
   m.resource = "/v1/nodes/" + n.id;
   m.audited = detail.contains("gpu_health") || detail.contains("vms") || detail.contains("jobs") ||
               detail.contains("stopped") || n.state_reason == "heartbeats resumed";

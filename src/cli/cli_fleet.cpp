@@ -119,9 +119,10 @@ void add_node(CLI::App& app, ClientConfig& c, int* rc) {
       std::string until;
       if ((*r)["state"] == "draining")
         until = (*r)["drain_deadline"].is_string()
-                    ? fmt::format(" until its allocations end, or until {} when what still runs "
-                                  "is evicted",
-                                  (*r)["drain_deadline"].get<std::string>())
+                    ? fmt::format(
+                          " until its allocations end, or until {} when what still runs "
+                          "is evicted",
+                          (*r)["drain_deadline"].get<std::string>())
                     : " until its allocations end (`gpuplane node allocations` lists them)";
       std::cout << fmt::format("node {}: {}{}{}\n", (*r)["name"].get<std::string>(),
                                (*r)["state"].get<std::string>(),
@@ -183,21 +184,23 @@ void add_gpu_and_fleet(CLI::App& app, ClientConfig& c, int* rc) {
   auto which = std::make_shared<std::string>();
   auto reason = std::make_shared<std::string>();
   auto* repair = gpu->add_subcommand(
-      "repair", "Take a GPU out of service for repair: back once its node's next health check "
-                "passes (no XID, no uncorrected ECC errors)");
+      "repair",
+      "Take a GPU out of service for repair: back once its node's next health check "
+      "passes (no XID, no uncorrected ECC errors)");
   repair->add_option("node", *node, "Node id or name")->required();
   repair->add_option("gpu", *which, "GPU UUID or index on the node")->required();
   repair->add_option("--reason", *reason, "Why (recorded in the audit trail)");
   on_run(repair, rc, [&c, node, which, reason] {
     Json body = Json::object();
     if (!reason->empty()) body["reason"] = *reason;
-    auto r = call(c, "POST",
-                  "/v1/nodes/" + url_encode(*node) + "/gpus/" + url_encode(*which) + "/repair",
-                  body);
+    auto r =
+        call(c, "POST",
+             "/v1/nodes/" + url_encode(*node) + "/gpus/" + url_encode(*which) + "/repair", body);
     if (r)
-      std::cout << fmt::format("GPU {} (index {}): in repair; back in service once a health "
-                               "report of its node is clean\n",
-                               (*r)["uuid"].get<std::string>(), (*r)["index"].get<int>());
+      std::cout << fmt::format(
+          "GPU {} (index {}): in repair; back in service once a health "
+          "report of its node is clean\n",
+          (*r)["uuid"].get<std::string>(), (*r)["index"].get<int>());
     return r.has_value();
   });
   auto* health = gpu->add_subcommand(

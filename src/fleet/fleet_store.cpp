@@ -214,10 +214,9 @@ Result<Node> insert_node(store::Tx& tx, const World& w, const Inventory& inv,
   n.created_at = n.updated_at = w.now();
   if (source == "agent") n.last_heartbeat = n.created_at;
   auto r = tx.exec(
-      fmt::format(
-          "INSERT INTO nodes ({}, credential_hash) VALUES "
-          "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?)",
-          kNodeCols),
+      fmt::format("INSERT INTO nodes ({}, credential_hash) VALUES "
+                  "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,NULL,?)",
+                  kNodeCols),
       {n.id, n.info.name, store::opt(n.pool_id), std::string(node_state_name(n.state)), int64_t(0),
        std::string(), n.info.cpu_millis, n.info.memory_bytes, n.info.rack, n.info.nvlink_domain,
        Json(n.info.labels).dump(), n.source, store::opt(n.last_heartbeat), n.created_at,

@@ -42,8 +42,8 @@ Result<std::optional<GpuRepair>> find_repair(store::Tx& tx, const std::string& u
   return std::optional<GpuRepair>(GpuRepair{row->integer(0), row->text(1), row->text(2)});
 }
 
-Result<void> record_health_report(store::Tx& tx, const std::string& node_id,
-                                  const GpuInfo& g, int64_t now) {
+Result<void> record_health_report(store::Tx& tx, const std::string& node_id, const GpuInfo& g,
+                                  int64_t now) {
   // The count is the driver's volatile one: recorded when it changes, not every heartbeat.
   auto last = GP_TRY(tx.query_one(
       "SELECT ecc_uncorrected FROM gpu_health_events WHERE gpu_uuid = ? ORDER BY seq DESC "
@@ -57,8 +57,8 @@ Result<void> record_health_report(store::Tx& tx, const std::string& node_id,
   if (!g.health.xid_errors.empty()) {
     std::string codes;
     for (int x : g.health.xid_errors) codes += (codes.empty() ? "" : ", ") + std::to_string(x);
-    GP_TRY_VOID(insert_event(tx, g.uuid, node_id, now, "xid", "XID " + codes,
-                             g.health.ecc_uncorrected));
+    GP_TRY_VOID(
+        insert_event(tx, g.uuid, node_id, now, "xid", "XID " + codes, g.health.ecc_uncorrected));
   }
   return ok();
 }
@@ -90,9 +90,10 @@ Result<Gpu> start_repair(store::Tx& tx, const World& w, const std::string& node_
     GP_TRY_VOID(open_downtime(tx, node_id, gpu->info.uuid, "repair: " + reason, now));
   gpu->health = "unhealthy";
   gpu->health_reason = "in repair: " + reason;
-  GP_TRY(tx.exec("UPDATE gpus SET health = 'unhealthy', health_reason = ?, updated_at = ? WHERE "
-                 "uuid = ?",
-                 {gpu->health_reason, now, gpu->info.uuid}));
+  GP_TRY(
+      tx.exec("UPDATE gpus SET health = 'unhealthy', health_reason = ?, updated_at = ? WHERE "
+              "uuid = ?",
+              {gpu->health_reason, now, gpu->info.uuid}));
   GP_TRY_VOID(insert_event(tx, gpu->info.uuid, node_id, now, "repair", reason, std::nullopt));
   return *gpu;
 }

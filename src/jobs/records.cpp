@@ -229,11 +229,10 @@ Result<alloc::NewAllocation> allocation_for(store::Tx& tx, const World& w, const
 }
 
 // The allocation of `j`'s next attempt, submitted as the job's first was.
-Result<alloc::Allocation> requeue_allocation(store::Tx& tx, const World& w,
-                                             alloc::Service& service, const Job& j) {
+Result<alloc::Allocation> requeue_allocation(store::Tx& tx, const World& w, alloc::Service& service,
+                                             const Job& j) {
   auto tenant = GP_TRY(tenancy::find_tenant(tx, j.tenant_id));
-  auto project =
-      GP_TRY(tenancy::find_project(tx, tenancy::TenantScope(j.tenant_id), j.project_id));
+  auto project = GP_TRY(tenancy::find_project(tx, tenancy::TenantScope(j.tenant_id), j.project_id));
   if (!tenant || !project)
     return fail(Error::internal(fmt::format("job {}: its tenant or project is gone", j.id)));
   auto n = GP_TRY(allocation_for(tx, w, j.spec, j.offering_id, *tenant, *project));
@@ -503,10 +502,10 @@ Result<std::vector<Member>> list_members(store::Tx& tx, const std::string& job_i
 
 Result<Json> list_attempts(store::Tx& tx, const std::string& job_id) {
   Json out = Json::array();
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT attempt, allocation_id, nodes, started_at, ended_at, end_reason FROM "
-           "job_attempts WHERE job_id = ? ORDER BY attempt",
-           {job_id})))
+  for (const auto& row : GP_TRY(
+           tx.query("SELECT attempt, allocation_id, nodes, started_at, ended_at, end_reason FROM "
+                    "job_attempts WHERE job_id = ? ORDER BY attempt",
+                    {job_id})))
     out.push_back({{"attempt", row.integer(0)},
                    {"allocation_id", row.text(1)},
                    {"nodes", Json::parse(row.text(2), nullptr, false)},

@@ -15,9 +15,9 @@ constexpr std::array<std::string_view, 7> kStateNames = {
 constexpr std::array<std::string_view, 7> kFailureNames = {
     "", "exit_code", "oom", "node_lost", "image_pull", "deadline", "start_failed"};
 
-constexpr std::array<std::string_view, 9> kEventNames = {
-    "placed", "started", "exited", "start_failed", "node_lost", "deadline", "cancel", "preempt",
-    "evicted"};
+constexpr std::array<std::string_view, 9> kEventNames = {"placed",       "started",   "exited",
+                                                         "start_failed", "node_lost", "deadline",
+                                                         "cancel",       "preempt",   "evicted"};
 
 }  // namespace
 

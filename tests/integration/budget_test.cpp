@@ -238,8 +238,7 @@ TEST_F(Budgets, ASpentHardStopEndsTheRunningWorkItCovers) {
   EXPECT_EQ(state(other, elsewhere)["state"], "placed");
   bool audited = false;
   for (const auto& rec : s.audit_records())
-    if (rec["action"] == "budget.hard_stop")
-      audited = rec["detail"]["allocations_released"] == 1;
+    if (rec["action"] == "budget.hard_stop") audited = rec["detail"]["allocations_released"] == 1;
   EXPECT_TRUE(audited);
 }
 

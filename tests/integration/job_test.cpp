@@ -199,8 +199,9 @@ TEST_F(Jobs, ACancelStopsTheMembersAndEndsOnceTheyHaveStopped) {
 // grace has passed, both the agent's), and its GPUs pass to the preemptor only once the node no
 // longer runs anything of it: never before, even past the grace.
 TEST_F(Jobs, APreemptedJobsGpusPassOnOnlyOnceItsNodeNoLongerHoldsIt) {
-  auto low = submit(acme_jobs, acme.admin_token,
-                    {{"name", "low"}, {"count", 2}, {"priority_class", "low"}, {"preemptible", true}});
+  auto low =
+      submit(acme_jobs, acme.admin_token,
+             {{"name", "low"}, {"count", 2}, {"priority_class", "low"}, {"preemptible", true}});
   ASSERT_EQ(low.status, 201) << low.raw;
   const std::string low_job = low.body["id"], low_alloc = low.body["allocation"]["id"];
   const auto report = [](const std::string& job, const std::string& state) {
@@ -274,10 +275,11 @@ TEST_F(Jobs, ADrainsDeadlineEvictsAJobAndPlacesItAgainOnAnotherNode) {
   ASSERT_EQ(created.status, 201) << created.raw;
   const std::string job = created.body["id"], path = acme_jobs + "/" + job;
   const std::string first = created.body["allocation"]["id"];
-  ASSERT_EQ(heartbeat(Json::array({{{"job", job}, {"rank", 0}, {"attempt", 1}, {"state", "running"}}}),
-                      {first})
-                .status,
-            200);
+  ASSERT_EQ(
+      heartbeat(Json::array({{{"job", job}, {"rank", 0}, {"attempt", 1}, {"state", "running"}}}),
+                {first})
+          .status,
+      200);
   const std::string admin = s.admin_token();
   auto spare = s.request("POST", "/v1/fleet/import",
                          {{"nodes", {{{"inventory", h200_inventory("spare", 2)}}}}}, admin);
@@ -289,9 +291,9 @@ TEST_F(Jobs, ADrainsDeadlineEvictsAJobAndPlacesItAgainOnAnotherNode) {
   ASSERT_EQ(d.status, 200) << d.raw;
   EXPECT_EQ(d.body["state"], "draining");
   EXPECT_FALSE(d.body["drain_deadline"].is_null());
-  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/nodes/" + spare_id + "/cordon",
-                                  {{"deadline_seconds", 60}}, admin),
-                        400));
+  EXPECT_TRUE(IsProblem(
+      s.request("POST", "/v1/nodes/" + spare_id + "/cordon", {{"deadline_seconds", 60}}, admin),
+      400));
   s.clock().advance(std::chrono::seconds(599));
   ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
   EXPECT_EQ(get(path)["state"], "running");
@@ -314,8 +316,8 @@ TEST_F(Jobs, ADrainsDeadlineEvictsAJobAndPlacesItAgainOnAnotherNode) {
   EXPECT_NE(j["allocation"]["id"], first);
   std::vector<std::string> states;
   for (const auto& e : j["events"]) states.push_back(e["to"]);
-  EXPECT_EQ(states, (std::vector<std::string>{"queued", "starting", "running", "queued",
-                                              "starting"}));
+  EXPECT_EQ(states,
+            (std::vector<std::string>{"queued", "starting", "running", "queued", "starting"}));
 
   // The drained node stops the first attempt within the preemption grace, then is empty.
   const std::string allocations = acme_jobs.substr(0, acme_jobs.size() - 4) + "allocations/";

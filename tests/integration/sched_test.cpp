@@ -402,8 +402,7 @@ TEST_F(Sched, EndedWorkHoldsItsNodeUntilTheAgentLetsGo) {
   ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
   Json expired = get(t, timed.body["id"]);
   EXPECT_EQ(expired["state"], "expired");
-  auto suspended =
-      s.request("PATCH", "/v1/tenants/" + t.info.id, {{"state", "suspended"}}, admin);
+  auto suspended = s.request("PATCH", "/v1/tenants/" + t.info.id, {{"state", "suspended"}}, admin);
   ASSERT_EQ(suspended.status, 200) << suspended.raw;
   Json released = get(t, other.body["id"]);
   EXPECT_EQ(released["state"], "released");
@@ -419,8 +418,7 @@ TEST_F(Sched, EndedWorkHoldsItsNodeUntilTheAgentLetsGo) {
   EXPECT_EQ(d.body["state"], "draining");
   auto hb = heartbeat(both);
   int stops = 0;
-  for (const auto& a : hb.body["assignments"]["allocations"])
-    stops += a.contains("stop") ? 1 : 0;
+  for (const auto& a : hb.body["assignments"]["allocations"]) stops += a.contains("stop") ? 1 : 0;
   EXPECT_EQ(stops, 2) << hb.raw;
   auto on = s.request("GET", "/v1/allocations?node=" + node, nullptr, admin);
   EXPECT_EQ(on.body["items"].size(), 2u) << on.raw;
@@ -442,8 +440,8 @@ TEST_F(Sched, EndedWorkHoldsItsNodeUntilTheAgentLetsGo) {
 TEST_F(Sched, AnUnhealthyGpuComesBackOnlyThroughARepairAndAHealthCheck) {
   auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
   Json inv = h200_inventory("agent-node", 2, "r9");
-  auto enrolled = s.request("POST", "/v1/agent/enroll",
-                            {{"join_token", jt.body["token"]}, {"inventory", inv}});
+  auto enrolled =
+      s.request("POST", "/v1/agent/enroll", {{"join_token", jt.body["token"]}, {"inventory", inv}});
   ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
   const std::string token = enrolled.body["credential"], node = enrolled.body["node"]["id"];
   const std::string uuid = inv["gpus"][1]["uuid"];
@@ -466,9 +464,9 @@ TEST_F(Sched, AnUnhealthyGpuComesBackOnlyThroughARepairAndAHealthCheck) {
 
   // Tenants cannot repair; an unknown GPU is not found.
   auto t = tenant("acme", "standard", gpus(1));
-  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/nodes/" + node + "/gpus/1/repair", Json::object(),
-                                  t.info.admin_token),
-                        403));
+  EXPECT_TRUE(IsProblem(
+      s.request("POST", "/v1/nodes/" + node + "/gpus/1/repair", Json::object(), t.info.admin_token),
+      403));
   EXPECT_TRUE(IsProblem(
       s.request("POST", "/v1/nodes/" + node + "/gpus/7/repair", Json::object(), admin), 404));
   auto repaired = s.request("POST", "/v1/nodes/" + node + "/gpus/" + uuid + "/repair",

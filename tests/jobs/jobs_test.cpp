@@ -201,7 +201,8 @@ TEST(JobState, AFinishedJobTakesNoEventAndOutOfOrderEventsAreRefused) {
 // A lost node queues an on-failure job again (a new attempt elsewhere) while retries are left;
 // an eviction by a drain's deadline always does, whatever the policy.
 TEST(JobState, ALostNodeRequeuesUnderOnFailureAndAnEvictionAlways) {
-  JobSpec retry = spec_with(RestartPolicy::kOnFailure, 1), never = spec_with(RestartPolicy::kNever, 0);
+  JobSpec retry = spec_with(RestartPolicy::kOnFailure, 1),
+          never = spec_with(RestartPolicy::kNever, 0);
   for (State from : {State::kStarting, State::kRunning}) {
     auto lost = next_state(from, {Event::kNodeLost}, retry, 1);
     ASSERT_TRUE(lost);

@@ -208,8 +208,8 @@ TEST_F(Cli, FailuresExitOneWithOneErrorLine) {
 TEST_F(Cli, ADrainWithADeadlineSaysWhenWorkIsEvicted) {
   Json inv = {{"node", {{"name", "n1"}, {"cpu_millis", 1000}, {"memory_bytes", 1 << 30}}},
               {"gpus", Json::array()}};
-  auto imported = server_.admin_request("POST", "/v1/fleet/import",
-                                        {{"nodes", {{{"inventory", inv}}}}});
+  auto imported =
+      server_.admin_request("POST", "/v1/fleet/import", {{"nodes", {{{"inventory", inv}}}}});
   ASSERT_TRUE(imported && imported->status == 201) << (imported ? imported->body : "");
   EXPECT_TRUE(fails_with(admin({"node", "drain", "n1", "--deadline", "soon"}), "--deadline"));
   auto drained = admin({"node", "drain", "n1", "--deadline", "30m", "--reason", "BIOS"});

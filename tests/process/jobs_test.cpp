@@ -18,11 +18,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <numeric>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <iostream>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -452,14 +452,14 @@ TEST_F(JobFencingTest, AFrozenAgentThatComesBackKillsTheStaleAttemptBeforeReport
   std::cout << fmt::format(
       "fencing: attempt 1 outlived the start of attempt 2 by {} ms (its agent was frozen)\n",
       std::chrono::duration_cast<std::chrono::milliseconds>(stale_for).count());
-  EXPECT_TRUE(eventually([&] { return admin("GET", "/v1/nodes/" + first_node)["state"] == "ready"; },
-                         std::chrono::seconds(30)));
+  EXPECT_TRUE(
+      eventually([&] { return admin("GET", "/v1/nodes/" + first_node)["state"] == "ready"; },
+                 std::chrono::seconds(30)));
   // Nothing the stale copy did reached the job: attempt 2 runs on, once.
   Json after = job(alpha_, j);
   EXPECT_EQ(after["state"], "running") << after.dump(2);
   EXPECT_EQ(after["attempts"], 2);
-  EXPECT_TRUE(agents_.at(name).stderr_text().find("fenced") != std::string::npos)
-      << agents_log();
+  EXPECT_TRUE(agents_.at(name).stderr_text().find("fenced") != std::string::npos) << agents_log();
   admin("POST", alpha_.jobs + "/" + j.value("id", "") + "/cancel", Json::object());
   finished(alpha_, j);
 }
@@ -484,9 +484,7 @@ class JobFaultRun : public JobsTest {
     std::sort(v.begin(), v.end());
     return v[std::min(v.size() - 1, static_cast<size_t>(double(v.size()) * p))];
   }
-  std::vector<std::string> node_names() const override {
-    return {"node-a", "node-b", "node-c"};
-  }
+  std::vector<std::string> node_names() const override { return {"node-a", "node-b", "node-c"}; }
   static int env_int(const char* name, int fallback) {
     const char* v = std::getenv(name);
     return v ? std::max(1, std::atoi(v)) : fallback;
@@ -516,9 +514,8 @@ TEST_F(JobFaultRun, DISABLED_AgentsKilledEvery20sLoseNoJobAndRunNoStaleCopy) {
   double stale_gpu_seconds = 0;
   const auto sample = [&] {
     const auto current = attempts();
-    auto ps = run(find_program("podman"),
-                  {"ps", "--format", "{{.Labels}}", "--filter",
-                   "label=dev.gpuplane.tenant=" + alpha_.id});
+    auto ps = run(find_program("podman"), {"ps", "--format", "{{.Labels}}", "--filter",
+                                           "label=dev.gpuplane.tenant=" + alpha_.id});
     std::istringstream lines(ps.out);
     for (std::string line; std::getline(lines, line);) {
       const auto field = [&](std::string_view key) {
@@ -548,10 +545,11 @@ TEST_F(JobFaultRun, DISABLED_AgentsKilledEvery20sLoseNoJobAndRunNoStaleCopy) {
       sample();
       std::this_thread::sleep_for(std::chrono::milliseconds(500));
     }
-    std::cerr << fmt::format("\r{} s: {} agent kills", std::chrono::duration_cast<std::chrono::seconds>(
-                                                             std::chrono::steady_clock::now() - t0)
-                                                             .count(),
-                             round);
+    std::cerr << fmt::format(
+        "\r{} s: {} agent kills",
+        std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0)
+            .count(),
+        round);
   }
   std::cerr << "\n";
   // Then until every job has ended.
@@ -585,8 +583,7 @@ TEST_F(JobFaultRun, DISABLED_AgentsKilledEvery20sLoseNoJobAndRunNoStaleCopy) {
       if (!died) continue;
       for (const auto& e : j["events"]) {
         TimePoint at;
-        if (e.value("to", "") != "running" || !parse_rfc3339(e.value("at", ""), &at) ||
-            at < ended)
+        if (e.value("to", "") != "running" || !parse_rfc3339(e.value("at", ""), &at) || at < ended)
           continue;
         recovery.push_back(std::chrono::duration<double>(at - *died).count());
         break;
@@ -601,8 +598,8 @@ TEST_F(JobFaultRun, DISABLED_AgentsKilledEvery20sLoseNoJobAndRunNoStaleCopy) {
       "  GPU-seconds run by stale copies: {:.1f}\n"
       "  agent death to its jobs running elsewhere: n={} p50 {:.1f} s, p99 {:.1f} s\n",
       n, seconds, round, succeeded, failed, mean,
-      per_job.empty() ? 0.0 : *std::max_element(per_job.begin(), per_job.end()),
-      stale_gpu_seconds, recovery.size(), quantile(recovery, 0.5), quantile(recovery, 0.99));
+      per_job.empty() ? 0.0 : *std::max_element(per_job.begin(), per_job.end()), stale_gpu_seconds,
+      recovery.size(), quantile(recovery, 0.5), quantile(recovery, 0.99));
   EXPECT_EQ(succeeded, n);
 }
 
