@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string_view>
 #include <utility>
 
@@ -50,9 +51,22 @@ struct NvmlApi {
   nvmlDeviceRegisterEvents_fn register_events = nullptr;
   nvmlEventSetWait_v2_fn event_set_wait = nullptr;
   nvmlEventSetFree_fn event_set_free = nullptr;
+  // Optional: MIG configuration (agent/mig.h).
+  nvmlDeviceSetMigMode_fn set_mig_mode = nullptr;
+  nvmlDeviceCreateGpuInstanceWithPlacement_fn create_gpu_instance = nullptr;
+  nvmlGpuInstanceDestroy_fn destroy_gpu_instance = nullptr;
+  nvmlGpuInstanceGetComputeInstanceProfileInfo_fn compute_profile_info = nullptr;
+  nvmlGpuInstanceCreateComputeInstance_fn create_compute_instance = nullptr;
+  nvmlGpuInstanceGetComputeInstances_fn compute_instances = nullptr;
+  nvmlComputeInstanceDestroy_fn destroy_compute_instance = nullptr;
 
   bool has_mig_queries() const {
     return gpu_instance_profile_info && gpu_instances && gpu_instance_info;
+  }
+  bool has_mig_configuration() const {
+    return has_mig_queries() && set_mig_mode && create_gpu_instance && destroy_gpu_instance &&
+           compute_profile_info && create_compute_instance && compute_instances &&
+           destroy_compute_instance;
   }
 
   // "GPU is lost (NVML error 15)".
@@ -117,6 +131,8 @@ struct MigState {
 struct ListedInstance {
   unsigned id = 0;  // GPU instance ID, as nvmlDeviceGetGpuInstanceId reports it for MIG devices
   fleet::PlacedInstance placed;
+  nvmlGpuInstance_t handle = nullptr;
+  unsigned slices = 0;  // compute slices of its profile
 };
 
 // The far ends of a GPU's active NVLinks.
@@ -233,6 +249,13 @@ Result<std::unique_ptr<Nvml>> Nvml::start(void* library, const NvmlSymbolLookup&
   optional(api->register_events, "nvmlDeviceRegisterEvents");
   optional(api->event_set_wait, "nvmlEventSetWait_v2");
   optional(api->event_set_free, "nvmlEventSetFree");
+  optional(api->set_mig_mode, "nvmlDeviceSetMigMode");
+  optional(api->create_gpu_instance, "nvmlDeviceCreateGpuInstanceWithPlacement");
+  optional(api->destroy_gpu_instance, "nvmlGpuInstanceDestroy");
+  optional(api->compute_profile_info, "nvmlGpuInstanceGetComputeInstanceProfileInfo");
+  optional(api->create_compute_instance, "nvmlGpuInstanceCreateComputeInstance");
+  optional(api->compute_instances, "nvmlGpuInstanceGetComputeInstances");
+  optional(api->destroy_compute_instance, "nvmlComputeInstanceDestroy");
 
   auto unload = [library] {
     if (library != nullptr) dlclose(library);
@@ -366,9 +389,10 @@ Result<std::vector<ListedInstance>> list_instances(const NvmlApi& api, nvmlDevic
       nvmlGpuInstanceInfo_t info = {};
       rc = api.gpu_instance_info(instances[i], &info);
       if (rc != NVML_SUCCESS) return fail(api.failure("nvmlGpuInstanceGetInfo", uuid, rc));
-      out.push_back(
-          {.id = info.id,
-           .placed = {.profile = *name, .start = static_cast<int>(info.placement.start)}});
+      out.push_back({.id = info.id,
+                     .placed = {.profile = *name, .start = static_cast<int>(info.placement.start)},
+                     .handle = instances[i],
+                     .slices = profile.sliceCount});
     }
   }
   std::sort(out.begin(), out.end(), [](const ListedInstance& a, const ListedInstance& b) {
@@ -515,7 +539,7 @@ Result<std::vector<Nvml::Sample>> Nvml::sample() {
     std::map<unsigned, std::string> labels;  // GPU instance ID -> "<profile>@<start>"
     for (const ListedInstance& instance :
          GP_TRY(list_instances(*api_, device.handle, uuid, *catalog))) {
-      labels[instance.id] = fmt::format("{}@{}", instance.placed.profile, instance.placed.start);
+      labels[instance.id] = fleet::instance_label(instance.placed);
     }
     unsigned max_devices = 0;
     rc = api_->max_mig_device_count(device.handle, &max_devices);
@@ -617,6 +641,212 @@ Result<std::vector<Nvml::ProfileInfo>> Nvml::gpu_instance_profiles(int index) {
     return out;
   }
   return fail(Error::not_found(fmt::format("no GPU with NVML index {}", index)));
+}
+
+// ---- MIG configuration
+
+namespace {
+
+// The compute-instance profile index that spans a GPU instance of `slices` compute slices.
+std::optional<unsigned> full_compute_profile(unsigned slices) {
+  switch (slices) {
+    case 1:
+      return NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE;
+    case 2:
+      return NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE;
+    case 3:
+      return NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE;
+    case 4:
+      return NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE;
+    case 6:
+      return NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE;
+    case 7:
+      return NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE;
+    case 8:
+      return NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE;
+    default:
+      return std::nullopt;
+  }
+}
+
+// A refusal of a configuration call: "in use" and "no room" are conflicts, a refused argument
+// (a placement the GPU does not offer) is invalid, the rest as any NVML failure.
+Error refused(const NvmlApi& api, std::string_view call, std::string_view subject,
+              nvmlReturn_t rc) {
+  Error e = api.failure(call, subject, rc);
+  if (rc == NVML_ERROR_IN_USE || rc == NVML_ERROR_INSUFFICIENT_RESOURCES) {
+    e.code = ErrorCode::kConflict;
+  } else if (rc == NVML_ERROR_INVALID_ARGUMENT) {
+    e.code = ErrorCode::kInvalidArgument;
+  }
+  return e;
+}
+
+// The compute instances of a GPU instance, over every compute-instance profile.
+Result<std::vector<nvmlComputeInstance_t>> compute_instances_of(const NvmlApi& api,
+                                                                nvmlGpuInstance_t gi,
+                                                                std::string_view subject) {
+  std::vector<nvmlComputeInstance_t> out;
+  for (unsigned index = 0; index < NVML_COMPUTE_INSTANCE_PROFILE_COUNT; ++index) {
+    nvmlComputeInstanceProfileInfo_t info = {};
+    nvmlReturn_t rc =
+        api.compute_profile_info(gi, index, NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info);
+    if (rc == NVML_ERROR_NOT_SUPPORTED || rc == NVML_ERROR_INVALID_ARGUMENT ||
+        rc == NVML_ERROR_NOT_FOUND) {
+      continue;
+    }
+    if (rc != NVML_SUCCESS) {
+      return fail(api.failure("nvmlGpuInstanceGetComputeInstanceProfileInfo", subject, rc));
+    }
+    if (info.instanceCount == 0) continue;
+    std::vector<nvmlComputeInstance_t> found(info.instanceCount);
+    unsigned count = 0;
+    rc = api.compute_instances(gi, info.id, found.data(), &count);
+    if (rc != NVML_SUCCESS) {
+      return fail(api.failure("nvmlGpuInstanceGetComputeInstances", subject, rc));
+    }
+    out.insert(out.end(), found.begin(), found.begin() + std::min(count, info.instanceCount));
+  }
+  return out;
+}
+
+// The catalog of a GPU that may be configured now: the driver has the configuration calls and
+// the GPU is in MIG mode.
+Result<const fleet::MigCatalog*> configurable(const NvmlApi& api, nvmlDevice_t device,
+                                              const std::string& uuid) {
+  if (!api.has_mig_configuration()) {
+    return fail(Error::unavailable(
+        fmt::format("the NVIDIA driver lacks the MIG configuration calls (GPU {})", uuid)));
+  }
+  if (!GP_TRY(mig_state(api, device, uuid)).enabled) {
+    return fail(Error::conflict(fmt::format("GPU {} is not in MIG mode", uuid)));
+  }
+  return catalog_of(GP_TRY(product_name(api, device, uuid)), uuid);
+}
+
+Result<ListedInstance> find_instance(const NvmlApi& api, nvmlDevice_t device,
+                                     const std::string& uuid, const fleet::MigCatalog& catalog,
+                                     const fleet::PlacedInstance& wanted) {
+  for (ListedInstance& i : GP_TRY(list_instances(api, device, uuid, catalog)))
+    if (i.placed == wanted) return std::move(i);
+  return fail(Error::not_found(
+      fmt::format("GPU {} has no GPU instance {}", uuid, fleet::instance_label(wanted))));
+}
+
+}  // namespace
+
+Result<Nvml::Device> Nvml::device(const std::string& uuid) {
+  for (Device& d : GP_TRY(devices()))
+    if (d.uuid == uuid) return std::move(d);
+  return fail(Error::not_found(fmt::format("no GPU {} on this node", uuid)));
+}
+
+Result<Nvml::MigView> Nvml::mig_view(const std::string& uuid) {
+  const Device d = GP_TRY(device(uuid));
+  const MigState mode = GP_TRY(mig_state(*api_, d.handle, uuid));
+  MigView view{.capable = mode.capable, .enabled = mode.enabled};
+  if (!mode.capable) return view;
+  unsigned current = 0;
+  unsigned pending = 0;
+  if (api_->mig_mode(d.handle, &current, &pending) == NVML_SUCCESS)
+    view.pending_change = current != pending;
+  if (!mode.enabled) return view;
+  const fleet::MigCatalog* catalog =
+      GP_TRY(catalog_of(GP_TRY(product_name(*api_, d.handle, uuid)), uuid));
+  const bool sees_compute = api_->compute_profile_info && api_->compute_instances;
+  for (const ListedInstance& i : GP_TRY(list_instances(*api_, d.handle, uuid, *catalog))) {
+    view.layout.push_back(i.placed);
+    const std::string subject = fmt::format("{} on GPU {}", fleet::instance_label(i.placed), uuid);
+    if (sees_compute && GP_TRY(compute_instances_of(*api_, i.handle, subject)).empty())
+      view.without_compute.push_back(i.placed);
+  }
+  return view;
+}
+
+Result<void> Nvml::create_gpu_instance(const std::string& uuid,
+                                       const fleet::PlacedInstance& instance) {
+  const Device d = GP_TRY(device(uuid));
+  const fleet::MigCatalog* catalog = GP_TRY(configurable(*api_, d.handle, uuid));
+  const auto profile =
+      std::ranges::find(catalog->profiles, instance.profile, &fleet::MigProfile::name);
+  if (profile == catalog->profiles.end()) {
+    return fail(Error::invalid(
+        fmt::format("{} has no MIG profile {} (GPU {})", catalog->model, instance.profile, uuid)));
+  }
+  const std::string subject = fmt::format("{} on GPU {}", fleet::instance_label(instance), uuid);
+  // NVML's profile of that name: the first profile index the catalog names so (a base profile
+  // comes before its +me variant).
+  for (const nvmlGpuInstanceProfileInfo_t& info : GP_TRY(list_profiles(*api_, d.handle, uuid))) {
+    if (catalog_profile_for(*catalog, info.sliceCount, info.memorySizeMB).value_or("") !=
+        instance.profile) {
+      continue;
+    }
+    const nvmlGpuInstancePlacement_t placement{
+        .start = static_cast<unsigned>(instance.start),
+        .size = static_cast<unsigned>(profile->memory_slices)};
+    nvmlGpuInstance_t created = nullptr;
+    if (nvmlReturn_t rc = api_->create_gpu_instance(d.handle, info.id, &placement, &created);
+        rc != NVML_SUCCESS) {
+      return fail(refused(*api_, "nvmlDeviceCreateGpuInstanceWithPlacement", subject, rc));
+    }
+    return ok();
+  }
+  return fail(Error::not_found(
+      fmt::format("NVML offers no GPU-instance profile {} on GPU {}", instance.profile, uuid)));
+}
+
+Result<void> Nvml::create_compute_instance(const std::string& uuid,
+                                           const fleet::PlacedInstance& instance) {
+  const Device d = GP_TRY(device(uuid));
+  const fleet::MigCatalog* catalog = GP_TRY(configurable(*api_, d.handle, uuid));
+  const ListedInstance gi = GP_TRY(find_instance(*api_, d.handle, uuid, *catalog, instance));
+  const std::string subject = fmt::format("{} on GPU {}", fleet::instance_label(instance), uuid);
+  const std::optional<unsigned> index = full_compute_profile(gi.slices);
+  if (!index) {
+    return fail(Error::internal(
+        fmt::format("no compute-instance profile spans the {} slices of {}", gi.slices, subject)));
+  }
+  nvmlComputeInstanceProfileInfo_t info = {};
+  nvmlReturn_t rc = api_->compute_profile_info(gi.handle, *index,
+                                               NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED, &info);
+  if (rc != NVML_SUCCESS) {
+    return fail(api_->failure("nvmlGpuInstanceGetComputeInstanceProfileInfo", subject, rc));
+  }
+  nvmlComputeInstance_t created = nullptr;
+  rc = api_->create_compute_instance(gi.handle, info.id, &created);
+  if (rc != NVML_SUCCESS) {
+    return fail(refused(*api_, "nvmlGpuInstanceCreateComputeInstance", subject, rc));
+  }
+  return ok();
+}
+
+Result<void> Nvml::destroy_gpu_instance(const std::string& uuid,
+                                        const fleet::PlacedInstance& instance) {
+  const Device d = GP_TRY(device(uuid));
+  const fleet::MigCatalog* catalog = GP_TRY(configurable(*api_, d.handle, uuid));
+  const ListedInstance gi = GP_TRY(find_instance(*api_, d.handle, uuid, *catalog, instance));
+  const std::string subject = fmt::format("{} on GPU {}", fleet::instance_label(instance), uuid);
+  for (nvmlComputeInstance_t ci : GP_TRY(compute_instances_of(*api_, gi.handle, subject))) {
+    if (nvmlReturn_t rc = api_->destroy_compute_instance(ci); rc != NVML_SUCCESS)
+      return fail(refused(*api_, "nvmlComputeInstanceDestroy", subject, rc));
+  }
+  if (nvmlReturn_t rc = api_->destroy_gpu_instance(gi.handle); rc != NVML_SUCCESS)
+    return fail(refused(*api_, "nvmlGpuInstanceDestroy", subject, rc));
+  return ok();
+}
+
+Result<bool> Nvml::set_mig_mode(const std::string& uuid, bool enabled) {
+  const Device d = GP_TRY(device(uuid));
+  if (api_->set_mig_mode == nullptr) {
+    return fail(Error::unavailable(
+        fmt::format("the NVIDIA driver lacks nvmlDeviceSetMigMode (GPU {})", uuid)));
+  }
+  nvmlReturn_t activation = NVML_SUCCESS;
+  const nvmlReturn_t rc = api_->set_mig_mode(
+      d.handle, enabled ? NVML_DEVICE_MIG_ENABLE : NVML_DEVICE_MIG_DISABLE, &activation);
+  if (rc != NVML_SUCCESS)
+    return fail(refused(*api_, "nvmlDeviceSetMigMode", fmt::format("GPU {}", uuid), rc));
+  return activation == NVML_SUCCESS;
 }
 
 }  // namespace gp::agent

@@ -1,7 +1,8 @@
 // GPU discovery and monitoring through NVML, loaded at run time with dlopen so that gpuplane
 // builds and runs on machines without CUDA or the NVIDIA driver. Fills the shared inventory
-// structs (fleet/inventory.h) and reports utilization and XID errors. Strictly read-only: no
-// call made here changes MIG mode, GPU or compute instances, clocks, persistence or resets.
+// structs (fleet/inventory.h) and reports utilization and XID errors. The only calls that change
+// a GPU are the MIG configuration primitives at the end of the class, which the agent's MIG
+// applier (agent/mig.h) alone makes; nothing here touches clocks, persistence or resets.
 #pragma once
 
 #include <cstdint>
@@ -104,6 +105,35 @@ class Nvml {
   // enabled or not supported). Diagnostic: shows the raw figures catalog_profile_for() maps.
   Result<std::vector<ProfileInfo>> gpu_instance_profiles(int index);
 
+  // ---- MIG configuration: the primitives agent/mig.h composes. GPUs are named by UUID and
+  // instances by catalog profile and start. Errors common to all: not_found for an unknown GPU
+  // or (for a GPU in MIG mode) a model without a catalog; unavailable when the driver lacks the
+  // entry point or NVML fails, with the call and NVML's message; conflict for NVML's "in use".
+
+  // What a GPU's MIG configuration is now.
+  struct MigView {
+    bool capable = false;
+    bool enabled = false;           // the current mode
+    bool pending_change = false;    // the pending mode differs: a GPU reset would apply it
+    fleet::Layout layout;           // its GPU instances, sorted by start
+    fleet::Layout without_compute;  // those of them with no compute instance (unusable)
+  };
+  Result<MigView> mig_view(const std::string& uuid);
+
+  // Creates the GPU instance `instance` at its placement (the catalog's size for the profile).
+  // Errors as above; conflict when NVML answers that the slices are taken or the profile has no
+  // room (insufficient resources), invalid_argument when it refuses the placement.
+  Result<void> create_gpu_instance(const std::string& uuid, const fleet::PlacedInstance& instance);
+  // Gives the GPU instance one compute instance spanning all its slices (CUDA sees it then).
+  Result<void> create_compute_instance(const std::string& uuid,
+                                       const fleet::PlacedInstance& instance);
+  // Destroys the GPU instance's compute instances, then the GPU instance. not_found when there
+  // is no such instance; conflict when a process still uses it (nothing more is destroyed).
+  Result<void> destroy_gpu_instance(const std::string& uuid, const fleet::PlacedInstance& instance);
+  // Sets the GPU's MIG mode. True when the mode is in effect now; false when NVML accepted it
+  // but it takes effect only after a GPU reset (the activation status NVML returns).
+  Result<bool> set_mig_mode(const std::string& uuid, bool enabled);
+
  private:
   struct Device;  // one enumerated GPU (nvml.cpp)
 
@@ -112,6 +142,7 @@ class Nvml {
                                              const std::string& what);
 
   Result<std::vector<Device>> devices();
+  Result<Device> device(const std::string& uuid);
 
   void* library_;  // dlopen handle; nullptr when opened with a lookup
   std::unique_ptr<NvmlApi> api_;

@@ -4,8 +4,9 @@
 // (API version 12; checked against the 12.2 and 12.9 headers) so they can be compared line by
 // line; that is why they keep NVML's spelling instead of gpuplane's.
 //
-// Only read-only queries are declared. Nothing here may be extended with an entry point that
-// changes GPU state (MIG mode, instances, clocks, persistence, resets).
+// Read-only queries, plus the MIG configuration calls the agent's MIG applier makes (agent/mig.h:
+// GPU and compute instances created and destroyed, MIG mode set). Nothing else that changes GPU
+// state (clocks, power limits, persistence, resets) may be declared here.
 #pragma once
 
 #include <cstddef>
@@ -52,6 +53,8 @@ struct nvmlDevice_st;
 using nvmlDevice_t = nvmlDevice_st*;
 struct nvmlGpuInstance_st;
 using nvmlGpuInstance_t = nvmlGpuInstance_st*;
+struct nvmlComputeInstance_st;
+using nvmlComputeInstance_t = nvmlComputeInstance_st*;
 struct nvmlEventSet_st;
 using nvmlEventSet_t = nvmlEventSet_st*;
 
@@ -105,6 +108,19 @@ inline constexpr unsigned int NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV1 = 0x7;  // 
 inline constexpr unsigned int NVML_GPU_INSTANCE_PROFILE_2_SLICE_REV1 = 0x8;  // 2g +me
 inline constexpr unsigned int NVML_GPU_INSTANCE_PROFILE_1_SLICE_REV2 = 0x9;  // 1g, 2 memory slices
 inline constexpr unsigned int kMaxGpuInstanceProfileIndex = 0x20;
+
+// Compute-instance profile indices for nvmlGpuInstanceGetComputeInstanceProfileInfo: the
+// compute instance of N slices (a GPU instance's whole compute is the one matching its slices).
+inline constexpr unsigned int NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE = 0x0;
+inline constexpr unsigned int NVML_COMPUTE_INSTANCE_PROFILE_2_SLICE = 0x1;
+inline constexpr unsigned int NVML_COMPUTE_INSTANCE_PROFILE_3_SLICE = 0x2;
+inline constexpr unsigned int NVML_COMPUTE_INSTANCE_PROFILE_4_SLICE = 0x3;
+inline constexpr unsigned int NVML_COMPUTE_INSTANCE_PROFILE_7_SLICE = 0x4;
+inline constexpr unsigned int NVML_COMPUTE_INSTANCE_PROFILE_8_SLICE = 0x5;
+inline constexpr unsigned int NVML_COMPUTE_INSTANCE_PROFILE_6_SLICE = 0x6;
+inline constexpr unsigned int NVML_COMPUTE_INSTANCE_PROFILE_1_SLICE_REV1 = 0x7;
+inline constexpr unsigned int NVML_COMPUTE_INSTANCE_PROFILE_COUNT = 0x8;
+inline constexpr unsigned int NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED = 0x0;
 
 // Event types for nvmlDeviceRegisterEvents (a 64-bit mask).
 inline constexpr unsigned long long nvmlEventTypeXidCriticalError = 0x0000000000000008ULL;
@@ -162,6 +178,19 @@ struct nvmlGpuInstanceInfo_t {
   nvmlGpuInstancePlacement_t placement;
 };
 
+// nvmlComputeInstanceProfileInfo_t (v1).
+struct nvmlComputeInstanceProfileInfo_t {
+  unsigned int id;  // profile ID, unique within the GPU instance
+  unsigned int sliceCount;
+  unsigned int instanceCount;  // max instances of this profile
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+};
+
 // nvmlEventData_t as of NVML 11.x+ (gpuInstanceId / computeInstanceId were appended; older
 // drivers write only the first three fields, so the larger buffer is safe with either).
 struct nvmlEventData_t {
@@ -182,6 +211,7 @@ static_assert(offsetof(nvmlGpuInstanceProfileInfo_t, memorySizeMB) == 40);
 static_assert(sizeof(nvmlGpuInstanceInfo_t) == 24);
 static_assert(offsetof(nvmlGpuInstanceInfo_t, placement) == 16);
 static_assert(sizeof(nvmlEventData_t) == 32);
+static_assert(sizeof(nvmlComputeInstanceProfileInfo_t) == 36);
 
 // Entry point signatures, named after the symbols they are resolved from.
 extern "C" {
@@ -217,6 +247,24 @@ using nvmlDeviceGetNvLinkRemotePciInfo_v2_fn = nvmlReturn_t (*)(nvmlDevice_t, un
                                                                 nvmlPciInfo_t*);
 using nvmlDeviceGetNvLinkRemoteDeviceType_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int link,
                                                                 nvmlIntNvLinkDeviceType_t*);
+// MIG configuration (agent/mig.h).
+using nvmlDeviceSetMigMode_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int mode,
+                                                 nvmlReturn_t* activation_status);
+using nvmlDeviceCreateGpuInstanceWithPlacement_fn =
+    nvmlReturn_t (*)(nvmlDevice_t, unsigned int profile_id,
+                     const nvmlGpuInstancePlacement_t* placement, nvmlGpuInstance_t* instance);
+using nvmlGpuInstanceDestroy_fn = nvmlReturn_t (*)(nvmlGpuInstance_t);
+using nvmlGpuInstanceGetComputeInstanceProfileInfo_fn =
+    nvmlReturn_t (*)(nvmlGpuInstance_t, unsigned int profile, unsigned int eng_profile,
+                     nvmlComputeInstanceProfileInfo_t* info);
+using nvmlGpuInstanceCreateComputeInstance_fn = nvmlReturn_t (*)(nvmlGpuInstance_t,
+                                                                 unsigned int profile_id,
+                                                                 nvmlComputeInstance_t* instance);
+using nvmlGpuInstanceGetComputeInstances_fn = nvmlReturn_t (*)(nvmlGpuInstance_t,
+                                                               unsigned int profile_id,
+                                                               nvmlComputeInstance_t* instances,
+                                                               unsigned int* count);
+using nvmlComputeInstanceDestroy_fn = nvmlReturn_t (*)(nvmlComputeInstance_t);
 using nvmlEventSetCreate_fn = nvmlReturn_t (*)(nvmlEventSet_t* set);
 using nvmlDeviceRegisterEvents_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned long long event_types,
                                                      nvmlEventSet_t set);

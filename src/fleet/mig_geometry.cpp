@@ -196,6 +196,10 @@ void enumerate_from(const MigCatalog& catalog, const std::vector<std::pair<int, 
 
 }  // namespace
 
+std::string instance_label(const PlacedInstance& instance) {
+  return fmt::format("{}@{}", instance.profile, instance.start);
+}
+
 Result<void> validate(const MigCatalog& catalog, const Layout& layout) {
   GP_TRY(occupy(catalog, layout));
   return ok();

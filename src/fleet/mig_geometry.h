@@ -23,6 +23,9 @@ struct PlacedInstance {
   friend auto operator<=>(const PlacedInstance&, const PlacedInstance&) = default;
 };
 
+// "<profile>@<start>", e.g. "3g.71gb@4": how samples, usage and reports name an instance.
+std::string instance_label(const PlacedInstance& instance);
+
 // The GPU instances of one GPU, in no required order. Functions that build a layout return it
 // sorted by start (instances of a valid layout never share a start).
 using Layout = std::vector<PlacedInstance>;

@@ -163,7 +163,7 @@ TEST(ProcessCrash, AcknowledgedCreatesSurviveSigkillWithTheirAuditRecords) {
 // SIGTERM drains and exits 0 even while clients keep connecting and hanging up: stop() must
 // cope with connections that close while it is cancelling them.
 TEST(ProcessShutdown, SigtermUnderConnectionChurnExitsCleanly) {
-  constexpr int kRounds = 20;
+  constexpr int kRounds = GP_INSTRUMENTED ? 6 : 20;
   constexpr int kChurners = 8;
   constexpr int kRequestsBeforeSigterm = 200;
   TempDir tmp;
