@@ -1,6 +1,7 @@
 #include "agent/agent.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
@@ -15,6 +16,7 @@
 #include "agent/enforce.h"
 #include "agent/gpu_runtime.h"
 #include "agent/jobs.h"
+#include "agent/mig.h"
 #include "agent/nvml.h"
 #include "agent/vms.h"
 #include "cli/http_client.h"
@@ -58,6 +60,56 @@ class Source {
     auto inv = GP_TRY(discover());
     if (!inv.gpu_runtime) inv.gpu_runtime = read_gpu_runtime(runtime_sources_);
     return inv;
+  }
+
+  // Makes the GPUs match the control plane's plans (agent/mig.h): through NVML, or on a
+  // simulated node by rewriting its inventory file with the same rules (the steps a real GPU
+  // would take, instances in use kept, a mode change only on an idle GPU).
+  std::vector<MigOutcome> apply_plans(const std::vector<GpuPlan>& plans,
+                                      std::map<std::string, GpuUse>& use) {
+    std::vector<MigOutcome> out;
+    if (nvml_) {
+      for (const GpuPlan& plan : plans) out.push_back(apply_mig_plan(*nvml_, plan, use[plan.gpu]));
+      return out;
+    }
+    auto text = read_file(file_);
+    Json j = text ? Json::parse(*text, nullptr, false) : Json();
+    bool changed = false;
+    for (const GpuPlan& plan : plans) {
+      MigOutcome o{.gpu = plan.gpu, .status = "failed", .detail = "no such GPU in " + file_};
+      for (Json& g : j.is_object() ? j["gpus"] : j) {
+        if (!g.is_object() || g.value("uuid", "") != plan.gpu) continue;
+        Nvml::MigView now{.capable = g.value("mig_capable", false),
+                          .enabled = g.value("mode", "whole") == "mig"};
+        for (const Json& i : g.value("mig_instances", Json::array()))
+          now.layout.push_back({i.value("profile", ""), i.value("start", 0)});
+        const MigSteps steps = plan_mig_steps(plan, now, use[plan.gpu]);
+        o.detail = !steps.impossible.empty() ? steps.impossible : steps.waiting;
+        o.status = !steps.impossible.empty() ? "failed"
+                   : !steps.waiting.empty()  ? "waiting"
+                                             : "applied";
+        if (o.status != "applied" || steps.empty()) break;
+        fleet::Layout layout;
+        for (const auto& i : now.layout)
+          if (std::ranges::find(steps.destroy, i) == steps.destroy.end()) layout.push_back(i);
+        layout.insert(layout.end(), steps.create.begin(), steps.create.end());
+        Json instances = Json::array();
+        for (const auto& i : layout)
+          instances.push_back({{"profile", i.profile}, {"start", i.start}});
+        g["mode"] = plan.mode == fleet::GpuMode::kMig ? "mig" : "whole";
+        g["mig_instances"] = instances;
+        for (const auto& i : steps.create) o.done.push_back("created " + fleet::instance_label(i));
+        for (const auto& i : steps.destroy)
+          o.done.push_back("destroyed " + fleet::instance_label(i));
+        changed = true;
+        break;
+      }
+      out.push_back(std::move(o));
+    }
+    if (changed)
+      if (auto written = replace_private_file(file_, j.dump(2) + "\n", 0644); !written)
+        spdlog::error("simulated MIG plans: {}", written.error().message);
+    return out;
   }
 
   Result<Json> samples(const fleet::Inventory& inv) {
@@ -405,6 +457,8 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     return std::pair<int, Json>{r.status, std::move(r.body)};
   };
   int failures = 0;
+  // The outcome of the last round's GPU plans (agent/mig.h), for the next heartbeat.
+  Json mig_reports = Json::array();
   // Fencing: when the control plane last answered, and how long it waits for a silent node
   // before it declares it failed and places its jobs elsewhere (its heartbeat answer says).
   std::optional<std::chrono::steady_clock::time_point> answered_at;
@@ -449,6 +503,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     }
     if (vm_reports) body["vms"] = to_json(*vm_reports);
     if (job_reports) body["jobs"] = *job_reports;
+    if (!mig_reports.empty()) body["mig"] = mig_reports;
     if (jobs_holding && vms_holding) {
       std::set<std::string> holding = *jobs_holding;
       holding.insert(vms_holding->begin(), vms_holding->end());
@@ -470,6 +525,28 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       answered_at = std::chrono::steady_clock::now();
       node_timeout = std::chrono::seconds(r->body.value("node_timeout_seconds", int64_t{0}));
       spdlog::debug("heartbeat ok: node state {}", r->body["node"].value("state", "?"));
+    }
+    // GPU plans before any work: nothing starts on a MIG unit before its GPU matches the plan
+    // (the control plane holds it meanwhile). Instances an assigned allocation holds stay.
+    bool mig_moved = false;
+    if (r && r->status == 200) {
+      const Json as = r->body.value("assignments", Json::object());
+      auto plans = parse_gpu_plans(as.is_object() ? as.value("gpu_plans", Json()) : Json());
+      mig_reports = Json::array();
+      if (!plans) {
+        spdlog::error("GPU plans: {}", plans.error().message);
+      } else if (!plans->empty()) {
+        auto use = gpu_use(as.value("allocations", Json::array()));
+        for (const MigOutcome& outcome : source->apply_plans(*plans, use)) {
+          if (outcome.status == "failed")
+            spdlog::error("GPU {}: the MIG plan failed: {}", outcome.gpu, outcome.detail);
+          if (!outcome.done.empty()) {
+            mig_moved = true;
+            spdlog::info("GPU {}: {}", outcome.gpu, fmt::join(outcome.done, ", "));
+          }
+          mig_reports.push_back(outcome.to_json());
+        }
+      }
     }
     // Enforcement runs even when the heartbeat failed: the assignment may still be readable. It
     // goes first, since it creates the volume trees VMs share.
@@ -531,7 +608,8 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
                                      : Json::array();
         std::map<std::string, int64_t> stop_graces;
         for (const auto& a : allocations) {
-          if (!a.value("waiting_for", Json::array()).empty())
+          if (!a.value("waiting_for", Json::array()).empty() ||
+              !a.value("configuring", Json::array()).empty())
             for (auto& m : *assigned)
               if (m.allocation_id == a.value("id", "")) m.hold = true;
           if (a.contains("stop") && a["stop"].is_object())
@@ -547,7 +625,8 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       }
     }
     if (o.once) return r && r->status == 200 && enforced && delivered ? 0 : 1;
-    if (jobs_moved) continue;
+    // A GPU reconfigured or a job moved is reported at once, not a heartbeat later.
+    if (jobs_moved || mig_moved) continue;
     // Until the next heartbeat, the agent waits for its assignment to change: a job placed on
     // this node or cancelled is acted on at once, not a heartbeat later.
     const auto next = std::chrono::steady_clock::now() + std::chrono::seconds(o.heartbeat_seconds);

@@ -273,6 +273,13 @@ Result<std::vector<VmAssignment>> parse_vm_assignments(const Json& assignments) 
           a.unavailable = fmt::format("waiting for the work of {} to stop on this node",
                                       alloc["waiting_for"].dump());
       }
+      if (alloc.contains("configuring")) {
+        if (!alloc["configuring"].is_array())
+          return fail(Error::invalid(what + ": 'configuring' is not an array"));
+        if (!alloc["configuring"].empty())
+          a.unavailable = fmt::format("waiting for GPUs {} to take their planned MIG layout",
+                                      alloc["configuring"].dump());
+      }
     } else if (alloc.contains("vm_error")) {
       if (!alloc["vm_error"].is_string())
         return fail(Error::invalid(what + ": 'vm_error' is not a string"));

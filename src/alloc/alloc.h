@@ -297,6 +297,33 @@ Result<std::map<std::string, std::vector<std::string>>> node_waits(store::Tx& tx
 Result<Json> end_stops(store::Tx& tx, const World& w, const std::string& node_id,
                        const std::vector<std::string>& holding);
 
+// ---- GPU plans: what the scheduler made of a GPU, carried out by its node (docs/lifecycle.md) --
+// Placing work may change a GPU's mode or MIG layout; the plan is in the node's assignment
+// (`gpu_plans`) and its agent makes the GPU match it through NVML. A placed allocation on a GPU
+// whose reported mode or layout does not match its plan yet is *configuring*: nothing of it
+// starts (its members are held, its VM is not made, it is not activated) until it matches.
+// The agent's report on each plan (the heartbeat's `mig`): "applied", "waiting" (for a drain or
+// a GPU reset) or "failed", with NVML's reason.
+struct MigReport {
+  std::string gpu, status, detail;
+  std::vector<std::string> done;
+};
+// Strict: each report needs a string `gpu` and a status of applied, waiting or failed.
+Result<std::vector<MigReport>> parse_mig_reports(const Json& j);
+// One plan its node has not carried out yet.
+struct UnmetPlan {
+  std::string gpu, mode, status, detail;
+  Json mig_layout;
+  Json to_json() const;
+};
+// The node's unmet plans, by GPU UUID.
+Result<std::map<std::string, UnmetPlan>> unmet_plans(store::Tx& tx, const std::string& node_id);
+// The placed allocations on the node waiting for one of those plans: each with its GPUs.
+Result<std::map<std::string, std::vector<std::string>>> node_configuring(
+    store::Tx& tx, const std::string& node_id);
+// What `a` waits for, if it is placed: the unmet plans of its GPUs, on every node of it.
+Result<Json> allocation_configuring(store::Tx& tx, const Allocation& a);
+
 struct Options {
   sched::SchedulerOptions scheduler;
   // How long the work of an allocation has to stop once it ends: preempted or reclaimed (and
@@ -335,6 +362,12 @@ class Service {
   // has reported since placement. Returns what the agent must apply: allocations on the node
   // and planned MIG layouts / modes of its GPUs.
   Result<Json> acknowledge(store::Tx& tx, const World& w, const std::string& node_id);
+  // Records the node's reports on its GPU plans. A failed one fails the placed allocations
+  // waiting for that GPU (`mig_config_failed`, with the node's reason) and drops the plan: the
+  // scheduler sees the GPU as its node reports it again. Returns what changed, for the audit
+  // trail ([] when nothing did). Errors: invalid_argument for a GPU not on this node.
+  Result<Json> record_mig_reports(store::Tx& tx, const World& w, const std::string& node_id,
+                                  const std::vector<MigReport>& reports);
   // Offboarding: every live allocation of the tenant is released and its reservations are
   // cancelled; what waited behind them is placed. Returns the allocations released.
   Result<int> offboard(store::Tx& tx, const World& w, const std::string& tenant_id);

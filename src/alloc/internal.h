@@ -10,6 +10,9 @@
 
 namespace gp::alloc::detail {
 
+// The actor of what the scheduler does on its own (placements, preemptions, failures).
+inline constexpr std::string_view kScheduler = "scheduler";
+
 std::string ts(int64_t us);
 std::optional<std::string> ts(const std::optional<int64_t>& us);
 

@@ -15,7 +15,7 @@ using detail::ts;
 
 namespace {
 
-constexpr std::string_view kScheduler = "scheduler";
+using detail::kScheduler;
 
 // How long the work of an allocation ending for `code` has to stop.
 Duration grace_for(const Options& o, std::string_view code) {
@@ -264,7 +264,7 @@ Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::st
     GP_TRY(tx.exec(
         "INSERT INTO gpu_plans (gpu_uuid, mode, mig_layout, updated_at) VALUES (?,?,?,?) ON "
         "CONFLICT (gpu_uuid) DO UPDATE SET mode = excluded.mode, mig_layout = "
-        "excluded.mig_layout, updated_at = excluded.updated_at",
+        "excluded.mig_layout, updated_at = excluded.updated_at, status = 'planned', detail = ''",
         {gpus[g].uuid, std::string(sched::gpu_mode_name(gpus[g].mode)), layout.dump(), now}));
   }
   return record_preempted(tx, w, d.preempted, id, a->tenant_id);
@@ -466,13 +466,15 @@ Result<int> Service::complete_drains(store::Tx& tx, const World& w) {
 Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::string& node_id) {
   Json allocations = Json::array();
   const auto waits = GP_TRY(node_waits(tx, node_id));
+  const auto configuring = GP_TRY(node_configuring(tx, node_id));
   for (const auto& row : GP_TRY(tx.query(
            "SELECT allocation_id FROM allocation_nodes WHERE node_id = ? ORDER BY allocation_id",
            {node_id}))) {
     auto a = GP_TRY(detail::load(tx, row.text(0)));
     const auto stopped_first = waits.find(a->id);
+    const auto configured_first = configuring.find(a->id);
     if (a->state == State::kPlaced && a->activation == Activation::kNode &&
-        stopped_first == waits.end()) {
+        stopped_first == waits.end() && configured_first == configuring.end()) {
       auto waiting = GP_TRY(tx.query_one(
           "SELECT COUNT(*) FROM allocation_nodes an JOIN nodes n ON n.id = an.node_id WHERE "
           "an.allocation_id = ? AND (n.last_heartbeat IS NULL OR n.last_heartbeat < ?)",
@@ -486,6 +488,8 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
     Json entry = assignment_entry(*a, node_id);
     // Nothing of it starts while an ended allocation's work still holds one of its GPUs.
     if (stopped_first != waits.end()) entry["waiting_for"] = stopped_first->second;
+    // Nor while its GPUs do not yet have the mode and MIG layout the scheduler planned.
+    if (configured_first != configuring.end()) entry["configuring"] = configured_first->second;
     // A VM that cannot be described (its offering names a shape with no vGPU type) must not
     // stop the node's other assignments: the agent is told why instead.
     if (auto vm = vm_assignment(tx, w, *a, node_id); !vm)
@@ -504,14 +508,17 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
       entry["vm"] = std::move(*vm);
     allocations.push_back(std::move(entry));
   }
+  // Every plan of the node's GPUs, carried out or not: the agent checks each round that the GPU
+  // still matches (an instance left without its compute instance by a crash is made whole).
   Json plans = Json::array();
   for (const auto& row : GP_TRY(tx.query(
-           "SELECT pl.gpu_uuid, pl.mode, pl.mig_layout FROM gpu_plans pl JOIN gpus g ON g.uuid "
-           "= pl.gpu_uuid WHERE g.node_id = ? AND (g.mode <> pl.mode OR g.mig_layout <> "
-           "pl.mig_layout) ORDER BY g.idx",
+           "SELECT pl.gpu_uuid, pl.mode, pl.mig_layout, pl.status FROM gpu_plans pl JOIN gpus g "
+           "ON g.uuid = pl.gpu_uuid WHERE g.node_id = ? ORDER BY g.idx",
            {node_id})))
-    plans.push_back(
-        {{"gpu", row.text(0)}, {"mode", row.text(1)}, {"mig_layout", Json::parse(row.text(2))}});
+    plans.push_back({{"gpu", row.text(0)},
+                     {"mode", row.text(1)},
+                     {"mig_layout", Json::parse(row.text(2))},
+                     {"status", row.text(3)}});
   return Json{{"allocations", allocations}, {"gpu_plans", plans}};
 }
 

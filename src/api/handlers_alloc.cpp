@@ -115,6 +115,8 @@ Result<Reply> get_allocation(Api&, Call& call, store::Tx& tx) {
   Json stops = Json::array();
   for (const auto& st : GP_TRY(alloc::allocation_stops(tx, a.id))) stops.push_back(st.to_json());
   j["stopping"] = stops;
+  // What it waits for before it starts: its GPUs' planned mode and MIG layout (alloc.h).
+  j["configuring"] = GP_TRY(alloc::allocation_configuring(tx, a));
   return json_reply(200, j, a.version);
 }
 

@@ -322,6 +322,8 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
   // The allocations whose work (job containers, VMs) the node still runs; absent while the
   // agent does not know yet (it has just started), which leaves every stop in place.
   auto holding = r.optional_string_array("holding", 4096, 64);
+  // What became of the node's GPU plans (alloc.h): applied, waiting, or refused by the GPU.
+  const Json* mig = r.optional_array("mig");
   auto underlay = r.optional_string("underlay_address", 15);
   GP_TRY_VOID(r.finish());
   if (underlay) {
@@ -362,6 +364,12 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
     }
     if (!changes.empty()) detail["gpu_health"] = changes;
   }
+  if (mig) {
+    auto reports = GP_TRY(alloc::parse_mig_reports(*mig));
+    if (Json changes = GP_TRY(api.allocs().record_mig_reports(tx, w, call.who.id, reports));
+        !changes.empty())
+      detail["mig"] = std::move(changes);
+  }
   if (samples) {
     auto parsed = GP_TRY(fleet::parse_samples(*samples, w));
     detail["samples"] = GP_TRY(fleet::record_samples(tx, call.who.id, parsed));
@@ -394,7 +402,8 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
              std::chrono::duration_cast<std::chrono::seconds>(api.limits().node_timeout).count()}});
   m.resource = "/v1/nodes/" + n.id;
   m.audited = detail.contains("gpu_health") || detail.contains("vms") || detail.contains("jobs") ||
-              detail.contains("stopped") || n.state_reason == "heartbeats resumed";
+              detail.contains("stopped") || detail.contains("mig") ||
+              n.state_reason == "heartbeats resumed";
   m.detail = detail;
   return m;
 }

@@ -259,6 +259,7 @@ Json schemas() {
                            {"vms", {{"type", "array"}, {"items", schema_ref("VmReport")}}},
                            {"jobs", {{"type", "array"}, {"items", {{"type", "object"}}}}},
                            {"holding", {{"type", "array"}, {"items", str()}}},
+                           {"mig", {{"type", "array"}, {"items", {{"type", "object"}}}}},
                            {"underlay_address", str()}},
                           {});
   s["HeartbeatReply"] = loose({{"node", schema_ref("Node")}, {"assignments_etag", str()}},
@@ -377,6 +378,7 @@ Json schemas() {
                            {"version", integer()},
                            {"events", {{"type", "array"}}},
                            {"stopping", {{"type", "array"}}},
+                           {"configuring", {{"type", "array"}}},
                            {"dry_run", boolean},
                            {"would_place", boolean}},
                           {});

@@ -385,10 +385,17 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
           tx, n.id, g.uuid, reason.empty() ? health : fmt::format("{}: {}", health, reason), now));
     else if (!was_healthy && health == "healthy")
       GP_TRY_VOID(close_downtime(tx, n.id, g.uuid, now));
-    GP_TRY_VOID(tx.exec("DELETE FROM gpus WHERE uuid = ?", {g.uuid}));
+    // An upsert, not a delete and insert: other tables (the scheduler's GPU plans) refer to it.
     GP_TRY_VOID(tx.exec(
         fmt::format(
-            "INSERT INTO gpus ({}, present, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,1,?)",
+            "INSERT INTO gpus ({}, present, updated_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,1,?) "
+            "ON CONFLICT (uuid) DO UPDATE SET node_id = excluded.node_id, idx = excluded.idx, "
+            "model = excluded.model, product = excluded.product, memory_bytes = "
+            "excluded.memory_bytes, pci_bus_id = excluded.pci_bus_id, numa_node = "
+            "excluded.numa_node, nvlink_peers = excluded.nvlink_peers, mig_capable = "
+            "excluded.mig_capable, mode = excluded.mode, mig_layout = excluded.mig_layout, "
+            "health = excluded.health, health_reason = excluded.health_reason, present = 1, "
+            "updated_at = excluded.updated_at",
             kGpuCols),
         {g.uuid, n.id, int64_t(g.index), g.model, g.product, g.memory_bytes, g.pci_bus_id,
          int64_t(g.numa_node), Json(g.nvlink_peers).dump(), int64_t(g.mig_capable),

@@ -614,6 +614,7 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
   // Members of live jobs, and of ended jobs whose allocation's work the node still holds (a
   // stop: they are stopped within its grace, and listed until the agent no longer holds them).
   const auto waits = GP_TRY(alloc::node_waits(tx, node_id));
+  const auto configuring = GP_TRY(alloc::node_configuring(tx, node_id));
   std::map<std::string, int64_t> stopping;  // allocation -> grace seconds
   for (const auto& st : GP_TRY(alloc::node_stops(tx, node_id)))
     stopping[st.allocation_id] = st.grace_seconds;
@@ -694,11 +695,12 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
          {"run_as", run_as},
          {"volumes", volumes},
          {"limits", {{"cpu_millis", share.cpu_millis}, {"memory_bytes", share.memory_bytes}}},
-         // A member waits ("created") for its gang, and for the GPUs an ended allocation's
-         // work still holds on this node.
-         {"desired", stops || j.stop_requested_at           ? "stopped"
-                     : gang_ready && !waits.contains(a->id) ? "running"
-                                                            : "created"},
+         // A member waits ("created") for its gang, for the GPUs an ended allocation's work
+         // still holds on this node, and for its GPUs' planned MIG layout.
+         {"desired", stops || j.stop_requested_at ? "stopped"
+                     : gang_ready && !waits.contains(a->id) && !configuring.contains(a->id)
+                         ? "running"
+                         : "created"},
          {"stop_grace_seconds", stops ? stop->second : int64_t{kStopGraceSeconds}},
          {"log_offset", log_offset},
          {"network", net},

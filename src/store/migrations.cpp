@@ -826,6 +826,11 @@ CREATE TABLE gpu_health_events (
   PRIMARY KEY (gpu_uuid, seq)
 )
 )SQL"},
+      {29, "gpu plan status as the node reports it", R"SQL(
+ALTER TABLE gpu_plans ADD COLUMN status TEXT NOT NULL DEFAULT 'planned';
+ALTER TABLE gpu_plans ADD COLUMN detail TEXT NOT NULL DEFAULT '';
+ALTER TABLE gpu_plans ADD COLUMN reported_at BIGINT
+)SQL"},
   };
   return kMigrations;
 }

@@ -719,9 +719,9 @@ namespace {
 TEST_F(Sched, AgentsReceiveAssignmentsAndActivateTheirAllocations) {
   auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
   ASSERT_EQ(jt.status, 201) << jt.raw;
-  auto enrolled = s.request(
-      "POST", "/v1/agent/enroll",
-      {{"join_token", jt.body["token"]}, {"inventory", h200_inventory("agent-node", 1, "r9")}});
+  Json inventory = h200_inventory("agent-node", 1, "r9");
+  auto enrolled = s.request("POST", "/v1/agent/enroll",
+                            {{"join_token", jt.body["token"]}, {"inventory", inventory}});
   ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
   std::string node_token = enrolled.body["credential"];
   // Fill the imported nodes, so the next allocation must land on the agent's GPU.
@@ -734,18 +734,102 @@ TEST_F(Sched, AgentsReceiveAssignmentsAndActivateTheirAllocations) {
   auto mig = allocate(t, {{"offering", "h200-mig-3g"}});
   ASSERT_EQ(mig.body["state"], "placed") << mig.raw;
   ASSERT_EQ(mig.body["placement"]["nodes"][0], enrolled.body["node"]["id"]) << mig.raw;
+  const std::string gpu = inventory["gpus"][0]["uuid"];
+  const Json instance = mig.body["placement"]["gpus"][0]["mig"];
 
+  // The GPU must become MIG with a 3g instance: until its node reports it so, the allocation is
+  // configuring, and stays placed.
   auto hb = s.request("POST", "/v1/agent/heartbeat", Json::object(), node_token);
   ASSERT_EQ(hb.status, 200) << hb.raw;
-  const Json& as = hb.body["assignments"];
+  const Json as = hb.body["assignments"];
   ASSERT_EQ(as["allocations"].size(), 1u) << hb.raw;
   EXPECT_EQ(as["allocations"][0]["id"], mig.body["id"]);
-  EXPECT_EQ(as["allocations"][0]["state"], "active");
-  // The GPU must become MIG with a 3g instance: the plan says so until the agent reports it.
+  EXPECT_EQ(as["allocations"][0]["state"], "placed");
+  EXPECT_EQ(as["allocations"][0]["configuring"], Json::array({gpu})) << hb.raw;
   ASSERT_EQ(as["gpu_plans"].size(), 1u) << hb.raw;
   EXPECT_EQ(as["gpu_plans"][0]["mode"], "mig");
   EXPECT_EQ(as["gpu_plans"][0]["mig_layout"][0]["profile"], "3g.71gb");
-  EXPECT_EQ(get(t, mig.body["id"])["state"], "active");
+  EXPECT_EQ(as["gpu_plans"][0]["status"], "planned");
+  Json seen = get(t, mig.body["id"]);
+  EXPECT_EQ(seen["state"], "placed");
+  ASSERT_EQ(seen["configuring"].size(), 1u) << seen;
+  EXPECT_EQ(seen["configuring"][0]["gpu"], gpu);
+
+  // The agent made it so and reports both the outcome and the new inventory: active.
+  inventory["gpus"][0]["mode"] = "mig";
+  inventory["gpus"][0]["mig_instances"] = Json::array({instance});
+  hb = s.request("POST", "/v1/agent/heartbeat",
+                 {{"inventory", inventory},
+                  {"mig", {{{"gpu", gpu}, {"status", "applied"}, {"done", {"created 3g"}}}}}},
+                 node_token);
+  ASSERT_EQ(hb.status, 200) << hb.raw;
+  EXPECT_FALSE(hb.body["assignments"]["allocations"][0].contains("configuring")) << hb.raw;
+  EXPECT_EQ(hb.body["assignments"]["allocations"][0]["state"], "active");
+  EXPECT_EQ(hb.body["assignments"]["gpu_plans"][0]["status"], "applied");
+  seen = get(t, mig.body["id"]);
+  EXPECT_EQ(seen["state"], "active");
+  EXPECT_TRUE(seen["configuring"].empty()) << seen;
+
+  // A report on a GPU of another node is refused and changes nothing.
+  auto foreign =
+      s.request("POST", "/v1/agent/heartbeat",
+                {{"mig", {{{"gpu", "GPU-crash-0-0"}, {"status", "failed"}}}}}, node_token);
+  EXPECT_EQ(foreign.status, 400) << foreign.raw;
+  auto bad = s.request("POST", "/v1/agent/heartbeat", {{"mig", {{{"gpu", gpu}, {"status", "ok"}}}}},
+                       node_token);
+  EXPECT_EQ(bad.status, 400) << bad.raw;
+}
+
+TEST_F(Sched, AGpuThatRefusesItsMigLayoutFailsWhatWaitedForItWithTheReason) {
+  auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
+  ASSERT_EQ(jt.status, 201) << jt.raw;
+  Json inventory = h200_inventory("refusing-node", 1, "r9");
+  auto enrolled = s.request("POST", "/v1/agent/enroll",
+                            {{"join_token", jt.body["token"]}, {"inventory", inventory}});
+  ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
+  std::string node_token = enrolled.body["credential"];
+  auto t = tenant("acme", "standard", gpus(17));
+  for (int i = 0; i < 2; ++i)
+    ASSERT_EQ(
+        allocate(t, {{"offering", "h200-1x"}, {"count", 8}, {"constraints", {{"same_node", true}}}})
+            .body["state"],
+        "placed");
+  auto mig = allocate(t, {{"offering", "h200-mig-3g"}});
+  ASSERT_EQ(mig.body["placement"]["nodes"][0], enrolled.body["node"]["id"]) << mig.raw;
+  const std::string gpu = inventory["gpus"][0]["uuid"];
+
+  // Waiting (a drain, a reset) is recorded and shown; nothing fails.
+  auto hb = s.request(
+      "POST", "/v1/agent/heartbeat",
+      {{"mig", {{{"gpu", gpu}, {"status", "waiting"}, {"detail", "waits for a GPU reset"}}}}},
+      node_token);
+  ASSERT_EQ(hb.status, 200) << hb.raw;
+  Json seen = get(t, mig.body["id"]);
+  EXPECT_EQ(seen["state"], "placed");
+  EXPECT_EQ(seen["configuring"][0]["status"], "waiting") << seen;
+  EXPECT_EQ(seen["configuring"][0]["detail"], "waits for a GPU reset");
+
+  hb = s.request("POST", "/v1/agent/heartbeat",
+                 {{"mig",
+                   {{{"gpu", gpu},
+                     {"status", "failed"},
+                     {"detail",
+                      "creating 3g.71gb@4: nvmlDeviceCreateGpuInstanceWithPlacement "
+                      "failed: Insufficient Resources (NVML error 23)"}}}}},
+                 node_token);
+  ASSERT_EQ(hb.status, 200) << hb.raw;
+  seen = get(t, mig.body["id"]);
+  EXPECT_EQ(seen["state"], "failed");
+  EXPECT_EQ(seen["reason_code"], "mig_config_failed");
+  EXPECT_NE(seen["reason"].get<std::string>().find("Insufficient Resources"), std::string::npos)
+      << seen;
+  // The plan is gone: the node is not asked again, and the GPU is whole to the scheduler.
+  EXPECT_TRUE(hb.body["assignments"]["gpu_plans"].empty()) << hb.raw;
+  auto audit = s.request("GET", "/v1/audit?action=node.heartbeat&limit=50", nullptr, admin);
+  ASSERT_EQ(audit.status, 200) << audit.raw;
+  // The node's report is in the audit trail with the allocations it failed.
+  EXPECT_NE(audit.raw.find("allocations_failed"), std::string::npos) << audit.raw;
+  EXPECT_NE(audit.raw.find(mig.body["id"].get<std::string>()), std::string::npos);
 }
 
 }  // namespace
