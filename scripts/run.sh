@@ -94,8 +94,13 @@ if [ "$demo" = 1 ]; then
     name=$(basename "$n" .json)
     token=()
     [ -f "$data/join-$name" ] && token=(--join-token-file "$data/join-$name")
+    # Each simulated node works on its own copy: the agent rewrites it as it applies the
+    # scheduler's MIG plans (docs/lifecycle.md), and an operator may edit it live.
+    mkdir -p "$data/agents/$name"
+    [ -f "$data/agents/$name/inventory.json" ] || cp "$n" "$data/agents/$name/inventory.json"
     "$bin" agent --server "$GPUPLANE_ENDPOINT" "${agent_tls[@]}" --state-dir "$data/agents/$name" \
-      --simulate "$n" --heartbeat-seconds 10 "${jobs[@]}" "${token[@]}" 2>>"$data/agents.log" &
+      --simulate "$data/agents/$name/inventory.json" --heartbeat-seconds 10 "${jobs[@]}" \
+      "${token[@]}" 2>>"$data/agents.log" &
     pids+=($!)
   done
   sleep 1
