@@ -65,8 +65,12 @@ std::map<std::string, GpuUse> gpu_use(const Json& allocations) {
   if (!allocations.is_array()) return out;
   for (const Json& a : allocations) {
     if (!a.is_object() || !a.contains("gpus") || !a["gpus"].is_array()) continue;
+    // An allocation waiting for a GPU's plan has started nothing there: it does not use it.
+    const Json configuring = a.value("configuring", Json::array());
     for (const Json& g : a["gpus"]) {
       if (!g.is_object() || !g.contains("gpu") || !g["gpu"].is_string()) continue;
+      if (configuring.is_array() && std::ranges::find(configuring, g["gpu"]) != configuring.end())
+        continue;
       GpuUse& use = out[g["gpu"].get<std::string>()];
       use.any = true;
       if (g.contains("mig"))

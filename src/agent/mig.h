@@ -37,7 +37,8 @@ struct GpuPlan {
 Result<std::vector<GpuPlan>> parse_gpu_plans(const Json& plans);
 
 // What the allocations assigned to this node (live or stopping) hold of each GPU: any part of
-// it, and which MIG instances. From the assignment's `allocations`; malformed entries hold
+// it, and which MIG instances. From the assignment's `allocations`; an allocation does not hold
+// the GPUs it is `configuring` for (nothing of it has started there), and malformed entries hold
 // nothing (the job and VM parsers report them).
 struct GpuUse {
   bool any = false;

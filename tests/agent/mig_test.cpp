@@ -59,10 +59,12 @@ TEST(GpuUse, CollectsTheInstancesOfEveryAssignedAllocation) {
     {"id": "a2", "stop": {"grace_seconds": 5},
      "gpus": [{"gpu": "GPU-a", "mig": {"profile": "1g.18gb", "start": 6}}]},
     {"id": "a3", "gpus": [{"gpu": "GPU-b"}]},
+    {"id": "a4", "configuring": ["GPU-c"], "gpus": [{"gpu": "GPU-c"}]},
     {"id": "bad", "gpus": "nope"}])"));
   EXPECT_THAT(use["GPU-a"].instances, ElementsAre(at("1g.18gb", 6), at("3g.71gb", 0)));
   EXPECT_TRUE(use["GPU-b"].any);
   EXPECT_THAT(use["GPU-b"].instances, IsEmpty());
+  // a4 waits for GPU-c's plan: it started nothing there, so the GPU is free to change mode.
   EXPECT_FALSE(use.contains("GPU-c"));
 }
 

@@ -5,6 +5,7 @@
 #include <fstream>
 #include <thread>
 
+#include "common/files.h"
 #include "process/process_util.h"
 
 namespace gp::proc {
@@ -116,6 +117,65 @@ TEST(Agent, EnrolHeartbeatAndFailureDetection) {
   a.reset();
   b2->signal(SIGTERM);
   EXPECT_EQ(b2->wait_for(5s), 0);
+}
+
+// The scheduler turns a whole GPU into MIG for a 3g allocation: the real agent (a simulated node,
+// which applies plans to its inventory file by the same rules as through NVML) makes the GPU
+// match, reports it, and only then does the allocation stop configuring and turn active.
+TEST(Agent, AppliesTheSchedulersMigPlanBeforeTheAllocationTurnsActive) {
+  TempDir dir;
+  Server server(dir.path() / "data");
+  ASSERT_TRUE(server.start());
+  const std::string inventory = write_inventory(dir, "node-m", 1);
+  auto agent = Child::spawn(
+      gpuplane_binary(),
+      {"agent", "--server", server.endpoint(), "--join-token", join_token(server), "--state-dir",
+       dir.str("m-state"), "--simulate", inventory, "--heartbeat-seconds", "30"},
+      {.stdout_path = dir.path() / "m.out", .stderr_path = dir.path() / "m.err"});
+  ASSERT_TRUE(agent);
+  ASSERT_TRUE(eventually([&] {
+    auto r = server.admin_request("GET", "/v1/nodes/node-m");
+    return r && r->status == 200 && Json::parse(r->body)["state"] == "ready";
+  })) << server.log();
+  auto admin = [&](std::string_view method, const std::string& target, const Json& body) {
+    auto r = server.admin_request(method, target, body);
+    EXPECT_TRUE(r && r->status < 300) << (r ? r->body : r.error().message);
+    return r ? Json::parse(r->body.empty() ? "null" : r->body) : Json();
+  };
+  const std::string tenant = admin("POST", "/v1/tenants", {{"name", "migco"}})["id"];
+  const std::string project =
+      admin("POST", "/v1/tenants/" + tenant + "/projects", {{"name", "p"}})["id"];
+  admin("PUT", "/v1/tenants/" + tenant + "/quota", {{"models", {{"H200", {{"nominal", 8}}}}}});
+  const std::string base = "/v1/tenants/" + tenant + "/projects/" + project + "/allocations";
+  const Json placed =
+      admin("POST", base, {{"shape", {{"tier", "mig"}, {"mig_profile", "3g.71gb"}, {"count", 1}}}});
+  ASSERT_EQ(placed["state"], "placed") << placed;
+  const Json instance = placed["placement"]["gpus"][0]["mig"];
+
+  // The agent is woken by the change (its heartbeat is 30 s away), applies the plan and reports.
+  Json seen;
+  ASSERT_TRUE(eventually(
+      [&] {
+        seen = admin("GET", base + "/" + placed["id"].get<std::string>(), nullptr);
+        return seen["state"] == "active";
+      },
+      20s))
+      << seen << "\n"
+      << read_text_file(dir.str("m.err")).value_or("");
+  EXPECT_TRUE(seen["configuring"].empty()) << seen;
+  // The node's file now holds the instance, and the control plane's inventory says so.
+  const Json file = Json::parse(read_text_file(inventory).value_or("{}"));
+  EXPECT_EQ(file["gpus"][0]["mode"], "mig");
+  EXPECT_EQ(file["gpus"][0]["mig_instances"], Json::array({instance})) << file;
+  const Json gpu = admin("GET", "/v1/nodes/node-m", nullptr)["gpus"][0];
+  EXPECT_EQ(gpu["mode"], "mig") << gpu;
+  // What the node did is in the audit trail.
+  const Json audit = admin("GET", "/v1/audit?action=node.heartbeat&limit=100", nullptr);
+  EXPECT_NE(audit.dump().find("created 3g.71gb@" + std::to_string(instance["start"].get<int>())),
+            std::string::npos)
+      << audit;
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->wait_for(10s), 0);
 }
 
 }  // namespace
