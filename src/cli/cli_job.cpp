@@ -355,6 +355,22 @@ void print_job(const Json& j) {
   std::cout << "\nmembers:\n";
   print_table(std::vector<Json>(j["members"].begin(), j["members"].end()),
               {"rank", "attempt", "node_id", "state", "exit_code", "error"});
+  // Each attempt where it ran and how it ended (a node lost, a drain's deadline, its exit).
+  if (j.contains("attempt_history") && j["attempt_history"].size() > 1) {
+    std::vector<Json> attempts;
+    for (const auto& a : j["attempt_history"]) {
+      std::string nodes;
+      for (const auto& n : a.value("node_names", Json::array()))
+        nodes += (nodes.empty() ? "" : ",") + n.get<std::string>();
+      attempts.push_back({{"attempt", a["attempt"]},
+                          {"nodes", nodes},
+                          {"started", a["started_at"]},
+                          {"ended", a["ended_at"]},
+                          {"end_reason", a["end_reason"]}});
+    }
+    std::cout << "\nattempts:\n";
+    print_table(attempts, {"attempt", "nodes", "started", "ended", "end_reason"});
+  }
   std::cout << "\nevents:\n";
   print_table(std::vector<Json>(j["events"].begin(), j["events"].end()),
               {"at", "from", "to", "reason"});

@@ -506,12 +506,22 @@ Result<Json> list_attempts(store::Tx& tx, const std::string& job_id) {
            tx.query("SELECT attempt, allocation_id, nodes, started_at, ended_at, end_reason FROM "
                     "job_attempts WHERE job_id = ? ORDER BY attempt",
                     {job_id})))
+  {
+    // Names beside the ids, for people (a retired node keeps its name; an unknown id stays).
+    const Json nodes = Json::parse(row.text(2), nullptr, false);
+    Json names = Json::array();
+    for (const auto& id : nodes.is_array() ? nodes : Json::array()) {
+      auto n = GP_TRY(fleet::find_node(tx, id.get<std::string>()));
+      names.push_back(n ? n->info.name : id.get<std::string>());
+    }
     out.push_back({{"attempt", row.integer(0)},
                    {"allocation_id", row.text(1)},
-                   {"nodes", Json::parse(row.text(2), nullptr, false)},
+                   {"nodes", nodes},
+                   {"node_names", names},
                    {"started_at", opt_ts(row.integer(3))},
                    {"ended_at", opt_ts(row.opt_integer(4))},
                    {"end_reason", row.text(5)}});
+  }
   return out;
 }
 

@@ -308,6 +308,8 @@ TEST_F(Jobs, ADrainsDeadlineEvictsAJobAndPlacesItAgainOnAnotherNode) {
   EXPECT_EQ(j["members"][0]["attempt"], 2);
   ASSERT_EQ(j["attempt_history"].size(), 2u) << j.dump(2);
   EXPECT_EQ(j["attempt_history"][0]["nodes"], Json::array({node_id}));
+  EXPECT_EQ(j["attempt_history"][0]["node_names"].size(), 1u);
+  EXPECT_NE(j["attempt_history"][0]["node_names"][0], node_id) << j["attempt_history"];
   EXPECT_EQ(j["attempt_history"][0]["allocation_id"], first);
   EXPECT_NE(j["attempt_history"][0]["end_reason"].get<std::string>().find("deadline"),
             std::string::npos);

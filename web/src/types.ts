@@ -582,10 +582,22 @@ export interface JobEvent {
   reason: string;
 }
 
+/** One attempt of a job: where it ran and how it ended (a lost node, a drain's deadline, ...). */
+export interface JobAttempt {
+  attempt: number;
+  allocation_id: string;
+  nodes: string[];
+  node_names: string[];
+  started_at: string;
+  ended_at: string | null;
+  end_reason: string;
+}
+
 /** One job (GET .../jobs/{id}, and the answer to a cancel). */
 export interface JobDetail extends Job {
   members: JobMember[];
   events: JobEvent[];
+  attempt_history: JobAttempt[];
   /** Absent when the allocation cannot be read any more. */
   allocation?: { id: string; state: string; reason_code: string; reason: string };
 }

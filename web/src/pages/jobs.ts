@@ -11,7 +11,7 @@ import { isPlatform, isTenantAdmin, normalizeRole, type Session } from '../sessi
 import { announce, errorBox, loading, successBox } from '../status';
 import { visibleProjects } from '../projects';
 import { pagedTable } from '../table';
-import type { Job, JobDetail, JobEvent, JobLogs, JobMember, Project, Tenant } from '../types';
+import type { Job, JobAttempt, JobDetail, JobEvent, JobLogs, JobMember, Project, Tenant } from '../types';
 
 const STATES = ['', 'queued', 'starting', 'running', 'succeeded', 'failed', 'cancelled', 'preempted'];
 /** How often a live job's page asks again. */
@@ -220,6 +220,20 @@ function eventItem(e: JobEvent): HTMLElement {
   return h('li', { 'data-seq': e.seq }, time(e.at), ' ', change, e.reason ? h('span', { class: 'reason' }, e.reason) : null);
 }
 
+function attemptsTable(attempts: JobAttempt[]): HTMLElement {
+  return h('section', { 'aria-labelledby': 'attempts-heading' }, h('h2', { id: 'attempts-heading' }, 'Attempts'),
+    scrollBox(h('table', { class: 'job-attempts', 'data-testid': 'job-attempts' },
+      h('caption', { class: 'visually-hidden' }, 'Attempts'),
+      h('thead', null, h('tr', null, ['Attempt', 'Nodes', 'Started', 'Ended', 'Why it ended']
+        .map((c) => h('th', { scope: 'col' }, c)))),
+      h('tbody', null, attempts.map((a) => h('tr', { 'data-attempt': a.attempt },
+        h('th', { scope: 'row' }, String(a.attempt)),
+        h('td', null, (a.node_names ?? a.nodes).join(', ') || '—'),
+        h('td', null, time(a.started_at)),
+        h('td', null, time(a.ended_at, 'running')),
+        h('td', null, a.end_reason || '—')))))));
+}
+
 function membersTable(members: JobMember[]): HTMLElement {
   return scrollBox(h('table', { class: 'job-members' },
     h('caption', { class: 'visually-hidden' }, 'Members'),
@@ -271,6 +285,7 @@ export async function renderJob(ctx: RouteContext, sess: Session): Promise<void>
   const factsSlot = h('div');
   const waitingSlot = h('div');
   const membersSlot = h('div');
+  const attemptsSlot = h('div');
   const eventsSlot = h('div');
   const renderFacts = (): void => {
     const j = job;
@@ -309,6 +324,8 @@ export async function renderJob(ctx: RouteContext, sess: Session): Promise<void>
       ? membersTable(j.members)
       : h('p', { class: 'empty' }, finished(j.state) ? 'It ended before any member was placed.'
                                                      : 'None yet: they are placed with its allocation.'));
+    // Placed again after a node was lost or drained: each attempt, where it ran and why it ended.
+    replace(attemptsSlot, (j.attempt_history ?? []).length > 1 ? attemptsTable(j.attempt_history) : null);
     replace(eventsSlot, j.events.length
       ? h('ol', { class: 'timeline', 'data-testid': 'job-events' }, j.events.map(eventItem))
       : h('p', { class: 'empty' }, 'No events yet.'));
@@ -435,6 +452,7 @@ export async function renderJob(ctx: RouteContext, sess: Session): Promise<void>
     actionsSlot,
     result,
     section('members-heading', 'Members', membersSlot),
+    attemptsSlot,
     section('events-heading', 'History', eventsSlot),
     section('output-heading', 'Output',
       h('p', { class: 'hint' }, `The last ${LOG_LINES} lines each member wrote (standard output and error together).`),
