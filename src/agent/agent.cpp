@@ -22,6 +22,7 @@
 #include "cli/http_client.h"
 #include "common/clock.h"
 #include "common/files.h"
+#include "common/subprocess.h"
 #include "fleet/inventory.h"
 #include "tls/tls.h"
 
@@ -29,6 +30,8 @@ namespace gp::agent {
 namespace {
 
 constexpr char kCredentialFile[] = "node-credential";
+// A GPU in repair whose DCGM diagnostic failed is diagnosed again after this long.
+constexpr auto kRecheckFailedDiagnostics = std::chrono::minutes(5);
 constexpr char kPinnedCaFile[] = "server-ca.pem";
 // The node's client certificate for mTLS, followed by its private key (0600): one file, so a
 // renewal replaces both with one rename.
@@ -56,9 +59,13 @@ class Source {
     return s;
   }
 
-  Result<fleet::Inventory> inventory() {
+  // `diagnostics`: the repair checks made, by GPU UUID (reported as each GPU's health).
+  Result<fleet::Inventory> inventory(const std::map<std::string, std::string>& diagnostics = {}) {
     auto inv = GP_TRY(discover());
     if (!inv.gpu_runtime) inv.gpu_runtime = read_gpu_runtime(runtime_sources_);
+    for (auto& g : inv.gpus)
+      if (auto d = diagnostics.find(g.uuid); d != diagnostics.end())
+        g.health.diagnostics = d->second;
     return inv;
   }
 
@@ -161,6 +168,32 @@ class Source {
   std::unique_ptr<Nvml> nvml_;
   Json simulated_samples_ = Json::array();
 };
+
+// The agent's check of a GPU in repair: DCGM's quick diagnostic (`dcgmi diag -r 1` on that GPU)
+// where DCGM is installed, else "not installed" (NVML's state, ECC and XIDs, reported with every
+// inventory, are then the whole check). Returns the GPU's health.diagnostics (fleet/inventory.h).
+std::string gpu_diagnostics(const std::string& dcgmi, int index) {
+  bool found = dcgmi.find('/') != std::string::npos && ::access(dcgmi.c_str(), X_OK) == 0;
+  const char* path = std::getenv("PATH");
+  for (std::string_view dirs = path ? path : ""; !found && !dirs.empty();) {
+    const size_t colon = dirs.find(':');
+    const std::string dir(dirs.substr(0, colon));
+    found = !dir.empty() && ::access((dir + "/" + dcgmi).c_str(), X_OK) == 0;
+    dirs = colon == std::string_view::npos ? "" : dirs.substr(colon + 1);
+  }
+  if (!found) return "not installed";
+  auto r = run_process({dcgmi, "diag", "-r", "1", "-i", std::to_string(index)}, "",
+                       std::chrono::minutes(5));
+  if (!r) return "failed: " + r.error().message;
+  if (r->exit_code == 0) return "passed";
+  // dcgmi prints a table; its last non-empty line names the failing test or the error.
+  std::string text = r->out + r->err;
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
+  text =
+      text.substr(text.find_last_of('\n') == std::string::npos ? 0 : text.find_last_of('\n') + 1);
+  return fmt::format("failed: dcgmi diag -r 1 exited {}{}{}", r->exit_code,
+                     text.empty() ? "" : ": ", text.substr(0, 300));
+}
 
 struct Reply {
   int status = 0;
@@ -459,6 +492,12 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   int failures = 0;
   // The outcome of the last round's GPU plans (agent/mig.h), for the next heartbeat.
   Json mig_reports = Json::array();
+  // The repair checks made of the node's GPUs in repair, by UUID, kept while the repair lasts
+  // (a failed one is made again after kRecheckFailedDiagnostics), and when each was made; each
+  // GPU's NVML index as last discovered.
+  std::map<std::string, std::string> diagnostics;
+  std::map<std::string, std::chrono::steady_clock::time_point> diagnosed_at;
+  std::map<std::string, int> gpu_index;
   // Fencing: when the control plane last answered, and how long it waits for a silent node
   // before it declares it failed and places its jobs elsewhere (its heartbeat answer says).
   std::optional<std::chrono::steady_clock::time_point> answered_at;
@@ -493,9 +532,10 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
         spdlog::warn("node certificate: {}", renewed.error().message);
       }
     }
-    auto inv = source->inventory();
+    auto inv = source->inventory(diagnostics);
     Json body = Json::object();
     if (inv) {
+      for (const auto& g : inv->gpus) gpu_index[g.uuid] = g.index;
       body["inventory"] = fleet::to_json(*inv);
       if (auto s = source->samples(*inv)) body["samples"] = *s;
     } else {
@@ -525,6 +565,29 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
       answered_at = std::chrono::steady_clock::now();
       node_timeout = std::chrono::seconds(r->body.value("node_timeout_seconds", int64_t{0}));
       spdlog::debug("heartbeat ok: node state {}", r->body["node"].value("state", "?"));
+    }
+    // GPUs an operator put in repair are checked once per repair; the outcome goes out at once.
+    bool checked = false;
+    if (r && r->status == 200) {
+      const Json repairs =
+          r->body.value("assignments", Json::object()).value("gpu_repairs", Json::array());
+      const auto now = std::chrono::steady_clock::now();
+      std::erase_if(diagnostics, [&](const auto& d) {
+        const bool in_repair = std::ranges::find(repairs, Json(d.first)) != repairs.end();
+        const bool recheck = d.second.starts_with("failed") &&
+                             now - diagnosed_at[d.first] > kRecheckFailedDiagnostics;
+        return !in_repair || recheck;
+      });
+      for (const auto& uuid : repairs) {
+        if (!uuid.is_string() || diagnostics.contains(uuid.get<std::string>())) continue;
+        auto index = gpu_index.find(uuid.get<std::string>());
+        if (index == gpu_index.end()) continue;
+        const std::string outcome = gpu_diagnostics(o.dcgmi, index->second);
+        spdlog::info("GPU {} in repair: health check {}", index->first, outcome);
+        diagnostics[index->first] = outcome;
+        diagnosed_at[index->first] = now;
+        checked = true;
+      }
     }
     // GPU plans before any work: nothing starts on a MIG unit before its GPU matches the plan
     // (the control plane holds it meanwhile). Instances an assigned allocation holds stay.
@@ -626,7 +689,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     }
     if (o.once) return r && r->status == 200 && enforced && delivered ? 0 : 1;
     // A GPU reconfigured or a job moved is reported at once, not a heartbeat later.
-    if (jobs_moved || mig_moved) continue;
+    if (jobs_moved || mig_moved || checked) continue;
     // Until the next heartbeat, the agent waits for its assignment to change: a job placed on
     // this node or cancelled is acted on at once, not a heartbeat later.
     const auto next = std::chrono::steady_clock::now() + std::chrono::seconds(o.heartbeat_seconds);

@@ -53,6 +53,8 @@ struct AgentOptions {
   std::string toolkit_config = "/etc/nvidia-container-runtime/config.toml";
   std::string device_list_strategy;  // the device plugin's, comma-separated; "": not given
   std::string device_plugin_config;  // the device plugin's config file; "": none
+  // DCGM's CLI, run on a GPU in repair (`dcgmi diag -r 1`); looked up in PATH, absent: skipped.
+  std::string dcgmi = "dcgmi";
 };
 
 // Runs until `stop` becomes true (or one round with `once`). Returns a process exit code.

@@ -381,6 +381,7 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
     api.allocs().invalidate();
   Json assignments = GP_TRY(api.allocs().acknowledge(tx, w, call.who.id));
   assignments["jobs"] = GP_TRY(jobs::node_assignment(tx, call.who.id));
+  assignments["gpu_repairs"] = GP_TRY(fleet::node_repairs(tx, call.who.id));
   const std::string etag =
       assignment_etag(GP_TRY(alloc::node_allocation_states(tx, call.who.id)), assignments["jobs"]);
   // The secrets a member mounts travel to its node opened, over the node's own connection.

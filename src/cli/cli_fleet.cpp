@@ -468,6 +468,10 @@ void add_agent(CLI::App& app, int* rc) {
   cmd->add_option("--device-plugin-config", o->device_plugin_config,
                   "The NVIDIA device plugin's config file: its flags.plugin.deviceListStrategy "
                   "is reported when --device-list-strategy is not given");
+  cmd->add_option("--dcgmi", o->dcgmi,
+                  "DCGM's CLI, run as `dcgmi diag -r 1` on a GPU an operator put in repair "
+                  "(looked up in PATH; without it the repair check is NVML's state alone)")
+      ->capture_default_str();
   cmd->callback([o, token_file, rc] {
     if (!token_file->empty()) {
       std::ifstream in(*token_file);

@@ -62,6 +62,9 @@ struct GpuRepair {
   Json to_json() const;
 };
 Result<std::optional<GpuRepair>> find_repair(store::Tx& tx, const std::string& uuid);
+// The UUIDs of the node's GPUs in repair: its agent checks them (DCGM's diagnostics where
+// installed) and reports the outcome as the GPU's health.diagnostics.
+Result<std::vector<std::string>> node_repairs(store::Tx& tx, const std::string& node_id);
 // `gpu`: the GPU's UUID or its index on the node. not_found for neither; conflict when it is in
 // repair already. Returns the GPU as it now is (unhealthy, "in repair: <reason>").
 Result<Gpu> start_repair(store::Tx& tx, const World& w, const std::string& node_id,

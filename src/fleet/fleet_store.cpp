@@ -369,10 +369,13 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
     std::string reason = g.health.reason();
     GP_TRY_VOID(record_health_report(tx, n.id, g, now));
     const auto repair = GP_TRY(find_repair(tx, g.uuid));
-    if (repair && health == "healthy") {
-      // The first clean report after the repair began: back in service.
+    if (repair && health == "healthy" && !g.health.diagnostics.empty()) {
+      // The first clean report of the agent's repair check (DCGM's diagnostics where the node
+      // has DCGM): back in service.
       GP_TRY_VOID(end_repair(tx, g.uuid, n.id, now));
     } else if (repair) {
+      health = "unhealthy";
+      if (reason.empty()) reason = "waiting for the node's health check";
       reason.insert(0, "in repair: ");
     } else if (prev && prev->text(0) == "unhealthy" && health == "healthy") {
       health = "unhealthy";

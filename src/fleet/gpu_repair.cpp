@@ -42,6 +42,14 @@ Result<std::optional<GpuRepair>> find_repair(store::Tx& tx, const std::string& u
   return std::optional<GpuRepair>(GpuRepair{row->integer(0), row->text(1), row->text(2)});
 }
 
+Result<std::vector<std::string>> node_repairs(store::Tx& tx, const std::string& node_id) {
+  std::vector<std::string> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT gpu_uuid FROM gpu_repairs WHERE node_id = ? ORDER BY gpu_uuid", {node_id})))
+    out.push_back(row.text(0));
+  return out;
+}
+
 Result<void> record_health_report(store::Tx& tx, const std::string& node_id, const GpuInfo& g,
                                   int64_t now) {
   // The count is the driver's volatile one: recorded when it changes, not every heartbeat.

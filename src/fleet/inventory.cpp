@@ -25,6 +25,7 @@ std::string GpuHealth::reason() const {
     if (critical_xid(x)) parts.push_back(fmt::format("XID {}", x));
   if (ecc_uncorrected > 0)
     parts.push_back(fmt::format("{} uncorrected ECC errors", ecc_uncorrected));
+  if (diagnostics.starts_with("failed")) parts.push_back("DCGM diagnostics " + diagnostics);
   std::string out;
   for (const auto& p : parts) out += (out.empty() ? "" : ", ") + p;
   return out;
@@ -88,6 +89,7 @@ Result<GpuInfo> parse_gpu(const Json& j, size_t pos) {
     }
     g.health.ecc_uncorrected =
         hr.optional_integer("ecc_uncorrected", 0, int64_t(1) << 40).value_or(0);
+    g.health.diagnostics = hr.optional_string("diagnostics", 1000).value_or("");
     GP_TRY_VOID(hr.finish());
   }
   GP_TRY_VOID(r.finish());
@@ -220,7 +222,9 @@ Json to_json(const GpuInfo& g) {
           {"mode", gpu_mode_name(g.mode)},
           {"mig_instances", mig},
           {"health",
-           {{"xid_errors", g.health.xid_errors}, {"ecc_uncorrected", g.health.ecc_uncorrected}}}};
+           {{"xid_errors", g.health.xid_errors},
+            {"ecc_uncorrected", g.health.ecc_uncorrected},
+            {"diagnostics", g.health.diagnostics}}}};
 }
 
 Json to_json(const Inventory& inv) {

@@ -22,8 +22,12 @@ using policy::parse_gpu_mode;
 struct GpuHealth {
   std::vector<int> xid_errors;  // XID codes seen since the last report
   int64_t ecc_uncorrected = 0;  // volatile uncorrected ECC errors
-  bool healthy() const;         // no critical XID and no uncorrected ECC errors
-  std::string reason() const;   // why not healthy ("" when healthy)
+  // The agent's check of a GPU in repair (docs/fleet.md, "GPU health and repair"): "" when none
+  // ran, "passed", "not installed" (no DCGM on the node: NVML's state, ECC and XIDs alone), or
+  // "failed: <what dcgmi said>".
+  std::string diagnostics;
+  bool healthy() const;        // no critical XID, no uncorrected ECC errors, diagnostics not failed
+  std::string reason() const;  // why not healthy ("" when healthy)
 };
 
 struct GpuInfo {

@@ -477,12 +477,28 @@ TEST_F(Sched, AnUnhealthyGpuComesBackOnlyThroughARepairAndAHealthCheck) {
   EXPECT_TRUE(IsProblem(
       s.request("POST", "/v1/nodes/" + node + "/gpus/1/repair", Json::object(), admin), 409));
 
-  // A new XID during the repair keeps it out; the next clean report brings it back.
+  // A new XID during the repair keeps it out; so does a clean report made before the agent's
+  // repair check, and a failed DCGM diagnostic. The first clean report of the check brings it
+  // back.
   report({{"xid_errors", {48}}, {"ecc_uncorrected", 0}});
   Json h = health();
   EXPECT_EQ(h["health"], "unhealthy");
   EXPECT_NE(h["health_reason"].get<std::string>().find("in repair"), std::string::npos) << h;
   report(clean);
+  h = health();
+  EXPECT_EQ(h["health"], "unhealthy") << h.dump(2);
+  EXPECT_NE(h["health_reason"].get<std::string>().find("waiting for the node's health check"),
+            std::string::npos)
+      << h;
+  Json diag_failed = clean;
+  diag_failed["diagnostics"] = "failed: dcgmi diag -r 1 exited 226: Memory: Fail";
+  report(diag_failed);
+  h = health();
+  EXPECT_EQ(h["health"], "unhealthy");
+  EXPECT_NE(h["health_reason"].get<std::string>().find("Memory: Fail"), std::string::npos) << h;
+  Json checked = clean;
+  checked["diagnostics"] = "passed";
+  report(checked);
   h = health();
   EXPECT_EQ(h["health"], "healthy") << h.dump(2);
   EXPECT_TRUE(h["repair"].is_null());

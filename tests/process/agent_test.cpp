@@ -1,6 +1,7 @@
 // Two real agents in simulate mode against a real server: enrol, report, heartbeat; one stops
 // and is marked failed after the node timeout; reused and wrong join tokens are refused.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 #include <thread>
@@ -174,6 +175,64 @@ TEST(Agent, AppliesTheSchedulersMigPlanBeforeTheAllocationTurnsActive) {
   EXPECT_NE(audit.dump().find("created 3g.71gb@" + std::to_string(instance["start"].get<int>())),
             std::string::npos)
       << audit;
+  agent->signal(SIGTERM);
+  EXPECT_EQ(agent->wait_for(10s), 0);
+}
+
+// GPUs an operator put in repair are checked by the real agent with DCGM's diagnostic (a stand-in
+// `dcgmi` that fails for GPU index 1): GPU 0 passes and is back in service, GPU 1 stays out with
+// what the diagnostic said.
+TEST(Agent, AGpuInRepairIsBackOnlyWhenItsDcgmDiagnosticPasses) {
+  TempDir dir;
+  Server server(dir.path() / "data");
+  ASSERT_TRUE(server.start());
+  const std::string dcgmi = dir.str("dcgmi");
+  std::ofstream(dcgmi) << "#!/bin/sh\necho \"$*\" >> " << dir.str("dcgmi.calls")
+                       << "\ncase \"$*\" in *'-i 1'*) echo 'Memory: Fail'; exit 226;; esac\n"
+                          "echo 'Diagnostic: Pass'\n";
+  ::chmod(dcgmi.c_str(), 0755);
+  // Both GPUs threw an XID, then report clean: unhealthy until repaired.
+  const std::string inventory = write_inventory(dir, "node-r", 2);
+  Json inv = Json::parse(read_text_file(inventory).value_or("{}"));
+  auto write = [&](int xid) {
+    for (auto& g : inv["gpus"])
+      g["health"] = {{"xid_errors", xid ? Json::array({xid}) : Json::array()}};
+    std::ofstream(inventory) << inv.dump();
+  };
+  write(79);
+  auto agent = Child::spawn(
+      gpuplane_binary(),
+      {"agent", "--server", server.endpoint(), "--join-token", join_token(server), "--state-dir",
+       dir.str("r-state"), "--simulate", inventory, "--heartbeat-seconds", "1", "--dcgmi", dcgmi},
+      {.stdout_path = dir.path() / "r.out", .stderr_path = dir.path() / "r.err"});
+  ASSERT_TRUE(agent);
+  auto gpu = [&](int index) {
+    auto r =
+        server.admin_request("GET", "/v1/nodes/node-r/gpus/" + std::to_string(index) + "/health");
+    return r && r->status == 200 ? Json::parse(r->body) : Json::object();
+  };
+  ASSERT_TRUE(eventually([&] { return gpu(1).value("health", "") == "unhealthy"; }))
+      << server.log();
+  write(0);
+  for (int index : {0, 1})
+    ASSERT_EQ(
+        server
+            .admin_request("POST", "/v1/nodes/node-r/gpus/" + std::to_string(index) + "/repair",
+                           Json{{"reason", "reseated"}})
+            ->status,
+        200);
+  ASSERT_TRUE(eventually([&] { return gpu(0).value("health", "") == "healthy"; }))
+      << gpu(0).dump(2) << read_text_file(dir.str("r.err")).value_or("");
+  Json out;
+  ASSERT_TRUE(eventually([&] {
+    out = gpu(1);
+    return out.value("health_reason", "").find("Memory: Fail") != std::string::npos;
+  })) << out.dump(2);
+  EXPECT_EQ(out["health"], "unhealthy");
+  EXPECT_FALSE(out["repair"].is_null());
+  // Each GPU was diagnosed once, by its own index.
+  const std::string calls = read_text_file(dir.str("dcgmi.calls")).value_or("");
+  EXPECT_EQ(calls, "diag -r 1 -i 0\ndiag -r 1 -i 1\n") << calls;
   agent->signal(SIGTERM);
   EXPECT_EQ(agent->wait_for(10s), 0);
 }
