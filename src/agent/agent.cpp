@@ -30,12 +30,12 @@ namespace gp::agent {
 namespace {
 
 constexpr char kCredentialFile[] = "node-credential";
-// A GPU in repair whose DCGM diagnostic failed is diagnosed again after this long.
-constexpr auto kRecheckFailedDiagnostics = std::chrono::minutes(5);
 constexpr char kPinnedCaFile[] = "server-ca.pem";
 // The node's client certificate for mTLS, followed by its private key (0600): one file, so a
 // renewal replaces both with one rename.
 constexpr char kIdentityFile[] = "node-identity.pem";
+// A GPU in repair whose DCGM diagnostic failed is diagnosed again after this long.
+constexpr auto kRecheckFailedDiagnostics = std::chrono::minutes(5);
 
 std::optional<std::string> read_file(const std::string& path) {
   std::ifstream in(path);
@@ -84,33 +84,10 @@ class Source {
     bool changed = false;
     for (const GpuPlan& plan : plans) {
       MigOutcome o{.gpu = plan.gpu, .status = "failed", .detail = "no such GPU in " + file_};
-      for (Json& g : j.is_object() ? j["gpus"] : j) {
-        if (!g.is_object() || g.value("uuid", "") != plan.gpu) continue;
-        Nvml::MigView now{.capable = g.value("mig_capable", false),
-                          .enabled = g.value("mode", "whole") == "mig"};
-        for (const Json& i : g.value("mig_instances", Json::array()))
-          now.layout.push_back({i.value("profile", ""), i.value("start", 0)});
-        const MigSteps steps = plan_mig_steps(plan, now, use[plan.gpu]);
-        o.detail = !steps.impossible.empty() ? steps.impossible : steps.waiting;
-        o.status = !steps.impossible.empty() ? "failed"
-                   : !steps.waiting.empty()  ? "waiting"
-                                             : "applied";
-        if (o.status != "applied" || steps.empty()) break;
-        fleet::Layout layout;
-        for (const auto& i : now.layout)
-          if (std::ranges::find(steps.destroy, i) == steps.destroy.end()) layout.push_back(i);
-        layout.insert(layout.end(), steps.create.begin(), steps.create.end());
-        Json instances = Json::array();
-        for (const auto& i : layout)
-          instances.push_back({{"profile", i.profile}, {"start", i.start}});
-        g["mode"] = plan.mode == fleet::GpuMode::kMig ? "mig" : "whole";
-        g["mig_instances"] = instances;
-        for (const auto& i : steps.create) o.done.push_back("created " + fleet::instance_label(i));
-        for (const auto& i : steps.destroy)
-          o.done.push_back("destroyed " + fleet::instance_label(i));
-        changed = true;
-        break;
-      }
+      for (Json& g : j.is_object() ? j["gpus"] : j)
+        if (g.is_object() && g.value("uuid", "") == plan.gpu)
+          o = apply_mig_plan_simulated(g, plan, use[plan.gpu]);
+      changed = changed || !o.done.empty();
       out.push_back(std::move(o));
     }
     if (changed)
@@ -177,8 +154,8 @@ std::string gpu_diagnostics(const std::string& dcgmi, int index) {
   const char* path = std::getenv("PATH");
   for (std::string_view dirs = path ? path : ""; !found && !dirs.empty();) {
     const size_t colon = dirs.find(':');
-    const std::string dir(dirs.substr(0, colon));
-    found = !dir.empty() && ::access((dir + "/" + dcgmi).c_str(), X_OK) == 0;
+    std::string candidate(dirs.substr(0, colon));
+    found = !candidate.empty() && ::access(candidate.append("/").append(dcgmi).c_str(), X_OK) == 0;
     dirs = colon == std::string_view::npos ? "" : dirs.substr(colon + 1);
   }
   if (!found) return "not installed";
@@ -189,8 +166,7 @@ std::string gpu_diagnostics(const std::string& dcgmi, int index) {
   // dcgmi prints a table; its last non-empty line names the failing test or the error.
   std::string text = r->out + r->err;
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.pop_back();
-  text =
-      text.substr(text.find_last_of('\n') == std::string::npos ? 0 : text.find_last_of('\n') + 1);
+  if (const size_t nl = text.find_last_of('\n'); nl != std::string::npos) text.erase(0, nl + 1);
   return fmt::format("failed: dcgmi diag -r 1 exited {}{}{}", r->exit_code,
                      text.empty() ? "" : ": ", text.substr(0, 300));
 }

@@ -191,4 +191,34 @@ MigOutcome apply_mig_plan(Nvml& nvml, const GpuPlan& plan, const GpuUse& use) {
   return out;
 }
 
+MigOutcome apply_mig_plan_simulated(Json& gpu, const GpuPlan& plan, const GpuUse& use) {
+  MigOutcome out{.gpu = plan.gpu};
+  Nvml::MigView now{.capable = gpu.value("mig_capable", false),
+                    .enabled = gpu.value("mode", "whole") == "mig"};
+  for (const Json& i : gpu.value("mig_instances", Json::array()))
+    if (auto instance = parse_instance(i)) now.layout.push_back(std::move(*instance));
+  const MigSteps steps = plan_mig_steps(plan, now, use);
+  out.status = !steps.impossible.empty() ? "failed"
+               : !steps.waiting.empty()  ? "waiting"
+                                         : "applied";
+  out.detail = !steps.impossible.empty() ? steps.impossible : steps.waiting;
+  if (out.status != "applied" || steps.empty()) return out;
+  Json instances = Json::array();
+  for (const auto& i : now.layout) {
+    if (contains(steps.destroy, i)) {
+      out.done.push_back("destroyed " + fleet::instance_label(i));
+      continue;
+    }
+    instances.push_back({{"profile", i.profile}, {"start", i.start}});
+  }
+  for (const auto& i : steps.create) {
+    instances.push_back({{"profile", i.profile}, {"start", i.start}});
+    out.done.push_back("created " + fleet::instance_label(i));
+  }
+  if (steps.set_mig_mode) out.done.push_back(*steps.set_mig_mode ? "enabled MIG" : "disabled MIG");
+  gpu["mode"] = plan.mode == fleet::GpuMode::kMig ? "mig" : "whole";
+  gpu["mig_instances"] = std::move(instances);
+  return out;
+}
+
 }  // namespace gp::agent

@@ -75,4 +75,9 @@ struct MigOutcome {
 // (the next round reconciles from what the GPU then holds).
 MigOutcome apply_mig_plan(Nvml& nvml, const GpuPlan& plan, const GpuUse& use);
 
+// The same for a simulated node's GPU: `gpu` is its entry in the `--simulate` inventory file
+// (fleet/inventory.h: mig_capable, mode, mig_instances), changed in place by the steps a real GPU
+// would take (instances in use kept, a mode change only on an idle GPU). Pure.
+MigOutcome apply_mig_plan_simulated(Json& gpu, const GpuPlan& plan, const GpuUse& use);
+
 }  // namespace gp::agent

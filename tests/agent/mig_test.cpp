@@ -125,6 +125,35 @@ TEST(PlanMigSteps, ModeChangesOnlyOnADrainedGpuAndNeverTwiceBeforeAReset) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// apply_mig_plan_simulated: a --simulate node's inventory entry, by the same rules
+
+TEST(ApplyMigPlanSimulated, TakesTheSameStepsAsAGpuOnTheInventoryEntry) {
+  Json gpu = {{"uuid", kGpu}, {"mig_capable", true}, {"mode", "whole"}};
+  auto busy = apply_mig_plan_simulated(gpu, mig_plan({at("3g.71gb", 4)}), GpuUse{.any = true});
+  EXPECT_EQ(busy.status, "waiting");
+  EXPECT_EQ(gpu["mode"], "whole");
+
+  auto out = apply_mig_plan_simulated(gpu, mig_plan({at("3g.71gb", 4)}), {});
+  EXPECT_EQ(out.status, "applied");
+  EXPECT_THAT(out.done, ElementsAre("created 3g.71gb@4", "enabled MIG"));
+  EXPECT_EQ(gpu["mode"], "mig");
+  EXPECT_EQ(gpu["mig_instances"], Json::parse(R"([{"profile": "3g.71gb", "start": 4}])"));
+
+  // An instance a stopping allocation holds stays; an unused one goes.
+  gpu["mig_instances"].push_back({{"profile", "3g.71gb"}, {"start", 0}});
+  out = apply_mig_plan_simulated(gpu, mig_plan({at("1g.18gb", 6)}),
+                                 GpuUse{.any = true, .instances = {at("3g.71gb", 0)}});
+  EXPECT_THAT(out.done, ElementsAre("destroyed 3g.71gb@4", "created 1g.18gb@6"));
+  EXPECT_EQ(gpu["mig_instances"], Json::parse(R"([{"profile": "3g.71gb", "start": 0},
+                                                  {"profile": "1g.18gb", "start": 6}])"));
+  // Matching: nothing done.
+  EXPECT_TRUE(apply_mig_plan_simulated(gpu, mig_plan({at("3g.71gb", 0), at("1g.18gb", 6)}), {})
+                  .done.empty());
+  Json plain = {{"uuid", kGpu}, {"mode", "whole"}};
+  EXPECT_EQ(apply_mig_plan_simulated(plain, mig_plan({at("3g.71gb", 4)}), {}).status, "failed");
+}
+
+// ---------------------------------------------------------------------------------------------
 // apply_mig_plan against the simulated driver
 
 class MigApply : public NvmlSimulated {
