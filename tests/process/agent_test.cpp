@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <iostream>
 #include <thread>
 
 #include "common/files.h"
@@ -148,6 +149,7 @@ TEST(Agent, AppliesTheSchedulersMigPlanBeforeTheAllocationTurnsActive) {
       admin("POST", "/v1/tenants/" + tenant + "/projects", {{"name", "p"}})["id"];
   admin("PUT", "/v1/tenants/" + tenant + "/quota", {{"models", {{"H200", {{"nominal", 8}}}}}});
   const std::string base = "/v1/tenants/" + tenant + "/projects/" + project + "/allocations";
+  const auto submitted = std::chrono::steady_clock::now();
   const Json placed =
       admin("POST", base, {{"shape", {{"tier", "mig"}, {"mig_profile", "3g.71gb"}, {"count", 1}}}});
   ASSERT_EQ(placed["state"], "placed") << placed;
@@ -163,6 +165,11 @@ TEST(Agent, AppliesTheSchedulersMigPlanBeforeTheAllocationTurnsActive) {
       20s))
       << seen << "\n"
       << read_text_file(dir.str("m.err")).value_or("");
+  std::cout << "[ mig      ] placed to active (plan applied, reported) in "
+            << std::chrono::duration_cast<std::chrono::milliseconds>(
+                   std::chrono::steady_clock::now() - submitted)
+                   .count()
+            << " ms\n";
   EXPECT_TRUE(seen["configuring"].empty()) << seen;
   // The node's file now holds the instance, and the control plane's inventory says so.
   const Json file = Json::parse(read_text_file(inventory).value_or("{}"));
