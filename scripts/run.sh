@@ -7,6 +7,8 @@
 # plain HTTP instead.
 set -euo pipefail
 bin=$(realpath "${1:-build/src/gpuplane}")
+# The demo fleet's inventories, wherever the script is started from.
+demo_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)/deploy/demo"
 data=${GPUPLANE_DATA:-var}
 demo_image=localhost/gpuplane-demo/busybox:1
 jobs=()
@@ -65,7 +67,7 @@ if [ "$demo" = 1 ]; then
     "$bin" quota set --tenant acme --model H200 --nominal 8 --limit 16 --cohort demo >/dev/null
     "$bin" quota set --tenant lab --model H200 --nominal 2 --cohort demo >/dev/null
     "$bin" quota set --tenant lab --model A100-80GB --nominal 4 >/dev/null
-    for n in deploy/demo/*.json; do
+    for n in "$demo_dir"/*.json; do
       name=$(basename "$n" .json)
       pool=()
       [ "$name" = h200-dedicated ] && pool=(--pool acme-dedicated)
@@ -90,14 +92,14 @@ if [ "$demo" = 1 ]; then
     fi
     podman image exists "$demo_image" 2>/dev/null && jobs=(--jobs)
   fi
-  for n in deploy/demo/*.json; do
+  for n in "$demo_dir"/*.json; do
     name=$(basename "$n" .json)
     token=()
     [ -f "$data/join-$name" ] && token=(--join-token-file "$data/join-$name")
     # Each simulated node works on its own copy: the agent rewrites it as it applies the
     # scheduler's MIG plans (docs/lifecycle.md), and an operator may edit it live.
     mkdir -p "$data/agents/$name"
-    [ -f "$data/agents/$name/inventory.json" ] || cp "$n" "$data/agents/$name/inventory.json"
+    [ -f "$data/agents/$name/inventory.json" ] || cp -- "$n" "$data/agents/$name/inventory.json"
     "$bin" agent --server "$GPUPLANE_ENDPOINT" "${agent_tls[@]}" --state-dir "$data/agents/$name" \
       --simulate "$data/agents/$name/inventory.json" --heartbeat-seconds 10 "${jobs[@]}" \
       "${token[@]}" 2>>"$data/agents.log" &

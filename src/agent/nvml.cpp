@@ -724,10 +724,16 @@ Result<const fleet::MigCatalog*> configurable(const NvmlApi& api, nvmlDevice_t d
   return catalog_of(GP_TRY(product_name(api, device, uuid)), uuid);
 }
 
+// "3g.71gb@4 on GPU GPU-...": what the configuration calls' errors name.
+std::string on_gpu(const fleet::PlacedInstance& instance, const std::string& uuid) {
+  return fmt::format("{} on GPU {}", fleet::instance_label(instance), uuid);
+}
+
+// An existing GPU instance of a GPU that may be configured now (configurable()).
 Result<ListedInstance> find_instance(const NvmlApi& api, nvmlDevice_t device,
-                                     const std::string& uuid, const fleet::MigCatalog& catalog,
-                                     const fleet::PlacedInstance& wanted) {
-  for (ListedInstance& i : GP_TRY(list_instances(api, device, uuid, catalog)))
+                                     const std::string& uuid, const fleet::PlacedInstance& wanted) {
+  const fleet::MigCatalog* catalog = GP_TRY(configurable(api, device, uuid));
+  for (ListedInstance& i : GP_TRY(list_instances(api, device, uuid, *catalog)))
     if (i.placed == wanted) return std::move(i);
   return fail(Error::not_found(
       fmt::format("GPU {} has no GPU instance {}", uuid, fleet::instance_label(wanted))));
@@ -756,7 +762,7 @@ Result<Nvml::MigView> Nvml::mig_view(const std::string& uuid) {
   const bool sees_compute = api_->compute_profile_info && api_->compute_instances;
   for (const ListedInstance& i : GP_TRY(list_instances(*api_, d.handle, uuid, *catalog))) {
     view.layout.push_back(i.placed);
-    const std::string subject = fmt::format("{} on GPU {}", fleet::instance_label(i.placed), uuid);
+    const std::string subject = on_gpu(i.placed, uuid);
     if (sees_compute && GP_TRY(compute_instances_of(*api_, i.handle, subject)).empty())
       view.without_compute.push_back(i.placed);
   }
@@ -773,7 +779,7 @@ Result<void> Nvml::create_gpu_instance(const std::string& uuid,
     return fail(Error::invalid(
         fmt::format("{} has no MIG profile {} (GPU {})", catalog->model, instance.profile, uuid)));
   }
-  const std::string subject = fmt::format("{} on GPU {}", fleet::instance_label(instance), uuid);
+  const std::string subject = on_gpu(instance, uuid);
   // NVML's profile of that name: the first profile index the catalog names so (a base profile
   // comes before its +me variant).
   for (const nvmlGpuInstanceProfileInfo_t& info : GP_TRY(list_profiles(*api_, d.handle, uuid))) {
@@ -798,9 +804,8 @@ Result<void> Nvml::create_gpu_instance(const std::string& uuid,
 Result<void> Nvml::create_compute_instance(const std::string& uuid,
                                            const fleet::PlacedInstance& instance) {
   const Device d = GP_TRY(device(uuid));
-  const fleet::MigCatalog* catalog = GP_TRY(configurable(*api_, d.handle, uuid));
-  const ListedInstance gi = GP_TRY(find_instance(*api_, d.handle, uuid, *catalog, instance));
-  const std::string subject = fmt::format("{} on GPU {}", fleet::instance_label(instance), uuid);
+  const ListedInstance gi = GP_TRY(find_instance(*api_, d.handle, uuid, instance));
+  const std::string subject = on_gpu(instance, uuid);
   const std::optional<unsigned> index = full_compute_profile(gi.slices);
   if (!index) {
     return fail(Error::internal(
@@ -823,9 +828,8 @@ Result<void> Nvml::create_compute_instance(const std::string& uuid,
 Result<void> Nvml::destroy_gpu_instance(const std::string& uuid,
                                         const fleet::PlacedInstance& instance) {
   const Device d = GP_TRY(device(uuid));
-  const fleet::MigCatalog* catalog = GP_TRY(configurable(*api_, d.handle, uuid));
-  const ListedInstance gi = GP_TRY(find_instance(*api_, d.handle, uuid, *catalog, instance));
-  const std::string subject = fmt::format("{} on GPU {}", fleet::instance_label(instance), uuid);
+  const ListedInstance gi = GP_TRY(find_instance(*api_, d.handle, uuid, instance));
+  const std::string subject = on_gpu(instance, uuid);
   for (nvmlComputeInstance_t ci : GP_TRY(compute_instances_of(*api_, gi.handle, subject))) {
     if (nvmlReturn_t rc = api_->destroy_compute_instance(ci); rc != NVML_SUCCESS)
       return fail(refused(*api_, "nvmlComputeInstanceDestroy", subject, rc));

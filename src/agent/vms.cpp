@@ -266,19 +266,15 @@ Result<std::vector<VmAssignment>> parse_vm_assignments(const Json& assignments) 
         a.running = false;
         a.stop_grace = std::chrono::seconds((*stop)["grace_seconds"].get<int64_t>());
       }
-      if (alloc.contains("waiting_for")) {
-        if (!alloc["waiting_for"].is_array())
-          return fail(Error::invalid(what + ": 'waiting_for' is not an array"));
-        if (!alloc["waiting_for"].empty())
-          a.unavailable = fmt::format("waiting for the work of {} to stop on this node",
-                                      alloc["waiting_for"].dump());
-      }
-      if (alloc.contains("configuring")) {
-        if (!alloc["configuring"].is_array())
-          return fail(Error::invalid(what + ": 'configuring' is not an array"));
-        if (!alloc["configuring"].empty())
-          a.unavailable = fmt::format("waiting for GPUs {} to take their planned MIG layout",
-                                      alloc["configuring"].dump());
+      // What it waits for before it may be made: an ended allocation's work on its GPUs, or
+      // their planned MIG layout.
+      for (const auto& [key, why] :
+           {std::pair{"waiting_for", "waiting for the work of {} to stop on this node"},
+            std::pair{"configuring", "waiting for GPUs {} to take their planned MIG layout"}}) {
+        if (!alloc.contains(key)) continue;
+        if (!alloc[key].is_array())
+          return fail(Error::invalid(fmt::format("{}: '{}' is not an array", what, key)));
+        if (!alloc[key].empty()) a.unavailable = fmt::format(fmt::runtime(why), alloc[key].dump());
       }
     } else if (alloc.contains("vm_error")) {
       if (!alloc["vm_error"].is_string())

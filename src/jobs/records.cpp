@@ -505,8 +505,7 @@ Result<Json> list_attempts(store::Tx& tx, const std::string& job_id) {
   for (const auto& row : GP_TRY(
            tx.query("SELECT attempt, allocation_id, nodes, started_at, ended_at, end_reason FROM "
                     "job_attempts WHERE job_id = ? ORDER BY attempt",
-                    {job_id})))
-  {
+                    {job_id}))) {
     // Names beside the ids, for people (a retired node keeps its name; an unknown id stays).
     const Json nodes = Json::parse(row.text(2), nullptr, false);
     Json names = Json::array();

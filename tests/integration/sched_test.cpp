@@ -67,6 +67,34 @@ class Sched : public ::testing::Test {
     EXPECT_EQ(r.status, 200) << r.raw;
     return r.body;
   }
+  // An agent's node with one whole H200, enrolled, the imported nodes filled, and a 3g MIG
+  // allocation of acme's that can only land on the agent's GPU (which must become MIG for it).
+  struct MigOnAgent {
+    Tenant t;
+    Json inventory, mig;
+    std::string node_token, node_id, gpu;
+  };
+  MigOnAgent mig_on_agent(const std::string& node) {
+    MigOnAgent m;
+    auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
+    EXPECT_EQ(jt.status, 201) << jt.raw;
+    m.inventory = h200_inventory(node, 1, "r9");
+    auto enrolled = s.request("POST", "/v1/agent/enroll",
+                              {{"join_token", jt.body["token"]}, {"inventory", m.inventory}});
+    EXPECT_EQ(enrolled.status, 201) << enrolled.raw;
+    m.node_token = enrolled.body.value("credential", "");
+    m.node_id = enrolled.body["node"].value("id", "");
+    m.gpu = m.inventory["gpus"][0]["uuid"];
+    m.t = tenant("acme", "standard", {{"models", {{"H200", {{"nominal", 17}}}}}});
+    for (int i = 0; i < 2; ++i)
+      EXPECT_EQ(
+          allocate(m.t,
+                   {{"offering", "h200-1x"}, {"count", 8}, {"constraints", {{"same_node", true}}}})
+              .body["state"],
+          "placed");
+    m.mig = allocate(m.t, {{"offering", "h200-mig-3g"}}).body;
+    return m;
+  }
 };
 
 Json gpus(double nominal, std::optional<double> limit = std::nullopt) {
@@ -733,25 +761,10 @@ namespace gp::it {
 namespace {
 
 TEST_F(Sched, AgentsReceiveAssignmentsAndActivateTheirAllocations) {
-  auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
-  ASSERT_EQ(jt.status, 201) << jt.raw;
-  Json inventory = h200_inventory("agent-node", 1, "r9");
-  auto enrolled = s.request("POST", "/v1/agent/enroll",
-                            {{"join_token", jt.body["token"]}, {"inventory", inventory}});
-  ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
-  std::string node_token = enrolled.body["credential"];
-  // Fill the imported nodes, so the next allocation must land on the agent's GPU.
-  auto t = tenant("acme", "standard", gpus(17));
-  for (int i = 0; i < 2; ++i)
-    ASSERT_EQ(
-        allocate(t, {{"offering", "h200-1x"}, {"count", 8}, {"constraints", {{"same_node", true}}}})
-            .body["state"],
-        "placed");
-  auto mig = allocate(t, {{"offering", "h200-mig-3g"}});
-  ASSERT_EQ(mig.body["state"], "placed") << mig.raw;
-  ASSERT_EQ(mig.body["placement"]["nodes"][0], enrolled.body["node"]["id"]) << mig.raw;
-  const std::string gpu = inventory["gpus"][0]["uuid"];
-  const Json instance = mig.body["placement"]["gpus"][0]["mig"];
+  auto [t, inventory, mig, node_token, node_id, gpu] = mig_on_agent("agent-node");
+  ASSERT_EQ(mig["state"], "placed") << mig;
+  ASSERT_EQ(mig["placement"]["nodes"][0], node_id) << mig;
+  const Json instance = mig["placement"]["gpus"][0]["mig"];
 
   // The GPU must become MIG with a 3g instance: until its node reports it so, the allocation is
   // configuring, and stays placed.
@@ -759,14 +772,14 @@ TEST_F(Sched, AgentsReceiveAssignmentsAndActivateTheirAllocations) {
   ASSERT_EQ(hb.status, 200) << hb.raw;
   const Json as = hb.body["assignments"];
   ASSERT_EQ(as["allocations"].size(), 1u) << hb.raw;
-  EXPECT_EQ(as["allocations"][0]["id"], mig.body["id"]);
+  EXPECT_EQ(as["allocations"][0]["id"], mig["id"]);
   EXPECT_EQ(as["allocations"][0]["state"], "placed");
   EXPECT_EQ(as["allocations"][0]["configuring"], Json::array({gpu})) << hb.raw;
   ASSERT_EQ(as["gpu_plans"].size(), 1u) << hb.raw;
   EXPECT_EQ(as["gpu_plans"][0]["mode"], "mig");
   EXPECT_EQ(as["gpu_plans"][0]["mig_layout"][0]["profile"], "3g.71gb");
   EXPECT_EQ(as["gpu_plans"][0]["status"], "planned");
-  Json seen = get(t, mig.body["id"]);
+  Json seen = get(t, mig["id"]);
   EXPECT_EQ(seen["state"], "placed");
   ASSERT_EQ(seen["configuring"].size(), 1u) << seen;
   EXPECT_EQ(seen["configuring"][0]["gpu"], gpu);
@@ -782,7 +795,7 @@ TEST_F(Sched, AgentsReceiveAssignmentsAndActivateTheirAllocations) {
   EXPECT_FALSE(hb.body["assignments"]["allocations"][0].contains("configuring")) << hb.raw;
   EXPECT_EQ(hb.body["assignments"]["allocations"][0]["state"], "active");
   EXPECT_EQ(hb.body["assignments"]["gpu_plans"][0]["status"], "applied");
-  seen = get(t, mig.body["id"]);
+  seen = get(t, mig["id"]);
   EXPECT_EQ(seen["state"], "active");
   EXPECT_TRUE(seen["configuring"].empty()) << seen;
 
@@ -797,22 +810,8 @@ TEST_F(Sched, AgentsReceiveAssignmentsAndActivateTheirAllocations) {
 }
 
 TEST_F(Sched, AGpuThatRefusesItsMigLayoutFailsWhatWaitedForItWithTheReason) {
-  auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
-  ASSERT_EQ(jt.status, 201) << jt.raw;
-  Json inventory = h200_inventory("refusing-node", 1, "r9");
-  auto enrolled = s.request("POST", "/v1/agent/enroll",
-                            {{"join_token", jt.body["token"]}, {"inventory", inventory}});
-  ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
-  std::string node_token = enrolled.body["credential"];
-  auto t = tenant("acme", "standard", gpus(17));
-  for (int i = 0; i < 2; ++i)
-    ASSERT_EQ(
-        allocate(t, {{"offering", "h200-1x"}, {"count", 8}, {"constraints", {{"same_node", true}}}})
-            .body["state"],
-        "placed");
-  auto mig = allocate(t, {{"offering", "h200-mig-3g"}});
-  ASSERT_EQ(mig.body["placement"]["nodes"][0], enrolled.body["node"]["id"]) << mig.raw;
-  const std::string gpu = inventory["gpus"][0]["uuid"];
+  auto [t, inventory, mig, node_token, node_id, gpu] = mig_on_agent("refusing-node");
+  ASSERT_EQ(mig["placement"]["nodes"][0], node_id) << mig;
 
   // Waiting (a drain, a reset) is recorded and shown; nothing fails.
   auto hb = s.request(
@@ -820,7 +819,7 @@ TEST_F(Sched, AGpuThatRefusesItsMigLayoutFailsWhatWaitedForItWithTheReason) {
       {{"mig", {{{"gpu", gpu}, {"status", "waiting"}, {"detail", "waits for a GPU reset"}}}}},
       node_token);
   ASSERT_EQ(hb.status, 200) << hb.raw;
-  Json seen = get(t, mig.body["id"]);
+  Json seen = get(t, mig["id"]);
   EXPECT_EQ(seen["state"], "placed");
   EXPECT_EQ(seen["configuring"][0]["status"], "waiting") << seen;
   EXPECT_EQ(seen["configuring"][0]["detail"], "waits for a GPU reset");
@@ -834,7 +833,7 @@ TEST_F(Sched, AGpuThatRefusesItsMigLayoutFailsWhatWaitedForItWithTheReason) {
                       "failed: Insufficient Resources (NVML error 23)"}}}}},
                  node_token);
   ASSERT_EQ(hb.status, 200) << hb.raw;
-  seen = get(t, mig.body["id"]);
+  seen = get(t, mig["id"]);
   EXPECT_EQ(seen["state"], "failed");
   EXPECT_EQ(seen["reason_code"], "mig_config_failed");
   EXPECT_NE(seen["reason"].get<std::string>().find("Insufficient Resources"), std::string::npos)
@@ -845,7 +844,7 @@ TEST_F(Sched, AGpuThatRefusesItsMigLayoutFailsWhatWaitedForItWithTheReason) {
   ASSERT_EQ(audit.status, 200) << audit.raw;
   // The node's report is in the audit trail with the allocations it failed.
   EXPECT_NE(audit.raw.find("allocations_failed"), std::string::npos) << audit.raw;
-  EXPECT_NE(audit.raw.find(mig.body["id"].get<std::string>()), std::string::npos);
+  EXPECT_NE(audit.raw.find(mig["id"].get<std::string>()), std::string::npos);
 }
 
 }  // namespace

@@ -33,6 +33,25 @@ std::string join_token(const Server& server) {
   return Json::parse(r->body)["token"].get<std::string>();
 }
 
+// A real agent for node `name` on a simulated inventory, enrolled with a fresh join token, its
+// state in <dir>/<name>-state and its output in <dir>/<name>.out and .err.
+auto spawn_agent(const TempDir& dir, const Server& server, const std::string& name,
+                 const std::string& inventory, std::vector<std::string> extra) {
+  std::vector<std::string> args = {"agent",
+                                   "--server",
+                                   server.endpoint(),
+                                   "--join-token",
+                                   join_token(server),
+                                   "--state-dir",
+                                   dir.str(name + "-state"),
+                                   "--simulate",
+                                   inventory};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return Child::spawn(
+      gpuplane_binary(), args,
+      {.stdout_path = dir.path() / (name + ".out"), .stderr_path = dir.path() / (name + ".err")});
+}
+
 Json node(const Server& server, const std::string& name) {
   auto r = server.admin_request("GET", "/v1/nodes/" + name);
   EXPECT_TRUE(r && r->status == 200) << (r ? r->body : r.error().message);
@@ -129,11 +148,7 @@ TEST(Agent, AppliesTheSchedulersMigPlanBeforeTheAllocationTurnsActive) {
   Server server(dir.path() / "data");
   ASSERT_TRUE(server.start());
   const std::string inventory = write_inventory(dir, "node-m", 1);
-  auto agent = Child::spawn(
-      gpuplane_binary(),
-      {"agent", "--server", server.endpoint(), "--join-token", join_token(server), "--state-dir",
-       dir.str("m-state"), "--simulate", inventory, "--heartbeat-seconds", "30"},
-      {.stdout_path = dir.path() / "m.out", .stderr_path = dir.path() / "m.err"});
+  auto agent = spawn_agent(dir, server, "node-m", inventory, {"--heartbeat-seconds", "30"});
   ASSERT_TRUE(agent);
   ASSERT_TRUE(eventually([&] {
     auto r = server.admin_request("GET", "/v1/nodes/node-m");
@@ -164,7 +179,7 @@ TEST(Agent, AppliesTheSchedulersMigPlanBeforeTheAllocationTurnsActive) {
       },
       20s))
       << seen << "\n"
-      << read_text_file(dir.str("m.err")).value_or("");
+      << read_text_file(dir.str("node-m.err")).value_or("");
   std::cout << "[ mig      ] placed to active (plan applied, reported) in "
             << std::chrono::duration_cast<std::chrono::milliseconds>(
                    std::chrono::steady_clock::now() - submitted)
@@ -207,11 +222,8 @@ TEST(Agent, AGpuInRepairIsBackOnlyWhenItsDcgmDiagnosticPasses) {
     std::ofstream(inventory) << inv.dump();
   };
   write(79);
-  auto agent = Child::spawn(
-      gpuplane_binary(),
-      {"agent", "--server", server.endpoint(), "--join-token", join_token(server), "--state-dir",
-       dir.str("r-state"), "--simulate", inventory, "--heartbeat-seconds", "1", "--dcgmi", dcgmi},
-      {.stdout_path = dir.path() / "r.out", .stderr_path = dir.path() / "r.err"});
+  auto agent =
+      spawn_agent(dir, server, "node-r", inventory, {"--heartbeat-seconds", "1", "--dcgmi", dcgmi});
   ASSERT_TRUE(agent);
   auto gpu = [&](int index) {
     auto r =
@@ -229,7 +241,7 @@ TEST(Agent, AGpuInRepairIsBackOnlyWhenItsDcgmDiagnosticPasses) {
             ->status,
         200);
   ASSERT_TRUE(eventually([&] { return gpu(0).value("health", "") == "healthy"; }))
-      << gpu(0).dump(2) << read_text_file(dir.str("r.err")).value_or("");
+      << gpu(0).dump(2) << read_text_file(dir.str("node-r.err")).value_or("");
   Json out;
   ASSERT_TRUE(eventually([&] {
     out = gpu(1);
