@@ -292,8 +292,10 @@ std::vector<Route> invoice_routes() {
                .permission = Permission::kBillingWrite,
                .mutation = true,
                .handler = write_tx(void_invoice),
-               .summary = "Void a finalized invoice with a reason; its prepaid credit returns to "
-                          "the account. The next draft for the period is its next revision.",
+               .summary = "Void a draft or a finalized invoice with a reason; a finalized one's "
+                          "prepaid credit returns to the account. The next draft for the period "
+                          "is its next revision; a voided draft frees the period for an "
+                          "on-demand invoice inside it.",
                .request_schema = "InvoiceVoid",
                .response_schema = "Invoice"});
   r.push_back({.method = "GET",
@@ -301,8 +303,9 @@ std::vector<Route> invoice_routes() {
                .action = "invoice.verify",
                .permission = Permission::kBillingRead,
                .handler = read_tx(verify),
-               .summary = "Recompute a finalized invoice from raw usage with the rate card "
-                          "version it names; compares every total to the micro-unit.",
+               .summary = "Recompute an invoice from raw usage with the rate card version it "
+                          "names (a draft with the usage known when it was rated); compares "
+                          "every total to the micro-unit.",
                .response_schema = "InvoiceVerification"});
   r.push_back({.method = "POST",
                .pattern = "/v1/invoices/run",

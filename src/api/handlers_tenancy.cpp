@@ -77,6 +77,13 @@ Result<Mutation> update_tenant(Api& api, Call& call, store::Tx& tx) {
 }
 
 Result<Mutation> offboard_tenant(Api& api, Call& call, store::Tx& tx) {
+  // Offboarding happens once: a second DELETE says so instead of repeating it.
+  if (call.tenant->state == tenancy::TenantState::kOffboarding) {
+    return fail(Error::conflict(fmt::format(
+        "tenant '{}' is already offboarding (since {}): its credentials are revoked, its "
+        "allocations released and its data keys destroyed",
+        call.tenant->name, format_rfc3339(from_unix_micros(call.tenant->updated_at)))));
+  }
   auto t = GP_TRY(tenancy::offboard_tenant(tx, api.world(), call.tenant_scope(), call.if_match()));
   const int released = GP_TRY(api.allocs().offboard(tx, api.world(), t.id));
   GP_TRY_VOID(release_tenant_network(tx, t.id));
@@ -84,10 +91,13 @@ Result<Mutation> offboard_tenant(Api& api, Call& call, store::Tx& tx) {
   Json storage = GP_TRY(schedule_tenant_storage_deletion(api, tx, t, call.who.id));
   Json invoice = GP_TRY(draft_final_invoice(api, tx, t, call.who.id));
   Mutation m;
-  m.reply = json_reply(200, t.to_json(), t.version);
   m.detail = {{"state", "offboarding"}, {"allocations_released", released},
               {"network", "released"},  {"data_keys", "destroyed"},
               {"storage", storage},     {"final_invoice", invoice}};
+  // The answer says what was done, as the audit record does.
+  Json body = t.to_json();
+  body["offboarding"] = m.detail;
+  m.reply = json_reply(200, std::move(body), t.version);
   return m;
 }
 
@@ -196,7 +206,10 @@ std::vector<Route> tenancy_routes() {
                .mutation = true,
                .conditional = true,
                .handler = write_tx(offboard_tenant),
-               .summary = "Offboard: the tenant's credentials are revoked at once.",
+               .summary = "Offboard: the tenant's credentials are revoked at once, its allocations "
+                          "released, its network released and its data keys destroyed; its "
+                          "storage is scheduled for deletion and its final invoice drafted. The "
+                          "answer's `offboarding` says what was done; a second DELETE is a 409.",
                .response_schema = "Tenant"});
   r.push_back({.method = "POST",
                .pattern = "/v1/tenants/{tenant}/projects",

@@ -37,7 +37,8 @@ Json schemas() {
                         {"created_at", time_str()},
                         {"updated_at", time_str()},
                         {"version", integer()},
-                        {"admin", {{"type", "object"}}}},
+                        {"admin", {{"type", "object"}}},
+                        {"offboarding", {{"type", "object"}}}},  // DELETE's answer only
                        {"id", "name", "display_name", "isolation_class", "state", "labels",
                         "created_at", "updated_at", "version"});
   s["UserCreate"] = object({{"username", str()},

@@ -228,8 +228,9 @@ Result<std::vector<Invoice>> run_invoices(
     std::span<const TenantAccount> accounts,
     const std::map<std::string, std::vector<OfferingCredit>, std::less<>>& sla_credits = {});
 
-// State rules: draft -> finalized (then immutable) -> void (only a finalized invoice).
-// conflict errors name the state that forbids the move.
+// State rules: draft -> finalized (then immutable); a draft or a finalized invoice -> void (a
+// voided draft frees its period, e.g. for an on-demand invoice inside it). conflict errors name
+// the state that forbids the move.
 Result<void> finalize_invoice(Invoice& inv, int64_t at_us);
 Result<void> void_invoice(Invoice& inv, int64_t at_us, std::string_view reason);
 // A corrected draft for a voided invoice: `recomputed` (from compute_invoice) gets the next

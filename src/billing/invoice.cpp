@@ -290,12 +290,8 @@ Result<void> finalize_invoice(Invoice& inv, int64_t at_us) {
 }
 
 Result<void> void_invoice(Invoice& inv, int64_t at_us, std::string_view reason) {
-  if (inv.state != InvoiceState::kFinalized) {
-    return fail(Error::conflict(fmt::format(
-        "invoice {} is {}; only a finalized invoice can be voided{}", inv.id,
-        invoice_state_name(inv.state),
-        inv.state == InvoiceState::kDraft ? " (a draft is replaced, not voided)" : "")));
-  }
+  if (inv.state == InvoiceState::kVoid)
+    return fail(Error::conflict(fmt::format("invoice {} is already void", inv.id)));
   if (reason.empty()) return fail(Error::invalid("voiding an invoice needs a reason"));
   inv.state = InvoiceState::kVoid;
   inv.voided_at_us = at_us;

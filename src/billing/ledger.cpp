@@ -625,6 +625,7 @@ Json Verification::to_json() const {
       {"id", stored.id},
       {"label", stored.invoice.id},
       {"state", invoice_state_name(stored.invoice.state)},
+      {"currency", stored.invoice.currency},
       {"rate_card", {{"id", recomputed.rate_card_id}, {"version", recomputed.rate_card_version}}},
       {"matches", matches()},
       {"stored", totals_json(stored.invoice)},
@@ -638,11 +639,6 @@ Result<Verification> verify_invoice(store::Tx& tx, const std::string& tenant_id,
   Verification v;
   v.stored = GP_TRY(require_invoice(tx, tenant_id, id));
   const Invoice& inv = v.stored.invoice;
-  if (inv.state == InvoiceState::kDraft) {
-    return fail(Error::conflict(fmt::format(
-        "invoice {} is a draft: refresh it to re-rate it; verify checks finalized invoices",
-        v.stored.id)));
-  }
   RateCard card;
   bool found_card = false;
   for (auto& c : GP_TRY(load_rate_card_versions(tx, inv.rate_card_id))) {
@@ -655,7 +651,10 @@ Result<Verification> verify_invoice(store::Tx& tx, const std::string& tenant_id,
     return fail(Error::conflict(fmt::format("rate card '{}' version {} is no longer stored",
                                             inv.rate_card_id, inv.rate_card_version)));
   }
-  const int64_t until = std::max(now, inv.period.end_us);
+  // A draft is checked as it was rated (usage known at its rating time; a later refresh picks up
+  // what came since); a finalized or void invoice against everything known of its period.
+  const int64_t until =
+      inv.state == InvoiceState::kDraft ? v.stored.computed_at : std::max(now, inv.period.end_us);
   auto usage = GP_TRY(load_usage_records(tx, tenant_id, inv.period, until));
   std::vector<OfferingCredit> credits;
   credits.reserve(inv.credits.size());

@@ -121,13 +121,14 @@ Result<Page<StoredInvoice>> list_invoices(store::Tx& tx, const InvoiceFilter& fi
 // balance now, and the balance goes down by the amount applied.
 Result<StoredInvoice> finalize_stored(store::Tx& tx, const std::string& tenant_id,
                                       const std::string& id, const std::string& who, int64_t now);
-// finalized -> void with a reason; the prepaid credit it applied goes back to the account.
+// draft or finalized -> void with a reason; the prepaid credit it applied goes back to the
+// account.
 Result<StoredInvoice> void_stored(store::Tx& tx, const std::string& tenant_id,
                                   const std::string& id, std::string_view reason,
                                   const std::string& who, int64_t now);
 
-// A finalized (or void) invoice recomputed from raw usage with the rate card version it names,
-// its tax rate, its prepaid credit available and its SLA credit rates.
+// An invoice recomputed from raw usage (a draft's as known when it was rated) with the rate card
+// version it names, its tax rate, its prepaid credit available and its SLA credit rates.
 struct Verification {
   StoredInvoice stored;
   Invoice recomputed;

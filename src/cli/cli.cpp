@@ -14,6 +14,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "billing/money.h"
 #include "cli/client.h"
 #include "cli/commands.h"
 #include "cli/http_client.h"
@@ -174,6 +175,21 @@ std::string collection(const Noun& n, const std::string& tenant) {
   return "/v1/tenants/" + url_encode(tenant) + "/" + n.path;
 }
 
+// A new tenant's first admin: the one-time key on a line of its own, and how the admin gets a
+// password to log in with.
+void print_first_admin(const std::string& tenant, const Json& admin) {
+  const std::string username = admin["user"].value("username", "");
+  std::cout << fmt::format("\nfirst admin {}/{} ({})\n", tenant, username,
+                           admin["user"].value("id", ""));
+  std::cout << fmt::format("API key (expires {}):\n", admin["api_key"].value("expires_at", ""));
+  std::cout << admin.value("token", "") << "\n";
+  std::cerr << fmt::format(
+      "\nThis key is shown only once: hand it to the admin now. The admin sets a password "
+      "with\n  GPUPLANE_TOKEN=<key> gpuplane user set-password {} --tenant {}\nand then logs "
+      "in with\n  gpuplane login -u {}/{}\n",
+      username, tenant, tenant, username);
+}
+
 int add_noun(CLI::App& app, ClientConfig& c, const Noun& n,
              const std::function<void(CLI::App*, std::shared_ptr<Json>)>& create_flags, int* rc) {
   auto* cmd = app.add_subcommand(n.name, "Manage " + n.path);
@@ -193,6 +209,13 @@ int add_noun(CLI::App& app, ClientConfig& c, const Noun& n,
       auto r = call(c, "POST", collection(n, *tenant), *body);
       if (!r) {
         *rc = 1;
+        return;
+      }
+      if (c.output != "json" && r->contains("admin")) {
+        Json tenant_only = *r;
+        tenant_only.erase("admin");
+        print(c, tenant_only, n.columns);
+        print_first_admin(tenant_only.value("name", ""), (*r)["admin"]);
         return;
       }
       print(c, *r, n.columns);
@@ -243,6 +266,120 @@ int add_noun(CLI::App& app, ClientConfig& c, const Noun& n,
       std::cout << n.name << " " << *id << " deleted\n";
   });
   return 0;
+}
+
+// What offboarding did, a line each (the DELETE answer's `offboarding`).
+void print_offboarding(const Json& t) {
+  const Json& o = t.contains("offboarding") ? t["offboarding"] : Json::object();
+  std::cout << fmt::format("tenant {} ({}) is offboarding\n", t.value("name", ""),
+                           t.value("id", ""));
+  auto line = [](std::string_view what, const std::string& value) {
+    std::cout << fmt::format("  {:<15} {}\n", what, value);
+  };
+  line("credentials", "revoked (API keys and sessions)");
+  line("allocations", fmt::format("{} released", cell(o.value("allocations_released", Json(0)))));
+  line("network", cell(o.value("network", Json("released"))));
+  line("data keys", cell(o.value("data_keys", Json("destroyed"))));
+  const Json storage = o.value("storage", Json("none"));
+  line("storage", storage.is_object()
+                      ? fmt::format("deleted at {} (deletion {})", storage.value("due_at", ""),
+                                    storage.value("deletion", ""))
+                      : "no volumes");
+  const Json inv = o.value("final_invoice", Json::object());
+  if (inv.contains("id")) {
+    line("final invoice",
+         fmt::format("{} ({}, draft) {} {}", inv.value("id", ""), inv.value("period", ""),
+                     billing::format_micros(inv.value("total_micros", int64_t(0))),
+                     inv.value("currency", "")));
+  } else {
+    line("final invoice", fmt::format("not produced: {}", inv.value("not_produced", "")));
+  }
+}
+
+// `user set-password`: asked twice on a terminal, or one line from stdin (--password-stdin).
+void add_set_password(CLI::App* user, ClientConfig& c, int* rc) {
+  auto* sub = user->add_subcommand("set-password",
+                                   "Set a user's password (yours or, as an admin, "
+                                   "another user's)");
+  auto tenant = std::make_shared<std::string>();
+  auto name = std::make_shared<std::string>();
+  auto from_stdin = std::make_shared<bool>(false);
+  sub->add_option("user", *name, "Username or id")->required();
+  sub->add_option("--tenant,-t", *tenant, "The user's tenant (id or name)");
+  sub->add_flag("--password-stdin", *from_stdin, "Read the password from standard input");
+  sub->callback([&c, tenant, name, from_stdin, rc] {
+    if (!*from_stdin && !isatty(STDIN_FILENO)) {
+      std::cerr << "error: stdin is not a terminal to ask for the password: pipe it with "
+                   "--password-stdin\n";
+      *rc = 2;
+      return;
+    }
+    const std::string pw = read_password("New password: ", *from_stdin);
+    if (!*from_stdin && read_password("Again: ", false) != pw) {
+      std::cerr << "error: the passwords differ: nothing was changed\n";
+      *rc = 1;
+      return;
+    }
+    if (pw.empty()) {
+      std::cerr << "error: empty password: nothing was changed\n";
+      *rc = 2;
+      return;
+    }
+    const std::string base =
+        tenant->empty() ? "/v1/users/" : "/v1/tenants/" + url_encode(*tenant) + "/users/";
+    auto r = call(c, "PATCH", base + url_encode(*name), {{"password", pw}});
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    std::cout << fmt::format("password set for {}{}\n", tenant->empty() ? "" : *tenant + "/",
+                             r->value("username", *name));
+  });
+}
+
+// `tenant delete`: offboarding is final, so a person confirms it by typing the tenant's name;
+// scripts say --yes.
+void add_tenant_delete(CLI::App* tenant, ClientConfig& c, int* rc) {
+  tenant->remove_subcommand(tenant->get_subcommand("delete"));
+  auto* del = tenant->add_subcommand(
+      "delete", "Offboard a tenant: revoke its credentials, end its work, destroy its data keys");
+  auto id = std::make_shared<std::string>();
+  auto yes = std::make_shared<bool>(false);
+  del->add_option("id", *id, "Tenant id or name")->required();
+  del->add_flag("--yes,-y", *yes, "Do not ask for confirmation (needed without a terminal)");
+  del->callback([&c, id, yes, rc] {
+    if (!*yes) {
+      if (!isatty(STDIN_FILENO)) {
+        std::cerr << fmt::format(
+            "error: offboarding tenant '{}' cannot be undone and stdin is not a terminal to "
+            "confirm it: add --yes\n",
+            *id);
+        *rc = 2;
+        return;
+      }
+      std::cerr << fmt::format(
+          "Offboarding tenant '{}' cannot be undone: its API keys and sessions are revoked, its "
+          "allocations end, its network is released, its data keys are destroyed (its secrets "
+          "and encrypted data become unreadable), its storage is scheduled for deletion and its "
+          "final invoice is drafted.\nType the tenant's name or id to confirm: ",
+          *id);
+      std::string typed;
+      std::getline(std::cin, typed);
+      if (typed != *id) {
+        std::cerr << "not confirmed: nothing was done\n";
+        *rc = 1;
+        return;
+      }
+    }
+    auto r = call(c, "DELETE", "/v1/tenants/" + url_encode(*id));
+    if (!r) {
+      *rc = 1;
+    } else if (c.output == "json") {
+      std::cout << r->dump(2) << "\n";
+    } else {
+      print_offboarding(*r);
+    }
+  });
 }
 
 // The command line; main() below keeps any exception from escaping.
@@ -416,7 +553,18 @@ int run(int argc, char** argv) {
       rc = 2;
       return;
     } else {
+      if (!pw_stdin && !isatty(STDIN_FILENO)) {
+        std::cerr << "error: stdin is not a terminal to ask for the password: pipe it with "
+                     "--password-stdin\n";
+        rc = 2;
+        return;
+      }
       std::string pw = read_password("Password: ", pw_stdin);
+      if (pw.empty()) {
+        std::cerr << "error: empty password: nothing was sent\n";
+        rc = 2;
+        return;
+      }
       r = call(c, "POST", "/v1/auth/login", {{"username", username}, {"password", pw}}, false);
     }
     if (!r) {
@@ -497,6 +645,7 @@ int run(int argc, char** argv) {
         print(c, *r, {});
       });
     }
+    add_tenant_delete(t, c, &rc);
   }
   add_noun(
       app, c,
@@ -518,6 +667,7 @@ int run(int argc, char** argv) {
             "Read an initial password from stdin");
       },
       &rc);
+  add_set_password(app.get_subcommand("user"), c, &rc);
   add_noun(
       app, c,
       {"service-account",

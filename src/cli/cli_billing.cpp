@@ -191,6 +191,14 @@ std::string money(const Json& micros) {
   return micros.is_number_integer() ? billing::format_micros(micros.get<int64_t>()) : cell(micros);
 }
 
+// The totals every invoice carries, as a person reads them and as the JSON names them.
+const std::vector<std::pair<std::string, std::string>> kInvoiceTotals = {
+    {"subtotal", "subtotal_micros"},
+    {"SLA credits", "sla_credit_micros"},
+    {"tax", "tax_micros"},
+    {"prepaid applied", "prepaid_applied_micros"},
+    {"total", "total_micros"}};
+
 // An invoice as key/value lines, its line items as a table, then the totals.
 void print_invoice(const Json& j) {
   std::cout << fmt::format("invoice   {} ({})\n", j.value("id", ""), j.value("label", ""));
@@ -222,12 +230,7 @@ void print_invoice(const Json& j) {
                        "quantity_unit_hours", "unit_price", "discount", "amount"});
   }
   std::cout << "\n";
-  for (const auto& [label, key] : std::vector<std::pair<std::string, std::string>>{
-           {"subtotal", "subtotal_micros"},
-           {"SLA credits", "sla_credit_micros"},
-           {"tax", "tax_micros"},
-           {"prepaid applied", "prepaid_applied_micros"},
-           {"total", "total_micros"}})
+  for (const auto& [label, key] : kInvoiceTotals)
     std::cout << fmt::format("{:<16} {:>20}\n", label, money(j.value(key, Json(nullptr))));
 }
 
@@ -330,7 +333,8 @@ void add_invoice_api(CLI::App* inv, ClientConfig& c, int* rc) {
     show_invoice(c, r, rc);
   });
 
-  auto* vd = inv->add_subcommand("void", "Void a finalized invoice (the period can be re-issued)");
+  auto* vd = inv->add_subcommand(
+      "void", "Void a draft or a finalized invoice (the period can be re-issued)");
   vd->add_option("tenant", a->tenant, "Tenant name or id")->required();
   vd->add_option("id", a->id, "Invoice id")->required();
   vd->add_option("--reason", a->reason, "Why (kept on the invoice and in the audit trail)")
@@ -342,7 +346,7 @@ void add_invoice_api(CLI::App* inv, ClientConfig& c, int* rc) {
   });
 
   auto* ver = inv->add_subcommand(
-      "verify", "Recompute a finalized invoice from raw usage; exit 1 unless it matches");
+      "verify", "Recompute an invoice (a draft as rated) from raw usage; exit 1 unless it matches");
   ver->add_option("tenant", a->tenant, "Tenant name or id")->required();
   ver->add_option("id", a->id, "Invoice id")->required();
   ver->callback([&c, a, rc] {
@@ -358,9 +362,9 @@ void add_invoice_api(CLI::App* inv, ClientConfig& c, int* rc) {
           "{} ({}): {}\n", r->value("id", ""), r->value("label", ""),
           r->value("matches", false) ? "matches raw usage" : "DIFFERS from raw usage");
       std::vector<Json> rows;
-      for (const char* k : {"subtotal_micros", "sla_credit_micros", "tax_micros",
-                            "prepaid_applied_micros", "total_micros"}) {
-        rows.push_back({{"total", k},
+      const std::string currency = r->value("currency", "");
+      for (const auto& [label, k] : kInvoiceTotals) {
+        rows.push_back({{"total", label + (currency.empty() ? "" : " (" + currency + ")")},
                         {"stored", money((*r)["stored"].value(k, Json(nullptr)))},
                         {"recomputed", money((*r)["recomputed"].value(k, Json(nullptr)))}});
       }

@@ -287,7 +287,10 @@ Result<Tenant> update_tenant(store::Tx& tx, const World& w, const TenantScope& s
   Tenant t = *found;
   GP_TRY_VOID(check_version(if_match, t.version));
   if (t.state == TenantState::kOffboarding)
-    return fail(Error::conflict("tenant is being offboarded and can no longer change"));
+    return fail(Error::conflict(fmt::format(
+        "tenant '{}' is offboarding: offboarding is final, the tenant can no longer be resumed "
+        "or changed (create a new tenant instead)",
+        t.name)));
   if (patch.display_name) {
     GP_TRY_VOID(validate_display("display_name", *patch.display_name));
     t.display_name = *patch.display_name;

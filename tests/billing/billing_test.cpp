@@ -391,9 +391,12 @@ TEST(InvoiceState, DraftFinalizedVoidAndReissue) {
   EXPECT_EQ(inv.state, InvoiceState::kDraft);
   EXPECT_EQ(inv.id, "acme/2026-11");
 
-  auto e = void_invoice(inv, 5, "typo");
-  ASSERT_FALSE(e);
-  EXPECT_EQ(e.error().code, ErrorCode::kConflict);
+  // A voided draft frees its period.
+  Invoice discarded = inv;
+  EXPECT_EQ(void_invoice(discarded, 5, "").error().code, ErrorCode::kInvalidArgument);
+  ASSERT_TRUE(void_invoice(discarded, 5, "on-demand invoice instead"));
+  EXPECT_EQ(discarded.state, InvoiceState::kVoid);
+  EXPECT_EQ(discarded.void_reason, "on-demand invoice instead");
 
   // A draft can be replaced by a recomputation.
   auto more = rate(card, {usage[0], usage[0]});

@@ -272,13 +272,13 @@ TEST_F(Invoices, DraftRefreshFinalizeVerifyVoidReissueWithExactTotals) {
   EXPECT_TRUE(IsProblem(s.request("POST", acme.base() + "/invoices/" + id + "/finalize", nullptr,
                                   acme.info.admin_token),
                         403, "permission_denied"));
-  // A draft is not voided (it is re-rated instead), and verify checks finalized invoices.
-  EXPECT_TRUE(IsProblem(
-      s.request("POST", acme.base() + "/invoices/" + id + "/void", {{"reason", "typo"}}, admin),
-      409, "conflict"));
-  EXPECT_TRUE(
-      IsProblem(s.request("GET", acme.base() + "/invoices/" + id + "/verify", nullptr, admin), 409,
-                "conflict"));
+  // A draft verifies as it was rated, before anyone finalizes it.
+  auto checked = s.request("GET", acme.base() + "/invoices/" + id + "/verify", nullptr, admin);
+  ASSERT_EQ(checked.status, 200) << checked.raw;
+  EXPECT_EQ(checked.body["state"], "draft");
+  EXPECT_EQ(checked.body["matches"], true) << checked.raw;
+  EXPECT_EQ(checked.body["currency"], "USD");
+  EXPECT_EQ(checked.body["recomputed"]["total_micros"], total);
 
   auto fin = s.request("POST", acme.base() + "/invoices/" + id + "/finalize", nullptr, admin);
   ASSERT_EQ(fin.status, 200) << fin.raw;
@@ -559,8 +559,10 @@ TEST_F(Invoices, BadInputsAreRefusedAndChangeNothing) {
     EXPECT_TRUE(IsProblem(r, 400, "invalid_argument")) << bad.dump() << ": " << r.raw;
   }
   // An on-demand period overlapping the month's draft would bill the same hours twice.
-  auto overlap = draft(acme, {{"start", "2026-10-31T00:00:00Z"}, {"end", "2026-11-01T00:00:00Z"}});
+  const Json last_day = {{"start", "2026-10-31T00:00:00Z"}, {"end", "2026-11-01T00:00:00Z"}};
+  auto overlap = draft(acme, last_day);
   EXPECT_TRUE(IsProblem(overlap, 409, "conflict")) << overlap.raw;
+  EXPECT_NE(overlap.body.value("detail", "").find("void it first"), std::string::npos);
   EXPECT_TRUE(
       IsProblem(s.request("PUT", acme.base() + "/billing-account", {{"tax_bps", 10001}}, admin),
                 400, "invalid_argument"));
@@ -580,6 +582,18 @@ TEST_F(Invoices, BadInputsAreRefusedAndChangeNothing) {
                          nullptr, admin);
   EXPECT_EQ(after.body, before);
   EXPECT_EQ(account(acme)["stored"], false);
+
+  // The advice works: the voided draft frees its month for the on-demand invoice.
+  const std::string month_id = ok.body["id"];
+  auto voided = s.request("POST", acme.base() + "/invoices/" + month_id + "/void",
+                          {{"reason", "billed on demand instead"}}, admin);
+  ASSERT_EQ(voided.status, 200) << voided.raw;
+  EXPECT_EQ(voided.body["state"], "void");
+  auto again = s.request("POST", acme.base() + "/invoices/" + month_id + "/void",
+                         {{"reason", "twice"}}, admin);
+  EXPECT_TRUE(IsProblem(again, 409, "conflict")) << again.raw;
+  auto on_demand = draft(acme, last_day);
+  EXPECT_EQ(on_demand.status, 201) << on_demand.raw;
 
   // An on-demand period that does not overlap is its own invoice.
   auto week = draft(acme, {{"start", "2026-09-01T00:00:00Z"}, {"end", "2026-09-08T00:00:00Z"}});

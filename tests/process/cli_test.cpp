@@ -171,6 +171,83 @@ TEST_F(Cli, OnboardsATenantEndToEnd) {
   EXPECT_TRUE(contains(audit.out, "denied")) << "the suspended create is not audited";
 }
 
+// A new tenant's first admin gets a key on a line of its own, sets a password with it and logs
+// in; offboarding is confirmed, says what it did, and happens once.
+TEST_F(Cli, TheFirstAdminLogsInAndOffboardingIsConfirmedAndFinal) {
+  // A published default card, so offboarding drafts the final invoice.
+  const fs::path card = tmp_.path() / "card.json";
+  std::ofstream(card) << Json{{"id", "default"},
+                              {"currency", "USD"},
+                              {"effective_from", "2020-01-01T00:00:00Z"},
+                              {"prices",
+                               {{{"resource_key", "gpu/H200"}, {"unit_price_micros", 3'500'000}}}}}
+                             .dump();
+  ASSERT_TRUE(succeeds(admin({"ratecard", "create", card.string()})));
+  auto created = admin({"tenant", "create", "acme", "--admin", "alice"});
+  ASSERT_TRUE(succeeds(created));
+  std::string key;
+  for (const auto& line : lines(created.out))
+    if (line.starts_with("key_")) key = line;
+  ASSERT_FALSE(key.empty()) << "no line holds the key alone:\n" << created.out;
+  EXPECT_TRUE(contains(created.out, "first admin acme/alice")) << created.out;
+  EXPECT_TRUE(contains(created.err, "shown only once")) << created.err;
+  EXPECT_TRUE(contains(created.err, "gpuplane user set-password alice --tenant acme"))
+      << created.err;
+
+  const std::string password = "alice-first-password-7";
+  auto as_key = [&](const std::vector<std::string>& args, std::optional<std::string> in) {
+    return run_gpuplane(args, {{"GPUPLANE_ENDPOINT", server_.endpoint()}, {"GPUPLANE_TOKEN", key}},
+                        std::move(in));
+  };
+  // Without a terminal the password must come through --password-stdin: nothing is guessed.
+  auto no_tty = as_key({"user", "set-password", "alice", "--tenant", "acme"}, password + "\n");
+  EXPECT_EQ(no_tty.exit_code, 2) << no_tty.err;
+  EXPECT_TRUE(contains(no_tty.err, "--password-stdin")) << no_tty.err;
+  auto set = as_key({"user", "set-password", "alice", "--tenant", "acme", "--password-stdin"},
+                    password + "\n");
+  ASSERT_TRUE(succeeds(set));
+  EXPECT_TRUE(contains(set.out, "password set for acme/alice")) << set.out;
+
+  const fs::path config = tmp_.path() / "alice" / "config.json";
+  const std::map<std::string, std::optional<std::string>> alice_env = {
+      {"GPUPLANE_CONFIG", config.string()}, {"GPUPLANE_ENDPOINT", server_.endpoint()}};
+  auto blind = run_gpuplane({"login", "-u", "acme/alice"}, alice_env, "");
+  EXPECT_EQ(blind.exit_code, 2) << "a login without a terminal must not send an empty password";
+  EXPECT_TRUE(contains(blind.err, "not a terminal")) << blind.err;
+  auto login =
+      run_gpuplane({"login", "-u", "acme/alice", "--password-stdin"}, alice_env, password + "\n");
+  ASSERT_TRUE(succeeds(login));
+  EXPECT_TRUE(contains(login.out, "logged in as acme/alice")) << login.out;
+
+  // Offboarding cannot be undone: without a terminal to confirm it, --yes is required.
+  auto unconfirmed = admin({"tenant", "delete", "acme"});
+  EXPECT_EQ(unconfirmed.exit_code, 2);
+  EXPECT_TRUE(contains(unconfirmed.err, "--yes")) << unconfirmed.err;
+  auto still = server_.admin_request("GET", "/v1/tenants/acme");
+  ASSERT_TRUE(still);
+  EXPECT_TRUE(contains(still->body, "\"active\"")) << still->body;
+
+  auto deleted = admin({"tenant", "delete", "acme", "--yes"});
+  ASSERT_TRUE(succeeds(deleted));
+  for (std::string_view said : {"tenant acme", "is offboarding", "credentials", "revoked",
+                                "0 released", "data keys", "destroyed", "final invoice"})
+    EXPECT_TRUE(contains(deleted.out, said)) << said << " missing from:\n" << deleted.out;
+  EXPECT_TRUE(fails_with(admin({"tenant", "delete", "acme", "--yes"}), "already offboarding"));
+  EXPECT_TRUE(fails_with(admin({"tenant", "resume", "acme"}), "offboarding is final"));
+  EXPECT_TRUE(fails_with(as_key({"whoami"}, std::nullopt), "HTTP 401"));
+
+  // The final invoice is a draft, and verify checks it as it was rated, in its currency.
+  auto listed = admin({"-o", "json", "invoice", "list", "acme"});
+  ASSERT_TRUE(succeeds(listed));
+  const Json invoices = parse(listed);
+  ASSERT_EQ(invoices["items"].size(), 1u) << listed.out << deleted.out;
+  auto verified = admin({"invoice", "verify", "acme", invoices["items"][0].value("id", "")});
+  ASSERT_TRUE(succeeds(verified));
+  EXPECT_TRUE(contains(verified.out, "matches raw usage")) << verified.out;
+  EXPECT_TRUE(contains(verified.out, "subtotal (USD)")) << verified.out;
+  EXPECT_FALSE(contains(verified.out, "_micros")) << verified.out;
+}
+
 TEST_F(Cli, FailuresExitOneWithOneErrorLine) {
   auto bad_token = run_gpuplane(
       {"--endpoint", server_.endpoint(), "--token", "key_not_a_real_key", "tenant", "list"});
