@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <set>
 
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
@@ -183,9 +184,23 @@ Result<sched::QuotaTree> load_quota(store::Tx& tx) {
       tree.set_project(row.text(0), row.text(1), row.text(2), limits);
     }
   }
-  for (const auto& row :
-       GP_TRY(tx.query("SELECT tenant_id, model, profile, max_instances FROM quota_profile_caps")))
+  std::set<std::string> tenants;
+  std::set<std::pair<std::string, std::string>> projects;
+  for (const auto& row : GP_TRY(
+           tx.query("SELECT tenant_id, model, profile, max_instances FROM quota_profile_caps"))) {
     tree.set_profile_cap(row.text(0), row.text(1), row.text(2), row.integer(3));
+    tenants.insert(row.text(0));
+  }
+  for (const auto& row : GP_TRY(tx.query("SELECT DISTINCT tenant_id, project_id FROM quotas"))) {
+    tenants.insert(row.text(0));
+    if (!row.text(1).empty()) projects.emplace(row.text(0), row.text(1));
+  }
+  // Messages name tenants and projects as people know them.
+  for (const auto& id : tenants)
+    if (auto t = GP_TRY(tenancy::find_tenant(tx, id))) tree.set_name(id, t->name);
+  for (const auto& [tenant, project] : projects)
+    if (auto p = GP_TRY(tenancy::find_project(tx, tenancy::TenantScope(tenant), project)))
+      tree.set_name(project, p->name);
   return tree;
 }
 

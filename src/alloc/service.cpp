@@ -1,6 +1,7 @@
 // The live scheduler over the store: rebuilt from it, changed in the same transaction as the
 // rows that record each change, every transition recorded with its reason and audited.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -40,6 +41,29 @@ Json assignment_entry(const Allocation& a, const std::string& node_id) {
 
 std::string resource_of(const Allocation& a) {
   return fmt::format("/v1/tenants/{}/projects/{}/allocations/{}", a.tenant_id, a.project_id, a.id);
+}
+
+// What a placement gave, as its holder reads it: "placed 1 x 3g.71gb MIG instance of H200 on
+// gpu-a", "placed 2 H200 GPUs on gpu-a", "placed a 0.25 share of one H200 GPU on gpu-b",
+// "placed 2 whole nodes (16 H200 GPUs) on gpu-a, gpu-b". Nodes by name.
+std::string placed_reason(const sched::Placement& p, const sched::ClusterState& state) {
+  std::vector<std::string> names;
+  for (const auto& g : p.gpus) {
+    const std::string& name = state.nodes()[size_t(state.gpus()[size_t(g.gpu)].node)].name;
+    if (std::ranges::find(names, name) == names.end()) names.push_back(name);
+  }
+  const std::string on = fmt::format("{}", fmt::join(names, ", "));
+  const size_t n = p.gpus.size();
+  if (!p.nodes.empty())
+    return fmt::format("placed {} whole node{} ({} {} GPUs) on {}", p.nodes.size(),
+                       p.nodes.size() == 1 ? "" : "s", n, p.model, on);
+  if (!p.mig_profile.empty())
+    return fmt::format("placed {} x {} MIG instance{} of {} on {}", n, p.mig_profile,
+                       n == 1 ? "" : "s", p.model, on);
+  if (n == 1 && p.gpus[0].milli > 0)
+    return fmt::format("placed a {:g} share of one {} GPU on {}", p.gpus[0].milli / 1000.0, p.model,
+                       on);
+  return fmt::format("placed {} {} GPU{} on {}", n, p.model, n == 1 ? "" : "s", on);
 }
 
 }  // namespace
@@ -234,8 +258,7 @@ Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::st
   const sched::Placement& p = *d.placement;
   const int64_t now = w.now();
   Json placement = detail::placement_json(p, sched_->state());
-  std::string reason = fmt::format("placed on {} {} GPU(s) of {} node(s)", p.gpus.size(), p.model,
-                                   placement["nodes"].size());
+  std::string reason = placed_reason(p, sched_->state());
   if (!p.reservation.empty()) reason += fmt::format(" held by reservation {}", p.reservation);
   if (d.borrowed_units > 0)
     reason +=
@@ -329,6 +352,8 @@ Result<Allocation> Service::create(store::Tx& tx, const World& w, const NewAlloc
 Result<Json> Service::dry_run(store::Tx& tx, const NewAllocation& n) {
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
+  // What the create would say: a request no wait can place is refused, not probed.
+  if (std::optional<Error> never = s->never_fits(n.request)) return fail(*never);
   Result<sched::Placement> p = s->probe(n.request);
   if (!p && p.error().code == ErrorCode::kInvalidArgument) return fail(p.error());
   Json out = {{"dry_run", true},

@@ -55,6 +55,8 @@ void QuotaTree::set_project(const std::string& name, const std::string& project,
   e.configured = true;
 }
 
+void QuotaTree::set_name(const std::string& id, std::string name) { names_[id] = std::move(name); }
+
 void QuotaTree::set_profile_cap(const std::string& name, const std::string& model,
                                 const std::string& profile, int64_t max_instances) {
   tenant(name).profile_caps[mig_resource_key(model, profile)].first = max_instances;
@@ -72,8 +74,9 @@ Result<Admission> QuotaTree::admit(const QuotaCharge& c) const {
   }
   auto tenant_it = tenants_.find(c.tenant);
   if (tenant_it == tenants_.end()) {
-    return fail(exceeded(fmt::format(
-        "quota exceeded at tenant level: tenant {} has no quota for {}", c.tenant, c.model)));
+    return fail(
+        exceeded(fmt::format("quota exceeded at tenant level: tenant {} has no quota for {}",
+                             named(c.tenant), c.model)));
   }
   const Tenant& t = tenant_it->second;
   if (auto p = t.projects.find(c.project); p != t.projects.end()) {
@@ -82,7 +85,7 @@ Result<Admission> QuotaTree::admit(const QuotaCharge& c) const {
       const int64_t cap = l.limit ? *l.limit : l.nominal + l.borrow_limit.value_or(0);
       if (e->second.used + c.units > cap) {
         return fail(exceeded(fmt::format("quota exceeded at project level: project {}/{} on {}: {}",
-                                         c.tenant, c.project, c.model,
+                                         named(c.tenant), named(c.project), c.model,
                                          figures(e->second.used, c.units, l))));
       }
     }
@@ -95,7 +98,7 @@ Result<Admission> QuotaTree::admit(const QuotaCharge& c) const {
   const int64_t next = used + c.units;
   auto tenant_fail = [&](std::string_view why) {
     return fail(exceeded(fmt::format("quota exceeded at tenant level: tenant {} on {}: {} ({})",
-                                     c.tenant, c.model, why, figures(used, c.units, l))));
+                                     named(c.tenant), c.model, why, figures(used, c.units, l))));
   };
   if (!entry.configured && t.cohort.empty()) return tenant_fail("no quota for this model");
   if (l.limit && next > *l.limit) return tenant_fail("over its limit");
@@ -123,10 +126,47 @@ Result<Admission> QuotaTree::admit(const QuotaCharge& c) const {
       return fail(exceeded(fmt::format(
           "quota exceeded at tenant level: tenant {} may hold {} instance(s) of {} on {}; {} held, "
           "{} requested",
-          c.tenant, cap->second.first, c.mig_profile, c.model, cap->second.second, c.instances)));
+          named(c.tenant), cap->second.first, c.mig_profile, c.model, cap->second.second,
+          c.instances)));
     }
   }
   return admission;
+}
+
+std::optional<Error> QuotaTree::over_hard_limit(const QuotaCharge& c) const {
+  auto never = [&](std::string_view level, const std::string& what, int64_t limit) {
+    return exceeded(fmt::format(
+        "quota exceeded at {} level: {} requested {} exceeds the limit of {}, which no amount of "
+        "waiting frees: ask for less or have the limit raised",
+        level, what, format_units(c.units), format_units(limit)));
+  };
+  if (auto it = platform_.find(c.model);
+      it != platform_.end() && it->second.first && c.units > *it->second.first)
+    return never("platform", fmt::format("{}:", c.model), *it->second.first);
+  auto t = tenants_.find(c.tenant);
+  if (t == tenants_.end()) return std::nullopt;
+  if (auto p = t->second.projects.find(c.project); p != t->second.projects.end()) {
+    if (auto e = p->second.find(c.model); e != p->second.end() && e->second.configured &&
+                                          e->second.limits.limit &&
+                                          c.units > *e->second.limits.limit)
+      return never("project",
+                   fmt::format("project {}/{} on {}:", named(c.tenant), named(c.project), c.model),
+                   *e->second.limits.limit);
+  }
+  if (auto e = t->second.models.find(c.model); e != t->second.models.end() &&
+                                               e->second.configured && e->second.limits.limit &&
+                                               c.units > *e->second.limits.limit)
+    return never("tenant", fmt::format("tenant {} on {}:", named(c.tenant), c.model),
+                 *e->second.limits.limit);
+  if (!c.mig_profile.empty()) {
+    if (auto cap = t->second.profile_caps.find(mig_resource_key(c.model, c.mig_profile));
+        cap != t->second.profile_caps.end() && c.instances > cap->second.first)
+      return exceeded(fmt::format(
+          "quota exceeded at tenant level: tenant {} may hold {} instance(s) of {} on {} and "
+          "requested {}, which no amount of waiting frees: ask for fewer or have the cap raised",
+          named(c.tenant), cap->second.first, c.mig_profile, c.model, c.instances));
+  }
+  return std::nullopt;
 }
 
 void QuotaTree::charge(const QuotaCharge& c) {

@@ -414,9 +414,15 @@ class QuotaTree {
   // At most `max_instances` live instances of one MIG profile for the tenant.
   void set_profile_cap(const std::string& tenant, const std::string& model,
                        const std::string& profile, int64_t max_instances);
+  // The name messages use for a tenant or project id (the id itself when none is set).
+  void set_name(const std::string& id, std::string name);
 
   // ok with the borrowed units, or quota_exceeded naming the level, model and figures.
   Result<Admission> admit(const QuotaCharge& charge) const;
+  // quota_exceeded when `charge` is over a hard ceiling even with nothing else held: the
+  // platform's limit, the tenant's or the project's `limit`, a MIG profile cap. Waiting cannot
+  // change that; only raising the limit can.
+  std::optional<Error> over_hard_limit(const QuotaCharge& charge) const;
   void charge(const QuotaCharge& charge);
   void refund(const QuotaCharge& charge);
 
@@ -453,6 +459,10 @@ class QuotaTree {
     int64_t nominal = 0, used = 0;
   };
   Tenant& tenant(const std::string& name) { return tenants_[name]; }
+  const std::string& named(const std::string& id) const {
+    auto it = names_.find(id);
+    return it == names_.end() ? id : it->second;
+  }
   void cohort_add(const std::string& cohort, const std::string& model, int64_t nominal,
                   int64_t used);
 
@@ -460,6 +470,7 @@ class QuotaTree {
   std::unordered_map<std::string, std::unordered_map<std::string, CohortModel>> cohorts_;
   std::unordered_map<std::string, std::vector<std::string>> members_;
   std::unordered_map<std::string, std::pair<std::optional<int64_t>, int64_t>> platform_;
+  std::unordered_map<std::string, std::string> names_;
 };
 
 // ---- the scheduler facade ----
@@ -519,6 +530,9 @@ class Scheduler {
   // Whether and where the request would be placed now, within quota and without preempting
   // anything; changes nothing (dry runs).
   Result<Placement> probe(const Request& request) const;
+  // Why the request can never be placed as the quota stands (every model it may use is over a
+  // hard limit), or nothing: submit rejects such a request instead of queueing it.
+  std::optional<Error> never_fits(const Request& request) const;
 
   // Rebuilding from a store. restore() records an allocation that was placed, exactly where it
   // was (build the state with the GPU modes and MIG layouts the placements left, every node
@@ -604,6 +618,8 @@ class Scheduler {
   };
   Decision try_place(const std::string& id, const Request& request, TimePoint submitted,
                      int64_t seq, TimePoint now, bool reservation_hold = false);
+  // The quota charge of the request on each model it may use.
+  std::vector<QuotaCharge> charges(const Request& request) const;
   Result<Placement> admit_and_place(const Request& request, QuotaCharge* charge,
                                     Admission* admission) const;
   std::vector<std::string> victims(const Request& request, bool any_preemptible) const;

@@ -67,28 +67,43 @@ double Scheduler::share_key(const std::string& tenant, TimePoint now) const {
   return fair_share_usage(tenant, now) / weight;
 }
 
-Result<Placement> Scheduler::admit_and_place(const Request& request, QuotaCharge* charge,
-                                             Admission* admission) const {
+std::vector<QuotaCharge> Scheduler::charges(const Request& request) const {
   const FleetLimits& limits = state_.limits();
   std::vector<std::string> candidates = request.models;
   if (candidates.empty()) {
     for (const auto& [name, unused] : limits.models) candidates.push_back(name);
   }
-  Request restricted = request;
-  restricted.models.clear();
-  std::vector<std::pair<QuotaCharge, Admission>> admitted;
-  std::optional<Error> quota_error;
+  std::vector<QuotaCharge> out;
   for (const std::string& model : candidates) {
     auto it = limits.models.find(model);
     if (it == limits.models.end()) continue;
     const int64_t units = request_units(request, it->second);
     if (units <= 0) continue;
-    QuotaCharge c{request.tenant,
-                  request.project,
-                  model,
-                  units,
-                  request.tier == Tier::kMig ? request.mig_profile : "",
-                  request.tier == Tier::kMig ? request.count : 0};
+    out.push_back({request.tenant, request.project, model, units,
+                   request.tier == Tier::kMig ? request.mig_profile : "",
+                   request.tier == Tier::kMig ? request.count : 0});
+  }
+  return out;
+}
+
+std::optional<Error> Scheduler::never_fits(const Request& request) const {
+  std::optional<Error> first;
+  for (const QuotaCharge& c : charges(request)) {
+    std::optional<Error> e = quota_.over_hard_limit(c);
+    if (!e) return std::nullopt;  // this model may fit once others release
+    if (!first) first = std::move(e);
+  }
+  return first;
+}
+
+Result<Placement> Scheduler::admit_and_place(const Request& request, QuotaCharge* charge,
+                                             Admission* admission) const {
+  Request restricted = request;
+  restricted.models.clear();
+  std::vector<std::pair<QuotaCharge, Admission>> admitted;
+  std::optional<Error> quota_error;
+  for (QuotaCharge& c : charges(request)) {
+    const std::string model = c.model;
     Result<Admission> a = quota_.admit(c);
     if (!a) {
       if (!quota_error) quota_error = a.error();
@@ -423,6 +438,11 @@ Decision Scheduler::submit(const std::string& id, const Request& request, TimePo
                         : fmt::format("tenant {} owns no pool {}", request.tenant, request.pool));
       return d;
     }
+  }
+  if (std::optional<Error> never = never_fits(request)) {
+    d.kind = DecisionKind::kRejected;
+    d.reason = std::move(never);
+    return d;
   }
   if (std::optional<Decision> reserved = use_reservation(id, request, now)) return *reserved;
   const int64_t seq = seq_++;

@@ -116,6 +116,9 @@ TEST_F(Sched, QuotaReachedWhileGpusAreFreeWaitsWithQuotaExceeded) {
   EXPECT_EQ(second.body["reason_code"], "quota_exceeded");
   EXPECT_NE(second.body["reason"].get<std::string>().find("tenant level"), std::string::npos)
       << second.body["reason"];
+  // Named as people know the tenant, not by its id.
+  EXPECT_NE(second.body["reason"].get<std::string>().find("tenant acme "), std::string::npos)
+      << second.body["reason"];
 
   // Why: 14 GPUs are free; the tenant quota is what holds it.
   auto why =
@@ -139,6 +142,33 @@ TEST_F(Sched, QuotaReachedWhileGpusAreFreeWaitsWithQuotaExceeded) {
   ASSERT_GE(now["events"].size(), 2u);
   EXPECT_EQ(now["events"][0]["to"], "pending");
   EXPECT_EQ(now["events"].back()["to"], "placed");
+}
+
+// A placement's reason says what was given in the holder's terms: the MIG profile, the share,
+// the GPUs, by node name.
+TEST_F(Sched, APlacementSaysWhatItGaveByProfileAndNodeName) {
+  auto t = tenant("acme", "internal", gpus(16));  // internal: time-sliced shares allowed
+  auto reason = [&](const Json& body) {
+    auto r = allocate(t, body);
+    EXPECT_EQ(r.status, 201) << r.raw;
+    EXPECT_EQ(r.body["state"], "placed") << r.raw;
+    return r.body.value("reason", "");
+  };
+  auto mig = reason({{"offering", "h200-mig-3g"}});
+  EXPECT_TRUE(mig.starts_with("placed 1 x 3g.71gb MIG instance of H200 on gpu-")) << mig;
+  auto two =
+      reason({{"offering", "h200-1x"}, {"count", 2}, {"constraints", {{"same_node", true}}}});
+  EXPECT_TRUE(two.starts_with("placed 2 H200 GPUs on gpu-")) << two;
+  auto share = reason({{"offering", "h200-shared-250"}});
+  EXPECT_TRUE(share.starts_with("placed a 0.25 share of one H200 GPU on gpu-")) << share;
+  EXPECT_EQ(mig.find("nod_"), std::string::npos) << "a node id instead of its name: " << mig;
+  // The fleet map draws the same holdings under the tenant's name.
+  auto map = s.request_raw("GET", "/v1/fleet/map.svg", "", admin);
+  ASSERT_EQ(map.status, 200);
+  // The MIG instance's GPU turns MIG when its agent applies the plan; until then it is a band.
+  EXPECT_NE(map.raw.find("<title>acme (3g.71gb MIG instance at slice "), std::string::npos);
+  EXPECT_NE(map.raw.find("<title>acme (250 milli-GPU)</title>"), std::string::npos);
+  EXPECT_NE(map.raw.find("<title>held by acme</title>"), std::string::npos);
 }
 
 TEST_F(Sched, ClassDecidesTheWeakestTier) {
@@ -165,6 +195,25 @@ TEST_F(Sched, ClassDecidesTheWeakestTier) {
   ASSERT_EQ(other.status, 201);
   for (const auto& g : other.body["placement"]["gpus"])
     EXPECT_NE(g["node"], node.body["placement"]["nodes"][0]) << other.raw;
+}
+
+// A request over a hard limit can never be placed by waiting: refused at once, naming the level
+// and the limit, and a dry run says the same; under the limit it waits as before.
+TEST_F(Sched, ARequestOverAHardLimitIsRefusedAtOnceNotQueued) {
+  auto t = tenant("acme", "standard", gpus(4, 4));
+  for (const std::string query : {"", "?dry_run=true"}) {
+    auto r = allocate(t, {{"offering", "h200-1x"}, {"count", 9}}, query);
+    EXPECT_TRUE(IsProblem(r, 409, "quota_exceeded")) << query << ": " << r.raw;
+    const std::string detail = r.body.value("detail", "");
+    EXPECT_NE(detail.find("tenant level"), std::string::npos) << detail;
+    EXPECT_NE(detail.find("limit of 4"), std::string::npos) << detail;
+  }
+  auto list = s.request("GET", t.base() + "/allocations", nullptr, t.info.admin_token);
+  EXPECT_EQ(list.body["items"].size(), 0u) << "nothing was queued";
+  ASSERT_EQ(allocate(t, {{"offering", "h200-1x"}, {"count", 3}}).body["state"], "placed");
+  auto waits = allocate(t, {{"offering", "h200-1x"}, {"count", 2}});
+  ASSERT_EQ(waits.status, 201) << waits.raw;
+  EXPECT_EQ(waits.body["reason_code"], "quota_exceeded") << "2 fit once the 3 are released";
 }
 
 TEST_F(Sched, DryRunAnswersWithoutChangingAnything) {

@@ -642,6 +642,32 @@ TEST(Quota, PerProfileCapAndUnconfiguredTenant) {
   EXPECT_THAT(none.error().message, HasSubstr("tenant nobody has no quota for H200"));
 }
 
+// A charge over a hard limit never fits, whatever is held; one within every limit may, later.
+TEST(Quota, OverAHardLimitIsNamedAsNeverFitting) {
+  QuotaTree q;
+  q.set_platform("H200", gpu_units(16));
+  q.set_tenant("a", "H200", {.nominal = gpu_units(2), .limit = gpu_units(4)});
+  q.set_project("a", "p", "H200", {.nominal = gpu_units(1), .limit = gpu_units(3)});
+  q.set_profile_cap("a", "H200", "1g.18gb", 2);
+  q.charge({"a", "p", "H200", gpu_units(3)});
+  EXPECT_FALSE(q.over_hard_limit({"a", "p", "H200", gpu_units(3)})) << "fits once 3 are freed";
+  EXPECT_FALSE(q.over_hard_limit({"a", "q", "H200", gpu_units(4)}));
+  auto over = [&](const QuotaCharge& c) {
+    std::optional<Error> e = q.over_hard_limit(c);
+    if (!e) {
+      ADD_FAILURE() << "no hard limit named for " << c.tenant << "/" << c.project;
+      return std::string();
+    }
+    EXPECT_EQ(e->code, ErrorCode::kQuotaExceeded);
+    return e->message;
+  };
+  EXPECT_THAT(over({"a", "p", "H200", gpu_units(4)}), HasSubstr("project level"));
+  EXPECT_THAT(over({"a", "q", "H200", gpu_units(5)}), HasSubstr("tenant level"));
+  EXPECT_THAT(over({"a", "q", "H200", gpu_units(5)}), HasSubstr("limit of 4"));
+  EXPECT_THAT(over({"b", "q", "H200", gpu_units(17)}), HasSubstr("platform level"));
+  EXPECT_THAT(over({"a", "q", "H200", mig_units(3), "1g.18gb", 3}), HasSubstr("may hold 2"));
+}
+
 // ---- quota: the exact boundary, in mixed units ----
 
 // Units are exact: 7000 per GPU, 1000 per MIG compute slice, 7 per milli of a share, so a
