@@ -1,6 +1,7 @@
 // Billing: rate cards, published as immutable versions (the pricing itself is gp_billing).
 #include <fmt/format.h>
 
+#include "alloc/alloc.h"
 #include "api/router.h"
 #include "billing/billing.h"
 
@@ -36,6 +37,16 @@ Result<Mutation> create_rate_card(Api& api, Call& call, store::Tx& tx) {
   Json reply = stored;
   reply["created_by"] = call.who.id;
   reply["created_at"] = format_rfc3339(from_unix_micros(now));
+  // A price for an offering that does not exist is kept (the offering may come next) but said:
+  // until then it prices nothing.
+  Json warnings = Json::array();
+  for (const auto& p : card.prices)
+    if (!p.offering.empty() && !GP_TRY(alloc::find_offering(tx, p.offering)))
+      warnings.push_back(fmt::format(
+          "offering '{}' does not exist: its price applies to nothing until an offering of that "
+          "name is created",
+          p.offering));
+  if (!warnings.empty()) reply["warnings"] = warnings;
   Mutation m;
   m.reply = json_reply(201, reply, card.version);
   m.resource = fmt::format("/v1/rate-cards/{}", card.id);

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <map>
 #include <set>
 
 #include "api/router.h"
@@ -36,10 +38,19 @@ std::string budget_path(const std::string& tenant_id, const std::string& project
                      project_id.empty() ? std::string(kTenantWide) : project_id);
 }
 
-Json budget_json(const billing::StoredBudget& s, const Result<billing::Spend>& spend) {
+// The budget's project by name, for people (null: the whole tenant).
+Result<Json> project_name(Call& call, store::Tx& tx, const std::string& project_id) {
+  if (project_id.empty()) return Json(nullptr);
+  auto p = GP_TRY(tenancy::find_project(tx, call.tenant_scope(), project_id));
+  return p ? Json(p->name) : Json(nullptr);
+}
+
+Result<Json> budget_json(Call& call, store::Tx& tx, const billing::StoredBudget& s,
+                         const Result<billing::Spend>& spend) {
   const billing::Budget& b = s.budget;
   Json j = {{"tenant_id", b.tenant},
             {"project_id", b.project.empty() ? Json(nullptr) : Json(b.project)},
+            {"project", GP_TRY(project_name(call, tx, b.project))},
             {"amount_micros", b.amount_micros},
             {"thresholds_bps", b.thresholds_bps},
             {"hard_stop", b.hard_stop},
@@ -88,7 +99,7 @@ Result<Reply> list_budgets(Api& api, Call& call, store::Tx& tx) {
   Json items = Json::array();
   if (!budgets.empty()) {
     const auto spend = billing::month_to_date_spend(tx, call.tenant->id, api.world().now());
-    for (const auto& b : budgets) items.push_back(budget_json(b, spend));
+    for (const auto& b : budgets) items.push_back(GP_TRY(budget_json(call, tx, b, spend)));
   }
   return json_reply(200, {{"items", items}, {"next", next}});
 }
@@ -97,7 +108,7 @@ Result<Reply> get_budget(Api& api, Call& call, store::Tx& tx) {
   const std::string project = GP_TRY(budget_project(call, tx));
   auto b = GP_TRY(found(billing::find_budget(tx, call.tenant->id, project), "budget"));
   const auto spend = billing::month_to_date_spend(tx, call.tenant->id, api.world().now());
-  return json_reply(200, budget_json(b, spend), b.version);
+  return json_reply(200, GP_TRY(budget_json(call, tx, b, spend)), b.version);
 }
 
 Result<Mutation> put_budget(Api& api, Call& call, store::Tx& tx) {
@@ -118,7 +129,8 @@ Result<Mutation> put_budget(Api& api, Call& call, store::Tx& tx) {
     }
   }
   Mutation m;
-  m.reply = json_reply(current ? 200 : 201, budget_json(saved, spend), saved.version);
+  m.reply =
+      json_reply(current ? 200 : 201, GP_TRY(budget_json(call, tx, saved, spend)), saved.version);
   m.resource = budget_path(call.tenant->id, project);
   m.detail = {{"amount_micros", b.amount_micros},
               {"thresholds_bps", b.thresholds_bps},
@@ -155,9 +167,44 @@ Result<Reply> list_alerts(Api& api, Call& call, store::Tx& tx) {
     rows.resize(size_t(page.limit));
     next = std::to_string(rows.back().id);
   }
+  // Each alert's amounts are in the currency of the card that priced its month (null when that
+  // month has no card in force any more).
+  const auto account = GP_TRY(billing::load_account(tx, call.tenant->id));
+  std::map<std::string, Json> currency_of, name_of;
   Json items = Json::array();
-  for (const auto& a : rows) items.push_back(a.to_json());
+  for (const auto& a : rows) {
+    Json item = a.to_json();
+    if (!name_of.contains(a.project_id))
+      name_of[a.project_id] = GP_TRY(project_name(call, tx, a.project_id));
+    item["project"] = name_of[a.project_id];
+    auto [it, fresh] = currency_of.try_emplace(a.period, nullptr);
+    int year = 0, month = 0;
+    if (fresh && std::sscanf(a.period.c_str(), "%4d-%2d", &year, &month) == 2)
+      if (auto period = billing::month_period(year, month))
+        if (auto card = billing::rate_card_for_period(tx, account.rate_card_id, *period))
+          it->second = card->currency;
+    item["currency"] = it->second;
+    items.push_back(std::move(item));
+  }
   return json_reply(200, {{"items", items}, {"next", next}});
+}
+
+// The budget as its messages name it: the tenant's and the project's names, not their ids.
+Result<billing::Budget> named(store::Tx& tx, billing::Budget b) {
+  if (auto t = GP_TRY(tenancy::find_tenant(tx, b.tenant))) {
+    if (!b.project.empty())
+      if (auto p = GP_TRY(tenancy::find_project(tx, tenancy::TenantScope(t->id), b.project)))
+        b.project = p->name;
+    b.tenant = t->name;
+  }
+  return b;
+}
+
+// "tenant 'acme'" or "project 'acme/ml'", by name.
+Result<std::string> scope_text(store::Tx& tx, const billing::Budget& b) {
+  const billing::Budget n = GP_TRY(named(tx, b));
+  return n.project.empty() ? fmt::format("tenant '{}'", n.tenant)
+                           : fmt::format("project '{}/{}'", n.tenant, n.project);
 }
 
 }  // namespace
@@ -177,13 +224,13 @@ Result<std::optional<BudgetGate>> budget_precheck(Api& api, store::Tx& tx,
   for (const auto& b : stops) {
     const billing::Micros spent = billing::spend_of(*spend, b);
     if (spent < b.amount_micros) continue;
-    const std::string scope = b.project.empty() ? fmt::format("tenant '{}'", b.tenant)
-                                                : fmt::format("project '{}'", b.project);
+    const std::string scope = GP_TRY(scope_text(tx, b));
     return fail(ErrorCode::kBudgetExceeded,
-                fmt::format("the budget of {} {} for {} is spent: {} spent in {} (hard stop); "
+                fmt::format("the budget of {} for {} is spent: {} spent in {} (hard stop); "
                             "nothing new can be allocated until the next period or a larger budget",
-                            billing::format_micros(b.amount_micros), spend->currency, scope,
-                            billing::format_micros(spent), billing::period_label(spend->period)));
+                            billing::format_money(b.amount_micros, spend->currency), scope,
+                            billing::format_money(spent, spend->currency),
+                            billing::period_label(spend->period)));
   }
   return std::optional<BudgetGate>(BudgetGate{std::move(stops), std::move(*spend)});
 }
@@ -219,7 +266,7 @@ Result<void> budget_admit(Api& api, store::Tx& tx, const BudgetGate& gate,
   for (const auto& b : gate.stops) {
     const billing::Micros before = billing::spend_of(gate.spend, b);
     const billing::Micros cost = std::max<billing::Micros>(0, billing::spend_of(*with, b) - before);
-    auto d = GP_TRY(billing::evaluate_budget(b, before, cost));
+    auto d = GP_TRY(billing::evaluate_budget(GP_TRY(named(tx, b)), before, cost, with->currency));
     if (d.refused)
       return fail(ErrorCode::kBudgetExceeded,
                   fmt::format("{}; priced as {} of {} {} from now", d.reason,
@@ -291,10 +338,11 @@ Result<int> Api::billing_sweep() {
               b.budget.project.empty() ? std::nullopt : std::optional(b.budget.project);
           const int ended = GP_TRY(allocs().end_work(
               tx, world(), b.budget.tenant, project, "budget_exhausted",
-              fmt::format("the budget of {} {} for {} is spent ({} spent in {}, hard stop)",
-                          billing::format_micros(b.budget.amount_micros), r.spend.currency,
-                          project ? "project " + *project : "the tenant",
-                          billing::format_micros(spent), billing::period_label(r.spend.period))));
+              fmt::format("the budget of {} for {} is spent ({} spent in {}, hard stop)",
+                          billing::format_money(b.budget.amount_micros, r.spend.currency),
+                          GP_TRY(scope_text(tx, b.budget)),
+                          billing::format_money(spent, r.spend.currency),
+                          billing::period_label(r.spend.period))));
           if (ended > 0) {
             audit::Entry e{
                 "billing-sweep",

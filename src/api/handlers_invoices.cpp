@@ -25,9 +25,19 @@ Result<std::vector<billing::OfferingCredit>> tenant_sla_credits(Api& api, store:
   return std::move(mine->second);
 }
 
-Result<Reply> get_account(Api&, Call& call, store::Tx& tx) {
+Result<Reply> get_account(Api& api, Call& call, store::Tx& tx) {
   auto a = GP_TRY(billing::load_account(tx, call.tenant->id));
-  return json_reply(200, a.to_json(), a.version);
+  Json body = a.to_json();
+  // Said where the operator looks: a tenant whose card has no version in force this month
+  // cannot be invoiced (a tenant without an account uses the card `default`).
+  auto card = billing::rate_card_for_period(tx, a.rate_card_id,
+                                            billing::month_containing(api.world().now()));
+  if (!card && card.error().code != ErrorCode::kNotFound &&
+      card.error().code != ErrorCode::kInvalidArgument && card.error().code != ErrorCode::kConflict)
+    return fail(card.error());
+  body["rate_card_in_force"] = card.has_value();
+  if (!card) body["warning"] = card.error().message + ": this tenant's usage cannot be invoiced";
+  return json_reply(200, std::move(body), a.version);
 }
 
 Result<Mutation> put_account(Api& api, Call& call, store::Tx& tx) {

@@ -144,6 +144,7 @@ UsageClass usage_class_of(const UsageRecord& r);
 // tier's unit price. Amount = round_half_even(quantity x unit price x (1 - discount)).
 struct LineItem {
   std::string project;
+  std::string project_name;  // the project as people know it ("" when unknown)
   std::string resource_key;
   std::string offering;
   std::string price_key;  // which card price rated it (resource key or "offering:<name>")
@@ -183,6 +184,18 @@ struct TenantAccount {
   Micros prepaid_credit_micros = 0;  // prepaid balance available to this invoice
 };
 
+// Who an invoice is addressed to: as the account stood when a draft was rated, and as it stood
+// when the invoice was issued (finalized), from then on fixed.
+struct BillTo {
+  std::string name;        // the tenant's name
+  std::string legal_name;  // the billing account's legal name ("" when not set)
+  std::string address;     // the billing address, lines separated by '\n' ("" when not set)
+};
+
+// What a person reads a line as: "H200 GPU, on-demand, project ml, offering h200-1x";
+// "H200 MIG 3g.71gb instance", "H200 GPU share", a tier named when the price has tiers.
+std::string line_description(const LineItem& li);
+
 enum class InvoiceState { kDraft, kFinalized, kVoid };
 std::string_view invoice_state_name(InvoiceState s);
 
@@ -195,9 +208,13 @@ struct Invoice {
   int64_t rate_card_version = 0;
   InvoiceState state = InvoiceState::kDraft;
   int revision = 1;
-  std::string supersedes;  // id of the voided invoice this one re-issues
-  std::optional<int64_t> finalized_at_us;
+  std::string supersedes;                  // id of the voided invoice this one re-issues
+  std::optional<int64_t> finalized_at_us;  // the issue date
   std::optional<int64_t> voided_at_us;
+  BillTo bill_to;
+  std::string number;                // assigned when issued: "INV-000042", in issue order
+  int32_t payment_terms_days = 30;   // net days: due this long after the issue date
+  std::optional<int64_t> due_at_us;  // set when issued
   std::string void_reason;
   size_t usage_records = 0;  // record pieces rated (after clipping)
 
@@ -273,8 +290,9 @@ Result<Budget> parse_budget(const Json& j);
 // Given the spend so far in the period and the cost of a proposed allocation (0 to evaluate
 // spend already made), says which thresholds the proposal newly reaches (spend >= amount x
 // threshold, compared exactly) and, with a hard stop, refuses a proposal that would take the
-// spend above the amount. A refused proposal crosses nothing.
-Result<BudgetDecision> evaluate_budget(const Budget& b, Micros spent_micros,
-                                       Micros proposed_micros);
+// spend above the amount. A refused proposal crosses nothing. `currency` is the rate card's,
+// for the reason's amounts.
+Result<BudgetDecision> evaluate_budget(const Budget& b, Micros spent_micros, Micros proposed_micros,
+                                       std::string_view currency);
 
 }  // namespace gp::billing

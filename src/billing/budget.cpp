@@ -55,8 +55,8 @@ Result<Budget> parse_budget(const Json& j) {
   return b;
 }
 
-Result<BudgetDecision> evaluate_budget(const Budget& b, Micros spent_micros,
-                                       Micros proposed_micros) {
+Result<BudgetDecision> evaluate_budget(const Budget& b, Micros spent_micros, Micros proposed_micros,
+                                       std::string_view currency) {
   GP_TRY_VOID(validate_budget(b));
   if (spent_micros < 0 || proposed_micros < 0) {
     return fail(Error::invalid("budget evaluation: spend and proposed cost must not be negative"));
@@ -71,8 +71,8 @@ Result<BudgetDecision> evaluate_budget(const Budget& b, Micros spent_micros,
     d.reason = fmt::format(
         "the budget of {} for {} would be exceeded: {} spent this period, this request would "
         "add {} (hard stop)",
-        format_micros(b.amount_micros), scope, format_micros(spent_micros),
-        format_micros(proposed_micros));
+        format_money(b.amount_micros, currency), scope, format_money(spent_micros, currency),
+        format_money(proposed_micros, currency));
     return d;
   }
   for (int32_t t : b.thresholds_bps) {

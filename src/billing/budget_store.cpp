@@ -122,8 +122,13 @@ Result<Spend> month_to_date_spend(store::Tx& tx, const std::string& tenant_id, i
   s.period = month_containing(now);
   const Account account = GP_TRY(load_account(tx, tenant_id));
   auto usage = GP_TRY(load_usage_records(tx, tenant_id, s.period, now));
-  if (usage.empty() && extra.empty()) return s;  // nothing to price: no card needed
-  const RateCard card = GP_TRY(rate_card_for_period(tx, account.rate_card_id, s.period));
+  auto card_in_force = rate_card_for_period(tx, account.rate_card_id, s.period);
+  if (usage.empty() && extra.empty()) {
+    // Nothing to price, so no card is needed; its currency, when there is one, names the zero.
+    if (card_in_force) s.currency = card_in_force->currency;
+    return s;
+  }
+  const RateCard card = GP_TRY(std::move(card_in_force));
   usage.insert(usage.end(), extra.begin(), extra.end());
   const Invoice inv = GP_TRY(compute_invoice(card, account.terms(), s.period, usage));
   s.currency = inv.currency;
@@ -170,7 +175,7 @@ Result<std::vector<AlertRecord>> record_budget_alerts(store::Tx& tx, const Budge
   // Every threshold the spend has reached: the crossings from nothing spent to `spend`.
   Budget alerts_only = b;
   alerts_only.hard_stop = false;
-  const BudgetDecision d = GP_TRY(evaluate_budget(alerts_only, 0, spend_micros));
+  const BudgetDecision d = GP_TRY(evaluate_budget(alerts_only, 0, spend_micros, ""));
   const std::string label = period_label(period);
   for (const auto& c : d.crossed) {
     const int64_t changed = GP_TRY(tx.exec(

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "metering/metering.h"
 #include "sla/standing.h"
+#include "tenancy/tenancy.h"
 
 namespace gp::billing {
 
@@ -21,6 +22,9 @@ Json Account::to_json() const {
             {"rate_card", rate_card_id},
             {"tax_bps", tax_bps},
             {"prepaid_credit_micros", prepaid_credit_micros},
+            {"legal_name", legal_name},
+            {"billing_address", billing_address},
+            {"payment_terms_days", payment_terms_days},
             {"stored", version > 0}};
   if (version > 0) {
     j["updated_by"] = updated_by;
@@ -34,8 +38,8 @@ Result<Account> load_account(store::Tx& tx, const std::string& tenant_id) {
   Account a;
   a.tenant_id = tenant_id;
   auto row = GP_TRY(tx.query_one(
-      "SELECT rate_card_id, tax_bps, prepaid_credit_micros, updated_by, updated_at, version FROM "
-      "billing_accounts WHERE tenant_id = ?",
+      "SELECT rate_card_id, tax_bps, prepaid_credit_micros, updated_by, updated_at, version, "
+      "legal_name, billing_address, payment_terms_days FROM billing_accounts WHERE tenant_id = ?",
       {tenant_id}));
   if (!row) return a;
   a.rate_card_id = row->text(0);
@@ -44,6 +48,9 @@ Result<Account> load_account(store::Tx& tx, const std::string& tenant_id) {
   a.updated_by = row->text(3);
   a.updated_at = row->integer(4);
   a.version = row->integer(5);
+  a.legal_name = row->text(6);
+  a.billing_address = row->text(7);
+  a.payment_terms_days = int32_t(row->integer(8));
   return a;
 }
 
@@ -52,7 +59,13 @@ Result<Account> apply_account_update(Account current, const Json& body) {
   auto card = rd.optional_string("rate_card", 63);
   auto tax = rd.optional_integer("tax_bps", 0, kBasisPoints);
   auto prepaid = rd.optional_integer("prepaid_credit_micros", 0, INT64_MAX);
+  auto legal = rd.optional_string("legal_name", 200);
+  auto address = rd.optional_string("billing_address", 1000);
+  auto terms = rd.optional_integer("payment_terms_days", 0, 365);
   GP_TRY_VOID(rd.finish());
+  if (legal) current.legal_name = *legal;
+  if (address) current.billing_address = *address;
+  if (terms) current.payment_terms_days = int32_t(*terms);
   if (card) {
     if (card->empty()) return fail(Error::invalid("field 'rate_card': must not be empty"));
     current.rate_card_id = *card;
@@ -68,12 +81,14 @@ Result<Account> save_account(store::Tx& tx, Account a, const std::string& who, i
   a.version += 1;
   GP_TRY(tx.exec(
       "INSERT INTO billing_accounts (tenant_id, rate_card_id, tax_bps, prepaid_credit_micros, "
-      "updated_by, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO "
-      "UPDATE SET rate_card_id = excluded.rate_card_id, tax_bps = excluded.tax_bps, "
-      "prepaid_credit_micros = excluded.prepaid_credit_micros, updated_by = excluded.updated_by, "
-      "updated_at = excluded.updated_at, version = excluded.version",
-      {a.tenant_id, a.rate_card_id, int64_t(a.tax_bps), a.prepaid_credit_micros, a.updated_by,
-       a.updated_at, a.version}));
+      "legal_name, billing_address, payment_terms_days, updated_by, updated_at, version) VALUES "
+      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE SET rate_card_id = "
+      "excluded.rate_card_id, tax_bps = excluded.tax_bps, prepaid_credit_micros = "
+      "excluded.prepaid_credit_micros, legal_name = excluded.legal_name, billing_address = "
+      "excluded.billing_address, payment_terms_days = excluded.payment_terms_days, updated_by = "
+      "excluded.updated_by, updated_at = excluded.updated_at, version = excluded.version",
+      {a.tenant_id, a.rate_card_id, int64_t(a.tax_bps), a.prepaid_credit_micros, a.legal_name,
+       a.billing_address, int64_t(a.payment_terms_days), a.updated_by, a.updated_at, a.version}));
   return a;
 }
 
@@ -163,12 +178,37 @@ Result<CreditsByTenant> load_sla_credits(store::Tx& tx, const std::string& tenan
   return out;
 }
 
+namespace {
+
+// Who `inv` is addressed to and its terms, from the tenant's account as it stands; its
+// projects by name.
+Result<void> address_invoice(store::Tx& tx, const Account& account, Invoice& inv) {
+  inv.bill_to.legal_name = account.legal_name;
+  inv.bill_to.address = account.billing_address;
+  inv.payment_terms_days = account.payment_terms_days;
+  if (auto t = GP_TRY(tenancy::find_tenant(tx, inv.tenant))) inv.bill_to.name = t->name;
+  std::map<std::string, std::string> names;
+  const tenancy::TenantScope scope(inv.tenant);
+  for (auto& li : inv.lines) {
+    if (!names.contains(li.project)) {
+      auto p = GP_TRY(tenancy::find_project(tx, scope, li.project));
+      names[li.project] = p ? p->name : "";
+    }
+    li.project_name = names[li.project];
+  }
+  return ok();
+}
+
+}  // namespace
+
 Result<Invoice> rate_tenant(store::Tx& tx, const std::string& tenant_id, const Period& period,
                             int64_t now, std::span<const OfferingCredit> sla_credits) {
   const Account account = GP_TRY(load_account(tx, tenant_id));
   const RateCard card = GP_TRY(rate_card_for_period(tx, account.rate_card_id, period));
   const auto usage = GP_TRY(load_usage_records(tx, tenant_id, period, now));
-  return compute_invoice(card, account.terms(), period, usage, sla_credits);
+  Invoice inv = GP_TRY(compute_invoice(card, account.terms(), period, usage, sla_credits));
+  GP_TRY_VOID(address_invoice(tx, account, inv));
+  return inv;
 }
 
 }  // namespace gp::billing
@@ -231,6 +271,7 @@ Result<Invoice> invoice_from_json(const Json& j) {
     for (const auto& l : j.at("lines")) {
       LineItem li;
       li.project = l.at("project").get<std::string>();
+      li.project_name = l.value("project_name", "");
       li.resource_key = l.at("resource_key").get<std::string>();
       li.offering = l.value("offering", "");
       li.price_key = l.at("price_key").get<std::string>();
@@ -261,6 +302,12 @@ Result<Invoice> invoice_from_json(const Json& j) {
     inv.prepaid_carried_micros = j.at("prepaid_carried_micros").get<int64_t>();
     inv.total_micros = j.at("total_micros").get<int64_t>();
     inv.supersedes = j.value("supersedes", "");
+    // Invoices stored before parties and numbers were kept have none.
+    if (const Json& b = j.value("bill_to", Json::object()); b.is_object())
+      inv.bill_to = {b.value("name", ""), b.value("legal_name", ""), b.value("address", "")};
+    inv.number = j.value("number", Json(nullptr)).is_string() ? j["number"].get<std::string>() : "";
+    inv.payment_terms_days = j.value("payment_terms_days", 30);
+    if (j.contains("due_at")) inv.due_at_us = GP_TRY(time_of(j["due_at"]));
     return inv;
   } catch (const std::exception& e) {
     return fail(Error::internal(fmt::format("stored invoice is unreadable: {}", e.what())));
@@ -308,12 +355,13 @@ Result<void> update_invoice(store::Tx& tx, const StoredInvoice& s) {
   auto n = GP_TRY(tx.exec(
       "UPDATE invoices SET state = ?, rate_card_id = ?, rate_card_version = ?, invoice = ?, "
       "total_micros = ?, currency = ?, computed_at = ?, finalized_at = ?, voided_at = ?, "
-      "void_reason = ?, version = ? WHERE id = ? AND version = ?",
+      "void_reason = ?, number = ?, version = ? WHERE id = ? AND version = ?",
       {std::string(invoice_state_name(inv.state)), inv.rate_card_id, inv.rate_card_version,
        invoice_to_json(inv).dump(), inv.total_micros, inv.currency, s.computed_at,
        store::opt(inv.finalized_at_us), store::opt(inv.voided_at_us),
        inv.void_reason.empty() ? store::Value(store::Null{}) : store::Value(inv.void_reason),
-       s.version, s.id, s.version - 1}));
+       inv.number.empty() ? store::Value(store::Null{}) : store::Value(inv.number), s.version, s.id,
+       s.version - 1}));
   if (n != 1) return fail(Error::conflict(fmt::format("invoice {} changed meanwhile", s.id)));
   return ok();
 }
@@ -446,7 +494,9 @@ Json StoredInvoice::summary_json() const {
             {"subtotal_micros", invoice.subtotal_micros},
             {"total_micros", invoice.total_micros},
             {"total", format_micros(invoice.total_micros)},
-            {"computed_at", time_text(computed_at)}};
+            {"computed_at", time_text(computed_at)},
+            {"number", invoice.number.empty() ? Json(nullptr) : Json(invoice.number)},
+            {"tenant_name", invoice.bill_to.name}};
   if (!supersedes_id.empty()) j["supersedes"] = supersedes_id;
   return j;
 }
@@ -588,6 +638,11 @@ Result<StoredInvoice> finalize_stored(store::Tx& tx, const std::string& tenant_i
   finalized.prepaid_carried_micros =
       account.prepaid_credit_micros - finalized.prepaid_applied_micros;
   finalized.total_micros = due - finalized.prepaid_applied_micros;
+  // Issued to the account as it is now, with the next number, due after its terms.
+  GP_TRY_VOID(address_invoice(tx, account, finalized));
+  auto issued = GP_TRY(tx.query_one("SELECT COUNT(*) FROM invoices WHERE number IS NOT NULL"));
+  finalized.number = fmt::format("INV-{:06}", issued->integer(0) + 1);
+  finalized.due_at_us = now + int64_t(account.payment_terms_days) * 24 * kUsPerHour;
   GP_TRY_VOID(finalize_invoice(finalized, now));  // conflict unless a draft
   inv = std::move(finalized);
   s.version += 1;
@@ -672,6 +727,10 @@ Result<Verification> verify_invoice(store::Tx& tx, const std::string& tenant_id,
   cmp("prepaid_applied_micros", inv.prepaid_applied_micros, v.recomputed.prepaid_applied_micros);
   cmp("total_micros", inv.total_micros, v.recomputed.total_micros);
   cmp("usage_records", int64_t(inv.usage_records), int64_t(v.recomputed.usage_records));
+  // Names are how the invoice reads, not what it charges: the stored ones stand.
+  std::map<std::string, std::string> names;
+  for (const auto& li : inv.lines) names[li.project] = li.project_name;
+  for (auto& li : v.recomputed.lines) li.project_name = names[li.project];
   const Json a = invoice_to_json(inv), b = invoice_to_json(v.recomputed);
   if (a["lines"] != b["lines"]) v.differences.push_back("lines differ");
   if (a["sla_credits"] != b["sla_credits"]) v.differences.push_back("SLA credit lines differ");
@@ -766,6 +825,7 @@ Result<RunReport> run_period(store::Tx& tx, World world, const Period& period,
       return fail(
           Error{inv.error().code, fmt::format("tenant '{}': {}", tenant, inv.error().message)});
     }
+    GP_TRY_VOID(address_invoice(tx, account, *inv));
     std::optional<StoredInvoice> before;
     if (prior != latest.end()) before = prior->second;
     report.drafts.push_back(

@@ -24,6 +24,11 @@ struct Account {
   std::string rate_card_id = std::string(kDefaultRateCard);
   int32_t tax_bps = 0;
   Micros prepaid_credit_micros = 0;  // balance left for the next invoices
+  // Printed on the tenant's invoices: the legal name and billing address invoices are addressed
+  // to, and the payment terms (net days from the issue date to the due date).
+  std::string legal_name;
+  std::string billing_address;
+  int32_t payment_terms_days = 30;
   std::string updated_by;
   int64_t updated_at = 0;
   int64_t version = 0;  // 0: never stored (the defaults above)

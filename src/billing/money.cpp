@@ -61,6 +61,13 @@ std::string format_micros(Micros m) {
   return fmt::format("{}{}.{:06}", negative ? "-" : "", mag / 1'000'000, mag % 1'000'000);
 }
 
+std::string format_money(Micros m, std::string_view currency) {
+  std::string text = format_micros(m);
+  const size_t keep = text.find('.') + 3;  // two decimals at least
+  while (text.size() > keep && text.back() == '0') text.pop_back();
+  return fmt::format("{} {}", text, currency);
+}
+
 std::string format_micros_display(Micros m, int decimals) {
   if (decimals < 0) decimals = 0;
   if (decimals > 6) decimals = 6;

@@ -46,8 +46,20 @@ void add_ratecard(CLI::App& app, ClientConfig& c, int* rc) {
     auto body = read_json(*file);
     std::optional<Json> r;
     if (body) r = call(c, "POST", "/v1/rate-cards", *body);
-    if (r) print(c, *r, {});
-    if (!r) *rc = 1;
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    if (c.output == "json") {
+      print(c, *r, {});
+      return;
+    }
+    std::cout << fmt::format("rate card {} version {} published ({}, effective {}, {} prices)\n",
+                             r->value("id", ""), cell(r->value("version", Json(nullptr))),
+                             r->value("currency", ""), r->value("effective_from", ""),
+                             r->value("prices", Json::array()).size());
+    for (const auto& w : r->value("warnings", Json::array()))
+      std::cerr << "warning: " << w.get<std::string>() << "\n";
   });
   auto* list = rcmd->add_subcommand("list", "The latest version of every rate card");
   list->callback([&c, rc] {
@@ -199,11 +211,36 @@ const std::vector<std::pair<std::string, std::string>> kInvoiceTotals = {
     {"prepaid applied", "prepaid_applied_micros"},
     {"total", "total_micros"}};
 
-// An invoice as key/value lines, its line items as a table, then the totals.
+// Money as the CLI shows it: with the currency when the answer names one.
+std::string money_in(const Json& micros, const Json& currency) {
+  if (!micros.is_number_integer()) return cell(micros);
+  std::string text = billing::format_money(micros.get<int64_t>(),
+                                           currency.is_string() ? currency.get<std::string>() : "");
+  while (text.back() == ' ') text.pop_back();
+  return text;
+}
+
+// An invoice as a person reads one: number, who it is for, dates, then its lines described and
+// the totals in its currency.
 void print_invoice(const Json& j) {
-  std::cout << fmt::format("invoice   {} ({})\n", j.value("id", ""), j.value("label", ""));
+  const Json currency = j.value("currency", Json(nullptr));
+  const Json number = j.value("number", Json(nullptr));
+  std::cout << fmt::format(
+      "invoice   {} ({}{})\n", number.is_string() ? number.get<std::string>() : "not issued yet",
+      j.value("id", ""), j.contains("label") ? ", " + j.value("label", "") : std::string());
+  const Json bill_to = j.value("bill_to", Json::object());
+  std::string name = bill_to.value("name", "");
+  if (name.empty()) name = j.value("tenant", "");
+  const std::string legal = bill_to.value("legal_name", "");
+  std::cout << fmt::format("bill to   {}\n", legal.empty() ? name : legal + " (" + name + ")");
+  std::istringstream address(bill_to.value("address", ""));
+  for (std::string line; std::getline(address, line);) std::cout << "          " << line << "\n";
   std::cout << fmt::format("state     {} (revision {})\n", j.value("state", ""),
                            cell(j.value("revision", Json(nullptr))));
+  if (j.contains("finalized_at"))
+    std::cout << fmt::format(
+        "issued    {}   due {} (net {} days)\n", j.value("finalized_at", "").substr(0, 10),
+        j.value("due_at", "-").substr(0, 10), cell(j.value("payment_terms_days", Json(nullptr))));
   std::cout << fmt::format("period    {} .. {}\n", j["period"].value("start", ""),
                            j["period"].value("end", ""));
   std::cout << fmt::format("rate card {} v{}   currency {}\n", j["rate_card"].value("id", ""),
@@ -216,22 +253,22 @@ void print_invoice(const Json& j) {
     std::cout << fmt::format("void      {}\n", j.value("void_reason", ""));
   std::vector<Json> rows;
   for (const auto& l : j["lines"]) {
-    Json row = l;
-    row["unit_price"] = money(l["unit_price_micros"]);
-    row["discount"] = money(l["discount_micros"]);
-    row["amount"] = money(l["amount_micros"]);
-    rows.push_back(std::move(row));
+    rows.push_back({{"description", l.value("description", l.value("resource_key", ""))},
+                    {"unit-hours", l["quantity_unit_hours"]},
+                    {"unit price", money(l["unit_price_micros"])},
+                    {"discount", money(l["discount_micros"])},
+                    {"amount", money(l["amount_micros"])}});
   }
   std::cout << "\n";
   if (rows.empty()) {
     std::cout << "(no usage in this period)\n";
   } else {
-    print_table(rows, {"project", "resource_key", "offering", "class", "tier",
-                       "quantity_unit_hours", "unit_price", "discount", "amount"});
+    print_table(rows, {"description", "unit-hours", "unit price", "discount", "amount"});
   }
   std::cout << "\n";
   for (const auto& [label, key] : kInvoiceTotals)
-    std::cout << fmt::format("{:<16} {:>20}\n", label, money(j.value(key, Json(nullptr))));
+    std::cout << fmt::format("{:<16} {:>24}\n", label,
+                             money_in(j.value(key, Json(nullptr)), currency));
 }
 
 // A command's answer that is one invoice: JSON with --output json, else print_invoice.
@@ -257,8 +294,8 @@ Json period_body(const std::string& period, const std::string& start, const std:
   return b;
 }
 
-const std::vector<std::string> kSummaryCols = {"id",    "label", "state",   "revision",
-                                               "lines", "total", "currency"};
+const std::vector<std::string> kSummaryCols = {"number", "id",    "tenant_name", "period",
+                                               "state",  "lines", "total",       "currency"};
 
 struct InvoiceArgs {
   std::string tenant, id, period, start, end, state, format = "table", out, reason, after;
@@ -362,11 +399,13 @@ void add_invoice_api(CLI::App* inv, ClientConfig& c, int* rc) {
           "{} ({}): {}\n", r->value("id", ""), r->value("label", ""),
           r->value("matches", false) ? "matches raw usage" : "DIFFERS from raw usage");
       std::vector<Json> rows;
+      rows.reserve(kInvoiceTotals.size());
       const std::string currency = r->value("currency", "");
       for (const auto& [label, k] : kInvoiceTotals) {
-        rows.push_back({{"total", label + (currency.empty() ? "" : " (" + currency + ")")},
-                        {"stored", money((*r)["stored"].value(k, Json(nullptr)))},
-                        {"recomputed", money((*r)["recomputed"].value(k, Json(nullptr)))}});
+        rows.push_back(
+            {{"total", currency.empty() ? label : fmt::format("{} ({})", label, currency)},
+             {"stored", money((*r)["stored"].value(k, Json(nullptr)))},
+             {"recomputed", money((*r)["recomputed"].value(k, Json(nullptr)))}});
       }
       print_table(rows, {"total", "stored", "recomputed"});
       for (const auto& d : (*r)["differences"]) std::cout << "difference: " << cell(d) << "\n";
@@ -413,7 +452,20 @@ void add_billing_account(CLI::App& app, ClientConfig& c, int* rc) {
   field<int64_t>(set, body, "--tax-bps", "tax_bps", "Tax rate in basis points (0-10000)");
   field<int64_t>(set, body, "--prepaid-micros", "prepaid_credit_micros",
                  "Prepaid credit balance in micro-units (replaces the balance)");
+  field<std::string>(set, body, "--legal-name", "legal_name",
+                     "Legal name invoices are addressed to");
+  field<std::string>(set, body, "--address", "billing_address",
+                     "Billing address printed on invoices (\\n between lines)");
+  field<int64_t>(set, body, "--payment-terms", "payment_terms_days",
+                 "Days from an invoice's issue to its due date (default 30)");
   set->callback([&c, tenant, body, rc] {
+    // "\n" typed on a command line means a new line of the address.
+    if (body->contains("billing_address")) {
+      std::string address = (*body)["billing_address"];
+      for (size_t at = address.find("\\n"); at != std::string::npos; at = address.find("\\n", at))
+        address.replace(at, 2, "\n");
+      (*body)["billing_address"] = address;
+    }
     auto r = call(c, "PUT", "/v1/tenants/" + url_encode(*tenant) + "/billing-account", *body);
     if (r) print(c, *r, {});
     if (!r) *rc = 1;
@@ -470,9 +522,44 @@ std::string budget_target(const std::string& tenant, const std::string& project)
          (project.empty() || project == "-" ? std::string("-") : url_encode(project));
 }
 
-const std::vector<std::string> kBudgetCols = {"project_id", "amount_micros",  "spend_micros",
-                                              "percent",    "thresholds_bps", "hard_stop",
-                                              "period",     "currency",       "version"};
+// 5000 basis points read "50%", 1250 "12.5%".
+std::string percent_of_bps(const Json& bps) {
+  return bps.is_number() ? cell(Json(bps.get<double>() / 100.0)) + "%" : cell(bps);
+}
+
+std::string project_or_tenant(const Json& item) {
+  if (item.value("project", Json(nullptr)).is_string()) return item["project"];
+  const Json& id = item.value("project_id", Json(nullptr));
+  return id.is_string() && !id.get<std::string>().empty() ? id.get<std::string>()
+                                                          : "(whole tenant)";
+}
+
+// A budget as a person reads it: the CLI takes currency units and percent, so it shows them
+// (the API's micro-units and basis points stay in --output json).
+Json budget_view(const Json& b) {
+  const Json currency = b.value("currency", Json(nullptr));
+  Json thresholds = Json::array();
+  for (const auto& t : b.value("thresholds_bps", Json::array()))
+    thresholds.push_back(percent_of_bps(t));
+  Json v = {{"project", project_or_tenant(b)},
+            {"amount", money_in(b.value("amount_micros", Json(nullptr)), currency)},
+            {"spend", money_in(b.value("spend_micros", Json(nullptr)), currency)},
+            {"used", percent_of_bps(b.value("spent_bps", Json(nullptr)))},
+            {"thresholds", thresholds},
+            {"hard stop", b.value("hard_stop", false) ? "yes" : "no"},
+            {"period", b.value("period", Json(nullptr))},
+            {"version", b.value("version", Json(nullptr))}};
+  if (b.contains("spend_error")) v["spend"] = "cannot be rated: " + b.value("spend_error", "");
+  return v;
+}
+
+const std::vector<std::string> kBudgetCols = {"project",    "amount",    "spend",  "used",
+                                              "thresholds", "hard stop", "period", "version"};
+
+// One budget answer, as the output format asks.
+void print_budget(const ClientConfig& c, const Json& b) {
+  print(c, c.output == "json" ? b : budget_view(b), {});
+}
 
 struct BudgetArgs {
   std::string tenant, project, amount, thresholds;
@@ -521,7 +608,7 @@ void add_budget(CLI::App& app, ClientConfig& c, int* rc) {
       body["thresholds_bps"] = ts;
     }
     auto r = call(c, "PUT", budget_target(a->tenant, a->project), body);
-    if (r) print(c, *r, {});
+    if (r) print_budget(c, *r);
     if (!r) *rc = 1;
   });
 
@@ -529,7 +616,7 @@ void add_budget(CLI::App& app, ClientConfig& c, int* rc) {
   scope(get);
   get->callback([&c, a, rc] {
     auto r = call(c, "GET", budget_target(a->tenant, a->project));
-    if (r) print(c, *r, {});
+    if (r) print_budget(c, *r);
     if (!r) *rc = 1;
   });
 
@@ -537,8 +624,17 @@ void add_budget(CLI::App& app, ClientConfig& c, int* rc) {
   list->add_option("tenant", a->tenant, "Tenant id or name")->required();
   list->callback([&c, a, rc] {
     auto r = call(c, "GET", "/v1/tenants/" + url_encode(a->tenant) + "/budgets");
-    if (r) print(c, *r, kBudgetCols);
-    if (!r) *rc = 1;
+    if (!r) {
+      *rc = 1;
+      return;
+    }
+    if (c.output == "json") {
+      print(c, *r, {});
+      return;
+    }
+    std::vector<Json> rows;
+    for (const auto& b : (*r)["items"]) rows.push_back(budget_view(b));
+    print_table(rows, kBudgetCols);
   });
 
   auto* del = b->add_subcommand("delete", "Remove a budget (its alerts stay)");
@@ -573,8 +669,16 @@ void add_budget(CLI::App& app, ClientConfig& c, int* rc) {
       std::cout << Json{{"items", rows}}.dump(2) << "\n";
       return;
     }
-    print_table(rows, {"id", "project_id", "period", "threshold_bps", "threshold_micros",
-                       "spend_micros", "created_at"});
+    for (auto& row : rows) {
+      const Json currency = row.value("currency", Json(nullptr));
+      row = {{"period", row["period"]},
+             {"project", project_or_tenant(row)},
+             {"threshold", percent_of_bps(row["threshold_bps"])},
+             {"reached at", money_in(row["threshold_micros"], currency)},
+             {"spend", money_in(row["spend_micros"], currency)},
+             {"created_at", row["created_at"]}};
+    }
+    print_table(rows, {"period", "project", "threshold", "reached at", "spend", "created_at"});
   });
 }
 

@@ -831,6 +831,15 @@ ALTER TABLE gpu_plans ADD COLUMN status TEXT NOT NULL DEFAULT 'planned';
 ALTER TABLE gpu_plans ADD COLUMN detail TEXT NOT NULL DEFAULT '';
 ALTER TABLE gpu_plans ADD COLUMN reported_at BIGINT
 )SQL"},
+      // What an invoice is addressed to and when it is due; invoice numbers, unique, given in
+      // issue order.
+      {30, "invoice parties and numbers", R"SQL(
+ALTER TABLE billing_accounts ADD COLUMN legal_name TEXT NOT NULL DEFAULT '';
+ALTER TABLE billing_accounts ADD COLUMN billing_address TEXT NOT NULL DEFAULT '';
+ALTER TABLE billing_accounts ADD COLUMN payment_terms_days BIGINT NOT NULL DEFAULT 30;
+ALTER TABLE invoices ADD COLUMN number TEXT;
+CREATE UNIQUE INDEX invoices_number ON invoices (number)
+)SQL"},
   };
   return kMigrations;
 }

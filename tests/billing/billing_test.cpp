@@ -54,6 +54,10 @@ TEST(Money, FormatsExactly) {
   EXPECT_EQ(format_micros(1'234'500'000), "1234.500000");
   EXPECT_EQ(format_micros(-1), "-0.000001");
   EXPECT_EQ(format_micros(INT64_MIN), "-9223372036854.775808");
+  EXPECT_EQ(format_money(1'234'500'000, "USD"), "1234.50 USD");
+  EXPECT_EQ(format_money(45'319, "EUR"), "0.045319 EUR");
+  EXPECT_EQ(format_money(-1, "USD"), "-0.000001 USD");
+  EXPECT_EQ(format_money(0, "JPY"), "0.00 JPY");
   EXPECT_EQ(format_micros_display(1'234'565'000, 2), "1234.56");  // tie -> even cent
   EXPECT_EQ(format_micros_display(1'234'575'000, 2), "1234.58");
   EXPECT_TRUE(validate_currency("EUR").has_value());
@@ -497,36 +501,76 @@ TEST(Render, HtmlIsSelfContainedAndEscaped) {
   EXPECT_NE(html.find(">2.00<"), std::string::npos);
 }
 
+// An issued invoice carries what an invoice does: its number, issue and due dates, who it is
+// addressed to, and lines a customer understands.
+TEST(Render, AnIssuedInvoiceNamesItsPartiesNumberAndDates) {
+  auto card = card_with({flat("gpu/H200", 2 * kUsd)});
+  auto inv = rate(card, {record("acme", "prj_1", "gpu/H200", kNov2026, kNov2026 + kHour)});
+  ASSERT_EQ(inv.lines.size(), 1u);
+  inv.lines[0].project_name = "ml";
+  EXPECT_EQ(line_description(inv.lines[0]), "H200 GPU, on-demand, project ml");
+  std::string draft = invoice_to_html(inv);
+  EXPECT_NE(draft.find("<h1>Invoice (not issued): acme, 2026-11</h1>"), std::string::npos) << draft;
+  EXPECT_EQ(draft.find("Due date"), std::string::npos);
+
+  inv.bill_to = {.name = "acme", .legal_name = "Acme <Corp>", .address = "1 Main St\nSpringfield"};
+  inv.number = "INV-000007";
+  inv.state = InvoiceState::kFinalized;
+  inv.finalized_at_us = kDec2026;
+  inv.payment_terms_days = 30;
+  inv.due_at_us = kDec2026 + 30 * 24 * kHour;
+  std::string html = invoice_to_html(inv);
+  EXPECT_NE(html.find("<h1>Invoice INV-000007</h1>"), std::string::npos) << html;
+  EXPECT_NE(html.find("Acme &lt;Corp&gt; (acme)<br>1 Main St<br>Springfield"), std::string::npos)
+      << html;
+  EXPECT_NE(html.find("Issue date: 2026-12-01"), std::string::npos) << html;
+  EXPECT_NE(html.find("Due date: 2026-12-31 (net 30 days)"), std::string::npos) << html;
+  EXPECT_NE(html.find("<td>H200 GPU, on-demand, project ml</td>"), std::string::npos) << html;
+  Json j = invoice_to_json(inv);
+  EXPECT_EQ(j["number"], "INV-000007");
+  EXPECT_EQ(j["due_at"], "2026-12-31T00:00:00.000000Z");
+  EXPECT_EQ(j["bill_to"]["legal_name"], "Acme <Corp>");
+  EXPECT_EQ(j["lines"][0]["description"], "H200 GPU, on-demand, project ml");
+
+  LineItem mig = inv.lines[0];
+  mig.resource_key = "mig/H200/3g.71gb";
+  mig.usage_class = UsageClass::kSpot;
+  mig.offering = "h200-mig-3g";
+  EXPECT_EQ(line_description(mig),
+            "H200 MIG 3g.71gb instance, spot, project ml, offering h200-mig-3g");
+}
+
 // ---- budgets ---------------------------------------------------------------------------------
 
 TEST(Budget, ThresholdsAreCrossedOnceExactly) {
   Budget b{"acme", "", 1000 * kUsd, {5000, 8000, 10000}, false};
-  auto d = *evaluate_budget(b, 400 * kUsd, 100 * kUsd);  // exactly 50%
+  auto d = *evaluate_budget(b, 400 * kUsd, 100 * kUsd, "USD");  // exactly 50%
   ASSERT_EQ(d.crossed.size(), 1u);
   EXPECT_EQ(d.crossed[0].threshold_bps, 5000);
   EXPECT_EQ(d.crossed[0].threshold_micros, 500 * kUsd);
   EXPECT_FALSE(d.refused);
-  EXPECT_TRUE(evaluate_budget(b, 500 * kUsd, 0)->crossed.empty());  // already crossed
-  EXPECT_TRUE(evaluate_budget(b, 400 * kUsd, 100 * kUsd - 1)->crossed.empty());
-  auto two = *evaluate_budget(b, 500 * kUsd - 1, 300 * kUsd + 1);
+  EXPECT_TRUE(evaluate_budget(b, 500 * kUsd, 0, "USD")->crossed.empty());  // already crossed
+  EXPECT_TRUE(evaluate_budget(b, 400 * kUsd, 100 * kUsd - 1, "USD")->crossed.empty());
+  auto two = *evaluate_budget(b, 500 * kUsd - 1, 300 * kUsd + 1, "USD");
   ASSERT_EQ(two.crossed.size(), 2u);
   EXPECT_EQ(two.crossed[1].threshold_bps, 8000);
-  EXPECT_EQ(evaluate_budget(b, 900 * kUsd, 5000 * kUsd)->crossed.size(), 1u);  // soft: alerts
+  EXPECT_EQ(evaluate_budget(b, 900 * kUsd, 5000 * kUsd, "USD")->crossed.size(),
+            1u);  // soft: alerts
 }
 
 TEST(Budget, HardStopRefusesSpendAboveTheAmount) {
   Budget b{"acme", "ml", 1000 * kUsd, {5000, 8000, 10000}, true};
-  auto at = *evaluate_budget(b, 900 * kUsd, 100 * kUsd);  // reaching 100% is allowed
+  auto at = *evaluate_budget(b, 900 * kUsd, 100 * kUsd, "USD");  // reaching 100% is allowed
   EXPECT_FALSE(at.refused);
   ASSERT_EQ(at.crossed.size(), 1u);
   EXPECT_EQ(at.crossed[0].threshold_bps, 10000);
-  auto over = *evaluate_budget(b, 900 * kUsd, 100 * kUsd + 1);
+  auto over = *evaluate_budget(b, 900 * kUsd, 100 * kUsd + 1, "USD");
   EXPECT_TRUE(over.refused);
   EXPECT_EQ(over.code, "budget_exceeded");
   EXPECT_TRUE(over.crossed.empty());
   EXPECT_NE(over.reason.find("project 'acme/ml'"), std::string::npos);
-  EXPECT_NE(over.reason.find("1000.000000"), std::string::npos);
-  EXPECT_FALSE(evaluate_budget(b, 2000 * kUsd, 0)->refused);  // evaluating past spend only
+  EXPECT_NE(over.reason.find("1000.00 USD"), std::string::npos) << over.reason;
+  EXPECT_FALSE(evaluate_budget(b, 2000 * kUsd, 0, "USD")->refused);  // evaluating past spend only
 }
 
 TEST(Budget, BadBudgetsAreRejected) {
@@ -534,7 +578,7 @@ TEST(Budget, BadBudgetsAreRejected) {
   EXPECT_FALSE(validate_budget({"acme", "", kUsd, {8000, 5000}, false}));
   EXPECT_FALSE(validate_budget({"acme", "", kUsd, {0}, false}));
   EXPECT_FALSE(validate_budget({"", "", kUsd, {5000}, false}));
-  EXPECT_FALSE(evaluate_budget({"acme", "", kUsd, {5000}, false}, -1, 0));
+  EXPECT_FALSE(evaluate_budget({"acme", "", kUsd, {5000}, false}, -1, 0, "USD"));
   auto parsed = parse_budget(Json::parse(
       R"({"tenant":"acme","project":"ml","amount_micros":5000000,"thresholds_bps":[5000,10000],"hard_stop":true})"));
   ASSERT_TRUE(parsed) << parsed.error().message;

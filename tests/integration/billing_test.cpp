@@ -60,6 +60,29 @@ TEST(RateCards, PublishingTheSameIdMakesImmutableVersions) {
                         "not_found"));
 }
 
+// A price for an offering nobody created is published (the offering may come next) with a
+// warning that it prices nothing yet; an existing offering draws none.
+TEST(RateCards, APriceForAnOfferingThatDoesNotExistIsWarnedAbout) {
+  TestServer s;
+  ASSERT_EQ(s.request("POST", "/v1/offerings",
+                      {{"name", "h200-1x"}, {"tier", "dedicated-gpu"}, {"models", {"H200"}}},
+                      s.admin_token())
+                .status,
+            201);
+  Json c = card();
+  c["prices"].push_back({{"offering", "h200-1x"}, {"unit_price_micros", 4'000'000}});
+  auto known = s.request("POST", "/v1/rate-cards", c, s.admin_token());
+  ASSERT_EQ(known.status, 201) << known.raw;
+  EXPECT_FALSE(known.body.contains("warnings")) << known.raw;
+  c["prices"].push_back({{"offering", "h200-typo"}, {"unit_price_micros", 4'000'000}});
+  auto typo = s.request("POST", "/v1/rate-cards", c, s.admin_token());
+  ASSERT_EQ(typo.status, 201) << typo.raw;
+  ASSERT_EQ(typo.body.value("warnings", Json::array()).size(), 1u) << typo.raw;
+  EXPECT_NE(typo.body["warnings"][0].get<std::string>().find("'h200-typo' does not exist"),
+            std::string::npos)
+      << typo.raw;
+}
+
 TEST(RateCards, BadCardsAreRefusedWithTheReason) {
   TestServer s;
   Json overlapping = card();
@@ -193,10 +216,19 @@ TEST_F(Invoices, DraftRefreshFinalizeVerifyVoidReissueWithExactTotals) {
   auto denied =
       s.request("PUT", acme.base() + "/billing-account", {{"tax_bps", 0}}, acme.info.admin_token);
   EXPECT_TRUE(IsProblem(denied, 403, "permission_denied")) << denied.raw;
-  auto set = s.request(
-      "PUT", acme.base() + "/billing-account",
-      {{"rate_card", "default"}, {"tax_bps", 1000}, {"prepaid_credit_micros", 5'000'000}}, admin);
+  auto set = s.request("PUT", acme.base() + "/billing-account",
+                       {{"rate_card", "default"},
+                        {"tax_bps", 1000},
+                        {"prepaid_credit_micros", 5'000'000},
+                        {"legal_name", "Acme Corporation"},
+                        {"billing_address", "1 Main Street\nSpringfield"},
+                        {"payment_terms_days", 30}},
+                       admin);
   ASSERT_EQ(set.status, 200) << set.raw;
+  EXPECT_EQ(set.body["legal_name"], "Acme Corporation");
+  EXPECT_TRUE(IsProblem(
+      s.request("PUT", acme.base() + "/billing-account", {{"payment_terms_days", 400}}, admin), 400,
+      "invalid_argument"));
   EXPECT_EQ(set.body["version"], 1);
   auto mine = s.request("GET", acme.base() + "/billing-account", nullptr, acme.info.admin_token);
   ASSERT_EQ(mine.status, 200) << mine.raw;
@@ -246,6 +278,10 @@ TEST_F(Invoices, DraftRefreshFinalizeVerifyVoidReissueWithExactTotals) {
   EXPECT_EQ(gpu_line["quantity_micro_unit_hours"], 3'000'000);
   EXPECT_EQ(gpu_line["amount_micros"], 3 * kGpuPrice);
   EXPECT_EQ(gpu_line["project"], acme.project);
+  // Lines read as a customer reads them, projects by name; a draft has no number yet.
+  EXPECT_EQ(gpu_line["description"], "H200 GPU, on-demand, project acme-prj, offering h200-1x");
+  EXPECT_TRUE(refreshed.body["number"].is_null()) << refreshed.raw;
+  EXPECT_EQ(refreshed.body["bill_to"]["name"], "acme");
   EXPECT_EQ(mig_line["quantity_micro_unit_hours"], 1'000'000);
   EXPECT_EQ(mig_line["amount_micros"], kMigPrice);
   const int64_t subtotal = 3 * kGpuPrice + kMigPrice;  // 12,100,000
@@ -285,6 +321,11 @@ TEST_F(Invoices, DraftRefreshFinalizeVerifyVoidReissueWithExactTotals) {
   EXPECT_EQ(fin.body["state"], "finalized");
   EXPECT_EQ(fin.body["total_micros"], total);
   EXPECT_EQ(fin.body["finalized_at"], "2026-11-01T00:30:00.000000Z");
+  // Issued: the first number, due after the account's terms, addressed to its legal name.
+  EXPECT_EQ(fin.body["number"], "INV-000001");
+  EXPECT_EQ(fin.body["due_at"], "2026-12-01T00:30:00.000000Z");
+  EXPECT_EQ(fin.body["bill_to"]["legal_name"], "Acme Corporation");
+  EXPECT_EQ(fin.body["bill_to"]["address"], "1 Main Street\nSpringfield");
   EXPECT_EQ(account(acme)["prepaid_credit_micros"], 0) << "the prepaid credit was used";
 
   // Immutable: no refresh, no second finalize; nothing changed.
@@ -316,7 +357,7 @@ TEST_F(Invoices, DraftRefreshFinalizeVerifyVoidReissueWithExactTotals) {
                          "3.500000,0,10.500000,0.000000,10.500000,USD"),
             std::string::npos)
       << csv.raw;
-  EXPECT_NE(csv.raw.find("\ntotal,,,,,,,,,,,8.310000,USD\n"), std::string::npos) << csv.raw;
+  EXPECT_NE(csv.raw.find("\ntotal,,,,,,,,,,,8.310000,USD,\n"), std::string::npos) << csv.raw;
   auto csv2 =
       s.request("GET", acme.base() + "/invoices/" + id, nullptr, admin, {{"Accept", "text/csv"}});
   EXPECT_EQ(csv2.raw, csv.raw);
@@ -328,6 +369,10 @@ TEST_F(Invoices, DraftRefreshFinalizeVerifyVoidReissueWithExactTotals) {
   EXPECT_NE(html.raw.find("@media print"), std::string::npos);
   EXPECT_NE(html.raw.find("Total due"), std::string::npos);
   EXPECT_NE(html.raw.find("8.31"), std::string::npos);
+  EXPECT_NE(html.raw.find("<h1>Invoice INV-000001</h1>"), std::string::npos) << html.raw;
+  EXPECT_NE(html.raw.find("Acme Corporation (acme)<br>1 Main Street<br>Springfield"),
+            std::string::npos);
+  EXPECT_NE(html.raw.find("Due date: 2026-12-01 (net 30 days)"), std::string::npos);
   EXPECT_EQ(html.raw.find("<script"), std::string::npos);
   EXPECT_TRUE(
       IsProblem(s.request("GET", acme.base() + "/invoices/" + id + "?format=pdf", nullptr, admin),
@@ -359,13 +404,19 @@ TEST_F(Invoices, DraftRefreshFinalizeVerifyVoidReissueWithExactTotals) {
   EXPECT_EQ(second.body["tax_micros"], subtotal / 5);
   EXPECT_EQ(second.body["total_micros"], subtotal + subtotal / 5 - 5'000'000);
   ASSERT_EQ(invoices(acme).size(), 2u);
+  // Numbers go on in issue order; the void invoice keeps its own.
+  auto reissued = s.request(
+      "POST", acme.base() + "/invoices/" + second.body["id"].get<std::string>() + "/finalize",
+      nullptr, admin);
+  ASSERT_EQ(reissued.status, 200) << reissued.raw;
+  EXPECT_EQ(reissued.body["number"], "INV-000002");
 
   // The audit trail has each mutation under its action.
   std::map<std::string, int> actions;
   for (const auto& rec : s.audit_records())
     if (rec.value("outcome", "") == "success") actions[rec.value("action", "")]++;
   EXPECT_EQ(actions["invoice.draft"], 3);
-  EXPECT_EQ(actions["invoice.finalize"], 1);
+  EXPECT_EQ(actions["invoice.finalize"], 2);
   EXPECT_EQ(actions["invoice.void"], 1);
   EXPECT_EQ(actions["billing_account.update"], 2);
 }

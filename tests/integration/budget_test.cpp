@@ -179,9 +179,9 @@ TEST_F(Budgets, HardStopRefusesWithBudgetExceededAndCreatesNothing) {
   auto refused = allocate(t, p);
   EXPECT_TRUE(IsProblem(refused, 409, "budget_exceeded")) << refused.raw;
   const std::string detail = refused.body.value("detail", "");
-  EXPECT_NE(detail.find("25.000000"), std::string::npos) << detail;
-  EXPECT_NE(detail.find("20.000000"), std::string::npos) << detail;
-  EXPECT_NE(detail.find("10.000000"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("25.00 USD"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("20.00 USD"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("10.00 USD"), std::string::npos) << detail;
   EXPECT_EQ(allocation_count(t), before) << "nothing created";
 
   // Half an hour (5 USD) fits exactly.
@@ -194,6 +194,11 @@ TEST_F(Budgets, HardStopRefusesWithBudgetExceededAndCreatesNothing) {
   EXPECT_TRUE(IsProblem(spent, 409, "budget_exceeded")) << spent.raw;
   EXPECT_NE(spent.body.value("detail", "").find("is spent"), std::string::npos) << spent.raw;
   EXPECT_EQ(allocation_count(t), now_count);
+  // A dry run says what the create says.
+  auto dry =
+      s.request("POST", "/v1/tenants/" + t.id + "/projects/" + p + "/allocations?dry_run=true",
+                {{"offering", "h200-1x"}, {"count", 1}}, t.admin_token);
+  EXPECT_TRUE(IsProblem(dry, 409, "budget_exceeded")) << dry.raw;
 
   // The refusal left the scheduler sound: another tenant still gets GPUs.
   auto other = tenant("bolt");
