@@ -17,6 +17,17 @@
 namespace gp::api {
 namespace {
 
+// A 403 names who was refused and what they lack, so the person reading it knows which
+// credential to change.
+Error missing_permission(const iam::Principal& who, iam::Permission p) {
+  std::string_view kind = "principal";
+  if (who.kind == iam::PrincipalKind::kUser) kind = "user";
+  if (who.kind == iam::PrincipalKind::kServiceAccount) kind = "service account";
+  if (who.kind == iam::PrincipalKind::kNode) kind = "node";
+  return Error::denied(fmt::format("{} {} ({}) lacks permission {} at this scope", kind, who.name,
+                                   who.id, iam::permission_name(p)));
+}
+
 int http_status(ErrorCode c) {
   switch (c) {
     case ErrorCode::kInvalidArgument:
@@ -460,8 +471,7 @@ HttpResponse Api::handle(HttpRequest req) {
       auto d = iam::authorize(call.who, route->permission, call.scope());
       if (d == iam::Decision::kHidden) return fail(Error::not_found("not found"));
       if (d != iam::Decision::kAllow) {
-        Error e = Error::denied(fmt::format("missing permission {} at this scope",
-                                            iam::permission_name(route->permission)));
+        Error e = missing_permission(call.who, route->permission);
         deny("denied", e);
         return fail(e);
       }
@@ -668,8 +678,7 @@ Result<void> require(const Call& call, iam::Permission p, const iam::Scope& wher
     case iam::Decision::kDeny:
       break;
   }
-  return fail(
-      Error::denied(fmt::format("missing permission {} at this scope", iam::permission_name(p))));
+  return fail(missing_permission(call.who, p));
 }
 
 Result<void> check_if_match(const Call& call, int64_t version) {

@@ -54,12 +54,13 @@ Result<Mutation> create_allocation(Api& api, Call& call, store::Tx& tx) {
   auto w = api.world();
   auto n = GP_TRY(alloc::parse_allocation(tx, w, *call.body, *call.tenant, *call.project));
   Mutation m;
+  // A dry run says what the create would: a spent hard-stop budget refuses both.
+  auto gate = GP_TRY(budget_precheck(api, tx, call.tenant->id, call.project->id));
   if (dry_run) {
     m.reply = json_reply(200, GP_TRY(api.allocs().dry_run(tx, n)));
     m.audited = false;  // nothing changed
     return m;
   }
-  auto gate = GP_TRY(budget_precheck(api, tx, call.tenant->id, call.project->id));
   auto a = GP_TRY(api.allocs().create(tx, w, n, call.who.id));
   if (gate) GP_TRY_VOID(budget_admit(api, tx, *gate, a));
   m.reply = json_reply(201, a.to_json(), a.version);
@@ -125,6 +126,10 @@ Result<Mutation> release_allocation(Api& api, Call& call, store::Tx& tx) {
   std::string reason = r.optional_string("reason", 500).value_or("");
   GP_TRY_VOID(r.finish());
   GP_TRY(path_allocation(call, tx));
+  if (reason.empty()) {
+    reason = fmt::format("released by {}{}", call.who.name,
+                         sees_every_tenant(call) ? " (operator)" : "");
+  }
   auto a = GP_TRY(
       api.allocs().release(tx, api.world(), call.tenant_scope(), call.param("allocation"), reason));
   Mutation m;

@@ -2,6 +2,7 @@
 // import, and the node agent's enrolment and heartbeat.
 #include <fmt/format.h>
 
+#include "alloc/alloc.h"
 #include "api/router.h"
 #include "common/crypto.h"
 #include "fleet/fleet.h"
@@ -409,6 +410,37 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
   return m;
 }
 
+// Who holds what, for the fleet map: the GPUs of every placed or active allocation, by GPU
+// UUID, under its tenant's name.
+Result<std::map<std::string, std::vector<fleet::GpuHold>>> gpu_holds(store::Tx& tx) {
+  std::map<std::string, std::vector<fleet::GpuHold>> holds;
+  std::map<std::string, std::string> names;  // tenant id -> name
+  for (auto state : {alloc::State::kPlaced, alloc::State::kActive}) {
+    alloc::AllocationFilter filter;
+    filter.state = state;
+    PageRequest page{std::nullopt, 1000};
+    for (;;) {
+      auto p = GP_TRY(alloc::list_all_allocations(tx, filter, page));
+      for (const auto& a : p.items) {
+        auto [name, fresh] = names.try_emplace(a.tenant_id, a.tenant_id);
+        if (fresh)
+          if (auto t = GP_TRY(tenancy::find_tenant(tx, a.tenant_id))) name->second = t->name;
+        for (const auto& g : a.placement.value("gpus", Json::array())) {
+          fleet::GpuHold h{
+              .holder = name->second, .mig = std::nullopt, .milli = g.value("milli", 0)};
+          if (g.contains("mig"))
+            h.mig =
+                fleet::PlacedInstance{g["mig"].value("profile", ""), g["mig"].value("start", 0)};
+          holds[g.value("gpu", "")].push_back(std::move(h));
+        }
+      }
+      if (!p.next) break;
+      page.after = p.next;
+    }
+  }
+  return holds;
+}
+
 }  // namespace
 
 Result<void> Api::housekeeping(Duration node_timeout, bool checkpoint) {
@@ -589,6 +621,7 @@ std::vector<Route> fleet_routes() {
                .action = "fleet.map",
                .permission = Permission::kFleetRead,
                .handler = read_tx([](Api&, Call&, store::Tx& tx) -> Result<Reply> {
+                 auto holds = GP_TRY(gpu_holds(tx));
                  std::vector<std::pair<fleet::Node, std::vector<fleet::Gpu>>> rows;
                  PageRequest page{std::nullopt, 1000};
                  for (;;) {
@@ -605,11 +638,12 @@ std::vector<Route> fleet_routes() {
                    return a.first.info.name < b.first.info.name;
                  });
                  Reply reply;
-                 reply.raw = fleet::fleet_map_svg(rows);
+                 reply.raw = fleet::fleet_map_svg(rows, holds);
                  reply.content_type = "image/svg+xml";
                  return reply;
                }),
-               .summary = "The fleet drawn as SVG: nodes, GPUs, health, MIG slices."});
+               .summary = "The fleet drawn as SVG: nodes, GPUs, health, MIG slices, and who "
+                          "holds each GPU or instance (a colour per tenant, with a legend)."});
   r.push_back({.method = "POST",
                .pattern = "/v1/fleet/import",
                .action = "fleet.import",

@@ -373,6 +373,16 @@ Result<Reply> validate_admission(Api& api, Call& call) {
   return json_reply(200, std::move(response));
 }
 
+// A tenant's dry check: the verdict the webhook would give on a manifest in one of the
+// tenant's namespaces, asked with the tenant's own credential. Nothing was refused in a cluster,
+// so a denial here is not audited.
+Result<Reply> check_admission(Api&, Call& call, store::Tx& tx) {
+  GP_TRY(policy::admission_namespace(*call.body));
+  auto all = GP_TRY(all_tenants(tx));
+  auto ctx = GP_TRY(admission_context(tx, *call.tenant, all));
+  return json_reply(200, GP_TRY(policy::review_admission(*call.body, ctx)));
+}
+
 // ---- the bundle ----
 
 // The most GPU-equivalents a quota document ({"models": {"H200": {nominal, borrow_limit,
@@ -691,6 +701,17 @@ std::vector<Route> k8s_routes() {
                           "a malformed review). The tenant is the one owning the namespace, or "
                           "`?tenant=` for a per-tenant webhook. Denials are audited as "
                           "admission.deny.",
+               .request_schema = "AdmissionReview",
+               .response_schema = "AdmissionReview"});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/tenants/{tenant}/admission/check",
+               .action = "admission.check",
+               .permission = Permission::kTenantRead,
+               .handler = read_tx(check_admission),
+               .summary = "A dry check for the tenant: the verdict the admission webhook would "
+                          "give on an AdmissionReview in one of the tenant's namespaces (a "
+                          "namespace of another tenant is denied). Changes nothing; a denial is "
+                          "not audited.",
                .request_schema = "AdmissionReview",
                .response_schema = "AdmissionReview"});
   r.push_back({.method = "GET",

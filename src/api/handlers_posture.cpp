@@ -41,11 +41,18 @@ Result<Reply> fleet_posture(Api& api, Call&, store::Tx& tx) {
   // The chain is verified once for the whole fleet.
   auto chain = GP_TRY(posture::check_chain(tx, opts.verifier));
   std::vector<posture::Report> reports;
+  Json offboarding = Json::array();
   PageRequest page{.after = std::nullopt, .limit = 1000};
   while (true) {
     auto tenants = GP_TRY(tenancy::list_tenants(tx, page, std::nullopt));
-    for (const auto& t : tenants.items)
+    for (const auto& t : tenants.items) {
+      // An offboarding tenant has no posture left to keep: listed apart, never failing.
+      if (t.state == tenancy::TenantState::kOffboarding) {
+        offboarding.push_back(t.name);
+        continue;
+      }
       reports.push_back(posture::evaluate(GP_TRY(posture::gather(tx, t, opts, chain))));
+    }
     if (!tenants.next) break;
     page.after = tenants.next;
   }
@@ -53,6 +60,7 @@ Result<Reply> fleet_posture(Api& api, Call&, store::Tx& tx) {
             [](const auto& a, const auto& b) { return a.tenant_name < b.tenant_name; });
   Json body = posture::fleet_matrix(reports);
   body["checked_at"] = format_rfc3339(from_unix_micros(opts.now));
+  body["offboarding"] = std::move(offboarding);
   return json_reply(200, body);
 }
 

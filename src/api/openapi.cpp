@@ -555,6 +555,7 @@ Json schemas() {
   card_props["version"] = integer();
   card_props["created_by"] = str();
   card_props["created_at"] = time_str();
+  card_props["warnings"] = {{"type", "array"}, {"items", str()}};
   s["RateCard"] = object(card_props, {"id", "version", "currency", "effective_from", "prices",
                                       "created_by", "created_at"});
   s["RateCardVersions"] =
@@ -598,6 +599,7 @@ Json schemas() {
       {"tenant", "isolation_class", "checked_at", "counts", "failing", "layers"});
   s["FleetPosture"] = object(
       {{"checked_at", time_str()},
+       {"offboarding", {{"type", "array"}, {"items", str()}}},
        {"counts", object({{"tenants", integer()}, {"failing_tenants", integer()}},
                          {"tenants", "failing_tenants"})},
        {"controls",
@@ -643,14 +645,22 @@ Json schemas() {
   s["BillingAccountUpdate"] =
       object({{"rate_card", str()},
               {"tax_bps", {{"type", "integer"}, {"minimum", 0}, {"maximum", 10000}}},
-              {"prepaid_credit_micros", {{"type", "integer"}, {"minimum", 0}}}},
+              {"prepaid_credit_micros", {{"type", "integer"}, {"minimum", 0}}},
+              {"legal_name", {{"type", "string"}, {"maxLength", 200}}},
+              {"billing_address", {{"type", "string"}, {"maxLength", 1000}}},
+              {"payment_terms_days", {{"type", "integer"}, {"minimum", 0}, {"maximum", 365}}}},
              {});
   s["BillingAccount"] =
       object({{"tenant_id", str()},
               {"rate_card", str()},
               {"tax_bps", integer()},
               {"prepaid_credit_micros", integer()},
+              {"legal_name", str()},
+              {"billing_address", str()},
+              {"payment_terms_days", integer()},
               {"stored", {{"type", "boolean"}}},
+              {"rate_card_in_force", {{"type", "boolean"}}},
+              {"warning", str()},
               {"updated_by", str()},
               {"updated_at", time_str()},
               {"version", integer()}},
@@ -664,6 +674,8 @@ Json schemas() {
       object({{"reason", {{"type", "string"}, {"minLength", 1}, {"maxLength", 500}}}}, {"reason"});
   Json card_ref = object({{"id", str()}, {"version", integer()}}, {"id", "version"});
   Json invoice_line = object({{"project", str()},
+                              {"project_name", str()},
+                              {"description", str()},
                               {"resource_key", str()},
                               {"offering", str()},
                               {"price_key", str()},
@@ -711,6 +723,11 @@ Json schemas() {
               {"prepaid_carried_micros", integer()},
               {"total_micros", integer()},
               {"total", str()},
+              {"number", nstr()},
+              {"bill_to", object({{"name", str()}, {"legal_name", str()}, {"address", str()}},
+                                 {"name", "legal_name", "address"})},
+              {"payment_terms_days", integer()},
+              {"due_at", time_str()},
               {"finalized_at", time_str()},
               {"voided_at", time_str()},
               {"void_reason", str()},
@@ -734,6 +751,8 @@ Json schemas() {
                         {"total_micros", integer()},
                         {"total", str()},
                         {"computed_at", time_str()},
+                        {"number", nstr()},
+                        {"tenant_name", str()},
                         {"supersedes", str()}};
   std::vector<std::string> summary_required = {"id",    "label",    "tenant",      "period",
                                                "state", "revision", "total_micros"};
@@ -832,6 +851,7 @@ Json schemas() {
                           {"amount_micros"});
   s["Budget"] = object({{"tenant_id", str()},
                         {"project_id", nstr()},
+                        {"project", nstr()},
                         {"amount_micros", integer()},
                         {"thresholds_bps", bps_list},
                         {"hard_stop", {{"type", "boolean"}}},
@@ -854,6 +874,8 @@ Json schemas() {
                              {"threshold_micros", integer()},
                              {"amount_micros", integer()},
                              {"spend_micros", integer()},
+                             {"project", nstr()},
+                             {"currency", nstr()},
                              {"created_at", time_str()}},
                             {"id", "tenant_id", "project_id", "period", "threshold_bps",
                              "threshold_micros", "amount_micros", "spend_micros", "created_at"});

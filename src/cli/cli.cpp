@@ -92,15 +92,59 @@ std::optional<Json> call(ClientConfig& c, std::string_view method, const std::st
 std::string cell(const Json& v) {
   if (v.is_null()) return "-";
   if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) {
+    // Two decimals at most, no trailing zeros: 3.4285714285714284 reads 3.43, 2.0 reads 2.
+    std::string s = fmt::format("{:.2f}", v.get<double>());
+    s.erase(s.find_last_not_of('0') + 1);
+    if (s.back() == '.') s.pop_back();
+    return s == "-0" ? "0" : s;
+  }
+  const bool flat = (v.is_object() || v.is_array()) &&
+                    std::ranges::all_of(v, [](const Json& e) { return e.is_primitive(); });
+  if (flat && !v.empty()) {
+    // {"mig":4,"whole":12} reads "mig 4, whole 12"; ["a","b"] reads "a, b".
+    std::string s;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+      if (!s.empty()) s += ", ";
+      s += v.is_object() ? it.key() + " " + cell(*it) : cell(*it);
+    }
+    return s;
+  }
   return v.dump();
 }
+
+std::string shape_text(const Json& shape) {
+  if (!shape.is_object() || !shape.contains("tier")) return cell(shape);
+  const std::string tier = shape.value("tier", "");
+  const Json models = shape.value("models", Json::array());
+  const std::string on = models.empty() ? "any model" : cell(models);
+  if (shape.contains("mig_profile"))
+    return fmt::format("{} x {} MIG on {}", cell(shape.value("count", Json(1))),
+                       shape.value("mig_profile", ""), on);
+  if (shape.contains("milli"))
+    return fmt::format("{} of a GPU ({}) on {}", cell(Json(shape.value("milli", 0) / 1000.0)), tier,
+                       on);
+  if (shape.contains("node_count"))
+    return fmt::format("{} nodes x {} GPUs ({}) on {}", cell(shape["node_count"]),
+                       cell(shape.value("gpus_per_node", Json(nullptr))), tier, on);
+  return fmt::format("{} GPU{} ({}) on {}", cell(shape.value("count", Json(1))),
+                     shape.value("count", 1) == 1 ? "" : "s", tier, on);
+}
+
+namespace {
+// A table cell as a person reads it: a column may have its own renderer.
+std::string table_cell(const std::string& column, const Json& v) {
+  if (column == "shape") return shape_text(v);
+  return cell(v);
+}
+}  // namespace
 
 void print_table(const std::vector<Json>& rows, const std::vector<std::string>& cols) {
   std::vector<size_t> width(cols.size());
   for (size_t i = 0; i < cols.size(); ++i) width[i] = cols[i].size();
   for (const auto& r : rows)
     for (size_t i = 0; i < cols.size(); ++i)
-      width[i] = std::max(width[i], cell(r.value(cols[i], Json(nullptr))).size());
+      width[i] = std::max(width[i], table_cell(cols[i], r.value(cols[i], Json(nullptr))).size());
   auto line = [&](auto get) {
     std::string s;
     for (size_t i = 0; i < cols.size(); ++i) {
@@ -115,7 +159,8 @@ void print_table(const std::vector<Json>& rows, const std::vector<std::string>& 
     std::transform(h.begin(), h.end(), h.begin(), ::toupper);
     return h;
   });
-  for (const auto& r : rows) line([&](size_t i) { return cell(r.value(cols[i], Json(nullptr))); });
+  for (const auto& r : rows)
+    line([&](size_t i) { return table_cell(cols[i], r.value(cols[i], Json(nullptr))); });
 }
 
 void print(const ClientConfig& c, const Json& j, const std::vector<std::string>& cols) {
@@ -134,8 +179,7 @@ void print(const ClientConfig& c, const Json& j, const std::vector<std::string>&
     size_t w = 0;
     for (auto it = j.begin(); it != j.end(); ++it) w = std::max(w, it.key().size());
     for (auto it = j.begin(); it != j.end(); ++it)
-      std::cout << fmt::format("{:<{}}  {}\n", it.key() + ":", w + 1,
-                               it->is_object() || it->is_array() ? it->dump() : cell(*it));
+      std::cout << fmt::format("{:<{}}  {}\n", it.key() + ":", w + 1, cell(*it));
     return;
   }
   std::cout << cell(j) << "\n";

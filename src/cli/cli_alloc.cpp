@@ -70,6 +70,23 @@ void add_offering(CLI::App& app, ClientConfig& c, int* rc) {
          [&c, id] { return call(c, "DELETE", "/v1/offerings/" + url_encode(*id)).has_value(); });
 }
 
+// A quota as `quota get` and `quota set` show it: one row per GPU model.
+void print_quota(const ClientConfig& c, const Json& q) {
+  if (c.output == "json") {
+    print(c, q, {});
+    return;
+  }
+  std::vector<Json> rows;
+  for (const auto& [model, v] : q["models"].items()) {
+    Json row = v;
+    row["model"] = model;
+    rows.push_back(row);
+  }
+  if (q.contains("cohort"))
+    std::cout << fmt::format("cohort: {}  weight: {}\n", cell(q["cohort"]), cell(q["weight"]));
+  print_table(rows, {"model", "nominal", "borrow_limit", "limit", "used", "borrowed"});
+}
+
 void add_quota(CLI::App& app, ClientConfig& c, int* rc) {
   auto* q = app.add_subcommand("quota", "Quota per GPU model: platform, tenant, project");
   q->require_subcommand(1);
@@ -80,22 +97,8 @@ void add_quota(CLI::App& app, ClientConfig& c, int* rc) {
     auto r =
         call(c, "GET",
              (where->project.empty() ? where->tenant_path() : where->project_path()) + "/quota");
-    if (!r) return false;
-    if (c.output == "json") {
-      print(c, *r, {});
-      return true;
-    }
-    std::vector<Json> rows;
-    for (const auto& [model, v] : (*r)["models"].items()) {
-      Json row = v;
-      row["model"] = model;
-      rows.push_back(row);
-    }
-    if (r->contains("cohort"))
-      std::cout << fmt::format("cohort: {}  weight: {}\n", cell((*r)["cohort"]),
-                               cell((*r)["weight"]));
-    print_table(rows, {"model", "nominal", "borrow_limit", "limit", "used", "borrowed"});
-    return true;
+    if (r) print_quota(c, *r);
+    return r.has_value();
   });
   struct SetArgs {
     Where where;
@@ -136,7 +139,7 @@ void add_quota(CLI::App& app, ClientConfig& c, int* rc) {
       body["profile_caps"] = caps;
     }
     auto r = call(c, "PUT", path, body);
-    if (r) print(c, *r, {});
+    if (r) print_quota(c, *r);
     return r.has_value();
   });
 }

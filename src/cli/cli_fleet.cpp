@@ -20,6 +20,20 @@ bool write_file(const std::string& path, const std::string& content) {
   return bool(out);
 }
 
+// GPUs as table rows, each MIG GPU's instances as "3g.71gb at slice 0, 1g.18gb at slice 4".
+std::vector<Json> with_mig_text(const Json& gpus) {
+  std::vector<Json> rows;
+  for (Json g : gpus) {
+    std::string text;
+    for (const auto& inst : g.value("mig_instances", Json::array()))
+      text += fmt::format("{}{} at slice {}", text.empty() ? "" : ", ", inst.value("profile", ""),
+                          inst.value("start", 0));
+    g["mig instances"] = text.empty() ? Json(nullptr) : Json(text);
+    rows.push_back(std::move(g));
+  }
+  return rows;
+}
+
 void add_pool(CLI::App& app, ClientConfig& c, int* rc) {
   auto* pool = app.add_subcommand("pool", "Manage node pools");
   pool->require_subcommand(1);
@@ -78,8 +92,8 @@ void add_node(CLI::App& app, ClientConfig& c, int* rc) {
     r->erase("gpus");
     print(c, *r, {});
     std::cout << "\n";
-    print_table(std::vector<Json>(gpus.begin(), gpus.end()),
-                {"index", "model", "uuid", "mode", "health", "health_reason"});
+    print_table(with_mig_text(gpus),
+                {"index", "model", "uuid", "mode", "mig instances", "health", "health_reason"});
     return true;
   });
   auto* held = node->add_subcommand("allocations", "The live allocations on a node, any tenant's");
@@ -178,8 +192,16 @@ void add_gpu_and_fleet(CLI::App& app, ClientConfig& c, int* rc) {
     std::string target = "/v1/gpus";
     if (!node->empty()) target += "?node=" + url_encode(*node);
     auto r = call(c, "GET", target);
-    if (r) print(c, *r, {"uuid", "node_id", "index", "model", "mode", "health"});
-    return r.has_value();
+    if (!r) return false;
+    if (c.output == "json") {
+      print(c, *r, {});
+      return true;
+    }
+    print_table(with_mig_text((*r)["items"]),
+                {"uuid", "node_id", "index", "model", "mode", "mig instances", "health"});
+    if (r->contains("next") && !(*r)["next"].is_null())
+      std::cout << fmt::format("(more: --after {})\n", (*r)["next"].get<std::string>());
+    return true;
   });
   auto which = std::make_shared<std::string>();
   auto reason = std::make_shared<std::string>();
@@ -239,12 +261,12 @@ void add_gpu_and_fleet(CLI::App& app, ClientConfig& c, int* rc) {
     for (auto it = (*r)["gpus_by_model"].begin(); it != (*r)["gpus_by_model"].end(); ++it) {
       Json row = *it;
       row["model"] = it.key();
-      row["modes"] = it->value("by_mode", Json::object()).dump();
+      row["modes"] = it->value("by_mode", Json::object());
       rows.push_back(row);
     }
-    print_table(
-        rows, {"model", "total", "healthy", "unhealthy", "missing", "free", "allocated", "modes"});
-    std::cout << "nodes: " << (*r)["nodes_by_state"].dump() << "\n";
+    print_table(rows, {"model", "total", "free", "allocated", "unavailable", "healthy", "unhealthy",
+                       "missing", "modes"});
+    std::cout << "nodes: " << cell((*r)["nodes_by_state"]) << "\n";
     return true;
   });
   auto svg = std::make_shared<std::string>("fleet.svg");

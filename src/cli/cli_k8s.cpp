@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cli/client.h"
+#include "render/render.h"
 
 namespace gp::cli {
 namespace {
@@ -84,6 +85,20 @@ void add_render(CLI::App& app, ClientConfig& c, int* rc) {
   });
 }
 
+// One document's verdict as a person reads it.
+void print_verdict(const Json& resp, const std::string& label) {
+  std::string prefix = label.empty() ? "" : label + ": ";
+  if (resp.value("allowed", false)) {
+    std::cout << prefix << "allowed\n";
+    return;
+  }
+  const Json& status = resp.contains("status") ? resp["status"] : Json::object();
+  std::cout << prefix << "denied: " << status.value("message", "") << "\n";
+  if (status.contains("details") && status["details"].contains("causes"))
+    for (const auto& cause : status["details"]["causes"])
+      std::cout << fmt::format("  {}: {}\n", cause.value("field", "-"), cause.value("message", ""));
+}
+
 void add_admission(CLI::App& app, ClientConfig& c, int* rc) {
   auto* adm = app.add_subcommand("admission", "The Kubernetes admission webhook");
   adm->require_subcommand(1);
@@ -93,60 +108,84 @@ void add_admission(CLI::App& app, ClientConfig& c, int* rc) {
   auto a = std::make_shared<Args>();
   auto* check = adm->add_subcommand(
       "check",
-      "Post an AdmissionReview (or a bare manifest) and print the verdict; exits 1 "
-      "when denied");
-  check->add_option("file", a->file, "AdmissionReview or Kubernetes object, JSON")->required();
-  check->add_option("--tenant", a->tenant, "Evaluate for this tenant (default: the namespace's)");
+      "Check manifests (or AdmissionReviews) against the admission policy before deploying: "
+      "exits 0 when every document is allowed, 1 when one is denied, 2 on an error");
+  check
+      ->add_option("file", a->file,
+                   "Kubernetes objects or AdmissionReviews, YAML (several documents) or JSON")
+      ->required();
+  check->add_option("--tenant", a->tenant,
+                    "Check for this tenant with its own credential (a dry check: nothing is "
+                    "audited). Without it the webhook's route decides by the namespace's owner "
+                    "and needs admission.review");
   check->add_option("--namespace,-n", a->ns,
                     "Namespace of a bare manifest (default: its metadata.namespace)");
-  on_run(check, rc, [&c, a] {
+  check->callback([&c, a, rc] {
+    *rc = 2;  // until every document has an answer
     std::ifstream in(a->file);
     if (!in) {
       std::cerr << fmt::format("error: cannot read {}\n", a->file);
-      return false;
+      return;
     }
     std::stringstream text;
     text << in.rdbuf();
-    Json doc = Json::parse(text.str(), nullptr, false);
-    if (doc.is_discarded() || !doc.is_object()) {
-      std::cerr << fmt::format("error: {} is not a JSON object\n", a->file);
-      return false;
+    auto docs = render::from_yaml(text.str());
+    if (!docs) {
+      std::cerr << fmt::format("error: {}: {}\n", a->file, docs.error().message);
+      return;
     }
-    if (doc.value("kind", "") != "AdmissionReview") {
-      std::string ns = a->ns;
-      if (ns.empty() && doc.contains("metadata") && doc["metadata"].is_object())
-        ns = doc["metadata"].value("namespace", "");
-      if (ns.empty()) {
-        std::cerr << "error: a bare manifest needs --namespace or metadata.namespace\n";
-        return false;
+    if (docs->empty()) {
+      std::cerr << fmt::format("error: {} holds no document\n", a->file);
+      return;
+    }
+    std::vector<Json> reviews;
+    std::vector<std::string> labels;
+    for (auto& doc : *docs) {
+      if (!doc.is_object()) {
+        std::cerr << fmt::format("error: document {} of {} is not an object\n", reviews.size() + 1,
+                                 a->file);
+        return;
       }
-      doc = wrap_in_review(doc, ns);
+      const Json meta = doc.contains("metadata") && doc["metadata"].is_object() ? doc["metadata"]
+                                                                                : Json::object();
+      labels.push_back(fmt::format("{}/{}", doc.value("kind", "?"), meta.value("name", "?")));
+      if (doc.value("kind", "") != "AdmissionReview") {
+        std::string ns = a->ns.empty() ? meta.value("namespace", "") : a->ns;
+        if (ns.empty()) {
+          std::cerr << fmt::format("error: {} needs --namespace or metadata.namespace\n",
+                                   labels.back());
+          return;
+        }
+        doc = wrap_in_review(doc, ns);
+      }
+      reviews.push_back(std::move(doc));
     }
-    std::string target = "/v1/admission/validate";
-    if (!a->tenant.empty()) target += "?tenant=" + url_encode(a->tenant);
-    auto r = call(c, "POST", target, doc);
-    if (!r) return false;
-    if (c.output == "json") {
-      print(c, *r, {});
+    std::string target = a->tenant.empty()
+                             ? std::string("/v1/admission/validate")
+                             : "/v1/tenants/" + url_encode(a->tenant) + "/admission/check";
+    Json answers = Json::array();
+    for (const auto& review : reviews) {
+      auto r = call(c, "POST", target, review);
+      if (!r) {
+        if (a->tenant.empty())
+          std::cerr << "hint: a tenant's users check with --tenant <their tenant>\n";
+        return;
+      }
+      if (!r->is_object() || !r->contains("response") || !(*r)["response"].is_object()) {
+        std::cerr << "error: the answer carries no AdmissionReview response\n";
+        return;
+      }
+      answers.push_back(std::move(*r));
     }
-    const Json& resp = r->is_object() && r->contains("response") ? (*r)["response"] : Json();
-    if (!resp.is_object()) {
-      std::cerr << "error: the answer carries no AdmissionReview response\n";
-      return false;
+    bool all_allowed = true;
+    for (size_t i = 0; i < answers.size(); ++i) {
+      bool allowed = answers[i]["response"].value("allowed", false);
+      all_allowed = all_allowed && allowed;
+      if (c.output != "json")
+        print_verdict(answers[i]["response"], answers.size() > 1 ? labels[i] : "");
     }
-    if (resp.value("allowed", false)) {
-      if (c.output != "json") std::cout << "allowed\n";
-      return true;
-    }
-    if (c.output != "json") {
-      const Json& status = resp.contains("status") ? resp["status"] : Json::object();
-      std::cout << "denied: " << status.value("message", "") << "\n";
-      if (status.contains("details") && status["details"].contains("causes"))
-        for (const auto& cause : status["details"]["causes"])
-          std::cout << fmt::format("  {}: {}\n", cause.value("field", "-"),
-                                   cause.value("message", ""));
-    }
-    return false;
+    if (c.output == "json") print(c, answers.size() == 1 ? answers[0] : answers, {});
+    *rc = all_allowed ? 0 : 1;
   });
 }
 

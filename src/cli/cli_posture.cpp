@@ -64,6 +64,8 @@ bool run(ClientConfig& c, const PostureArgs& a) {
     return false;
   }
   std::cout << *text;
+  if (a.fleet && !r->value("offboarding", Json::array()).empty())
+    std::cout << "offboarding, not judged: " << cell((*r)["offboarding"]) << "\n";
   return true;
 }
 

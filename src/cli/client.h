@@ -25,7 +25,11 @@ std::string url_encode(std::string_view s);
 // Sends a request; prints the error and returns nullopt on failure.
 std::optional<Json> call(ClientConfig& c, std::string_view method, const std::string& target,
                          const Json& body = nullptr, bool auth = true);
+// A JSON value as a person reads it in a table: "-" for null, floats to two decimals, flat
+// objects and arrays as "key value, ..." lists; `--output json` keeps the exact values.
 std::string cell(const Json& v);
+// An allocation's shape in words: "2 x 3g.71gb MIG on H200", "1 GPU (dedicated_gpu) on H200".
+std::string shape_text(const Json& shape);
 void print_table(const std::vector<Json>& rows, const std::vector<std::string>& cols);
 // JSON as is with --output json; else a table for lists, key/value lines for objects.
 void print(const ClientConfig& c, const Json& j, const std::vector<std::string>& cols);

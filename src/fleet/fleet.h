@@ -4,6 +4,7 @@
 // like tenancy's. Public header of the fleet module.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -201,7 +202,16 @@ Result<int> repair_downtime(store::Tx& tx, int64_t now);
 // ---- drawings ----
 // One GPU's MIG layout: memory slices with the instances placed on them, and the room left.
 std::string mig_layout_svg(const MigCatalog& catalog, const Layout& layout, std::string_view title);
-// Every node as a row of GPUs coloured by health, MIG GPUs with their slices.
-std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& nodes);
+// Who holds a GPU or a part of it, as the fleet map draws it.
+struct GpuHold {
+  std::string holder;                 // the tenant's name
+  std::optional<PlacedInstance> mig;  // the MIG instance held, on a MIG GPU
+  int milli = 0;                      // the share held, on a time-sliced GPU (0: the whole GPU)
+};
+// Every node as a row of GPUs coloured by health, each GPU showing its holders (`holds` by GPU
+// UUID) in one colour per tenant with a legend: a whole GPU as a band, MIG GPUs slice by slice
+// (free instances greyed), time-sliced GPUs as their shares.
+std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& nodes,
+                          const std::map<std::string, std::vector<GpuHold>>& holds);
 
 }  // namespace gp::fleet

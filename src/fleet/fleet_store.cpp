@@ -594,6 +594,11 @@ Result<Json> summary(store::Tx& tx) {
     m["allocated"] = m["allocated"].get<int64_t>() + held;
     if (r.integer(1) == 1) m["free"] = std::max<int64_t>(0, m["free"].get<int64_t>() - held);
   }
+  // Unavailable: neither free nor held (unhealthy, or on a node that is not ready), so that
+  // total = free + allocated + unavailable.
+  for (auto& [model, m] : by_model.items())
+    m["unavailable"] =
+        m["total"].get<int64_t>() - m["free"].get<int64_t>() - m["allocated"].get<int64_t>();
   Json nodes = Json::object();
   for (const auto& r : GP_TRY(tx.query("SELECT state, COUNT(*) FROM nodes GROUP BY state")))
     nodes[r.text(0)] = r.integer(1);

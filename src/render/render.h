@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/json.h"
@@ -133,5 +134,11 @@ Result<std::string> render_kubernetes(const TenantBundleInput& input);
 // YAML for one JSON value, block style, keys in JSON order, strings quoted whenever a plain
 // scalar would read back as something else.
 std::string to_yaml(const Json& value);
+
+// A multi-document YAML stream (or JSON, which is YAML) as JSON values, read the way Kubernetes
+// clients read manifests: quoted scalars are strings; plain scalars become integers, floats,
+// booleans or null when they look like one, strings otherwise. Empty documents are skipped.
+// Malformed YAML: kInvalidArgument naming the line.
+Result<std::vector<Json>> from_yaml(std::string_view text);
 
 }  // namespace gp::render

@@ -444,7 +444,7 @@ TEST(FleetSvg, DrawingsAreWellFormed) {
   g.info.product = "NVIDIA H200";
   g.info.mode = GpuMode::kMig;
   g.info.mig_instances = {{"7g.141gb", 0}};
-  std::string map = fleet_map_svg({{n, {g, g}}});
+  std::string map = fleet_map_svg({{n, {g, g}}}, {});
   for (const std::string& doc : {svg, map}) {
     auto opens = [&](std::string_view tag) {
       size_t c = 0;
@@ -456,6 +456,38 @@ TEST(FleetSvg, DrawingsAreWellFormed) {
     EXPECT_EQ(opens("<text"), opens("</text>"));
     EXPECT_EQ(opens("<title>"), opens("</title>"));
   }
+}
+
+// The map says who holds what: a whole GPU's tenant, a MIG instance's, shares side by side,
+// one colour per tenant named in the legend; free instances say so.
+TEST(FleetSvg, TheMapDrawsHoldersInTheirColoursWithALegend) {
+  Node n;
+  n.info.name = "n1";
+  n.state = NodeState::kReady;
+  Gpu whole, mig, shared, idle;
+  whole.info = {.uuid = "GPU-W", .index = 0, .model = "H200"};
+  mig.info = {.uuid = "GPU-M", .index = 1, .model = "H200", .mode = GpuMode::kMig};
+  mig.info.mig_instances = {{"3g.71gb", 0}, {"3g.71gb", 4}};
+  shared.info = {.uuid = "GPU-S", .index = 2, .model = "H200", .mode = GpuMode::kTimeSliced};
+  idle.info = {.uuid = "GPU-I", .index = 3, .model = "H200"};
+  for (Gpu* g : {&whole, &mig, &shared, &idle}) g->health = "healthy";
+  std::map<std::string, std::vector<GpuHold>> holds = {
+      {"GPU-W", {{.holder = "acme"}}},
+      {"GPU-M", {{.holder = "globex", .mig = PlacedInstance{"3g.71gb", 4}}}},
+      {"GPU-S", {{.holder = "acme", .milli = 250}, {.holder = "globex", .milli = 500}}}};
+  std::string map = fleet_map_svg({{n, {whole, mig, shared, idle}}}, holds);
+  EXPECT_NE(map.find("GPU 0 H200 GPU-W whole , held by acme</title>"), std::string::npos) << map;
+  EXPECT_NE(map.find("3g.71gb at memory slice 4 (3 compute slices), held by globex"),
+            std::string::npos);
+  EXPECT_NE(map.find("3g.71gb at memory slice 0 (3 compute slices), free"), std::string::npos);
+  EXPECT_NE(map.find("<title>acme (250 milli-GPU)</title>"), std::string::npos);
+  EXPECT_NE(map.find("<title>globex (500 milli-GPU)</title>"), std::string::npos);
+  EXPECT_EQ(map.find("GPU-I whole , held by"), std::string::npos) << "an idle GPU has no holder";
+  // One colour per tenant: acme's first, globex's second, each in the legend.
+  EXPECT_NE(map.find("<title>held by acme</title><rect x=\"10\""), std::string::npos);
+  EXPECT_NE(map.find("<title>held by globex</title>"), std::string::npos);
+  EXPECT_NE(map.find("fill=\"#3498db\""), std::string::npos);
+  EXPECT_NE(map.find("fill=\"#e67e22\""), std::string::npos);
 }
 
 }  // namespace

@@ -55,6 +55,15 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
   if (schema == "SshKeys") return {{"keys", Json::array()}};
   if (schema == "WorkloadPolicySet")
     return {{"allowed_registries", Json::array({"evil.example.com"})}};
+  if (schema == "AdmissionReview")
+    return {{"apiVersion", "admission.k8s.io/v1"},
+            {"kind", "AdmissionReview"},
+            {"request",
+             {{"uid", "intruder"},
+              {"kind", {{"group", ""}, {"version", "v1"}, {"kind", "Pod"}}},
+              {"operation", "CREATE"},
+              {"namespace", "victim"},
+              {"object", {{"apiVersion", "v1"}, {"kind", "Pod"}}}}}};
   throw std::runtime_error("no minimal body for request schema " + schema);
 }
 

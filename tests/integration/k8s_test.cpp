@@ -392,6 +392,40 @@ TEST_F(K8s, MalformedReviewsAre400AndTheWebhookNeedsItsPermission) {
   EXPECT_TRUE(IsProblem(s.request("POST", "/v1/admission/validate", ok), 401, "unauthenticated"));
 }
 
+// A tenant checks its own manifests with its own credential: the webhook's verdict, nothing
+// audited as a denial, another tenant's namespace denied, another tenant's route hidden.
+TEST_F(K8s, ATenantDryChecksItsOwnManifests) {
+  auto check = [&](const std::string& tenant, const Json& body, const std::string& token) {
+    return s.request("POST", "/v1/tenants/" + tenant + "/admission/check", body, token);
+  };
+  auto allowed =
+      check("acme", review(restricted_pod("acme-train"), "acme-train", "a"), acme.admin_token);
+  ASSERT_EQ(allowed.status, 200) << allowed.raw;
+  EXPECT_TRUE(allowed.body.at("response").at("allowed").get<bool>()) << allowed.raw;
+
+  Json pod = restricted_pod("acme-train");
+  pod["spec"]["containers"][0]["securityContext"]["privileged"] = true;
+  auto denied = check("acme", review(pod, "acme-train", "b"), acme.admin_token);
+  ASSERT_EQ(denied.status, 200) << denied.raw;
+  EXPECT_FALSE(denied.body.at("response").at("allowed").get<bool>());
+  EXPECT_TRUE(controls_of(denied.body).contains("privileged")) << denied.raw;
+  // The same verdict the webhook gives, which does audit it.
+  EXPECT_EQ(controls_of(validate(review(pod, "acme-train", "b")).body), controls_of(denied.body));
+  EXPECT_EQ(admission_denials().size(), 1u) << "the dry check audited a denial";
+
+  // beta's namespace is not acme's to check; beta's route is not acme's to call.
+  auto foreign =
+      check("acme", review(restricted_pod("beta-infer"), "beta-infer", "c"), acme.admin_token);
+  ASSERT_EQ(foreign.status, 200) << foreign.raw;
+  EXPECT_TRUE(controls_of(foreign.body).contains("tenant.namespace")) << foreign.raw;
+  EXPECT_TRUE(IsProblem(
+      check("beta", review(restricted_pod("beta-infer"), "beta-infer", "d"), acme.admin_token), 404,
+      "not_found"));
+  Json no_uid = review(restricted_pod("acme-train"), "acme-train", "x");
+  no_uid["request"].erase("uid");
+  EXPECT_TRUE(IsProblem(check("acme", no_uid, acme.admin_token), 400, "invalid_argument"));
+}
+
 // A self-signed CA certificate, PEM, made with OpenSSL for the test.
 std::string self_signed_ca_pem() {
   EVP_PKEY* key = EVP_EC_gen("P-256");

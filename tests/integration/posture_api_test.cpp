@@ -349,6 +349,14 @@ TEST_F(Posture, FleetViewListsWhichTenantsFailWhichControls) {
       EXPECT_EQ(c.at("failing_tenants"), 1);
     }
   EXPECT_GE(r.body.at("counts").at("failing_tenants").get<int>(), 1);
+
+  // An offboarded tenant leaves the matrix: it is listed apart and fails nothing.
+  ASSERT_EQ(s.request("DELETE", "/v1/tenants/" + bad.info.id, nullptr, s.admin_token()).status,
+            200);
+  auto after = s.request("GET", "/v1/posture", nullptr, s.admin_token());
+  ASSERT_EQ(after.status, 200) << after.raw;
+  EXPECT_EQ(after.body.at("offboarding"), Json::array({"bravo"})) << after.raw;
+  for (const auto& row : after.body.at("tenants")) EXPECT_NE(row.at("name"), "bravo");
 }
 
 TEST_F(Posture, OnlyTheTenantsAdminsAuditorsAndOperatorsReadIt) {

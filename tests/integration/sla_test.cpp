@@ -275,11 +275,14 @@ TEST_F(Sla, FleetSummaryCountsHeldGpusAsAllocated) {
   Json held = summary();
   EXPECT_EQ(held["allocated"], 1) << held.dump();
   EXPECT_EQ(held["free"], 3) << held.dump();
+  EXPECT_EQ(held["unavailable"], 0) << held.dump();
   // The node fails: its allocation ends and neither of its GPUs is free.
   node(n, "fail", "PSU");
   Json failed = summary();
   EXPECT_EQ(failed["allocated"], 0) << failed.dump();
   EXPECT_EQ(failed["free"], 2) << failed.dump();
+  EXPECT_EQ(failed["unavailable"], 2) << "the failed node's GPUs: " << failed.dump();
+  EXPECT_EQ(failed["total"], 4);
 }
 
 // The credit the standing shows is the one the invoice applies: 10% of the offering's charge.

@@ -66,6 +66,18 @@ class Cli : public ::testing::Test {
         std::move(stdin_data));
   }
 
+  // Publishes the rate card `default` (H200 at 3.50 an hour) through the CLI.
+  RunResult publish_default_card(const std::string& currency) {
+    const fs::path card = tmp_.path() / "card.json";
+    std::ofstream(card)
+        << Json{{"id", "default"},
+                {"currency", currency},
+                {"effective_from", "2020-01-01T00:00:00Z"},
+                {"prices", {{{"resource_key", "gpu/H200"}, {"unit_price_micros", 3'500'000}}}}}
+               .dump();
+    return admin({"ratecard", "create", card.string()});
+  }
+
   TempDir tmp_;
   Server server_{tmp_.path() / "data"};
 };
@@ -174,17 +186,17 @@ TEST_F(Cli, OnboardsATenantEndToEnd) {
 // A new tenant's first admin gets a key on a line of its own, sets a password with it and logs
 // in; offboarding is confirmed, says what it did, and happens once.
 TEST_F(Cli, TheFirstAdminLogsInAndOffboardingIsConfirmedAndFinal) {
-  // A published default card, so offboarding drafts the final invoice.
-  const fs::path card = tmp_.path() / "card.json";
-  std::ofstream(card) << Json{{"id", "default"},
-                              {"currency", "USD"},
-                              {"effective_from", "2020-01-01T00:00:00Z"},
-                              {"prices",
-                               {{{"resource_key", "gpu/H200"}, {"unit_price_micros", 3'500'000}}}}}
-                             .dump();
-  ASSERT_TRUE(succeeds(admin({"ratecard", "create", card.string()})));
   auto created = admin({"tenant", "create", "acme", "--admin", "alice"});
   ASSERT_TRUE(succeeds(created));
+  // No card is published yet: the account says its usage cannot be invoiced.
+  auto unpriced = admin({"billing-account", "get", "acme"});
+  ASSERT_TRUE(succeeds(unpriced));
+  EXPECT_TRUE(contains(unpriced.out, "cannot be invoiced")) << unpriced.out;
+  // A published default card, so offboarding drafts the final invoice.
+  ASSERT_TRUE(succeeds(publish_default_card("USD")));
+  auto priced = admin({"-o", "json", "billing-account", "get", "acme"});
+  ASSERT_TRUE(succeeds(priced));
+  EXPECT_EQ(parse(priced).value("rate_card_in_force", false), true) << priced.out;
   std::string key;
   for (const auto& line : lines(created.out))
     if (line.starts_with("key_")) key = line;
@@ -297,6 +309,116 @@ TEST_F(Cli, ADrainWithADeadlineSaysWhenWorkIsEvicted) {
   auto cordon = admin({"node", "cordon", "n1", "--deadline", "30m"});
   EXPECT_NE(cordon.exit_code, 0);
   EXPECT_TRUE(contains(cordon.err, "--deadline")) << cordon.err;
+}
+
+// Budgets are set in currency units and percent, and shown the same way, money with its
+// currency; JSON keeps the API's micro-units and basis points.
+TEST_F(Cli, BudgetsReadInTheUnitsTheyAreSetIn) {
+  ASSERT_TRUE(succeeds(admin({"tenant", "create", "acme"})));
+  ASSERT_TRUE(succeeds(admin({"project", "create", "ml", "--tenant", "acme"})));
+  ASSERT_TRUE(succeeds(publish_default_card("EUR")));
+  auto set = admin({"budget", "set", "acme", "ml", "--amount", "250", "--thresholds", "50,80.5"});
+  ASSERT_TRUE(succeeds(set));
+  EXPECT_TRUE(contains(set.out, "250.00 EUR")) << set.out;
+  EXPECT_TRUE(contains(set.out, "50%, 80.5%")) << set.out;
+  EXPECT_FALSE(contains(set.out, "micros")) << set.out;
+  ASSERT_TRUE(succeeds(admin({"budget", "set", "acme", "--amount", "1000.5"})));
+  auto list = admin({"budget", "list", "acme"});
+  ASSERT_TRUE(succeeds(list));
+  auto rows = lines(list.out);
+  ASSERT_EQ(rows.size(), 3u) << list.out;
+  EXPECT_TRUE(rows[0].starts_with("PROJECT")) << rows[0];
+  EXPECT_TRUE(contains(rows[0], "HARD STOP")) << rows[0];
+  EXPECT_TRUE(contains(list.out, "(whole tenant)")) << list.out;
+  EXPECT_TRUE(contains(list.out, "1000.50 EUR")) << list.out;
+  EXPECT_TRUE(contains(list.out, "0.00 EUR")) << list.out;
+  EXPECT_TRUE(contains(list.out, "ml ")) << list.out;
+  auto json = admin({"-o", "json", "budget", "get", "acme", "ml"});
+  ASSERT_TRUE(succeeds(json));
+  EXPECT_EQ(parse(json).value("amount_micros", 0), 250'000'000) << json.out;
+  EXPECT_EQ(parse(json)["thresholds_bps"], Json::parse("[5000, 8050]")) << json.out;
+  EXPECT_EQ(parse(json).value("project", ""), "ml") << json.out;
+}
+
+// A tenant's admin checks a YAML stream before deploying it, with its own key: one verdict per
+// document, exit 0 allowed, 1 denied, 2 an error.
+TEST_F(Cli, ATenantChecksItsManifestsBeforeDeploying) {
+  auto created = admin({"tenant", "create", "acme", "--admin", "alice"});
+  ASSERT_TRUE(succeeds(created));
+  ASSERT_TRUE(succeeds(admin({"project", "create", "ml", "--tenant", "acme"})));
+  std::string key;
+  for (const auto& line : lines(created.out))
+    if (line.starts_with("key_")) key = line;
+  ASSERT_FALSE(key.empty()) << created.out;
+  auto alice = [&](const std::vector<std::string>& args) {
+    return run_gpuplane(args, {{"GPUPLANE_ENDPOINT", server_.endpoint()}, {"GPUPLANE_TOKEN", key}});
+  };
+  const std::string pod = R"(apiVersion: v1
+kind: Pod
+metadata:
+  name: NAME
+  namespace: acme-ml
+spec:
+  securityContext: {runAsNonRoot: true, seccompProfile: {type: RuntimeDefault}}
+  containers:
+  - name: main
+    image: registry.example.com/acme/train:1
+    securityContext:
+      allowPrivilegeEscalation: false
+      privileged: PRIVILEGED
+      capabilities: {drop: [ALL]}
+)";
+  auto manifest = [&](const std::string& name, bool privileged) {
+    std::string m = pod;
+    m.replace(m.find("NAME"), 4, name);
+    m.replace(m.find("PRIVILEGED"), 10, privileged ? "true" : "false");
+    return m;
+  };
+  const fs::path good = tmp_.path() / "good.yaml", mixed = tmp_.path() / "mixed.yaml",
+                 broken = tmp_.path() / "broken.yaml";
+  std::ofstream(good) << manifest("trainer", false);
+  std::ofstream(mixed) << manifest("trainer", false) << "---\n" << manifest("rooted", true);
+  std::ofstream(broken) << "kind: Pod\nspec: [unclosed\n";
+
+  auto ok = alice({"admission", "check", good.string(), "--tenant", "acme"});
+  EXPECT_EQ(ok.exit_code, 0) << ok.out << ok.err;
+  EXPECT_EQ(ok.out, "allowed\n");
+  auto no = alice({"admission", "check", mixed.string(), "--tenant", "acme"});
+  EXPECT_EQ(no.exit_code, 1) << no.out << no.err;
+  EXPECT_TRUE(contains(no.out, "Pod/trainer: allowed")) << no.out;
+  EXPECT_TRUE(contains(no.out, "Pod/rooted: denied")) << no.out;
+  EXPECT_TRUE(contains(no.out, "privileged")) << no.out;
+  auto bad = alice({"admission", "check", broken.string(), "--tenant", "acme"});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out << bad.err;
+  EXPECT_TRUE(contains(bad.err, "YAML")) << bad.err;
+  // Without --tenant it is the webhook's route, which a tenant's key may not call.
+  auto webhook = alice({"admission", "check", good.string()});
+  EXPECT_EQ(webhook.exit_code, 2) << webhook.out << webhook.err;
+  EXPECT_TRUE(contains(webhook.err, "--tenant")) << webhook.err;
+}
+
+// A MIG GPU's instances are in the tables, not only in JSON.
+TEST_F(Cli, NodeAndGpuTablesShowMigInstances) {
+  Json gpu = {{"uuid", "GPU-m-0"},
+              {"index", 0},
+              {"model", "NVIDIA H200"},
+              {"memory_bytes", int64_t{150} << 30},
+              {"mig_capable", true},
+              {"mode", "mig"},
+              {"mig_instances",
+               {{{"profile", "3g.71gb"}, {"start", 0}}, {{"profile", "1g.18gb"}, {"start", 6}}}}};
+  Json inv = {{"node", {{"name", "m1"}, {"cpu_millis", 1000}, {"memory_bytes", 1 << 30}}},
+              {"gpus", {gpu}}};
+  auto imported =
+      server_.admin_request("POST", "/v1/fleet/import", {{"nodes", {{{"inventory", inv}}}}});
+  ASSERT_TRUE(imported && imported->status == 201) << (imported ? imported->body : "");
+  for (auto args : {std::vector<std::string>{"node", "get", "m1"},
+                    std::vector<std::string>{"gpu", "list", "--node", "m1"}}) {
+    auto r = admin(args);
+    ASSERT_TRUE(succeeds(r));
+    EXPECT_TRUE(contains(r.out, "MIG INSTANCES")) << r.out;
+    EXPECT_TRUE(contains(r.out, "3g.71gb at slice 0, 1g.18gb at slice 6")) << r.out;
+  }
 }
 
 // gp_test() hands every test the binary's path in GP_BINARY; the fallback in

@@ -19,7 +19,6 @@
 #include <sstream>
 
 #include "support/json_schema.h"
-#include "support/yaml_json.h"
 #include "test_util.h"
 
 namespace gp::render {
@@ -203,7 +202,7 @@ TEST(RenderKubernetes, YamlReadsBackToTheSameObjects) {
     auto objects = render_kubernetes_objects(in);
     auto yaml = render_kubernetes(in);
     ASSERT_TRUE(objects && yaml);
-    auto docs = gp::testing::yaml_documents_to_json(*yaml);
+    auto docs = from_yaml(*yaml);
     ASSERT_TRUE(docs) << docs.error().message;
     // LoadAll yields no document for the header comment.
     ASSERT_EQ(docs->size(), objects->size()) << label(in);
@@ -569,10 +568,42 @@ TEST(RenderKubernetes, BadInputIsRefusedWithAReason) {
 TEST(RenderKubernetes, YamlQuotesStringsThatWouldReadAsOtherTypes) {
   Json j = {{"a", "true"}, {"b", "123"}, {"c", "null"}, {"d", "500m"}, {"e", "plain-text"},
             {"f", ""},     {"g", "yes"}, {"h", "a: b"}, {"i", 42},     {"j", false}};
-  auto docs = gp::testing::yaml_documents_to_json(to_yaml(j));
+  auto docs = from_yaml(to_yaml(j));
   ASSERT_TRUE(docs);
   ASSERT_EQ(docs->size(), 1u);
   EXPECT_EQ((*docs)[0], j);
+}
+
+// A manifest a tenant writes by hand reads as Kubernetes reads it.
+TEST(RenderKubernetes, YamlManifestsReadWithTheCoreSchema) {
+  auto docs = from_yaml(
+      "---\n"
+      "kind: Pod\n"
+      "spec: {replicas: 3, ratio: 0.5, big: 123456789012345678901, on: True, off: false,\n"
+      "       nothing: ~, empty: , quoted: \"42\", single: '1.5', name: 3g.71gb, neg: -7}\n"
+      "---\n"
+      "---\n"
+      "[1, \"two\"]\n");
+  ASSERT_TRUE(docs) << docs.error().message;
+  ASSERT_EQ(docs->size(), 2u);  // the empty document is skipped
+  const Json& spec = (*docs)[0]["spec"];
+  EXPECT_EQ(spec["replicas"], 3);
+  EXPECT_EQ(spec["ratio"], 0.5);
+  EXPECT_TRUE(spec["big"].is_number_float());
+  EXPECT_EQ(spec["on"], true);
+  EXPECT_EQ(spec["off"], false);
+  EXPECT_TRUE(spec["nothing"].is_null());
+  EXPECT_TRUE(spec["empty"].is_null());
+  EXPECT_EQ(spec["quoted"], "42");
+  EXPECT_EQ(spec["single"], "1.5");
+  EXPECT_EQ(spec["name"], "3g.71gb");
+  EXPECT_EQ(spec["neg"], -7);
+  EXPECT_EQ((*docs)[1], Json::parse(R"([1, "two"])"));
+
+  auto bad = from_yaml("kind: Pod\nspec: [unclosed\n");
+  ASSERT_FALSE(bad);
+  EXPECT_EQ(bad.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(bad.error().message.find("line"), std::string::npos) << bad.error().message;
 }
 
 // kubectl needs no cluster to decode a manifest stream with `label --local`; create/apply
