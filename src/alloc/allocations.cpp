@@ -144,7 +144,10 @@ Json placement_json(const sched::Placement& p, const sched::ClusterState& state)
   Json gpus = Json::array();
   for (const sched::GpuGrant& g : p.gpus) {
     const auto& gpu = state.gpus()[g.gpu];
-    Json e = {{"node", g.node_id}, {"gpu", g.gpu_uuid}, {"index", gpu.index}};
+    Json e = {{"node", g.node_id},
+              {"node_name", state.nodes()[size_t(gpu.node)].name},
+              {"gpu", g.gpu_uuid},
+              {"index", gpu.index}};
     if (g.mig_instance)
       e["mig"] = {{"profile", g.mig_instance->profile}, {"start", g.mig_instance->start}};
     if (g.milli) e["milli"] = g.milli;
@@ -165,12 +168,21 @@ Json placement_json(const sched::Placement& p, const sched::ClusterState& state)
       if (std::ranges::find(nodes, g.node_id) == nodes.end()) nodes.push_back(g.node_id);
     }
   }
+  // The same nodes by name, for people (ids stay what the placement is keyed by).
+  Json node_names = Json::array();
+  for (int32_t slot : p.node_slots) node_names.push_back(state.nodes()[size_t(slot)].name);
+  if (p.node_slots.empty())
+    for (const auto& g : p.gpus) {
+      const std::string& name = state.nodes()[size_t(state.gpus()[size_t(g.gpu)].node)].name;
+      if (std::ranges::find(node_names, Json(name)) == node_names.end()) node_names.push_back(name);
+    }
   Json out = {{"model", p.model},
               {"tier", sched::tier_name(p.tier)},
               {"units", p.units},
               {"gpu_equivalents", sched::format_units(p.units)},
               {"whole_nodes", !p.nodes.empty()},
               {"nodes", nodes},
+              {"node_names", node_names},
               {"gpus", gpus},
               {"mode_changes", mode_changes},
               {"mig_changes", mig_changes}};

@@ -1,7 +1,6 @@
 // The live scheduler over the store: rebuilt from it, changed in the same transaction as the
 // rows that record each change, every transition recorded with its reason and audited.
 #include <fmt/format.h>
-#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -45,14 +44,13 @@ std::string resource_of(const Allocation& a) {
 
 // What a placement gave, as its holder reads it: "placed 1 x 3g.71gb MIG instance of H200 on
 // gpu-a", "placed 2 H200 GPUs on gpu-a", "placed a 0.25 share of one H200 GPU on gpu-b",
-// "placed 2 whole nodes (16 H200 GPUs) on gpu-a, gpu-b". Nodes by name.
-std::string placed_reason(const sched::Placement& p, const sched::ClusterState& state) {
-  std::vector<std::string> names;
-  for (const auto& g : p.gpus) {
-    const std::string& name = state.nodes()[size_t(state.gpus()[size_t(g.gpu)].node)].name;
-    if (std::ranges::find(names, name) == names.end()) names.push_back(name);
+// "placed 2 whole nodes (16 H200 GPUs) on gpu-a, gpu-b". `node_names` as placement_json has them.
+std::string placed_reason(const sched::Placement& p, const Json& node_names) {
+  std::string on;
+  for (const auto& name : node_names) {
+    if (!on.empty()) on += ", ";
+    on += name.get<std::string>();
   }
-  const std::string on = fmt::format("{}", fmt::join(names, ", "));
   const size_t n = p.gpus.size();
   if (!p.nodes.empty())
     return fmt::format("placed {} whole node{} ({} {} GPUs) on {}", p.nodes.size(),
@@ -258,7 +256,7 @@ Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::st
   const sched::Placement& p = *d.placement;
   const int64_t now = w.now();
   Json placement = detail::placement_json(p, sched_->state());
-  std::string reason = placed_reason(p, sched_->state());
+  std::string reason = placed_reason(p, placement["node_names"]);
   if (!p.reservation.empty()) reason += fmt::format(" held by reservation {}", p.reservation);
   if (d.borrowed_units > 0)
     reason +=

@@ -25,19 +25,25 @@ Result<std::vector<billing::OfferingCredit>> tenant_sla_credits(Api& api, store:
   return std::move(mine->second);
 }
 
-Result<Reply> get_account(Api& api, Call& call, store::Tx& tx) {
-  auto a = GP_TRY(billing::load_account(tx, call.tenant->id));
+// The account as both routes answer it, with what the operator needs to see beside it: whether
+// its card has a version in force this month (without one the tenant's usage cannot be
+// invoiced; a tenant without an account uses the card `default`) and that card's currency.
+Result<Json> account_json(Api& api, store::Tx& tx, const billing::Account& a) {
   Json body = a.to_json();
-  // Said where the operator looks: a tenant whose card has no version in force this month
-  // cannot be invoiced (a tenant without an account uses the card `default`).
   auto card = billing::rate_card_for_period(tx, a.rate_card_id,
                                             billing::month_containing(api.world().now()));
   if (!card && card.error().code != ErrorCode::kNotFound &&
       card.error().code != ErrorCode::kInvalidArgument && card.error().code != ErrorCode::kConflict)
     return fail(card.error());
   body["rate_card_in_force"] = card.has_value();
+  if (card) body["currency"] = card->currency;
   if (!card) body["warning"] = card.error().message + ": this tenant's usage cannot be invoiced";
-  return json_reply(200, std::move(body), a.version);
+  return body;
+}
+
+Result<Reply> get_account(Api& api, Call& call, store::Tx& tx) {
+  auto a = GP_TRY(billing::load_account(tx, call.tenant->id));
+  return json_reply(200, GP_TRY(account_json(api, tx, a)), a.version);
 }
 
 Result<Mutation> put_account(Api& api, Call& call, store::Tx& tx) {
@@ -51,7 +57,7 @@ Result<Mutation> put_account(Api& api, Call& call, store::Tx& tx) {
   }
   auto saved = GP_TRY(billing::save_account(tx, next, call.who.id, api.world().now()));
   Mutation m;
-  m.reply = json_reply(200, saved.to_json(), saved.version);
+  m.reply = json_reply(200, GP_TRY(account_json(api, tx, saved)), saved.version);
   m.detail = {{"rate_card", saved.rate_card_id},
               {"tax_bps", saved.tax_bps},
               {"prepaid_credit_micros", saved.prepaid_credit_micros},

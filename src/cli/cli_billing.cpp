@@ -220,6 +220,11 @@ std::string money_in(const Json& micros, const Json& currency) {
   return text;
 }
 
+// 5000 basis points read "50%", 1250 "12.5%".
+std::string percent_of_bps(const Json& bps) {
+  return bps.is_number() ? cell(Json(bps.get<double>() / 100.0)) + "%" : cell(bps);
+}
+
 // An invoice as a person reads one: number, who it is for, dates, then its lines described and
 // the totals in its currency.
 void print_invoice(const Json& j) {
@@ -434,64 +439,6 @@ void add_invoice_api(CLI::App* inv, ClientConfig& c, int* rc) {
   });
 }
 
-void add_billing_account(CLI::App& app, ClientConfig& c, int* rc) {
-  auto* acc = app.add_subcommand("billing-account", "A tenant's rate card, tax rate and prepaid");
-  acc->require_subcommand(1);
-  auto tenant = std::make_shared<std::string>();
-  auto* get = acc->add_subcommand("get", "Show a tenant's billing account");
-  get->add_option("tenant", *tenant, "Tenant name or id")->required();
-  get->callback([&c, tenant, rc] {
-    auto r = call(c, "GET", "/v1/tenants/" + url_encode(*tenant) + "/billing-account");
-    if (r) print(c, *r, {});
-    if (!r) *rc = 1;
-  });
-  auto body = std::make_shared<Json>(Json::object());
-  auto* set = acc->add_subcommand("set", "Set a tenant's billing account (operators)");
-  set->add_option("tenant", *tenant, "Tenant name or id")->required();
-  field<std::string>(set, body, "--rate-card", "rate_card", "Rate card id");
-  field<int64_t>(set, body, "--tax-bps", "tax_bps", "Tax rate in basis points (0-10000)");
-  field<int64_t>(set, body, "--prepaid-micros", "prepaid_credit_micros",
-                 "Prepaid credit balance in micro-units (replaces the balance)");
-  field<std::string>(set, body, "--legal-name", "legal_name",
-                     "Legal name invoices are addressed to");
-  field<std::string>(set, body, "--address", "billing_address",
-                     "Billing address printed on invoices (\\n between lines)");
-  field<int64_t>(set, body, "--payment-terms", "payment_terms_days",
-                 "Days from an invoice's issue to its due date (default 30)");
-  set->callback([&c, tenant, body, rc] {
-    // "\n" typed on a command line means a new line of the address.
-    if (body->contains("billing_address")) {
-      std::string address = (*body)["billing_address"];
-      for (size_t at = address.find("\\n"); at != std::string::npos; at = address.find("\\n", at))
-        address.replace(at, 2, "\n");
-      (*body)["billing_address"] = address;
-    }
-    auto r = call(c, "PUT", "/v1/tenants/" + url_encode(*tenant) + "/billing-account", *body);
-    if (r) print(c, *r, {});
-    if (!r) *rc = 1;
-  });
-}
-
-void add_invoice(CLI::App& app, ClientConfig& c, int* rc) {
-  auto* inv = app.add_subcommand("invoice", "Invoices");
-  inv->require_subcommand(1);
-  add_invoice_api(inv, c, rc);
-  auto o = std::make_shared<PreviewOptions>();
-  auto* pv = inv->add_subcommand(
-      "preview", "Rate a JSON file of usage records with a rate card file, offline (no server)");
-  pv->add_option("--rate-card", o->rate_card, "Rate card JSON file")->required();
-  pv->add_option("--usage", o->usage, "Usage records: a JSON array or {\"records\": [...]}")
-      ->required();
-  pv->add_option("--tenant", o->tenant, "Only this tenant (default: one invoice per tenant)");
-  pv->add_option("--month", o->month, "Billing month YYYY-MM (UTC; default: the first record's)");
-  pv->add_option("--tax-bps", o->tax_bps, "Tax rate in basis points")->check(CLI::Range(0, 10000));
-  pv->add_option("--prepaid-micros", o->prepaid_micros, "Prepaid credit balance (micro-units)")
-      ->check(CLI::Range(int64_t(0), INT64_MAX));
-  pv->add_option("--format", o->format, "table, json, csv or html")
-      ->check(CLI::IsMember({"table", "json", "csv", "html"}));
-  pv->callback([o, rc] { *rc = preview(*o); });
-}
-
 // "12.5" (currency units, at most six decimals) in micro-units; nullopt when malformed.
 std::optional<int64_t> parse_units(std::string_view s, int decimals, int64_t scale) {
   if (s.empty() || s.size() > 24) return std::nullopt;
@@ -517,14 +464,132 @@ std::optional<int64_t> parse_units(std::string_view s, int decimals, int64_t sca
   return whole * scale + frac;
 }
 
+// A billing account as a person reads it: percent and money in the card's currency.
+Json account_view(const Json& a) {
+  const Json currency = a.value("currency", Json(nullptr));
+  Json v = {
+      {"tenant", a.value("tenant_id", "")},
+      {"rate card", a.value("rate_card", "")},
+      {"rate card in force", a.value("rate_card_in_force", false) ? "yes" : "no"},
+      {"tax", percent_of_bps(a.value("tax_bps", Json(nullptr)))},
+      {"prepaid credit", money_in(a.value("prepaid_credit_micros", Json(nullptr)), currency)},
+      {"legal name", a.value("legal_name", "")},
+      {"billing address", a.value("billing_address", "")},
+      {"payment terms", fmt::format("net {} days", cell(a.value("payment_terms_days", Json(30))))}};
+  if (a.contains("warning")) v["warning"] = a["warning"];
+  return v;
+}
+
+void add_billing_account(CLI::App& app, ClientConfig& c, int* rc) {
+  auto* acc = app.add_subcommand("billing-account", "A tenant's rate card, tax rate and prepaid");
+  acc->require_subcommand(1);
+  auto tenant = std::make_shared<std::string>();
+  auto* get = acc->add_subcommand("get", "Show a tenant's billing account");
+  get->add_option("tenant", *tenant, "Tenant name or id")->required();
+  get->callback([&c, tenant, rc] {
+    auto r = call(c, "GET", "/v1/tenants/" + url_encode(*tenant) + "/billing-account");
+    if (r) print(c, c.output == "json" ? *r : account_view(*r), {});
+    if (!r) *rc = 1;
+  });
+  auto body = std::make_shared<Json>(Json::object());
+  auto* set = acc->add_subcommand("set", "Set a tenant's billing account (operators)");
+  set->add_option("tenant", *tenant, "Tenant name or id")->required();
+  field<std::string>(set, body, "--rate-card", "rate_card", "Rate card id");
+  auto tax = std::make_shared<std::string>();
+  auto prepaid = std::make_shared<std::string>();
+  set->add_option("--tax", *tax, "Tax rate in percent, e.g. 8.25");
+  set->add_option("--prepaid", *prepaid,
+                  "Prepaid credit balance in currency units, e.g. 500.00 (replaces the balance)");
+  // The API's units, kept for scripts written against them.
+  field<int64_t>(set, body, "--tax-bps", "tax_bps", "Tax rate in basis points")->group("");
+  field<int64_t>(set, body, "--prepaid-micros", "prepaid_credit_micros",
+                 "Prepaid credit balance in micro-units")
+      ->group("");
+  field<std::string>(set, body, "--legal-name", "legal_name",
+                     "Legal name invoices are addressed to");
+  field<std::string>(set, body, "--address", "billing_address",
+                     "Billing address printed on invoices (\\n between lines)");
+  field<int64_t>(set, body, "--payment-terms", "payment_terms_days",
+                 "Days from an invoice's issue to its due date (default 30)");
+  set->callback([&c, tenant, body, tax, prepaid, rc] {
+    if (!tax->empty()) {
+      auto bps = parse_units(*tax, 2, 100);
+      if (!bps) {
+        std::cerr << "error: --tax must be a percentage with at most two decimals, e.g. 8.25\n";
+        *rc = 1;
+        return;
+      }
+      (*body)["tax_bps"] = *bps;
+    }
+    if (!prepaid->empty()) {
+      auto micros = parse_units(*prepaid, 6, 1'000'000);
+      if (!micros) {
+        std::cerr << "error: --prepaid must be an amount with at most six decimals, e.g. 500.00\n";
+        *rc = 1;
+        return;
+      }
+      (*body)["prepaid_credit_micros"] = *micros;
+    }
+    // "\n" typed on a command line means a new line of the address.
+    if (body->contains("billing_address")) {
+      std::string address = (*body)["billing_address"];
+      for (size_t at = address.find("\\n"); at != std::string::npos; at = address.find("\\n", at))
+        address.replace(at, 2, "\n");
+      (*body)["billing_address"] = address;
+    }
+    auto r = call(c, "PUT", "/v1/tenants/" + url_encode(*tenant) + "/billing-account", *body);
+    if (r) print(c, c.output == "json" ? *r : account_view(*r), {});
+    if (!r) *rc = 1;
+  });
+}
+
+void add_invoice(CLI::App& app, ClientConfig& c, int* rc) {
+  auto* inv = app.add_subcommand("invoice", "Invoices");
+  inv->require_subcommand(1);
+  add_invoice_api(inv, c, rc);
+  auto o = std::make_shared<PreviewOptions>();
+  auto* pv = inv->add_subcommand(
+      "preview", "Rate a JSON file of usage records with a rate card file, offline (no server)");
+  pv->add_option("--rate-card", o->rate_card, "Rate card JSON file")->required();
+  pv->add_option("--usage", o->usage, "Usage records: a JSON array or {\"records\": [...]}")
+      ->required();
+  pv->add_option("--tenant", o->tenant, "Only this tenant (default: one invoice per tenant)");
+  pv->add_option("--month", o->month, "Billing month YYYY-MM (UTC; default: the first record's)");
+  auto tax = std::make_shared<std::string>();
+  auto prepaid = std::make_shared<std::string>();
+  pv->add_option("--tax", *tax, "Tax rate in percent, e.g. 8.25");
+  pv->add_option("--prepaid", *prepaid, "Prepaid credit balance in currency units, e.g. 500.00");
+  // The API's units, kept for scripts written against them.
+  pv->add_option("--tax-bps", o->tax_bps, "Tax rate in basis points")
+      ->check(CLI::Range(0, 10000))
+      ->group("");
+  pv->add_option("--prepaid-micros", o->prepaid_micros, "Prepaid credit balance (micro-units)")
+      ->check(CLI::Range(int64_t(0), INT64_MAX))
+      ->group("");
+  pv->add_option("--format", o->format, "table, json, csv or html")
+      ->check(CLI::IsMember({"table", "json", "csv", "html"}));
+  pv->callback([o, tax, prepaid, rc] {
+    auto bps = tax->empty() ? std::optional<int64_t>(o->tax_bps) : parse_units(*tax, 2, 100);
+    auto micros = prepaid->empty() ? std::optional<int64_t>(o->prepaid_micros)
+                                   : parse_units(*prepaid, 6, 1'000'000);
+    if (!bps || *bps > 10000 || !micros) {
+      std::cerr << fmt::format("error: {}\n", !bps || *bps > 10000
+                                                  ? "--tax must be a percentage (0-100, at most "
+                                                    "two decimals), e.g. 8.25"
+                                                  : "--prepaid must be an amount with at most six "
+                                                    "decimals, e.g. 500.00");
+      *rc = 1;
+      return;
+    }
+    o->tax_bps = *bps;
+    o->prepaid_micros = *micros;
+    *rc = preview(*o);
+  });
+}
+
 std::string budget_target(const std::string& tenant, const std::string& project) {
   return "/v1/tenants/" + url_encode(tenant) + "/budgets/" +
          (project.empty() || project == "-" ? std::string("-") : url_encode(project));
-}
-
-// 5000 basis points read "50%", 1250 "12.5%".
-std::string percent_of_bps(const Json& bps) {
-  return bps.is_number() ? cell(Json(bps.get<double>() / 100.0)) + "%" : cell(bps);
 }
 
 std::string project_or_tenant(const Json& item) {

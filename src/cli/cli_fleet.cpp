@@ -75,7 +75,7 @@ void add_node(CLI::App& app, ClientConfig& c, int* rc) {
     std::string target = "/v1/nodes?limit=1000";
     if (!state->empty()) target += "&state=" + url_encode(*state);
     auto r = call(c, "GET", target);
-    if (r) print(c, *r, {"id", "name", "state", "cordoned", "rack", "pool_id", "last_heartbeat"});
+    if (r) print(c, *r, {"id", "name", "state", "cordoned", "rack", "pool", "last_heartbeat"});
     return r.has_value();
   });
   auto id = std::make_shared<std::string>();

@@ -54,12 +54,13 @@ struct Where {
 // Binds a CLI option to a JSON body field (a JSON pointer such as "/admin/email"), set only
 // when given.
 template <typename T>
-void field(CLI::App* app, const std::shared_ptr<Json>& body, const std::string& flag,
-           const std::string& key, const std::string& help, bool required = false) {
+CLI::Option* field(CLI::App* app, const std::shared_ptr<Json>& body, const std::string& flag,
+                   const std::string& key, const std::string& help, bool required = false) {
   std::string pointer = key.starts_with("/") ? key : "/" + key;
   auto* opt = app->add_option_function<T>(
       flag, [body, pointer](const T& v) { (*body)[Json::json_pointer(pointer)] = v; }, help);
   if (required) opt->required();
+  return opt;
 }
 
 // Runs `fn` (returning whether it succeeded) as a subcommand's callback; a failure sets *rc to 1.

@@ -31,6 +31,7 @@ struct Pool {
 struct Node {
   std::string id;
   std::optional<std::string> pool_id;
+  std::optional<std::string> pool_name;  // as read with the node (nullopt: no pool)
   NodeState state = NodeState::kEnrolling;
   bool cordoned = false;
   std::string state_reason;

@@ -45,6 +45,7 @@ Json Node::to_json() const {
   return {{"id", id},
           {"name", info.name},
           {"pool_id", pool_id ? Json(*pool_id) : Json(nullptr)},
+          {"pool", pool_name ? Json(*pool_name) : Json(nullptr)},
           {"state", node_state_name(state)},
           {"cordoned", cordoned},
           {"schedulable", schedulable(state) && !cordoned},
@@ -134,6 +135,8 @@ constexpr std::string_view kNodeCols =
     "id, name, pool_id, state, cordoned, state_reason, cpu_millis, memory_bytes, rack, "
     "nvlink_domain, labels, source, last_heartbeat, created_at, updated_at, version, "
     "gpu_runtime, drain_deadline";
+// Read after kNodeCols: the node's pool by name.
+constexpr std::string_view kPoolNameCol = "(SELECT p.name FROM pools p WHERE p.id = nodes.pool_id)";
 // The stored GPU runtime report; one that no longer parses reads as never reported.
 std::optional<GpuRuntime> gpu_runtime_from(const std::optional<std::string>& text) {
   if (!text) return std::nullopt;
@@ -169,12 +172,13 @@ Node node_from(const Row& r) {
   n.version = r.integer(15);
   n.gpu_runtime = gpu_runtime_from(r.opt_text(16));
   n.drain_deadline = r.opt_integer(17);
+  n.pool_name = r.opt_text(18);
   return n;
 }
 
 Result<Node> load_node(store::Tx& tx, const std::string& id) {
-  auto row =
-      GP_TRY(tx.query_one(fmt::format("SELECT {} FROM nodes WHERE id = ?", kNodeCols), {id}));
+  auto row = GP_TRY(tx.query_one(
+      fmt::format("SELECT {}, {} FROM nodes WHERE id = ?", kNodeCols, kPoolNameCol), {id}));
   if (!row) return fail(Error::not_found("node not found"));
   return node_from(*row);
 }
@@ -209,6 +213,9 @@ Result<Node> insert_node(store::Tx& tx, const World& w, const Inventory& inv,
   n.id = std::move(id);
   n.info = inv.node;
   n.pool_id = pool_id;
+  if (pool_id)
+    if (auto row = GP_TRY(tx.query_one("SELECT name FROM pools WHERE id = ?", {*pool_id})))
+      n.pool_name = row->text(0);
   n.state = state;
   n.source = source;
   n.created_at = n.updated_at = w.now();
@@ -230,8 +237,8 @@ Result<Node> insert_node(store::Tx& tx, const World& w, const Inventory& inv,
 }  // namespace
 
 Result<std::optional<Node>> find_node(store::Tx& tx, std::string_view key) {
-  auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM nodes WHERE {} = ?", kNodeCols,
-                                             key.starts_with("nod_") ? "id" : "name"),
+  auto row = GP_TRY(tx.query_one(fmt::format("SELECT {}, {} FROM nodes WHERE {} = ?", kNodeCols,
+                                             kPoolNameCol, key.starts_with("nod_") ? "id" : "name"),
                                  {std::string(key)}));
   if (!row) return std::optional<Node>();
   return std::optional<Node>(node_from(*row));
@@ -246,8 +253,9 @@ Result<Page<Node>> list_nodes(store::Tx& tx, const PageRequest& page,
     params.push_back(std::string(node_state_name(*state)));
   }
   params.push_back(int64_t(page.limit) + 1);
-  auto rows = GP_TRY(tx.query(
-      fmt::format("SELECT {} FROM nodes WHERE {} ORDER BY id LIMIT ?", kNodeCols, where), params));
+  auto rows = GP_TRY(tx.query(fmt::format("SELECT {}, {} FROM nodes WHERE {} ORDER BY id LIMIT ?",
+                                          kNodeCols, kPoolNameCol, where),
+                              params));
   std::vector<Node> out;
   for (const auto& r : rows) out.push_back(node_from(r));
   return make_page(std::move(out), page);
@@ -278,9 +286,10 @@ Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node
 Result<std::vector<Node>> overdue_drains(store::Tx& tx, int64_t now) {
   std::vector<Node> out;
   for (const auto& r : GP_TRY(tx.query(
-           fmt::format("SELECT {} FROM nodes WHERE state = 'draining' AND drain_deadline IS NOT "
-                       "NULL AND drain_deadline <= ? ORDER BY id",
-                       kNodeCols),
+           fmt::format(
+               "SELECT {}, {} FROM nodes WHERE state = 'draining' AND drain_deadline IS NOT "
+               "NULL AND drain_deadline <= ? ORDER BY id",
+               kNodeCols, kPoolNameCol),
            {now})))
     out.push_back(node_from(r));
   return out;
@@ -545,9 +554,10 @@ Result<int64_t> record_samples(store::Tx& tx, const std::string& node_id,
 
 Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w, Duration timeout) {
   auto rows = GP_TRY(tx.query(
-      fmt::format("SELECT {} FROM nodes WHERE source = 'agent' AND state IN ('ready', 'draining', "
-                  "'enrolling') AND last_heartbeat < ?",
-                  kNodeCols),
+      fmt::format(
+          "SELECT {}, {} FROM nodes WHERE source = 'agent' AND state IN ('ready', 'draining', "
+          "'enrolling') AND last_heartbeat < ?",
+          kNodeCols, kPoolNameCol),
       {w.now() - timeout.count()}));
   std::vector<Node> failed;
   for (const auto& r : rows) {

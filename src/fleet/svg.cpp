@@ -138,7 +138,7 @@ std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& 
         R"(<text x="28" y="{}">{}</text><text x="28" y="{}" fill="#666666" font-size="10">{}{}</text></g>)"
         "\n",
         markup_escape(n.info.name), state, n.cordoned ? ", cordoned" : "",
-        markup_escape(n.info.rack), markup_escape(n.pool_id.value_or("shared")), y + gpu_h / 2,
+        markup_escape(n.info.rack), markup_escape(n.pool_name.value_or("shared")), y + gpu_h / 2,
         colour, y + 14, markup_escape(n.info.name), y + 28, state, n.cordoned ? " cordoned" : "");
     int x = label_w;
     for (const auto& g : gpus) {

@@ -162,6 +162,16 @@ TEST_F(Sched, APlacementSaysWhatItGaveByProfileAndNodeName) {
   auto share = reason({{"offering", "h200-shared-250"}});
   EXPECT_TRUE(share.starts_with("placed a 0.25 share of one H200 GPU on gpu-")) << share;
   EXPECT_EQ(mig.find("nod_"), std::string::npos) << "a node id instead of its name: " << mig;
+  // The JSON placement names its nodes beside their ids.
+  auto listed = s.request("GET", t.base() + "/allocations?limit=10", nullptr, t.info.admin_token);
+  ASSERT_EQ(listed.status, 200) << listed.raw;
+  ASSERT_EQ(listed.body["items"].size(), 3u) << listed.raw;
+  for (const auto& a : listed.body["items"]) {
+    const Json& p = a["placement"];
+    ASSERT_EQ(p["node_names"].size(), p["nodes"].size()) << p.dump();
+    EXPECT_TRUE(p["node_names"][0].get<std::string>().starts_with("gpu-")) << p.dump();
+    EXPECT_TRUE(p["gpus"][0]["node_name"].get<std::string>().starts_with("gpu-")) << p.dump();
+  }
   // The fleet map draws the same holdings under the tenant's name.
   auto map = s.request_raw("GET", "/v1/fleet/map.svg", "", admin);
   ASSERT_EQ(map.status, 200);

@@ -311,8 +311,8 @@ TEST_F(Cli, ADrainWithADeadlineSaysWhenWorkIsEvicted) {
   EXPECT_TRUE(contains(cordon.err, "--deadline")) << cordon.err;
 }
 
-// Budgets are set in currency units and percent, and shown the same way, money with its
-// currency; JSON keeps the API's micro-units and basis points.
+// Budgets and the billing account are set in currency units and percent, and shown the same
+// way, money with its currency; JSON keeps the API's micro-units and basis points.
 TEST_F(Cli, BudgetsReadInTheUnitsTheyAreSetIn) {
   ASSERT_TRUE(succeeds(admin({"tenant", "create", "acme"})));
   ASSERT_TRUE(succeeds(admin({"project", "create", "ml", "--tenant", "acme"})));
@@ -338,6 +338,17 @@ TEST_F(Cli, BudgetsReadInTheUnitsTheyAreSetIn) {
   EXPECT_EQ(parse(json).value("amount_micros", 0), 250'000'000) << json.out;
   EXPECT_EQ(parse(json)["thresholds_bps"], Json::parse("[5000, 8050]")) << json.out;
   EXPECT_EQ(parse(json).value("project", ""), "ml") << json.out;
+
+  // The billing account too: tax in percent, prepaid credit in the card's currency.
+  auto account = admin({"billing-account", "set", "acme", "--tax", "8.25", "--prepaid", "500"});
+  ASSERT_TRUE(succeeds(account));
+  EXPECT_TRUE(contains(account.out, "8.25%")) << account.out;
+  EXPECT_TRUE(contains(account.out, "500.00 EUR")) << account.out;
+  auto stored = admin({"-o", "json", "billing-account", "get", "acme"});
+  ASSERT_TRUE(succeeds(stored));
+  EXPECT_EQ(parse(stored).value("tax_bps", 0), 825) << stored.out;
+  EXPECT_EQ(parse(stored).value("prepaid_credit_micros", 0), 500'000'000) << stored.out;
+  EXPECT_TRUE(fails_with(admin({"billing-account", "set", "acme", "--tax", "8.255"}), "--tax"));
 }
 
 // A tenant's admin checks a YAML stream before deploying it, with its own key: one verdict per
@@ -397,8 +408,8 @@ spec:
   EXPECT_TRUE(contains(webhook.err, "--tenant")) << webhook.err;
 }
 
-// A MIG GPU's instances are in the tables, not only in JSON.
-TEST_F(Cli, NodeAndGpuTablesShowMigInstances) {
+// A MIG GPU's instances are in the tables, not only in JSON; a node's pool is named.
+TEST_F(Cli, NodeAndGpuTablesShowMigInstancesAndPoolNames) {
   Json gpu = {{"uuid", "GPU-m-0"},
               {"index", 0},
               {"model", "NVIDIA H200"},
@@ -409,9 +420,16 @@ TEST_F(Cli, NodeAndGpuTablesShowMigInstances) {
                {{{"profile", "3g.71gb"}, {"start", 0}}, {{"profile", "1g.18gb"}, {"start", 6}}}}};
   Json inv = {{"node", {{"name", "m1"}, {"cpu_millis", 1000}, {"memory_bytes", 1 << 30}}},
               {"gpus", {gpu}}};
-  auto imported =
-      server_.admin_request("POST", "/v1/fleet/import", {{"nodes", {{{"inventory", inv}}}}});
+  auto pool = server_.admin_request("POST", "/v1/pools", {{"name", "train-pool"}});
+  ASSERT_TRUE(pool && pool->status == 201) << (pool ? pool->body : "");
+  auto imported = server_.admin_request(
+      "POST", "/v1/fleet/import", {{"pool", "train-pool"}, {"nodes", {{{"inventory", inv}}}}});
   ASSERT_TRUE(imported && imported->status == 201) << (imported ? imported->body : "");
+  // The node's pool by name.
+  auto nodes = admin({"node", "list"});
+  ASSERT_TRUE(succeeds(nodes));
+  EXPECT_TRUE(contains(nodes.out, " POOL ")) << nodes.out;
+  EXPECT_TRUE(contains(nodes.out, "train-pool")) << nodes.out;
   for (auto args : {std::vector<std::string>{"node", "get", "m1"},
                     std::vector<std::string>{"gpu", "list", "--node", "m1"}}) {
     auto r = admin(args);
