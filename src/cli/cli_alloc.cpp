@@ -145,11 +145,17 @@ void add_quota(CLI::App& app, ClientConfig& c, int* rc) {
 }
 
 // The one-line story of an allocation.
+// A placement's nodes by name (ids for placements stored before names were kept).
+std::string placement_nodes(const Json& placement) {
+  return cell(placement.value("node_names", placement.value("nodes", Json::array())));
+}
+
 std::string summary_line(const Json& a) {
   std::string where;
   if (a["placement"].is_object()) {
-    where = fmt::format(" on {} x {} ({})", a["placement"]["gpus"].size(),
-                        a["placement"]["model"].get<std::string>(), cell(a["placement"]["nodes"]));
+    where =
+        fmt::format(" on {} x {} ({})", a["placement"]["gpus"].size(),
+                    a["placement"]["model"].get<std::string>(), placement_nodes(a["placement"]));
   }
   return fmt::format(
       "{} {}{}{}", a["id"].get<std::string>(), a["state"].get<std::string>(), where,
@@ -223,7 +229,7 @@ void add_allocation(CLI::App& app, ClientConfig& c, int* rc) {
                         ? fmt::format("would be placed on {} x {} ({})\n",
                                       (*r)["placement"]["gpus"].size(),
                                       (*r)["placement"]["model"].get<std::string>(),
-                                      cell((*r)["placement"]["nodes"]))
+                                      placement_nodes((*r)["placement"]))
                         : fmt::format("would wait: {} ({})\n", (*r)["reason"].get<std::string>(),
                                       (*r)["reason_code"].get<std::string>()));
     } else {

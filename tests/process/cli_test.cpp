@@ -437,6 +437,15 @@ TEST_F(Cli, NodeAndGpuTablesShowMigInstancesAndPoolNames) {
     EXPECT_TRUE(contains(r.out, "MIG INSTANCES")) << r.out;
     EXPECT_TRUE(contains(r.out, "3g.71gb at slice 0, 1g.18gb at slice 6")) << r.out;
   }
+  // Where a request would go is said by node name.
+  ASSERT_TRUE(succeeds(admin({"tenant", "create", "acme"})));
+  ASSERT_TRUE(succeeds(admin({"project", "create", "ml", "--tenant", "acme"})));
+  ASSERT_TRUE(
+      succeeds(admin({"quota", "set", "--tenant", "acme", "--model", "H200", "--nominal", "1"})));
+  auto dry = admin({"allocation", "create", "--tenant", "acme", "--project", "ml", "--tier", "mig",
+                    "--mig-profile", "1g.18gb", "--count", "1", "--dry-run"});
+  ASSERT_TRUE(succeeds(dry));
+  EXPECT_TRUE(contains(dry.out, "would be placed on 1 x H200 (m1)")) << dry.out;
 }
 
 // gp_test() hands every test the binary's path in GP_BINARY; the fallback in
