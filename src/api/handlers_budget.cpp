@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <charconv>
-#include <cstdio>
 #include <map>
 #include <set>
 
@@ -178,9 +177,8 @@ Result<Reply> list_alerts(Api& api, Call& call, store::Tx& tx) {
       name_of[a.project_id] = GP_TRY(project_name(call, tx, a.project_id));
     item["project"] = name_of[a.project_id];
     auto [it, fresh] = currency_of.try_emplace(a.period, nullptr);
-    int year = 0, month = 0;
-    if (fresh && std::sscanf(a.period.c_str(), "%4d-%2d", &year, &month) == 2)
-      if (auto period = billing::month_period(year, month))
+    if (fresh)
+      if (auto period = billing::parse_month(a.period))
         if (auto card = billing::rate_card_for_period(tx, account.rate_card_id, *period))
           it->second = card->currency;
     item["currency"] = it->second;
@@ -266,7 +264,10 @@ Result<void> budget_admit(Api& api, store::Tx& tx, const BudgetGate& gate,
   for (const auto& b : gate.stops) {
     const billing::Micros before = billing::spend_of(gate.spend, b);
     const billing::Micros cost = std::max<billing::Micros>(0, billing::spend_of(*with, b) - before);
-    auto d = GP_TRY(billing::evaluate_budget(GP_TRY(named(tx, b)), before, cost, with->currency));
+    auto d = GP_TRY(billing::evaluate_budget(b, before, cost, with->currency));
+    // Names are looked up only for the refusal's message, not on every create.
+    if (d.refused)
+      d = GP_TRY(billing::evaluate_budget(GP_TRY(named(tx, b)), before, cost, with->currency));
     if (d.refused)
       return fail(ErrorCode::kBudgetExceeded,
                   fmt::format("{}; priced as {} of {} {} from now", d.reason,

@@ -65,7 +65,7 @@ std::string format_money(Micros m, std::string_view currency) {
   std::string text = format_micros(m);
   const size_t keep = text.find('.') + 3;  // two decimals at least
   while (text.size() > keep && text.back() == '0') text.pop_back();
-  return fmt::format("{} {}", text, currency);
+  return currency.empty() ? text : fmt::format("{} {}", text, currency);
 }
 
 std::string format_micros_display(Micros m, int decimals) {

@@ -36,7 +36,7 @@ std::string format_micros(Micros m);
 // Same, with at most `decimals` digits (0..6), rounded half even for display only.
 std::string format_micros_display(Micros m, int decimals);
 // Money as a person reads it, exact: "1234.50 USD", "0.045319 USD" (at least two decimals,
-// trailing zeros beyond them dropped), the currency after the amount.
+// trailing zeros beyond them dropped), the currency after the amount (none when empty).
 std::string format_money(Micros m, std::string_view currency);
 
 }  // namespace gp::billing

@@ -214,10 +214,8 @@ const std::vector<std::pair<std::string, std::string>> kInvoiceTotals = {
 // Money as the CLI shows it: with the currency when the answer names one.
 std::string money_in(const Json& micros, const Json& currency) {
   if (!micros.is_number_integer()) return cell(micros);
-  std::string text = billing::format_money(micros.get<int64_t>(),
-                                           currency.is_string() ? currency.get<std::string>() : "");
-  while (text.back() == ' ') text.pop_back();
-  return text;
+  return billing::format_money(micros.get<int64_t>(),
+                               currency.is_string() ? currency.get<std::string>() : "");
 }
 
 // 5000 basis points read "50%", 1250 "12.5%".
