@@ -645,17 +645,25 @@ class JobNetworkTest : public JobsTest {
 };
 
 TEST_F(JobNetworkTest, AGangOfTwoOnTwoNodesMeetsAtMasterAddr) {
-  // Two GPUs per member on nodes of two GPUs: one member on each node.
+  // Two GPUs per member on nodes of two GPUs: one member on each node. Rank 1 sends from a
+  // here-document, written before nc starts: busybox nc exits on the listener's end of stream
+  // (the listener has no input), and a pipe from echo may not have been read by then.
   Json gang = submit(alpha_, "gang",
-                     "if [ \"$RANK\" = 0 ]; then nc -l -p \"$MASTER_PORT\"; else "
-                     "for i in $(seq 1 100); do echo hello-from-$RANK | nc -w 2 \"$MASTER_ADDR\" "
-                     "\"$MASTER_PORT\" && exit 0; sleep 0.2; done; exit 1; fi",
+                     "if [ \"$RANK\" = 0 ]; then nc -l -p \"$MASTER_PORT\"; exit; fi\n"
+                     "for i in $(seq 1 100); do\n"
+                     "  nc -w 2 \"$MASTER_ADDR\" \"$MASTER_PORT\" <<EOF && exit 0\n"
+                     "hello-from-$RANK\n"
+                     "EOF\n"
+                     "  sleep 0.2\n"
+                     "done\n"
+                     "exit 1\n",
                      {{"gang", 2}, {"count", 2}});
   Json done = finished(alpha_, gang, std::chrono::seconds(90));
   EXPECT_EQ(done["state"], "succeeded") << done.dump(2) << logs(alpha_, gang) << agents_log();
   ASSERT_EQ(done["members"].size(), 2u);
   EXPECT_NE(done["members"][0]["node_id"], done["members"][1]["node_id"]);
   Json l = admin("GET", alpha_.jobs + "/" + gang.value("id", "") + "/logs?rank=0");
+  ASSERT_EQ(l["members"].size(), 1u) << l.dump() << done.dump(2) << agents_log();
   EXPECT_NE(l["members"][0].value("text", "").find("hello-from-1"), std::string::npos) << l.dump();
   // Each member was created first and started once both had their containers.
   const std::string agents = agents_log();
@@ -813,13 +821,18 @@ TEST_F(JobDnsTest, MembersResolveTheirJobByNameAndUseDnsOnlyWhereTheirPolicyAllo
   admin("PUT", "/v1/tenants/" + alpha_.id + "/network/policy",
         {{"egress", {{{"destination", kResolver}, {"protocol", "udp"}, {"ports", {53}}}}}});
   // A gang of two, one member per node: each resolves a name through the resolver, and rank 1
-  // reaches rank 0 by its name.
+  // reaches rank 0 by its name (sending from a here-document, as in the gang test above).
   Json gang = submit(alpha_, "names",
-                     "hostname; grep nameserver /etc/resolv.conf; "
-                     "nslookup -timeout=3 model-hub.example | grep -A1 model-hub; "
-                     "if [ \"$RANK\" = 0 ]; then nc -l -p 7000; else "
-                     "for i in $(seq 1 100); do echo hello-by-name | nc -w 2 names-0 7000 && "
-                     "exit 0; sleep 0.2; done; exit 1; fi",
+                     "hostname; grep nameserver /etc/resolv.conf\n"
+                     "nslookup -timeout=3 model-hub.example | grep -A1 model-hub\n"
+                     "if [ \"$RANK\" = 0 ]; then nc -l -p 7000; exit; fi\n"
+                     "for i in $(seq 1 100); do\n"
+                     "  nc -w 2 names-0 7000 <<EOF && exit 0\n"
+                     "hello-by-name\n"
+                     "EOF\n"
+                     "  sleep 0.2\n"
+                     "done\n"
+                     "exit 1\n",
                      {{"gang", 2}, {"count", 2}});
   Json done = finished(alpha_, gang, std::chrono::seconds(90));
   EXPECT_EQ(done["state"], "succeeded") << done.dump(2) << logs(alpha_, gang) << agents_log();
@@ -828,6 +841,7 @@ TEST_F(JobDnsTest, MembersResolveTheirJobByNameAndUseDnsOnlyWhereTheirPolicyAllo
   for (int rank : {0, 1}) {
     Json l =
         admin("GET", fmt::format("{}/{}/logs?rank={}", alpha_.jobs, gang.value("id", ""), rank));
+    ASSERT_EQ(l["members"].size(), 1u) << l.dump();
     const std::string text = l["members"][0].value("text", "");
     EXPECT_NE(text.find(fmt::format("names-{}\n", rank)), std::string::npos) << text;
     EXPECT_NE(text.find(fmt::format("nameserver {}", kResolver)), std::string::npos) << text;
