@@ -7,7 +7,6 @@
 #include <bit>
 #include <cmath>
 #include <map>
-#include <unordered_set>
 
 #include "sched/sched.h"
 
@@ -96,20 +95,31 @@ void model_pressure(const std::vector<double>& capacity, Mix& m) {
 // Groups `mix` (plus one extra shape when given) in shape order.
 void group_mix(const std::map<ClusterState::Shape, int64_t>& mix, const ClusterState::Shape* extra,
                Mix& m) {
+  // The groups already in `m` are reused, their member lists' storage with them: a placement
+  // groups the live mix once per decision.
   std::vector<MixGroup>& out = m.groups;
-  out.clear();
   m.cpu_per_milli = m.memory_per_milli = 0;
   int64_t total = extra != nullptr ? 1 : 0;
   for (const auto& [shape, count] : mix) total += count;
-  if (total <= 0) return;
+  if (total <= 0) {
+    out.clear();
+    return;
+  }
+  std::size_t used = 0;
   auto add = [&](const ClusterState::Shape& shape, int64_t count) {
     const double w = static_cast<double>(count) / static_cast<double>(total);
-    if (out.empty() || out.back().gpus != shape.gpus || out.back().milli != shape.milli ||
-        out.back().mask != shape.model_mask) {
-      out.push_back({shape.gpus, shape.milli, shape.model_mask, 0, {}});
+    if (used == 0 || out[used - 1].gpus != shape.gpus || out[used - 1].milli != shape.milli ||
+        out[used - 1].mask != shape.model_mask) {
+      if (used == out.size()) out.emplace_back();
+      MixGroup& g = out[used++];
+      g.gpus = shape.gpus;
+      g.milli = shape.milli;
+      g.mask = shape.model_mask;
+      g.weight = 0;
+      g.members.clear();
     }
-    out.back().weight += w;
-    out.back().members.emplace_back(shape.cpu_milli, shape.memory_mib, w);
+    out[used - 1].weight += w;
+    out[used - 1].members.emplace_back(shape.cpu_milli, shape.memory_mib, w);
   };
   bool extra_added = extra == nullptr;
   for (const auto& [shape, count] : mix) {
@@ -124,6 +134,7 @@ void group_mix(const std::map<ClusterState::Shape, int64_t>& mix, const ClusterS
     add(shape, count);
   }
   if (!extra_added) add(*extra, 1);
+  out.resize(used);
   double milli = 0, cpu = 0, memory = 0;
   for (const MixGroup& g : out) {
     for (const auto& [c, mem, w] : g.members) {
@@ -985,7 +996,8 @@ class Placer {
       double best_score = 0;
       uint64_t best_tie = 0;
       std::vector<int32_t> feasible;  // random: every feasible node
-      std::unordered_set<uint64_t> digests;
+      // At most 4 x max_scored_nodes entries: a flat list searched in order beats a hash set.
+      std::vector<uint64_t> digests;
       int scored = 0;
       const int limit =
           options_.policy == PlacementPolicy::kDefault ? options_.max_scored_nodes : 0;
@@ -995,9 +1007,11 @@ class Placer {
         if (limit > 0 && ++visited > 4 * limit) return false;
         // A node identical in what it offers to one already looked at scores alike: skip it
         // (the first, earlier in best-fit order, keeps the tie). It does not count as scored.
-        if (options_.policy == PlacementPolicy::kDefault &&
-            !digests.insert(s_.nodes_[n].offer_digest).second)
-          return true;
+        if (options_.policy == PlacementPolicy::kDefault) {
+          const uint64_t digest = s_.nodes_[n].offer_digest;
+          if (std::ranges::find(digests, digest) != digests.end()) return true;
+          digests.push_back(digest);
+        }
         if (options_.policy != PlacementPolicy::kRandom) view_of(s_, n, before);
         choices.clear();
         choices_on(n, mask, choices);
@@ -1131,7 +1145,12 @@ class Placer {
   const ClusterState& s_;
   const Request& r_;
   const PlaceOptions& options_;
-  mutable Mix mix_;
+  // Scratch kept by the thread between decisions, so that a decision reuses its storage.
+  static Mix& scratch_mix() {
+    static thread_local Mix mix;
+    return mix;
+  }
+  Mix& mix_ = scratch_mix();
   mutable std::vector<double> capacity_;
   int32_t tenant_ = -1;
   std::vector<int32_t> domains_;

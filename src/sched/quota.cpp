@@ -120,7 +120,7 @@ Result<Admission> QuotaTree::admit(const QuotaCharge& c) const {
     }
     admission.borrowed = over - std::max<int64_t>(0, used - l.nominal);
   }
-  if (!c.mig_profile.empty()) {
+  if (!c.mig_profile.empty() && !t.profile_caps.empty()) {
     if (auto cap = t.profile_caps.find(mig_resource_key(c.model, c.mig_profile));
         cap != t.profile_caps.end() && cap->second.second + c.instances > cap->second.first) {
       return fail(exceeded(fmt::format(
@@ -177,7 +177,7 @@ void QuotaTree::charge(const QuotaCharge& c) {
   if (auto p = t.projects.find(c.project); p != t.projects.end()) {
     if (auto e = p->second.find(c.model); e != p->second.end()) e->second.used += c.units;
   }
-  if (!c.mig_profile.empty()) {
+  if (!c.mig_profile.empty() && !t.profile_caps.empty()) {
     if (auto cap = t.profile_caps.find(mig_resource_key(c.model, c.mig_profile));
         cap != t.profile_caps.end()) {
       cap->second.second += c.instances;

@@ -69,19 +69,20 @@ double Scheduler::share_key(const std::string& tenant, TimePoint now) const {
 
 std::vector<QuotaCharge> Scheduler::charges(const Request& request) const {
   const FleetLimits& limits = state_.limits();
-  std::vector<std::string> candidates = request.models;
-  if (candidates.empty()) {
-    for (const auto& [name, unused] : limits.models) candidates.push_back(name);
-  }
   std::vector<QuotaCharge> out;
-  for (const std::string& model : candidates) {
-    auto it = limits.models.find(model);
-    if (it == limits.models.end()) continue;
-    const int64_t units = request_units(request, it->second);
-    if (units <= 0) continue;
+  auto add = [&](const std::string& model, const auto& model_limits) {
+    const int64_t units = request_units(request, model_limits);
+    if (units <= 0) return;
     out.push_back({request.tenant, request.project, model, units,
                    request.tier == Tier::kMig ? request.mig_profile : "",
                    request.tier == Tier::kMig ? request.count : 0});
+  };
+  if (request.models.empty()) {
+    out.reserve(limits.models.size());
+    for (const auto& [name, model_limits] : limits.models) add(name, model_limits);
+  } else {
+    for (const std::string& model : request.models)
+      if (auto it = limits.models.find(model); it != limits.models.end()) add(model, it->second);
   }
   return out;
 }
@@ -439,16 +440,19 @@ Decision Scheduler::submit(const std::string& id, const Request& request, TimePo
       return d;
     }
   }
-  if (std::optional<Error> never = never_fits(request)) {
-    d.kind = DecisionKind::kRejected;
-    d.reason = std::move(never);
-    return d;
-  }
   if (std::optional<Decision> reserved = use_reservation(id, request, now)) return *reserved;
   const int64_t seq = seq_++;
   const TimePoint since = std::min(now, submitted.value_or(now));
   d = try_place(id, request, since, seq, now);
   if (d.kind == DecisionKind::kPending) {
+    // What cannot be placed now and never could, over a hard limit on every model it may use,
+    // is refused rather than queued. (Asked only here: what was placed fits; what is over a
+    // hard limit is never admitted, so it was neither placed nor did it preempt anything.)
+    if (std::optional<Error> never = never_fits(request)) {
+      d.kind = DecisionKind::kRejected;
+      d.reason = std::move(never);
+      return d;
+    }
     pending_.push_back({id, request, *d.reason, since, seq});
     pending_ids_.insert(id);
   }
