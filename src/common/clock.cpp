@@ -18,9 +18,24 @@ std::string format_rfc3339(TimePoint t) {
   auto day = floor<days>(t);
   year_month_day ymd{day};
   hh_mm_ss<microseconds> hms{t - day};
-  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", int(ymd.year()),
-                     unsigned(ymd.month()), unsigned(ymd.day()), hms.hours().count(),
-                     hms.minutes().count(), hms.seconds().count(), hms.subseconds().count());
+  const int year = int(ymd.year());
+  if (year < 0 || year > 9999)
+    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", year, unsigned(ymd.month()),
+                       unsigned(ymd.day()), hms.hours().count(), hms.minutes().count(),
+                       hms.seconds().count(), hms.subseconds().count());
+  // Digits written in place: every timestamp of every answer passes here.
+  std::string out = "0000-00-00T00:00:00.000000Z";
+  auto put = [&out](size_t at, size_t width, int64_t v) {
+    for (size_t i = at + width; i > at; v /= 10) out[--i] = char('0' + v % 10);
+  };
+  put(0, 4, year);
+  put(5, 2, unsigned(ymd.month()));
+  put(8, 2, unsigned(ymd.day()));
+  put(11, 2, hms.hours().count());
+  put(14, 2, hms.minutes().count());
+  put(17, 2, hms.seconds().count());
+  put(20, 6, hms.subseconds().count());
+  return out;
 }
 
 namespace {

@@ -3,8 +3,10 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 
 namespace gp {
 
@@ -95,8 +97,34 @@ std::optional<std::string> base64url_decode(std::string_view s) {
 
 std::string random_bytes(size_t n) {
   std::string out(n, '\0');
-  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1)
-    std::abort();
+  auto draw = [](unsigned char* to, size_t count) {
+    if (RAND_bytes(to, static_cast<int>(count)) != 1) std::abort();
+  };
+  // Small draws (ids, nonces) come from a per-thread pool filled 4 KiB at a time: OpenSSL's
+  // generator costs about a microsecond a call, and every request takes an id. The pool is the
+  // process's own: a forked child (its pid differs) starts a fresh one, never reusing bytes.
+  constexpr size_t kPool = 4096;
+  if (n > kPool / 16) {
+    draw(reinterpret_cast<unsigned char*>(out.data()), n);
+    return out;
+  }
+  struct Pool {
+    unsigned char bytes[kPool];
+    size_t used = kPool;
+    pid_t pid = 0;
+  };
+  static thread_local Pool pool;
+  if (const pid_t pid = ::getpid(); pool.pid != pid) {
+    pool.pid = pid;
+    pool.used = kPool;
+  }
+  if (pool.used + n > kPool) {
+    draw(pool.bytes, kPool);
+    pool.used = 0;
+  }
+  std::memcpy(out.data(), pool.bytes + pool.used, n);
+  OPENSSL_cleanse(pool.bytes + pool.used, n);  // handed out once: not kept in the pool
+  pool.used += n;
   return out;
 }
 

@@ -59,9 +59,16 @@ class Connection {
     return ok();
   }
 
+  // One statement without parameters or rows (BEGIN, COMMIT, ROLLBACK), prepared once per
+  // connection like every query: sqlite3_exec would parse it again on every transaction.
+  Result<void> exec_one(std::string_view sql) {
+    GP_TRY(run(sql, {}, nullptr));
+    return ok();
+  }
+
   Result<std::vector<Row>> run(std::string_view sql, const Params& params, int64_t* changes) {
     sqlite3_stmt* stmt = nullptr;
-    auto it = cache_.find(std::string(sql));
+    auto it = cache_.find(sql);
     if (it != cache_.end()) {
       stmt = it->second;
     } else {
@@ -137,7 +144,11 @@ class Connection {
  private:
   explicit Connection(sqlite3* db) : db_(db) {}
   sqlite3* db_;
-  std::unordered_map<std::string, sqlite3_stmt*> cache_;
+  // Looked up by string_view: no string is built to find a statement.
+  struct Hash : std::hash<std::string_view> {
+    using is_transparent = void;
+  };
+  std::unordered_map<std::string, sqlite3_stmt*, Hash, std::equal_to<>> cache_;
 };
 
 using SqliteTx = ConnectionTx<Connection>;
@@ -191,8 +202,8 @@ class SqliteStore final : public Store {
   Result<void> read(const std::function<Result<void>(Tx&)>& fn) override {
     return readers_.with([&](Connection& c) {
       SqliteTx tx(c);
-      return run_in_tx([&] { return c.exec_script("BEGIN"); },
-                       [&](std::string_view sql) { return c.exec_script(sql); }, tx, fn);
+      return run_in_tx([&] { return c.exec_one("BEGIN"); },
+                       [&](std::string_view sql) { return c.exec_one(sql); }, tx, fn);
     });
   }
 
@@ -264,8 +275,8 @@ class SqliteStore final : public Store {
     Connection& c = *writer_;
     SqliteTx tx(c);
     const bool committed =
-        commit_batch([&] { return c.exec_script("BEGIN IMMEDIATE"); },
-                     [&](std::string_view sql) { return c.exec_script(sql); }, tx, batch);
+        commit_batch([&] { return c.exec_one("BEGIN IMMEDIATE"); },
+                     [&](std::string_view sql) { return c.exec_one(sql); }, tx, batch);
     return committed ? ++committed_seq_ : 0;
   }
 

@@ -118,6 +118,19 @@ TEST(Clock, Rfc3339RoundTripAndOffsets) {
     EXPECT_FALSE(parse_rfc3339(bad, &t)) << bad;
 }
 
+TEST(Clock, Rfc3339KeepsEveryFieldsWidthAcrossTheCalendar) {
+  for (auto [text, want] : std::initializer_list<std::pair<const char*, const char*>>{
+           {"1970-01-01T00:00:00Z", "1970-01-01T00:00:00.000000Z"},
+           {"1969-12-31T23:59:59.999999Z", "1969-12-31T23:59:59.999999Z"},
+           {"2000-02-29T09:05:07.000042Z", "2000-02-29T09:05:07.000042Z"},
+           {"0999-01-02T03:04:05.6Z", "0999-01-02T03:04:05.600000Z"},
+           {"2199-12-31T23:59:59.123456Z", "2199-12-31T23:59:59.123456Z"}}) {
+    TimePoint t;
+    ASSERT_TRUE(parse_rfc3339(text, &t)) << text;
+    EXPECT_EQ(format_rfc3339(t), want);
+  }
+}
+
 TEST(Ids, SeededSourceIsReproducibleAndPrefixed) {
   SeededIdSource a(7), b(7);
   std::string x = a.next("ten");
