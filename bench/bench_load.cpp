@@ -8,7 +8,13 @@
 // failures: no answer, a timeout or a reset).
 //
 //   build/bench/bench_load [seconds-per-row] [sqlite|postgres|both]
+//   build/bench/bench_load [seconds-per-row] reads   (the read path beside a bare Beast server)
 //   build/bench/bench_load [seconds] soak       (default 600 s: memory, fds, threads over time)
+//
+// `reads` runs authenticated reads and /healthz against the API (SQLite), then the same
+// connections against a bare Boost.Beast server started by the benchmark (asynchronous, one
+// thread per core, answering a fixed body of the reads' size), and prints each rate as a share
+// of the reference's, measured in the same run.
 //
 // PostgreSQL: GP_BENCH_PG=postgres://... (an empty database), or else a throwaway cluster
 // started with tests/support/pg_cluster.sh (PostgreSQL server binaries installed).
@@ -23,6 +29,7 @@
 #include <atomic>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cerrno>
@@ -33,6 +40,8 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -279,6 +288,137 @@ int run_store(const std::string& name, const std::string& location, double secon
   return ran ? 0 : 1;
 }
 
+// The reference: a bare asynchronous Beast server answering every request with a fixed JSON
+// body, on `threads` threads. What the API's rates are compared with.
+class BareServer {
+ public:
+  explicit BareServer(std::string body) : body_(std::move(body)) {}
+  ~BareServer() { stop(); }
+  uint16_t start(int threads) {
+    acceptor_.open(asio::ip::tcp::v4());
+    acceptor_.set_option(asio::socket_base::reuse_address(true));
+    acceptor_.bind({asio::ip::make_address("127.0.0.1"), 0});
+    acceptor_.listen();
+    accept();
+    for (int i = 0; i < threads; ++i) threads_.emplace_back([this] { ioc_.run(); });
+    return acceptor_.local_endpoint().port();
+  }
+  void stop() {
+    ioc_.stop();
+    for (auto& t : threads_) t.join();
+    threads_.clear();
+  }
+
+ private:
+  struct Session : std::enable_shared_from_this<Session> {
+    Session(asio::ip::tcp::socket s, const std::string& body) : stream(std::move(s)), body(body) {}
+    void read() {
+      req = {};
+      http::async_read(stream, buf, req, [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (!ec) self->write();
+      });
+    }
+    void write() {
+      res = {http::status::ok, req.version()};
+      res.set(http::field::content_type, "application/json");
+      res.body() = body;
+      res.keep_alive(req.keep_alive());
+      res.prepare_payload();
+      http::async_write(stream, res, [self = shared_from_this()](beast::error_code ec, size_t) {
+        if (!ec && self->res.keep_alive()) self->read();
+      });
+    }
+    beast::tcp_stream stream;
+    const std::string& body;
+    beast::flat_buffer buf;
+    http::request<http::string_body> req;
+    http::response<http::string_body> res;
+  };
+  void accept() {
+    acceptor_.async_accept(asio::make_strand(ioc_),
+                           [this](beast::error_code ec, asio::ip::tcp::socket s) {
+                             if (!ec) std::make_shared<Session>(std::move(s), body_)->read();
+                             accept();
+                           });
+  }
+  std::string body_;
+  asio::io_context ioc_;
+  asio::ip::tcp::acceptor acceptor_{ioc_};
+  std::vector<std::thread> threads_;
+};
+
+// The read path beside the reference, at 1, 16 and 64 connections.
+int run_reads(double seconds) {
+  auto env = bench::BenchEnv::open();
+  if (!env) return 1;
+  auto [store, clock, ids, log] = env->parts();
+  std::fprintf(stderr, "sqlite: importing 4,000 nodes ...\n");
+  auto setup = populate(store, clock, ids);
+  if (!setup) {
+    std::fprintf(stderr, "setup: %s\n", setup.error().message.c_str());
+    return 1;
+  }
+  const std::string projects = "/v1/tenants/" + setup->tenant + "/projects?limit=20";
+  const MakeRequest read = [&](int, int) {
+    return request(http::verb::get, projects, setup->token);
+  };
+  const MakeRequest health = [&](int, int) {
+    return request(http::verb::get, "/healthz", setup->token);
+  };
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  api::Api api(store, log, clock, ids, {});
+  api::Server server(api, "127.0.0.1", 0, 64);
+  auto port = server.start();
+  if (!port) return 1;
+  // The reference answers with a body of the reads' size.
+  std::string body;
+  {
+    asio::io_context ioc;
+    beast::tcp_stream tcp(ioc);
+    tcp.connect({asio::ip::make_address("127.0.0.1"), *port});
+    auto req = read(0, 0);
+    http::write(tcp, req);
+    beast::flat_buffer buf;
+    http::response<http::string_body> res;
+    http::read(tcp, buf, res);
+    body = res.body();
+  }
+  std::printf(
+      "reads beside a bare Beast server (%u threads, a fixed %zu-byte body), %.0f s per "
+      "row\n",
+      cores, body.size(), seconds);
+  std::printf("%-44s %7s %9s %8s %8s %10s\n", "what", "conns", "req/s", "p50 ms", "p99 ms",
+              "of bare");
+  struct Row {
+    std::string what;
+    int conns;
+    Stats stats;
+  };
+  std::vector<Row> rows;
+  for (int conns : {1, 16, 64}) {
+    rows.push_back(
+        {"gpuplane: GET .../projects?limit=20 (auth)", conns, drive(*port, conns, seconds, read)});
+    rows.push_back({"gpuplane: GET /healthz", conns, drive(*port, conns, seconds, health)});
+  }
+  server.stop();
+  BareServer bare(body);
+  const uint16_t bare_port = bare.start(static_cast<int>(cores));
+  std::map<int, double> reference;
+  for (int conns : {1, 16, 64}) {
+    Stats s = drive(bare_port, conns, seconds, read);
+    reference[conns] = double(s.ms.size()) / seconds;
+    rows.push_back({"bare Beast, fixed body (reference)", conns, std::move(s)});
+  }
+  bare.stop();
+  for (const Row& r : rows) {
+    const double rate = double(r.stats.ms.size()) / seconds;
+    std::printf("%-44s %7d %9.0f %8.2f %8.2f %9.1f%%\n", r.what.c_str(), r.conns, rate,
+                bench::percentile(r.stats.ms, 0.50), bench::percentile(r.stats.ms, 0.99),
+                100 * rate / std::max(1.0, reference[r.conns]));
+  }
+  return 0;
+}
+
 long proc_status_number(const char* field) {
   std::ifstream in("/proc/self/status");
   std::string line;
@@ -368,6 +508,7 @@ int main(int argc, char** argv) {
   const std::string which = argc > 2 ? argv[2] : "both";
   spdlog::set_level(spdlog::level::off);
   if (which == "soak") return soak(argc > 1 ? std::max(10.0, std::atof(argv[1])) : 600.0);
+  if (which == "reads") return run_reads(seconds);
   std::printf("load at rising concurrency, %.0f s per row (2xx/429/503/failed are counts)\n",
               seconds);
   print_header();
