@@ -349,10 +349,14 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
         !changes.empty())
       detail["vms"] = std::move(changes);
   }
-  if (inv) {
+  // An inventory the node reported before, applied lately, is not applied again: most
+  // heartbeats repeat it (the same JSON was checked when it was first applied).
+  const std::string inventory_digest = inv ? hex_encode(sha256(inv->dump())) : "";
+  if (inv && !GP_TRY(fleet::inventory_unchanged(tx, w, call.who.id, inventory_digest))) {
     auto inventory = GP_TRY(fleet::parse_inventory(*inv));
     auto before = GP_TRY(fleet::list_gpus(tx, call.who.id));
     GP_TRY_VOID(fleet::apply_inventory(tx, w, call.who.id, inventory));
+    GP_TRY_VOID(fleet::record_inventory_digest(tx, w, call.who.id, inventory_digest));
     auto after = GP_TRY(fleet::list_gpus(tx, call.who.id));
     // Health changes are what the audit trail must show; routine heartbeats carry no detail.
     Json changes = Json::array();

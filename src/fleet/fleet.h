@@ -136,6 +136,17 @@ Result<int> revoke_node(store::Tx& tx, const World& w, const std::string& node_i
 // ECC reports. The GPU runtime report replaces the stored one (none reported: none stored).
 Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& node_id,
                              const Inventory& inventory);
+// Agents report their whole inventory with every heartbeat; one that repeats the inventory
+// applied last need not be applied again. `digest` identifies the report (a hash of the JSON the
+// agent sent). True when it is the node's last applied inventory and was applied within
+// kInventoryResync; a node's state change or a GPU put in repair forgets the digest, so the next
+// report is applied in full.
+inline constexpr Duration kInventoryResync = std::chrono::minutes(5);
+Result<bool> inventory_unchanged(store::Tx& tx, const World& w, const std::string& node_id,
+                                 std::string_view digest);
+// Records `digest` as the inventory just applied to the node.
+Result<void> record_inventory_digest(store::Tx& tx, const World& w, const std::string& node_id,
+                                     std::string_view digest);
 // Records a heartbeat; a node failed for missed heartbeats recovers.
 Result<Node> heartbeat(store::Tx& tx, const World& w, const std::string& node_id);
 // The address the node's agent reaches other nodes from (the underlay of tenant VXLANs), as it

@@ -193,8 +193,8 @@ Result<void> save_state(store::Tx& tx, const World& w, Node& n, NodeState s, std
   // A deadline belongs to one drain: any other state drops it.
   if (s != NodeState::kDraining) n.drain_deadline.reset();
   GP_TRY_VOID(tx.exec(
-      "UPDATE nodes SET state=?, state_reason=?, updated_at=?, version=?, drain_deadline=? WHERE "
-      "id=?",
+      "UPDATE nodes SET state=?, state_reason=?, updated_at=?, version=?, drain_deadline=?, "
+      "inventory_digest=NULL WHERE id=?",
       {std::string(node_state_name(s)), n.state_reason, n.updated_at, n.version,
        store::opt(n.drain_deadline), n.id}));
   if (s == NodeState::kFailed && before != NodeState::kFailed)
@@ -481,6 +481,22 @@ Result<CreatedJoinToken> create_join_token(store::Tx& tx, const World& w,
       "VALUES (?,?,?,?,?,?)",
       {issued.id, issued.secret_hash, store::opt(pool_id), created_by, w.now(), expires}));
   return CreatedJoinToken{issued.id, issued.token, expires};
+}
+
+Result<bool> inventory_unchanged(store::Tx& tx, const World& w, const std::string& node_id,
+                                 std::string_view digest) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT inventory_digest, inventory_applied_at FROM nodes WHERE id = ?", {node_id}));
+  if (!row || row->is_null(0) || row->is_null(1) || row->text(0) != digest) return false;
+  return w.now() - row->integer(1) <
+         std::chrono::duration_cast<std::chrono::microseconds>(kInventoryResync).count();
+}
+
+Result<void> record_inventory_digest(store::Tx& tx, const World& w, const std::string& node_id,
+                                     std::string_view digest) {
+  GP_TRY(tx.exec("UPDATE nodes SET inventory_digest = ?, inventory_applied_at = ? WHERE id = ?",
+                 {std::string(digest), w.now(), node_id}));
+  return ok();
 }
 
 Result<Node> heartbeat(store::Tx& tx, const World& w, const std::string& node_id) {

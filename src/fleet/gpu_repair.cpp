@@ -102,6 +102,8 @@ Result<Gpu> start_repair(store::Tx& tx, const World& w, const std::string& node_
       tx.exec("UPDATE gpus SET health = 'unhealthy', health_reason = ?, updated_at = ? WHERE "
               "uuid = ?",
               {gpu->health_reason, now, gpu->info.uuid}));
+  // The node's next report is applied in full, merging the repair into what it says.
+  GP_TRY(tx.exec("UPDATE nodes SET inventory_digest = NULL WHERE id = ?", {node_id}));
   GP_TRY_VOID(insert_event(tx, gpu->info.uuid, node_id, now, "repair", reason, std::nullopt));
   return *gpu;
 }

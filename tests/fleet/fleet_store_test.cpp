@@ -146,6 +146,32 @@ TEST_F(FleetTest, MissedHeartbeatsFailANodeAndHeartbeatsRecoverIt) {
   EXPECT_EQ(back.state_reason, "heartbeats resumed");
 }
 
+TEST_F(FleetTest, ARepeatedInventoryIsKnownUntilStateRepairOrTimeSaysApplyItAgain) {
+  auto a = enroll_node(inventory("a", {"GPU-1"}));
+  auto unchanged = [&](std::string_view digest) {
+    return run([&](store::Tx& tx) { return inventory_unchanged(tx, w_, a.node.id, digest); });
+  };
+  auto applied = [&](std::string_view digest) {
+    EXPECT_TRUE(store_->write(
+        [&](store::Tx& tx) { return record_inventory_digest(tx, w_, a.node.id, digest); }));
+  };
+  EXPECT_FALSE(unchanged("d1"));  // never applied by a heartbeat
+  applied("d1");
+  EXPECT_TRUE(unchanged("d1"));
+  EXPECT_FALSE(unchanged("d2"));
+  // Applied again once in a while even when it repeats.
+  clock_.advance(kInventoryResync);
+  EXPECT_FALSE(unchanged("d1"));
+  applied("d1");
+  // A state change forgets it.
+  run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kDrain, "PSU"); });
+  EXPECT_FALSE(unchanged("d1"));
+  applied("d1");
+  // So does a GPU put in repair: the next report is merged with the repair.
+  run([&](store::Tx& tx) { return start_repair(tx, w_, a.node.id, "GPU-1", "XID 79", "ops"); });
+  EXPECT_FALSE(unchanged("d1"));
+}
+
 TEST_F(FleetTest, OperatorFailedNodeDoesNotRecoverByHeartbeat) {
   auto a = enroll_node(inventory("a", {"GPU-1"}));
   run([&](store::Tx& tx) { return apply_action(tx, w_, a.node.id, NodeAction::kFail, "bad PSU"); });

@@ -1,0 +1,246 @@
+// Heartbeats at fleet scale: N simulated nodes of 8 H200 each (default 12,500: 100,000 GPUs),
+// enrolled with join tokens like real agents, each heartbeating every `interval` seconds with
+// its inventory and one utilization sample per GPU, over keep-alive connections to the API in
+// process (SQLite, every write durable before its answer). The heartbeats are staggered evenly
+// over the interval, as a fleet's agents are; a heartbeat sent after its due time counts as
+// lag. Prints the rate kept against the rate the fleet needs, the latency and lag, the server's
+// CPU (the process's minus the load generator's threads) and its memory per GPU (resident
+// memory above the same process before the fleet existed, divided by the GPUs).
+//
+//   build/bench/bench_heartbeats [nodes [seconds [interval-seconds [connections]]]]
+//   (defaults: 12500 nodes, 60 s, 10 s, 64 connections)
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "api/api.h"
+#include "bench_env.h"
+#include "fleet/fleet.h"
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using namespace gp;
+using Steady = std::chrono::steady_clock;
+
+namespace {
+
+constexpr int kGpusPerNode = 8;
+
+Json inventory_of(int n) {
+  Json gpus = Json::array();
+  for (int g = 0; g < kGpusPerNode; ++g)
+    gpus.push_back({{"uuid", fmt::format("GPU-{:05d}-{}", n, g)},
+                    {"index", g},
+                    {"model", "NVIDIA H200"},
+                    {"memory_bytes", int64_t{141} << 30},
+                    {"mig_capable", true}});
+  return {{"node",
+           {{"name", fmt::format("hb{:05d}", n)},
+            {"cpu_millis", 128000},
+            {"memory_bytes", int64_t{1} << 41},
+            {"rack", fmt::format("r{}", n / 32)},
+            {"nvlink_domain", fmt::format("nvl{}", n)}}},
+          {"gpus", gpus}};
+}
+
+// What an agent sends: its inventory and a utilization sample per GPU.
+std::string heartbeat_body(int n, int round) {
+  Json samples = Json::array();
+  for (int g = 0; g < kGpusPerNode; ++g)
+    samples.push_back({{"gpu_uuid", fmt::format("GPU-{:05d}-{}", n, g)},
+                       {"util_pct", (n * 7 + g * 13 + round * 29) % 101},
+                       {"mem_used_bytes", int64_t{(n + g + round) % 140} << 30}});
+  return Json{{"inventory", inventory_of(n)}, {"samples", samples}}.dump();
+}
+
+long resident_kib() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with("VmRSS:")) return std::atol(line.c_str() + 6);
+  return 0;
+}
+
+double cpu_seconds(int who) {
+  rusage u{};
+  ::getrusage(who, &u);
+  return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+struct ClientFigures {
+  std::vector<double> latency_ms, lag_ms;
+  int ok = 0, failed = 0;
+  double cpu_seconds = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int nodes = argc > 1 ? std::max(1, std::atoi(argv[1])) : 12'500;
+  const double seconds = argc > 2 ? std::max(1.0, std::atof(argv[2])) : 60.0;
+  const double interval = argc > 3 ? std::max(0.1, std::atof(argv[3])) : 10.0;
+  const int conns = argc > 4 ? std::max(1, std::atoi(argv[4])) : 64;
+  const bool terminal = ::isatty(STDERR_FILENO) != 0;
+  spdlog::set_level(spdlog::level::off);
+
+  auto env = bench::BenchEnv::open();
+  if (!env) return 1;
+  auto [store, clock, ids, log] = env->parts();
+  api::Limits limits;
+  limits.node_timeout = std::chrono::hours(1);  // enrolment takes a while; no node is failed
+  api::Api api(store, log, clock, ids, limits);
+  api::Server server(api, "127.0.0.1", 0, 64);
+  auto port = server.start();
+  if (!port) {
+    std::fprintf(stderr, "server: %s\n", port.error().message.c_str());
+    return 1;
+  }
+  // The bodies are the load generator's, built before the baseline; what grows after is the
+  // control plane's.
+  std::vector<std::string> credentials(static_cast<size_t>(nodes));
+  std::vector<std::string> bodies(static_cast<size_t>(nodes));
+  for (int n = 0; n < nodes; ++n) bodies[size_t(n)] = heartbeat_body(n, 0);
+  const long rss_empty = resident_kib();
+
+  const auto enrol_start = Steady::now();
+  constexpr int kBatch = 250;
+  for (int first = 0; first < nodes; first += kBatch) {
+    auto wrote = store.write([&](store::Tx& tx) -> Result<void> {
+      World w{clock, ids};
+      for (int n = first; n < std::min(nodes, first + kBatch); ++n) {
+        auto token =
+            GP_TRY(fleet::create_join_token(tx, w, std::nullopt, "bench", std::chrono::hours(1)));
+        auto inventory = GP_TRY(fleet::parse_inventory(inventory_of(n)));
+        credentials[size_t(n)] = GP_TRY(fleet::enroll(tx, w, token.token, inventory)).credential;
+      }
+      return ok();
+    });
+    if (!wrote) {
+      std::fprintf(stderr, "enrolment: %s\n", wrote.error().message.c_str());
+      return 1;
+    }
+    if (terminal)
+      std::fprintf(stderr, "\renrolling nodes: %d of %d", std::min(nodes, first + kBatch), nodes);
+  }
+  if (terminal) std::fprintf(stderr, "\n");
+  const double enrol_seconds = std::chrono::duration<double>(Steady::now() - enrol_start).count();
+
+  // Node n's k-th heartbeat is due at start + (n / nodes + k) * interval; connection c serves
+  // the nodes n with n % conns == c, in due order.
+  std::vector<ClientFigures> figures(static_cast<size_t>(conns));
+  std::atomic<int> sent{0};
+  const double cpu_before = cpu_seconds(RUSAGE_SELF);
+  const auto start = Steady::now() + std::chrono::milliseconds(200);
+  const auto end = start + std::chrono::duration<double>(seconds);
+  std::vector<std::thread> threads;
+  for (int c = 0; c < conns; ++c)
+    threads.emplace_back([&, c] {
+      ClientFigures& f = figures[size_t(c)];
+      asio::io_context ioc;
+      std::optional<beast::tcp_stream> tcp;
+      beast::flat_buffer buf;
+      for (int k = 0;; ++k) {
+        for (int n = c; n < nodes; n += conns) {
+          const auto due =
+              start + std::chrono::duration_cast<Steady::duration>(std::chrono::duration<double>(
+                          (double(n) / double(nodes) + k) * interval));
+          if (due >= end) {
+            f.cpu_seconds = cpu_seconds(RUSAGE_THREAD);
+            return;
+          }
+          std::this_thread::sleep_until(due);
+          try {
+            if (!tcp) {
+              tcp.emplace(ioc);
+              tcp->connect({asio::ip::make_address("127.0.0.1"), *port});
+              buf.clear();
+            }
+            http::request<http::string_body> req{http::verb::post, "/v1/agent/heartbeat", 11};
+            req.set(http::field::host, "127.0.0.1");
+            req.set(http::field::authorization, "Bearer " + credentials[size_t(n)]);
+            req.set(http::field::content_type, "application/json");
+            req.body() = bodies[size_t(n)];
+            req.prepare_payload();
+            const auto t0 = Steady::now();
+            tcp->expires_after(std::chrono::seconds(30));
+            http::write(*tcp, req);
+            http::response<http::string_body> res;
+            http::read(*tcp, buf, res);
+            const auto t1 = Steady::now();
+            f.latency_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+            f.lag_ms.push_back(std::chrono::duration<double, std::milli>(t0 - due).count());
+            (res.result_int() == 200 ? f.ok : f.failed)++;
+            if (res.result_int() != 200 && f.failed == 1)
+              std::fprintf(stderr, "heartbeat answered %d: %s\n", res.result_int(),
+                           res.body().substr(0, 300).c_str());
+            if (!res.keep_alive()) tcp.reset();
+          } catch (const std::exception&) {
+            ++f.failed;
+            tcp.reset();
+          }
+          ++sent;
+        }
+      }
+    });
+  std::thread progress([&] {
+    while (terminal && Steady::now() < end) {
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+      const double t = std::chrono::duration<double>(Steady::now() - start).count();
+      std::fprintf(stderr, "\rheartbeats: %d in %.0f s", sent.load(), std::max(0.0, t));
+    }
+  });
+  for (auto& t : threads) t.join();
+  progress.join();
+  if (terminal) std::fprintf(stderr, "\n");
+  const double wall = std::chrono::duration<double>(Steady::now() - start).count();
+  const double cpu_total = cpu_seconds(RUSAGE_SELF) - cpu_before;
+  const long rss_after = resident_kib();
+  server.stop();
+
+  ClientFigures all;
+  for (auto& f : figures) {
+    all.latency_ms.insert(all.latency_ms.end(), f.latency_ms.begin(), f.latency_ms.end());
+    all.lag_ms.insert(all.lag_ms.end(), f.lag_ms.begin(), f.lag_ms.end());
+    all.ok += f.ok;
+    all.failed += f.failed;
+    all.cpu_seconds += f.cpu_seconds;
+  }
+  const double server_cpu = cpu_total - all.cpu_seconds;
+  const int64_t gpus = int64_t{nodes} * kGpusPerNode;
+  fmt::print(
+      "heartbeats at fleet scale: {} nodes x {} GPUs = {} GPUs, every {:.0f} s, {} connections, "
+      "{:.0f} s\n",
+      nodes, kGpusPerNode, gpus, interval, conns, seconds);
+  fmt::print("  enrolment: {} nodes in {:.1f} s\n", nodes, enrol_seconds);
+  fmt::print("  heartbeats/s: {:.0f} kept of {:.0f} needed ({} answered 200, {} failed)\n",
+             double(all.ok) / wall, double(nodes) / interval, all.ok, all.failed);
+  fmt::print("  latency ms: p50 {:.2f}  p99 {:.2f}  max {:.1f}\n",
+             bench::percentile(all.latency_ms, 0.5), bench::percentile(all.latency_ms, 0.99),
+             bench::percentile(all.latency_ms, 1.0));
+  fmt::print("  lag behind schedule ms: p50 {:.1f}  p99 {:.1f}  max {:.1f}\n",
+             bench::percentile(all.lag_ms, 0.5), bench::percentile(all.lag_ms, 0.99),
+             bench::percentile(all.lag_ms, 1.0));
+  fmt::print("  server CPU: {:.2f} cores (process {:.2f}, load generator {:.2f})\n",
+             server_cpu / wall, cpu_total / wall, all.cpu_seconds / wall);
+  fmt::print("  memory: {} KiB resident above the empty server = {:.0f} bytes per GPU\n",
+             rss_after - rss_empty, double(rss_after - rss_empty) * 1024.0 / double(gpus));
+  return all.failed == 0 ? 0 : 1;
+}
