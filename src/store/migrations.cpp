@@ -841,7 +841,7 @@ ALTER TABLE invoices ADD COLUMN number TEXT;
 CREATE UNIQUE INDEX invoices_number ON invoices (number)
 )SQL"},
       // The inventory a node last reported, as a digest, and when it was last applied: a
-      // heartbeat repeating it skips the GPU rows (fleet::apply_reported_inventory).
+      // heartbeat repeating it skips the GPU rows (fleet::inventory_unchanged).
       {31, "last applied inventory of a node", R"SQL(
 ALTER TABLE nodes ADD COLUMN inventory_digest TEXT;
 ALTER TABLE nodes ADD COLUMN inventory_applied_at BIGINT
