@@ -31,6 +31,7 @@
 
 #include "api/api.h"
 #include "bench_env.h"
+#include "bench_fleet.h"
 #include "fleet/fleet.h"
 
 namespace asio = boost::asio;
@@ -43,22 +44,7 @@ namespace {
 
 constexpr int kGpusPerNode = 8;
 
-Json inventory_of(int n) {
-  Json gpus = Json::array();
-  for (int g = 0; g < kGpusPerNode; ++g)
-    gpus.push_back({{"uuid", fmt::format("GPU-{:05d}-{}", n, g)},
-                    {"index", g},
-                    {"model", "NVIDIA H200"},
-                    {"memory_bytes", int64_t{141} << 30},
-                    {"mig_capable", true}});
-  return {{"node",
-           {{"name", fmt::format("hb{:05d}", n)},
-            {"cpu_millis", 128000},
-            {"memory_bytes", int64_t{1} << 41},
-            {"rack", fmt::format("r{}", n / 32)},
-            {"nvlink_domain", fmt::format("nvl{}", n)}}},
-          {"gpus", gpus}};
-}
+Json inventory_of(int n) { return bench::h200_inventory(n, fmt::format("hb{:05d}", n)); }
 
 // What an agent sends: its inventory and a utilization sample per GPU.
 std::string heartbeat_body(int n, int round) {
