@@ -4,7 +4,9 @@ build (BUILD/compile_commands.json), with clang 16:
 
   --thread-safety  the thread-safety analysis (-Wthread-safety as errors, -fsyntax-only): data
                    marked GP_GUARDED_BY is touched only under its lock (common/thread_safety.h);
-  --tidy           clang-tidy-16 with the checked-in .clang-tidy (every finding an error).
+  --tidy           clang-tidy-16 with the checked-in .clang-tidy (every finding an error), and
+                   the same thread-safety analysis in the same parse (clang-tidy reports it as
+                   clang-diagnostic-thread-safety-*), which is how `make test` runs both.
 
 A unity build's compile commands name its Unity/unity_N_cxx.cxx files; the sources they include
 are what is checked. Prints each finding and exits 1 when there is any, 2 when it cannot run. Progress shows on a
@@ -21,6 +23,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CLANG = "clang++-16"
@@ -83,14 +86,24 @@ def command(mode, entry):
     if mode == "--thread-safety":
         return [CLANG, *clang_args(entry), "-fsyntax-only", "-Wno-everything", "-Wthread-safety",
                 "-Werror=thread-safety", entry["file"]]
+    # The thread-safety analysis rides on clang-tidy's parse: a second parse of every file
+    # would cost the tree's header parsing once more.
+    checks = "clang-diagnostic-thread-safety*"
     extra = []
     if unity_sources(entry) is not None:
         # A unity file's findings are in the sources it includes, which clang-tidy treats as
         # headers: the filter takes in src/'s sources too. Including .cpp files is what a unity
         # file is for, so that one check is off for it.
-        extra = [f"--header-filter={ROOT}/src/.*\\.(h|cpp)$", "--checks=-bugprone-suspicious-include"]
-    return [TIDY, "--quiet", f"--config-file={ROOT}/.clang-tidy", *extra, entry["file"], "--",
-            *clang_args(entry)]
+        extra = [f"--header-filter={ROOT}/src/.*\\.(h|cpp)$"]
+        checks += ",-bugprone-suspicious-include"
+    return [TIDY, "--quiet", f"--config-file={ROOT}/.clang-tidy", f"--checks={checks}", *extra,
+            entry["file"], "--", *clang_args(entry), "-Wthread-safety"]
+
+
+def timed_run(cmd, cwd):
+    start = time.monotonic()
+    r = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    return r, time.monotonic() - start
 
 
 def main():
@@ -115,11 +128,13 @@ def main():
     failures = []
     jobs = int(os.environ.get("CHECK_JOBS", os.cpu_count() or 1))
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
-        futures = {pool.submit(subprocess.run, command(mode, e), cwd=e["directory"],
-                               capture_output=True, text=True): names for e, names in units}
+        futures = {pool.submit(timed_run, command(mode, e), e["directory"]): names
+                   for e, names in units}
         done = 0
+        took = []
         for f in concurrent.futures.as_completed(futures):
-            r = f.result()
+            r, seconds = f.result()
+            took.append((seconds, futures[f]))
             done += len(futures[f])
             if r.returncode != 0:
                 failures.append((", ".join(os.path.relpath(p, ROOT) for p in futures[f]),
@@ -131,6 +146,11 @@ def main():
         print()
     for names, text in sorted(failures):
         print(f"--- {names}\n{text}")
+    # The slowest runs, so that a file that starts to cost minutes is seen where it happens.
+    for seconds, names in sorted(took, key=lambda t: t[0], reverse=True)[:3]:
+        shown = ", ".join(os.path.relpath(p, ROOT) for p in names[:3])
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        print(f"{mode[2:]}: {seconds:.0f} s for {shown}{more}")
     print(f"{mode[2:]}: {files} files checked in {len(units)} runs, {len(failures)} with findings")
     return 1 if failures else 0
 
