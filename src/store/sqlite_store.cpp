@@ -164,8 +164,13 @@ class SqliteStore final : public Store {
     store->path_ = o.path;
     store->writer_ = GP_TRY(Connection::open(o.path, o.read_only));
     if (!o.read_only) {
+      // temp_store=MEMORY keeps the writer's sub-journals in memory: every write of a batch runs
+      // under its own savepoint, which saves each page it first touches, and past 64 KiB SQLite
+      // spills that to a temporary file (a create touches some fifteen pages: 1,200 -> 1,580
+      // creates/s in bench_load, docs/benchmarks.md).
       GP_TRY_VOID(store->writer_->exec_script(
-          "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON;"));
+          "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; "
+          "PRAGMA temp_store=MEMORY;"));
       GP_TRY_VOID(store->migrate());
       // From here on the store flushes the WAL itself (see the top of this file). A database
       // that cannot use WAL (e.g. on a file system without shared memory) keeps FULL.
