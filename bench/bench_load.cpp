@@ -9,6 +9,7 @@
 //
 //   build/bench/bench_load [seconds-per-row] [sqlite|postgres|both]
 //   build/bench/bench_load [seconds-per-row] reads   (the read path beside a bare Beast server)
+//   build/bench/bench_load [seconds-per-row] creates [sqlite|postgres|both]   (creates alone)
 //   build/bench/bench_load [seconds] soak       (default 600 s: memory, fds, threads over time)
 //
 // `reads` runs authenticated reads and /healthz against the API (SQLite), then the same
@@ -212,7 +213,9 @@ http::request<http::string_body> request(http::verb verb, const std::string& tar
   return req;
 }
 
-int run_store(const std::string& name, const std::string& location, double seconds) {
+// `creates_only`: the durable creates at 1, 16 and 64 connections and nothing else.
+int run_store(const std::string& name, const std::string& location, double seconds,
+              bool creates_only) {
   auto env = bench::BenchEnv::open(location);
   if (!env) return 1;
   auto [store, clock, ids, log] = env->parts();
@@ -243,6 +246,14 @@ int run_store(const std::string& name, const std::string& location, double secon
     server.stop();
     return true;
   };
+  if (creates_only)
+    return with_server({}, [&](uint16_t port) {
+             for (int conns : {1, 16, 64})
+               print_row(name, "allocation creates (durable)", conns, seconds,
+                         drive(port, conns, seconds, create));
+           })
+               ? 0
+               : 1;
   // Capacity: no rate limits, the default connection cap.
   bool ran = with_server({}, [&](uint16_t port) {
     for (const auto& [what, make] : {std::pair{"reads (GET projects?limit=20)", &read},
@@ -509,12 +520,16 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::off);
   if (which == "soak") return soak(argc > 1 ? std::max(10.0, std::atof(argv[1])) : 600.0);
   if (which == "reads") return run_reads(seconds);
+  const std::string stores = argc > 3 ? argv[3] : "both";
+  const bool creates_only = which == "creates";
+  const bool sqlite = creates_only ? stores != "postgres" : which == "sqlite" || which == "both";
+  const bool postgres = creates_only ? stores != "sqlite" : which == "postgres" || which == "both";
   std::printf("load at rising concurrency, %.0f s per row (2xx/429/503/failed are counts)\n",
               seconds);
   print_header();
   int rc = 0;
-  if (which == "sqlite" || which == "both") rc |= run_store("sqlite", "", seconds);
-  if (which == "postgres" || which == "both") {
+  if (sqlite) rc |= run_store("sqlite", "", seconds, creates_only);
+  if (postgres) {
     std::string url;
     if (const char* env = std::getenv("GP_BENCH_PG")) url = env;
     std::string cluster;
@@ -534,7 +549,7 @@ int main(int argc, char** argv) {
       }
       if (f) std::fclose(f);
     }
-    rc |= run_store("postgres", url, seconds);
+    rc |= run_store("postgres", url, seconds, creates_only);
     if (!cluster.empty())
       (void)std::system(
           fmt::format("bash {}/tests/support/pg_cluster.sh stop {}", GP_SOURCE_DIR, cluster)

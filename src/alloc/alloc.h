@@ -108,6 +108,7 @@ struct Allocation {
   int64_t created_at = 0, updated_at = 0, version = 1;
   Activation activation = Activation::kNode;
   Json to_json() const;
+  Json shape_json() const;  // to_json()'s "shape" alone
 };
 
 struct Event {
@@ -427,8 +428,10 @@ class Service {
  private:
   Result<sched::Scheduler*> ensure(store::Tx& tx) GP_REQUIRES(mu_);
   Result<void> rebuild(store::Tx& tx) GP_REQUIRES(mu_);
-  Result<void> record_placed(store::Tx& tx, const World& w, const std::string& id,
-                             const sched::Decision& d, const std::string& from) GP_REQUIRES(mu_);
+  // Records a placement decision; returns the allocation as it now stands (as a load reads it).
+  Result<Allocation> record_placed(store::Tx& tx, const World& w, const std::string& id,
+                                   const sched::Decision& d, const std::string& from)
+      GP_REQUIRES(mu_);
   // Moves `a` (as loaded) to `to`, recording the event; the scheduler's own moves are audited.
   Result<void> transition(store::Tx& tx, const World& w, const Allocation& a, State to,
                           const std::string& code, const std::string& reason,

@@ -282,6 +282,8 @@ Json Allocation::to_json() const {
           {"activation", activation == Activation::kWorkload ? "workload" : "node"}};
 }
 
+Json Allocation::shape_json() const { return detail::shape_json(request); }
+
 Json Event::to_json() const {
   return {{"seq", seq}, {"at", detail::ts(at)},       {"from", from},
           {"to", to},   {"reason_code", reason_code}, {"reason", reason}};

@@ -251,8 +251,8 @@ Result<int> Service::end(store::Tx& tx, const World& w, const std::string& id, S
   return 1;
 }
 
-Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::string& id,
-                                    const sched::Decision& d, const std::string& actor) {
+Result<Allocation> Service::record_placed(store::Tx& tx, const World& w, const std::string& id,
+                                          const sched::Decision& d, const std::string& actor) {
   const sched::Placement& p = *d.placement;
   const int64_t now = w.now();
   Json placement = detail::placement_json(p, sched_->state());
@@ -264,8 +264,15 @@ Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::st
   GP_TRY(tx.exec(
       "UPDATE allocations SET placement = ?, borrowed_units = ?, placed_at = ? WHERE id = ?",
       {placement.dump(), d.borrowed_units, now, id}));
-  auto a = GP_TRY(detail::load(tx, id));
+  std::optional<Allocation> a = GP_TRY(detail::load(tx, id));
+  if (!a) return fail(Error::internal(fmt::format("allocation {} vanished as it was placed", id)));
   GP_TRY_VOID(transition(tx, w, *a, State::kPlaced, "placed", reason, actor));
+  // What transition() wrote, so that the caller need not read the row again.
+  a->state = State::kPlaced;
+  a->reason_code = "placed";
+  a->reason = reason;
+  a->updated_at = now;
+  a->version += 1;
   for (const auto& node : placement["nodes"])
     GP_TRY(tx.exec("INSERT INTO allocation_nodes (allocation_id, node_id) VALUES (?,?)",
                    {id, node.get<std::string>()}));
@@ -288,7 +295,8 @@ Result<void> Service::record_placed(store::Tx& tx, const World& w, const std::st
         "excluded.mig_layout, updated_at = excluded.updated_at, status = 'planned', detail = ''",
         {gpus[g].uuid, std::string(sched::gpu_mode_name(gpus[g].mode)), layout.dump(), now}));
   }
-  return record_preempted(tx, w, d.preempted, id, a->tenant_id);
+  GP_TRY_VOID(record_preempted(tx, w, d.preempted, id, a->tenant_id));
+  return std::move(*a);
 }
 
 Result<void> Service::record_preempted(store::Tx& tx, const World& w,
@@ -342,8 +350,10 @@ Result<Allocation> Service::create(store::Tx& tx, const World& w, const NewAlloc
        std::string(n.activation == Activation::kWorkload ? "workload" : "node")}));
   GP_TRY_VOID(insert_event(tx, id, now, "", State::kPending, code.empty() ? "submitted" : code,
                            d.reason ? d.reason->message : "submitted"));
-  if (d.kind == sched::DecisionKind::kPlaced) GP_TRY_VOID(record_placed(tx, w, id, d, actor));
+  std::optional<Allocation> placed;
+  if (d.kind == sched::DecisionKind::kPlaced) placed = GP_TRY(record_placed(tx, w, id, d, actor));
   GP_TRY_VOID(sync_reservations(tx, w));  // it may have taken a reservation's hold
+  if (placed) return std::move(*placed);
   return *GP_TRY(detail::load(tx, id));
 }
 
@@ -377,7 +387,7 @@ Result<int> Service::schedule(store::Tx& tx, const World& w) {
                                    d.placement->tenant));
       continue;
     }
-    GP_TRY_VOID(record_placed(tx, w, d.allocation_id, d, std::string(kScheduler)));
+    GP_TRY(record_placed(tx, w, d.allocation_id, d, std::string(kScheduler)));
     ++n;
   }
   GP_TRY_VOID(sync_reservations(tx, w));

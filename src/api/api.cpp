@@ -746,6 +746,7 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
   std::string req_hash =
       hex_encode(sha256(fmt::format("{}\n{}\n{}", call.req.method, call.req.path, call.req.body)));
   Reply out;
+  std::function<Json()> render_body;
   bool replayed = false;
   bool body_done = false;
   auto written = api.store().write([&](store::Tx& tx) -> Result<void> {
@@ -778,7 +779,9 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
       e.detail = std::move(m.detail);
       if (m.audited) GP_TRY_VOID(api.audit().append(tx, e));
       out = std::move(m.reply);
+      render_body = std::move(m.render_body);
       if (key) {
+        if (render_body) out.body = std::exchange(render_body, nullptr)();
         std::string body = out.raw ? *out.raw : redact_secrets(out.body).dump();
         GP_TRY_VOID(tx.exec(
             "INSERT INTO idempotency_keys (principal_id, idem_key, method, path, request_hash, "
@@ -798,6 +801,7 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
     return fail(written.error());
   }
   if (replayed) out.headers.emplace_back("Idempotent-Replayed", "true");
+  if (render_body) out.body = render_body();
   return out;
 }
 

@@ -63,15 +63,16 @@ Result<Mutation> create_allocation(Api& api, Call& call, store::Tx& tx) {
   }
   auto a = GP_TRY(api.allocs().create(tx, w, n, call.who.id));
   if (gate) GP_TRY_VOID(budget_admit(api, tx, *gate, a));
-  m.reply = json_reply(201, a.to_json(), a.version);
+  m.reply = json_reply(201, nullptr, a.version);
   m.resource = call.req.path + "/" + a.id;
   m.detail = {
-      {"state", alloc::state_name(a.state)}, {"shape", a.to_json()["shape"]}, {"reason", a.reason}};
+      {"state", alloc::state_name(a.state)}, {"shape", a.shape_json()}, {"reason", a.reason}};
   if (!a.placement.is_null()) {
     Json gpus = Json::array();
     for (const auto& g : a.placement["gpus"]) gpus.push_back(g["gpu"]);
     m.detail["gpus"] = gpus;
   }
+  m.render_body = [a = std::move(a)] { return a.to_json(); };
   return m;
 }
 

@@ -152,6 +152,11 @@ TEST_F(Sched, APlacementSaysWhatItGaveByProfileAndNodeName) {
     auto r = allocate(t, body);
     EXPECT_EQ(r.status, 201) << r.raw;
     EXPECT_EQ(r.body["state"], "placed") << r.raw;
+    // The create answers what it wrote (not read back): the same as a read of it, less what
+    // only a read of one allocation adds (its events and its GPUs' configuration).
+    Json read = get(t, r.body.value("id", ""));
+    for (const char* extra : {"events", "configuring", "stopping"}) read.erase(extra);
+    EXPECT_EQ(r.body, read) << r.raw;
     return r.body.value("reason", "");
   };
   auto mig = reason({{"offering", "h200-mig-3g"}});
