@@ -247,11 +247,12 @@ int run_store(const std::string& name, const std::string& location, double secon
     return true;
   };
   if (creates_only)
-    return with_server({}, [&](uint16_t port) {
-             for (int conns : {1, 16, 64})
-               print_row(name, "allocation creates (durable)", conns, seconds,
-                         drive(port, conns, seconds, create));
-           })
+    return with_server({},
+                       [&](uint16_t port) {
+                         for (int conns : {1, 16, 64})
+                           print_row(name, "allocation creates (durable)", conns, seconds,
+                                     drive(port, conns, seconds, create));
+                       })
                ? 0
                : 1;
   // Capacity: no rate limits, the default connection cap.
@@ -520,10 +521,10 @@ int main(int argc, char** argv) {
   spdlog::set_level(spdlog::level::off);
   if (which == "soak") return soak(argc > 1 ? std::max(10.0, std::atof(argv[1])) : 600.0);
   if (which == "reads") return run_reads(seconds);
-  const std::string stores = argc > 3 ? argv[3] : "both";
   const bool creates_only = which == "creates";
-  const bool sqlite = creates_only ? stores != "postgres" : which == "sqlite" || which == "both";
-  const bool postgres = creates_only ? stores != "sqlite" : which == "postgres" || which == "both";
+  const std::string stores = !creates_only ? which : argc > 3 ? argv[3] : "both";
+  const bool sqlite = stores == "sqlite" || stores == "both";
+  const bool postgres = stores == "postgres" || stores == "both";
   std::printf("load at rising concurrency, %.0f s per row (2xx/429/503/failed are counts)\n",
               seconds);
   print_header();

@@ -432,8 +432,9 @@ class Service {
   Result<Allocation> record_placed(store::Tx& tx, const World& w, const std::string& id,
                                    const sched::Decision& d, const std::string& from)
       GP_REQUIRES(mu_);
-  // Moves `a` (as loaded) to `to`, recording the event; the scheduler's own moves are audited.
-  Result<void> transition(store::Tx& tx, const World& w, const Allocation& a, State to,
+  // Moves `a` (as loaded) to `to`, recording the event, and leaves `a` as its row now reads;
+  // the scheduler's own moves are audited.
+  Result<void> transition(store::Tx& tx, const World& w, Allocation& a, State to,
                           const std::string& code, const std::string& reason,
                           const std::string& actor);
   Result<int> schedule(store::Tx& tx, const World& w) GP_REQUIRES(mu_);

@@ -203,7 +203,7 @@ Result<void> insert_event(store::Tx& tx, const std::string& id, int64_t at, std:
 
 }  // namespace
 
-Result<void> Service::transition(store::Tx& tx, const World& w, const Allocation& a, State to,
+Result<void> Service::transition(store::Tx& tx, const World& w, Allocation& a, State to,
                                  const std::string& code, const std::string& reason,
                                  const std::string& actor) {
   const std::string& id = a.id;
@@ -239,6 +239,13 @@ Result<void> Service::transition(store::Tx& tx, const World& w, const Allocation
                    {{"from", state_name(from)}, {"to", state_name(to)}, {"reason", reason}}};
     GP_TRY(audit_.append(tx, e));
   }
+  // What the UPDATE above wrote.
+  a.state = to;
+  a.reason_code = code;
+  a.reason = reason;
+  a.updated_at = now;
+  if (ending) a.ended_at = now;
+  a.version += 1;
   return ok();
 }
 
@@ -267,12 +274,6 @@ Result<Allocation> Service::record_placed(store::Tx& tx, const World& w, const s
   std::optional<Allocation> a = GP_TRY(detail::load(tx, id));
   if (!a) return fail(Error::internal(fmt::format("allocation {} vanished as it was placed", id)));
   GP_TRY_VOID(transition(tx, w, *a, State::kPlaced, "placed", reason, actor));
-  // What transition() wrote, so that the caller need not read the row again.
-  a->state = State::kPlaced;
-  a->reason_code = "placed";
-  a->reason = reason;
-  a->updated_at = now;
-  a->version += 1;
   for (const auto& node : placement["nodes"])
     GP_TRY(tx.exec("INSERT INTO allocation_nodes (allocation_id, node_id) VALUES (?,?)",
                    {id, node.get<std::string>()}));
