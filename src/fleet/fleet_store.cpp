@@ -560,11 +560,23 @@ Result<int64_t> record_samples(store::Tx& tx, const std::string& node_id,
     if (!own.contains(s.gpu_uuid))
       return fail(
           Error::invalid(fmt::format("sample for GPU {} that is not on this node", s.gpu_uuid)));
-  for (const auto& s : samples)
-    GP_TRY_VOID(
-        tx.exec("INSERT INTO gpu_samples (gpu_uuid, instance, time_us, util_pct, mem_used_bytes) "
-                "VALUES (?,?,?,?,?)",
-                {s.gpu_uuid, s.instance, s.time_us, int64_t(s.util_pct), s.mem_used_bytes}));
+  // A node's report is one statement per 64 samples: a heartbeat carries one per GPU, and
+  // one multi-row INSERT costs about what one row's does.
+  constexpr size_t kRowsPerStatement = 64;
+  for (size_t first = 0; first < samples.size(); first += kRowsPerStatement) {
+    const size_t rows = std::min(kRowsPerStatement, samples.size() - first);
+    std::string sql =
+        "INSERT INTO gpu_samples (gpu_uuid, instance, time_us, util_pct, mem_used_bytes) VALUES ";
+    store::Params args;
+    args.reserve(rows * 5);
+    for (size_t i = first; i < first + rows; ++i) {
+      const Sample& s = samples[i];
+      sql += i == first ? "(?,?,?,?,?)" : ",(?,?,?,?,?)";
+      args.insert(args.end(),
+                  {s.gpu_uuid, s.instance, s.time_us, int64_t(s.util_pct), s.mem_used_bytes});
+    }
+    GP_TRY_VOID(tx.exec(sql, args));
+  }
   return int64_t(samples.size());
 }
 

@@ -617,6 +617,13 @@ Result<Json> member_network(store::Tx& tx, const Job& j, int rank, const std::st
 
 Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
   Json out = Json::array();
+  // Most heartbeats come from nodes that run no job: one query answers them.
+  const auto members = GP_TRY(tx.query(
+      "SELECT m.job_id, m.rank, m.attempt, m.state, j.state IN ('starting', 'running'), "
+      "j.allocation_id FROM job_members m JOIN jobs j ON j.id = m.job_id WHERE m.node_id = "
+      "? ORDER BY m.job_id, m.rank",
+      {node_id}));
+  if (members.empty()) return out;
   auto node = GP_TRY(fleet::find_node(tx, node_id));
   if (!node) return out;
   const int node_gpus = static_cast<int>(GP_TRY(fleet::list_gpus(tx, node_id)).size());
@@ -627,11 +634,7 @@ Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
   std::map<std::string, int64_t> stopping;  // allocation -> grace seconds
   for (const auto& st : GP_TRY(alloc::node_stops(tx, node_id)))
     stopping[st.allocation_id] = st.grace_seconds;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT m.job_id, m.rank, m.attempt, m.state, j.state IN ('starting', 'running'), "
-           "j.allocation_id FROM job_members m JOIN jobs j ON j.id = m.job_id WHERE m.node_id = "
-           "? ORDER BY m.job_id, m.rank",
-           {node_id}))) {
+  for (const auto& row : members) {
     const auto stop = stopping.find(row.text(5));
     const bool live_job = row.integer(4) != 0;
     if (!live_job && stop == stopping.end()) continue;

@@ -267,6 +267,27 @@ TEST_F(FleetTest, SamplesOnlyForTheNodesOwnGpus) {
   EXPECT_EQ(count("SELECT COUNT(*) FROM gpu_samples"), 1);
 }
 
+// A report is written 64 rows per statement: 130 samples take three, and every row keeps its
+// own values.
+TEST_F(FleetTest, AReportOfManySamplesKeepsEveryRow) {
+  auto a = enroll_node(inventory("a", {"GPU-1", "GPU-2"}));
+  Json samples = Json::array();
+  for (int i = 0; i < 130; ++i)
+    samples.push_back({{"gpu_uuid", i % 2 ? "GPU-2" : "GPU-1"},
+                       {"instance", fmt::format("mig-{}", i)},
+                       {"util_pct", i % 101},
+                       {"mem_used_bytes", int64_t{i} << 20}});
+  auto parsed = run([&](store::Tx&) { return parse_samples(samples, w_); });
+  EXPECT_EQ(run([&](store::Tx& tx) { return record_samples(tx, a.node.id, parsed); }), 130);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM gpu_samples"), 130);
+  EXPECT_EQ(count("SELECT COUNT(*) FROM gpu_samples WHERE gpu_uuid = 'GPU-2'"), 65);
+  // Each row's own fields, the last of the third statement included.
+  EXPECT_EQ(count("SELECT SUM(util_pct) FROM gpu_samples"), 5050 + 406);  // 0..100, then 0..28
+  EXPECT_EQ(count("SELECT mem_used_bytes >> 20 FROM gpu_samples WHERE instance = 'mig-129' AND "
+                  "gpu_uuid = 'GPU-2' AND util_pct = 28"),
+            129);
+}
+
 TEST_F(FleetTest, DedicatedPoolsNeedAnExistingTenantAndEmptyPoolsOnlyAreDeleted) {
   EXPECT_EQ(error([&](store::Tx& tx) {
               return create_pool(tx, w_, "p", std::string("ten_nope"), "");
