@@ -846,6 +846,11 @@ CREATE UNIQUE INDEX invoices_number ON invoices (number)
 ALTER TABLE nodes ADD COLUMN inventory_digest TEXT;
 ALTER TABLE nodes ADD COLUMN inventory_applied_at BIGINT
 )SQL"},
+      // A tenant's projects in id order: a page of them reads its own rows, not the tenant's
+      // every project sorted.
+      {32, "projects by tenant in id order", R"SQL(
+CREATE INDEX projects_tenant_id ON projects (tenant_id, id)
+)SQL"},
   };
   return kMigrations;
 }

@@ -398,10 +398,11 @@ Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
 
 Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const PageRequest& page,
                                     const std::optional<std::vector<std::string>>& only_ids) {
-  auto rows = GP_TRY(
-      tx.query(fmt::format("SELECT {} FROM projects WHERE tenant_id = ? AND id > ? ORDER BY id",
-                           kProjectCols),
-               {s.tenant_id(), page.after.value_or("")}));
+  // A page reads its own rows only; a principal limited to some projects filters them below.
+  auto rows = GP_TRY(tx.query(
+      fmt::format("SELECT {} FROM projects WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?",
+                  kProjectCols),
+      {s.tenant_id(), page.after.value_or(""), only_ids ? int64_t(1) << 40 : fetch_limit(page)}));
   std::vector<Project> out;
   for (const auto& r : rows) {
     Project p = project_from(r);
