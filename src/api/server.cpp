@@ -410,6 +410,10 @@ struct Server::Impl {
   }
 };
 
+int default_io_threads() {
+  return std::max(8, 4 * static_cast<int>(std::thread::hardware_concurrency()));
+}
+
 Server::Server(Api& api, std::string address, uint16_t port, int threads,
                std::optional<tls::CertFiles> tls)
     : impl_(std::make_unique<Impl>(api, std::move(address), port, threads, std::move(tls))) {}

@@ -461,7 +461,8 @@ int run(int argc, char** argv) {
   serve->add_option("--log-level", so.log_level, "trace, debug, info, warn, error");
   serve->add_option("--log-format", so.log_format, "text or json")
       ->check(CLI::IsMember({"text", "json"}));
-  serve->add_option("--threads", so.threads, "I/O threads")->check(CLI::Range(1, 256));
+  serve->add_option("--threads", so.threads, "I/O threads (default: 4 per core, at least 8)")
+      ->check(CLI::Range(1, 256));
   serve->add_option("--max-connections", so.max_connections, "Connection cap")
       ->check(CLI::Range(1, 100000));
   serve

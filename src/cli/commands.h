@@ -21,9 +21,7 @@ struct ServeOptions {
   std::string bootstrap_credential_file;
   std::string log_level = "info";
   std::string log_format = "text";
-  // Handlers block while their write executes and is flushed, so the thread count bounds
-  // the writes in flight, and with them the size of each group commit.
-  int threads = 64;
+  int threads = 0;  // 0: api::default_io_threads(), which says why
   int max_connections = 512;
   int max_connections_per_address = 128;  // 0 = no cap
   // Reverse proxies whose X-Forwarded-For names the client: addresses and CIDR networks,

@@ -328,7 +328,8 @@ int run_serve(const ServeOptions& o) {
   auto colon = o.listen.rfind(':');
   std::string host = o.listen.substr(0, colon);
   int port = colon == std::string::npos ? 8080 : std::atoi(o.listen.c_str() + colon + 1);
-  api::Server server(api, host, uint16_t(port), o.threads, tls_files);
+  api::Server server(api, host, uint16_t(port),
+                     o.threads > 0 ? o.threads : api::default_io_threads(), tls_files);
   auto lock = store::open_leader_lock(location);
   if (!lock) {
     spdlog::critical("leader lock: {}", lock.error().message);
