@@ -562,6 +562,7 @@ void Api::set_role(bool leader, std::string leader_url) {
   MutexLock lock(role_mu_);
   leader_url_ = std::move(leader_url);
   leader_ = leader;
+  authn_.set_caching(leader);
 }
 
 std::string Api::leader_url() const {

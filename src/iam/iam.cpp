@@ -285,11 +285,40 @@ Result<Principal> Authenticator::load_principal(store::Tx& tx, std::string_view 
   return p;
 }
 
+Authenticator::Authenticator(store::Store& store, const Clock& clock)
+    : store_(store), clock_(clock) {
+  store_.count_changes_to({kIdentityTables.begin(), kIdentityTables.end()});
+}
+
+void Authenticator::set_caching(bool on) {
+  MutexLock lock(mu_);
+  caching_ = on;
+  kept_.clear();
+}
+
+std::optional<Principal> Authenticator::kept(const ParsedToken& token, int64_t now) const {
+  const auto generation = store_.generation();
+  if (!generation) return std::nullopt;
+  const std::string secret_hash = hash_secret(token.secret);
+  MutexLock lock(mu_);
+  auto it = kept_.find(token.id);
+  if (it == kept_.end()) return std::nullopt;
+  const Kept& k = it->second;
+  if (!caching_ || k.generation != *generation || (k.expires_at && *k.expires_at <= now) ||
+      !constant_time_equal(k.secret_hash, secret_hash))
+    return std::nullopt;
+  return k.principal;
+}
+
 Result<Principal> Authenticator::authenticate(std::string_view bearer) const {
   auto parsed = parse_token(bearer);
   if (!parsed) return fail(Error::unauthenticated("malformed bearer token"));
-  Principal out;
   int64_t now = to_unix_micros(clock_.now());
+  if (auto principal = kept(*parsed, now)) return std::move(*principal);
+  // Taken before the read: a change committed after it makes what is kept below stale at once.
+  const auto generation = store_.generation();
+  std::optional<int64_t> expires_at;
+  Principal out;
   GP_TRY_VOID(store_.read([&](store::Tx& tx) -> Result<void> {
     std::optional<store::Row> row;
     std::string kind, owner;
@@ -320,10 +349,21 @@ Result<Principal> Authenticator::authenticate(std::string_view bearer) const {
     if (!row->is_null(2)) return fail(Error::unauthenticated("credential has been revoked"));
     if (!row->is_null(1) && row->integer(1) <= now)
       return fail(Error::unauthenticated("credential has expired"));
+    expires_at = row->opt_integer(1);
     out = GP_TRY(load_principal(tx, row->text(3), row->text(4)));
     out.credential_id = parsed->id;
     return ok();
   }));
+  if (generation && out.kind != PrincipalKind::kNode) {
+    // Bounded: past this many credentials in use at once, start again.
+    constexpr size_t kMaxKept = 10000;
+    MutexLock lock(mu_);
+    if (caching_) {
+      if (kept_.size() >= kMaxKept) kept_.clear();
+      kept_.insert_or_assign(parsed->id,
+                             Kept{hash_secret(parsed->secret), expires_at, *generation, out});
+    }
+  }
   return out;
 }
 

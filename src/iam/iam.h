@@ -3,13 +3,16 @@
 // decision logic lives in authorize(); credential lookups go through the store.
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "common/thread_safety.h"
 #include "store/store.h"
 
 namespace gp::iam {
@@ -132,16 +135,39 @@ Result<void> validate_password_strength(std::string_view password);
 
 // Resolves a bearer token to a principal by reading the store. Errors are kUnauthenticated
 // with a reason safe to return to the caller (never echoing the token).
+//
+// With caching on, the principals of API keys and sessions are kept between requests, each
+// with the store's generation() of the identity tables it was read from (kIdentityTables).
+// A key or session revoked or expired, a user or service account or tenant changed, a binding
+// granted or removed: any of these ends every kept principal before the write that did it is
+// answered. A store that cannot see every write (generation() is nullopt) keeps nothing. Node
+// credentials are always read: their rows change with every heartbeat.
 class Authenticator {
  public:
-  Authenticator(store::Store& store, const Clock& clock) : store_(store), clock_(clock) {}
+  static constexpr std::array<std::string_view, 6> kIdentityTables = {
+      "api_keys", "sessions", "users", "service_accounts", "tenants", "role_bindings"};
+  Authenticator(store::Store& store, const Clock& clock);
   Result<Principal> authenticate(std::string_view bearer_token) const;
   // Loads the principal of a user or service account by id (bindings included).
   Result<Principal> load_principal(store::Tx& tx, std::string_view kind, std::string_view id) const;
+  // On (the default) only while this process is the one that writes the store: a follower
+  // (docs/ha.md) reads a store that another process writes. Either way, forgets what it kept.
+  void set_caching(bool on);
 
  private:
+  struct Kept {
+    std::string secret_hash;
+    std::optional<int64_t> expires_at;
+    uint64_t generation;
+    Principal principal;
+  };
+  std::optional<Principal> kept(const ParsedToken& token, int64_t now) const;
+
   store::Store& store_;
   const Clock& clock_;
+  mutable Mutex mu_;
+  bool caching_ GP_GUARDED_BY(mu_) = true;
+  mutable std::unordered_map<std::string, Kept> kept_ GP_GUARDED_BY(mu_);
 };
 
 }  // namespace gp::iam

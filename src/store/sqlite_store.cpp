@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <set>
 #include <unordered_map>
 
 #include "common/thread_safety.h"
@@ -172,6 +173,7 @@ class SqliteStore final : public Store {
           "PRAGMA journal_mode=WAL; PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; "
           "PRAGMA temp_store=MEMORY;"));
       GP_TRY_VOID(store->migrate());
+      sqlite3_update_hook(store->writer_->db(), &SqliteStore::row_changed, store.get());
       // From here on the store flushes the WAL itself (see the top of this file). A database
       // that cannot use WAL (e.g. on a file system without shared memory) keeps FULL.
       auto mode = GP_TRY(store->writer_->run("PRAGMA journal_mode", {}, nullptr));
@@ -214,6 +216,14 @@ class SqliteStore final : public Store {
 
   std::string_view engine() const override { return "sqlite"; }
 
+  void count_changes_to(const std::vector<std::string>& tables) override {
+    MutexLock lock(counted_mu_);
+    counted_.insert(tables.begin(), tables.end());
+  }
+  // Every write goes through this process's writer connection: the leader lock (engines.h)
+  // keeps any other process from writing while it runs.
+  std::optional<uint64_t> generation() const override { return generation_.load(); }
+
   Result<void> backup_to(const std::string& path) override {
     // VACUUM INTO writes a consistent, compacted copy while readers and writers continue.
     return readers_.with([&](Connection& c) -> Result<void> {
@@ -247,6 +257,15 @@ class SqliteStore final : public Store {
     return ok();
   }
   static std::string errno_text() { return std::strerror(errno); }
+
+  // The writer's update hook: SQLite calls it for each row a statement inserts, updates or
+  // deletes (every delete here has a WHERE, so none is a truncation the hook misses).
+  static void row_changed(void* self, int, const char*, const char* table, sqlite3_int64) {
+    auto* store = static_cast<SqliteStore*>(self);
+    if (store->counted_changed_.load(std::memory_order_relaxed)) return;
+    MutexLock lock(store->counted_mu_);
+    if (store->counted_.contains(std::string_view(table))) store->counted_changed_ = true;
+  }
 
   // Returns once every commit up to `seq` is on disk. Whoever finds no flush running flushes
   // everything committed so far; the others wait for it.
@@ -282,6 +301,9 @@ class SqliteStore final : public Store {
     const bool committed =
         commit_batch([&] { return c.exec_one("BEGIN IMMEDIATE"); },
                      [&](std::string_view sql) { return c.exec_one(sql); }, tx, batch);
+    // After the COMMIT, before any writer of the batch returns; also after a rollback (a
+    // generation that grows needlessly only costs a cache one read).
+    if (counted_changed_.exchange(false)) ++generation_;
     return committed ? ++committed_seq_ : 0;
   }
 
@@ -321,6 +343,10 @@ class SqliteStore final : public Store {
   uint64_t flushed_seq_ GP_GUARDED_BY(flush_mu_) = 0;  // every commit up to here is on disk
   bool flushing_ GP_GUARDED_BY(flush_mu_) = false;
   ReaderPool<Connection> readers_;
+  Mutex counted_mu_;
+  std::set<std::string, std::less<>> counted_ GP_GUARDED_BY(counted_mu_);
+  std::atomic<bool> counted_changed_{false};  // a counted table changed in the running batch
+  std::atomic<uint64_t> generation_{0};
 };
 
 }  // namespace

@@ -113,6 +113,14 @@ class Store {
   using ChangeListener = std::function<void(const std::vector<std::string>& keys)>;
   void set_change_listener(ChangeListener listener) { listener_ = std::move(listener); }
 
+  // Adds `tables` to those whose changes generation() counts.
+  virtual void count_changes_to(const std::vector<std::string>& tables) { (void)tables; }
+  // Grows after each commit that changed a row of a counted table, before any writer of that
+  // commit returns: something read from those tables at generation G is still true while
+  // generation() is G. nullopt where this process cannot see every write (PostgreSQL, which
+  // other replicas write to): nothing may be kept.
+  virtual std::optional<uint64_t> generation() const { return std::nullopt; }
+
  protected:
   void changed(const std::vector<std::string>& keys) const {
     if (listener_ && !keys.empty()) listener_(keys);

@@ -27,6 +27,32 @@ TEST(SqliteStore, MigrationsAreAppliedOnceAndRecorded) {
   EXPECT_EQ(applied, int64_t(migrations().size()));
 }
 
+// generation() counts the commits that changed a row of a counted table, and only those.
+TEST(SqliteStore, GenerationGrowsWithEachCommitThatChangesACountedTable) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  s->count_changes_to({"meta"});
+  const auto before = s->generation();
+  ASSERT_TRUE(before);
+  gp::testing::must_write(*s, [&](Tx& tx) -> Result<int> {
+    GP_TRY(tx.exec("CREATE TABLE other (x INTEGER)"));
+    GP_TRY(tx.exec("INSERT INTO other (x) VALUES (1)"));
+    return 0;
+  });
+  EXPECT_EQ(s->generation(), before);
+  gp::testing::must_write(*s, [&](Tx& tx) -> Result<int> {
+    GP_TRY(tx.exec("INSERT INTO meta (key, value) VALUES ('g', '1')"));
+    GP_TRY(tx.exec("UPDATE meta SET value = '2' WHERE key = 'g'"));
+    return 0;
+  });
+  EXPECT_EQ(s->generation(), *before + 1);
+  gp::testing::must_write(*s, [&](Tx& tx) -> Result<int> {
+    GP_TRY(tx.exec("DELETE FROM meta WHERE key = 'g'"));
+    return 0;
+  });
+  EXPECT_EQ(s->generation(), *before + 2);
+}
+
 TEST(SqliteStore, FailedWriteRollsBackEverything) {
   TempDir dir;
   auto s = gp::testing::open_store(dir);

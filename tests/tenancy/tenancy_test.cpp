@@ -213,11 +213,12 @@ TEST_F(TenancyTest, IfMatchGuardsUpdates) {
   EXPECT_EQ(t.display_name, "Acme Corp");
 }
 
+// One authenticator for the whole test, as a server has: what it keeps between requests must
+// never outlive a revocation.
 class AuthTest : public TenancyTest {
  protected:
-  Result<iam::Principal> auth(const std::string& token) {
-    return iam::Authenticator(*store_, clock_).authenticate(token);
-  }
+  Result<iam::Principal> auth(const std::string& token) { return authn_.authenticate(token); }
+  iam::Authenticator authn_{*store_, clock_};
 };
 
 TEST_F(AuthTest, KeysExpireAndRevocationTakesEffectAtOnce) {
@@ -282,6 +283,7 @@ TEST_F(AuthTest, OffboardingRevokesEveryCredentialOfTheTenant) {
   });
   auto sess =
       write([&](store::Tx& tx) { return create_session(tx, w_, u.id, std::chrono::hours(1)); });
+  ASSERT_TRUE(auth(key.token));
   ASSERT_TRUE(auth(sess.token));
   write([&](store::Tx& tx) { return offboard_tenant(tx, w_, s, std::nullopt); });
   EXPECT_FALSE(auth(key.token));
@@ -307,6 +309,55 @@ TEST_F(AuthTest, DeletedUserLosesKeysAndBindings) {
   EXPECT_FALSE(auth(key.token));
   // The username is free again.
   write([&](store::Tx& tx) { return create_user(tx, w_, s, {"alice", "", "", {}}); });
+}
+
+TEST_F(AuthTest, AGrantOrARemovalIsSeenByTheNextRequest) {
+  auto a = tenant("a");
+  TenantScope s(a.id);
+  auto u = write([&](store::Tx& tx) { return create_user(tx, w_, s, {"alice", "", "", {}}); });
+  auto key = write([&](store::Tx& tx) {
+    return create_api_key(tx, w_, s, {"k", "user", u.id, {}});
+  });
+  ASSERT_EQ(auth(key.token)->bindings.size(), 0u);
+  auto b = write([&](store::Tx& tx) {
+    return create_binding(tx, w_, s, iam::Scope::tenant(a.id),
+                          {iam::Role::kTenantAdmin, "user", u.id, {}});
+  });
+  ASSERT_EQ(auth(key.token)->bindings.size(), 1u);
+  write([&](store::Tx& tx) -> Result<int> {
+    GP_TRY_VOID(delete_binding(tx, s, b.id));
+    return 0;
+  });
+  EXPECT_EQ(auth(key.token)->bindings.size(), 0u);
+}
+
+// The authenticator keeps principals between requests, and only a write through its own store
+// ends them: a write this store did not make (another process's, as a follower would see) goes
+// unseen, which is why a follower keeps nothing (Api::set_role).
+TEST_F(AuthTest, PrincipalsAreKeptUntilTheirOwnStoreChangesThem) {
+  auto a = tenant("a");
+  TenantScope s(a.id);
+  auto u = write([&](store::Tx& tx) { return create_user(tx, w_, s, {"alice", "", "", {}}); });
+  auto key = write([&](store::Tx& tx) {
+    return create_api_key(tx, w_, s, {"k", "user", u.id, {}});
+  });
+  ASSERT_TRUE(auth(key.token));
+  auto other = gp::testing::open_store(dir_);
+  gp::testing::must_write(*other, [&](store::Tx& tx) -> Result<int> {
+    GP_TRY_VOID(revoke_api_key(tx, w_, s, key.key.id));
+    return 0;
+  });
+  EXPECT_TRUE(auth(key.token)) << "kept: this store did not see the revocation";
+  authn_.set_caching(false);
+  EXPECT_EQ(auth(key.token).error().message, "credential has been revoked");
+  // A wrong secret is refused even while the key's principal is kept.
+  authn_.set_caching(true);
+  auto key2 = write([&](store::Tx& tx) {
+    return create_api_key(tx, w_, s, {"k2", "user", u.id, {}});
+  });
+  ASSERT_TRUE(auth(key2.token));
+  EXPECT_EQ(auth(key2.key.id + "." + std::string(43, 'A')).error().message,
+            "unknown or invalid credential");
 }
 
 TEST_F(TenancyTest, BindingsOnlyForSubjectsOfTheSameTenant) {
