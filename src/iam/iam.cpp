@@ -296,15 +296,13 @@ void Authenticator::set_caching(bool on) {
   kept_.clear();
 }
 
-std::optional<Principal> Authenticator::kept(const ParsedToken& token, int64_t now) const {
-  const auto generation = store_.generation();
-  if (!generation) return std::nullopt;
-  const std::string secret_hash = hash_secret(token.secret);
+std::optional<Principal> Authenticator::kept(const std::string& id, std::string_view secret_hash,
+                                             uint64_t generation, int64_t now) const {
   MutexLock lock(mu_);
-  auto it = kept_.find(token.id);
+  auto it = kept_.find(id);
   if (it == kept_.end()) return std::nullopt;
   const Kept& k = it->second;
-  if (!caching_ || k.generation != *generation || (k.expires_at && *k.expires_at <= now) ||
+  if (!caching_ || k.generation != generation || (k.expires_at && *k.expires_at <= now) ||
       !constant_time_equal(k.secret_hash, secret_hash))
     return std::nullopt;
   return k.principal;
@@ -314,9 +312,11 @@ Result<Principal> Authenticator::authenticate(std::string_view bearer) const {
   auto parsed = parse_token(bearer);
   if (!parsed) return fail(Error::unauthenticated("malformed bearer token"));
   int64_t now = to_unix_micros(clock_.now());
-  if (auto principal = kept(*parsed, now)) return std::move(*principal);
+  const std::string secret_hash = hash_secret(parsed->secret);
   // Taken before the read: a change committed after it makes what is kept below stale at once.
   const auto generation = store_.generation();
+  if (auto principal = generation ? kept(parsed->id, secret_hash, *generation, now) : std::nullopt)
+    return std::move(*principal);
   std::optional<int64_t> expires_at;
   Principal out;
   GP_TRY_VOID(store_.read([&](store::Tx& tx) -> Result<void> {
@@ -331,8 +331,7 @@ Result<Principal> Authenticator::authenticate(std::string_view bearer) const {
       // A node agent: no role bindings; only the agent routes accept it.
       auto node = GP_TRY(tx.query_one("SELECT credential_hash, name, state FROM nodes WHERE id = ?",
                                       {parsed->id}));
-      if (!node || node->is_null(0) ||
-          !constant_time_equal(node->text(0), hash_secret(parsed->secret)))
+      if (!node || node->is_null(0) || !constant_time_equal(node->text(0), secret_hash))
         return fail(Error::unauthenticated("unknown or revoked node credential"));
       out.kind = PrincipalKind::kNode;
       out.id = parsed->id;
@@ -344,7 +343,7 @@ Result<Principal> Authenticator::authenticate(std::string_view bearer) const {
           "SELECT secret_hash, expires_at, revoked_at, 'user', user_id FROM sessions WHERE id = ?",
           {parsed->id}));
     }
-    if (!row || !constant_time_equal(row->text(0), hash_secret(parsed->secret)))
+    if (!row || !constant_time_equal(row->text(0), secret_hash))
       return fail(Error::unauthenticated("unknown or invalid credential"));
     if (!row->is_null(2)) return fail(Error::unauthenticated("credential has been revoked"));
     if (!row->is_null(1) && row->integer(1) <= now)
@@ -360,8 +359,7 @@ Result<Principal> Authenticator::authenticate(std::string_view bearer) const {
     MutexLock lock(mu_);
     if (caching_) {
       if (kept_.size() >= kMaxKept) kept_.clear();
-      kept_.insert_or_assign(parsed->id,
-                             Kept{hash_secret(parsed->secret), expires_at, *generation, out});
+      kept_.insert_or_assign(parsed->id, Kept{secret_hash, expires_at, *generation, out});
     }
   }
   return out;

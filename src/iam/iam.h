@@ -161,7 +161,8 @@ class Authenticator {
     uint64_t generation;
     Principal principal;
   };
-  std::optional<Principal> kept(const ParsedToken& token, int64_t now) const;
+  std::optional<Principal> kept(const std::string& id, std::string_view secret_hash,
+                                uint64_t generation, int64_t now) const;
 
   store::Store& store_;
   const Clock& clock_;
