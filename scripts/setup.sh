@@ -7,6 +7,9 @@ PKGS=(
   build-essential cmake ninja-build pkg-config git
   libboost-dev libssl-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev sqlite3
   libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev
+  # malloc: the server and its benchmarks use jemalloc (glibc's arenas spent a third of a read's
+  # CPU in malloc and free under 64 connections; docs/benchmarks.md).
+  libjemalloc-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   curl procps
   # net: the network isolation test (tests/network, LABELS net) runs the real nft and ip in

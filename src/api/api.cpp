@@ -325,12 +325,74 @@ HttpResponse Api::handle(HttpRequest req) {
   std::string route_label = "unmatched";
   bool audited = false;  // a denial already went into the audit trail
   std::string allowed;   // methods the matched path accepts (for 405)
+  // A denial is recorded once the request's work is done: never while it holds a snapshot.
+  std::optional<std::pair<std::string, Error>> denied;
   auto deny = [&](std::string_view outcome, const Error& e) {
-    audit_failure(*this, call, route, outcome, e);
+    denied.emplace(std::string(outcome), e);
     audited = true;
   };
   const TimePoint now = clock_.now();
   const std::string client = throttle_key(req);  // what the address limits count
+
+  // The rest of dispatch, from the path's tenant to the handler: in `snapshot` when the route's
+  // handler is a read (`reader`), each lookup in its own read otherwise.
+  auto in_scope = [&](store::Tx* snapshot, const ReadInSnapshot* reader) -> Result<Reply> {
+    auto lookup = [&](const std::function<Result<void>(store::Tx&)>& f) {
+      return snapshot ? f(*snapshot) : store_.read(f);
+    };
+    // Tenant and project from the path. A tenant the principal cannot reach answers exactly as
+    // one that does not exist: the same lookup, the same 404, and the same hidden-denial record
+    // (written where the response is made, in the caller's trail, never the target's).
+    if (auto t = call.params.find("tenant"); t != call.params.end()) {
+      std::optional<tenancy::Tenant> tenant;
+      GP_TRY_VOID(lookup([&](store::Tx& tx) -> Result<void> {
+        tenant = GP_TRY(tenancy::find_tenant(tx, t->second));
+        return ok();
+      }));
+      if (!tenant || !call.who.reaches_tenant(tenant->id))
+        return fail(Error::not_found("tenant not found"));
+      call.tenant = std::move(tenant);
+      if (auto p = call.params.find("project"); p != call.params.end()) {
+        GP_TRY_VOID(lookup([&](store::Tx& tx) -> Result<void> {
+          call.project = GP_TRY(tenancy::find_project(tx, call.tenant_scope(), p->second));
+          return ok();
+        }));
+        if (!call.project) return fail(Error::not_found("project not found"));
+      }
+    }
+
+    if (route->access == Access::kPermission) {
+      auto d = iam::authorize(call.who, route->permission, call.scope());
+      if (d == iam::Decision::kHidden) return fail(Error::not_found("not found"));
+      if (d != iam::Decision::kAllow) {
+        Error e = missing_permission(call.who, route->permission);
+        deny("denied", e);
+        return fail(e);
+      }
+    }
+
+    // Suspended and offboarding tenants create nothing; releasing and deleting stay possible.
+    if (route->mutation && route->action.ends_with(".create") && call.tenant &&
+        call.tenant->state != tenancy::TenantState::kActive) {
+      Error e{ErrorCode::kTenantSuspended, fmt::format("tenant is {}: nothing can be created in it",
+                                                       tenancy::state_name(call.tenant->state))};
+      deny("denied", e);
+      return fail(e);
+    }
+
+    if (!route->request_schema.empty()) {
+      auto ct = req.header("content-type");
+      auto type = ct ? parse_media_type(*ct) : std::nullopt;
+      if (!type || !json_media_type(*type))
+        return fail(ErrorCode::kUnsupportedMedia,
+                    "Content-Type must be application/json (optionally with charset=utf-8)");
+      if (req.body.size() > limits_.max_body_bytes)
+        return fail(ErrorCode::kPayloadTooLarge, "request body too large");
+      call.body = GP_TRY(parse_json(req.body));
+    }
+    if (snapshot) return reader->fn(*this, call, *snapshot);
+    return route->handler(*this, call);
+  };
 
   auto dispatch = [&]() -> Result<Reply> {
     auto segs = split_path(req.path);
@@ -446,57 +508,15 @@ HttpResponse Api::handle(HttpRequest req) {
       }
     }
 
-    // Tenant and project from the path. A tenant the principal cannot reach answers exactly as
-    // one that does not exist: the same lookup, the same 404, and the same hidden-denial record
-    // (written where the response is made, in the caller's trail, never the target's).
-    if (auto t = call.params.find("tenant"); t != call.params.end()) {
-      std::optional<tenancy::Tenant> tenant;
-      GP_TRY_VOID(store_.read([&](store::Tx& tx) -> Result<void> {
-        tenant = GP_TRY(tenancy::find_tenant(tx, t->second));
-        return ok();
-      }));
-      if (!tenant || !call.who.reaches_tenant(tenant->id))
-        return fail(Error::not_found("tenant not found"));
-      call.tenant = std::move(tenant);
-      if (auto p = call.params.find("project"); p != call.params.end()) {
-        GP_TRY_VOID(store_.read([&](store::Tx& tx) -> Result<void> {
-          call.project = GP_TRY(tenancy::find_project(tx, call.tenant_scope(), p->second));
-          return ok();
-        }));
-        if (!call.project) return fail(Error::not_found("project not found"));
-      }
-    }
-
-    if (route->access == Access::kPermission) {
-      auto d = iam::authorize(call.who, route->permission, call.scope());
-      if (d == iam::Decision::kHidden) return fail(Error::not_found("not found"));
-      if (d != iam::Decision::kAllow) {
-        Error e = missing_permission(call.who, route->permission);
-        deny("denied", e);
-        return fail(e);
-      }
-    }
-
-    // Suspended and offboarding tenants create nothing; releasing and deleting stay possible.
-    if (route->mutation && route->action.ends_with(".create") && call.tenant &&
-        call.tenant->state != tenancy::TenantState::kActive) {
-      Error e{ErrorCode::kTenantSuspended, fmt::format("tenant is {}: nothing can be created in it",
-                                                       tenancy::state_name(call.tenant->state))};
-      deny("denied", e);
-      return fail(e);
-    }
-
-    if (!route->request_schema.empty()) {
-      auto ct = req.header("content-type");
-      auto type = ct ? parse_media_type(*ct) : std::nullopt;
-      if (!type || !json_media_type(*type))
-        return fail(ErrorCode::kUnsupportedMedia,
-                    "Content-Type must be application/json (optionally with charset=utf-8)");
-      if (req.body.size() > limits_.max_body_bytes)
-        return fail(ErrorCode::kPayloadTooLarge, "request body too large");
-      call.body = GP_TRY(parse_json(req.body));
-    }
-    return route->handler(*this, call);
+    // A read handler runs in the snapshot the path's tenant and project were found in.
+    const auto* reader = route->handler.target<ReadInSnapshot>();
+    if (!reader) return in_scope(nullptr, nullptr);
+    Result<Reply> out = fail(Error::internal("no reply"));
+    GP_TRY_VOID(store_.read([&](store::Tx& tx) -> Result<void> {
+      out = in_scope(&tx, reader);
+      return ok();
+    }));
+    return out;
   };
 
   Result<Reply> result = fail(Error::internal("unhandled"));
@@ -506,6 +526,7 @@ HttpResponse Api::handle(HttpRequest req) {
     spdlog::error("request {} failed: {}", request_id, e.what());
     result = fail(Error::internal("internal error"));
   }
+  if (denied) audit_failure(*this, call, route, denied->first, denied->second);
 
   HttpResponse resp;
   if (result) {
@@ -706,17 +727,17 @@ Json redact_secrets(Json j) {
   return j;
 }
 
-Handler read_tx(TxHandler fn) {
-  return [fn = std::move(fn)](Api& api, Call& call) -> Result<Reply> {
-    Result<Reply> out = fail(Error::internal("no reply"));
-    auto r = api.store().read([&](store::Tx& tx) -> Result<void> {
-      out = fn(api, call, tx);
-      return ok();
-    });
-    if (!r) return fail(r.error());
-    return out;
-  };
+Result<Reply> ReadInSnapshot::operator()(Api& api, Call& call) const {
+  Result<Reply> out = fail(Error::internal("no reply"));
+  auto r = api.store().read([&](store::Tx& tx) -> Result<void> {
+    out = fn(api, call, tx);
+    return ok();
+  });
+  if (!r) return fail(r.error());
+  return out;
 }
+
+Handler read_tx(TxHandler fn) { return ReadInSnapshot{std::move(fn)}; }
 
 Handler serialized_tx(TxHandler fn) {
   return [fn = std::move(fn)](Api& api, Call& call) -> Result<Reply> {

@@ -124,7 +124,7 @@ Result<Reply> list_projects(Api& api, Call& call, store::Tx& tx) {
       if (b.project_id && b.tenant_id == call.tenant->id) only->push_back(*b.project_id);
   }
   auto p = GP_TRY(tenancy::list_projects(tx, call.tenant_scope(), page, only));
-  return json_reply(200, page_json(p, [](const auto& x) { return x.to_json(); }));
+  return page_reply(p);
 }
 
 Result<Mutation> update_project(Api& api, Call& call, store::Tx& tx) {

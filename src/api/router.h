@@ -9,6 +9,8 @@
 
 #include "api/api.h"
 #include "billing/ledger.h"
+#include "common/json_out.h"
+#include "common/page.h"
 #include "tenancy/tenancy.h"
 
 namespace gp::api {
@@ -96,7 +98,14 @@ struct Route {
   int success_status = 200;
 };
 
-// Wraps a read-only handler in a store read transaction.
+// A read-only handler run in one store read transaction. Api::handle finds it in a route's
+// handler and resolves the path's tenant and project in the same transaction, so a read costs
+// one snapshot, not one per lookup; called on its own, it opens the transaction itself.
+struct ReadInSnapshot {
+  TxHandler fn;
+  Result<Reply> operator()(Api& api, Call& call) const;
+};
+// Wraps a read-only handler in a store read transaction (a ReadInSnapshot).
 Handler read_tx(TxHandler fn);
 // Runs a read in the store's write transaction, so it sees the scheduler's in-memory state and
 // the store at the same point (queue and quota views).
@@ -205,7 +214,28 @@ template <typename T, typename F>
 Json page_json(const Page<T>& page, F&& to_json) {
   Json items = Json::array();
   for (const auto& item : page.items) items.push_back(to_json(item));
-  return {{"items", items}, {"next", page.next ? Json(*page.next) : Json(nullptr)}};
+  return {{"items", std::move(items)}, {"next", page.next ? Json(*page.next) : Json(nullptr)}};
+}
+// The 200 reply of a page of records that describe themselves (common/json_out.h), written
+// straight into its text: the same document as page_json, without building it as Json first.
+// Only for records without secrets (a raw body is not checked by carries_secret).
+template <typename T>
+Reply page_reply(const Page<T>& page) {
+  JsonText out;
+  out.begin_object();
+  out.key("items");
+  out.begin_array();
+  for (const auto& item : page.items) {
+    out.begin_object();
+    item.describe(out);
+    out.end_object();
+  }
+  out.end_array();
+  out.optional_string("next", page.next);
+  out.end_object();
+  Reply r;
+  r.raw = std::move(out).take();
+  return r;
 }
 // Requires a parsed body; returns a reader for it.
 ObjectReader body_reader(const Call& call, std::string_view what);

@@ -161,6 +161,11 @@ class SqliteStore final : public Store {
   }
 
   static Result<std::unique_ptr<Store>> open(const SqliteOptions& o) {
+    // SQLite counts every allocation under one process-wide mutex unless told not to; the
+    // counts are never read here, and the mutex was taken several times per row by every reader
+    // (docs/benchmarks.md). Settable only before SQLite first initialises: once per process.
+    static const int memstatus_off = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+    (void)memstatus_off;
     auto store = std::unique_ptr<SqliteStore>(new SqliteStore());
     store->path_ = o.path;
     store->writer_ = GP_TRY(Connection::open(o.path, o.read_only));

@@ -111,16 +111,15 @@ Json Tenant::to_json() const {
           {"updated_at", ts(updated_at)},
           {"version", version}};
 }
-Json Project::to_json() const {
-  return {
-      {"id", id},
-      {"tenant_id", tenant_id},
-      {"name", name},
-      {"display_name", display_name},
-      {"kubernetes_namespace", kubernetes_namespace ? Json(*kubernetes_namespace) : Json(nullptr)},
-      {"created_at", ts(created_at)},
-      {"updated_at", ts(updated_at)},
-      {"version", version}};
+void Project::describe(ObjectOut& out) const {
+  out.string("id", id);
+  out.string("tenant_id", tenant_id);
+  out.string("name", name);
+  out.string("display_name", display_name);
+  out.optional_string("kubernetes_namespace", kubernetes_namespace);
+  out.time("created_at", created_at);
+  out.time("updated_at", updated_at);
+  out.integer("version", version);
 }
 Json User::to_json() const {
   return {{"id", id},

@@ -12,6 +12,7 @@
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/json.h"
+#include "common/json_out.h"
 #include "common/page.h"
 #include "common/result.h"
 #include "iam/iam.h"
@@ -55,7 +56,8 @@ struct Project {
   // across the platform. nullopt: none (the name would be longer than 63 characters, or, in a
   // store from before migration 20, an older project of another tenant already had it).
   std::optional<std::string> kubernetes_namespace;
-  Json to_json() const;
+  void describe(ObjectOut& out) const;  // its JSON fields (common/json_out.h)
+  Json to_json() const { return json_of(*this); }
 };
 
 struct User {
