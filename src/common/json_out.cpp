@@ -28,24 +28,19 @@ void JsonText::separate() {
   if (comma_) out_ += ',';
   comma_ = true;
 }
-void JsonText::begin_object() {
+void JsonText::open(char bracket) {
   separate();
-  out_ += '{';
+  out_ += bracket;
   comma_ = false;
 }
-void JsonText::end_object() {
-  out_ += '}';
+void JsonText::close(char bracket) {
+  out_ += bracket;
   comma_ = true;
 }
-void JsonText::begin_array() {
-  separate();
-  out_ += '[';
-  comma_ = false;
-}
-void JsonText::end_array() {
-  out_ += ']';
-  comma_ = true;
-}
+void JsonText::begin_object() { open('{'); }
+void JsonText::end_object() { close('}'); }
+void JsonText::begin_array() { open('['); }
+void JsonText::end_array() { close(']'); }
 void JsonText::key(std::string_view k) {
   separate();
   quoted(k);

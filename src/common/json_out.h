@@ -63,7 +63,9 @@ class JsonText final : public ObjectOut {
   std::string take() && { return std::move(out_); }
 
  private:
-  void separate();  // the comma before a member or an element, where one is due
+  void separate();           // the comma before a member or an element, where one is due
+  void open(char bracket);   // '{' or '['
+  void close(char bracket);  // '}' or ']'
   void quoted(std::string_view s);
 
   std::string out_;
