@@ -165,9 +165,9 @@ class Api {
   std::string console_dir_;
 };
 
-// The I/O threads `serve` runs by default: four per core, at least 8. A handler holds its
-// thread while it reads the store and while its write waits for its group commit (the wait for
-// the disk does not hold it), so a few threads per core keep the cores busy; many more only
+// The I/O threads `serve` runs by default: four per core, at least 8. A read holds its thread
+// while it reads the store (writes run on the server's writer pool, and wait for their group
+// commit and the disk there), so a few threads per core keep the cores busy; many more only
 // add switches and queueing (docs/benchmarks.md: 64 threads on 2 cores gave reads a p99 of
 // 43 ms, 8 threads 12 ms).
 int default_io_threads();

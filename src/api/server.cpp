@@ -2,9 +2,11 @@
 // Slow clients cost a socket, not a thread: each read has a deadline (keep-alive idle until a
 // request begins, then its head, then its body), sizes are capped before buffering, and the
 // number of connections is capped, overall and per client address.
-// Handlers run on the I/O threads; they are short (SQLite on local disk). A request's writes are
-// committed on its I/O thread, but the wait for the disk runs on the flusher pool: the session
-// answers only after that flush, and meanwhile the thread serves other requests.
+// Reads run on the I/O threads; they are short (SQLite on local disk). A request that may write
+// (any method but GET and HEAD) runs on the writer pool instead, and waits there for its group
+// commit and then for the flush that makes it durable: the session answers only after that
+// flush, and meanwhile the I/O thread serves other requests. So the writes waiting together, and
+// with them what one commit and one flush cover, are not bounded by the I/O threads.
 // With TLS each connection first completes a handshake (within the header deadline) on the
 // context current at accept time; reload_tls() swaps that context, so new handshakes use the
 // new certificate while open connections keep the one they were accepted with.
@@ -38,6 +40,11 @@ namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 
 namespace {
+
+// Threads of the writer pool. A write holds one while it waits for its batch and its flush, so
+// this bounds how many writes one commit covers (docs/benchmarks.md, "Writes off the I/O
+// threads").
+constexpr int kWriterThreads = 64;
 
 // One accepted connection: a plain TCP stream, or a TLS stream over one.
 struct Conn {
@@ -110,9 +117,9 @@ struct Server::Impl {
   Mutex per_address_mu;
   std::unordered_map<std::string, int> per_address GP_GUARDED_BY(per_address_mu);
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
-  // Waits for the disk (Store::flush); one flush covers every commit before it, so two
-  // threads are plenty.
-  asio::thread_pool flusher{2};
+  // Runs requests that may write, and waits for the disk (Store::flush). Its threads mostly
+  // wait, for their batch (group_commit.h) or a flush: as many as may usefully share one commit.
+  asio::thread_pool writers{kWriterThreads};
 
   Impl(Api& a, std::string addr, uint16_t p, int t, std::optional<tls::CertFiles> files)
       : api(a), address(std::move(addr)), port(p), threads(t), tls_files(std::move(files)) {}
@@ -235,26 +242,41 @@ struct Server::Impl {
 
   // The API's answer to `req`, once every write it made is on disk.
   asio::awaitable<HttpResponse> answer(HttpRequest req) {
-    HttpResponse resp;
-    uint64_t ticket = 0;
-    {
-      store::DeferFlush deferred;  // acknowledged only after the flush below
-      resp = api.handle(std::move(req));
-      ticket = deferred.ticket();
-    }
-    if (ticket > 0) {
-      Result<void> flushed = co_await asio::co_spawn(
-          flusher,
-          [this, ticket]() -> asio::awaitable<Result<void>> {
-            co_return api.store().flush(ticket);
+    if (req.method != "GET" && req.method != "HEAD")
+      co_return co_await asio::co_spawn(
+          writers,
+          // By reference: this frame waits for the spawned one (and GCC 12 destroys a
+          // temporary closure that owns a request twice).
+          [this, &req]() -> asio::awaitable<HttpResponse> {
+            co_return durable(handle_deferred(std::move(req)));
           },
           asio::use_awaitable);
-      if (!flushed) {
-        spdlog::error("flush failed: {}", flushed.error().message);
-        resp = plain_problem(503, "unavailable", "the change may not be durable: retry");
-      }
+    Deferred d = handle_deferred(std::move(req));
+    if (d.ticket == 0) co_return std::move(d.resp);  // a read that wrote nothing
+    co_return co_await asio::co_spawn(
+        writers, [this, &d]() -> asio::awaitable<HttpResponse> { co_return durable(std::move(d)); },
+        asio::use_awaitable);
+  }
+
+  // An answer, and the flush its writes wait for (0: none).
+  struct Deferred {
+    HttpResponse resp;
+    uint64_t ticket = 0;
+  };
+  Deferred handle_deferred(HttpRequest req) {
+    store::DeferFlush deferred;  // acknowledged only after durable() below
+    Deferred d{.resp = api.handle(std::move(req))};
+    d.ticket = deferred.ticket();
+    return d;
+  }
+  // The answer once its writes are on disk (blocks: the writer pool runs it).
+  HttpResponse durable(Deferred d) {
+    if (d.ticket == 0) return std::move(d.resp);
+    if (Result<void> flushed = api.store().flush(d.ticket); !flushed) {
+      spdlog::error("flush failed: {}", flushed.error().message);
+      return plain_problem(503, "unavailable", "the change may not be durable: retry");
     }
-    co_return resp;
+    return std::move(d.resp);
   }
 
   // Waits until the hold's watch wakes or its deadline passes (at once when stopping).
@@ -480,7 +502,7 @@ void Server::stop(std::chrono::milliseconds grace) {
   m.ioc.stop();
   for (auto& t : m.workers) t.join();
   m.workers.clear();
-  m.flusher.join();
+  m.writers.join();
 }
 
 void Server::wait() {

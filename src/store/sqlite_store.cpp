@@ -10,6 +10,11 @@
 // so what survives a power loss is always a prefix of the commits, and no write is
 // acknowledged before its frames are on disk. Readers may see a commit up to one flush before
 // its writer is answered.
+//
+// Checkpoints (copying the WAL back into the database, which syncs both files) run on their own
+// thread and connection once the WAL passes kCheckpointPages, never inside a writer's COMMIT,
+// where SQLite runs them by default: there each one held every queued write for two disk
+// flushes (docs/benchmarks.md, "Creates").
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sqlite3.h>
@@ -20,6 +25,7 @@
 #include <cstdint>
 #include <cstring>
 #include <set>
+#include <thread>
 #include <unordered_map>
 
 #include "common/thread_safety.h"
@@ -154,9 +160,20 @@ class Connection {
 
 using SqliteTx = ConnectionTx<Connection>;
 
+// WAL pages after which a checkpoint is wanted (SQLite's own default threshold).
+constexpr int kCheckpointPages = 1000;
+
 class SqliteStore final : public Store {
  public:
   ~SqliteStore() override {
+    if (checkpointer_.joinable()) {
+      {
+        MutexLock lock(checkpoint_mu_);
+        stopping_ = true;
+      }
+      checkpoint_cv_.notify_all();
+      checkpointer_.join();
+    }
     if (wal_fd_ >= 0) ::close(wal_fd_);
   }
 
@@ -185,6 +202,7 @@ class SqliteStore final : public Store {
       if (!mode.empty() && mode.front().text(0) == "wal") {
         GP_TRY_VOID(store->writer_->exec_script("PRAGMA synchronous=NORMAL;"));
         GP_TRY_VOID(store->open_wal());
+        GP_TRY_VOID(store->start_checkpoints(o.path));
       }
     }
     for (int i = 0; i < std::max(1, o.read_connections); ++i) {
@@ -263,6 +281,61 @@ class SqliteStore final : public Store {
   }
   static std::string errno_text() { return std::strerror(errno); }
 
+  // Replaces SQLite's automatic checkpoints (see the top of this file).
+  Result<void> start_checkpoints(const std::string& path) {
+    checkpoint_conn_ = GP_TRY(Connection::open(path, false));
+    // A connection learns that the database is in WAL mode when it first reads it; until then
+    // a checkpoint on it does nothing.
+    GP_TRY_VOID(checkpoint_conn_->exec_script("SELECT 1 FROM sqlite_schema LIMIT 1"));
+    sqlite3_wal_hook(writer_->db(), &SqliteStore::wal_grew, this);  // turns autocheckpoint off
+    checkpointer_ = std::thread([this] { checkpoint_loop(); });
+    return ok();
+  }
+  // Called by the writer after each commit, with the pages now in the WAL.
+  static int wal_grew(void* self, sqlite3*, const char*, int pages) {
+    auto* store = static_cast<SqliteStore*>(self);
+    store->wal_pages_.store(pages, std::memory_order_relaxed);
+    if (pages < kCheckpointPages) return SQLITE_OK;
+    {
+      MutexLock lock(store->checkpoint_mu_);
+      store->checkpoint_wanted_ = true;
+    }
+    store->checkpoint_cv_.notify_one();
+    return SQLITE_OK;
+  }
+  // SQLite starts the WAL over only when a writer begins with every frame of it copied, which a
+  // checkpointer running beside a busy writer never sees: the writer's next batch has always
+  // begun by then. So once a checkpoint has copied what the WAL held, the writer copies the few
+  // frames committed since itself (a short copy and a flush of a few pages) before its next
+  // BEGIN, and that BEGIN starts the WAL over.
+  void finish_checkpoint() GP_REQUIRES(write_mu_) {
+    if (wal_pages_.load(std::memory_order_relaxed) < kCheckpointPages ||
+        !checkpoint_caught_up_.exchange(false))
+      return;
+    (void)sqlite3_wal_checkpoint_v2(writer_->db(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
+                                    nullptr);
+  }
+
+  void checkpoint_loop() {
+    MutexLock lock(checkpoint_mu_);
+    while (true) {
+      // After a pass that caught up, the writer finishes (finish_checkpoint) before another.
+      while ((!checkpoint_wanted_ || checkpoint_caught_up_) && !stopping_)
+        checkpoint_cv_.wait(checkpoint_mu_);
+      if (stopping_) return;
+      checkpoint_wanted_ = false;
+      lock.unlock();
+      // PASSIVE copies what no reader still needs and never blocks the writer; what it leaves
+      // is copied by the next one (a failure, or SQLITE_BUSY, only lets the WAL grow until then).
+      int frames = 0, copied = 0;
+      if (sqlite3_wal_checkpoint_v2(checkpoint_conn_->db(), nullptr, SQLITE_CHECKPOINT_PASSIVE,
+                                    &frames, &copied) == SQLITE_OK &&
+          copied == frames)
+        checkpoint_caught_up_ = true;
+      lock.lock();
+    }
+  }
+
   // The writer's update hook: SQLite calls it for each row a statement inserts, updates or
   // deletes (every delete here has a WHERE, so none is a truncation the hook misses).
   static void row_changed(void* self, int, const char*, const char* table, sqlite3_int64) {
@@ -302,6 +375,7 @@ class SqliteStore final : public Store {
   uint64_t run_batch(const std::vector<QueuedWrite*>& batch) {
     MutexLock lock(write_mu_);
     Connection& c = *writer_;
+    finish_checkpoint();
     SqliteTx tx(c);
     const bool committed =
         commit_batch([&] { return c.exec_one("BEGIN IMMEDIATE"); },
@@ -348,6 +422,14 @@ class SqliteStore final : public Store {
   uint64_t flushed_seq_ GP_GUARDED_BY(flush_mu_) = 0;  // every commit up to here is on disk
   bool flushing_ GP_GUARDED_BY(flush_mu_) = false;
   ReaderPool<Connection> readers_;
+  std::unique_ptr<Connection> checkpoint_conn_;  // used only by checkpointer_
+  std::thread checkpointer_;
+  Mutex checkpoint_mu_;
+  CondVar checkpoint_cv_;
+  bool checkpoint_wanted_ GP_GUARDED_BY(checkpoint_mu_) = false;
+  bool stopping_ GP_GUARDED_BY(checkpoint_mu_) = false;
+  std::atomic<int> wal_pages_{0};  // in the WAL after the last commit (the writer's WAL hook)
+  std::atomic<bool> checkpoint_caught_up_{false};  // a checkpoint copied all the WAL it saw
   Mutex counted_mu_;
   std::set<std::string, std::less<>> counted_ GP_GUARDED_BY(counted_mu_);
   std::atomic<bool> counted_changed_{false};  // a counted table changed in the running batch

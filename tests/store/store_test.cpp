@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <filesystem>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -68,6 +70,28 @@ TEST(SqliteStore, FailedWriteRollsBackEverything) {
     return ok();
   }));
   EXPECT_EQ(n, 0);
+}
+
+// The WAL is copied back into the database while the store stays open (by the store's own
+// checkpointer, not inside a writer's COMMIT), and starts over although the writes never pause:
+// the database file grows to hold what was written, and the WAL stays far smaller than it.
+TEST(SqliteStore, TheWriteAheadLogIsCheckpointedAndStartsOverUnderSteadyWrites) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  const auto size = [&](const char* name) { return std::filesystem::file_size(dir.file(name)); };
+  const auto before = size("gpuplane.db");
+  const std::string blob(64 * 1024, 'x');  // 16 pages a row, 4,096 pages (16 MiB) in all
+  for (int i = 0; i < 256; ++i)
+    gp::testing::must_write(*s, [&](Tx& tx) -> Result<int> {
+      GP_TRY(tx.exec("INSERT INTO meta (key, value) VALUES (?, ?)", {fmt::format("k{}", i), blob}));
+      return 0;
+    });
+  constexpr uintmax_t kMiB = 1024 * 1024;
+  EXPECT_LT(size("gpuplane.db-wal"), 10 * kMiB) << "the WAL never started over";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (size("gpuplane.db") < before + 8 * kMiB && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_GE(size("gpuplane.db"), before + 8 * kMiB) << "nothing was checkpointed";
 }
 
 // Group commit with the flush outside the writer lock: every writer gets its own result, a
