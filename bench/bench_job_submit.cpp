@@ -21,11 +21,11 @@
 #include "alloc/alloc.h"
 #include "api/api.h"
 #include "bench_env.h"
-#include "cli/http_client.h"
 #include "common/subprocess.h"
 #include "fleet/fleet.h"
 #include "jobs/runtime.h"
 #include "tenancy/tenancy.h"
+#include "transport/http_client.h"
 
 using namespace gp;
 using Steady = std::chrono::steady_clock;
@@ -101,11 +101,12 @@ int main(int argc, char** argv) {
   std::atomic<bool> stop{false};
   std::thread agent([&] { agent::run_agent(ao, stop); });
 
-  auto ep = cli::parse_endpoint(url);
+  auto ep = transport::parse_endpoint(url);
   const std::vector<std::pair<std::string, std::string>> auth = {
       {"Authorization", "Bearer " + token}};
   auto call = [&](std::string_view method, const std::string& path, const Json& body) -> Json {
-    auto r = cli::http_request(*ep, method, path, body.is_null() ? "" : body.dump(), auth, 10000);
+    auto r =
+        transport::http_request(*ep, method, path, body.is_null() ? "" : body.dump(), auth, 10000);
     if (!r) return Json();
     return Json::parse(r->body, nullptr, false);
   };

@@ -19,12 +19,12 @@
 #include "agent/mig.h"
 #include "agent/nvml.h"
 #include "agent/vms.h"
-#include "cli/http_client.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/subprocess.h"
 #include "fleet/inventory.h"
 #include "tls/tls.h"
+#include "transport/http_client.h"
 
 namespace gp::agent {
 namespace {
@@ -176,18 +176,18 @@ struct Reply {
   Json body;
 };
 
-Result<Reply> request(const cli::Endpoint& ep, std::string_view method, const std::string& path,
-                      const Json& body, const std::string& token, int timeout_ms = 15000,
-                      const std::atomic<bool>* cancel = nullptr) {
+Result<Reply> request(const transport::Endpoint& ep, std::string_view method,
+                      const std::string& path, const Json& body, const std::string& token,
+                      int timeout_ms = 15000, const std::atomic<bool>* cancel = nullptr) {
   std::vector<std::pair<std::string, std::string>> headers;
   if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
-  auto r = GP_TRY(cli::http_request(ep, method, path, body.is_null() ? "" : body.dump(), headers,
-                                    timeout_ms, cancel));
+  auto r = GP_TRY(transport::http_request(ep, method, path, body.is_null() ? "" : body.dump(),
+                                          headers, timeout_ms, cancel));
   Json j = Json::parse(r.body, nullptr, false);
   return Reply{r.status, j.is_discarded() ? Json(r.body) : j};
 }
 
-Result<Reply> post(const cli::Endpoint& ep, const std::string& path, const Json& body,
+Result<Reply> post(const transport::Endpoint& ep, const std::string& path, const Json& body,
                    const std::string& token) {
   return request(ep, "POST", path, body, token);
 }
@@ -195,8 +195,9 @@ Result<Reply> post(const cli::Endpoint& ep, const std::string& path, const Json&
 // Waits until `until` for the node's assignment to differ from `etag` (the control plane holds
 // GET /v1/agent/changes and answers once it may have). True when it changed; false at `until`,
 // on `stop`, or when the wait cannot be asked (then it sleeps out the time instead).
-bool wait_for_change(const cli::Endpoint& ep, const std::string& token, const std::string& etag,
-                     std::chrono::steady_clock::time_point until, const std::atomic<bool>& stop) {
+bool wait_for_change(const transport::Endpoint& ep, const std::string& token,
+                     const std::string& etag, std::chrono::steady_clock::time_point until,
+                     const std::atomic<bool>& stop) {
   using namespace std::chrono;
   for (auto left = until - steady_clock::now(); left > milliseconds(0) && !stop;
        left = until - steady_clock::now()) {
@@ -252,7 +253,7 @@ Result<bool> renewal_due(const std::string& identity_path) {
 
 // Asks for a new client certificate for a new key and saves both in `identity_path`. An
 // unauthenticated error means the control plane refused the node (revoked, expired).
-Result<void> request_certificate(const cli::Endpoint& ep, const std::string& identity_path,
+Result<void> request_certificate(const transport::Endpoint& ep, const std::string& identity_path,
                                  const std::string& credential) {
   auto next = GP_TRY(tls::make_csr("gpuplane-node"));
   auto r = GP_TRY(post(ep, "/v1/agent/certificate", {{"csr", next.csr_pem}}, credential));
@@ -335,7 +336,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     std::cout << fleet::to_json(*inv).dump(2) << "\n";
     return 0;
   }
-  auto ep = cli::parse_endpoint(o.server);
+  auto ep = transport::parse_endpoint(o.server);
   if (!ep) {
     spdlog::critical("{}", ep.error().message);
     return 2;

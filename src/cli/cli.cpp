@@ -17,9 +17,9 @@
 #include "billing/money.h"
 #include "cli/client.h"
 #include "cli/commands.h"
-#include "cli/http_client.h"
 #include "common/json.h"
 #include "common/url.h"
+#include "transport/http_client.h"
 
 namespace gp::cli {
 
@@ -62,7 +62,7 @@ std::string url_encode(std::string_view s) { return percent_encode(s); }
 std::optional<Json> call(ClientConfig& c, std::string_view method, const std::string& target,
                          const Json& body, bool auth) {
   resolve(c);
-  auto ep = parse_endpoint(c.endpoint);
+  auto ep = transport::parse_endpoint(c.endpoint);
   if (!ep) {
     std::cerr << "error: " << ep.error().message << "\n";
     return std::nullopt;
@@ -70,7 +70,8 @@ std::optional<Json> call(ClientConfig& c, std::string_view method, const std::st
   ep->ca_file = c.ca_file;
   std::vector<std::pair<std::string, std::string>> headers;
   if (auth && !c.token.empty()) headers.emplace_back("Authorization", "Bearer " + c.token);
-  auto res = http_request(*ep, method, target, body.is_null() ? "" : body.dump(), headers);
+  auto res =
+      transport::http_request(*ep, method, target, body.is_null() ? "" : body.dump(), headers);
   if (!res) {
     std::cerr << "error: " << res.error().message << "\n";
     return std::nullopt;

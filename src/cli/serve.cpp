@@ -18,11 +18,11 @@
 
 #include "api/api.h"
 #include "cli/commands.h"
-#include "cli/http_client.h"
 #include "common/files.h"
 #include "common/thread_safety.h"
 #include "store/engines.h"
 #include "tenancy/tenancy.h"
+#include "transport/http_client.h"
 
 namespace gp::cli {
 
@@ -58,10 +58,11 @@ iam::oidc::Fetch oidc_fetch() {
     const size_t scheme = url.find("://");
     if (scheme == std::string::npos) return fail(Error::invalid("not an absolute URL: " + url));
     const size_t path = url.find('/', scheme + 3);
-    Endpoint ep = GP_TRY(parse_endpoint(path == std::string::npos ? url : url.substr(0, path)));
+    transport::Endpoint ep =
+        GP_TRY(transport::parse_endpoint(path == std::string::npos ? url : url.substr(0, path)));
     ep.ca_file = ca_file;
-    auto r = GP_TRY(http_request(ep, method, path == std::string::npos ? "/" : url.substr(path),
-                                 body, headers, 10000));
+    auto r = GP_TRY(transport::http_request(
+        ep, method, path == std::string::npos ? "/" : url.substr(path), body, headers, 10000));
     return iam::oidc::FetchResult{r.status, std::move(r.body)};
   };
 }

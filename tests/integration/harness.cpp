@@ -16,9 +16,9 @@
 #include <stdexcept>
 #include <thread>
 
-#include "cli/http_client.h"
 #include "pg_test_util.h"
 #include "tenancy/tenancy.h"
+#include "transport/http_client.h"
 
 namespace gp::it {
 namespace {
@@ -200,8 +200,8 @@ Resp TestServer::request_raw(std::string_view method, std::string_view target,
                              std::string_view body, std::string_view token, const Headers& extra) {
   Headers headers = extra;
   if (!token.empty()) headers.emplace_back("Authorization", fmt::format("Bearer {}", token));
-  cli::Endpoint ep{"127.0.0.1", std::to_string(port_)};
-  auto r = cli::http_request(ep, method, target, body, headers, 10000);
+  transport::Endpoint ep{"127.0.0.1", std::to_string(port_)};
+  auto r = transport::http_request(ep, method, target, body, headers, 10000);
   if (!r) throw std::runtime_error(fmt::format("{} {}: {}", method, target, r.error().message));
   Resp out;
   out.status = r->status;

@@ -51,8 +51,8 @@ class Idp {
   }
   const std::string& issuer() const { return issuer_; }
   void control(const std::string& target) {
-    auto ep = *cli::parse_endpoint(issuer_);
-    auto r = cli::http_request(ep, "POST", target, "", {});
+    auto ep = *transport::parse_endpoint(issuer_);
+    auto r = transport::http_request(ep, "POST", target, "", {});
     ASSERT_TRUE(r && r->status == 200) << target;
   }
 
@@ -77,14 +77,14 @@ class Browser {
                std::vector<std::pair<std::string, std::string>> headers = {}) {
     const size_t path = url.find('/', url.find("://") + 3);
     const std::string origin = url.substr(0, path);
-    auto ep = cli::parse_endpoint(origin);
+    auto ep = transport::parse_endpoint(origin);
     Page page;
     page.url = url;
     if (!ep) return page;
     std::string cookie;
     for (const auto& [k, v] : jar_[origin]) cookie += (cookie.empty() ? "" : "; ") + k + "=" + v;
     if (!cookie.empty()) headers.emplace_back("Cookie", cookie);
-    auto r = cli::http_request(*ep, method, url.substr(path), body, headers);
+    auto r = transport::http_request(*ep, method, url.substr(path), body, headers);
     if (!r) return page;
     page.status = r->status;
     page.body = r->body;
@@ -211,8 +211,8 @@ class Oidc : public ::testing::Test {
                           redirect);
     const std::string code = query_value(page.location, "code");
     EXPECT_FALSE(code.empty()) << page.status << " " << page.location << " " << page.body;
-    auto ep = *cli::parse_endpoint(idp_->issuer());
-    auto r = cli::http_request(
+    auto ep = *transport::parse_endpoint(idp_->issuer());
+    auto r = transport::http_request(
         ep, "POST", "/token",
         "grant_type=authorization_code&code=" + code +
             "&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcb&code_verifier=" + pkce.verifier,
@@ -231,7 +231,8 @@ class Oidc : public ::testing::Test {
     while (b.size() % 4) b += '=';
     return b;
   }
-  Result<cli::ClientResponse> exchange(const std::string& provider, const std::string& token) {
+  Result<transport::ClientResponse> exchange(const std::string& provider,
+                                             const std::string& token) {
     return server_->request("POST", "/v1/auth/oidc/" + provider + "/token", {{"id_token", token}});
   }
 

@@ -405,17 +405,18 @@ std::string Server::endpoint() const {
 
 std::string Server::log() const { return child_ ? child_->stderr_text() : ""; }
 
-Result<cli::ClientResponse> Server::request(
+Result<transport::ClientResponse> Server::request(
     std::string_view method, std::string_view target, const Json& body, const std::string& token,
     int timeout_ms, std::vector<std::pair<std::string, std::string>> headers) const {
-  cli::Endpoint ep{"127.0.0.1", std::to_string(port_), tls(), ca_file_};
+  transport::Endpoint ep{"127.0.0.1", std::to_string(port_), tls(), ca_file_};
   if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
-  return cli::http_request(ep, method, target, body.is_null() ? "" : body.dump(), headers,
-                           timeout_ms);
+  return transport::http_request(ep, method, target, body.is_null() ? "" : body.dump(), headers,
+                                 timeout_ms);
 }
 
-Result<cli::ClientResponse> Server::admin_request(std::string_view method, std::string_view target,
-                                                  const Json& body) const {
+Result<transport::ClientResponse> Server::admin_request(std::string_view method,
+                                                        std::string_view target,
+                                                        const Json& body) const {
   return request(method, target, body, admin_.api_key);
 }
 

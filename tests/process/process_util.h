@@ -14,8 +14,8 @@
 #include <thread>
 #include <vector>
 
-#include "cli/http_client.h"
 #include "common/json.h"
+#include "transport/http_client.h"
 
 namespace gp::proc {
 
@@ -159,13 +159,13 @@ class Server {
   std::string log() const;  // the current run's stderr
 
   // One HTTP request with `token` as bearer (none if empty) and `headers`; the body is JSON.
-  Result<cli::ClientResponse> request(
+  Result<transport::ClientResponse> request(
       std::string_view method, std::string_view target, const Json& body = nullptr,
       const std::string& token = "", int timeout_ms = 10000,
       std::vector<std::pair<std::string, std::string>> headers = {}) const;
   // As request() with the admin API key.
-  Result<cli::ClientResponse> admin_request(std::string_view method, std::string_view target,
-                                            const Json& body = nullptr) const;
+  Result<transport::ClientResponse> admin_request(std::string_view method, std::string_view target,
+                                                  const Json& body = nullptr) const;
 
  private:
   std::filesystem::path data_dir_;

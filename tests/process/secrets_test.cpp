@@ -43,9 +43,11 @@ TEST(Secrets, NoSecretOfTheRunIsInALogOrInTheStore) {
     auto r = token.empty() ? server.admin_request("POST", path, body)
                            : server.request("POST", path, body, token);
     EXPECT_TRUE(r) << r.error().message;
-    return r ? *r : cli::ClientResponse{};
+    return r ? *r : transport::ClientResponse{};
   };
-  auto json = [](const cli::ClientResponse& r) { return Json::parse(r.body, nullptr, false); };
+  auto json = [](const transport::ClientResponse& r) {
+    return Json::parse(r.body, nullptr, false);
+  };
 
   // A tenant, a user with a password, a login session, a service account with an API key.
   auto t = post("/v1/tenants", {{"name", "vault"}});

@@ -440,13 +440,14 @@ class MtlsFleet {
     return r && r->status == 200 ? Json::parse(r->body)["items"] : Json::array();
   }
   // A heartbeat with the node's credential over a connection that presents `identity_file`.
-  Result<cli::ClientResponse> heartbeat(const std::string& identity_file) const {
-    auto ep = cli::parse_endpoint(server_.endpoint());
+  Result<transport::ClientResponse> heartbeat(const std::string& identity_file) const {
+    auto ep = transport::parse_endpoint(server_.endpoint());
     if (!ep) return fail(ep.error());
     ep->ca_file = pki_.ca_file();
     ep->identity_file = identity_file;
-    return cli::http_request(*ep, "POST", "/v1/agent/heartbeat", "{}",
-                             {{"Authorization", "Bearer " + read_credential(state())}}, 10000);
+    return transport::http_request(*ep, "POST", "/v1/agent/heartbeat", "{}",
+                                   {{"Authorization", "Bearer " + read_credential(state())}},
+                                   10000);
   }
 
  private:
@@ -459,7 +460,7 @@ class MtlsFleet {
   Server server_;
 };
 
-std::string detail(const Result<cli::ClientResponse>& r) {
+std::string detail(const Result<transport::ClientResponse>& r) {
   if (!r) return r.error().message;
   Json j = Json::parse(r->body, nullptr, false);
   return j.is_object() ? j.value("detail", r->body) : r->body;
@@ -603,14 +604,14 @@ TEST(NodeMtls, ANodeEnrolledBeforeTlsGetsItsFirstCertificateWithItsCredentialOnl
   ASSERT_TRUE(certs && certs->status == 200);
   EXPECT_EQ(Json::parse(certs->body)["items"].size(), 1u) << certs->body;
   // Now that the node has a certificate, its credential alone gets no other.
-  auto ep = cli::parse_endpoint(secure.endpoint());
+  auto ep = transport::parse_endpoint(secure.endpoint());
   ASSERT_TRUE(ep);
   ep->ca_file = pki.ca_file();
   auto csr = tls::make_csr("n");
   ASSERT_TRUE(csr);
-  auto again =
-      cli::http_request(*ep, "POST", "/v1/agent/certificate", Json{{"csr", csr->csr_pem}}.dump(),
-                        {{"Authorization", "Bearer " + read_credential(tmp.path() / "state")}});
+  auto again = transport::http_request(
+      *ep, "POST", "/v1/agent/certificate", Json{{"csr", csr->csr_pem}}.dump(),
+      {{"Authorization", "Bearer " + read_credential(tmp.path() / "state")}});
   ASSERT_TRUE(again) << again.error().message;
   EXPECT_EQ(again->status, 401) << again->body;
   EXPECT_EQ(secure.terminate(), 0);

@@ -1,4 +1,4 @@
-#include "cli/http_client.h"
+#include "transport/http_client.h"
 
 #include <fmt/format.h>
 
@@ -19,7 +19,7 @@
 
 #include "tls/tls.h"
 
-namespace gp::cli {
+namespace gp::transport {
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -193,4 +193,4 @@ Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
   return std::move(*result);
 }
 
-}  // namespace gp::cli
+}  // namespace gp::transport

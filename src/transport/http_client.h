@@ -1,5 +1,5 @@
-// A small blocking HTTP/1.1 client for the CLI, the node agent and tests (Boost.Beast), over
-// TCP or TLS (https://: TLS 1.2+, the server certificate verified against a CA file or the
+// transport: a small blocking HTTP/1.1 client for the CLI, the node agent and tests (Boost.Beast),
+// over TCP or TLS (https://: TLS 1.2+, the server certificate verified against a CA file or the
 // system store, and its name or IP address checked).
 #pragma once
 
@@ -10,7 +10,7 @@
 
 #include "common/result.h"
 
-namespace gp::cli {
+namespace gp::transport {
 
 struct ClientResponse {
   int status = 0;
@@ -41,4 +41,4 @@ Result<ClientResponse> http_request(const Endpoint& ep, std::string_view method,
                                     int timeout_ms = 30000,
                                     const std::atomic<bool>* cancel = nullptr);
 
-}  // namespace gp::cli
+}  // namespace gp::transport
