@@ -1,11 +1,13 @@
 // Tenant networks (segment, policy, a node's nftables ruleset) and tenant secrets, sealed with
 // the tenant's data key and never returned. The pure rules live in gp_network and gp_storage;
-// this file keeps their state in the store (migration 4).
+// the keyrings and secrets are kept by gp_storage_records (storage/records.h), the network's
+// rows still by this file (migration 4).
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "api/router.h"
+#include "storage/records.h"
 
 namespace gp::api {
 namespace {
@@ -188,32 +190,6 @@ Result<Reply> node_nftables(Api& api, Call& call, store::Tx& tx) {
 
 // ---- Keys and secrets in the store ----
 
-// The tenant's keyring row as a one-tenant Keyring (empty when it has none yet).
-Result<storage::Keyring> load_keyring(store::Tx& tx, const std::string& tenant_id) {
-  auto row =
-      GP_TRY(tx.query_one("SELECT keyring FROM tenant_keyrings WHERE tenant_id = ?", {tenant_id}));
-  if (!row) return storage::Keyring{};
-  return storage::keyring_from_json(GP_TRY(parse_json(row->text(0))));
-}
-
-Result<void> save_keyring(Api& api, store::Tx& tx, const std::string& tenant_id,
-                          const storage::Keyring& ring, bool existed) {
-  if (ring.tenants.size() != 1) return fail(Error::internal("a tenant keyring holds one tenant"));
-  std::string text = storage::to_json(ring).dump();
-  int64_t destroyed = ring.tenants[0].destroyed ? 1 : 0;
-  int64_t now = to_unix_micros(api.clock().now());
-  if (existed)
-    GP_TRY(tx.exec(
-        "UPDATE tenant_keyrings SET keyring = ?, destroyed = ?, updated_at = ? WHERE tenant_id = ?",
-        {text, destroyed, now, tenant_id}));
-  else
-    GP_TRY(
-        tx.exec("INSERT INTO tenant_keyrings (tenant_id, keyring, destroyed, updated_at) VALUES "
-                "(?,?,?,?)",
-                {tenant_id, text, destroyed, now}));
-  return ok();
-}
-
 const storage::MasterKey& master_key(const Api& api) {
   return *api.isolation().master_key;  // checked by require_master_key
 }
@@ -224,13 +200,11 @@ Result<void> require_master_key(const Api& api) {
   return ok();
 }
 
-constexpr std::string_view kSecretCols = "name, key_version, created_by, created_at";
-
-Json secret_json(const store::Row& row) {
-  return {{"name", row.text(0)},
-          {"key_version", row.integer(1)},
-          {"created_by", row.text(2)},
-          {"created_at", format_rfc3339(from_unix_micros(row.integer(3)))}};
+Json secret_json(const storage::SecretRecord& s) {
+  return {{"name", s.name},
+          {"key_version", s.key_version},
+          {"created_by", s.created_by},
+          {"created_at", format_rfc3339(from_unix_micros(s.created_at))}};
 }
 
 Result<Mutation> create_secret(Api& api, Call& call, store::Tx& tx) {
@@ -242,24 +216,20 @@ Result<Mutation> create_secret(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(storage::validate_secret_name(name));  // before anything is created
   if (value.empty()) return fail(Error::invalid("value: must not be empty"));
   const auto& t = *call.tenant;
-  auto ring = GP_TRY(load_keyring(tx, t.id));
+  auto ring = GP_TRY(storage::load_keyring(tx, t.id));
   const bool existed = !ring.tenants.empty();
+  const int64_t now = to_unix_micros(api.clock().now());
   auto random = storage::system_random();
   if (!existed) {
     GP_TRY_VOID(storage::create_tenant_key(ring, t.name, master_key(api), random));
-    GP_TRY_VOID(save_keyring(api, tx, t.id, ring, false));
+    GP_TRY_VOID(storage::save_keyring(tx, t.id, ring, false, now));
   }
   const storage::MasterKey masters[] = {master_key(api)};
   auto sealed = GP_TRY(storage::seal_secret(ring, masters, t.name, name, value, random));
-  auto row = GP_TRY(
-      tx.query_one("SELECT 1 FROM tenant_secrets WHERE tenant_id = ? AND name = ?", {t.id, name}));
-  if (row) return fail(Error::conflict(fmt::format("a secret named '{}' already exists", name)));
-  int64_t now = to_unix_micros(api.clock().now());
-  GP_TRY(
-      tx.exec("INSERT INTO tenant_secrets (tenant_id, name, key_version, sealed, created_by, "
-              "created_at) VALUES (?,?,?,?,?,?)",
-              {t.id, name, int64_t{sealed.key_version}, storage::to_json(sealed).dump(),
-               call.who.id, now}));
+  if (GP_TRY(storage::secret_exists(tx, t.id, name)))
+    return fail(Error::conflict(fmt::format("a secret named '{}' already exists", name)));
+  GP_TRY_VOID(
+      storage::insert_secret(tx, t.id, sealed, {name, sealed.key_version, call.who.id, now}));
   Mutation m;
   m.reply = json_reply(201, {{"name", name},
                              {"key_version", sealed.key_version},
@@ -271,43 +241,28 @@ Result<Mutation> create_secret(Api& api, Call& call, store::Tx& tx) {
   return m;
 }
 
-Result<store::Row> path_secret(store::Tx& tx, Call& call) {
-  return found(tx.query_one(fmt::format("SELECT {} FROM tenant_secrets WHERE tenant_id = ? AND "
-                                        "name = ?",
-                                        kSecretCols),
-                            {call.tenant->id, call.param("secret")}),
-               "secret");
-}
-
 Result<Reply> list_secrets(Api& api, Call& call, store::Tx& tx) {
   auto page = GP_TRY(page_request(api, call));
-  auto rows = GP_TRY(tx.query(
-      fmt::format("SELECT {} FROM tenant_secrets WHERE tenant_id = ? AND name > ? ORDER BY name "
-                  "LIMIT ?",
-                  kSecretCols),
-      {call.tenant->id, page.after.value_or(""), int64_t{page.limit} + 1}));
+  auto secrets = GP_TRY(
+      storage::list_secrets(tx, call.tenant->id, page.after.value_or(""), int64_t{page.limit} + 1));
   Json items = Json::array();
   Json next = nullptr;
-  for (size_t i = 0; i < rows.size(); ++i) {
+  for (size_t i = 0; i < secrets.size(); ++i) {
     if (i == size_t(page.limit)) {
-      next = rows[i - 1].text(0);
+      next = secrets[i - 1].name;
       break;
     }
-    items.push_back(secret_json(rows[i]));
+    items.push_back(secret_json(secrets[i]));
   }
   return json_reply(200, {{"items", items}, {"next", next}});
 }
 
 Result<Mutation> delete_named_secret(Call& call, store::Tx& tx, const std::string& name) {
-  auto row = GP_TRY(found(tx.query_one("SELECT name FROM tenant_secrets WHERE tenant_id = ? AND "
-                                       "name = ?",
-                                       {call.tenant->id, name}),
-                          "secret"));
-  GP_TRY(tx.exec("DELETE FROM tenant_secrets WHERE tenant_id = ? AND name = ?",
-                 {call.tenant->id, row.text(0)}));
+  if (!GP_TRY(storage::delete_secret(tx, call.tenant->id, name)))
+    return fail(Error::not_found("secret not found"));
   Mutation m;
   m.reply.status = 204;
-  m.detail = {{"name", row.text(0)}};
+  m.detail = {{"name", name}};
   return m;
 }
 
@@ -329,21 +284,17 @@ Result<Mutation> delete_secret_by_query(Api&, Call& call, store::Tx& tx) {
 
 Result<bool> tenant_secret_exists(store::Tx& tx, const std::string& tenant_id,
                                   const std::string& name) {
-  return GP_TRY(tx.query_one("SELECT 1 FROM tenant_secrets WHERE tenant_id = ? AND name = ?",
-                             {tenant_id, name}))
-      .has_value();
+  return storage::secret_exists(tx, tenant_id, name);
 }
 
 Result<std::string> open_tenant_secret(const Api& api, store::Tx& tx, const std::string& tenant_id,
                                        const std::string& name) {
   GP_TRY_VOID(require_master_key(api));
-  auto row = GP_TRY(tx.query_one(
-      "SELECT sealed FROM tenant_secrets WHERE tenant_id = ? AND name = ?", {tenant_id, name}));
-  if (!row) return fail(Error::not_found(fmt::format("secret {} not found", name)));
-  auto ring = GP_TRY(load_keyring(tx, tenant_id));
+  auto sealed = GP_TRY(storage::load_sealed_secret(tx, tenant_id, name));
+  if (!sealed) return fail(Error::not_found(fmt::format("secret {} not found", name)));
+  auto ring = GP_TRY(storage::load_keyring(tx, tenant_id));
   const storage::MasterKey masters[] = {master_key(api)};
-  return storage::open_secret(
-      ring, masters, GP_TRY(storage::sealed_secret_from_json(GP_TRY(parse_json(row->text(0))))));
+  return storage::open_secret(ring, masters, *sealed);
 }
 
 Result<Json> allocate_tenant_segment(Api& api, store::Tx& tx, const tenancy::Tenant& tenant) {
@@ -357,28 +308,18 @@ Result<void> release_tenant_network(store::Tx& tx, const std::string& tenant_id)
   return ok();
 }
 
+// Stamped with the tenant's own last change: its offboarding, in the same transaction.
 Result<void> shred_tenant_keys(store::Tx& tx, const tenancy::Tenant& tenant) {
-  auto row =
-      GP_TRY(tx.query_one("SELECT keyring FROM tenant_keyrings WHERE tenant_id = ?", {tenant.id}));
-  storage::Keyring ring;
-  if (row) {
-    ring = GP_TRY(storage::keyring_from_json(GP_TRY(parse_json(row->text(0)))));
-    if (!ring.tenants.empty() && ring.tenants[0].destroyed) return ok();  // already shredded
+  auto ring = GP_TRY(storage::load_keyring(tx, tenant.id));
+  const bool existed = !ring.tenants.empty();
+  if (existed) {
+    if (ring.tenants[0].destroyed) return ok();  // already shredded
     GP_TRY_VOID(storage::destroy_tenant_keys(ring, tenant.name));
   } else {
     // Never had a key: record it as destroyed so none is ever created under this tenant.
     ring.tenants.push_back({.tenant = tenant.name, .destroyed = true});
   }
-  std::string text = storage::to_json(ring).dump();
-  if (row)
-    GP_TRY(tx.exec("UPDATE tenant_keyrings SET keyring = ?, destroyed = 1 WHERE tenant_id = ?",
-                   {text, tenant.id}));
-  else
-    GP_TRY(
-        tx.exec("INSERT INTO tenant_keyrings (tenant_id, keyring, destroyed, updated_at) VALUES "
-                "(?,?,1,0)",
-                {tenant.id, text}));
-  return ok();
+  return storage::save_keyring(tx, tenant.id, ring, existed, tenant.updated_at);
 }
 
 std::vector<Route> network_routes() {
@@ -446,7 +387,9 @@ std::vector<Route> network_routes() {
                .action = "secret.get",
                .permission = Permission::kIdentityRead,
                .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
-                 return json_reply(200, secret_json(GP_TRY(path_secret(tx, call))));
+                 auto secret = GP_TRY(found(
+                     storage::find_secret(tx, call.tenant->id, call.param("secret")), "secret"));
+                 return json_reply(200, secret_json(secret));
                }),
                .summary = "One secret's metadata (never its value).",
                .response_schema = "Secret"});

@@ -339,4 +339,88 @@ Result<bool> record_holder(store::Tx& tx, const std::string& tenant_id, const st
   return true;
 }
 
+// ---- Tenant keys and secrets ----
+
+Result<Keyring> load_keyring(store::Tx& tx, const std::string& tenant_id) {
+  auto row =
+      GP_TRY(tx.query_one("SELECT keyring FROM tenant_keyrings WHERE tenant_id = ?", {tenant_id}));
+  if (!row) return Keyring{};
+  return keyring_from_json(GP_TRY(parse_json(row->text(0))));
+}
+
+Result<void> save_keyring(store::Tx& tx, const std::string& tenant_id, const Keyring& ring,
+                          bool existed, int64_t now_micros) {
+  if (ring.tenants.size() != 1) return fail(Error::internal("a tenant keyring holds one tenant"));
+  const std::string text = to_json(ring).dump();
+  const int64_t destroyed = ring.tenants[0].destroyed ? 1 : 0;
+  if (existed)
+    GP_TRY(tx.exec(
+        "UPDATE tenant_keyrings SET keyring = ?, destroyed = ?, updated_at = ? WHERE tenant_id = ?",
+        {text, destroyed, now_micros, tenant_id}));
+  else
+    GP_TRY(
+        tx.exec("INSERT INTO tenant_keyrings (tenant_id, keyring, destroyed, updated_at) VALUES "
+                "(?,?,?,?)",
+                {tenant_id, text, destroyed, now_micros}));
+  return ok();
+}
+
+namespace {
+constexpr std::string_view kSecretColumns = "name, key_version, created_by, created_at";
+SecretRecord secret_from(const store::Row& row) {
+  return {row.text(0), row.integer(1), row.text(2), row.integer(3)};
+}
+}  // namespace
+
+Result<bool> secret_exists(store::Tx& tx, const std::string& tenant_id, const std::string& name) {
+  return GP_TRY(tx.query_one("SELECT 1 FROM tenant_secrets WHERE tenant_id = ? AND name = ?",
+                             {tenant_id, name}))
+      .has_value();
+}
+
+Result<void> insert_secret(store::Tx& tx, const std::string& tenant_id, const SealedSecret& sealed,
+                           const SecretRecord& record) {
+  GP_TRY(
+      tx.exec("INSERT INTO tenant_secrets (tenant_id, name, key_version, sealed, created_by, "
+              "created_at) VALUES (?,?,?,?,?,?)",
+              {tenant_id, record.name, int64_t{sealed.key_version}, to_json(sealed).dump(),
+               record.created_by, record.created_at}));
+  return ok();
+}
+
+Result<std::optional<SecretRecord>> find_secret(store::Tx& tx, const std::string& tenant_id,
+                                                const std::string& name) {
+  auto row = GP_TRY(tx.query_one(
+      fmt::format("SELECT {} FROM tenant_secrets WHERE tenant_id = ? AND name = ?", kSecretColumns),
+      {tenant_id, name}));
+  if (!row) return std::optional<SecretRecord>();
+  return std::optional<SecretRecord>(secret_from(*row));
+}
+
+Result<std::vector<SecretRecord>> list_secrets(store::Tx& tx, const std::string& tenant_id,
+                                               const std::string& after, int64_t limit) {
+  std::vector<SecretRecord> out;
+  for (const auto& row : GP_TRY(tx.query(
+           fmt::format("SELECT {} FROM tenant_secrets WHERE tenant_id = ? AND name > ? ORDER BY "
+                       "name LIMIT ?",
+                       kSecretColumns),
+           {tenant_id, after, limit})))
+    out.push_back(secret_from(row));
+  return out;
+}
+
+Result<bool> delete_secret(store::Tx& tx, const std::string& tenant_id, const std::string& name) {
+  return GP_TRY(tx.exec("DELETE FROM tenant_secrets WHERE tenant_id = ? AND name = ?",
+                        {tenant_id, name})) > 0;
+}
+
+Result<std::optional<SealedSecret>> load_sealed_secret(store::Tx& tx, const std::string& tenant_id,
+                                                       const std::string& name) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT sealed FROM tenant_secrets WHERE tenant_id = ? AND name = ?", {tenant_id, name}));
+  if (!row) return std::optional<SealedSecret>();
+  return std::optional<SealedSecret>(
+      GP_TRY(sealed_secret_from_json(GP_TRY(parse_json(row->text(0))))));
+}
+
 }  // namespace gp::storage

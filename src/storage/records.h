@@ -1,7 +1,8 @@
-// Storage's rows in the store (migrations 13 and 21), read and written only here: each tenant's
-// id block, its projects' volumes (with the generation that tells one set of volumes from the
-// next under the same name), the deletions the agents execute once due, the nodes that hold a
-// tenant's trees, and each node's confirmation of a deletion. Everything is keyed by identity
+// Storage's rows in the store (migrations 4, 13 and 21), read and written only here: each
+// tenant's id block, its projects' volumes (with the generation that tells one set of volumes
+// from the next under the same name), the deletions the agents execute once due, the nodes that
+// hold a tenant's trees, each node's confirmation of a deletion, and each tenant's keyring and
+// sealed secrets. Everything is keyed by identity
 // (tenant id, project id, generation), never by name. Functions over the caller's transaction.
 #pragma once
 
@@ -12,6 +13,7 @@
 
 #include "common/json.h"
 #include "common/result.h"
+#include "storage/keys.h"
 #include "storage/storage.h"
 #include "store/store.h"
 
@@ -136,5 +138,33 @@ Result<bool> is_holder(store::Tx& tx, const std::string& tenant_id, const std::s
 // False when it was recorded already.
 Result<bool> record_holder(store::Tx& tx, const std::string& tenant_id, const std::string& node_id,
                            int64_t now_micros);
+
+// ---- Tenant keys and secrets (migration 4) ----
+
+// The tenant's keyring row as a one-tenant Keyring (empty when it has none yet).
+Result<Keyring> load_keyring(store::Tx& tx, const std::string& tenant_id);
+// Writes the tenant's one-tenant keyring: a new row unless `existed`.
+Result<void> save_keyring(store::Tx& tx, const std::string& tenant_id, const Keyring& ring,
+                          bool existed, int64_t now_micros);
+
+// A secret as it may be shown: never its value, sealed or not.
+struct SecretRecord {
+  std::string name;
+  int64_t key_version = 0;
+  std::string created_by;
+  int64_t created_at = 0;  // unix micros
+};
+Result<bool> secret_exists(store::Tx& tx, const std::string& tenant_id, const std::string& name);
+Result<void> insert_secret(store::Tx& tx, const std::string& tenant_id, const SealedSecret& sealed,
+                           const SecretRecord& record);
+Result<std::optional<SecretRecord>> find_secret(store::Tx& tx, const std::string& tenant_id,
+                                                const std::string& name);
+// At most `limit` secrets named after `after`, by name.
+Result<std::vector<SecretRecord>> list_secrets(store::Tx& tx, const std::string& tenant_id,
+                                               const std::string& after, int64_t limit);
+// False when there was none of that name.
+Result<bool> delete_secret(store::Tx& tx, const std::string& tenant_id, const std::string& name);
+Result<std::optional<SealedSecret>> load_sealed_secret(store::Tx& tx, const std::string& tenant_id,
+                                                       const std::string& name);
 
 }  // namespace gp::storage

@@ -99,5 +99,44 @@ INSERT INTO storage_deletions (id, tenant_id, tenant_name, project_name, reason,
   EXPECT_TRUE(checked) << checked.error().message;
 }
 
+// Secrets by identity: listed by name a page at a time, never with their sealed value, another
+// tenant's never seen, and deleted once.
+TEST(StorageRecords, SecretsArePagedByNameTenantPrivateAndDeletedOnce) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  gp::testing::must_write(*s, [&](store::Tx& tx) -> Result<int> {
+    for (const char* t : {"ten_a", "ten_b"})
+      GP_TRY(tx.exec(
+          "INSERT INTO tenants (id, name, display_name, isolation_class, state, labels, "
+          "created_at, updated_at, version) VALUES (?, ?, '', 'standard', 'active', '{}', 0, 0, 1)",
+          {std::string(t), std::string(t)}));
+    SealedSecret sealed{.tenant = "ten_a", .name = "x", .key_version = 3};
+    for (const char* name : {"c", "a", "b"})
+      GP_TRY_VOID(insert_secret(tx, "ten_a", sealed, {name, 3, "usr_1", 42}));
+    GP_TRY_VOID(insert_secret(tx, "ten_b", sealed, {"a", 3, "usr_2", 43}));
+    return 0;
+  });
+  ASSERT_TRUE(s->write([&](store::Tx& tx) -> Result<void> {
+    auto first = GP_TRY(list_secrets(tx, "ten_a", "", 2));
+    EXPECT_EQ(first.size(), 2u);
+    EXPECT_EQ(first[0].name, "a");
+    EXPECT_EQ(first[1].name, "b");
+    EXPECT_EQ(first[0].created_by, "usr_1");
+    auto rest = GP_TRY(list_secrets(tx, "ten_a", "b", 2));
+    EXPECT_EQ(rest.size(), 1u);
+    EXPECT_EQ(rest[0].name, "c");
+    EXPECT_EQ(rest[0].key_version, 3);
+    EXPECT_EQ(rest[0].created_at, 42);
+    EXPECT_FALSE(GP_TRY(find_secret(tx, "ten_b", "c")).has_value());
+    EXPECT_EQ(GP_TRY(find_secret(tx, "ten_b", "a"))->created_by, "usr_2");
+    EXPECT_TRUE(GP_TRY(load_sealed_secret(tx, "ten_a", "b")).has_value());
+    EXPECT_TRUE(GP_TRY(delete_secret(tx, "ten_a", "a")));
+    EXPECT_FALSE(GP_TRY(delete_secret(tx, "ten_a", "a")));
+    EXPECT_FALSE(GP_TRY(secret_exists(tx, "ten_a", "a")));
+    EXPECT_TRUE(GP_TRY(secret_exists(tx, "ten_b", "a")));
+    return ok();
+  }));
+}
+
 }  // namespace
 }  // namespace gp::storage
