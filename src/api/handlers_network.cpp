@@ -1,12 +1,13 @@
 // Tenant networks (segment, policy, a node's nftables ruleset) and tenant secrets, sealed with
 // the tenant's data key and never returned. The pure rules live in gp_network and gp_storage;
-// the keyrings and secrets are kept by gp_storage_records (storage/records.h), the network's
-// rows still by this file (migration 4).
+// their rows are kept by gp_network_records and gp_storage_records.
 #include <fmt/format.h>
 
 #include <algorithm>
 
 #include "api/router.h"
+#include "fleet/fleet.h"
+#include "network/records.h"
 #include "storage/records.h"
 
 namespace gp::api {
@@ -18,29 +19,36 @@ constexpr size_t kMaxSecretBytes = 64 << 10;
 
 // ---- Network state in the store ----
 
-// Every live segment, named by tenant name (the core's tenant key).
-Result<std::vector<network::Segment>> load_segments(store::Tx& tx) {
-  std::vector<network::Segment> out;
-  for (const auto& row : GP_TRY(
-           tx.query("SELECT t.name, s.vni, s.cidr FROM tenant_segments s JOIN tenants t ON t.id = "
-                    "s.tenant_id ORDER BY t.name"))) {
-    auto cidr = network::parse_cidr(row.text(2));
-    if (!cidr) return fail(Error::internal("stored segment CIDR unreadable: " + row.text(2)));
-    out.push_back({row.text(0), static_cast<uint32_t>(row.integer(1)), *cidr});
+// The tenant's name in place of its id (the core names tenants), for the segments and
+// policies of tenants that still exist; sorted by name, as the ruleset is rendered.
+template <typename T, typename GetId>
+Result<std::vector<T>> named_by_tenant(store::Tx& tx, std::vector<T> items, GetId id_of) {
+  std::vector<std::pair<std::string, T>> named;
+  for (T& item : items) {
+    auto t = GP_TRY(tenancy::find_tenant(tx, id_of(item)));
+    if (t) named.emplace_back(t->name, std::move(item));
+  }
+  std::ranges::sort(named, {}, [](const auto& n) { return n.first; });
+  std::vector<T> out;
+  for (auto& [name, item] : named) {
+    id_of(item) = name;
+    out.push_back(std::move(item));
   }
   return out;
+}
+
+// Every live segment, named by tenant name.
+Result<std::vector<network::Segment>> load_segments(store::Tx& tx) {
+  return named_by_tenant(tx, GP_TRY(network::load_segments(tx)),
+                         [](network::Segment& s) -> std::string& { return s.tenant; });
 }
 
 // The tenant's segment; nullopt when it has none (a tenant created before segments were
 // allocated at creation, or one being offboarded). Reads only.
 Result<std::optional<network::Segment>> find_segment(store::Tx& tx, const tenancy::Tenant& t) {
-  auto row =
-      GP_TRY(tx.query_one("SELECT vni, cidr FROM tenant_segments WHERE tenant_id = ?", {t.id}));
-  if (!row) return std::optional<network::Segment>();
-  auto cidr = network::parse_cidr(row->text(1));
-  if (!cidr) return fail(Error::internal("stored segment CIDR unreadable: " + row->text(1)));
-  return std::optional<network::Segment>(
-      network::Segment{t.name, static_cast<uint32_t>(row->integer(0)), *cidr});
+  auto seg = GP_TRY(network::load_segment(tx, t.id));
+  if (seg) seg->tenant = t.name;
+  return seg;
 }
 
 // The tenant's segment, allocated from the configured pool when it has none. Writes: only for
@@ -53,9 +61,8 @@ Result<network::Segment> ensure_segment(Api& api, store::Tx& tx, const tenancy::
     return fail(Error::conflict("tenant is being offboarded: its segment was released"));
   const auto existing = GP_TRY(load_segments(tx));
   auto seg = GP_TRY(network::allocate_segment(api.isolation().segments, existing, t.name));
-  GP_TRY(tx.exec(
-      "INSERT INTO tenant_segments (tenant_id, vni, cidr, created_at) VALUES (?,?,?,?)",
-      {t.id, int64_t{seg.vni}, network::to_string(seg.cidr), to_unix_micros(api.clock().now())}));
+  GP_TRY_VOID(
+      network::insert_segment(tx, {t.id, seg.vni, seg.cidr}, to_unix_micros(api.clock().now())));
   *allocated = true;
   return seg;
 }
@@ -66,12 +73,11 @@ struct StoredPolicy {
 };
 
 Result<StoredPolicy> load_policy(Api& api, store::Tx& tx, const tenancy::Tenant& t) {
-  auto row = GP_TRY(tx.query_one(
-      "SELECT policy, version FROM tenant_network_policies WHERE tenant_id = ?", {t.id}));
-  if (!row) return StoredPolicy{network::TenantPolicy{.tenant = t.name}, 0};
-  auto j = GP_TRY(parse_json(row->text(0)));
-  auto p = GP_TRY(network::policy_from_json(j, t.name, api.isolation().segments.supernet));
-  return StoredPolicy{std::move(p), row->integer(1)};
+  auto stored = GP_TRY(network::load_policy(tx, t.id));
+  if (!stored) return StoredPolicy{network::TenantPolicy{.tenant = t.name}, 0};
+  auto p =
+      GP_TRY(network::policy_from_json(stored->policy, t.name, api.isolation().segments.supernet));
+  return StoredPolicy{std::move(p), stored->version};
 }
 
 // The policy as the API reads and writes it: the tenant comes from the path, never the body.
@@ -141,17 +147,8 @@ Result<Mutation> put_policy(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(check_if_match(call, before.version));
   Json after_json = policy_body(next);
   StoredPolicy after{std::move(next), before.version + 1};
-  int64_t now = to_unix_micros(api.clock().now());
-  if (before.version == 0)
-    GP_TRY(
-        tx.exec("INSERT INTO tenant_network_policies (tenant_id, policy, updated_at, version) "
-                "VALUES (?,?,?,?)",
-                {call.tenant->id, after_json.dump(), now, after.version}));
-  else
-    GP_TRY(
-        tx.exec("UPDATE tenant_network_policies SET policy = ?, updated_at = ?, version = ? "
-                "WHERE tenant_id = ? AND version = ?",
-                {after_json.dump(), now, after.version, call.tenant->id, before.version}));
+  GP_TRY_VOID(network::save_policy(tx, call.tenant->id, after_json, after.version,
+                                   to_unix_micros(api.clock().now())));
   Mutation m;
   m.reply = json_reply(200, network_json(seg, after), after.version);
   m.detail = {{"version", after.version},
@@ -161,18 +158,15 @@ Result<Mutation> put_policy(Api& api, Call& call, store::Tx& tx) {
 }
 
 Result<Reply> node_nftables(Api& api, Call& call, store::Tx& tx) {
-  auto node = GP_TRY(tx.query_one("SELECT id, name FROM nodes WHERE id = ? OR name = ?",
-                                  {call.param("node"), call.param("node")}));
-  if (!node) return fail(Error::not_found("node not found"));
+  auto node = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
   network::NodeNetState state;
   state.segments = GP_TRY(load_segments(tx));
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT t.name, p.policy FROM tenant_network_policies p JOIN tenants t ON t.id = "
-           "p.tenant_id JOIN tenant_segments s ON s.tenant_id = p.tenant_id ORDER BY t.name"))) {
-    auto j = GP_TRY(parse_json(row.text(1)));
+  using TenantPolicyJson = std::pair<std::string, Json>;
+  for (const auto& [name, j] :
+       GP_TRY(named_by_tenant(tx, GP_TRY(network::load_policies_with_segments(tx)),
+                              [](TenantPolicyJson& p) -> std::string& { return p.first; })))
     state.policies.push_back(
-        GP_TRY(network::policy_from_json(j, row.text(0), api.isolation().segments.supernet)));
-  }
+        GP_TRY(network::policy_from_json(j, name, api.isolation().segments.supernet)));
   // Workloads and overlay links are attached by the node's agent; none are recorded yet.
   auto ruleset = GP_TRY(network::render_nftables(state));
   Json segments = Json::array();
@@ -182,7 +176,7 @@ Result<Reply> node_nftables(Api& api, Call& call, store::Tx& tx) {
     segments.push_back(j);
   }
   return json_reply(200,
-                    {{"node", node->text(0)},
+                    {{"node", node.id},
                      {"table", fmt::format("{} {}", network::kTableFamily, network::kTableName)},
                      {"segments", segments},
                      {"ruleset", ruleset}});
@@ -303,9 +297,7 @@ Result<Json> allocate_tenant_segment(Api& api, store::Tx& tx, const tenancy::Ten
 }
 
 Result<void> release_tenant_network(store::Tx& tx, const std::string& tenant_id) {
-  GP_TRY(tx.exec("DELETE FROM tenant_network_policies WHERE tenant_id = ?", {tenant_id}));
-  GP_TRY(tx.exec("DELETE FROM tenant_segments WHERE tenant_id = ?", {tenant_id}));
-  return ok();
+  return network::release_tenant(tx, tenant_id);
 }
 
 // Stamped with the tenant's own last change: its offboarding, in the same transaction.
