@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <initializer_list>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -61,6 +62,17 @@ inline std::unique_ptr<store::Store> open_store(const TempDir& dir) {
   auto s = store::open_sqlite({.path = dir.file("gpuplane.db")});
   EXPECT_TRUE(s.has_value()) << (s ? "" : s.error().message);
   return std::move(*s);
+}
+
+// Bare tenant rows (class standard, active), named as their ids, for tests of the modules
+// below tenancy whose tables reference tenants.
+inline Result<void> insert_bare_tenants(store::Tx& tx, std::initializer_list<const char*> ids) {
+  for (const char* id : ids)
+    GP_TRY(tx.exec(
+        "INSERT INTO tenants (id, name, display_name, isolation_class, state, labels, "
+        "created_at, updated_at, version) VALUES (?, ?, '', 'standard', 'active', '{}', 0, 0, 1)",
+        {std::string(id), std::string(id)}));
+  return ok();
 }
 
 // Runs `f` (returning Result<T>) in a write transaction that must succeed; returns the T.

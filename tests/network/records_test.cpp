@@ -15,11 +15,7 @@ TEST(NetworkRecords, PoliciesAreVersionedAndReleasedWithTheSegment) {
   TempDir dir;
   auto s = gp::testing::open_store(dir);
   gp::testing::must_write(*s, [&](store::Tx& tx) -> Result<int> {
-    for (const char* t : {"ten_a", "ten_b"})
-      GP_TRY(tx.exec(
-          "INSERT INTO tenants (id, name, display_name, isolation_class, state, labels, "
-          "created_at, updated_at, version) VALUES (?, ?, '', 'standard', 'active', '{}', 0, 0, 1)",
-          {std::string(t), std::string(t)}));
+    GP_TRY_VOID(gp::testing::insert_bare_tenants(tx, {"ten_a", "ten_b"}));
     GP_TRY_VOID(insert_segment(tx, {"ten_b", 4097, *parse_cidr("10.64.1.0/24")}, 5));
     GP_TRY_VOID(insert_segment(tx, {"ten_a", 4096, *parse_cidr("10.64.0.0/24")}, 5));
     return 0;

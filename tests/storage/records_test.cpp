@@ -105,11 +105,7 @@ TEST(StorageRecords, SecretsArePagedByNameTenantPrivateAndDeletedOnce) {
   TempDir dir;
   auto s = gp::testing::open_store(dir);
   gp::testing::must_write(*s, [&](store::Tx& tx) -> Result<int> {
-    for (const char* t : {"ten_a", "ten_b"})
-      GP_TRY(tx.exec(
-          "INSERT INTO tenants (id, name, display_name, isolation_class, state, labels, "
-          "created_at, updated_at, version) VALUES (?, ?, '', 'standard', 'active', '{}', 0, 0, 1)",
-          {std::string(t), std::string(t)}));
+    GP_TRY_VOID(gp::testing::insert_bare_tenants(tx, {"ten_a", "ten_b"}));
     SealedSecret sealed{.tenant = "ten_a", .name = "x", .key_version = 3};
     for (const char* name : {"c", "a", "b"})
       GP_TRY_VOID(insert_secret(tx, "ten_a", sealed, {name, 3, "usr_1", 42}));
