@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "api/network_state.h"
 #include "api/router.h"
 #include "fleet/fleet.h"
 #include "network/records.h"
@@ -159,15 +160,7 @@ Result<Mutation> put_policy(Api& api, Call& call, store::Tx& tx) {
 
 Result<Reply> node_nftables(Api& api, Call& call, store::Tx& tx) {
   auto node = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
-  network::NodeNetState state;
-  state.segments = GP_TRY(load_segments(tx));
-  using TenantPolicyJson = std::pair<std::string, Json>;
-  for (const auto& [name, j] :
-       GP_TRY(named_by_tenant(tx, GP_TRY(network::load_policies_with_segments(tx)),
-                              [](TenantPolicyJson& p) -> std::string& { return p.first; })))
-    state.policies.push_back(
-        GP_TRY(network::policy_from_json(j, name, api.isolation().segments.supernet)));
-  // Workloads and overlay links are attached by the node's agent; none are recorded yet.
+  auto state = GP_TRY(node_net_state(api, tx));
   auto ruleset = GP_TRY(network::render_nftables(state));
   Json segments = Json::array();
   for (const auto& s : state.segments) {
@@ -275,6 +268,18 @@ Result<Mutation> delete_secret_by_query(Api&, Call& call, store::Tx& tx) {
 }
 
 }  // namespace
+
+Result<network::NodeNetState> node_net_state(Api& api, store::Tx& tx) {
+  network::NodeNetState state;
+  state.segments = GP_TRY(load_segments(tx));
+  using TenantPolicyJson = std::pair<std::string, Json>;
+  for (const auto& [name, j] :
+       GP_TRY(named_by_tenant(tx, GP_TRY(network::load_policies_with_segments(tx)),
+                              [](TenantPolicyJson& p) -> std::string& { return p.first; })))
+    state.policies.push_back(
+        GP_TRY(network::policy_from_json(j, name, api.isolation().segments.supernet)));
+  return state;
+}
 
 Result<bool> tenant_secret_exists(store::Tx& tx, const std::string& tenant_id,
                                   const std::string& name) {

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 
+#include "api/network_state.h"
 #include "api/router.h"
 #include "fleet/fleet.h"
 #include "storage/records.h"
@@ -272,22 +273,16 @@ Result<Reply> list_deletions(Api& api, Call& call, store::Tx& tx) {
 
 Result<Reply> agent_assignment(Api& api, Call& call, store::Tx& tx) {
   const std::string& node = call.who.id;
-  const auto& supernet = api.isolation().segments.supernet;
+  const auto net = GP_TRY(node_net_state(api, tx));
   Json segments = Json::array();
-  for (const auto& row : GP_TRY(
-           tx.query("SELECT t.name, s.vni, s.cidr FROM tenant_segments s JOIN tenants t ON t.id = "
-                    "s.tenant_id ORDER BY t.name")))
-    segments.push_back({{"tenant", row.text(0)}, {"vni", row.integer(1)}, {"cidr", row.text(2)}});
+  for (const auto& s : net.segments)
+    segments.push_back(
+        {{"tenant", s.tenant}, {"vni", s.vni}, {"cidr", network::to_string(s.cidr)}});
   Json policies = Json::array();
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT t.name, p.policy FROM tenant_network_policies p JOIN tenants t ON t.id = "
-           "p.tenant_id JOIN tenant_segments s ON s.tenant_id = p.tenant_id ORDER BY t.name"))) {
-    // Re-validated, so a node never receives a policy the core would not render.
-    auto policy =
-        GP_TRY(network::policy_from_json(GP_TRY(parse_json(row.text(1))), row.text(0), supernet));
+  for (const auto& policy : net.policies) {
     Json body = network::to_json(policy);
     body.erase("tenant");
-    policies.push_back({{"tenant", row.text(0)}, {"policy", body}});
+    policies.push_back({{"tenant", policy.tenant}, {"policy", body}});
   }
   Json volumes = Json::array();
   for (const auto& row : GP_TRY(tx.query(
@@ -333,7 +328,7 @@ Result<Reply> agent_assignment(Api& api, Call& call, store::Tx& tx) {
   }
   return json_reply(200, {{"node", node},
                           {"generated_at", format_rfc3339(api.clock().now())},
-                          {"supernet", network::to_string(supernet)},
+                          {"supernet", network::to_string(api.isolation().segments.supernet)},
                           {"segments", segments},
                           {"policies", policies},
                           {"volumes", volumes},
