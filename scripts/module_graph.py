@@ -20,6 +20,8 @@ ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)),
 SRC = os.path.join(ROOT, "src")  # --src replaces it (the script's own test checks a made-up tree)
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"')
 SQL = re.compile(r"\btx\.(query_one|query|exec)\(")
+TABLE_DEF = re.compile(r"CREATE TABLE (?:IF NOT EXISTS )?([a-z_]+)")
+TABLE_USE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([a-z_]+)", re.IGNORECASE)
 
 
 def parse_layers(path):
@@ -75,6 +77,27 @@ def scan(src):
                     sql[f"src/{module}"] += len(SQL.findall(line))
     modules = sorted(m for m in os.listdir(src) if os.path.isdir(os.path.join(src, m)))
     return modules, edges, sql
+
+
+def table_users(src):
+    """{table: modules whose SQL names it}, for the tables the migrations create (store's own
+    SQL, the migrations and the engines, left out). A rough reading of the SQL text."""
+    migrations = os.path.join(src, "store", "migrations.cpp")
+    if not os.path.exists(migrations):
+        return {}
+    tables = set(TABLE_DEF.findall(open(migrations).read()))
+    users = defaultdict(set)
+    for module in os.listdir(src):
+        d = os.path.join(src, module)
+        if module == "store" or not os.path.isdir(d):
+            continue
+        for dirpath, _, files in os.walk(d):
+            for f in files:
+                if f.endswith(".cpp"):
+                    for t in TABLE_USE.findall(open(os.path.join(dirpath, f), errors="replace").read()):
+                        if t in tables:
+                            users[t].add(module)
+    return {t: users.get(t, set()) for t in tables}
 
 
 def why_crossing(a, b, layer, pure):
@@ -134,6 +157,13 @@ def main():
             print(f"  [{tag}] {why}: {', '.join(edges[(a, b)][:3])}")
         for d, limit in sorted(ceilings.items()):
             print(f"  SQL statements in {d}: {sql.get(d, 0)} (ceiling {limit}; the goal is 0)")
+        users = table_users(src)
+        shared = {t: sorted(m) for t, m in users.items() if len(m) > 1}
+        if users:
+            print(f"\n{len(shared)} of {len(users)} tables are named in the SQL of more than one "
+                  "module (the goal is none):")
+            for t in sorted(shared):
+                print(f"  {t}: {' '.join(shared[t])}")
         return 0
 
     failures = []
