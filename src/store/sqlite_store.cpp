@@ -14,7 +14,7 @@
 // Checkpoints (copying the WAL back into the database, which syncs both files) run on their own
 // thread and connection once the WAL passes kCheckpointPages, never inside a writer's COMMIT,
 // where SQLite runs them by default: there each one held every queued write for two disk
-// flushes (docs/benchmarks.md, "Creates").
+// flushes (docs/benchmarks.md, "Writes off the I/O threads, checkpoints off the writer").
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sqlite3.h>
