@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <limits>
+#include <unordered_map>
 
 #include "api/network_state.h"
 #include "api/router.h"
@@ -20,28 +22,37 @@ constexpr size_t kMaxSecretBytes = 64 << 10;
 
 // ---- Network state in the store ----
 
-// The tenant's name in place of its id (the core names tenants), for the segments and
-// policies of tenants that still exist; sorted by name, as the ruleset is rendered.
-template <typename T, typename GetId>
-Result<std::vector<T>> named_by_tenant(store::Tx& tx, std::vector<T> items, GetId id_of) {
-  std::vector<std::pair<std::string, T>> named;
-  for (T& item : items) {
-    auto t = GP_TRY(tenancy::find_tenant(tx, id_of(item)));
-    if (t) named.emplace_back(t->name, std::move(item));
-  }
-  std::ranges::sort(named, {}, [](const auto& n) { return n.first; });
-  std::vector<T> out;
-  for (auto& [name, item] : named) {
-    id_of(item) = name;
-    out.push_back(std::move(item));
-  }
-  return out;
+// The names of the tenants `ids` names, read in one query (not one per tenant: the agents'
+// assignments read them).
+Result<std::unordered_map<std::string, std::string>> tenant_names(store::Tx& tx,
+                                                                  std::vector<std::string> ids) {
+  const PageRequest all{.limit = std::numeric_limits<int>::max() - 1};
+  std::unordered_map<std::string, std::string> names;
+  for (auto& t : GP_TRY(tenancy::list_tenants(tx, all, std::move(ids))).items)
+    names.emplace(std::move(t.id), std::move(t.name));
+  return names;
 }
+
+// The tenant's name in place of its id (the core names tenants), for the items of tenants that
+// still exist; sorted by name, as the ruleset is rendered.
+template <typename T, typename GetId>
+std::vector<T> named_by_tenant(const std::unordered_map<std::string, std::string>& names,
+                               std::vector<T> items, GetId id_of) {
+  std::erase_if(items, [&](T& item) { return !names.contains(id_of(item)); });
+  for (T& item : items) id_of(item) = names.at(id_of(item));
+  std::ranges::sort(items, {}, id_of);
+  return items;
+}
+
+std::string& segment_tenant(network::Segment& s) { return s.tenant; }
 
 // Every live segment, named by tenant name.
 Result<std::vector<network::Segment>> load_segments(store::Tx& tx) {
-  return named_by_tenant(tx, GP_TRY(network::load_segments(tx)),
-                         [](network::Segment& s) -> std::string& { return s.tenant; });
+  auto segments = GP_TRY(network::load_segments(tx));
+  std::vector<std::string> ids;
+  for (const auto& seg : segments) ids.push_back(seg.tenant);
+  return named_by_tenant(GP_TRY(tenant_names(tx, std::move(ids))), std::move(segments),
+                         segment_tenant);
 }
 
 // The tenant's segment; nullopt when it has none (a tenant created before segments were
@@ -270,12 +281,16 @@ Result<Mutation> delete_secret_by_query(Api&, Call& call, store::Tx& tx) {
 }  // namespace
 
 Result<network::NodeNetState> node_net_state(Api& api, store::Tx& tx) {
+  auto segments = GP_TRY(network::load_segments(tx));
+  std::vector<std::string> ids;  // the policies read are of tenants with a segment
+  for (const auto& seg : segments) ids.push_back(seg.tenant);
+  const auto names = GP_TRY(tenant_names(tx, std::move(ids)));
   network::NodeNetState state;
-  state.segments = GP_TRY(load_segments(tx));
+  state.segments = named_by_tenant(names, std::move(segments), segment_tenant);
   using TenantPolicyJson = std::pair<std::string, Json>;
   for (const auto& [name, j] :
-       GP_TRY(named_by_tenant(tx, GP_TRY(network::load_policies_with_segments(tx)),
-                              [](TenantPolicyJson& p) -> std::string& { return p.first; })))
+       named_by_tenant(names, GP_TRY(network::load_policies_with_segments(tx)),
+                       [](TenantPolicyJson& p) -> std::string& { return p.first; }))
     state.policies.push_back(
         GP_TRY(network::policy_from_json(j, name, api.isolation().segments.supernet)));
   return state;
