@@ -37,6 +37,11 @@ struct NvmlApi {
   nvmlErrorString_fn error_string = nullptr;
   nvmlDeviceGetNumaNodeId_fn numa_node = nullptr;
   nvmlDeviceGetTotalEccErrors_fn total_ecc_errors = nullptr;
+  nvmlDeviceGetMemoryInfo_v2_fn memory_info_v2 = nullptr;
+  nvmlDeviceGetPowerUsage_fn power_usage = nullptr;
+  nvmlDeviceGetTotalEnergyConsumption_fn total_energy = nullptr;
+  nvmlDeviceGetTemperature_fn temperature = nullptr;
+  nvmlDeviceGetClockInfo_fn clock_info = nullptr;
   nvmlDeviceGetMigMode_fn mig_mode = nullptr;
   nvmlDeviceGetGpuInstanceProfileInfo_fn gpu_instance_profile_info = nullptr;
   nvmlDeviceGetGpuInstances_fn gpu_instances = nullptr;
@@ -235,6 +240,11 @@ Result<std::unique_ptr<Nvml>> Nvml::start(void* library, const NvmlSymbolLookup&
   optional(api->error_string, "nvmlErrorString");
   optional(api->numa_node, "nvmlDeviceGetNumaNodeId");
   optional(api->total_ecc_errors, "nvmlDeviceGetTotalEccErrors");
+  optional(api->memory_info_v2, "nvmlDeviceGetMemoryInfo_v2");
+  optional(api->power_usage, "nvmlDeviceGetPowerUsage");
+  optional(api->total_energy, "nvmlDeviceGetTotalEnergyConsumption");
+  optional(api->temperature, "nvmlDeviceGetTemperature");
+  optional(api->clock_info, "nvmlDeviceGetClockInfo");
   optional(api->mig_mode, "nvmlDeviceGetMigMode");
   optional(api->gpu_instance_profile_info, "nvmlDeviceGetGpuInstanceProfileInfo");
   optional(api->gpu_instances, "nvmlDeviceGetGpuInstances");
@@ -508,6 +518,70 @@ Result<std::vector<fleet::GpuInfo>> Nvml::discover() {
   return gpus;
 }
 
+namespace {
+
+// An optional reading: the value when NVML gives it, else -1 (absent entry point, "not
+// supported", no permission, ...); Nvml::sample() documents why these never fail the sample.
+template <typename Value, typename Call>
+int64_t optional_reading(const Call& call) {
+  Value value{};
+  return call(&value) == NVML_SUCCESS ? static_cast<int64_t>(value) : -1;
+}
+
+// Memory of a GPU or MIG device into `sample`: through _v2 where the driver has it, so that
+// `used` leaves out what the driver reserves (as nvidia-smi and DCGM report it), else v1.
+nvmlReturn_t read_memory(const NvmlApi& api, nvmlDevice_t device, Nvml::Sample& sample) {
+  if (api.memory_info_v2 != nullptr) {
+    nvmlMemory_v2_t memory = {.version = nvmlMemory_v2};
+    const nvmlReturn_t rc = api.memory_info_v2(device, &memory);
+    if (rc == NVML_SUCCESS) {
+      sample.mem_used_bytes = static_cast<int64_t>(memory.used);
+      sample.mem_reserved_bytes = static_cast<int64_t>(memory.reserved);
+      sample.mem_total_bytes = static_cast<int64_t>(memory.total);
+      return rc;
+    }
+    if (rc != NVML_ERROR_NOT_SUPPORTED && rc != NVML_ERROR_ARGUMENT_VERSION_MISMATCH) return rc;
+  }
+  nvmlMemory_t memory = {};
+  const nvmlReturn_t rc = api.memory_info(device, &memory);
+  if (rc == NVML_SUCCESS) {
+    sample.mem_used_bytes = static_cast<int64_t>(memory.used);
+    sample.mem_total_bytes = static_cast<int64_t>(memory.total);
+  }
+  return rc;
+}
+
+// The board-wide figures of a whole GPU (Nvml::Sample).
+void read_board(const NvmlApi& api, nvmlDevice_t device, Nvml::Sample& sample) {
+  if (api.power_usage != nullptr) {
+    sample.power_mw =
+        optional_reading<unsigned>([&](unsigned* mw) { return api.power_usage(device, mw); });
+  }
+  if (api.total_energy != nullptr) {
+    sample.energy_mj = optional_reading<unsigned long long>(
+        [&](unsigned long long* mj) { return api.total_energy(device, mj); });
+  }
+  if (api.temperature != nullptr) {
+    sample.temperature_c = static_cast<int>(optional_reading<unsigned>(
+        [&](unsigned* c) { return api.temperature(device, NVML_TEMPERATURE_GPU, c); }));
+  }
+  if (api.clock_info != nullptr) {
+    sample.sm_clock_mhz = static_cast<int>(optional_reading<unsigned>(
+        [&](unsigned* mhz) { return api.clock_info(device, NVML_CLOCK_SM, mhz); }));
+  }
+  if (api.total_ecc_errors != nullptr) {
+    const auto ecc = [&](nvmlMemoryErrorType_t type) {
+      return optional_reading<unsigned long long>([&](unsigned long long* count) {
+        return api.total_ecc_errors(device, type, NVML_VOLATILE_ECC, count);
+      });
+    };
+    sample.ecc_corrected = ecc(NVML_MEMORY_ERROR_TYPE_CORRECTED);
+    sample.ecc_uncorrected = ecc(NVML_MEMORY_ERROR_TYPE_UNCORRECTED);
+  }
+}
+
+}  // namespace
+
 Result<std::vector<Nvml::Sample>> Nvml::sample() {
   std::vector<Sample> out;
   for (const Device& device : GP_TRY(devices())) {
@@ -517,16 +591,15 @@ Result<std::vector<Nvml::Sample>> Nvml::sample() {
     nvmlReturn_t rc = api_->utilization(device.handle, &utilization);
     if (rc == NVML_SUCCESS) {
       whole.util_pct = static_cast<int>(utilization.gpu);
+      whole.mem_util_pct = static_cast<int>(utilization.memory);
     } else if (rc != NVML_ERROR_NOT_SUPPORTED) {
       return fail(api_->failure("nvmlDeviceGetUtilizationRates", uuid, rc));
     }
-    nvmlMemory_t memory = {};
-    rc = api_->memory_info(device.handle, &memory);
-    if (rc == NVML_SUCCESS) {
-      whole.mem_used_bytes = static_cast<int64_t>(memory.used);
-    } else if (rc != NVML_ERROR_NOT_SUPPORTED) {
+    rc = read_memory(*api_, device.handle, whole);
+    if (rc != NVML_SUCCESS && rc != NVML_ERROR_NOT_SUPPORTED) {
       return fail(api_->failure("nvmlDeviceGetMemoryInfo", uuid, rc));
     }
+    read_board(*api_, device.handle, whole);
     out.push_back(std::move(whole));
 
     const MigState mig = GP_TRY(mig_state(*api_, device.handle, uuid));
@@ -561,8 +634,7 @@ Result<std::vector<Nvml::Sample>> Nvml::sample() {
       Sample part{.gpu_uuid = uuid, .mig_instance = label->second};
       rc = api_->utilization(mig_device, &utilization);
       if (rc == NVML_SUCCESS) part.util_pct = static_cast<int>(utilization.gpu);
-      rc = api_->memory_info(mig_device, &memory);
-      if (rc == NVML_SUCCESS) part.mem_used_bytes = static_cast<int64_t>(memory.used);
+      read_memory(*api_, mig_device, part);  // -1 when the MIG device does not say
       out.push_back(std::move(part));
     }
   }

@@ -77,14 +77,30 @@ class Nvml {
   // needed); internal when NVML's layout is invalid for the catalog.
   Result<std::vector<fleet::GpuInfo>> discover();
 
+  // One reading of a GPU or GPU instance; -1 marks a figure NVML does not report for it (a
+  // driver without the entry point, a GPU without the sensor, a GPU in MIG mode for utilization).
+  // A GPU instance has only utilization (where the driver reports it) and memory: power, energy,
+  // temperature, clocks and ECC belong to the board. Units are NVML's; each figure is one DCGM
+  // exporter field, named beside it.
   struct Sample {
     std::string gpu_uuid;
-    std::string mig_instance;  // "" for the whole GPU, else "<profile>@<start>"
-    int util_pct = -1;         // -1 where NVML does not report it (MIG devices, MIG-mode GPUs)
-    int64_t mem_used_bytes = -1;
+    std::string mig_instance;         // "" for the whole GPU, else "<profile>@<start>"
+    int util_pct = -1;                // busy time of the last sample period (DCGM_FI_DEV_GPU_UTIL)
+    int mem_util_pct = -1;            // memory read/write busy time (DCGM_FI_DEV_MEM_COPY_UTIL)
+    int64_t mem_used_bytes = -1;      // frame buffer used (DCGM_FI_DEV_FB_USED, in MiB there)
+    int64_t mem_reserved_bytes = -1;  // held by the driver (DCGM_FI_DEV_FB_RESERVED)
+    int64_t mem_total_bytes = -1;     // frame buffer size
+    int64_t power_mw = -1;            // board power draw (DCGM_FI_DEV_POWER_USAGE, in W there)
+    int64_t energy_mj = -1;        // since the driver loaded (DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION)
+    int temperature_c = -1;        // GPU die (DCGM_FI_DEV_GPU_TEMP)
+    int sm_clock_mhz = -1;         // SM clock now (DCGM_FI_DEV_SM_CLOCK)
+    int64_t ecc_corrected = -1;    // volatile single-bit errors (DCGM_FI_DEV_ECC_SBE_VOL_TOTAL)
+    int64_t ecc_uncorrected = -1;  // volatile double-bit errors (DCGM_FI_DEV_ECC_DBE_VOL_TOTAL)
   };
   // One sample per GPU, plus one per GPU instance of a GPU in MIG mode (a GPU instance split
-  // into several compute instances is sampled once).
+  // into several compute instances is sampled once). Utilization and memory of a whole GPU are
+  // required: an NVML failure other than "not supported" fails the call. The other figures are
+  // optional and read as -1 when NVML cannot give them.
   Result<std::vector<Sample>> sample();
 
   // XID errors since the last call: GPU UUID -> XID codes in the order NVML delivered them.

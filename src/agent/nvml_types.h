@@ -90,6 +90,9 @@ enum nvmlIntNvLinkDeviceType_t : unsigned int {
   NVML_NVLINK_DEVICE_TYPE_UNKNOWN = 0xFF,
 };
 
+// nvmlTemperatureSensors_t and nvmlClockType_t: the values gpuplane reads.
+inline constexpr unsigned int NVML_TEMPERATURE_GPU = 0;
+inline constexpr unsigned int NVML_CLOCK_SM = 1;
 // nvmlDeviceGetMigMode modes.
 inline constexpr unsigned int NVML_DEVICE_MIG_DISABLE = 0x0;
 inline constexpr unsigned int NVML_DEVICE_MIG_ENABLE = 0x1;
@@ -142,6 +145,18 @@ struct nvmlMemory_t {
   unsigned long long free;
   unsigned long long used;
 };
+
+// nvmlMemory_v2_t (for nvmlDeviceGetMemoryInfo_v2). Bytes; `used` excludes `reserved`, the
+// memory the driver and firmware hold (v1's `used` includes it, so an idle GPU is not at zero).
+struct nvmlMemory_v2_t {
+  unsigned int version;  // nvmlMemory_v2
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+};
+// NVML_STRUCT_VERSION(Memory, 2): the struct's size, and the version in the top byte.
+inline constexpr unsigned int nvmlMemory_v2 = sizeof(nvmlMemory_v2_t) | (2U << 24U);
 
 // nvmlUtilization_t. Percent over the driver's last sample period.
 struct nvmlUtilization_t {
@@ -205,6 +220,7 @@ struct nvmlEventData_t {
 static_assert(sizeof(nvmlPciInfo_t) == 68);
 static_assert(offsetof(nvmlPciInfo_t, domain) == 16 && offsetof(nvmlPciInfo_t, busId) == 36);
 static_assert(sizeof(nvmlMemory_t) == 24);
+static_assert(sizeof(nvmlMemory_v2_t) == 40 && nvmlMemory_v2 == 0x02000028);
 static_assert(sizeof(nvmlUtilization_t) == 8);
 static_assert(sizeof(nvmlGpuInstanceProfileInfo_t) == 48);
 static_assert(offsetof(nvmlGpuInstanceProfileInfo_t, memorySizeMB) == 40);
@@ -223,12 +239,20 @@ using nvmlDeviceGetHandleByIndex_v2_fn = nvmlReturn_t (*)(unsigned int index, nv
 using nvmlDeviceGetName_fn = nvmlReturn_t (*)(nvmlDevice_t, char* name, unsigned int length);
 using nvmlDeviceGetUUID_fn = nvmlReturn_t (*)(nvmlDevice_t, char* uuid, unsigned int length);
 using nvmlDeviceGetMemoryInfo_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_t*);
+using nvmlDeviceGetMemoryInfo_v2_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemory_v2_t*);
 using nvmlDeviceGetPciInfo_v3_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlPciInfo_t*);
 using nvmlDeviceGetUtilizationRates_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlUtilization_t*);
 using nvmlDeviceGetNumaNodeId_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* node);
 using nvmlDeviceGetTotalEccErrors_fn = nvmlReturn_t (*)(nvmlDevice_t, nvmlMemoryErrorType_t,
                                                         nvmlEccCounterType_t,
                                                         unsigned long long* count);
+using nvmlDeviceGetPowerUsage_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* milliwatts);
+using nvmlDeviceGetTotalEnergyConsumption_fn = nvmlReturn_t (*)(nvmlDevice_t,
+                                                                unsigned long long* millijoules);
+using nvmlDeviceGetTemperature_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int sensor,
+                                                     unsigned int* celsius);
+using nvmlDeviceGetClockInfo_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int clock_type,
+                                                   unsigned int* mhz);
 using nvmlDeviceGetMigMode_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int* current_mode,
                                                  unsigned int* pending_mode);
 using nvmlDeviceGetGpuInstanceProfileInfo_fn = nvmlReturn_t (*)(nvmlDevice_t, unsigned int profile,

@@ -62,13 +62,20 @@ struct FakeGpu : FakeHandle {
   unsigned bus = 0;
   unsigned long long memory_total = 0;
   unsigned long long memory_used = 0;
-  int util = -1;                  // -1: NOT_SUPPORTED (as for a GPU in MIG mode)
+  unsigned long long memory_reserved = 0;  // held by the driver: v1 counts it as used, v2 not
+  int util = -1;                           // -1: NOT_SUPPORTED (as for a GPU in MIG mode)
+  int mem_util = 0;                        // memory busy %, reported with util
+  long long power_mw = -1;                 // -1: NOT_SUPPORTED, for this and the sensors below
+  long long energy_mj = -1;
+  int temperature_c = -1;
+  int sm_clock_mhz = -1;
   int mig_mode = -1;              // -1: NOT_SUPPORTED; else NVML_DEVICE_MIG_DISABLE / _ENABLE
   int pending_mig_mode = -1;      // -1: as mig_mode; else set and waiting for a reset
   bool mode_needs_reset = false;  // nvmlDeviceSetMigMode defers the change to a GPU reset
   bool busy = false;              // processes run on it: nvmlDeviceSetMigMode answers IN_USE
   int numa_node = -1;             // -1: NOT_SUPPORTED
-  long long ecc = -1;             // -1: NOT_SUPPORTED
+  long long ecc = -1;             // -1: NOT_SUPPORTED; the volatile uncorrected count
+  long long ecc_corrected = 0;    // the volatile corrected count, when ecc is supported
   bool denied = false;            // nvmlDeviceGetHandleByIndex_v2 answers NO_PERMISSION
   bool xid_events = true;         // nvmlDeviceRegisterEvents supported
   bool registered = false;
@@ -260,9 +267,20 @@ inline nvmlReturn_t fake_memory(nvmlDevice_t d, nvmlMemory_t* memory) {
   } else {
     auto* gpu = static_cast<FakeGpu*>(h);
     memory->total = gpu->memory_total;
-    memory->used = gpu->memory_used;
+    memory->used = gpu->memory_used + gpu->memory_reserved;  // v1 counts the reserved as used
   }
   memory->free = memory->total - memory->used;
+  return NVML_SUCCESS;
+}
+inline nvmlReturn_t fake_memory_v2(nvmlDevice_t d, nvmlMemory_v2_t* memory) {
+  if (memory->version != nvmlMemory_v2) return NVML_ERROR_ARGUMENT_VERSION_MISMATCH;
+  nvmlMemory_t v1 = {};
+  fake_memory(d, &v1);
+  FakeGpu* gpu = gpu_of(d);
+  memory->reserved = gpu != nullptr ? gpu->memory_reserved : 0;
+  memory->total = v1.total;
+  memory->used = v1.used - memory->reserved;
+  memory->free = v1.free;
   return NVML_SUCCESS;
 }
 inline nvmlReturn_t fake_pci(nvmlDevice_t d, nvmlPciInfo_t* pci) {
@@ -277,7 +295,36 @@ inline nvmlReturn_t fake_utilization(nvmlDevice_t d, nvmlUtilization_t* utilizat
   FakeGpu* gpu = gpu_of(d);
   if (gpu == nullptr || gpu->util < 0) return NVML_ERROR_NOT_SUPPORTED;  // MIG devices too
   utilization->gpu = static_cast<unsigned>(gpu->util);
-  utilization->memory = 0;
+  utilization->memory = static_cast<unsigned>(gpu->mem_util);
+  return NVML_SUCCESS;
+}
+// The board sensors: NOT_SUPPORTED for MIG devices and for a GPU without the sensor.
+template <typename Value>
+nvmlReturn_t fake_reading(nvmlDevice_t d, long long FakeGpu::*field, Value* out) {
+  FakeGpu* gpu = gpu_of(d);
+  if (gpu == nullptr || gpu->*field < 0) return NVML_ERROR_NOT_SUPPORTED;
+  *out = static_cast<Value>(gpu->*field);
+  return NVML_SUCCESS;
+}
+inline nvmlReturn_t fake_power(nvmlDevice_t d, unsigned* mw) {
+  return fake_reading(d, &FakeGpu::power_mw, mw);
+}
+inline nvmlReturn_t fake_energy(nvmlDevice_t d, unsigned long long* mj) {
+  return fake_reading(d, &FakeGpu::energy_mj, mj);
+}
+// Only the sensor and clock gpuplane asks for answer, so asking for another one shows.
+inline nvmlReturn_t fake_temperature(nvmlDevice_t d, unsigned sensor, unsigned* c) {
+  FakeGpu* gpu = gpu_of(d);
+  if (gpu == nullptr || gpu->temperature_c < 0) return NVML_ERROR_NOT_SUPPORTED;
+  if (sensor != NVML_TEMPERATURE_GPU) return NVML_ERROR_INVALID_ARGUMENT;
+  *c = static_cast<unsigned>(gpu->temperature_c);
+  return NVML_SUCCESS;
+}
+inline nvmlReturn_t fake_clock(nvmlDevice_t d, unsigned type, unsigned* mhz) {
+  FakeGpu* gpu = gpu_of(d);
+  if (gpu == nullptr || gpu->sm_clock_mhz < 0) return NVML_ERROR_NOT_SUPPORTED;
+  if (type != NVML_CLOCK_SM) return NVML_ERROR_INVALID_ARGUMENT;
+  *mhz = static_cast<unsigned>(gpu->sm_clock_mhz);
   return NVML_SUCCESS;
 }
 inline nvmlReturn_t fake_numa(nvmlDevice_t d, unsigned* node) {
@@ -289,11 +336,12 @@ inline nvmlReturn_t fake_numa(nvmlDevice_t d, unsigned* node) {
 inline nvmlReturn_t fake_ecc(nvmlDevice_t d, nvmlMemoryErrorType_t type,
                              nvmlEccCounterType_t counter, unsigned long long* count) {
   FakeGpu* gpu = gpu_of(d);
-  if (gpu->ecc < 0) return NVML_ERROR_NOT_SUPPORTED;
-  // Only the volatile uncorrected count is non-zero, so asking for another one shows.
-  const bool asked_right =
-      type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED && counter == NVML_VOLATILE_ECC;
-  *count = asked_right ? static_cast<unsigned long long>(gpu->ecc) : 0;
+  if (gpu == nullptr || gpu->ecc < 0) return NVML_ERROR_NOT_SUPPORTED;
+  // Only the volatile counts are non-zero, so asking for the aggregate ones shows.
+  const long long value = counter != NVML_VOLATILE_ECC                 ? 0
+                          : type == NVML_MEMORY_ERROR_TYPE_UNCORRECTED ? gpu->ecc
+                                                                       : gpu->ecc_corrected;
+  *count = static_cast<unsigned long long>(value);
   return NVML_SUCCESS;
 }
 inline nvmlReturn_t fake_mig_mode(nvmlDevice_t d, unsigned* current, unsigned* pending) {
@@ -537,10 +585,15 @@ inline void* fake_symbol(const char* symbol) {
       {"nvmlDeviceGetName", reinterpret_cast<void*>(&fake_name)},
       {"nvmlDeviceGetUUID", reinterpret_cast<void*>(&fake_uuid)},
       {"nvmlDeviceGetMemoryInfo", reinterpret_cast<void*>(&fake_memory)},
+      {"nvmlDeviceGetMemoryInfo_v2", reinterpret_cast<void*>(&fake_memory_v2)},
       {"nvmlDeviceGetPciInfo_v3", reinterpret_cast<void*>(&fake_pci)},
       {"nvmlDeviceGetUtilizationRates", reinterpret_cast<void*>(&fake_utilization)},
       {"nvmlDeviceGetNumaNodeId", reinterpret_cast<void*>(&fake_numa)},
       {"nvmlDeviceGetTotalEccErrors", reinterpret_cast<void*>(&fake_ecc)},
+      {"nvmlDeviceGetPowerUsage", reinterpret_cast<void*>(&fake_power)},
+      {"nvmlDeviceGetTotalEnergyConsumption", reinterpret_cast<void*>(&fake_energy)},
+      {"nvmlDeviceGetTemperature", reinterpret_cast<void*>(&fake_temperature)},
+      {"nvmlDeviceGetClockInfo", reinterpret_cast<void*>(&fake_clock)},
       {"nvmlDeviceGetMigMode", reinterpret_cast<void*>(&fake_mig_mode)},
       {"nvmlDeviceGetGpuInstanceProfileInfo", reinterpret_cast<void*>(&fake_profile_info)},
       {"nvmlDeviceGetGpuInstances", reinterpret_cast<void*>(&fake_gpu_instances)},
@@ -609,7 +662,14 @@ class NvmlSimulated : public ::testing::Test {
     whole.numa_node = 1;
     whole.ecc = 2;
     whole.util = 42;
+    whole.mem_util = 17;
+    whole.power_mw = 312'500;
+    whole.energy_mj = 9'000'000'000;  // past 2^32: NVML's counter is 64-bit
+    whole.temperature_c = 41;
+    whole.sm_clock_mhz = 1980;
+    whole.ecc_corrected = 3;
     whole.memory_used = 70ULL << 30;
+    whole.memory_reserved = 616ULL << 20;  // as an idle H200 reports
     whole.links = {{.remote_bus = 0x18}, {.remote_bus = 0x18}};
   }
 

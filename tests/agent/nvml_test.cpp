@@ -8,6 +8,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <deque>
@@ -301,9 +302,49 @@ TEST_F(NvmlSimulated, SamplesWholeGpusAndEachGpuInstanceOnce) {
   EXPECT_EQ(big.mem_used_bytes, 5LL << 30);
   EXPECT_EQ(by_key.at("GPU-aaaaaaaa/2g.35gb@2").mem_used_bytes, 1LL << 30);
   EXPECT_EQ(by_key.at("GPU-aaaaaaaa/1g.18gb@0").mem_used_bytes, 0);
+  EXPECT_EQ(big.mem_total_bytes, 69888LL << 20);  // the GPU instance's memory, not the board's
+  EXPECT_EQ(big.power_mw, -1);                    // board sensors are not read per instance
+  EXPECT_EQ(big.ecc_corrected, -1);
   const Nvml::Sample& whole = by_key.at("GPU-bbbbbbbb/");
   EXPECT_EQ(whole.util_pct, 42);
-  EXPECT_EQ(whole.mem_used_bytes, 70LL << 30);
+  EXPECT_EQ(whole.mem_util_pct, 17);
+  EXPECT_EQ(whole.mem_used_bytes, 70LL << 30);  // what processes hold, as nvidia-smi says
+  EXPECT_EQ(whole.mem_reserved_bytes, 616LL << 20);
+  EXPECT_EQ(whole.mem_total_bytes, 150'754'820'096LL);
+  EXPECT_EQ(whole.power_mw, 312'500);
+  EXPECT_EQ(whole.energy_mj, 9'000'000'000LL);
+  EXPECT_EQ(whole.temperature_c, 41);
+  EXPECT_EQ(whole.sm_clock_mhz, 1980);
+  EXPECT_EQ(whole.ecc_corrected, 3);
+  EXPECT_EQ(whole.ecc_uncorrected, 2);
+  EXPECT_EQ(mig_gpu.power_mw, -1);  // this GPU has no power sensor: -1, and the sample stands
+  EXPECT_EQ(mig_gpu.temperature_c, -1);
+  EXPECT_EQ(mig_gpu.ecc_uncorrected, 0);
+}
+
+TEST_F(NvmlSimulated, ADriverWithoutTheSensorEntryPointsStillSamplesUtilizationAndMemory) {
+  two_h200s();
+  world_.absent = {"nvmlDeviceGetMemoryInfo_v2",
+                   "nvmlDeviceGetPowerUsage",
+                   "nvmlDeviceGetTotalEnergyConsumption",
+                   "nvmlDeviceGetTemperature",
+                   "nvmlDeviceGetClockInfo",
+                   "nvmlDeviceGetTotalEccErrors"};
+  std::unique_ptr<Nvml> nvml = open();
+  Result<std::vector<Nvml::Sample>> samples = nvml->sample();
+  ASSERT_TRUE(samples.has_value()) << samples.error().message;
+  const auto whole = std::ranges::find(*samples, "GPU-bbbbbbbb-0000-0000-0000-000000000000",
+                                       &Nvml::Sample::gpu_uuid);
+  ASSERT_NE(whole, samples->end());
+  EXPECT_EQ(whole->util_pct, 42);
+  EXPECT_EQ(whole->mem_used_bytes, (70LL << 30) + (616LL << 20));  // v1: the reserved counted
+  EXPECT_EQ(whole->mem_reserved_bytes, -1);
+  EXPECT_EQ(whole->power_mw, -1);
+  EXPECT_EQ(whole->energy_mj, -1);
+  EXPECT_EQ(whole->temperature_c, -1);
+  EXPECT_EQ(whole->sm_clock_mhz, -1);
+  EXPECT_EQ(whole->ecc_corrected, -1);
+  EXPECT_EQ(whole->ecc_uncorrected, -1);
 }
 
 // ---------------------------------------------------------------------------------------------

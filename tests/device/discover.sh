@@ -59,8 +59,8 @@ build() {
   # common error/JSON helpers (json.cpp validates UTF-8 with crypto.cpp, hence OpenSSL).
   local sources=("$ROOT/tests/device/discover_main.cpp" "$ROOT/src/agent/nvml.cpp")
   local f
-  for f in fleet/inventory.cpp fleet/mig_catalog.cpp fleet/mig_geometry.cpp common/errors.cpp \
-      common/json.cpp common/crypto.cpp; do
+  for f in fleet/inventory.cpp fleet/mig_catalog.cpp fleet/mig_geometry.cpp policy/policy.cpp \
+      common/errors.cpp common/json.cpp common/crypto.cpp; do
     if [ ! -f "$ROOT/src/$f" ]; then
       say "src/$f is not in this tree; set GP_EXTRA_SOURCES to a file that stands in for it"
       [ -n "${GP_EXTRA_SOURCES:-}" ] || return 5
@@ -174,8 +174,13 @@ fi
 # Cross-check with nvidia-smi: same GPUs (UUID, bus id, memory total, MIG mode).
 nvidia-smi --query-gpu=uuid,pci.bus_id,memory.total,mig.mode.current --format=csv,noheader,nounits \
   >"$WORK/smi.csv" 2>&1 || true
+# And the telemetry, read right after the binary's samples: figures that drift (power,
+# temperature, memory) are compared within bounds, counters (ECC) exactly.
+nvidia-smi --query-gpu=uuid,power.draw,temperature.gpu,memory.used,ecc.errors.corrected.volatile.total,ecc.errors.uncorrected.volatile.total,clocks.sm \
+  --format=csv,noheader,nounits >"$WORK/smi-telemetry.csv" 2>&1 || true
+[ -n "$OUTDIR" ] && cp "$WORK/smi.csv" "$WORK/smi-telemetry.csv" "$OUTDIR/"
 if [ "$STATUS" -ne 2 ] && command -v python3 >/dev/null 2>&1; then
-  if ! python3 - "$WORK/discover.json" "$WORK/smi.csv" <<'EOF'
+  if ! python3 - "$WORK/discover.json" "$WORK/smi.csv" "$WORK/smi-telemetry.csv" <<'EOF'
 import json, sys
 doc = json.load(open(sys.argv[1]))
 ours = {g["uuid"]: g for g in doc.get("summary", [])}
@@ -200,6 +205,27 @@ for row in smi:
         pass
     if mig in ("Enabled", "Disabled") and g["mig_enabled"] != (mig == "Enabled"):
         problems.append(f"{uuid}: MIG enabled {g['mig_enabled']} vs nvidia-smi {mig}")
+samples = {s["gpu_uuid"]: s for s in doc.get("samples_after_1s", []) if not s["mig_instance"]}
+def number(text):
+    try:
+        return float(text)
+    except ValueError:
+        return None  # "[N/A]", "[Not Supported]"
+for row in (l.split(", ") for l in open(sys.argv[3]).read().splitlines() if l.strip()):
+    if len(row) < 7 or row[0] not in samples:
+        problems.append(f"unreadable or unknown nvidia-smi telemetry row {row}")
+        continue
+    s = samples[row[0]]
+    watts, celsius, used_mib, sbe, dbe, sm_mhz = (number(x.strip()) for x in row[1:7])
+    mine = {"W": s["power_mw"] / 1000, "C": s["temperature_c"], "MiB": s["mem_used_bytes"] / 2**20,
+            "SBE": s["ecc_corrected"], "DBE": s["ecc_uncorrected"], "SM MHz": s["sm_clock_mhz"]}
+    print(f"telemetry {row[0]}: ours {mine}; nvidia-smi W={watts} C={celsius} MiB={used_mib} "
+          f"SBE={sbe} DBE={dbe} SM MHz={sm_mhz}", file=sys.stderr)
+    bounds = [("W", watts, max(0.3 * (watts or 0), 30)), ("C", celsius, 5),
+              ("MiB", used_mib, 64), ("SBE", sbe, 0), ("DBE", dbe, 0)]
+    for name, theirs, slack in bounds:
+        if theirs is not None and abs(mine[name] - theirs) > slack:
+            problems.append(f"{row[0]}: {name} {mine[name]} vs nvidia-smi {theirs}")
 if doc.get("summary") is not None and len(ours) != len(smi):
     problems.append(f"discover() found {len(ours)} GPUs, nvidia-smi {len(smi)}")
 for p in problems:

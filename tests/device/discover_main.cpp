@@ -1,18 +1,22 @@
 // Device check for NVML discovery: on a machine with NVIDIA GPUs, opens NVML the way the agent
 // does and prints, as one JSON document, what gpuplane sees: the inventory (fleet::to_json),
 // a summary the check script compares with nvidia-smi, the raw NVML GPU-instance profiles and
-// the catalog names they map to, a utilization sample and one XID poll. Read-only, like Nvml.
+// the catalog names they map to, two telemetry samples a second apart and two XID polls. Read-only,
+// like Nvml.
 //
 //   discover [--library PATH]
 //
 // Exit status: 0 when every step and self-check passed, 1 when one failed, 2 when NVML could
 // not be opened.
+#include <fmt/format.h>
+
 #include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <regex>
 #include <string>
 #include <string_view>
+#include <thread>
 
 #include "agent/nvml.h"
 #include "common/json.h"
@@ -137,7 +141,23 @@ int main(int argc, char** argv) {
     }
   }
 
-  // sample
+  // sample, twice a second apart: the energy counter must advance, and the mean power it gives
+  // must agree with the power reading.
+  const auto sample_json = [](const gp::agent::Nvml::Sample& s) {
+    return Json{{"gpu_uuid", s.gpu_uuid},
+                {"mig_instance", s.mig_instance},
+                {"util_pct", s.util_pct},
+                {"mem_util_pct", s.mem_util_pct},
+                {"mem_used_bytes", s.mem_used_bytes},
+                {"mem_reserved_bytes", s.mem_reserved_bytes},
+                {"mem_total_bytes", s.mem_total_bytes},
+                {"power_mw", s.power_mw},
+                {"energy_mj", s.energy_mj},
+                {"temperature_c", s.temperature_c},
+                {"sm_clock_mhz", s.sm_clock_mhz},
+                {"ecc_corrected", s.ecc_corrected},
+                {"ecc_uncorrected", s.ecc_uncorrected}};
+  };
   start = std::chrono::steady_clock::now();
   gp::Result<std::vector<gp::agent::Nvml::Sample>> samples = nvml.sample();
   doc["sample_ms"] = millis_since(start);
@@ -146,12 +166,20 @@ int main(int argc, char** argv) {
     report.error("sample", samples.error());
   } else {
     for (const gp::agent::Nvml::Sample& s : *samples) {
-      doc["samples"].push_back({{"gpu_uuid", s.gpu_uuid},
-                                {"mig_instance", s.mig_instance},
-                                {"util_pct", s.util_pct},
-                                {"mem_used_bytes", s.mem_used_bytes}});
-      report.check("sample " + s.gpu_uuid + " " + s.mig_instance + " utilization in range",
-                   s.util_pct >= -1 && s.util_pct <= 100, std::to_string(s.util_pct));
+      doc["samples"].push_back(sample_json(s));
+      const std::string who = "sample " + s.gpu_uuid + " " + s.mig_instance;
+      report.check(who + " utilization in range", s.util_pct >= -1 && s.util_pct <= 100,
+                   std::to_string(s.util_pct));
+      if (!s.mig_instance.empty()) continue;
+      // Board figures every data-centre GPU reports.
+      report.check(who + " power reported, under 2 kW", s.power_mw > 0 && s.power_mw < 2'000'000,
+                   std::to_string(s.power_mw) + " mW");
+      report.check(who + " temperature reported", s.temperature_c > 0 && s.temperature_c < 120,
+                   std::to_string(s.temperature_c) + " C");
+      report.check(who + " energy reported", s.energy_mj > 0, std::to_string(s.energy_mj));
+      report.check(who + " SM clock reported", s.sm_clock_mhz > 0, std::to_string(s.sm_clock_mhz));
+      report.check(who + " ECC counts reported", s.ecc_corrected >= 0 && s.ecc_uncorrected >= 0,
+                   std::to_string(s.ecc_corrected) + "/" + std::to_string(s.ecc_uncorrected));
     }
     if (gpus) {
       for (const gp::fleet::GpuInfo& gpu : *gpus) {
@@ -162,8 +190,33 @@ int main(int argc, char** argv) {
           report.check("sample " + gpu.uuid + " memory used within total",
                        s.mem_used_bytes >= -1 && s.mem_used_bytes <= gpu.memory_bytes,
                        std::to_string(s.mem_used_bytes));
+          report.check("sample " + gpu.uuid + " memory total as discovered",
+                       s.mem_total_bytes == gpu.memory_bytes, std::to_string(s.mem_total_bytes));
         }
         report.check("sample " + gpu.uuid + " present", found);
+      }
+    }
+    const auto first_at = start;
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+    start = std::chrono::steady_clock::now();
+    gp::Result<std::vector<gp::agent::Nvml::Sample>> again = nvml.sample();
+    const double seconds = std::chrono::duration<double>(start - first_at).count();
+    if (!again) {
+      report.error("second sample", again.error());
+    } else {
+      doc["samples_after_1s"] = Json::array();
+      for (const gp::agent::Nvml::Sample& later : *again) {
+        doc["samples_after_1s"].push_back(sample_json(later));
+        if (!later.mig_instance.empty() || later.energy_mj < 0) continue;
+        for (const gp::agent::Nvml::Sample& earlier : *samples) {
+          if (earlier.gpu_uuid != later.gpu_uuid || !earlier.mig_instance.empty()) continue;
+          const double mean_w = double(later.energy_mj - earlier.energy_mj) / 1000.0 / seconds;
+          const double power_w = double(later.power_mw + earlier.power_mw) / 2000.0;
+          report.check("sample " + later.gpu_uuid + " energy advances at the power drawn",
+                       later.energy_mj > earlier.energy_mj && mean_w > power_w / 2 &&
+                           mean_w < power_w * 2 + 10,
+                       fmt::format("{:.1f} W from energy, {:.1f} W read", mean_w, power_w));
+        }
       }
     }
   }
