@@ -58,9 +58,9 @@ int main(int argc, char** argv) {
   int n = argc > 1 ? std::atoi(argv[1]) : 20000;
   policy::TenantAdmissionContext t;
   t.tenant = "acme";
-  t.isolation_class = policy::IsolationClass::kStandard;
+  t.isolation_class = vocab::IsolationClass::kStandard;
   t.namespaces = {"acme-train", "acme-serve"};
-  t.tiers = {policy::Tier::kMig};
+  t.tiers = {vocab::Tier::kMig};
   t.mig_profiles = {"1g.18gb", "3g.71gb"};
   t.allowed_registries = {"registry.example.com/acme"};
   t.other_pools = {{"globex-h200", {{"gpuplane.io/pool", "globex-h200"}}, {}, {"gpu-node-07"}}};
@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
   }
   render::TenantBundleInput in;
   in.tenant = "acme";
-  in.isolation_class = policy::IsolationClass::kStandard;
-  in.tiers = {policy::Tier::kMig};
+  in.isolation_class = vocab::IsolationClass::kStandard;
+  in.tiers = {vocab::Tier::kMig};
   in.mig_profiles = {"1g.18gb", "3g.71gb"};
   for (int p = 0; p < 10; ++p) {
     render::Project project;

@@ -18,8 +18,8 @@
 #include <tuple>
 #include <vector>
 
-#include "fleet/mig_catalog.h"
 #include "sched/sched.h"
+#include "vocab/vocab.h"
 
 namespace {
 
@@ -62,7 +62,7 @@ std::vector<NodeSpec> make_fleet(int nodes, std::mt19937_64& rng) {
       gpu.uuid = fmt::format("GPU-{:05}-{}", n, g);
       gpu.index = g;
       gpu.model = kModels[model];
-      gpu.mig_catalog = *fleet::mig_catalog(kCatalogs[model]);
+      gpu.mig_catalog = *vocab::mig_catalog(kCatalogs[model]);
       const int r = pct(rng);
       gpu.mode = r < 20 ? GpuMode::kMig : r < 30 ? GpuMode::kTimeSliced : GpuMode::kWhole;
       node.gpus.push_back(std::move(gpu));
@@ -126,7 +126,7 @@ Request make_request(int t, std::mt19937_64& rng) {
     case Tier::kMig: {
       r.count = pick(0, 4) == 0 ? 2 : 1;
       const std::string model = r.models.empty() ? "H200" : r.models[0];
-      const fleet::MigCatalog* c = *fleet::mig_catalog(model == "H100" ? "H100-80GB" : model);
+      const vocab::MigCatalog* c = *vocab::mig_catalog(model == "H100" ? "H100-80GB" : model);
       if (r.models.empty()) r.models = {model};
       static const int kProfiles[] = {5, 5, 5, 4, 3, 3, 2, 1};
       r.mig_profile = c->profiles[kProfiles[pick(0, 7)]].name;

@@ -1,7 +1,6 @@
 // gp::policy::review_admission: AdmissionReview requests from the Kubernetes API server
 // (the validating webhook), and pod_template_of on the object they carry.
 #include "fuzz_util.h"
-#include "policy/admission.h"
 #include "policy/policy.h"
 
 namespace {

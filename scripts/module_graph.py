@@ -8,7 +8,9 @@
                                     not listed as debt, each debt edge that no longer exists, and
                                     each directory whose SQL statements exceed their ceiling
 
-A module is a directory of src/; an edge is an `#include "<other>/..."` in any of its files.
+A module is a directory of src/; an edge is an `#include "<other>/..."` in any of its files, or
+a library of another module named in its CMakeLists.txt's target_link_libraries (the build gives a
+target the headers of what it links and nothing else, so the two agree once it compiles).
 """
 import argparse
 import os
@@ -22,6 +24,8 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"')
 SQL = re.compile(r"\btx\.(query_one|query|exec)\(")
 TABLE_DEF = re.compile(r"CREATE TABLE (?:IF NOT EXISTS )?([a-z_]+)")
 TABLE_USE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([a-z_]+)", re.IGNORECASE)
+ADD_LIBRARY = re.compile(r"\badd_library\(\s*(gp_[a-z_]+)")
+LINK = re.compile(r"\btarget_link_libraries\(\s*([a-z_]+)([^)]*)\)", re.S)
 
 
 def parse_layers(path):
@@ -76,7 +80,25 @@ def scan(src):
                         edges[(module, m.group(1))].append(f"{rel}:{n}")
                     sql[f"src/{module}"] += len(SQL.findall(line))
     modules = sorted(m for m in os.listdir(src) if os.path.isdir(os.path.join(src, m)))
+    for (a, b), where in link_edges(src, modules).items():
+        edges[(a, b)] += where
     return modules, edges, sql
+
+
+def link_edges(src, modules):
+    """{(from, to): ["src/<from>/CMakeLists.txt:<line>", ...]}: each library of another module a
+    module's targets link."""
+    cmake = {m: os.path.join(src, m, "CMakeLists.txt") for m in modules}
+    texts = {m: open(p).read() for m, p in cmake.items() if os.path.exists(p)}
+    owner = {lib: m for m, text in texts.items() for lib in ADD_LIBRARY.findall(text)}
+    edges = defaultdict(list)
+    for m, text in texts.items():
+        for link in LINK.finditer(text):
+            line = text.count("\n", 0, link.start()) + 1
+            for lib in re.findall(r"\bgp_[a-z_]+", link.group(2)):
+                if owner.get(lib, m) != m:
+                    edges[(m, owner[lib])].append(f"src/{m}/CMakeLists.txt:{line}")
+    return edges
 
 
 def table_users(src):

@@ -17,7 +17,7 @@
 
 #include "common/files.h"
 #include "common/subprocess.h"
-#include "policy/admission.h"
+#include "policy/policy.h"
 
 namespace gp::agent {
 namespace {

@@ -8,22 +8,22 @@
 namespace gp::agent {
 namespace {
 
-std::string labels(const fleet::Layout& layout) {
+std::string labels(const vocab::Layout& layout) {
   std::vector<std::string> out;
   out.reserve(layout.size());
-  for (const auto& i : layout) out.push_back(fleet::instance_label(i));
+  for (const auto& i : layout) out.push_back(vocab::instance_label(i));
   return out.empty() ? "none" : fmt::format("{}", fmt::join(out, ", "));
 }
 
-bool contains(const fleet::Layout& layout, const fleet::PlacedInstance& i) {
+bool contains(const vocab::Layout& layout, const vocab::PlacedInstance& i) {
   return std::ranges::find(layout, i) != layout.end();
 }
 
-Result<fleet::PlacedInstance> parse_instance(const Json& j) {
+Result<vocab::PlacedInstance> parse_instance(const Json& j) {
   if (!j.is_object() || !j.contains("profile") || !j["profile"].is_string() ||
       !j.contains("start") || !j["start"].is_number_integer())
     return fail(Error::invalid("a MIG instance needs a string 'profile' and an integer 'start'"));
-  return fleet::PlacedInstance{j["profile"].get<std::string>(), j["start"].get<int>()};
+  return vocab::PlacedInstance{j["profile"].get<std::string>(), j["start"].get<int>()};
 }
 
 }  // namespace
@@ -36,7 +36,7 @@ Result<std::vector<GpuPlan>> parse_gpu_plans(const Json& plans) {
     if (!p.is_object() || !p.contains("gpu") || !p["gpu"].is_string())
       return fail(Error::invalid("a GPU plan needs a string 'gpu'"));
     GpuPlan plan{.gpu = p["gpu"].get<std::string>()};
-    const auto mode = policy::parse_gpu_mode(p.value("mode", ""));
+    const auto mode = vocab::parse_gpu_mode(p.value("mode", ""));
     if (!mode)
       return fail(Error::invalid(
           fmt::format("GPU plan {}: unknown mode {}", plan.gpu, p.value("mode", Json()).dump())));
@@ -142,10 +142,10 @@ MigOutcome apply_mig_plan(Nvml& nvml, const GpuPlan& plan, const GpuUse& use) {
   }
   for (const auto& i : steps.destroy) {
     if (auto r = nvml.destroy_gpu_instance(plan.gpu, i); !r)
-      return failed("destroying " + fleet::instance_label(i), r.error());
-    out.done.push_back("destroyed " + fleet::instance_label(i));
+      return failed("destroying " + vocab::instance_label(i), r.error());
+    out.done.push_back("destroyed " + vocab::instance_label(i));
   }
-  fleet::Layout create = steps.create;
+  vocab::Layout create = steps.create;
   if (steps.set_mig_mode) {
     auto effective = nvml.set_mig_mode(plan.gpu, *steps.set_mig_mode);
     if (!effective)
@@ -159,21 +159,21 @@ MigOutcome apply_mig_plan(Nvml& nvml, const GpuPlan& plan, const GpuUse& use) {
   }
   for (const auto& i : create) {
     if (auto r = nvml.create_gpu_instance(plan.gpu, i); !r)
-      return failed("creating " + fleet::instance_label(i), r.error());
-    out.done.push_back("created " + fleet::instance_label(i));
+      return failed("creating " + vocab::instance_label(i), r.error());
+    out.done.push_back("created " + vocab::instance_label(i));
   }
-  fleet::Layout compute = steps.add_compute;
+  vocab::Layout compute = steps.add_compute;
   compute.insert(compute.end(), create.begin(), create.end());
   for (const auto& i : compute) {
     if (auto r = nvml.create_compute_instance(plan.gpu, i); !r)
-      return failed("creating the compute instance of " + fleet::instance_label(i), r.error());
-    out.done.push_back("compute instance on " + fleet::instance_label(i));
+      return failed("creating the compute instance of " + vocab::instance_label(i), r.error());
+    out.done.push_back("compute instance on " + vocab::instance_label(i));
   }
   // Verified by reading the GPU back: the plan's instances, each usable, in the planned mode.
   auto after = nvml.mig_view(plan.gpu);
   if (!after) return failed("verifying", after.error());
   const bool want_mig = plan.mode == fleet::GpuMode::kMig;
-  fleet::Layout missing, unusable;
+  vocab::Layout missing, unusable;
   for (const auto& i : plan.layout) {
     if (!contains(after->layout, i))
       missing.push_back(i);
@@ -206,14 +206,14 @@ MigOutcome apply_mig_plan_simulated(Json& gpu, const GpuPlan& plan, const GpuUse
   Json instances = Json::array();
   for (const auto& i : now.layout) {
     if (contains(steps.destroy, i)) {
-      out.done.push_back("destroyed " + fleet::instance_label(i));
+      out.done.push_back("destroyed " + vocab::instance_label(i));
       continue;
     }
     instances.push_back({{"profile", i.profile}, {"start", i.start}});
   }
   for (const auto& i : steps.create) {
     instances.push_back({{"profile", i.profile}, {"start", i.start}});
-    out.done.push_back("created " + fleet::instance_label(i));
+    out.done.push_back("created " + vocab::instance_label(i));
   }
   if (steps.set_mig_mode) out.done.push_back(*steps.set_mig_mode ? "enabled MIG" : "disabled MIG");
   gpu["mode"] = plan.mode == fleet::GpuMode::kMig ? "mig" : "whole";

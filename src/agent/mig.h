@@ -30,7 +30,7 @@ namespace gp::agent {
 struct GpuPlan {
   std::string gpu;  // UUID
   fleet::GpuMode mode = fleet::GpuMode::kWhole;
-  fleet::Layout layout;  // sorted by start; empty unless mode is MIG
+  vocab::Layout layout;  // sorted by start; empty unless mode is MIG
 };
 // The assignment's `gpu_plans` (an array; absent or null is none). Strict: an entry without a
 // GPU, with an unknown mode or a malformed layout is an invalid_argument naming it.
@@ -42,16 +42,16 @@ Result<std::vector<GpuPlan>> parse_gpu_plans(const Json& plans);
 // nothing (the job and VM parsers report them).
 struct GpuUse {
   bool any = false;
-  std::set<fleet::PlacedInstance> instances;
+  std::set<vocab::PlacedInstance> instances;
 };
 std::map<std::string, GpuUse> gpu_use(const Json& allocations);
 
 // The NVML calls that take a GPU from `now` to `plan`, or why none may be made now. Pure.
 struct MigSteps {
   std::optional<bool> set_mig_mode;  // toggle the mode to this (after `destroy`)
-  fleet::Layout destroy;             // instances the plan lacks that nothing holds
-  fleet::Layout create;              // instances the plan has and the GPU lacks
-  fleet::Layout add_compute;         // planned instances present without a compute instance
+  vocab::Layout destroy;             // instances the plan lacks that nothing holds
+  vocab::Layout create;              // instances the plan has and the GPU lacks
+  vocab::Layout add_compute;         // planned instances present without a compute instance
   std::string waiting;               // non-empty: nothing may be done yet, and why
   std::string impossible;            // non-empty: the plan cannot be carried out here, and why
   bool empty() const {

@@ -14,7 +14,7 @@
 #include <utility>
 
 #include "agent/nvml_types.h"
-#include "fleet/mig_geometry.h"
+#include "vocab/vocab.h"
 
 namespace gp::agent {
 
@@ -135,7 +135,7 @@ struct MigState {
 // A GPU instance as NVML lists it, named with the catalog.
 struct ListedInstance {
   unsigned id = 0;  // GPU instance ID, as nvmlDeviceGetGpuInstanceId reports it for MIG devices
-  fleet::PlacedInstance placed;
+  vocab::PlacedInstance placed;
   nvmlGpuInstance_t handle = nullptr;
   unsigned slices = 0;  // compute slices of its profile
 };
@@ -152,7 +152,7 @@ std::string format_pci_bus_id(unsigned domain, unsigned bus, unsigned device, un
   return fmt::format("{:08X}:{:02X}:{:02X}.{:X}", domain, bus, device, function);
 }
 
-Result<std::string> catalog_profile_for(const fleet::MigCatalog& catalog, unsigned slice_count,
+Result<std::string> catalog_profile_for(const vocab::MigCatalog& catalog, unsigned slice_count,
                                         unsigned long long memory_mb) {
   if (slice_count == 0 || memory_mb == 0) {
     return fail(Error::invalid(fmt::format(
@@ -160,10 +160,10 @@ Result<std::string> catalog_profile_for(const fleet::MigCatalog& catalog, unsign
         slice_count, memory_mb)));
   }
   const double memory_gb = static_cast<double>(memory_mb) * 1024.0 * 1024.0 / 1e9;
-  const fleet::MigProfile* best = nullptr;
+  const vocab::MigProfile* best = nullptr;
   double best_distance = std::numeric_limits<double>::infinity();
   std::string candidates;
-  for (const fleet::MigProfile& profile : catalog.profiles) {
+  for (const vocab::MigProfile& profile : catalog.profiles) {
     if (profile.compute_slices != static_cast<int>(slice_count)) continue;
     const double gb = nominal_gb(profile.name);
     if (gb <= 0) continue;
@@ -332,9 +332,9 @@ Result<MigState> mig_state(const NvmlApi& api, nvmlDevice_t device, std::string_
   return MigState{.capable = true, .enabled = current == NVML_DEVICE_MIG_ENABLE};
 }
 
-Result<const fleet::MigCatalog*> catalog_of(std::string_view product, std::string_view uuid) {
-  Result<const fleet::MigCatalog*> catalog = fleet::mig_catalog(product);
-  if (!catalog) catalog = fleet::mig_catalog(fleet::canonical_model(product));
+Result<const vocab::MigCatalog*> catalog_of(std::string_view product, std::string_view uuid) {
+  Result<const vocab::MigCatalog*> catalog = vocab::mig_catalog(product);
+  if (!catalog) catalog = vocab::mig_catalog(fleet::canonical_model(product));
   if (!catalog) {
     return fail(Error::not_found(
         fmt::format("GPU {} ({}) is in MIG mode but gpuplane has no MIG catalog for it: {}", uuid,
@@ -370,7 +370,7 @@ Result<std::vector<nvmlGpuInstanceProfileInfo_t>> list_profiles(const NvmlApi& a
 // The GPU instances on a device in MIG mode, named with `catalog`, sorted by start.
 Result<std::vector<ListedInstance>> list_instances(const NvmlApi& api, nvmlDevice_t device,
                                                    std::string_view uuid,
-                                                   const fleet::MigCatalog& catalog) {
+                                                   const vocab::MigCatalog& catalog) {
   if (!api.has_mig_queries()) {
     return fail(Error::unavailable(fmt::format(
         "GPU {} is in MIG mode but the NVIDIA driver lacks the GPU-instance queries", uuid)));
@@ -478,12 +478,12 @@ Result<std::vector<fleet::GpuInfo>> Nvml::discover() {
     gpu.mig_capable = mig.capable;
     gpu.mode = mig.enabled ? fleet::GpuMode::kMig : fleet::GpuMode::kWhole;
     if (mig.enabled) {
-      const fleet::MigCatalog* catalog = GP_TRY(catalog_of(gpu.product, uuid));
+      const vocab::MigCatalog* catalog = GP_TRY(catalog_of(gpu.product, uuid));
       for (ListedInstance& instance :
            GP_TRY(list_instances(*api_, device.handle, uuid, *catalog))) {
         gpu.mig_instances.push_back(std::move(instance.placed));
       }
-      if (Result<void> valid = fleet::validate(*catalog, gpu.mig_instances); !valid) {
+      if (Result<void> valid = vocab::validate(*catalog, gpu.mig_instances); !valid) {
         return fail(
             Error::internal(fmt::format("GPU {} reports a MIG layout the {} catalog rejects: {}",
                                         uuid, catalog->model, valid.error().message)));
@@ -608,11 +608,11 @@ Result<std::vector<Nvml::Sample>> Nvml::sample() {
       continue;
     }
     const std::string product = GP_TRY(product_name(*api_, device.handle, uuid));
-    const fleet::MigCatalog* catalog = GP_TRY(catalog_of(product, uuid));
+    const vocab::MigCatalog* catalog = GP_TRY(catalog_of(product, uuid));
     std::map<unsigned, std::string> labels;  // GPU instance ID -> "<profile>@<start>"
     for (const ListedInstance& instance :
          GP_TRY(list_instances(*api_, device.handle, uuid, *catalog))) {
-      labels[instance.id] = fleet::instance_label(instance.placed);
+      labels[instance.id] = vocab::instance_label(instance.placed);
     }
     unsigned max_devices = 0;
     rc = api_->max_mig_device_count(device.handle, &max_devices);
@@ -697,7 +697,7 @@ Result<std::vector<Nvml::ProfileInfo>> Nvml::gpu_instance_profiles(int index) {
     const MigState mig = GP_TRY(mig_state(*api_, device.handle, device.uuid));
     if (!mig.enabled) return out;
     const std::string product = GP_TRY(product_name(*api_, device.handle, device.uuid));
-    Result<const fleet::MigCatalog*> catalog = catalog_of(product, device.uuid);
+    Result<const vocab::MigCatalog*> catalog = catalog_of(product, device.uuid);
     for (const nvmlGpuInstanceProfileInfo_t& info :
          GP_TRY(list_profiles(*api_, device.handle, device.uuid))) {
       ProfileInfo profile{.nvml_profile_id = info.id,
@@ -784,7 +784,7 @@ Result<std::vector<nvmlComputeInstance_t>> compute_instances_of(const NvmlApi& a
 
 // The catalog of a GPU that may be configured now: the driver has the configuration calls and
 // the GPU is in MIG mode.
-Result<const fleet::MigCatalog*> configurable(const NvmlApi& api, nvmlDevice_t device,
+Result<const vocab::MigCatalog*> configurable(const NvmlApi& api, nvmlDevice_t device,
                                               const std::string& uuid) {
   if (!api.has_mig_configuration()) {
     return fail(Error::unavailable(
@@ -797,18 +797,18 @@ Result<const fleet::MigCatalog*> configurable(const NvmlApi& api, nvmlDevice_t d
 }
 
 // "3g.71gb@4 on GPU GPU-...": what the configuration calls' errors name.
-std::string on_gpu(const fleet::PlacedInstance& instance, const std::string& uuid) {
-  return fmt::format("{} on GPU {}", fleet::instance_label(instance), uuid);
+std::string on_gpu(const vocab::PlacedInstance& instance, const std::string& uuid) {
+  return fmt::format("{} on GPU {}", vocab::instance_label(instance), uuid);
 }
 
 // An existing GPU instance of a GPU that may be configured now (configurable()).
 Result<ListedInstance> find_instance(const NvmlApi& api, nvmlDevice_t device,
-                                     const std::string& uuid, const fleet::PlacedInstance& wanted) {
-  const fleet::MigCatalog* catalog = GP_TRY(configurable(api, device, uuid));
+                                     const std::string& uuid, const vocab::PlacedInstance& wanted) {
+  const vocab::MigCatalog* catalog = GP_TRY(configurable(api, device, uuid));
   for (ListedInstance& i : GP_TRY(list_instances(api, device, uuid, *catalog)))
     if (i.placed == wanted) return std::move(i);
   return fail(Error::not_found(
-      fmt::format("GPU {} has no GPU instance {}", uuid, fleet::instance_label(wanted))));
+      fmt::format("GPU {} has no GPU instance {}", uuid, vocab::instance_label(wanted))));
 }
 
 }  // namespace
@@ -829,7 +829,7 @@ Result<Nvml::MigView> Nvml::mig_view(const std::string& uuid) {
   if (api_->mig_mode(d.handle, &current, &pending) == NVML_SUCCESS)
     view.pending_change = current != pending;
   if (!mode.enabled) return view;
-  const fleet::MigCatalog* catalog =
+  const vocab::MigCatalog* catalog =
       GP_TRY(catalog_of(GP_TRY(product_name(*api_, d.handle, uuid)), uuid));
   const bool sees_compute = api_->compute_profile_info && api_->compute_instances;
   for (const ListedInstance& i : GP_TRY(list_instances(*api_, d.handle, uuid, *catalog))) {
@@ -842,11 +842,11 @@ Result<Nvml::MigView> Nvml::mig_view(const std::string& uuid) {
 }
 
 Result<void> Nvml::create_gpu_instance(const std::string& uuid,
-                                       const fleet::PlacedInstance& instance) {
+                                       const vocab::PlacedInstance& instance) {
   const Device d = GP_TRY(device(uuid));
-  const fleet::MigCatalog* catalog = GP_TRY(configurable(*api_, d.handle, uuid));
+  const vocab::MigCatalog* catalog = GP_TRY(configurable(*api_, d.handle, uuid));
   const auto profile =
-      std::ranges::find(catalog->profiles, instance.profile, &fleet::MigProfile::name);
+      std::ranges::find(catalog->profiles, instance.profile, &vocab::MigProfile::name);
   if (profile == catalog->profiles.end()) {
     return fail(Error::invalid(
         fmt::format("{} has no MIG profile {} (GPU {})", catalog->model, instance.profile, uuid)));
@@ -874,7 +874,7 @@ Result<void> Nvml::create_gpu_instance(const std::string& uuid,
 }
 
 Result<void> Nvml::create_compute_instance(const std::string& uuid,
-                                           const fleet::PlacedInstance& instance) {
+                                           const vocab::PlacedInstance& instance) {
   const Device d = GP_TRY(device(uuid));
   const ListedInstance gi = GP_TRY(find_instance(*api_, d.handle, uuid, instance));
   const std::string subject = on_gpu(instance, uuid);
@@ -898,7 +898,7 @@ Result<void> Nvml::create_compute_instance(const std::string& uuid,
 }
 
 Result<void> Nvml::destroy_gpu_instance(const std::string& uuid,
-                                        const fleet::PlacedInstance& instance) {
+                                        const vocab::PlacedInstance& instance) {
   const Device d = GP_TRY(device(uuid));
   const ListedInstance gi = GP_TRY(find_instance(*api_, d.handle, uuid, instance));
   const std::string subject = on_gpu(instance, uuid);

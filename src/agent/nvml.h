@@ -16,7 +16,7 @@
 #include "common/result.h"
 #include "common/thread_safety.h"
 #include "fleet/inventory.h"
-#include "fleet/mig_catalog.h"
+#include "vocab/vocab.h"
 
 namespace gp::agent {
 
@@ -32,7 +32,7 @@ std::string format_pci_bus_id(unsigned domain, unsigned bus, unsigned device, un
 // of same-slice profiles differ by 2x). "+me" variants map to their base profile, which has
 // the same geometry. Errors: invalid_argument for zero slices or memory; not_found when no
 // profile matches.
-Result<std::string> catalog_profile_for(const fleet::MigCatalog& catalog, unsigned slice_count,
+Result<std::string> catalog_profile_for(const vocab::MigCatalog& catalog, unsigned slice_count,
                                         unsigned long long memory_mb);
 
 struct NvmlApi;  // the resolved NVML entry points (nvml.cpp)
@@ -131,21 +131,21 @@ class Nvml {
     bool capable = false;
     bool enabled = false;           // the current mode
     bool pending_change = false;    // the pending mode differs: a GPU reset would apply it
-    fleet::Layout layout;           // its GPU instances, sorted by start
-    fleet::Layout without_compute;  // those of them with no compute instance (unusable)
+    vocab::Layout layout;           // its GPU instances, sorted by start
+    vocab::Layout without_compute;  // those of them with no compute instance (unusable)
   };
   Result<MigView> mig_view(const std::string& uuid);
 
   // Creates the GPU instance `instance` at its placement (the catalog's size for the profile).
   // Errors as above; conflict when NVML answers that the slices are taken or the profile has no
   // room (insufficient resources), invalid_argument when it refuses the placement.
-  Result<void> create_gpu_instance(const std::string& uuid, const fleet::PlacedInstance& instance);
+  Result<void> create_gpu_instance(const std::string& uuid, const vocab::PlacedInstance& instance);
   // Gives the GPU instance one compute instance spanning all its slices (CUDA sees it then).
   Result<void> create_compute_instance(const std::string& uuid,
-                                       const fleet::PlacedInstance& instance);
+                                       const vocab::PlacedInstance& instance);
   // Destroys the GPU instance's compute instances, then the GPU instance. not_found when there
   // is no such instance; conflict when a process still uses it (nothing more is destroyed).
-  Result<void> destroy_gpu_instance(const std::string& uuid, const fleet::PlacedInstance& instance);
+  Result<void> destroy_gpu_instance(const std::string& uuid, const vocab::PlacedInstance& instance);
   // Sets the GPU's MIG mode. True when the mode is in effect now; false when NVML accepted it
   // but it takes effect only after a GPU reset (the activation status NVML returns).
   Result<bool> set_mig_mode(const std::string& uuid, bool enabled);

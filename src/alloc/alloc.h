@@ -75,6 +75,10 @@ struct ProjectQuota {
 // Bodies in GPU-equivalents ({"models": {"H200": {"nominal": 8, "borrow_limit": 4,
 // "limit": 16}}}); values are rounded to the unit (1/7000 GPU).
 Result<TenantQuota> parse_tenant_quota(const Json& body);
+// The stored quotas (all defaults when none was set).
+Result<TenantQuota> load_tenant_quota(store::Tx& tx, const std::string& tenant_id);
+Result<ProjectQuota> load_project_quota(store::Tx& tx, const std::string& tenant_id,
+                                        const std::string& project_id);
 Result<ProjectQuota> parse_project_quota(const Json& body);
 Result<std::map<std::string, int64_t>> parse_platform_quota(const Json& body);
 
@@ -146,10 +150,30 @@ Result<Page<Allocation>> list_allocations(store::Tx& tx, const tenancy::TenantSc
 // The live allocations on a node, each as [id, state], in id order: what a node's assignment
 // digest covers (the agent waits for it to change).
 Result<Json> node_allocation_states(store::Tx& tx, const std::string& node_id);
+// The placement of every placed or active allocation, by tenant id, in allocation id order: what
+// the fleet holds for tenants now (the Kubernetes pod reconciliation compares it with the pods).
+struct LivePlacement {
+  std::string tenant_id;
+  Json placement;
+};
+Result<std::vector<LivePlacement>> live_placements(store::Tx& tx);
 // Every tenant's allocations (operators).
 Result<Page<Allocation>> list_all_allocations(store::Tx& tx, const AllocationFilter& filter,
                                               const PageRequest& page);
 Result<std::vector<Event>> list_events(store::Tx& tx, const std::string& allocation_id);
+// The tenant's allocations without a single event, by id. Each allocation records one as it is
+// created: one without is a lost write, which the posture report names.
+Result<std::vector<std::string>> allocations_without_events(store::Tx& tx,
+                                                            const std::string& tenant_id);
+// The nodes an allocation holds (none before it is placed).
+Result<std::vector<std::string>> allocation_node_ids(store::Tx& tx,
+                                                     const std::string& allocation_id);
+// Where a live allocation of the tenant shares a node with a live allocation of another tenant:
+// one row per (node, the tenant's allocation, the other tenant), in node id and allocation order.
+struct NodeNeighbour {
+  std::string node_id, allocation_id, other_tenant_id;
+};
+Result<std::vector<NodeNeighbour>> node_neighbours(store::Tx& tx, const std::string& tenant_id);
 
 // The records of this module that name a project: its allocations (any state; the live ones
 // counted apart) and its reservations. They stay as the project's billing and audit history,

@@ -132,7 +132,7 @@ Result<sched::Request> request_from(const Json& j) {
 
 namespace {
 
-Json layout_json(const fleet::Layout& l) {
+Json layout_json(const vocab::Layout& l) {
   Json a = Json::array();
   for (const auto& p : l) a.push_back({{"profile", p.profile}, {"start", p.start}});
   return a;
@@ -179,7 +179,7 @@ Json placement_json(const sched::Placement& p, const sched::ClusterState& state)
   Json out = {{"model", p.model},
               {"tier", sched::tier_name(p.tier)},
               {"units", p.units},
-              {"gpu_equivalents", sched::format_units(p.units)},
+              {"gpu_equivalents", vocab::format_units(p.units)},
               {"whole_nodes", !p.nodes.empty()},
               {"nodes", nodes},
               {"node_names", node_names},
@@ -228,7 +228,7 @@ Result<sched::Placement> placement_from(const Json& j, const sched::Request& r,
       grant.gpu = it->second;
       grant.node_id = state.nodes()[state.gpus()[it->second].node].id;
       if (g.contains("mig")) {
-        grant.mig_instance = fleet::PlacedInstance{g["mig"].at("profile").get<std::string>(),
+        grant.mig_instance = vocab::PlacedInstance{g["mig"].at("profile").get<std::string>(),
                                                    g["mig"].at("start").get<int>()};
       }
       grant.milli = g.value("milli", 0);
@@ -270,7 +270,7 @@ Json Allocation::to_json() const {
           {"reason", reason},
           {"placement", placement},
           {"borrowed_gpu_equivalents",
-           borrowed_units ? Json(sched::format_units(borrowed_units)) : Json(nullptr)},
+           borrowed_units ? Json(vocab::format_units(borrowed_units)) : Json(nullptr)},
           {"end_time", end_at ? Json(detail::ts(*end_at)) : Json(nullptr)},
           {"grace_until", grace_until ? Json(detail::ts(*grace_until)) : Json(nullptr)},
           {"created_by", created_by},
@@ -505,6 +505,16 @@ Result<Json> node_allocation_states(store::Tx& tx, const std::string& node_id) {
   return out;
 }
 
+Result<std::vector<LivePlacement>> live_placements(store::Tx& tx) {
+  std::vector<LivePlacement> out;
+  for (const auto& row :
+       GP_TRY(tx.query("SELECT tenant_id, placement FROM allocations WHERE placement IS NOT NULL "
+                       "AND state IN ('placed', 'active') ORDER BY id"))) {
+    out.push_back({row.text(0), GP_TRY(parse_json(row.text(1)))});
+  }
+  return out;
+}
+
 Result<Page<Allocation>> list_all_allocations(store::Tx& tx, const AllocationFilter& filter,
                                               const PageRequest& page) {
   std::string sql = fmt::format("SELECT {} FROM allocations WHERE id > ?", kAllocationColumns);
@@ -534,6 +544,43 @@ Result<Page<Allocation>> list_all_allocations(store::Tx& tx, const AllocationFil
   for (const auto& row : GP_TRY(tx.query(sql, params)))
     items.push_back(GP_TRY(detail::allocation_from(row)));
   return make_page(std::move(items), page);
+}
+
+Result<std::vector<std::string>> allocations_without_events(store::Tx& tx,
+                                                            const std::string& tenant_id) {
+  std::vector<std::string> out;
+  for (const auto& row : GP_TRY(
+           tx.query("SELECT a.id FROM allocations a WHERE a.tenant_id = ? AND NOT EXISTS (SELECT "
+                    "1 FROM allocation_events e WHERE e.allocation_id = a.id) ORDER BY a.id",
+                    {tenant_id})))
+    out.push_back(row.text(0));
+  return out;
+}
+
+Result<std::vector<std::string>> allocation_node_ids(store::Tx& tx,
+                                                     const std::string& allocation_id) {
+  std::vector<std::string> out;
+  for (const auto& row : GP_TRY(
+           tx.query("SELECT node_id FROM allocation_nodes WHERE allocation_id = ? ORDER BY node_id",
+                    {allocation_id})))
+    out.push_back(row.text(0));
+  return out;
+}
+
+Result<std::vector<NodeNeighbour>> node_neighbours(store::Tx& tx, const std::string& tenant_id) {
+  constexpr std::string_view kLive = "('pending','placed','active')";
+  std::vector<NodeNeighbour> out;
+  for (const auto& row : GP_TRY(tx.query(
+           fmt::format("SELECT n1.node_id, n1.allocation_id, a2.tenant_id FROM allocation_nodes n1 "
+                       "JOIN allocations a1 ON a1.id = n1.allocation_id "
+                       "JOIN allocation_nodes n2 ON n2.node_id = n1.node_id "
+                       "JOIN allocations a2 ON a2.id = n2.allocation_id "
+                       "WHERE a1.tenant_id = ? AND a1.state IN {0} AND a2.tenant_id <> ? "
+                       "AND a2.state IN {0} ORDER BY n1.node_id, n1.allocation_id",
+                       kLive),
+           {tenant_id, tenant_id})))
+    out.push_back({row.text(0), row.text(1), row.text(2)});
+  return out;
 }
 
 Result<std::vector<Event>> list_events(store::Tx& tx, const std::string& allocation_id) {

@@ -49,9 +49,6 @@ Result<std::optional<Allocation>> load(store::Tx& tx, const std::string& id);
 
 // Quota rows into the scheduler's tree; quota documents as the API shows them.
 Result<sched::QuotaTree> load_quota(store::Tx& tx);
-Result<TenantQuota> load_tenant_quota(store::Tx& tx, const std::string& tenant_id);
-Result<ProjectQuota> load_project_quota(store::Tx& tx, const std::string& tenant_id,
-                                        const std::string& project_id);
 Json model_quota_json(const ModelQuota& q, const sched::QuotaTree::Usage* usage);
 
 // The stops `a` leaves on its nodes as it ends (alloc.h, "stops"): one on each node whose agent

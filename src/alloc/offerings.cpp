@@ -110,7 +110,7 @@ Result<Offering> parse_offering(const Json& body) {
     if (o.mig_profile.empty()) return fail(Error::invalid("a mig offering needs mig_profile"));
     if (o.models.empty()) return fail(Error::invalid("a mig offering needs its GPU models"));
     for (const std::string& m : o.models) {
-      const fleet::MigCatalog* catalog = GP_TRY(fleet::mig_catalog(m));
+      const vocab::MigCatalog* catalog = GP_TRY(vocab::mig_catalog(m));
       if (!catalog->find(o.mig_profile)) {
         return fail(Error::invalid(fmt::format("{} has no MIG profile \"{}\"", m, o.mig_profile)));
       }

@@ -18,7 +18,7 @@ Result<int64_t> units_of(const Json& v, const std::string& where) {
   const double x = v.get<double>();
   if (!std::isfinite(x) || x < 0 || x > kMaxGpus)
     return fail(Error::invalid(fmt::format("{} must be between 0 and {}", where, kMaxGpus)));
-  return static_cast<int64_t>(std::llround(x * static_cast<double>(sched::kUnitsPerGpu)));
+  return static_cast<int64_t>(std::llround(x * static_cast<double>(vocab::kUnitsPerGpu)));
 }
 
 Result<std::string> model_name(const std::string& key, const std::string& where) {
@@ -71,7 +71,7 @@ Result<TenantQuota> parse_tenant_quota(const Json& body) {
     for (const auto& [model, profiles] : caps->items()) {
       const std::string where = "quota.profile_caps." + model;
       GP_TRY(model_name(model, where));
-      const fleet::MigCatalog* catalog = GP_TRY(fleet::mig_catalog(model));
+      const vocab::MigCatalog* catalog = GP_TRY(vocab::mig_catalog(model));
       if (!profiles.is_object()) return fail(Error::invalid(where + " must be an object"));
       for (const auto& [profile, n] : profiles.items()) {
         if (!catalog->find(profile))
@@ -115,7 +115,7 @@ Result<std::map<std::string, int64_t>> parse_platform_quota(const Json& body) {
 namespace detail {
 
 Json model_quota_json(const ModelQuota& q, const sched::QuotaTree::Usage* usage) {
-  auto gpus = [](int64_t u) { return static_cast<double>(u) / sched::kUnitsPerGpu; };
+  auto gpus = [](int64_t u) { return static_cast<double>(u) / vocab::kUnitsPerGpu; };
   Json j = {{"nominal", gpus(q.nominal)},
             {"borrow_limit", q.borrow_limit ? Json(gpus(*q.borrow_limit)) : Json(nullptr)},
             {"limit", q.limit ? Json(gpus(*q.limit)) : Json(nullptr)}};
@@ -126,6 +126,8 @@ Json model_quota_json(const ModelQuota& q, const sched::QuotaTree::Usage* usage)
   }
   return j;
 }
+
+}  // namespace detail
 
 namespace {
 
@@ -167,6 +169,8 @@ Result<ProjectQuota> load_project_quota(store::Tx& tx, const std::string& tenant
       {tenant_id, project_id})));
   return q;
 }
+
+namespace detail {
 
 Result<sched::QuotaTree> load_quota(store::Tx& tx) {
   sched::QuotaTree tree;
@@ -246,7 +250,7 @@ Result<void> Service::set_tenant_quota(store::Tx& tx, const std::string& tenant_
 Result<void> Service::set_project_quota(store::Tx& tx, const std::string& tenant_id,
                                         const std::string& project_id, const ProjectQuota& q) {
   // A project's nominal quota is carved out of its tenant's: together they may not promise more.
-  auto tenant = GP_TRY(detail::load_tenant_quota(tx, tenant_id));
+  auto tenant = GP_TRY(load_tenant_quota(tx, tenant_id));
   for (const auto& [model, pq] : q.models) {
     auto it = tenant.models.find(model);
     const int64_t tenant_cap =
@@ -261,11 +265,11 @@ Result<void> Service::set_project_quota(store::Tx& tx, const std::string& tenant
     if (others->integer(0) + pq.nominal > it->second.nominal)
       return fail(Error::invalid(fmt::format(
           "projects' nominal quota for {} would total {} GPU, above the tenant's nominal {}", model,
-          sched::format_units(others->integer(0) + pq.nominal),
-          sched::format_units(it->second.nominal))));
+          vocab::format_units(others->integer(0) + pq.nominal),
+          vocab::format_units(it->second.nominal))));
     if (pq.limit && *pq.limit > tenant_cap)
       return fail(Error::invalid(fmt::format("the project's limit for {} exceeds the tenant's {}",
-                                             model, sched::format_units(tenant_cap))));
+                                             model, vocab::format_units(tenant_cap))));
   }
   GP_TRY_VOID(write_models(tx, tenant_id, project_id, q.models));
   invalidate();

@@ -114,13 +114,13 @@ Result<void> Service::rebuild(store::Tx& tx) {
     g.index = static_cast<int>(row.integer(2));
     g.model = row.text(3);
     if (row.integer(4) != 0) {
-      if (auto catalog = fleet::mig_catalog(g.model)) g.mig_catalog = *catalog;
+      if (auto catalog = vocab::mig_catalog(g.model)) g.mig_catalog = *catalog;
     }
     const bool planned = !row.is_null(9);
-    auto mode = policy::parse_gpu_mode(planned ? row.text(9) : row.text(5));
-    g.mode = mode.value_or(policy::GpuMode::kWhole);
-    if (g.mode == policy::GpuMode::kMig && !g.mig_catalog) g.mode = policy::GpuMode::kWhole;
-    if (g.mode == policy::GpuMode::kMig) {
+    auto mode = vocab::parse_gpu_mode(planned ? row.text(9) : row.text(5));
+    g.mode = mode.value_or(vocab::GpuMode::kWhole);
+    if (g.mode == vocab::GpuMode::kMig && !g.mig_catalog) g.mode = vocab::GpuMode::kWhole;
+    if (g.mode == vocab::GpuMode::kMig) {
       const Json layout = Json::parse(planned ? row.text(10) : row.text(6), nullptr, false);
       if (layout.is_array())
         for (const auto& p : layout)
@@ -267,7 +267,7 @@ Result<Allocation> Service::record_placed(store::Tx& tx, const World& w, const s
   if (!p.reservation.empty()) reason += fmt::format(" held by reservation {}", p.reservation);
   if (d.borrowed_units > 0)
     reason +=
-        fmt::format(", {} GPU borrowed from the cohort", sched::format_units(d.borrowed_units));
+        fmt::format(", {} GPU borrowed from the cohort", vocab::format_units(d.borrowed_units));
   GP_TRY(tx.exec(
       "UPDATE allocations SET placement = ?, borrowed_units = ?, placed_at = ? WHERE id = ?",
       {placement.dump(), d.borrowed_units, now, id}));
@@ -666,13 +666,13 @@ Result<Json> Service::why(store::Tx& tx, const World& w, const Allocation& a, Au
     };
     auto platform_limit = s->quota().platform_limit(m);
     Json platform = {
-        {"limit", platform_limit ? Json(static_cast<double>(*platform_limit) / sched::kUnitsPerGpu)
+        {"limit", platform_limit ? Json(static_cast<double>(*platform_limit) / vocab::kUnitsPerGpu)
                                  : Json(nullptr)}};
     // The platform's use is every tenant's: operators only.
     if (whole_fleet)
-      platform["used"] = static_cast<double>(s->quota().platform_used(m)) / sched::kUnitsPerGpu;
+      platform["used"] = static_cast<double>(s->quota().platform_used(m)) / vocab::kUnitsPerGpu;
     quota.push_back({{"model", m},
-                     {"needs_gpu_equivalents", static_cast<double>(need) / sched::kUnitsPerGpu},
+                     {"needs_gpu_equivalents", static_cast<double>(need) / vocab::kUnitsPerGpu},
                      {"tenant", level(t)},
                      {"project", level(p)},
                      {"platform", platform}});
@@ -725,7 +725,7 @@ Result<Json> Service::queue(store::Tx& tx, const World& w, const std::string& te
 Result<Json> Service::tenant_quota(store::Tx& tx, const std::string& tenant_id) {
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
-  TenantQuota q = GP_TRY(detail::load_tenant_quota(tx, tenant_id));
+  TenantQuota q = GP_TRY(load_tenant_quota(tx, tenant_id));
   Json models = Json::object();
   for (const auto& [m, mq] : q.models) {
     auto u = s->quota().tenant_usage(tenant_id, m);
@@ -747,7 +747,7 @@ Result<Json> Service::project_quota(store::Tx& tx, const std::string& tenant_id,
                                     const std::string& project_id) {
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
-  ProjectQuota q = GP_TRY(detail::load_project_quota(tx, tenant_id, project_id));
+  ProjectQuota q = GP_TRY(load_project_quota(tx, tenant_id, project_id));
   Json models = Json::object();
   for (const auto& [m, mq] : q.models) {
     auto u = s->quota().project_usage(tenant_id, project_id, m);
@@ -764,14 +764,14 @@ Result<Json> Service::platform_quota(store::Tx& tx) {
     auto limit = s->quota().platform_limit(m);
     models[m] = {
         {"gpus", model.total_gpus},
-        {"used", static_cast<double>(s->quota().platform_used(m)) / sched::kUnitsPerGpu},
-        {"limit", limit ? Json(static_cast<double>(*limit) / sched::kUnitsPerGpu) : Json(nullptr)}};
+        {"used", static_cast<double>(s->quota().platform_used(m)) / vocab::kUnitsPerGpu},
+        {"limit", limit ? Json(static_cast<double>(*limit) / vocab::kUnitsPerGpu) : Json(nullptr)}};
   }
   for (const auto& row : GP_TRY(tx.query("SELECT model, hard_limit FROM platform_quotas")))
     if (!models.contains(row.text(0)))
       models[row.text(0)] = {{"gpus", 0},
                              {"used", 0},
-                             {"limit", static_cast<double>(row.integer(1)) / sched::kUnitsPerGpu}};
+                             {"limit", static_cast<double>(row.integer(1)) / vocab::kUnitsPerGpu}};
   return Json{{"models", models}};
 }
 

@@ -775,16 +775,12 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
     api.allocs().begin();
     auto r = [&]() -> Result<void> {
       if (key) {
-        auto row = GP_TRY(tx.query_one(
-            "SELECT request_hash, status, body FROM idempotency_keys WHERE principal_id = ? AND "
-            "idem_key = ?",
-            {principal, *key}));
-        if (row) {
-          if (row->text(0) != req_hash)
+        if (auto earlier = GP_TRY(store::find_idempotent_reply(tx, principal, *key))) {
+          if (earlier->request_hash != req_hash)
             return fail(ErrorCode::kUnprocessable,
                         "Idempotency-Key was already used with a different request");
-          out.status = int(row->integer(1));
-          out.raw = row->text(2);
+          out.status = earlier->status;
+          out.raw = std::move(earlier->body);
           replayed = true;
           return ok();
         }
@@ -804,12 +800,15 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
       render_body = std::move(m.render_body);
       if (key) {
         if (render_body) out.body = std::exchange(render_body, nullptr)();
-        std::string body = out.raw ? *out.raw : redact_secrets(out.body).dump();
-        GP_TRY_VOID(tx.exec(
-            "INSERT INTO idempotency_keys (principal_id, idem_key, method, path, request_hash, "
-            "status, body, created_at) VALUES (?,?,?,?,?,?,?,?)",
-            {principal, *key, call.req.method, call.req.path, req_hash, int64_t(out.status), body,
-             to_unix_micros(api.clock().now())}));
+        GP_TRY_VOID(store::record_idempotent_reply(
+            tx, {.principal = principal,
+                 .key = *key,
+                 .method = call.req.method,
+                 .path = call.req.path,
+                 .reply = {.request_hash = req_hash,
+                           .status = out.status,
+                           .body = out.raw ? *out.raw : redact_secrets(out.body).dump()},
+                 .created_at = to_unix_micros(api.clock().now())}));
       }
       return ok();
     }();

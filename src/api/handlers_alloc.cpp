@@ -11,11 +11,11 @@ using iam::Permission;
 
 Json offering_for(const alloc::Offering& o, const tenancy::Tenant& t) {
   Json j = o.to_json();
-  j["allowed"] = policy::class_allows(t.isolation_class, o.tier);
+  j["allowed"] = vocab::class_allows(t.isolation_class, o.tier);
   if (!j["allowed"].get<bool>())
     j["not_allowed_because"] =
-        fmt::format("class {} may receive tiers down to {}", policy::class_name(t.isolation_class),
-                    policy::tier_name(policy::weakest_tier(t.isolation_class)));
+        fmt::format("class {} may receive tiers down to {}", vocab::class_name(t.isolation_class),
+                    vocab::tier_name(vocab::weakest_tier(t.isolation_class)));
   return j;
 }
 
@@ -25,7 +25,7 @@ Result<Mutation> create_offering(Api& api, Call& call, store::Tx& tx) {
   Mutation m;
   m.reply = json_reply(201, o.to_json(), o.version);
   m.resource = "/v1/offerings/" + o.id;
-  m.detail = {{"name", o.name}, {"tier", policy::tier_name(o.tier)}};
+  m.detail = {{"name", o.name}, {"tier", vocab::tier_name(o.tier)}};
   return m;
 }
 

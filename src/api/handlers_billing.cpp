@@ -10,33 +10,15 @@ namespace {
 
 using iam::Permission;
 
-constexpr std::string_view kCardColumns = "card, created_by, created_at";
-
-Result<Json> card_json(const store::Row& row) {
-  Json j = GP_TRY(parse_json(row.text(0)));
-  j["created_by"] = row.text(1);
-  j["created_at"] = format_rfc3339(from_unix_micros(row.integer(2)));
-  return j;
-}
-
 Result<Mutation> create_rate_card(Api& api, Call& call, store::Tx& tx) {
   const Json& body = *call.body;
   if (body.is_object() && body.contains("version"))
     return fail(Error::invalid(
         "field 'version': assigned by the server (the next version of the card's id)"));
-  auto card = GP_TRY(billing::parse_rate_card(body));
-  auto last = GP_TRY(tx.query_one("SELECT MAX(version) FROM rate_cards WHERE id = ?", {card.id}));
-  card.version = last && !last->is_null(0) ? last->integer(0) + 1 : 1;
-  Json stored = billing::rate_card_to_json(card);
-  const int64_t now = api.world().now();
-  GP_TRY(
-      tx.exec("INSERT INTO rate_cards (id, version, currency, effective_from, card, created_by, "
-              "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-              {card.id, card.version, card.currency, card.effective_from_us, stored.dump(),
-               call.who.id, now}));
-  Json reply = stored;
-  reply["created_by"] = call.who.id;
-  reply["created_at"] = format_rfc3339(from_unix_micros(now));
+  billing::RateCard card = GP_TRY(billing::parse_rate_card(body));
+  const billing::PublishedRateCard published =
+      GP_TRY(billing::publish_rate_card(tx, card, call.who.id, api.world().now()));
+  Json reply = published.to_json();
   // A price for an offering that does not exist is kept (the offering may come next) but said:
   // until then it prices nothing.
   Json warnings = Json::array();
@@ -53,29 +35,22 @@ Result<Mutation> create_rate_card(Api& api, Call& call, store::Tx& tx) {
   m.detail = {{"id", card.id},
               {"version", card.version},
               {"currency", card.currency},
-              {"effective_from", stored["effective_from"]},
+              {"effective_from", published.card["effective_from"]},
               {"prices", card.prices.size()}};
   return m;
 }
 
 Result<Reply> list_rate_cards(Api&, Call&, store::Tx& tx) {
-  // The latest version of every card.
-  auto rows = GP_TRY(tx.query(fmt::format(
-      "SELECT {} FROM rate_cards r WHERE version = (SELECT MAX(version) FROM rate_cards WHERE "
-      "id = r.id) ORDER BY id",
-      kCardColumns)));
   Json items = Json::array();
-  for (const auto& row : rows) items.push_back(GP_TRY(card_json(row)));
+  for (const auto& card : GP_TRY(billing::latest_rate_cards(tx))) items.push_back(card.to_json());
   return json_reply(200, {{"items", items}, {"next", nullptr}});
 }
 
 Result<Reply> get_rate_card(Api&, Call& call, store::Tx& tx) {
-  auto rows = GP_TRY(
-      tx.query(fmt::format("SELECT {} FROM rate_cards WHERE id = ? ORDER BY version", kCardColumns),
-               {call.param("rate_card")}));
-  if (rows.empty()) return fail(Error::not_found("rate card not found"));
+  auto published = GP_TRY(billing::published_rate_card_versions(tx, call.param("rate_card")));
+  if (published.empty()) return fail(Error::not_found("rate card not found"));
   Json versions = Json::array();
-  for (const auto& row : rows) versions.push_back(GP_TRY(card_json(row)));
+  for (const auto& card : published) versions.push_back(card.to_json());
   Json latest = versions.back();
   return json_reply(200,
                     {{"id", call.param("rate_card")}, {"latest", latest}, {"versions", versions}},

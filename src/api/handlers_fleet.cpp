@@ -418,28 +418,15 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
 // UUID, under its tenant's name.
 Result<std::map<std::string, std::vector<fleet::GpuHold>>> gpu_holds(store::Tx& tx) {
   std::map<std::string, std::vector<fleet::GpuHold>> holds;
-  std::map<std::string, std::string> names;  // tenant id -> name
-  for (auto state : {alloc::State::kPlaced, alloc::State::kActive}) {
-    alloc::AllocationFilter filter;
-    filter.state = state;
-    PageRequest page{std::nullopt, 1000};
-    for (;;) {
-      auto p = GP_TRY(alloc::list_all_allocations(tx, filter, page));
-      for (const auto& a : p.items) {
-        auto [name, fresh] = names.try_emplace(a.tenant_id, a.tenant_id);
-        if (fresh)
-          if (auto t = GP_TRY(tenancy::find_tenant(tx, a.tenant_id))) name->second = t->name;
-        for (const auto& g : a.placement.value("gpus", Json::array())) {
-          fleet::GpuHold h{
-              .holder = name->second, .mig = std::nullopt, .milli = g.value("milli", 0)};
-          if (g.contains("mig"))
-            h.mig =
-                fleet::PlacedInstance{g["mig"].value("profile", ""), g["mig"].value("start", 0)};
-          holds[g.value("gpu", "")].push_back(std::move(h));
-        }
-      }
-      if (!p.next) break;
-      page.after = p.next;
+  const auto names = GP_TRY(tenancy::tenant_names(tx));
+  for (const auto& [tenant_id, placement] : GP_TRY(alloc::live_placements(tx))) {
+    const auto name = names.find(tenant_id);
+    const std::string& holder = name == names.end() ? tenant_id : name->second;
+    for (const auto& g : placement.value("gpus", Json::array())) {
+      fleet::GpuHold h{.holder = holder, .mig = std::nullopt, .milli = g.value("milli", 0)};
+      if (g.contains("mig"))
+        h.mig = vocab::PlacedInstance{g["mig"].value("profile", ""), g["mig"].value("start", 0)};
+      holds[g.value("gpu", "")].push_back(std::move(h));
     }
   }
   return holds;
@@ -627,16 +614,13 @@ std::vector<Route> fleet_routes() {
                .handler = read_tx([](Api&, Call&, store::Tx& tx) -> Result<Reply> {
                  auto holds = GP_TRY(gpu_holds(tx));
                  std::vector<std::pair<fleet::Node, std::vector<fleet::Gpu>>> rows;
-                 PageRequest page{std::nullopt, 1000};
-                 for (;;) {
-                   auto p = GP_TRY(fleet::list_nodes(tx, page, std::nullopt));
-                   for (auto& n : p.items) {
-                     if (n.state == fleet::NodeState::kRetired) continue;
-                     auto gpus = GP_TRY(fleet::list_gpus(tx, n.id));
-                     rows.emplace_back(std::move(n), std::move(gpus));
-                   }
-                   if (!p.next) break;
-                   page.after = p.next;
+                 const auto list = [&](const PageRequest& page) {
+                   return fleet::list_nodes(tx, page, std::nullopt);
+                 };
+                 for (auto& n : GP_TRY(all_pages(list, 1000))) {
+                   if (n.state == fleet::NodeState::kRetired) continue;
+                   auto gpus = GP_TRY(fleet::list_gpus(tx, n.id));
+                   rows.emplace_back(std::move(n), std::move(gpus));
                  }
                  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) {
                    return a.first.info.name < b.first.info.name;

@@ -7,7 +7,7 @@
 
 #include "api/router.h"
 #include "jobs/records.h"
-#include "policy/admission.h"
+#include "policy/policy.h"
 
 namespace gp::api {
 namespace {
@@ -47,7 +47,7 @@ Result<Mutation> create_job(Api& api, Call& call, store::Tx& tx) {
           fmt::format("field 'secrets': the tenant has no secret named \"{}\" (create it with POST "
                       "/v1/tenants/{}/secrets)",
                       name, call.tenant->name)));
-  auto policy = GP_TRY(load_workload_policy(tx, call.tenant->id));
+  auto policy = GP_TRY(tenancy::load_workload_policy(tx, call.tenant->id));
   auto gate = GP_TRY(budget_precheck(api, tx, call.tenant->id, call.project->id));
   auto w = api.world();
   auto j = GP_TRY(

@@ -22,58 +22,39 @@ namespace gp::api {
 namespace {
 
 using iam::Permission;
-using policy::Tier;
+using vocab::Tier;
 
 constexpr Tier kAllTiers[] = {Tier::kDedicatedPool, Tier::kDedicatedNode, Tier::kDedicatedGpu,
                               Tier::kMig, Tier::kShared};
 
 Result<std::vector<tenancy::Tenant>> all_tenants(store::Tx& tx) {
-  std::vector<tenancy::Tenant> out;
-  PageRequest page;
-  page.limit = 500;
-  for (;;) {
-    auto p = GP_TRY(tenancy::list_tenants(tx, page, std::nullopt));
-    for (auto& t : p.items) out.push_back(std::move(t));
-    if (!p.next) return out;
-    page.after = p.next;
-  }
+  return all_pages(
+      [&](const PageRequest& page) { return tenancy::list_tenants(tx, page, std::nullopt); });
 }
 
 Result<std::vector<tenancy::Project>> all_projects(store::Tx& tx, const std::string& tenant_id) {
-  std::vector<tenancy::Project> out;
-  PageRequest page;
-  page.limit = 500;
-  tenancy::TenantScope scope(tenant_id);
-  for (;;) {
-    auto p = GP_TRY(tenancy::list_projects(tx, scope, page, std::nullopt));
-    for (auto& pr : p.items) out.push_back(std::move(pr));
-    if (!p.next) return out;
-    page.after = p.next;
-  }
+  const tenancy::TenantScope scope(tenant_id);
+  return all_pages([&](const PageRequest& page) {
+    return tenancy::list_projects(tx, scope, page, std::nullopt);
+  });
 }
 
 // Every node, grouped by pool id (nodes in no pool are left out).
 Result<std::map<std::string, std::vector<fleet::Node>>> nodes_by_pool(store::Tx& tx) {
   std::map<std::string, std::vector<fleet::Node>> out;
-  PageRequest page;
-  page.limit = 500;
-  for (;;) {
-    auto p = GP_TRY(fleet::list_nodes(tx, page, std::nullopt));
-    for (auto& n : p.items)
-      if (n.pool_id) out[*n.pool_id].push_back(std::move(n));
-    if (!p.next) break;
-    page.after = p.next;
-  }
+  for (auto& n : GP_TRY(all_pages(
+           [&](const PageRequest& page) { return fleet::list_nodes(tx, page, std::nullopt); })))
+    if (n.pool_id) out[*n.pool_id].push_back(std::move(n));
   for (auto& [_, nodes] : out)
     std::sort(nodes.begin(), nodes.end(),
               [](const auto& a, const auto& b) { return a.info.name < b.info.name; });
   return out;
 }
 
-std::vector<Tier> tiers_of(policy::IsolationClass c) {
+std::vector<Tier> tiers_of(vocab::IsolationClass c) {
   std::vector<Tier> out;
   for (Tier t : kAllTiers)
-    if (policy::class_allows(c, t)) out.push_back(t);
+    if (vocab::class_allows(c, t)) out.push_back(t);
   return out;
 }
 
@@ -87,11 +68,11 @@ struct CatalogView {
   std::vector<std::string> mig_profiles;
   int min_shared_milli = 0;
 };
-Result<CatalogView> catalog_for(store::Tx& tx, policy::IsolationClass c) {
+Result<CatalogView> catalog_for(store::Tx& tx, vocab::IsolationClass c) {
   CatalogView v;
   std::set<std::string> profiles;
   for (const auto& o : GP_TRY(alloc::list_offerings(tx))) {
-    if (!policy::class_allows(c, o.tier)) continue;
+    if (!vocab::class_allows(c, o.tier)) continue;
     if (o.tier == Tier::kMig && !o.mig_profile.empty()) profiles.insert(o.mig_profile);
     if (o.tier == Tier::kShared && o.milli > 0 &&
         (v.min_shared_milli == 0 || o.milli < v.min_shared_milli))
@@ -173,7 +154,7 @@ Result<std::string> normalize_registry(size_t index, std::string_view entry) {
   return out;
 }
 
-Json workload_policy_json(const WorkloadPolicy& p, const tenancy::Tenant& t) {
+Json workload_policy_json(const tenancy::WorkloadPolicy& p, const tenancy::Tenant& t) {
   return {{"allowed_registries", p.allowed_registries},
           {"require_pull_always", p.require_pull_always},
           {"class_requires_pull_always", policy::class_requires_pull_always(t.isolation_class)},
@@ -183,14 +164,14 @@ Json workload_policy_json(const WorkloadPolicy& p, const tenancy::Tenant& t) {
 // The body of a PUT, validated: every entry well formed, no entry twice (after folding the
 // host's case), at most kMaxRegistries; require_pull_always may add to the class's rule but
 // never switch it off.
-Result<WorkloadPolicy> workload_policy_from_body(const Call& call) {
+Result<tenancy::WorkloadPolicy> workload_policy_from_body(const Call& call) {
   auto r = body_reader(call, "workload policy");
   const Json* list = r.optional_array("allowed_registries");
   if (list == nullptr && !r.has("allowed_registries"))
     r.reject("allowed_registries", "is required (an empty list allows any registry)");
   auto pull = r.optional_bool("require_pull_always");
   GP_TRY_VOID(r.finish());
-  WorkloadPolicy p;
+  tenancy::WorkloadPolicy p;
   if (list->size() > kMaxRegistries)
     return fail(Error::invalid(
         fmt::format("allowed_registries: {} entries, at most {}", list->size(), kMaxRegistries)));
@@ -210,13 +191,13 @@ Result<WorkloadPolicy> workload_policy_from_body(const Call& call) {
     return fail(Error::invalid(
         fmt::format("require_pull_always: class {} requires imagePullPolicy Always; a workload "
                     "policy can only tighten it",
-                    policy::class_name(cls))));
+                    vocab::class_name(cls))));
   p.require_pull_always = pull.value_or(false);
   return p;
 }
 
 Result<Reply> get_workload_policy(Api&, Call& call, store::Tx& tx) {
-  auto p = GP_TRY(load_workload_policy(tx, call.tenant->id));
+  auto p = GP_TRY(tenancy::load_workload_policy(tx, call.tenant->id));
   return json_reply(200, workload_policy_json(p, *call.tenant), p.version);
 }
 
@@ -224,22 +205,10 @@ Result<Mutation> put_workload_policy(Api& api, Call& call, store::Tx& tx) {
   if (call.tenant->state == tenancy::TenantState::kOffboarding)
     return fail(Error::conflict("tenant is being offboarded and can no longer change"));
   auto next = GP_TRY(workload_policy_from_body(call));
-  auto before = GP_TRY(load_workload_policy(tx, call.tenant->id));
+  auto before = GP_TRY(tenancy::load_workload_policy(tx, call.tenant->id));
   GP_TRY_VOID(check_if_match(call, before.version));
-  next.version = before.version + 1;
-  Json stored = {{"allowed_registries", next.allowed_registries},
-                 {"require_pull_always", next.require_pull_always}};
-  int64_t now = to_unix_micros(api.clock().now());
-  if (before.version == 0)
-    GP_TRY(
-        tx.exec("INSERT INTO tenant_workload_policies (tenant_id, policy, updated_by, updated_at, "
-                "version) VALUES (?,?,?,?,?)",
-                {call.tenant->id, stored.dump(), call.who.id, now, next.version}));
-  else
-    GP_TRY(
-        tx.exec("UPDATE tenant_workload_policies SET policy = ?, updated_by = ?, updated_at = ?, "
-                "version = ? WHERE tenant_id = ? AND version = ?",
-                {stored.dump(), call.who.id, now, next.version, call.tenant->id, before.version}));
+  next = GP_TRY(tenancy::save_workload_policy(tx, call.tenant->id, before, std::move(next),
+                                              call.who.id, to_unix_micros(api.clock().now())));
   Json added = Json::array(), removed = Json::array();
   const auto& b = before.allowed_registries;
   const auto& a = next.allowed_registries;
@@ -282,7 +251,7 @@ Result<policy::TenantAdmissionContext> admission_context(store::Tx& tx,
       ctx.other_pools.push_back(std::move(placement));
   }
   ctx.require_own_pool = policy::class_requires_own_pool(tenant.isolation_class);
-  auto workload = GP_TRY(load_workload_policy(tx, tenant.id));
+  auto workload = GP_TRY(tenancy::load_workload_policy(tx, tenant.id));
   ctx.allowed_registries = std::move(workload.allowed_registries);
   ctx.require_pull_always =
       policy::class_requires_pull_always(tenant.isolation_class) || workload.require_pull_always;
@@ -545,15 +514,8 @@ Result<render::TenantBundleInput> bundle_input(Api& api, Call& call, store::Tx& 
   // gpuplane users are Kubernetes users "<tenant>/<username>" (the login name the cluster's
   // OIDC issuer asserts); gpuplane service accounts become ServiceAccounts of the namespaces
   // they are bound in. Disabled subjects get nothing.
-  PageRequest page;
-  page.limit = 500;
-  std::vector<tenancy::Binding> bindings;
-  for (;;) {
-    auto b = GP_TRY(tenancy::list_bindings(tx, call.owner(), page));
-    for (auto& x : b.items) bindings.push_back(std::move(x));
-    if (!b.next) break;
-    page.after = b.next;
-  }
+  const std::vector<tenancy::Binding> bindings = GP_TRY(all_pages(
+      [&](const PageRequest& page) { return tenancy::list_bindings(tx, call.owner(), page); }));
   std::map<std::string, std::string> project_names;
   for (const auto& p : projects) project_names[p.id] = p.name;
   for (const auto& b : bindings) {
@@ -615,23 +577,13 @@ Result<Reply> render_bundle(Api& api, Call& call, store::Tx& tx) {
 // granted share).
 Result<std::vector<fleet::NodeHolding>> node_holdings(store::Tx& tx,
                                                       const std::vector<tenancy::Tenant>& all) {
-  std::map<std::string, std::string> tenant_names, node_names;
+  std::map<std::string, std::string> tenant_names;
   for (const auto& t : all) tenant_names[t.id] = t.name;
-  PageRequest page;
-  page.limit = 500;
-  for (;;) {
-    auto p = GP_TRY(fleet::list_nodes(tx, page, std::nullopt));
-    for (const auto& n : p.items) node_names[n.id] = n.info.name;
-    if (!p.next) break;
-    page.after = p.next;
-  }
+  const auto node_names = GP_TRY(fleet::node_names(tx));
   std::map<std::pair<std::string, std::string>, fleet::NodeHolding> by;  // (tenant, node)
-  for (const auto& row :
-       GP_TRY(tx.query("SELECT tenant_id, placement FROM allocations WHERE placement IS NOT NULL "
-                       "AND state IN ('placed', 'active') ORDER BY id"))) {
-    auto tn = tenant_names.find(row.text(0));
+  for (const auto& [tenant_id, placement] : GP_TRY(alloc::live_placements(tx))) {
+    auto tn = tenant_names.find(tenant_id);
     if (tn == tenant_names.end()) continue;
-    Json placement = GP_TRY(parse_json(row.text(1)));
     if (!placement.contains("gpus") || !placement["gpus"].is_array())
       return fail(Error::internal("stored placement without gpus"));
     for (const auto& g : placement["gpus"]) {
@@ -669,24 +621,6 @@ Result<Reply> reconcile_kubernetes_pods(Api&, Call& call, store::Tx& tx) {
 }
 
 }  // namespace
-
-Result<WorkloadPolicy> load_workload_policy(store::Tx& tx, const std::string& tenant_id) {
-  auto row = GP_TRY(tx.query_one(
-      "SELECT policy, version FROM tenant_workload_policies WHERE tenant_id = ?", {tenant_id}));
-  if (!row) return WorkloadPolicy{};
-  Json j = GP_TRY(parse_json(row->text(0)));
-  WorkloadPolicy p;
-  if (!j.is_object() || !j.contains("allowed_registries") || !j["allowed_registries"].is_array() ||
-      !j.contains("require_pull_always") || !j["require_pull_always"].is_boolean())
-    return fail(Error::internal("stored workload policy unreadable for tenant " + tenant_id));
-  for (const auto& r : j["allowed_registries"]) {
-    if (!r.is_string()) return fail(Error::internal("stored workload policy: registry not text"));
-    p.allowed_registries.push_back(r.get<std::string>());
-  }
-  p.require_pull_always = j["require_pull_always"].get<bool>();
-  p.version = row->integer(1);
-  return p;
-}
 
 std::vector<Route> k8s_routes() {
   std::vector<Route> r;

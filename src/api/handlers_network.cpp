@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <limits>
 #include <unordered_map>
 
 #include "api/network_state.h"
@@ -22,17 +21,6 @@ constexpr size_t kMaxSecretBytes = 64 << 10;
 
 // ---- Network state in the store ----
 
-// The names of the tenants `ids` names, read in one query (not one per tenant: the agents'
-// assignments read them).
-Result<std::unordered_map<std::string, std::string>> tenant_names(store::Tx& tx,
-                                                                  std::vector<std::string> ids) {
-  const PageRequest all{.limit = std::numeric_limits<int>::max() - 1};
-  std::unordered_map<std::string, std::string> names;
-  for (auto& t : GP_TRY(tenancy::list_tenants(tx, all, std::move(ids))).items)
-    names.emplace(std::move(t.id), std::move(t.name));
-  return names;
-}
-
 // The tenant's name in place of its id (the core names tenants), for the items of tenants that
 // still exist; sorted by name, as the ruleset is rendered.
 template <typename T, typename GetId>
@@ -48,10 +36,8 @@ std::string& segment_tenant(network::Segment& s) { return s.tenant; }
 
 // Every live segment, named by tenant name.
 Result<std::vector<network::Segment>> load_segments(store::Tx& tx) {
-  auto segments = GP_TRY(network::load_segments(tx));
-  std::vector<std::string> ids;
-  for (const auto& seg : segments) ids.push_back(seg.tenant);
-  return named_by_tenant(GP_TRY(tenant_names(tx, std::move(ids))), std::move(segments),
+  // Names read in one query, not one per tenant: the agents' assignments read them.
+  return named_by_tenant(GP_TRY(tenancy::tenant_names(tx)), GP_TRY(network::load_segments(tx)),
                          segment_tenant);
 }
 
@@ -281,12 +267,9 @@ Result<Mutation> delete_secret_by_query(Api&, Call& call, store::Tx& tx) {
 }  // namespace
 
 Result<network::NodeNetState> node_net_state(Api& api, store::Tx& tx) {
-  auto segments = GP_TRY(network::load_segments(tx));
-  std::vector<std::string> ids;  // the policies read are of tenants with a segment
-  for (const auto& seg : segments) ids.push_back(seg.tenant);
-  const auto names = GP_TRY(tenant_names(tx, std::move(ids)));
+  const auto names = GP_TRY(tenancy::tenant_names(tx));
   network::NodeNetState state;
-  state.segments = named_by_tenant(names, std::move(segments), segment_tenant);
+  state.segments = named_by_tenant(names, GP_TRY(network::load_segments(tx)), segment_tenant);
   using TenantPolicyJson = std::pair<std::string, Json>;
   for (const auto& [name, j] :
        named_by_tenant(names, GP_TRY(network::load_policies_with_segments(tx)),

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <map>
+#include <unordered_map>
 
 #include "alloc/alloc.h"
 #include "api/router.h"
@@ -86,13 +87,12 @@ Result<Reply> standing_reply(Api& api, Call& call, store::Tx& tx, const std::str
   const auto [from, to] = GP_TRY(period_param(api, call));
   const int64_t now = api.world().now();
   auto rows = GP_TRY(sla::standing(tx, tenant_id, from, to, now));
-  std::map<std::string, std::string, std::less<>> tenant_names, offering_names;
-  for (const auto& r : GP_TRY(tx.query("SELECT id, name FROM tenants")))
-    tenant_names[r.text(0)] = r.text(1);
+  const auto tenant_names = GP_TRY(tenancy::tenant_names(tx));
+  std::unordered_map<std::string, std::string> offering_names;
   for (const auto& o : GP_TRY(alloc::list_offerings(tx))) offering_names[o.id] = o.name;
   std::map<std::string, sla::OfferingSla, std::less<>> slas;
   Json items = Json::array();
-  constexpr int64_t kUnitMinute = int64_t(sched::kUnitsPerGpu) * 60'000'000;
+  constexpr int64_t kUnitMinute = int64_t(vocab::kUnitsPerGpu) * 60'000'000;
   for (const auto& a : rows) {
     auto s = slas.find(a.offering);
     if (s == slas.end())
@@ -130,9 +130,7 @@ Result<Reply> list_downtime(Api& api, Call& call, store::Tx& tx) {
   const int64_t from =
       GP_TRY(time_param(call, "from", metering::period_start(now, metering::Granularity::kMonth)));
   if (to <= from) return fail(Error::invalid("from must be before to"));
-  std::map<std::string, std::string, std::less<>> node_names;
-  for (const auto& r : GP_TRY(tx.query("SELECT id, name FROM nodes")))
-    node_names[r.text(0)] = r.text(1);
+  const auto node_names = GP_TRY(fleet::node_names(tx));
   Json items = Json::array();
   for (const auto& d : GP_TRY(fleet::list_downtime(tx, from, to))) {
     Json j = d.to_json();

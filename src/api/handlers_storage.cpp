@@ -284,14 +284,19 @@ Result<Reply> agent_assignment(Api& api, Call& call, store::Tx& tx) {
     body.erase("tenant");
     policies.push_back({{"tenant", policy.tenant}, {"policy", body}});
   }
+  // The volumes of every tenant with an id block that is not being offboarded, by tenant name.
+  const auto blocks = GP_TRY(storage::all_ids(tx));
+  auto tenants = GP_TRY(all_pages(
+      [&](const PageRequest& page) { return tenancy::list_tenants(tx, page, std::nullopt); }));
+  std::erase_if(tenants, [&](const tenancy::Tenant& t) {
+    return t.state == tenancy::TenantState::kOffboarding || !blocks.contains(t.id);
+  });
+  std::ranges::sort(tenants, {}, &tenancy::Tenant::name);
   Json volumes = Json::array();
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT t.id, t.name, s.first_id, s.count FROM tenant_storage_ids s JOIN tenants t ON "
-           "t.id = s.tenant_id WHERE t.state <> 'offboarding' ORDER BY t.name"))) {
-    storage::IdRange ids{static_cast<uint32_t>(row.integer(2)),
-                         static_cast<uint32_t>(row.integer(3))};
-    auto tv = storage::active_volumes(row.text(0), row.text(1), ids,
-                                      GP_TRY(storage::load_volumes(tx, row.text(0))));
+  for (const tenancy::Tenant& tenant : tenants) {
+    const storage::IdRange& ids = blocks.at(tenant.id);
+    auto tv = storage::active_volumes(tenant.id, tenant.name, ids,
+                                      GP_TRY(storage::load_volumes(tx, tenant.id)));
     if (tv.projects.empty()) continue;
     Json projects = Json::array();
     for (const auto& p : tv.projects)

@@ -165,12 +165,7 @@ std::vector<Route> system_routes() {
        .action = "system.readyz",
        .access = Access::kPublic,
        .handler = [](Api& api, Call& call) -> Result<Reply> {
-         bool store_ok = api.store()
-                             .read([](store::Tx& tx) -> Result<void> {
-                               GP_TRY_VOID(tx.query("SELECT 1"));
-                               return ok();
-                             })
-                             .has_value();
+         const bool store_ok = api.store().ping().has_value();
          if (!api.ready() || !store_ok)
            return fail(Error::unavailable(store_ok ? "shutting down" : "store unreachable"));
          // ?role=leader: ready only on the leader (a load balancer's check for writes).

@@ -172,7 +172,7 @@ void refresh_usage_gauges(Api& api, store::Tx& tx) {
   if (!by_tenant) return;
   std::vector<std::pair<std::string, double>> values;
   for (const auto& [t, units] : *by_tenant)
-    values.emplace_back(t, double(units) / sched::kUnitsPerGpu);
+    values.emplace_back(t, double(units) / vocab::kUnitsPerGpu);
   api.metrics().set_family("usage_gpu_equivalents",
                            "GPU-equivalents held by open usage intervals, by tenant (the largest "
                            "50; the rest summed as tenant=\"_other\").",

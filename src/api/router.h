@@ -151,14 +151,6 @@ Result<bool> tenant_secret_exists(store::Tx& tx, const std::string& tenant_id,
                                   const std::string& name);
 Result<std::string> open_tenant_secret(const Api& api, store::Tx& tx, const std::string& tenant_id,
                                        const std::string& name);
-// A tenant's workload policy (handlers_k8s.cpp): the registries its images may come from, for
-// the admission webhook and for jobs.
-struct WorkloadPolicy {
-  std::vector<std::string> allowed_registries;  // empty: any registry
-  bool require_pull_always = false;             // on top of what the class requires
-  int64_t version = 0;                          // 0: never set
-};
-Result<WorkloadPolicy> load_workload_policy(store::Tx& tx, const std::string& tenant_id);
 // Sets the usage gauges (GPU-equivalents held per tenant) from the open usage intervals.
 void refresh_usage_gauges(Api& api, store::Tx& tx);
 // Whether the caller reads figures counted from every tenant's allocations (the whole queue,

@@ -108,21 +108,37 @@ Json record_to_json(const Record& r) {
           {"hash", r.hash}};
 }
 
-Result<VerifyReport> verify_store(store::Store& store, const Verifier& verifier) {
+Result<VerifyReport> verify_chain(store::Tx& tx, const Verifier& verifier) {
   std::vector<Record> records;
+  for (const auto& row :
+       GP_TRY(tx.query(fmt::format("SELECT {} FROM audit_log ORDER BY rowid", kCols))))
+    records.push_back(record_from(row));
   std::vector<Checkpoint> checkpoints;
+  for (const auto& c : GP_TRY(tx.query(
+           "SELECT seq, hash, time_us, key_id, signature FROM audit_checkpoints ORDER BY seq")))
+    checkpoints.push_back(Checkpoint{c.integer(0), c.text(1), c.integer(2), c.text(3), c.text(4)});
+  return verify(records, checkpoints, verifier);
+}
+
+Result<VerifyReport> verify_store(store::Store& store, const Verifier& verifier) {
+  VerifyReport report;
   GP_TRY_VOID(store.read([&](store::Tx& tx) -> Result<void> {
-    // Storage order (rowid), not seq order: a reordering of rows must be visible to verify.
-    auto rows = GP_TRY(tx.query(fmt::format("SELECT {} FROM audit_log ORDER BY rowid", kCols)));
-    for (const auto& row : rows) records.push_back(record_from(row));
-    auto cps = GP_TRY(tx.query(
-        "SELECT seq, hash, time_us, key_id, signature FROM audit_checkpoints ORDER BY seq"));
-    for (const auto& c : cps)
-      checkpoints.push_back(
-          Checkpoint{c.integer(0), c.text(1), c.integer(2), c.text(3), c.text(4)});
+    report = GP_TRY(verify_chain(tx, verifier));
     return ok();
   }));
-  return verify(records, checkpoints, verifier);
+  return report;
+}
+
+Result<int64_t> oldest_seq(store::Tx& tx) {
+  auto row = GP_TRY(tx.query_one("SELECT COALESCE(MIN(seq), 0) FROM audit_log"));
+  return row ? row->integer(0) : 0;
+}
+
+Result<TenantTrail> tenant_trail(store::Tx& tx, const std::string& tenant_id) {
+  auto row = GP_TRY(
+      tx.query_one("SELECT COUNT(*), COALESCE(MAX(time_us), 0) FROM audit_log WHERE tenant_id = ?",
+                   {tenant_id}));
+  return row ? TenantTrail{row->integer(0), row->integer(1)} : TenantTrail{};
 }
 
 }  // namespace gp::audit

@@ -57,7 +57,18 @@ class AuditLog {
 
 Json record_to_json(const Record& r);
 
-// Reads every record and checkpoint in storage order and verifies the chain.
+// Reads every record and checkpoint in storage order (rowid, not seq, so a reordering of rows
+// shows) and verifies the chain, inside the caller's transaction.
+Result<VerifyReport> verify_chain(store::Tx& tx, const Verifier& verifier);
+// verify_chain in a read transaction of its own.
 Result<VerifyReport> verify_store(store::Store& store, const Verifier& verifier);
+// The smallest seq kept (0 when the log is empty): above 1 once old records were archived.
+Result<int64_t> oldest_seq(store::Tx& tx);
+// How many records name the tenant, and the time of the latest (0 when none).
+struct TenantTrail {
+  int64_t entries = 0;
+  int64_t latest_at = 0;
+};
+Result<TenantTrail> tenant_trail(store::Tx& tx, const std::string& tenant_id);
 
 }  // namespace gp::audit

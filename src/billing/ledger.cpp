@@ -92,6 +92,62 @@ Result<Account> save_account(store::Tx& tx, Account a, const std::string& who, i
   return a;
 }
 
+namespace {
+
+constexpr std::string_view kPublishedColumns = "card, created_by, created_at";
+
+Result<PublishedRateCard> published_from(const store::Row& row) {
+  return PublishedRateCard{.card = GP_TRY(parse_json(row.text(0))),
+                           .created_by = row.text(1),
+                           .created_at = row.integer(2)};
+}
+
+}  // namespace
+
+Json PublishedRateCard::to_json() const {
+  Json j = card;
+  j["created_by"] = created_by;
+  j["created_at"] = format_rfc3339(from_unix_micros(created_at));
+  return j;
+}
+
+Result<PublishedRateCard> publish_rate_card(store::Tx& tx, RateCard& card, const std::string& who,
+                                            int64_t now) {
+  auto last = GP_TRY(tx.query_one("SELECT MAX(version) FROM rate_cards WHERE id = ?", {card.id}));
+  card.version = last && !last->is_null(0) ? last->integer(0) + 1 : 1;
+  PublishedRateCard published{
+      .card = rate_card_to_json(card), .created_by = who, .created_at = now};
+  GP_TRY(
+      tx.exec("INSERT INTO rate_cards (id, version, currency, effective_from, card, created_by, "
+              "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+              {card.id, card.version, card.currency, card.effective_from_us, published.card.dump(),
+               who, now}));
+  return published;
+}
+
+Result<std::vector<PublishedRateCard>> latest_rate_cards(store::Tx& tx) {
+  std::vector<PublishedRateCard> out;
+  for (const auto& row : GP_TRY(tx.query(fmt::format(
+           "SELECT {} FROM rate_cards r WHERE version = (SELECT MAX(version) FROM rate_cards "
+           "WHERE id = r.id) ORDER BY id",
+           kPublishedColumns)))) {
+    out.push_back(GP_TRY(published_from(row)));
+  }
+  return out;
+}
+
+Result<std::vector<PublishedRateCard>> published_rate_card_versions(store::Tx& tx,
+                                                                    std::string_view id) {
+  std::vector<PublishedRateCard> out;
+  for (const auto& row :
+       GP_TRY(tx.query(fmt::format("SELECT {} FROM rate_cards WHERE id = ? ORDER BY version",
+                                   kPublishedColumns),
+                       {std::string(id)}))) {
+    out.push_back(GP_TRY(published_from(row)));
+  }
+  return out;
+}
+
 Result<std::vector<RateCard>> load_rate_card_versions(store::Tx& tx, std::string_view id) {
   std::vector<RateCard> out;
   for (const auto& row : GP_TRY(tx.query(

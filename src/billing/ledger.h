@@ -45,6 +45,25 @@ Result<Account> apply_account_update(Account current, const Json& body);
 // Inserts or replaces the stored account; returns it with its new version.
 Result<Account> save_account(store::Tx& tx, Account account, const std::string& who, int64_t now);
 
+// A rate card version as published: the card's JSON (rate_card_to_json, with its version), who
+// published it and when.
+struct PublishedRateCard {
+  Json card;
+  std::string created_by;
+  int64_t created_at = 0;
+  // The card with created_by and created_at (RFC 3339): what the API answers.
+  Json to_json() const;
+};
+// Publishes `card` as the next version of its id, which it assigns to card.version (1 for a new
+// id), and returns it as stored.
+Result<PublishedRateCard> publish_rate_card(store::Tx& tx, RateCard& card, const std::string& who,
+                                            int64_t now);
+// The latest version of every card, by id.
+Result<std::vector<PublishedRateCard>> latest_rate_cards(store::Tx& tx);
+// Every published version of card `id`, oldest first (empty when there is none).
+Result<std::vector<PublishedRateCard>> published_rate_card_versions(store::Tx& tx,
+                                                                    std::string_view id);
+
 // Every stored version of card `id`, oldest first (empty when there is none).
 Result<std::vector<RateCard>> load_rate_card_versions(store::Tx& tx, std::string_view id);
 // The version of card `id` that prices `period`: the one in force at the period's start, else

@@ -382,7 +382,7 @@ void add_mig(CLI::App& app, int* rc) {
   auto* profiles = mig->add_subcommand("profiles", "GPU-instance profiles of a model");
   profiles->add_option("model", *model, "GPU model, e.g. H200")->required();
   on_run(profiles, rc, [model] {
-    auto cat = fleet::mig_catalog(*model);
+    auto cat = vocab::mig_catalog(*model);
     if (!cat) {
       std::cerr << "error: " << cat.error().message << "\n";
       return false;
@@ -409,12 +409,12 @@ void add_mig(CLI::App& app, int* rc) {
   plan->add_option("--svg", *svg, "Draw the layout to this file");
   plan->add_flag("--mig-parted", *parted, "Print a mig-parted config");
   on_run(plan, rc, [model, wanted, svg, parted] {
-    auto cat = fleet::mig_catalog(*model);
+    auto cat = vocab::mig_catalog(*model);
     if (!cat) {
       std::cerr << "error: " << cat.error().message << "\n";
       return false;
     }
-    auto layout = fleet::plan(**cat, *wanted);
+    auto layout = vocab::plan(**cat, *wanted);
     if (!layout) {
       std::cerr << "error: " << layout.error().message << "\n";
       return false;

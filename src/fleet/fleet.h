@@ -1,22 +1,24 @@
 // Fleet: the hardware gpuplane governs. Pools, nodes and their GPUs, node enrolment with
 // one-time join tokens, the node lifecycle, health from agent reports, utilization samples, and
-// the MIG catalog and geometry. Repository functions run inside a caller's store transaction,
+// MIG layouts drawn and written as mig-parted configs (the catalog and geometry themselves are
+// vocabulary: vocab/vocab.h). Repository functions run inside a caller's store transaction,
 // like tenancy's. Public header of the fleet module.
 #pragma once
 
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "common/page.h"
 #include "fleet/inventory.h"
 #include "fleet/k8s_import.h"
 #include "fleet/lifecycle.h"
-#include "fleet/mig_catalog.h"
-#include "fleet/mig_geometry.h"
 #include "fleet/pod_reconcile.h"
 #include "store/store.h"
+#include "vocab/vocab.h"
 
 namespace gp::fleet {
 
@@ -172,6 +174,8 @@ Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w,
 Result<std::optional<Node>> find_node(store::Tx& tx, std::string_view id_or_name);
 Result<Page<Node>> list_nodes(store::Tx& tx, const PageRequest& page,
                               const std::optional<NodeState>& state);
+// Every node's name by its id, in one query.
+Result<std::unordered_map<std::string, std::string>> node_names(store::Tx& tx);
 // `drain_deadline` (kDrain only): when what still runs there is evicted.
 Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node_id,
                           NodeAction action, const std::string& reason,
@@ -213,12 +217,35 @@ Result<int> repair_downtime(store::Tx& tx, int64_t now);
 
 // ---- drawings ----
 // One GPU's MIG layout: memory slices with the instances placed on them, and the room left.
-std::string mig_layout_svg(const MigCatalog& catalog, const Layout& layout, std::string_view title);
+std::string mig_layout_svg(const vocab::MigCatalog& catalog, const vocab::Layout& layout,
+                           std::string_view title);
+
+// One entry of a mig-parted config: the device indices it applies to and their layout.
+using MigPartedDevices = std::pair<std::vector<int>, vocab::Layout>;
+
+// An NVIDIA mig-parted config file (format version v1) with one named config whose entries
+// enable MIG on the given devices with each layout's instance counts:
+//
+//   version: v1
+//   mig-configs:
+//     <config_name>:
+//       - devices: [0, 1]
+//         mig-enabled: true
+//         mig-devices:
+//           "1g.18gb": 2
+//
+// mig-parted takes counts, not placements; the driver chooses placements when it applies the
+// config, so starts in the layouts are not carried. Entries keep their given order; device
+// indices are sorted; profiles are sorted by name; an empty layout gives `mig-devices: {}`.
+// The config name is written plain when it starts with a letter, is only [A-Za-z0-9._-] and is
+// no YAML keyword (true, no, null, ...); else double-quoted. Profile names are always quoted.
+std::string to_mig_parted_yaml(const std::string& config_name,
+                               const std::vector<MigPartedDevices>& devices);
 // Who holds a GPU or a part of it, as the fleet map draws it.
 struct GpuHold {
-  std::string holder;                 // the tenant's name
-  std::optional<PlacedInstance> mig;  // the MIG instance held, on a MIG GPU
-  int milli = 0;                      // the share held, on a time-sliced GPU (0: the whole GPU)
+  std::string holder;                        // the tenant's name
+  std::optional<vocab::PlacedInstance> mig;  // the MIG instance held, on a MIG GPU
+  int milli = 0;  // the share held, on a time-sliced GPU (0: the whole GPU)
 };
 // Every node as a row of GPUs coloured by health, each GPU showing its holders (`holds` by GPU
 // UUID) in one colour per tenant with a legend: a whole GPU as a band, MIG GPUs slice by slice

@@ -16,13 +16,13 @@ using store::Row;
 
 std::string ts(int64_t us) { return format_rfc3339(from_unix_micros(us)); }
 
-Json layout_json(const Layout& l) {
+Json layout_json(const vocab::Layout& l) {
   Json a = Json::array();
   for (const auto& p : l) a.push_back({{"profile", p.profile}, {"start", p.start}});
   return a;
 }
-Layout layout_from(const std::string& text) {
-  Layout l;
+vocab::Layout layout_from(const std::string& text) {
+  vocab::Layout l;
   Json j = Json::parse(text, nullptr, false);
   if (j.is_array())
     for (const auto& p : j) l.push_back({p.value("profile", ""), p.value("start", 0)});
@@ -259,6 +259,13 @@ Result<Page<Node>> list_nodes(store::Tx& tx, const PageRequest& page,
   std::vector<Node> out;
   for (const auto& r : rows) out.push_back(node_from(r));
   return make_page(std::move(out), page);
+}
+
+Result<std::unordered_map<std::string, std::string>> node_names(store::Tx& tx) {
+  std::unordered_map<std::string, std::string> names;
+  for (const auto& r : GP_TRY(tx.query("SELECT id, name FROM nodes")))
+    names.emplace(r.text(0), r.text(1));
+  return names;
 }
 
 Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node_id,

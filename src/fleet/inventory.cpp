@@ -35,7 +35,7 @@ std::string canonical_model(std::string_view product) {
   std::string s(product);
   for (auto prefix : {"NVIDIA ", "NVIDIA-", "Tesla ", "Tesla-"})
     if (s.starts_with(prefix)) s = s.substr(std::string_view(prefix).size());
-  if (auto cat = mig_catalog(product); cat) {
+  if (auto cat = vocab::mig_catalog(product); cat) {
     const std::string& m = (*cat)->model;
     if (m == "H200-141GB") return "H200";
     if (m == "H100-80GB") return "H100";
@@ -70,7 +70,7 @@ Result<GpuInfo> parse_gpu(const Json& j, size_t pos) {
     for (size_t i = 0; i < mig->size(); ++i) {
       const Json& inst = (*mig)[i];
       ObjectReader ir(inst, fmt::format("gpus[{}].mig_instances[{}]", pos, i));
-      PlacedInstance p;
+      vocab::PlacedInstance p;
       p.profile = ir.string("profile", 32);
       p.start = int(ir.integer("start", 0, 31));
       GP_TRY_VOID(ir.finish());
@@ -99,11 +99,11 @@ Result<GpuInfo> parse_gpu(const Json& j, size_t pos) {
   if (g.mode == GpuMode::kMig) {
     if (!g.mig_capable)
       return fail(Error::invalid(fmt::format("GPU {} is in MIG mode but not MIG capable", g.uuid)));
-    auto cat = mig_catalog(g.product);
+    auto cat = vocab::mig_catalog(g.product);
     if (!cat)
       return fail(Error::invalid(
           fmt::format("GPU {}: no MIG geometry known for model '{}'", g.uuid, g.product)));
-    if (auto v = validate(**cat, g.mig_instances); !v)
+    if (auto v = vocab::validate(**cat, g.mig_instances); !v)
       return fail(Error::invalid(fmt::format("GPU {}: {}", g.uuid, v.error().message)));
   } else if (!g.mig_instances.empty()) {
     return fail(

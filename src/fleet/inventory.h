@@ -10,14 +10,13 @@
 
 #include "common/json.h"
 #include "common/result.h"
-#include "fleet/mig_geometry.h"
-#include "policy/policy.h"
+#include "vocab/vocab.h"
 
 namespace gp::fleet {
 
-using policy::gpu_mode_name;
-using policy::GpuMode;
-using policy::parse_gpu_mode;
+using vocab::gpu_mode_name;
+using vocab::GpuMode;
+using vocab::parse_gpu_mode;
 
 struct GpuHealth {
   std::vector<int> xid_errors;  // XID codes seen since the last report
@@ -41,7 +40,7 @@ struct GpuInfo {
   std::vector<std::string> nvlink_peers;  // UUIDs
   bool mig_capable = false;
   GpuMode mode = GpuMode::kWhole;
-  Layout mig_instances;  // existing MIG layout when mode == kMig
+  vocab::Layout mig_instances;  // existing MIG layout when mode == kMig
   GpuHealth health;
 };
 

@@ -13,8 +13,7 @@
 #include <tuple>
 #include <utility>
 
-#include "fleet/mig_catalog.h"
-#include "fleet/mig_geometry.h"
+#include "vocab/vocab.h"
 
 namespace gp::fleet {
 namespace {
@@ -380,9 +379,10 @@ bool keep_label(std::string_view key) {
 // Spreading MIG instances over GPUs
 
 // "8 x 3g.71gb, 12 x 1g.18gb", largest profile first.
-std::string describe_counts(const MigCatalog& catalog, const std::map<std::string, int>& counts) {
+std::string describe_counts(const vocab::MigCatalog& catalog,
+                            const std::map<std::string, int>& counts) {
   std::string out;
-  for (const MigProfile& p : catalog.profiles) {
+  for (const vocab::MigProfile& p : catalog.profiles) {
     auto it = counts.find(p.name);
     if (it == counts.end() || it->second == 0) continue;
     out += fmt::format("{}{} x {}", out.empty() ? "" : ", ", it->second, p.name);
@@ -394,11 +394,11 @@ std::string describe_counts(const MigCatalog& catalog, const std::map<std::strin
 // used, then lowest index) whose layout plan() can still make. Uniform requests come out
 // uniform, as mig-parted's "all-<profile>" and "all-balanced" configs are. Nullopt when stuck.
 std::optional<std::vector<std::vector<std::string>>> spread_greedily(
-    const MigCatalog& catalog, const std::map<std::string, int>& counts, int gpus) {
+    const vocab::MigCatalog& catalog, const std::map<std::string, int>& counts, int gpus) {
   std::vector<std::vector<std::string>> requests(gpus);
   std::vector<int> load(gpus, 0);
   std::vector<int> order(gpus);
-  for (const MigProfile& profile : catalog.profiles) {
+  for (const vocab::MigProfile& profile : catalog.profiles) {
     auto it = counts.find(profile.name);
     for (int n = 0; it != counts.end() && n < it->second; ++n) {
       std::iota(order.begin(), order.end(), 0);
@@ -406,7 +406,7 @@ std::optional<std::vector<std::vector<std::string>>> spread_greedily(
       bool placed = false;
       for (int g : order) {
         requests[g].push_back(profile.name);
-        if (plan(catalog, requests[g])) {
+        if (vocab::plan(catalog, requests[g])) {
           load[g] += profile.compute_slices;
           placed = true;
           break;
@@ -424,12 +424,12 @@ std::optional<std::vector<std::vector<std::string>>> spread_greedily(
 // spread's failures come here; `budget` bounds the work for hopeless large requests.
 class MigSpreadSearch {
  public:
-  MigSpreadSearch(const MigCatalog& catalog, std::vector<int> wanted, int gpus)
+  MigSpreadSearch(const vocab::MigCatalog& catalog, std::vector<int> wanted, int gpus)
       : catalog_(catalog), wanted_(std::move(wanted)), gpus_(gpus) {
     std::set<std::vector<int>> vectors;
-    for (const Layout& layout : enumerate_layouts(catalog_)) {
+    for (const vocab::Layout& layout : vocab::enumerate_layouts(catalog_)) {
       std::vector<int> v(catalog_.profiles.size(), 0);
-      for (const PlacedInstance& inst : layout) {
+      for (const vocab::PlacedInstance& inst : layout) {
         for (size_t p = 0; p < catalog_.profiles.size(); ++p) {
           if (catalog_.profiles[p].name == inst.profile) ++v[p];
         }
@@ -459,7 +459,7 @@ class MigSpreadSearch {
   int slices(const std::vector<int>& v, bool compute) const {
     int total = 0;
     for (size_t p = 0; p < v.size(); ++p) {
-      const MigProfile& profile = catalog_.profiles[p];
+      const vocab::MigProfile& profile = catalog_.profiles[p];
       total += v[p] * (compute ? profile.compute_slices : profile.memory_slices);
     }
     return total;
@@ -494,7 +494,7 @@ class MigSpreadSearch {
     return false;
   }
 
-  const MigCatalog& catalog_;
+  const vocab::MigCatalog& catalog_;
   std::vector<int> wanted_;
   int gpus_;
   std::vector<std::vector<int>> vectors_;
@@ -503,9 +503,9 @@ class MigSpreadSearch {
 };
 
 // One valid layout per GPU (`gpus` of them, some possibly empty) holding exactly `counts`.
-Result<std::vector<Layout>> spread_mig(const MigCatalog& catalog,
-                                       const std::map<std::string, int>& counts, int gpus,
-                                       std::string_view node) {
+Result<std::vector<vocab::Layout>> spread_mig(const vocab::MigCatalog& catalog,
+                                              const std::map<std::string, int>& counts, int gpus,
+                                              std::string_view node) {
   auto cannot = [&](std::string_view why) {
     return fail(Error::invalid(fmt::format(
         "node '{}': cannot place {} on {} MIG-enabled {} GPU{}{}", node,
@@ -515,7 +515,7 @@ Result<std::vector<Layout>> spread_mig(const MigCatalog& catalog,
       spread_greedily(catalog, counts, gpus);
   if (!requests) {
     std::vector<int> wanted;
-    for (const MigProfile& p : catalog.profiles) {
+    for (const vocab::MigProfile& p : catalog.profiles) {
       auto it = counts.find(p.name);
       wanted.push_back(it == counts.end() ? 0 : it->second);
     }
@@ -530,9 +530,9 @@ Result<std::vector<Layout>> spread_mig(const MigCatalog& catalog,
       }
     }
   }
-  std::vector<Layout> layouts;
+  std::vector<vocab::Layout> layouts;
   for (const std::vector<std::string>& request : *requests) {
-    Result<Layout> layout = plan(catalog, request);
+    Result<vocab::Layout> layout = vocab::plan(catalog, request);
     if (!layout) return cannot(": " + layout.error().message);
     layouts.push_back(std::move(*layout));
   }
@@ -547,9 +547,9 @@ struct GpuPlan {
   int gpus = 0;         // physical GPUs
   std::string product;  // NVML name
   int64_t memory_mib = 0;
-  const MigCatalog* catalog = nullptr;  // null when gpuplane knows no MIG geometry for it
-  std::vector<Layout> mig_layouts;      // of GPUs 0..size-1, which are in MIG mode
-  bool time_sliced = false;             // the whole GPUs
+  const vocab::MigCatalog* catalog = nullptr;  // null when gpuplane knows no MIG geometry for it
+  std::vector<vocab::Layout> mig_layouts;      // of GPUs 0..size-1, which are in MIG mode
+  bool time_sliced = false;                    // the whole GPUs
 };
 
 class NodeImporter {
@@ -625,7 +625,7 @@ Result<std::map<std::string, int>> NodeImporter::mig_label_counts() const {
     std::string profile = key.substr(kMigLabelPrefix.size(),
                                      key.size() - kMigLabelPrefix.size() - kCountSuffix.size());
     std::optional<int64_t> n =
-        GP_TRY(label_count(key, int64_t{kMaxGpusPerNode} * kMigComputeSlices));
+        GP_TRY(label_count(key, int64_t{kMaxGpusPerNode} * vocab::kMigComputeSlices));
     if (*n > 0) counts[profile] = static_cast<int>(*n);
   }
   return counts;
@@ -678,7 +678,8 @@ Result<std::optional<GpuPlan>> NodeImporter::plan_gpus() {
     // Time-sliced GPUs not renamed to nvidia.com/gpu.shared carry the suffix "-SHARED".
     if (base.ends_with("-SHARED")) base.erase(base.size() - 7);
     gpu.product = nvml_product(base);
-    if (Result<const MigCatalog*> catalog = mig_catalog(gpu.product)) gpu.catalog = *catalog;
+    if (Result<const vocab::MigCatalog*> catalog = vocab::mig_catalog(gpu.product))
+      gpu.catalog = *catalog;
     gpu.time_sliced = replicas > 1;
     if (gpu.time_sliced && sharing && *sharing == "mps") {
       warn("GPUs shared with MPS ({} replicas) are imported as time-sliced", replicas);
@@ -703,10 +704,10 @@ Result<void> NodeImporter::plan_single(GpuPlan& gpu, const std::string& product_
   std::string profile_name = product_label.substr(at + 5);
   if (profile_name.ends_with("-SHARED")) profile_name.erase(profile_name.size() - 7);
   gpu.product = nvml_product(product_label.substr(0, at));
-  Result<const MigCatalog*> catalog = mig_catalog(gpu.product);
+  Result<const vocab::MigCatalog*> catalog = vocab::mig_catalog(gpu.product);
   if (!catalog) return error("no MIG geometry is known for {}", gpu.product);
   gpu.catalog = *catalog;
-  const MigProfile* profile = gpu.catalog->find(profile_name);
+  const vocab::MigProfile* profile = gpu.catalog->find(profile_name);
   if (!profile) {
     return error("MIG profile '{}' (label {}) is not a profile of {}", profile_name, kProductLabel,
                  gpu.catalog->model);
@@ -774,7 +775,7 @@ Result<void> NodeImporter::plan_whole_and_mixed(GpuPlan& gpu, const std::string&
       if (!gpu.catalog->find(profile)) {
         std::vector<std::string> known;
         known.reserve(gpu.catalog->profiles.size());
-        for (const MigProfile& p : gpu.catalog->profiles) known.push_back(p.name);
+        for (const vocab::MigProfile& p : gpu.catalog->profiles) known.push_back(p.name);
         return error("MIG profile '{}' (label {}{}{}) is not a profile of {} (known: {})", profile,
                      kMigLabelPrefix, profile, kCountSuffix, gpu.catalog->model,
                      fmt::join(known, ", "));

@@ -1,4 +1,4 @@
-// Renders MIG layouts as an NVIDIA mig-parted config (declared in mig_geometry.h). Plain text
+// Renders MIG layouts as an NVIDIA mig-parted config (declared in fleet.h). Plain text
 // rather than a YAML library: the format is small and fixed, and golden tests pin it byte for
 // byte.
 #include <fmt/format.h>
@@ -8,7 +8,7 @@
 #include <cctype>
 #include <string_view>
 
-#include "fleet/mig_geometry.h"
+#include "fleet/fleet.h"
 
 namespace gp::fleet {
 namespace {
@@ -58,7 +58,7 @@ std::string to_mig_parted_yaml(const std::string& config_name,
     std::vector<int> sorted = indices;
     std::ranges::sort(sorted);
     std::vector<std::pair<std::string, int>> counts;  // (profile, instances)
-    for (const PlacedInstance& instance : layout) {
+    for (const vocab::PlacedInstance& instance : layout) {
       auto it = std::ranges::find(counts, instance.profile, &std::pair<std::string, int>::first);
       if (it == counts.end()) {
         counts.emplace_back(instance.profile, 1);

@@ -47,9 +47,10 @@ struct SliceStyle {
 
 // Draws one GPU's MIG slices into a box at (x, y) of width w, height h; `style` colours each
 // instance (by profile size when absent).
-void draw_slices(
-    std::string& out, const MigCatalog& cat, const Layout& layout, int x, int y, int w, int h,
-    const std::function<SliceStyle(const PlacedInstance&, const MigProfile&)>& style = nullptr) {
+void draw_slices(std::string& out, const vocab::MigCatalog& cat, const vocab::Layout& layout, int x,
+                 int y, int w, int h,
+                 const std::function<SliceStyle(const vocab::PlacedInstance&,
+                                                const vocab::MigProfile&)>& style = nullptr) {
   double slice_w = double(w) / cat.memory_slices;
   for (int s = 0; s < cat.memory_slices; ++s)
     out += fmt::format(
@@ -57,7 +58,7 @@ void draw_slices(
         "\n",
         x + s * slice_w, y, slice_w, h);
   for (const auto& inst : layout) {
-    const MigProfile* p = cat.find(inst.profile);
+    const vocab::MigProfile* p = cat.find(inst.profile);
     if (!p) continue;
     const SliceStyle st =
         style ? style(inst, *p) : SliceStyle{std::string(profile_colour(p->compute_slices)), ""};
@@ -79,7 +80,8 @@ void draw_slices(
 
 }  // namespace
 
-std::string mig_layout_svg(const MigCatalog& cat, const Layout& layout, std::string_view title) {
+std::string mig_layout_svg(const vocab::MigCatalog& cat, const vocab::Layout& layout,
+                           std::string_view title) {
   const int w = 640, h = 110;
   std::string out =
       fmt::format(fmt::runtime(kHeader), w, h, w, h, markup_escape(title), markup_escape(title));
@@ -91,7 +93,7 @@ std::string mig_layout_svg(const MigCatalog& cat, const Layout& layout, std::str
     out += fmt::format(R"(<text x="{:.1f}" y="92" text-anchor="middle" fill="#666666">{}</text>)"
                        "\n",
                        10 + (s + 0.5) * (w - 20.0) / cat.memory_slices, s);
-  auto free = free_capacity(cat, layout);
+  auto free = vocab::free_capacity(cat, layout);
   std::string room;
   for (size_t i = 0; i < free.size() && i < cat.profiles.size(); ++i)
     if (free[i] > 0)
@@ -161,9 +163,10 @@ std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& 
           gpu_w, gpu_h, fill);
       const int bx = x + 3, by = y + 14, bw = gpu_w - 6, bh = gpu_h - 17;
       if (g.info.mode == GpuMode::kMig) {
-        if (auto cat = mig_catalog(g.info.product.empty() ? g.info.model : g.info.product); cat)
+        if (auto cat = vocab::mig_catalog(g.info.product.empty() ? g.info.model : g.info.product);
+            cat)
           draw_slices(out, **cat, g.info.mig_instances, bx, by, bw, bh,
-                      [&](const PlacedInstance& inst, const MigProfile&) {
+                      [&](const vocab::PlacedInstance& inst, const vocab::MigProfile&) {
                         for (const auto& hd : held)
                           if (hd.mig && *hd.mig == inst)
                             return SliceStyle{colour_of(hd.holder), hd.holder};

@@ -9,7 +9,7 @@
 
 #include "fleet/fleet.h"
 #include "network/records.h"
-#include "policy/admission.h"
+#include "policy/policy.h"
 #include "storage/records.h"
 
 namespace gp::jobs {

@@ -13,7 +13,7 @@
 #include "common/files.h"
 #include "common/json.h"
 #include "common/subprocess.h"
-#include "policy/admission.h"
+#include "policy/policy.h"
 
 namespace gp::jobs {
 

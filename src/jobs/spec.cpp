@@ -5,7 +5,7 @@
 #include <set>
 
 #include "jobs/jobs.h"
-#include "policy/admission.h"
+#include "policy/policy.h"
 #include "storage/storage.h"
 
 namespace gp::jobs {

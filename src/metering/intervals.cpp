@@ -7,7 +7,7 @@
 #include <map>
 
 #include "metering/metering.h"
-#include "sched/sched.h"
+#include "vocab/vocab.h"
 
 namespace gp::metering {
 
@@ -34,14 +34,14 @@ Result<std::optional<Holding>> holding_of(const Json& placement) {
       const Json mig = g.value("mig", Json::object());
       const std::string profile = mig.value("profile", "");
       if (profile.empty()) return fail(Error::internal("MIG placement without a profile"));
-      if (h.resource_key.empty()) h.resource_key = sched::mig_resource_key(model, profile);
+      if (h.resource_key.empty()) h.resource_key = vocab::mig_resource_key(model, profile);
       d.instance = fmt::format("{}@{}", profile, mig.value("start", 0));
       h.quantity += 1;
     } else if (tier == "shared") {
-      h.resource_key = sched::milli_resource_key(model);
+      h.resource_key = vocab::milli_resource_key(model);
       h.quantity += g.value("milli", int64_t{0});
     } else {
-      h.resource_key = sched::gpu_resource_key(model);
+      h.resource_key = vocab::gpu_resource_key(model);
       h.quantity += 1;
     }
     if (std::ranges::find(h.devices, d) == h.devices.end()) h.devices.push_back(std::move(d));
@@ -146,6 +146,17 @@ Json Interval::to_json() const {
           {"end", end_us ? Json(format_rfc3339(from_unix_micros(*end_us))) : Json(nullptr)},
           {"devices", devices_json},
           {"reservation_id", reservation_id ? Json(*reservation_id) : Json(nullptr)}};
+}
+
+Result<std::set<std::string>> allocations_with_open_usage(store::Tx& tx,
+                                                          const std::string& tenant_id) {
+  std::set<std::string> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT DISTINCT allocation_id FROM usage_intervals WHERE tenant_id = ? AND end_us IS "
+           "NULL",
+           {tenant_id})))
+    out.insert(row.text(0));
+  return out;
 }
 
 Result<std::vector<Interval>> load_intervals(store::Tx& tx, const std::string& tenant_id,

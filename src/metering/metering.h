@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +77,10 @@ struct Interval {
   Json to_json() const;
 };
 
+// The tenant's allocations that have an open interval (every allocation holding resources has
+// one: the posture report names those that do not).
+Result<std::set<std::string>> allocations_with_open_usage(store::Tx& tx,
+                                                          const std::string& tenant_id);
 // Intervals overlapping [from_us, to_us), of one tenant or of all (tenant empty), oldest first.
 Result<std::vector<Interval>> load_intervals(store::Tx& tx, const std::string& tenant_id,
                                              int64_t from_us, int64_t to_us);

@@ -8,14 +8,14 @@
 #include <tuple>
 
 #include "metering/metering.h"
-#include "sched/sched.h"
+#include "vocab/vocab.h"
 
 namespace gp::metering {
 namespace {
 
 constexpr int64_t kUsPerHour = 3'600'000'000;
 constexpr int64_t kUsPerDay = 24 * kUsPerHour;
-constexpr double kUnitUsPerGpuHour = double(sched::kUnitsPerGpu) * double(kUsPerHour);
+constexpr double kUnitUsPerGpuHour = double(vocab::kUnitsPerGpu) * double(kUsPerHour);
 
 int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
@@ -313,7 +313,7 @@ Json UsageReport::to_json() const {
           {"to", iso(query.to_us)},
           {"granularity", granularity_name(query.granularity)},
           {"group_by", by},
-          {"units_per_gpu", sched::kUnitsPerGpu},
+          {"units_per_gpu", vocab::kUnitsPerGpu},
           {"rows", items}};
 }
 

@@ -8,61 +8,40 @@
 
 #include "alloc/alloc.h"
 #include "fleet/fleet.h"
+#include "metering/metering.h"
+#include "network/records.h"
 #include "posture/posture.h"
 #include "render/render.h"
-#include "storage/storage.h"
+#include "storage/records.h"
 
 namespace gp::posture {
 namespace {
 
-constexpr std::string_view kLive = "('pending','placed','active')";
-
 Result<IdentityFacts> gather_identity(store::Tx& tx, const tenancy::Tenant& t, int64_t now) {
+  const tenancy::TenantIdentities ids = GP_TRY(tenancy::tenant_identities(tx, t.id, now));
   IdentityFacts f;
-  auto users = GP_TRY(
-      tx.query_one("SELECT COUNT(*) FROM users WHERE tenant_id = ? AND state = 'active'", {t.id}));
-  f.users = users ? static_cast<int>(users->integer(0)) : 0;
-  auto sas = GP_TRY(tx.query_one(
-      "SELECT COUNT(*) FROM service_accounts WHERE tenant_id = ? AND state = 'active'", {t.id}));
-  f.service_accounts = sas ? static_cast<int>(sas->integer(0)) : 0;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT id, name, owner_kind, owner_id, expires_at FROM api_keys WHERE tenant_id = ? "
-           "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) ORDER BY id",
-           {t.id, now})))
-    f.active_keys.push_back(
-        {row.text(0), row.text(1), row.text(2), row.text(3), row.opt_integer(4)});
-  // Bindings granted inside the tenant, and bindings anywhere held by the tenant's subjects.
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT b.id, b.role, b.tenant_id, b.project_id, b.subject_kind, b.subject_id, "
-           "COALESCE(u.tenant_id, s.tenant_id) FROM role_bindings b "
-           "LEFT JOIN users u ON b.subject_kind = 'user' AND u.id = b.subject_id "
-           "LEFT JOIN service_accounts s ON b.subject_kind = 'service_account' AND s.id = "
-           "b.subject_id WHERE b.tenant_id = ? OR u.tenant_id = ? OR s.tenant_id = ? ORDER BY b.id",
-           {t.id, t.id, t.id}))) {
+  f.users = ids.active_users;
+  f.service_accounts = ids.active_service_accounts;
+  for (const auto& k : ids.live_keys)
+    f.active_keys.push_back({k.id, k.name, k.owner_kind, k.owner_id, k.expires_at});
+  for (const auto& [binding, subject_tenant] : ids.bindings) {
     BindingFact b;
-    b.id = row.text(0);
-    b.role = row.text(1);
-    b.scope_tenant = row.opt_text(2);
-    b.scope = !b.scope_tenant ? "platform" : row.is_null(3) ? "tenant" : "project";
-    b.subject_kind = row.text(4);
-    b.subject_id = row.text(5);
-    b.subject_tenant = row.opt_text(6);
+    b.id = binding.id;
+    b.role = binding.role;
+    b.scope_tenant = binding.tenant_id;
+    b.scope = !b.scope_tenant ? "platform" : !binding.project_id ? "tenant" : "project";
+    b.subject_kind = binding.subject_kind;
+    b.subject_id = binding.subject_id;
+    b.subject_tenant = subject_tenant;
     f.bindings.push_back(std::move(b));
   }
   return f;
 }
 
 Result<std::vector<alloc::Allocation>> all_allocations(store::Tx& tx, const tenancy::Tenant& t) {
-  std::vector<alloc::Allocation> out;
-  tenancy::TenantScope scope(t.id);
-  PageRequest page{.after = std::nullopt, .limit = 1000};
-  while (true) {
-    auto p = GP_TRY(alloc::list_allocations(tx, scope, {}, page));
-    for (auto& a : p.items) out.push_back(std::move(a));
-    if (!p.next) break;
-    page.after = p.next;
-  }
-  return out;
+  const tenancy::TenantScope scope(t.id);
+  return all_pages(
+      [&](const PageRequest& page) { return alloc::list_allocations(tx, scope, {}, page); }, 1000);
 }
 
 Result<HardwareFacts> gather_hardware(store::Tx& tx, const tenancy::Tenant& t,
@@ -76,18 +55,14 @@ Result<HardwareFacts> gather_hardware(store::Tx& tx, const tenancy::Tenant& t,
       f.live.push_back({a.id, std::string(alloc::state_name(a.state)), a.request.tier});
       if (holds_nodes_alone(a.request.tier)) exclusive.insert(a.id);
     }
-  std::map<std::pair<std::string, std::string>, std::set<std::string>> shared;  // -> tenant ids
-  for (const auto& row : GP_TRY(tx.query(
-           fmt::format("SELECT nd.name, n1.allocation_id, a2.tenant_id FROM allocation_nodes n1 "
-                       "JOIN allocations a1 ON a1.id = n1.allocation_id "
-                       "JOIN allocation_nodes n2 ON n2.node_id = n1.node_id "
-                       "JOIN allocations a2 ON a2.id = n2.allocation_id "
-                       "JOIN nodes nd ON nd.id = n1.node_id "
-                       "WHERE a1.tenant_id = ? AND a1.state IN {0} AND a2.tenant_id <> ? "
-                       "AND a2.state IN {0} ORDER BY nd.name, n1.allocation_id",
-                       kLive),
-           {t.id, t.id})))
-    shared[{row.text(0), row.text(1)}].insert(row.text(2));
+  // (node name, the tenant's allocation) -> the other tenants' ids
+  std::map<std::pair<std::string, std::string>, std::set<std::string>> shared;
+  const auto node_names = GP_TRY(fleet::node_names(tx));
+  for (const auto& n : GP_TRY(alloc::node_neighbours(tx, t.id))) {
+    const auto name = node_names.find(n.node_id);
+    if (name == node_names.end()) continue;  // as the join with nodes left it out
+    shared[{name->second, n.allocation_id}].insert(n.other_tenant_id);
+  }
   for (auto& [key, tenants] : shared) {
     if (audience == Audience::kOperator)
       f.shared_nodes.push_back({key.first, key.second, static_cast<int>(tenants.size())});
@@ -98,17 +73,21 @@ Result<HardwareFacts> gather_hardware(store::Tx& tx, const tenancy::Tenant& t,
 }
 
 Result<SchedulingFacts> gather_scheduling(store::Tx& tx, const tenancy::Tenant& t) {
+  const auto facts = [](const std::map<std::string, alloc::ModelQuota>& models) {
+    std::vector<ModelQuotaFact> out;
+    out.reserve(models.size());
+    for (const auto& [model, q] : models) out.push_back({model, q.nominal, q.limit});
+    return out;
+  };
   SchedulingFacts f;
-  std::map<std::string, std::vector<ModelQuotaFact>> by_project;
-  for (const auto& row : GP_TRY(
-           tx.query("SELECT project_id, model, nominal, hard_limit FROM quotas WHERE tenant_id = ? "
-                    "ORDER BY project_id, model",
-                    {t.id})))
-    by_project[row.text(0)].push_back({row.text(1), row.integer(2), row.opt_integer(3)});
-  f.tenant_models = by_project[""];
-  for (const auto& row :
-       GP_TRY(tx.query("SELECT id, name FROM projects WHERE tenant_id = ? ORDER BY name", {t.id})))
-    f.projects.push_back({row.text(1), by_project[row.text(0)]});
+  f.tenant_models = facts(GP_TRY(alloc::load_tenant_quota(tx, t.id)).models);
+  const tenancy::TenantScope scope(t.id);
+  auto projects = GP_TRY(all_pages([&](const PageRequest& page) {
+    return tenancy::list_projects(tx, scope, page, std::nullopt);
+  }));
+  std::ranges::sort(projects, {}, &tenancy::Project::name);
+  for (const auto& p : projects)
+    f.projects.push_back({p.name, facts(GP_TRY(alloc::load_project_quota(tx, t.id, p.id)).models)});
   return f;
 }
 
@@ -117,34 +96,28 @@ Result<NetworkFacts> gather_network(store::Tx& tx, const tenancy::Tenant& t,
   NetworkFacts f;
   f.supernet = opts.supernet;
   f.tls = opts.tls;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT t.id, t.name, s.vni, s.cidr FROM tenant_segments s JOIN tenants t ON t.id = "
-           "s.tenant_id ORDER BY t.name"))) {
-    auto cidr = network::parse_cidr(row.text(3));
-    if (!cidr) return fail(Error::internal("stored segment CIDR unreadable: " + row.text(3)));
-    network::Segment s{"", static_cast<uint32_t>(row.integer(2)), *cidr};
-    if (row.text(0) == t.id) {
-      s.tenant = row.text(1);
-      f.segment = s;
+  // Other tenants' segments are shown without their tenant, in the order of their addresses.
+  for (network::Segment& s : GP_TRY(network::load_segments(tx))) {
+    if (s.tenant == t.id) {
+      s.tenant = t.name;
+      f.segment = std::move(s);
     } else {
+      s.tenant.clear();
       f.other_segments.push_back(std::move(s));
     }
   }
-  auto row = GP_TRY(
-      tx.query_one("SELECT policy FROM tenant_network_policies WHERE tenant_id = ?", {t.id}));
-  if (!row) {
+  std::ranges::sort(f.other_segments, {}, [](const network::Segment& s) {
+    return std::pair(s.cidr.network, s.cidr.prefix);
+  });
+  auto stored = GP_TRY(network::load_policy(tx, t.id));
+  if (!stored) {
     f.policy = network::TenantPolicy{.tenant = t.name};
     return f;
   }
   f.policy_stored = true;
   // Read leniently (checked against the whole IPv4 space) so that evaluate() sees a policy that
   // names tenant addresses instead of an unreadable one.
-  auto j = parse_json(row->text(0));
-  if (!j) {
-    f.policy_error = j.error().message;
-    return f;
-  }
-  auto p = network::policy_from_json(*j, t.name, network::Ipv4Cidr{0xFFFFFFFF, 32});
+  auto p = network::policy_from_json(stored->policy, t.name, network::Ipv4Cidr{0xFFFFFFFF, 32});
   if (!p)
     f.policy_error = p.error().message;
   else
@@ -154,43 +127,36 @@ Result<NetworkFacts> gather_network(store::Tx& tx, const tenancy::Tenant& t,
 
 Result<StorageFacts> gather_storage(store::Tx& tx, const tenancy::Tenant& t) {
   StorageFacts f;
-  auto row = GP_TRY(tx.query_one(
-      "SELECT keyring, destroyed, updated_at FROM tenant_keyrings WHERE tenant_id = ?", {t.id}));
-  if (row) {
-    auto ring = GP_TRY(storage::keyring_from_json(GP_TRY(parse_json(row->text(0)))));
+  if (auto record = GP_TRY(storage::load_keyring_record(tx, t.id))) {
     KeyringFact k;
-    k.destroyed = row->integer(1) != 0;
-    k.changed_at = row->integer(2);
-    for (const auto& tk : ring.tenants) {
+    k.destroyed = record->destroyed;
+    k.changed_at = record->updated_at;
+    for (const auto& tk : record->ring.tenants) {
       k.destroyed = k.destroyed || tk.destroyed;
       k.current_version = tk.current_version;
       for (const auto& v : tk.versions) k.versions.push_back(v.version);
     }
     f.keyring = std::move(k);
   }
-  for (const auto& s : GP_TRY(tx.query(
-           "SELECT name, key_version, sealed FROM tenant_secrets WHERE tenant_id = ? ORDER BY name",
-           {t.id}))) {
-    SecretFact sf{s.text(0), static_cast<uint32_t>(s.integer(1)), ""};
+  for (const auto& s : GP_TRY(storage::load_stored_secrets(tx, t.id))) {
+    SecretFact sf{s.name, static_cast<uint32_t>(s.key_version), ""};
     // An unreadable ciphertext record reads as sealed for nobody: evaluate() reports it.
-    if (auto j = parse_json(s.text(2)))
+    if (auto j = parse_json(s.sealed))
       if (auto sealed = storage::sealed_secret_from_json(*j)) sf.sealed_for = sealed->tenant;
     f.secrets.push_back(std::move(sf));
   }
   // Volumes as the control plane plans them: the agents create exactly this tree (owners and
   // modes), and `gpuplane storage audit` checks what is really on disk.
   VolumeFacts v;
-  if (auto ids = GP_TRY(tx.query_one(
-          "SELECT first_id, count FROM tenant_storage_ids WHERE tenant_id = ?", {t.id}))) {
-    v.ids_first = static_cast<uint32_t>(ids->integer(0));
-    v.ids_count = static_cast<uint32_t>(ids->integer(1));
-    storage::TenantVolumes tv{.tenant = t.name, .ids = {v.ids_first, v.ids_count}, .projects = {}};
-    for (const auto& p : GP_TRY(tx.query("SELECT project_name, uid FROM project_volumes WHERE "
-                                         "tenant_id = ? AND state = 'active' ORDER BY project_name",
-                                         {t.id}))) {
-      tv.projects.push_back(
-          {.project = p.text(0), .id = static_cast<uint32_t>(p.integer(1)), .size_limits = {}});
-    }
+  if (auto ids = GP_TRY(storage::load_ids(tx, t.id))) {
+    v.ids_first = ids->first;
+    v.ids_count = ids->count;
+    storage::TenantVolumes tv{.tenant = t.name, .ids = *ids, .projects = {}};
+    for (const auto& stored : GP_TRY(storage::load_volumes(tx, t.id)))
+      if (stored.state == "active")
+        tv.projects.push_back(
+            {.project = stored.volumes.project, .id = stored.volumes.id, .size_limits = {}});
+    std::ranges::sort(tv.projects, {}, &storage::ProjectVolumes::project);
     if (auto plan = storage::plan_layout(tv)) {
       for (const auto& d : *plan)
         v.volumes.push_back({d.path, uint32_t(d.uid), uint32_t(d.gid), uint32_t(d.mode)});
@@ -250,9 +216,8 @@ Result<std::vector<SharedGpuNodeFact>> gather_node_sharing_gpu_nodes(
   std::set<std::string> node_ids;
   for (const auto& a : allocations)
     if (alloc::live(a.state) && !holds_nodes_alone(a.request.tier))
-      for (const auto& row :
-           GP_TRY(tx.query("SELECT node_id FROM allocation_nodes WHERE allocation_id = ?", {a.id})))
-        node_ids.insert(row.text(0));
+      for (std::string& id : GP_TRY(alloc::allocation_node_ids(tx, a.id)))
+        node_ids.insert(std::move(id));
   std::vector<SharedGpuNodeFact> out;
   for (const auto& id : node_ids) {
     auto node = GP_TRY(fleet::find_node(tx, id));
@@ -270,22 +235,24 @@ Result<WorkloadFacts> gather_workload(store::Tx& tx, const tenancy::Tenant& t,
   ctx.isolation_class = t.isolation_class;
   for (Tier tier :
        {Tier::kDedicatedPool, Tier::kDedicatedNode, Tier::kDedicatedGpu, Tier::kMig, Tier::kShared})
-    if (policy::class_allows(t.isolation_class, tier)) ctx.tiers.push_back(tier);
+    if (vocab::class_allows(t.isolation_class, tier)) ctx.tiers.push_back(tier);
   ctx.require_pull_always = policy::class_requires_pull_always(t.isolation_class);
   // The probes run in a namespace of the tenant's, so only the rule under test can refuse them.
   const std::string ns = t.name + "-posture-probe";
   ctx.namespaces.push_back(ns);
   // Other tenants' pools, as the webhook sees them; a stand-in when there is none, so the rule
   // is still exercised.
-  for (const auto& row : GP_TRY(
-           tx.query("SELECT p.name, t.name FROM pools p JOIN tenants t ON t.id = p.tenant_id WHERE "
-                    "p.tenant_id <> ? ORDER BY p.name",
-                    {t.id}))) {
+  const auto tenant_names = GP_TRY(tenancy::tenant_names(tx));
+  auto pools = GP_TRY(fleet::list_pools(tx));
+  std::ranges::sort(pools, {}, &fleet::Pool::name);
+  for (const fleet::Pool& pool : pools) {
+    const auto owner = pool.tenant_id ? tenant_names.find(*pool.tenant_id) : tenant_names.end();
+    if (owner == tenant_names.end() || owner->first == t.id) continue;
     policy::PoolPlacement pp;
-    pp.name = row.text(0);
-    pp.node_labels = {{std::string(render::kPoolLabel), row.text(0)},
-                      {std::string(render::kTenantLabel), row.text(1)}};
-    pp.taints.push_back({std::string(render::kTenantLabel), row.text(1), "NoSchedule"});
+    pp.name = pool.name;
+    pp.node_labels = {{std::string(render::kPoolLabel), pool.name},
+                      {std::string(render::kTenantLabel), owner->second}};
+    pp.taints.push_back({std::string(render::kTenantLabel), owner->second, "NoSchedule"});
     ctx.other_pools.push_back(std::move(pp));
   }
   bool stand_in = ctx.other_pools.empty();
@@ -333,19 +300,14 @@ Result<MeteringFacts> gather_metering(store::Tx& tx, const tenancy::Tenant& t,
                                       const std::vector<alloc::Allocation>& allocations) {
   MeteringFacts f;
   f.allocations = static_cast<int64_t>(allocations.size());
-  for (const auto& row : GP_TRY(
-           tx.query("SELECT a.id FROM allocations a WHERE a.tenant_id = ? AND NOT EXISTS (SELECT "
-                    "1 FROM allocation_events e WHERE e.allocation_id = a.id) ORDER BY a.id",
-                    {t.id})))
-    f.allocations_without_events.push_back(row.text(0));
+  f.allocations_without_events = GP_TRY(alloc::allocations_without_events(tx, t.id));
   // Metering keeps one open usage interval for every allocation that holds resources.
   UsageFacts usage;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT a.id FROM allocations a WHERE a.tenant_id = ? AND a.state IN ('placed', "
-           "'active') AND NOT EXISTS (SELECT 1 FROM usage_intervals u WHERE u.allocation_id = "
-           "a.id AND u.end_us IS NULL) ORDER BY a.id",
-           {t.id})))
-    usage.placed_without_usage.push_back(row.text(0));
+  const auto open = GP_TRY(metering::allocations_with_open_usage(tx, t.id));
+  for (const auto& a : allocations)  // in id order
+    if ((a.state == alloc::State::kPlaced || a.state == alloc::State::kActive) &&
+        !open.contains(a.id))
+      usage.placed_without_usage.push_back(a.id);
   f.usage = std::move(usage);
   return f;
 }
@@ -356,12 +318,9 @@ Result<AuditFacts> gather_audit(store::Tx& tx, const tenancy::Tenant& t, const G
   f.chain_ok = chain.verified && chain.report.ok;
   f.chain_reason = !chain.verified ? "no audit verification key available" : chain.report.reason;
   f.oldest_seq = chain.oldest_seq;
-  auto row = GP_TRY(tx.query_one(
-      "SELECT COUNT(*), COALESCE(MAX(time_us), 0) FROM audit_log WHERE tenant_id = ?", {t.id}));
-  if (row) {
-    f.tenant_entries = row->integer(0);
-    f.latest_tenant_entry_at = row->integer(1);
-  }
+  const audit::TenantTrail trail = GP_TRY(audit::tenant_trail(tx, t.id));
+  f.tenant_entries = trail.entries;
+  f.latest_tenant_entry_at = trail.latest_at;
   // The whole chain is verified, but the report counts the tenant's own records in it: the
   // trail's total is a count of every other tenant's activity.
   f.records_checked = f.chain_ok ? f.tenant_entries : 0;
@@ -373,34 +332,9 @@ Result<AuditFacts> gather_audit(store::Tx& tx, const tenancy::Tenant& t, const G
 
 Result<ChainState> check_chain(store::Tx& tx, const audit::Verifier* verifier) {
   ChainState c;
-  auto oldest = GP_TRY(tx.query_one("SELECT COALESCE(MIN(seq), 0) FROM audit_log"));
-  c.oldest_seq = oldest ? oldest->integer(0) : 0;
+  c.oldest_seq = GP_TRY(audit::oldest_seq(tx));
   if (verifier == nullptr) return c;
-  // Storage order (rowid), not seq order, as audit::verify_store reads it, so reordered rows show.
-  std::vector<audit::Record> records;
-  for (const auto& row : GP_TRY(
-           tx.query("SELECT seq, time_us, actor, tenant_id, action, resource, outcome, "
-                    "request_id, source, detail, prev_hash, hash FROM audit_log ORDER BY rowid"))) {
-    audit::Record r;
-    r.seq = row.integer(0);
-    r.time_us = row.integer(1);
-    r.actor = row.text(2);
-    r.tenant_id = row.text(3);
-    r.action = row.text(4);
-    r.resource = row.text(5);
-    r.outcome = row.text(6);
-    r.request_id = row.text(7);
-    r.source = row.text(8);
-    r.detail = row.text(9);
-    r.prev_hash = row.text(10);
-    r.hash = row.text(11);
-    records.push_back(std::move(r));
-  }
-  std::vector<audit::Checkpoint> checkpoints;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT seq, hash, time_us, key_id, signature FROM audit_checkpoints ORDER BY seq")))
-    checkpoints.push_back({row.integer(0), row.text(1), row.integer(2), row.text(3), row.text(4)});
-  c.report = audit::verify(records, checkpoints, *verifier);
+  c.report = GP_TRY(audit::verify_chain(tx, *verifier));
   c.verified = true;
   return c;
 }

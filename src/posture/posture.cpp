@@ -100,21 +100,21 @@ Check tenant_boundary(const Facts& f) {
 
 Check tier_minimum(const Facts& f) {
   Check c;
-  Tier weakest = policy::weakest_tier(f.isolation_class);
+  Tier weakest = vocab::weakest_tier(f.isolation_class);
   c.checked = fmt::format("every live allocation's tier is {} or stronger (class {})",
-                          policy::tier_name(weakest), policy::class_name(f.isolation_class));
+                          vocab::tier_name(weakest), vocab::class_name(f.isolation_class));
   Json weaker = Json::array();
   for (const auto& a : f.hardware.live)
-    if (!policy::class_allows(f.isolation_class, a.tier))
-      weaker.push_back({{"allocation", a.id}, {"tier", policy::tier_name(a.tier)}});
+    if (!vocab::class_allows(f.isolation_class, a.tier))
+      weaker.push_back({{"allocation", a.id}, {"tier", vocab::tier_name(a.tier)}});
   c.seen = {{"live_allocations", f.hardware.live.size()},
-            {"weakest_allowed", policy::tier_name(weakest)},
+            {"weakest_allowed", vocab::tier_name(weakest)},
             {"below_minimum", weaker}};
   c.pass = weaker.empty();
   c.summary = c.pass ? fmt::format("{} live allocation(s), all at {} or stronger",
-                                   f.hardware.live.size(), policy::tier_name(weakest))
+                                   f.hardware.live.size(), vocab::tier_name(weakest))
                      : fmt::format("{} live allocation(s) below {}", weaker.size(),
-                                   policy::tier_name(weakest));
+                                   vocab::tier_name(weakest));
   return c;
 }
 
@@ -144,7 +144,7 @@ Check node_exclusive(const Facts& f) {
   Json may_share = Json::array();
   for (const auto& a : f.hardware.live)
     if (!holds_nodes_alone(a.tier))
-      may_share.push_back({{"allocation", a.id}, {"tier", policy::tier_name(a.tier)}});
+      may_share.push_back({{"allocation", a.id}, {"tier", vocab::tier_name(a.tier)}});
   c.seen = {{"live_allocations", f.hardware.live.size()},
             {"on_tiers_that_share_nodes", may_share},
             {"shared_nodes", shared}};
@@ -740,7 +740,7 @@ Json ControlResult::to_json() const {
           {"threat", control->threat},
           {"remediation", control->remediation},
           {"rule", control->rule},
-          {"required_from", policy::class_name(control->required_from)},
+          {"required_from", vocab::class_name(control->required_from)},
           {"benchmark", control->benchmark}};
 }
 
@@ -765,7 +765,7 @@ Json Report::to_json() const {
     layers.push_back({{"layer", layer_name(static_cast<Layer>(l))}, {"controls", items}});
   }
   return {{"tenant", {{"id", tenant_id}, {"name", tenant_name}}},
-          {"isolation_class", policy::class_name(isolation_class)},
+          {"isolation_class", vocab::class_name(isolation_class)},
           {"checked_at", format_rfc3339(from_unix_micros(checked_at))},
           {"counts",
            {{"pass", count(Status::kPass)},
@@ -786,8 +786,8 @@ Report evaluate(const Facts& facts) {
     if (!r.required) {
       r.status = Status::kNotApplicable;
       r.summary = fmt::format("not required for class {} (required from {}); {}",
-                              policy::class_name(facts.isolation_class),
-                              policy::class_name(d.control.required_from), c.summary);
+                              vocab::class_name(facts.isolation_class),
+                              vocab::class_name(d.control.required_from), c.summary);
     } else if (!c.available) {
       r.status = Status::kNotApplicable;
       r.summary = c.summary;
@@ -812,7 +812,7 @@ Json fleet_matrix(std::span<const Report> reports) {
     }
     tenants.push_back({{"id", r.tenant_id},
                        {"name", r.tenant_name},
-                       {"isolation_class", policy::class_name(r.isolation_class)},
+                       {"isolation_class", vocab::class_name(r.isolation_class)},
                        {"fail", r.count(Status::kFail)},
                        {"pass", r.count(Status::kPass)},
                        {"not_applicable", r.count(Status::kNotApplicable)},

@@ -18,14 +18,14 @@
 #include "common/result.h"
 #include "fleet/inventory.h"
 #include "network/network.h"
-#include "policy/policy.h"
 #include "store/store.h"
 #include "tenancy/tenancy.h"
+#include "vocab/vocab.h"
 
 namespace gp::posture {
 
-using policy::IsolationClass;
-using policy::Tier;
+using vocab::IsolationClass;
+using vocab::Tier;
 
 enum class Layer : uint8_t {
   kIdentity,

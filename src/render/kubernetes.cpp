@@ -12,7 +12,7 @@
 namespace gp::render {
 namespace {
 
-using policy::Tier;
+using vocab::Tier;
 
 // ---- input validation ---------------------------------------------------------------------
 
@@ -148,9 +148,9 @@ Result<void> validate(const TenantBundleInput& in) {
   GP_TRY_VOID(validate_dns_label("tenant", in.tenant));
   GP_TRY_VOID(check(!in.tiers.empty(), "tiers: at least one tier is required"));
   for (Tier t : in.tiers)
-    GP_TRY_VOID(check(policy::class_allows(in.isolation_class, t),
-                      fmt::format("tier {} is weaker than class {} allows", policy::tier_name(t),
-                                  policy::class_name(in.isolation_class))));
+    GP_TRY_VOID(check(vocab::class_allows(in.isolation_class, t),
+                      fmt::format("tier {} is weaker than class {} allows", vocab::tier_name(t),
+                                  vocab::class_name(in.isolation_class))));
   for (const auto& p : in.mig_profiles)
     GP_TRY_VOID(check(
         !p.empty() && p.size() <= 40 && std::isdigit(static_cast<unsigned char>(p[0])) &&
@@ -343,7 +343,7 @@ std::vector<Taint> tenant_tolerated_taints(const TenantBundleInput& in) {
 
 Json namespace_object(const TenantBundleInput& in, const Project& p, const std::string& ns) {
   Json labels = project_labels(in, p);
-  labels["gpuplane.io/isolation-class"] = policy::class_name(in.isolation_class);
+  labels["gpuplane.io/isolation-class"] = vocab::class_name(in.isolation_class);
   for (std::string_view mode : {"enforce", "audit", "warn"}) {
     labels[fmt::format("pod-security.kubernetes.io/{}", mode)] = "restricted";
     labels[fmt::format("pod-security.kubernetes.io/{}-version", mode)] = "latest";
@@ -715,7 +715,7 @@ Result<std::string> render_kubernetes(const TenantBundleInput& input) {
   std::string out = fmt::format(
       "# Kubernetes bundle for tenant {} (class {}), rendered by gpuplane. Do not edit: render "
       "again.\n",
-      input.tenant, policy::class_name(input.isolation_class));
+      input.tenant, vocab::class_name(input.isolation_class));
   // The webhook refuses device variables in a pod's env (tenant.gpuDeviceEnv), but an image or
   // an envFrom ConfigMap can carry them too: only the node settings close that.
   out +=

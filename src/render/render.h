@@ -97,8 +97,8 @@ struct Webhook {
 
 struct TenantBundleInput {
   std::string tenant;  // DNS label
-  policy::IsolationClass isolation_class = policy::IsolationClass::kStandard;
-  std::vector<policy::Tier> tiers;        // each must be allowed by the class
+  vocab::IsolationClass isolation_class = vocab::IsolationClass::kStandard;
+  std::vector<vocab::Tier> tiers;         // each must be allowed by the class
   std::vector<std::string> mig_profiles;  // profiles quota may name ("1g.18gb")
   std::vector<Project> projects;
   std::vector<Pool> pools;

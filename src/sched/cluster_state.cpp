@@ -38,7 +38,7 @@ Result<ClusterState> ClusterState::build(std::vector<NodeSpec> specs) {
   }
   s.models_.assign(model_names.begin(), model_names.end());
   std::unordered_map<std::string, int32_t> rack_ids, nvlink_ids;
-  std::map<const fleet::MigCatalog*, int8_t> table_ids;
+  std::map<const vocab::MigCatalog*, int8_t> table_ids;
   int max_gpus = 0;
 
   // Pool owners get a domain each, in order of first appearance.
@@ -123,7 +123,7 @@ Result<ClusterState> ClusterState::build(std::vector<NodeSpec> specs) {
           return fail(
               Error::invalid(fmt::format("GPU {} is in MIG mode without a MIG catalog", g.uuid)));
         }
-        GP_TRY_VOID(fleet::validate(*g.mig_catalog, g.mig_layout));
+        GP_TRY_VOID(vocab::validate(*g.mig_catalog, g.mig_layout));
         const uint32_t mask = s.tables_[gpu.table]->mask_of(g.mig_layout);
         if (mask == ~0u || s.tables_[gpu.table]->id(mask) < 0) {
           return fail(Error::invalid(fmt::format("GPU {}: MIG layout not in catalog", g.uuid)));
@@ -201,7 +201,7 @@ int32_t ClusterState::domain_of(int32_t tenant) const {
   return it == tenant_domain_.end() ? -1 : it->second;
 }
 
-fleet::Layout ClusterState::mig_layout(int32_t gpu) const {
+vocab::Layout ClusterState::mig_layout(int32_t gpu) const {
   const Gpu& g = gpus_[gpu];
   if (g.mode != GpuMode::kMig || g.table < 0) return {};
   return tables_[g.table]->layout_of(g.mig_layout);

@@ -6,8 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "fleet/mig_catalog.h"
-#include "fleet/mig_geometry.h"
+#include "vocab/vocab.h"
 
 namespace gp::sched::detail {
 
@@ -40,7 +39,7 @@ struct Buckets {
 // The MIG geometry of one catalog, precomputed from fleet's geometry functions so placement
 // is table lookups: a layout is a bit mask over the catalog's (profile, start) slots.
 struct MigTable {
-  const fleet::MigCatalog* catalog = nullptr;
+  const vocab::MigCatalog* catalog = nullptr;
   struct Slot {
     int8_t profile;
     int8_t start;
@@ -48,22 +47,22 @@ struct MigTable {
   std::vector<Slot> slots;
   std::vector<int16_t> layout_of_mask;  // size 1 << slots.size(); -1 when not a valid layout
   std::vector<uint32_t> masks;          // layout id -> mask
-  // [layout id][profile]: the slot fleet::plan_addition picks for one more instance, or -1
+  // [layout id][profile]: the slot vocab::plan_addition picks for one more instance, or -1
   // (int16_t rather than int8_t, so reading it as an int is no signed-char conversion).
   std::vector<std::array<int16_t, kMaxMigProfiles>> add;
   std::vector<int8_t> compute;  // compute slices held, per layout id
-  std::vector<int32_t> room;    // rank of fleet::free_capacity (larger keeps more room)
+  std::vector<int32_t> room;    // rank of vocab::free_capacity (larger keeps more room)
   std::array<uint32_t, kMaxMigProfiles> profile_slots{};  // mask of the slots of each profile
 
   int16_t id(uint32_t mask) const { return layout_of_mask[mask]; }
   int slot(int profile, int start) const;
   int profile_index(std::string_view name) const;
-  uint32_t mask_of(const fleet::Layout& layout) const;  // ~0u when a slot is unknown
-  fleet::Layout layout_of(uint32_t mask) const;
+  uint32_t mask_of(const vocab::Layout& layout) const;  // ~0u when a slot is unknown
+  vocab::Layout layout_of(uint32_t mask) const;
 };
 
 // The table of a catalog, built on first use and kept for the program's life.
-const MigTable& mig_table(const fleet::MigCatalog& catalog);
+const MigTable& mig_table(const vocab::MigCatalog& catalog);
 
 // The free-capacity indexes of one segment: one pool domain (the shared nodes, or the pools of
 // one owner tenant) and one GPU model.

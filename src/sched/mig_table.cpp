@@ -23,9 +23,9 @@ int MigTable::profile_index(std::string_view name) const {
   return -1;
 }
 
-uint32_t MigTable::mask_of(const fleet::Layout& layout) const {
+uint32_t MigTable::mask_of(const vocab::Layout& layout) const {
   uint32_t mask = 0;
-  for (const fleet::PlacedInstance& instance : layout) {
+  for (const vocab::PlacedInstance& instance : layout) {
     const int p = profile_index(instance.profile);
     const int s = p < 0 ? -1 : slot(p, instance.start);
     if (s < 0) return ~0u;
@@ -34,8 +34,8 @@ uint32_t MigTable::mask_of(const fleet::Layout& layout) const {
   return mask;
 }
 
-fleet::Layout MigTable::layout_of(uint32_t mask) const {
-  fleet::Layout layout;
+vocab::Layout MigTable::layout_of(uint32_t mask) const {
+  vocab::Layout layout;
   for (std::size_t i = 0; i < slots.size(); ++i) {
     if (mask & (uint32_t{1} << i)) {
       layout.push_back({catalog->profiles[slots[i].profile].name, slots[i].start});
@@ -47,7 +47,7 @@ fleet::Layout MigTable::layout_of(uint32_t mask) const {
 
 namespace {
 
-std::unique_ptr<MigTable> build_table(const fleet::MigCatalog& catalog) {
+std::unique_ptr<MigTable> build_table(const vocab::MigCatalog& catalog) {
   auto table = std::make_unique<MigTable>();
   table->catalog = &catalog;
   for (std::size_t p = 0; p < catalog.profiles.size() && p < kMaxMigProfiles; ++p) {
@@ -57,16 +57,16 @@ std::unique_ptr<MigTable> build_table(const fleet::MigCatalog& catalog) {
     }
   }
   table->layout_of_mask.assign(std::size_t{1} << table->slots.size(), -1);
-  const std::vector<fleet::Layout> layouts = fleet::enumerate_layouts(catalog);
+  const std::vector<vocab::Layout> layouts = vocab::enumerate_layouts(catalog);
   std::vector<std::vector<int>> capacities;
-  for (const fleet::Layout& layout : layouts) {
+  for (const vocab::Layout& layout : layouts) {
     const uint32_t mask = table->mask_of(layout);
     table->layout_of_mask[mask] = static_cast<int16_t>(table->masks.size());
     table->masks.push_back(mask);
     int compute = 0;
     for (const auto& instance : layout) compute += catalog.find(instance.profile)->compute_slices;
     table->compute.push_back(static_cast<int8_t>(compute));
-    capacities.push_back(fleet::free_capacity(catalog, layout));
+    capacities.push_back(vocab::free_capacity(catalog, layout));
   }
   // Rank layouts by the room they leave, so comparisons are one integer.
   std::vector<std::vector<int>> sorted = capacities;
@@ -80,10 +80,10 @@ std::unique_ptr<MigTable> build_table(const fleet::MigCatalog& catalog) {
   for (std::size_t id = 0; id < layouts.size(); ++id) {
     table->add[id].fill(-1);
     for (std::size_t p = 0; p < catalog.profiles.size() && p < kMaxMigProfiles; ++p) {
-      Result<fleet::Layout> next =
-          fleet::plan_addition(catalog, layouts[id], catalog.profiles[p].name);
+      Result<vocab::Layout> next =
+          vocab::plan_addition(catalog, layouts[id], catalog.profiles[p].name);
       if (!next) continue;
-      const fleet::PlacedInstance& added = next->back();
+      const vocab::PlacedInstance& added = next->back();
       table->add[id][p] = static_cast<int16_t>(table->slot(static_cast<int>(p), added.start));
     }
   }
@@ -92,9 +92,9 @@ std::unique_ptr<MigTable> build_table(const fleet::MigCatalog& catalog) {
 
 }  // namespace
 
-const MigTable& mig_table(const fleet::MigCatalog& catalog) {
+const MigTable& mig_table(const vocab::MigCatalog& catalog) {
   static Mutex mutex;
-  static std::map<const fleet::MigCatalog*, std::unique_ptr<MigTable>> tables GP_GUARDED_BY(mutex);
+  static std::map<const vocab::MigCatalog*, std::unique_ptr<MigTable>> tables GP_GUARDED_BY(mutex);
   MutexLock lock(mutex);
   std::unique_ptr<MigTable>& table = tables[&catalog];
   if (!table) table = build_table(catalog);

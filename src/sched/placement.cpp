@@ -577,7 +577,7 @@ class Placer {
     t->owned |= uint32_t{1} << slot;
     p.gpus.push_back(
         {g, node.id, gpu.uuid,
-         fleet::PlacedInstance{table.catalog->profiles[profile_].name, table.slots[slot].start},
+         vocab::PlacedInstance{table.catalog->profiles[profile_].name, table.slots[slot].start},
          0});
     return true;
   }
@@ -672,7 +672,7 @@ class Placer {
 
   Result<Placement> place_units(Placement p) const {
     if (r_.tier == Tier::kMig) {
-      const fleet::MigCatalog* catalog = s_.limits_.models.at(model_name()).mig_catalog;
+      const vocab::MigCatalog* catalog = s_.limits_.models.at(model_name()).mig_catalog;
       if (catalog == nullptr || catalog->find(r_.mig_profile) == nullptr) {
         return fail(
             Error::invalid(fmt::format("{} has no MIG profile {}", model_name(), r_.mig_profile)));

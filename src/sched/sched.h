@@ -19,39 +19,31 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "fleet/mig_catalog.h"
-#include "fleet/mig_geometry.h"
-#include "policy/policy.h"
 #include "sched/internal.h"
+#include "vocab/vocab.h"
 
 namespace gp::sched {
 
-// ---- tiers and isolation classes ----
-
-// The isolation vocabulary comes from the policy module, shared with tenancy and fleet.
-using policy::class_allows;
-using policy::class_name;
-using policy::gpu_mode_name;
-using policy::GpuMode;
-using policy::IsolationClass;
-using policy::parse_class;
-using policy::parse_tier;
-using policy::Tier;
-using policy::tier_name;
-using policy::weakest_tier;
-
-// ---- units: quota and usage are exact integers ----
-// 1 GPU = 7000 units, a MIG instance of k compute slices (of 7) = 1000 * k, a share of m
-// milli-GPU = 7 * m. So a 7g and a 1g instance are never counted alike, and nothing rounds.
-inline constexpr int64_t kUnitsPerGpu = 7000;
-constexpr int64_t gpu_units(int64_t gpus) { return gpus * kUnitsPerGpu; }
-constexpr int64_t mig_units(int compute_slices) { return int64_t{1000} * compute_slices; }
-constexpr int64_t shared_units(int milli) { return int64_t{7} * milli; }
-std::string gpu_resource_key(std::string_view model);                            // gpu/H200
-std::string mig_resource_key(std::string_view model, std::string_view profile);  // mig/H200/1g.18gb
-std::string milli_resource_key(std::string_view model);                          // gpu-milli/H200
-// "2.5 GPU" style rendering of units for messages.
-std::string format_units(int64_t units);
+// ---- the vocabulary (vocab/vocab.h): tiers, classes, GPU modes, units ----
+// Named here without their namespace: the scheduler's types and messages are written in them.
+using vocab::class_allows;
+using vocab::class_name;
+using vocab::format_units;
+using vocab::gpu_mode_name;
+using vocab::gpu_resource_key;
+using vocab::gpu_units;
+using vocab::GpuMode;
+using vocab::IsolationClass;
+using vocab::kUnitsPerGpu;
+using vocab::mig_resource_key;
+using vocab::mig_units;
+using vocab::milli_resource_key;
+using vocab::parse_class;
+using vocab::parse_tier;
+using vocab::shared_units;
+using vocab::Tier;
+using vocab::tier_name;
+using vocab::weakest_tier;
 
 // ---- the fleet as the scheduler sees it ----
 
@@ -60,8 +52,8 @@ struct GpuSpec {
   int index = 0;
   std::string model;  // canonical short model, e.g. "H200"
   GpuMode mode = GpuMode::kWhole;
-  const fleet::MigCatalog* mig_catalog = nullptr;  // required for MIG-capable GPUs
-  fleet::Layout mig_layout;  // existing instances (all free) when mode == kMig
+  const vocab::MigCatalog* mig_catalog = nullptr;  // required for MIG-capable GPUs
+  vocab::Layout mig_layout;  // existing instances (all free) when mode == kMig
   bool healthy = true;
 };
 
@@ -83,7 +75,7 @@ struct FleetLimits {
     int max_gpus_per_node = 0;
     int64_t total_gpus = 0;
     int64_t nodes = 0;
-    const fleet::MigCatalog* mig_catalog = nullptr;  // when some GPU of the model has one
+    const vocab::MigCatalog* mig_catalog = nullptr;  // when some GPU of the model has one
   };
   std::map<std::string, Model> models;
   int64_t nodes = 0;
@@ -133,7 +125,7 @@ int64_t request_units(const Request& request, const FleetLimits::Model& model);
 struct GpuGrant {
   int32_t gpu = -1;  // index into ClusterState::gpus()
   std::string node_id, gpu_uuid;
-  std::optional<fleet::PlacedInstance> mig_instance;  // tier mig
+  std::optional<vocab::PlacedInstance> mig_instance;  // tier mig
   int milli = 0;                                      // tier shared
 };
 
@@ -146,7 +138,7 @@ struct ModeChange {
 struct MigLayoutChange {
   int32_t gpu = -1;
   std::string gpu_uuid;
-  fleet::Layout before, after;  // after holds every instance the GPU must then have
+  vocab::Layout before, after;  // after holds every instance the GPU must then have
 };
 
 struct Placement {
@@ -298,7 +290,7 @@ class ClusterState {
   const detail::MigTable* mig_table(const Gpu& gpu) const {
     return gpu.table < 0 ? nullptr : tables_[gpu.table];
   }
-  fleet::Layout mig_layout(int32_t gpu) const;
+  vocab::Layout mig_layout(int32_t gpu) const;
   // Tenants holding anything on a GPU (whole, MIG instances or shares), sorted.
   std::vector<std::string> tenants_on_gpu(int32_t gpu) const;
   const std::string& nvlink_name(int32_t nvlink) const { return nvlink_names_[nvlink]; }

@@ -1,4 +1,4 @@
-// Names of tiers, classes and modes; resource units; request validation.
+// Request validation and the units a request takes.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -6,21 +6,6 @@
 #include "sched/sched.h"
 
 namespace gp::sched {
-
-std::string gpu_resource_key(std::string_view model) { return fmt::format("gpu/{}", model); }
-std::string mig_resource_key(std::string_view model, std::string_view profile) {
-  return fmt::format("mig/{}/{}", model, profile);
-}
-std::string milli_resource_key(std::string_view model) {
-  return fmt::format("gpu-milli/{}", model);
-}
-
-std::string format_units(int64_t units) {
-  const int64_t whole = units / kUnitsPerGpu;
-  const int64_t rest = units % kUnitsPerGpu;
-  if (rest == 0) return fmt::format("{} GPU", whole);
-  return fmt::format("{:.3f} GPU", static_cast<double>(units) / kUnitsPerGpu);
-}
 
 namespace {
 
@@ -45,7 +30,7 @@ int64_t request_units(const Request& request, const FleetLimits::Model& model) {
     case Tier::kDedicatedGpu:
       return gpu_units(request.count);
     case Tier::kMig: {
-      const fleet::MigProfile* profile =
+      const vocab::MigProfile* profile =
           model.mig_catalog ? model.mig_catalog->find(request.mig_profile) : nullptr;
       return profile ? int64_t{request.count} * mig_units(profile->compute_slices) : 0;
     }
@@ -152,7 +137,7 @@ Result<void> validate(const Request& request, const FleetLimits& limits) {
         }
         break;
       case Tier::kMig: {
-        const fleet::MigProfile* p =
+        const vocab::MigProfile* p =
             m.mig_catalog ? m.mig_catalog->find(request.mig_profile) : nullptr;
         if (p == nullptr) {
           reason = m.mig_catalog

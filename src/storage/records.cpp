@@ -76,6 +76,15 @@ Result<std::optional<IdRange>> load_ids(store::Tx& tx, const std::string& tenant
       IdRange{static_cast<uint32_t>(row->integer(0)), static_cast<uint32_t>(row->integer(1))}};
 }
 
+Result<std::map<std::string, IdRange>> all_ids(store::Tx& tx) {
+  std::map<std::string, IdRange> out;
+  for (const auto& row :
+       GP_TRY(tx.query("SELECT tenant_id, first_id, count FROM tenant_storage_ids")))
+    out.emplace(row.text(0), IdRange{static_cast<uint32_t>(row.integer(1)),
+                                     static_cast<uint32_t>(row.integer(2))});
+  return out;
+}
+
 Result<IdRange> ensure_ids(store::Tx& tx, const IdPoolConfig& pool, const std::string& tenant_id,
                            const std::string& tenant_name, int64_t now_micros) {
   if (auto have = GP_TRY(load_ids(tx, tenant_id))) return *have;
@@ -346,6 +355,27 @@ Result<Keyring> load_keyring(store::Tx& tx, const std::string& tenant_id) {
       GP_TRY(tx.query_one("SELECT keyring FROM tenant_keyrings WHERE tenant_id = ?", {tenant_id}));
   if (!row) return Keyring{};
   return keyring_from_json(GP_TRY(parse_json(row->text(0))));
+}
+
+Result<std::optional<KeyringRecord>> load_keyring_record(store::Tx& tx,
+                                                         const std::string& tenant_id) {
+  auto row = GP_TRY(
+      tx.query_one("SELECT keyring, destroyed, updated_at FROM tenant_keyrings WHERE tenant_id = ?",
+                   {tenant_id}));
+  if (!row) return std::optional<KeyringRecord>();
+  return std::optional<KeyringRecord>(
+      KeyringRecord{.ring = GP_TRY(keyring_from_json(GP_TRY(parse_json(row->text(0))))),
+                    .destroyed = row->integer(1) != 0,
+                    .updated_at = row->integer(2)});
+}
+
+Result<std::vector<StoredSecret>> load_stored_secrets(store::Tx& tx, const std::string& tenant_id) {
+  std::vector<StoredSecret> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT name, key_version, sealed FROM tenant_secrets WHERE tenant_id = ? ORDER BY name",
+           {tenant_id})))
+    out.push_back({row.text(0), row.integer(1), row.text(2)});
+  return out;
 }
 
 Result<void> save_keyring(store::Tx& tx, const std::string& tenant_id, const Keyring& ring,

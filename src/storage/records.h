@@ -6,6 +6,7 @@
 // (tenant id, project id, generation), never by name. Functions over the caller's transaction.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -22,6 +23,8 @@ namespace gp::storage {
 // ---- Id blocks ----
 
 Result<std::optional<IdRange>> load_ids(store::Tx& tx, const std::string& tenant_id);
+// Every tenant's block, by tenant id.
+Result<std::map<std::string, IdRange>> all_ids(store::Tx& tx);
 // The tenant's block, allocated from `pool` on first use.
 Result<IdRange> ensure_ids(store::Tx& tx, const IdPoolConfig& pool, const std::string& tenant_id,
                            const std::string& tenant_name, int64_t now_micros);
@@ -143,6 +146,15 @@ Result<bool> record_holder(store::Tx& tx, const std::string& tenant_id, const st
 
 // The tenant's keyring row as a one-tenant Keyring (empty when it has none yet).
 Result<Keyring> load_keyring(store::Tx& tx, const std::string& tenant_id);
+// The tenant's keyring row as stored, with its destroyed flag and when it last changed (nullopt
+// when it has none yet): what the posture report reads.
+struct KeyringRecord {
+  Keyring ring;
+  bool destroyed = false;
+  int64_t updated_at = 0;  // unix micros
+};
+Result<std::optional<KeyringRecord>> load_keyring_record(store::Tx& tx,
+                                                         const std::string& tenant_id);
 // Writes the tenant's one-tenant keyring: a new row unless `existed`.
 Result<void> save_keyring(store::Tx& tx, const std::string& tenant_id, const Keyring& ring,
                           bool existed, int64_t now_micros);
@@ -162,6 +174,14 @@ Result<std::optional<SecretRecord>> find_secret(store::Tx& tx, const std::string
 // At most `limit` secrets named after `after`, by name.
 Result<std::vector<SecretRecord>> list_secrets(store::Tx& tx, const std::string& tenant_id,
                                                const std::string& after, int64_t limit);
+// Every secret of the tenant, by name, with its sealed form as stored (JSON text, left unread:
+// the posture report names a record it cannot read instead of failing).
+struct StoredSecret {
+  std::string name;
+  int64_t key_version = 0;
+  std::string sealed;
+};
+Result<std::vector<StoredSecret>> load_stored_secrets(store::Tx& tx, const std::string& tenant_id);
 // False when there was none of that name.
 Result<bool> delete_secret(store::Tx& tx, const std::string& tenant_id, const std::string& name);
 Result<std::optional<SealedSecret>> load_sealed_secret(store::Tx& tx, const std::string& tenant_id,

@@ -43,4 +43,11 @@ Result<std::optional<Row>> Tx::query_one(std::string_view sql, const Params& par
   return std::optional<Row>(std::move(rows.front()));
 }
 
+Result<void> Store::ping() {
+  return read([](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.query("SELECT 1"));
+    return ok();
+  });
+}
+
 }  // namespace gp::store

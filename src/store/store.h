@@ -101,6 +101,8 @@ class Store {
   // Returns once every write up to `ticket` (DeferFlush::ticket) is on disk.
   virtual Result<void> flush(uint64_t ticket) = 0;
   virtual Result<void> read(const std::function<Result<void>(Tx&)>& fn) = 0;
+  // A read that reaches the database and asks it nothing: what a readiness probe needs.
+  Result<void> ping();
   // "sqlite" or "postgres"
   virtual std::string_view engine() const = 0;
   // A consistent copy of the whole store, taken while serving.
@@ -146,6 +148,25 @@ struct Migration {
   std::string_view sql;  // one or more statements separated by ';'
 };
 const std::vector<Migration>& migrations();
+
+// ---- idempotency keys: the committed replies of writes a client may retry ----
+// A write sent with an Idempotency-Key is recorded with its reply in the write's transaction;
+// the same principal sending the same key again gets that reply, not a second write.
+
+struct IdempotentReply {
+  std::string request_hash;  // of method, path and body: the same key with another request is an
+                             // error
+  int status = 0;
+  std::string body;
+};
+Result<std::optional<IdempotentReply>> find_idempotent_reply(Tx& tx, const std::string& principal,
+                                                             const std::string& key);
+struct IdempotentWrite {
+  std::string principal, key, method, path;
+  IdempotentReply reply;
+  int64_t created_at = 0;
+};
+Result<void> record_idempotent_reply(Tx& tx, const IdempotentWrite& write);
 
 // A unique-constraint violation is reported as ErrorCode::kConflict with this prefix.
 inline constexpr std::string_view kUniqueViolation = "unique constraint violated";

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/crypto.h"
+#include "policy/policy.h"
 #include "storage/records.h"
 
 namespace gp::tenancy {
@@ -260,6 +261,94 @@ Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
     if (out.size() > size_t(page.limit)) break;
   }
   return make_page(std::move(out), page);
+}
+
+Result<std::unordered_map<std::string, std::string>> tenant_names(store::Tx& tx) {
+  std::unordered_map<std::string, std::string> names;
+  for (const auto& r : GP_TRY(tx.query("SELECT id, name FROM tenants")))
+    names.emplace(r.text(0), r.text(1));
+  return names;
+}
+
+Result<WorkloadPolicy> load_workload_policy(store::Tx& tx, const std::string& tenant_id) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT policy, version FROM tenant_workload_policies WHERE tenant_id = ?", {tenant_id}));
+  if (!row) return WorkloadPolicy{};
+  Json j = GP_TRY(parse_json(row->text(0)));
+  WorkloadPolicy p;
+  if (!j.is_object() || !j.contains("allowed_registries") || !j["allowed_registries"].is_array() ||
+      !j.contains("require_pull_always") || !j["require_pull_always"].is_boolean())
+    return fail(Error::internal("stored workload policy unreadable for tenant " + tenant_id));
+  for (const auto& r : j["allowed_registries"]) {
+    if (!r.is_string()) return fail(Error::internal("stored workload policy: registry not text"));
+    p.allowed_registries.push_back(r.get<std::string>());
+  }
+  p.require_pull_always = j["require_pull_always"].get<bool>();
+  p.version = row->integer(1);
+  return p;
+}
+
+Result<WorkloadPolicy> save_workload_policy(store::Tx& tx, const std::string& tenant_id,
+                                            const WorkloadPolicy& before, WorkloadPolicy next,
+                                            const std::string& who, int64_t now) {
+  next.version = before.version + 1;
+  const Json stored = {{"allowed_registries", next.allowed_registries},
+                       {"require_pull_always", next.require_pull_always}};
+  if (before.version == 0) {
+    GP_TRY(
+        tx.exec("INSERT INTO tenant_workload_policies (tenant_id, policy, updated_by, updated_at, "
+                "version) VALUES (?,?,?,?,?)",
+                {tenant_id, stored.dump(), who, now, next.version}));
+  } else {
+    GP_TRY(
+        tx.exec("UPDATE tenant_workload_policies SET policy = ?, updated_by = ?, updated_at = ?, "
+                "version = ? WHERE tenant_id = ? AND version = ?",
+                {stored.dump(), who, now, next.version, tenant_id, before.version}));
+  }
+  return next;
+}
+
+Result<TenantIdentities> tenant_identities(store::Tx& tx, const std::string& tenant_id,
+                                           int64_t now) {
+  TenantIdentities out;
+  const auto count = [&](std::string_view table) -> Result<int> {
+    auto row = GP_TRY(tx.query_one(
+        fmt::format("SELECT COUNT(*) FROM {} WHERE tenant_id = ? AND state = 'active'", table),
+        {tenant_id}));
+    return row ? static_cast<int>(row->integer(0)) : 0;
+  };
+  out.active_users = GP_TRY(count("users"));
+  out.active_service_accounts = GP_TRY(count("service_accounts"));
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT id, name, owner_kind, owner_id, expires_at FROM api_keys WHERE tenant_id = ? "
+           "AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > ?) ORDER BY id",
+           {tenant_id, now}))) {
+    ApiKey k;
+    k.id = row.text(0);
+    k.tenant_id = tenant_id;
+    k.name = row.text(1);
+    k.owner_kind = row.text(2);
+    k.owner_id = row.text(3);
+    k.expires_at = row.opt_integer(4);
+    out.live_keys.push_back(std::move(k));
+  }
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT b.id, b.role, b.tenant_id, b.project_id, b.subject_kind, b.subject_id, "
+           "COALESCE(u.tenant_id, s.tenant_id) FROM role_bindings b "
+           "LEFT JOIN users u ON b.subject_kind = 'user' AND u.id = b.subject_id "
+           "LEFT JOIN service_accounts s ON b.subject_kind = 'service_account' AND s.id = "
+           "b.subject_id WHERE b.tenant_id = ? OR u.tenant_id = ? OR s.tenant_id = ? ORDER BY b.id",
+           {tenant_id, tenant_id, tenant_id}))) {
+    Binding b;
+    b.id = row.text(0);
+    b.role = row.text(1);
+    b.tenant_id = row.opt_text(2);
+    b.project_id = row.opt_text(3);
+    b.subject_kind = row.text(4);
+    b.subject_id = row.text(5);
+    out.bindings.emplace_back(std::move(b), row.opt_text(6));
+  }
+  return out;
 }
 
 Result<TenantPatch> parse_tenant_patch(ObjectReader& r) {

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/clock.h"
@@ -17,14 +18,14 @@
 #include "common/result.h"
 #include "iam/iam.h"
 #include "iam/oidc.h"
-#include "policy/policy.h"
 #include "store/store.h"
+#include "vocab/vocab.h"
 
 namespace gp::tenancy {
 
-using policy::class_name;
-using policy::IsolationClass;
-using policy::parse_class;
+using vocab::class_name;
+using vocab::IsolationClass;
+using vocab::parse_class;
 
 enum class TenantState { kActive, kSuspended, kOffboarding };
 std::string_view state_name(TenantState s);
@@ -114,6 +115,8 @@ Result<Tenant> create_tenant(store::Tx& tx, const World& w, const TenantSpec& sp
 Result<std::optional<Tenant>> find_tenant(store::Tx& tx, std::string_view id_or_name);
 Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
                                   const std::optional<std::vector<std::string>>& only_ids);
+// Every tenant's name by its id, in one query: for views that show names where rows keep ids.
+Result<std::unordered_map<std::string, std::string>> tenant_names(store::Tx& tx);
 struct TenantPatch {
   std::optional<std::string> display_name;
   std::optional<IsolationClass> isolation_class;
@@ -126,6 +129,34 @@ Result<Tenant> update_tenant(store::Tx& tx, const World& w, const TenantScope& s
 // Offboarding: the tenant moves to state offboarding; its keys and sessions are revoked.
 Result<Tenant> offboard_tenant(store::Tx& tx, const World& w, const TenantScope& scope,
                                std::optional<int64_t> if_match);
+
+// ---- what the tenant's posture report counts of its identities ----
+
+struct TenantIdentities {
+  int active_users = 0, active_service_accounts = 0;
+  std::vector<ApiKey> live_keys;  // the tenant's keys neither revoked nor expired, by id
+  // Bindings granted inside the tenant, and bindings anywhere held by the tenant's subjects, by
+  // id, each with its subject's home tenant (nullopt: a platform subject).
+  std::vector<std::pair<Binding, std::optional<std::string>>> bindings;
+};
+Result<TenantIdentities> tenant_identities(store::Tx& tx, const std::string& tenant_id,
+                                           int64_t now);
+
+// ---- the tenant's workload policy: the registries its images may come from, for the admission
+// webhook and for jobs ----
+
+struct WorkloadPolicy {
+  std::vector<std::string> allowed_registries;  // empty: any registry
+  bool require_pull_always = false;             // on top of what the class requires
+  int64_t version = 0;                          // 0: never set
+};
+// The tenant's policy; the defaults (version 0) when none was ever set.
+Result<WorkloadPolicy> load_workload_policy(store::Tx& tx, const std::string& tenant_id);
+// Stores `next` as the version after `before` (the policy load_workload_policy read in this
+// transaction) and returns it with that version.
+Result<WorkloadPolicy> save_workload_policy(store::Tx& tx, const std::string& tenant_id,
+                                            const WorkloadPolicy& before, WorkloadPolicy next,
+                                            const std::string& who, int64_t now);
 
 // ---- projects ----
 struct ProjectSpec {

@@ -9,8 +9,8 @@
 #include <string>
 #include <utility>
 
-#include "fleet/mig_catalog.h"
 #include "vm/vm.h"
+#include "vocab/vocab.h"
 
 namespace gp::vm {
 namespace {
@@ -37,13 +37,13 @@ int profile_gb(std::string_view profile) {
 // short name that more than one catalog model shares is not used: those models keep their full
 // catalog name ("A100-40GB-1-5C", "A100-80GB-7-80C", "A100-80GB-40C"), and every type name names
 // exactly one model. A short name held by one model ("H100", "H200") is used as is.
-std::string vgpu_prefix(const fleet::MigCatalog& catalog) {
+std::string vgpu_prefix(const vocab::MigCatalog& catalog) {
   auto short_name = [](std::string_view model) {
     return std::string(model.substr(0, model.find('-')));
   };
   const std::string mine = short_name(catalog.model);
   int sharing = 0;
-  for (const fleet::MigCatalog& other : fleet::mig_catalogs()) {
+  for (const vocab::MigCatalog& other : vocab::mig_catalogs()) {
     if (short_name(other.model) == mine) ++sharing;
   }
   return sharing > 1 ? catalog.model : mine;
@@ -51,9 +51,9 @@ std::string vgpu_prefix(const fleet::MigCatalog& catalog) {
 
 // The GB of the whole GPU: the memory in the name of the profile that holds every memory slice
 // (7g.141gb on an H200).
-int catalog_total_gb(const fleet::MigCatalog& catalog) {
+int catalog_total_gb(const vocab::MigCatalog& catalog) {
   int total = 0;
-  for (const fleet::MigProfile& profile : catalog.profiles) {
+  for (const vocab::MigProfile& profile : catalog.profiles) {
     if (profile.memory_slices == catalog.memory_slices) {
       total = std::max(total, profile_gb(profile.name));
     }
@@ -63,9 +63,9 @@ int catalog_total_gb(const fleet::MigCatalog& catalog) {
 
 std::vector<VgpuType> build_vgpu_types() {
   std::vector<VgpuType> types;
-  for (const fleet::MigCatalog& catalog : fleet::mig_catalogs()) {
+  for (const vocab::MigCatalog& catalog : vocab::mig_catalogs()) {
     const std::string prefix = vgpu_prefix(catalog);
-    for (const fleet::MigProfile& profile : catalog.profiles) {
+    for (const vocab::MigProfile& profile : catalog.profiles) {
       const int gb = profile_gb(profile.name);
       types.push_back({.name = fmt::format("{}-{}-{}C", prefix, profile.compute_slices, gb),
                        .model = catalog.model,
@@ -118,10 +118,10 @@ Result<const VgpuType*> find_vgpu_type(std::string_view name) {
   }
   // Name the types of the model the name was meant for (the longest prefix that matches), or
   // the prefixes when none does.
-  const fleet::MigCatalog* meant = nullptr;
+  const vocab::MigCatalog* meant = nullptr;
   std::string meant_prefix;
   std::string prefixes;
-  for (const fleet::MigCatalog& catalog : fleet::mig_catalogs()) {
+  for (const vocab::MigCatalog& catalog : vocab::mig_catalogs()) {
     const std::string prefix = vgpu_prefix(catalog);
     if (!prefixes.empty()) prefixes += ", ";
     prefixes += prefix;
@@ -139,7 +139,7 @@ Result<const VgpuType*> find_vgpu_type(std::string_view name) {
 }
 
 Result<const VgpuType*> vgpu_for_mig(std::string_view model, std::string_view profile) {
-  const fleet::MigCatalog* catalog = GP_TRY(fleet::mig_catalog(model));
+  const vocab::MigCatalog* catalog = GP_TRY(vocab::mig_catalog(model));
   for (const VgpuType& type : vgpu_types()) {
     if (type.model == catalog->model && type.kind == VgpuKind::kMigBacked &&
         type.mig_profile == profile) {
@@ -147,7 +147,7 @@ Result<const VgpuType*> vgpu_for_mig(std::string_view model, std::string_view pr
     }
   }
   std::string profiles;
-  for (const fleet::MigProfile& p : catalog->profiles) {
+  for (const vocab::MigProfile& p : catalog->profiles) {
     if (!profiles.empty()) profiles += ", ";
     profiles += p.name;
   }
@@ -156,7 +156,7 @@ Result<const VgpuType*> vgpu_for_mig(std::string_view model, std::string_view pr
 }
 
 Result<const VgpuType*> vgpu_for_share(std::string_view model, int milli) {
-  const fleet::MigCatalog* catalog = GP_TRY(fleet::mig_catalog(model));
+  const vocab::MigCatalog* catalog = GP_TRY(vocab::mig_catalog(model));
   std::string shares;
   for (const VgpuType& type : vgpu_types()) {
     if (type.model != catalog->model || type.kind != VgpuKind::kTimeSliced) continue;

@@ -35,7 +35,7 @@ struct VgpuType {
   friend bool operator==(const VgpuType&, const VgpuType&) = default;
 };
 
-// Every vGPU type gpuplane sells, for every model of the MIG catalog (fleet/mig_catalog.h): one
+// Every vGPU type gpuplane sells, for every model of the MIG catalog (vocab/vocab.h): one
 // MIG-backed type per GPU-instance profile (<model>-<compute slices>-<memory GB>C, so H200's
 // run from H200-1-18C to H200-7-141C), and time-sliced types of 1/1, 1/2, 1/4 and 1/8 of the GPU
 // (<model>-<frame buffer GiB>C). <model> is the short name ("H200"); where two models share it

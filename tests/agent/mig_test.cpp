@@ -19,9 +19,9 @@ using ::testing::IsEmpty;
 
 const std::string kGpu = "GPU-aaaaaaaa-0000-0000-0000-000000000000";
 
-fleet::PlacedInstance at(const char* profile, int start) { return {profile, start}; }
+vocab::PlacedInstance at(const char* profile, int start) { return {profile, start}; }
 
-GpuPlan mig_plan(fleet::Layout layout) {
+GpuPlan mig_plan(vocab::Layout layout) {
   std::ranges::sort(layout);
   return {.gpu = kGpu, .mode = fleet::GpuMode::kMig, .layout = std::move(layout)};
 }
@@ -71,7 +71,7 @@ TEST(GpuUse, CollectsTheInstancesOfEveryAssignedAllocation) {
 // ---------------------------------------------------------------------------------------------
 // plan_mig_steps (pure)
 
-Nvml::MigView view(bool enabled, fleet::Layout layout, fleet::Layout without_compute = {}) {
+Nvml::MigView view(bool enabled, vocab::Layout layout, vocab::Layout without_compute = {}) {
   return {.capable = true,
           .enabled = enabled,
           .layout = std::move(layout),

@@ -19,7 +19,7 @@
 
 #include "agent/nvml_types.h"
 #include "fake_nvml.h"
-#include "fleet/mig_catalog.h"
+#include "vocab/vocab.h"
 
 namespace gp::agent {
 namespace {
@@ -30,8 +30,8 @@ using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::IsEmpty;
 
-const fleet::MigCatalog& catalog(std::string_view model) {
-  Result<const fleet::MigCatalog*> found = fleet::mig_catalog(model);
+const vocab::MigCatalog& catalog(std::string_view model) {
+  Result<const vocab::MigCatalog*> found = vocab::mig_catalog(model);
   EXPECT_TRUE(found.has_value()) << model;
   return **found;
 }
@@ -54,7 +54,7 @@ struct ProfileCase {
   std::string expected;
 };
 
-void expect_mapping(const fleet::MigCatalog& catalog, const std::vector<ProfileCase>& cases) {
+void expect_mapping(const vocab::MigCatalog& catalog, const std::vector<ProfileCase>& cases) {
   for (const ProfileCase& c : cases) {
     Result<std::string> name = catalog_profile_for(catalog, c.slices, c.memory_mb);
     ASSERT_TRUE(name.has_value()) << c.slices << " slices, " << c.memory_mb
@@ -188,8 +188,8 @@ TEST_F(NvmlSimulated, DiscoversWholeAndMigGpus) {
   EXPECT_TRUE(mig.mig_capable);
   EXPECT_EQ(mig.mode, fleet::GpuMode::kMig);
   EXPECT_THAT(mig.mig_instances,
-              ElementsAre(fleet::PlacedInstance{"1g.18gb", 0}, fleet::PlacedInstance{"2g.35gb", 2},
-                          fleet::PlacedInstance{"3g.71gb", 4}));
+              ElementsAre(vocab::PlacedInstance{"1g.18gb", 0}, vocab::PlacedInstance{"2g.35gb", 2},
+                          vocab::PlacedInstance{"3g.71gb", 4}));
   EXPECT_THAT(mig.nvlink_peers, ElementsAre("GPU-bbbbbbbb-0000-0000-0000-000000000000"));
   EXPECT_EQ(mig.health.ecc_uncorrected, 0);
   EXPECT_THAT(mig.health.xid_errors, IsEmpty());

@@ -85,6 +85,17 @@ class ModuleGraphCheck(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("lower the ceiling in src/layers.txt to 0", out)
 
+    def test_a_link_to_a_higher_layer_fails_naming_the_cmake_file(self):
+        files = self.following()
+        files["service/CMakeLists.txt"] = "add_library(gp_service service.cpp)\n"
+        files["store/CMakeLists.txt"] = ("add_library(gp_store store.cpp)\n"
+                                         "target_link_libraries(gp_store PUBLIC gp_common\n"
+                                         "  gp_service fmt::fmt)\n")
+        rc, out = self.check(self.tree(files))
+        self.assertEqual(rc, 1)
+        self.assertIn("store (layer 0) includes service (layer 2)", out)
+        self.assertIn("src/store/CMakeLists.txt:2", out)
+
     def test_a_module_in_no_layer_fails(self):
         src = self.tree(self.following())
         os.makedirs(os.path.join(src, "stray"))

@@ -1,13 +1,19 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/ids.h"
 #include "common/json.h"
+#include "common/page.h"
 
 namespace gp {
 namespace {
@@ -153,6 +159,48 @@ TEST(Ids, ProductionIdsSortByCreationTime) {
   std::set<std::string> tails;
   for (int i = 0; i < 100; ++i) tails.insert(r.next("alc").substr(12));
   EXPECT_GT(tails.size(), 95u);
+}
+
+struct Named {
+  std::string id;
+};
+
+// A listing over ids "a0".."a<n-1>" that pages as the repositories do (make_page), and counts
+// the requests it answers.
+struct Listing {
+  int n = 0;
+  int calls = 0;
+  std::optional<std::string> fail_after;  // the request after this cursor fails
+  Result<Page<Named>> operator()(const PageRequest& page) {
+    ++calls;
+    if (fail_after && page.after == fail_after) return fail(Error::unavailable("store went away"));
+    std::vector<Named> items;
+    for (int i = 0; i < n; ++i) {
+      std::string id = "a" + std::to_string(1000 + i);
+      if (!page.after || id > *page.after) items.push_back({id});
+      if (int(items.size()) > page.limit) break;
+    }
+    return make_page(std::move(items), page);
+  }
+};
+
+TEST(AllPages, ReadsEveryItemOnceAcrossPageBoundaries) {
+  for (int n : {0, 1, 4, 5, 6, 23}) {
+    Listing listing{.n = n};
+    Result<std::vector<Named>> all = all_pages(std::ref(listing), 5);
+    ASSERT_TRUE(all.has_value()) << n;
+    ASSERT_EQ(all->size(), size_t(n));
+    for (int i = 0; i < n; ++i) EXPECT_EQ((*all)[i].id, "a" + std::to_string(1000 + i));
+    EXPECT_EQ(listing.calls, std::max(1, (n + 4) / 5)) << n;  // no request past the last page
+  }
+}
+
+TEST(AllPages, StopsAtTheFirstError) {
+  Listing listing{.n = 12, .fail_after = "a1004"};
+  Result<std::vector<Named>> all = all_pages(std::ref(listing), 5);
+  ASSERT_FALSE(all.has_value());
+  EXPECT_EQ(all.error().code, ErrorCode::kUnavailable);
+  EXPECT_EQ(listing.calls, 2);
 }
 
 }  // namespace

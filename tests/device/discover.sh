@@ -55,12 +55,12 @@ build() {
     return 5
   fi
 
-  # Only what discover_main needs: the NVML layer, the inventory types and their JSON, and the
-  # common error/JSON helpers (json.cpp validates UTF-8 with crypto.cpp, hence OpenSSL).
+  # Only what discover_main needs: the NVML layer, the inventory types and their JSON, the
+  # vocabulary (GPU modes, the MIG catalog and geometry), and the common error/JSON helpers (json.cpp validates UTF-8 with crypto.cpp, hence OpenSSL).
   local sources=("$ROOT/tests/device/discover_main.cpp" "$ROOT/src/agent/nvml.cpp")
   local f
-  for f in fleet/inventory.cpp fleet/mig_catalog.cpp fleet/mig_geometry.cpp policy/policy.cpp \
-      common/errors.cpp common/json.cpp common/crypto.cpp; do
+  for f in fleet/inventory.cpp vocab/classes.cpp vocab/units.cpp vocab/mig_catalog.cpp \
+      vocab/mig_geometry.cpp common/errors.cpp common/json.cpp common/crypto.cpp; do
     if [ ! -f "$ROOT/src/$f" ]; then
       say "src/$f is not in this tree; set GP_EXTRA_SOURCES to a file that stands in for it"
       [ -n "${GP_EXTRA_SOURCES:-}" ] || return 5

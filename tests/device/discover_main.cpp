@@ -21,8 +21,7 @@
 #include "agent/nvml.h"
 #include "common/json.h"
 #include "fleet/inventory.h"
-#include "fleet/mig_catalog.h"
-#include "fleet/mig_geometry.h"
+#include "vocab/vocab.h"
 
 namespace {
 
@@ -98,7 +97,7 @@ int main(int argc, char** argv) {
     for (const gp::fleet::GpuInfo& gpu : *gpus) {
       doc["gpus"].push_back(gp::fleet::to_json(gpu));
       Json instances = Json::array();
-      for (const gp::fleet::PlacedInstance& p : gpu.mig_instances) {
+      for (const gp::vocab::PlacedInstance& p : gpu.mig_instances) {
         instances.push_back(p.profile + "@" + std::to_string(p.start));
       }
       doc["summary"].push_back({{"index", gpu.index},

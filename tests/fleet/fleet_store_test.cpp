@@ -477,7 +477,7 @@ TEST_F(DowntimeTest, ListingIsARangeQuery) {
 }
 
 TEST(FleetSvg, DrawingsAreWellFormed) {
-  auto cat = mig_catalog("H200");
+  auto cat = vocab::mig_catalog("H200");
   ASSERT_TRUE(cat);
   std::string svg = mig_layout_svg(**cat, {{"3g.71gb", 4}, {"1g.18gb", 0}}, "H200 <test>");
   EXPECT_NE(svg.find("3g.71gb"), std::string::npos);
@@ -520,7 +520,7 @@ TEST(FleetSvg, TheMapDrawsHoldersInTheirColoursWithALegend) {
   for (Gpu* g : {&whole, &mig, &shared, &idle}) g->health = "healthy";
   std::map<std::string, std::vector<GpuHold>> holds = {
       {"GPU-W", {{.holder = "acme"}}},
-      {"GPU-M", {{.holder = "globex", .mig = PlacedInstance{"3g.71gb", 4}}}},
+      {"GPU-M", {{.holder = "globex", .mig = vocab::PlacedInstance{"3g.71gb", 4}}}},
       {"GPU-S", {{.holder = "acme", .milli = 250}, {.holder = "globex", .milli = 500}}}};
   std::string map = fleet_map_svg({{n, {whole, mig, shared, idle}}}, holds);
   EXPECT_NE(map.find("GPU 0 H200 GPU-W whole , held by acme</title>"), std::string::npos) << map;

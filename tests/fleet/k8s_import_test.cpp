@@ -17,9 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "fleet/catalogs.h"
-#include "fleet/mig_catalog.h"
-#include "fleet/mig_geometry.h"
+#include "vocab/catalogs.h"
+#include "vocab/vocab.h"
 
 namespace gp::fleet {
 namespace {
@@ -66,17 +65,17 @@ std::string import_error(const Json& list) {
   return result.error().message;
 }
 
-Layout planned(std::string_view model, const std::vector<std::string>& profiles) {
-  Result<Layout> layout = plan(catalog_for(model), profiles);
+vocab::Layout planned(std::string_view model, const std::vector<std::string>& profiles) {
+  Result<vocab::Layout> layout = vocab::plan(vocab::catalog_for(model), profiles);
   EXPECT_TRUE(layout.has_value()) << (layout ? "" : layout.error().message);
-  return layout ? *layout : Layout();
+  return layout ? *layout : vocab::Layout();
 }
 
 // Instances per profile over all of a node's GPUs.
 std::map<std::string, int> mig_totals(const Inventory& inventory) {
   std::map<std::string, int> totals;
   for (const GpuInfo& gpu : inventory.gpus) {
-    for (const PlacedInstance& instance : gpu.mig_instances) ++totals[instance.profile];
+    for (const vocab::PlacedInstance& instance : gpu.mig_instances) ++totals[instance.profile];
   }
   return totals;
 }
@@ -327,16 +326,17 @@ TEST(K8sImport, ImportsTheClusterFixtureFieldByField) {
     expect_gpus(n.inventory, 8, "NVIDIA H200", "H200", 143771);
     // Largest first, onto the least loaded GPU: two GPUs get two 3g.71gb, four get one 3g.71gb
     // and three 1g.18gb.
-    const Layout two_3g = planned("H200", {"3g.71gb", "3g.71gb"});
-    const Layout one_3g = planned("H200", {"3g.71gb", "1g.18gb", "1g.18gb", "1g.18gb"});
-    const std::vector<Layout> expected = {two_3g, two_3g, one_3g, one_3g, one_3g, one_3g, {}, {}};
+    const vocab::Layout two_3g = planned("H200", {"3g.71gb", "3g.71gb"});
+    const vocab::Layout one_3g = planned("H200", {"3g.71gb", "1g.18gb", "1g.18gb", "1g.18gb"});
+    const std::vector<vocab::Layout> expected = {two_3g, two_3g, one_3g, one_3g,
+                                                 one_3g, one_3g, {},     {}};
     for (int i = 0; i < 8; ++i) {
       const GpuInfo& gpu = n.inventory.gpus[i];
       SCOPED_TRACE(gpu.uuid);
       EXPECT_TRUE(gpu.mig_capable);
       EXPECT_EQ(gpu.mode, i < 6 ? GpuMode::kMig : GpuMode::kWhole);
       EXPECT_EQ(gpu.mig_instances, expected[i]);
-      EXPECT_TRUE(validate(catalog_for("H200"), gpu.mig_instances));
+      EXPECT_TRUE(vocab::validate(vocab::catalog_for("H200"), gpu.mig_instances));
     }
     EXPECT_EQ(mig_totals(n.inventory),
               (std::map<std::string, int>{{"1g.18gb", 12}, {"3g.71gb", 8}}));
@@ -395,7 +395,7 @@ TEST(K8sImport, MigSingleStrategyInfersGpusFromMigDeviceCount) {
                           "mig.strategy=single labels the memory of a MIG device, not of a GPU: "
                           "assumed the nominal 40960 MiB of A100-40GB"));
   expect_gpus(n.inventory, 8, "NVIDIA A100-SXM4-40GB", "A100-40GB", 40960);
-  const Layout seven = planned("A100-40GB", std::vector<std::string>(7, "1g.5gb"));
+  const vocab::Layout seven = planned("A100-40GB", std::vector<std::string>(7, "1g.5gb"));
   for (const GpuInfo& gpu : n.inventory.gpus) {
     EXPECT_TRUE(gpu.mig_capable);
     EXPECT_EQ(gpu.mode, GpuMode::kMig);
@@ -718,7 +718,7 @@ TEST(K8sImport, MixedStrategyGivesUniformRequestsUniformLayouts) {
       mixed_node("gpu-01", "NVIDIA-H200", 8, 0, {{"3g.71gb", 8}, {"2g.35gb", 8}, {"1g.18gb", 16}});
   ImportResult result = import_ok(make_list({node}));
   ASSERT_EQ(result.nodes.size(), 1u);
-  const Layout balanced = planned("H200", {"3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"});
+  const vocab::Layout balanced = planned("H200", {"3g.71gb", "2g.35gb", "1g.18gb", "1g.18gb"});
   for (const GpuInfo& gpu : result.nodes[0].inventory.gpus) {
     EXPECT_EQ(gpu.mode, GpuMode::kMig);
     EXPECT_EQ(gpu.mig_instances, balanced);

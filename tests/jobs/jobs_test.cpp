@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "policy/admission.h"
+#include "policy/policy.h"
 
 namespace gp::jobs {
 namespace {

@@ -447,9 +447,9 @@ PoolPlacement pool_from_json(const Json& j) {
 TenantAdmissionContext context_from_json(const Json& j) {
   TenantAdmissionContext t;
   t.tenant = j.at("tenant");
-  t.isolation_class = *parse_class(j.at("class").get<std::string>());
+  t.isolation_class = *vocab::parse_class(j.at("class").get<std::string>());
   for (const auto& n : j.at("namespaces")) t.namespaces.push_back(n);
-  for (const auto& n : j.at("tiers")) t.tiers.push_back(*parse_tier(n.get<std::string>()));
+  for (const auto& n : j.at("tiers")) t.tiers.push_back(*vocab::parse_tier(n.get<std::string>()));
   for (const auto& n : j.value("mig_profiles", Json::array())) t.mig_profiles.push_back(n);
   for (const auto& p : j.value("own_pools", Json::array()))
     t.own_pools.push_back(pool_from_json(p));

@@ -277,8 +277,8 @@ TEST(Classes, RequireWhatDesignSays) {
     Facts f = compliant();
     f.isolation_class = c;
     Report r = evaluate(f);
-    EXPECT_EQ(ids_with(r, Status::kNotApplicable), expected_na) << policy::class_name(c);
-    EXPECT_EQ(r.count(Status::kFail), 0) << policy::class_name(c);
+    EXPECT_EQ(ids_with(r, Status::kNotApplicable), expected_na) << vocab::class_name(c);
+    EXPECT_EQ(r.count(Status::kFail), 0) << vocab::class_name(c);
     for (const auto& res : r.results)
       EXPECT_EQ(res.required, !expected_na.contains(std::string(res.control->id)))
           << res.control->id;

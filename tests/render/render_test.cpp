@@ -27,8 +27,8 @@ namespace {
 namespace fs = std::filesystem;
 using gp::testing::shared_schemas;
 using gp::testing::source_dir;
-using policy::IsolationClass;
-using policy::Tier;
+using vocab::IsolationClass;
+using vocab::Tier;
 
 // A scratch directory removed at scope exit.
 class ScratchDir {
@@ -105,7 +105,7 @@ std::vector<TenantBundleInput> every_tier_and_class() {
     std::vector<Tier> all;
     for (auto t : {Tier::kDedicatedPool, Tier::kDedicatedNode, Tier::kDedicatedGpu, Tier::kMig,
                    Tier::kShared}) {
-      if (!policy::class_allows(c, t)) continue;
+      if (!vocab::class_allows(c, t)) continue;
       out.push_back(make_input(c, {t}));
       all.push_back(t);
     }
@@ -147,8 +147,8 @@ class Schemas {
 };
 
 std::string label(const TenantBundleInput& in) {
-  std::string s(policy::class_name(in.isolation_class));
-  for (auto t : in.tiers) s += "/" + std::string(policy::tier_name(t));
+  std::string s(vocab::class_name(in.isolation_class));
+  for (auto t : in.tiers) s += "/" + std::string(vocab::tier_name(t));
   return s;
 }
 

@@ -13,7 +13,7 @@ namespace gp::sched::testing {
 std::string tier_invariant_violation(const ClusterState& s) {
   struct Use {
     const Allocation* alloc;
-    std::optional<fleet::PlacedInstance> instance;
+    std::optional<vocab::PlacedInstance> instance;
   };
   std::map<int32_t, std::vector<Use>> by_gpu;
   std::map<int32_t, std::vector<const Allocation*>> by_node;
@@ -62,7 +62,7 @@ std::string tier_invariant_violation(const ClusterState& s) {
                              tier_name(tb), s.gpus()[g].uuid);
         }
         if (both_mig) {
-          const fleet::MigCatalog& cat = *s.mig_table(s.gpus()[g])->catalog;
+          const vocab::MigCatalog& cat = *s.mig_table(s.gpus()[g])->catalog;
           const auto& x = *uses[i].instance;
           const auto& y = *uses[j].instance;
           const int xs = cat.find(x.profile)->memory_slices,
@@ -82,7 +82,7 @@ std::string bookkeeping_violation(const ClusterState& s) {
   const auto& gpus = s.gpus();
   std::vector<int32_t> whole(gpus.size(), -1);
   std::vector<int> milli(gpus.size(), 0);
-  std::vector<fleet::Layout> held(gpus.size());
+  std::vector<vocab::Layout> held(gpus.size());
   for (std::size_t slot = 0; slot < s.allocation_slots().size(); ++slot) {
     const Allocation& a = s.allocation_slots()[slot];
     if (!a.live) continue;
@@ -110,7 +110,7 @@ std::string bookkeeping_violation(const ClusterState& s) {
     if (!held[g].empty()) {
       if (gpu.mode != GpuMode::kMig) return "MIG grant on non-MIG GPU";
       const detail::MigTable& table = *s.mig_table(gpu);
-      if (auto v = fleet::validate(*table.catalog, held[g]); !v) {
+      if (auto v = vocab::validate(*table.catalog, held[g]); !v) {
         return fmt::format("GPU {}: held instances invalid: {}", gpu.uuid, v.error().message);
       }
       if (table.mask_of(held[g]) != gpu.mig_owned)
@@ -121,7 +121,7 @@ std::string bookkeeping_violation(const ClusterState& s) {
     }
     if (gpu.mode == GpuMode::kMig) {
       const detail::MigTable& table = *s.mig_table(gpu);
-      if (auto v = fleet::validate(*table.catalog, table.layout_of(gpu.mig_layout)); !v) {
+      if (auto v = vocab::validate(*table.catalog, table.layout_of(gpu.mig_layout)); !v) {
         return fmt::format("GPU {}: layout invalid: {}", gpu.uuid, v.error().message);
       }
     }

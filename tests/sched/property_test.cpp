@@ -69,9 +69,9 @@ World random_world(std::mt19937_64& rng) {
       g.mode = mode == 0 ? GpuMode::kMig : mode == 1 ? GpuMode::kTimeSliced : GpuMode::kWhole;
       g.healthy = pick(0, 20) > 0;
       if (g.mode == GpuMode::kMig && pick(0, 1)) {  // an existing layout of free instances
-        const fleet::MigCatalog& cat = *g.mig_catalog;
+        const vocab::MigCatalog& cat = *g.mig_catalog;
         for (int k = pick(0, 3); k > 0; --k) {
-          auto next = fleet::plan_addition(cat, g.mig_layout, cat.profiles[pick(1, 5)].name);
+          auto next = vocab::plan_addition(cat, g.mig_layout, cat.profiles[pick(1, 5)].name);
           if (next) g.mig_layout = *next;
         }
       }

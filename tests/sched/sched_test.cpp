@@ -364,8 +364,8 @@ TEST(Place, MigUsesTheGeometryAndReportsTheLayoutChange) {
   ASSERT_EQ(p.gpus.size(), 1u);
   ASSERT_EQ(p.mig_changes.size(), 1u);
   EXPECT_THAT(p.mig_changes[0].before, IsEmpty());
-  // The same choice fleet::plan_addition makes on an empty H200.
-  Result<fleet::Layout> expected = fleet::plan_addition(*catalog_for("H200"), {}, "3g.71gb");
+  // The same choice vocab::plan_addition makes on an empty H200.
+  Result<vocab::Layout> expected = vocab::plan_addition(*catalog_for("H200"), {}, "3g.71gb");
   EXPECT_EQ(p.mig_changes[0].after, *expected);
   EXPECT_EQ(*p.gpus[0].mig_instance, expected->back());
   EXPECT_EQ(p.units, 3000);

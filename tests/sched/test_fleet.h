@@ -4,15 +4,15 @@
 #include <string>
 #include <vector>
 
-#include "fleet/mig_catalog.h"
 #include "sched/sched.h"
+#include "vocab/vocab.h"
 
 namespace gp::sched::testing {
 
-inline const fleet::MigCatalog* catalog_for(const std::string& model) {
-  if (model == "H200") return *fleet::mig_catalog("H200-141GB");
-  if (model == "H100") return *fleet::mig_catalog("H100-80GB");
-  if (model == "A100-80GB") return *fleet::mig_catalog("A100-80GB");
+inline const vocab::MigCatalog* catalog_for(const std::string& model) {
+  if (model == "H200") return *vocab::mig_catalog("H200-141GB");
+  if (model == "H100") return *vocab::mig_catalog("H100-80GB");
+  if (model == "A100-80GB") return *vocab::mig_catalog("A100-80GB");
   return nullptr;
 }
 

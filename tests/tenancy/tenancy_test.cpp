@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "policy/policy.h"
 #include "test_util.h"
 
 namespace gp::tenancy {

@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "fleet/mig_catalog.h"
 #include "test_util.h"
 #include "vm/host_fixture.h"
+#include "vocab/vocab.h"
 
 namespace gp::vm {
 namespace {
@@ -76,7 +76,7 @@ TEST(VgpuCatalog, TimeSlicedTypesAreTheWholeGpuAHalfAQuarterAndAnEighth) {
 }
 
 TEST(VgpuCatalog, EveryProfileOfEveryModelIsSoldAsExactlyOneType) {
-  for (const fleet::MigCatalog& catalog : fleet::mig_catalogs()) {
+  for (const vocab::MigCatalog& catalog : vocab::mig_catalogs()) {
     SCOPED_TRACE(catalog.model);
     int mig = 0, sliced = 0;
     for (const VgpuType& type : vgpu_types()) {
@@ -85,7 +85,7 @@ TEST(VgpuCatalog, EveryProfileOfEveryModelIsSoldAsExactlyOneType) {
     }
     EXPECT_EQ(mig, static_cast<int>(catalog.profiles.size()));
     EXPECT_EQ(sliced, 4);
-    for (const fleet::MigProfile& profile : catalog.profiles) {
+    for (const vocab::MigProfile& profile : catalog.profiles) {
       auto type = vgpu_for_mig(catalog.model, profile.name);
       ASSERT_TRUE(type) << type.error().message;
       EXPECT_EQ((*type)->mig_profile, profile.name);

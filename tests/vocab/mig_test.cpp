@@ -1,5 +1,5 @@
-// Specification of the MIG catalog (NVIDIA's documented profile tables), the geometry of one
-// GPU (validation, placements, planning, enumeration) and the mig-parted config renderer.
+// Specification of the MIG catalog (NVIDIA's documented profile tables) and the geometry of one
+// GPU (validation, placements, planning, enumeration).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -12,11 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "fleet/catalogs.h"
-#include "fleet/mig_catalog.h"
-#include "fleet/mig_geometry.h"
+#include "vocab/catalogs.h"
+#include "vocab/vocab.h"
 
-namespace gp::fleet {
+namespace gp::vocab {
 namespace {
 
 using ::testing::ElementsAre;
@@ -499,41 +498,5 @@ TEST(MigGeometry, PlanAdditionSaysWhyThereIsNoRoom) {
   EXPECT_EQ(unknown.error().code, ErrorCode::kInvalidArgument);
 }
 
-// ---------------------------------------------------------------------------------------------
-// mig-parted config
-
-TEST(MigParted, RendersCountsPerDeviceGroupDeterministically) {
-  const std::vector<MigPartedDevices> devices = {
-      {{1, 0}, {{"3g.71gb", 4}, {"1g.18gb", 0}, {"2g.35gb", 2}, {"1g.18gb", 1}}},
-      {{2}, {{"7g.141gb", 0}}},
-      {{3, 5}, {}},
-  };
-  EXPECT_EQ(to_mig_parted_yaml("gpuplane-node-7", devices),
-            "version: v1\n"
-            "mig-configs:\n"
-            "  gpuplane-node-7:\n"
-            "    - devices: [0, 1]\n"
-            "      mig-enabled: true\n"
-            "      mig-devices:\n"
-            "        \"1g.18gb\": 2\n"
-            "        \"2g.35gb\": 1\n"
-            "        \"3g.71gb\": 1\n"
-            "    - devices: [2]\n"
-            "      mig-enabled: true\n"
-            "      mig-devices:\n"
-            "        \"7g.141gb\": 1\n"
-            "    - devices: [3, 5]\n"
-            "      mig-enabled: true\n"
-            "      mig-devices: {}\n");
-}
-
-TEST(MigParted, QuotesConfigNamesYamlCouldMisread) {
-  EXPECT_THAT(to_mig_parted_yaml("all-1g.18gb", {}), HasSubstr("\n  all-1g.18gb:\n"));
-  EXPECT_THAT(to_mig_parted_yaml("true", {}), HasSubstr("\n  \"true\":\n"));
-  EXPECT_THAT(to_mig_parted_yaml("7g", {}), HasSubstr("\n  \"7g\":\n"));
-  EXPECT_THAT(to_mig_parted_yaml("a: \"b\"", {}), HasSubstr("\n  \"a: \\\"b\\\"\":\n"));
-  EXPECT_THAT(to_mig_parted_yaml("", {}), HasSubstr("\n  \"\":\n"));
-}
-
 }  // namespace
-}  // namespace gp::fleet
+}  // namespace gp::vocab

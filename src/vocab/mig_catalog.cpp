@@ -1,5 +1,4 @@
-#include "fleet/mig_catalog.h"
-
+// The MIG catalog (vocab.h, "MIG catalog").
 #include <fmt/format.h>
 
 #include <array>
@@ -8,7 +7,9 @@
 #include <string>
 #include <utility>
 
-namespace gp::fleet {
+#include "vocab/vocab.h"
+
+namespace gp::vocab {
 namespace {
 
 // A100, H100 and H200 share one geometry (7 compute slices, 8 memory slices, the same
@@ -99,4 +100,4 @@ Result<const MigCatalog*> mig_catalog(std::string_view model) {
       fmt::format("no MIG catalog for GPU model \"{}\"; supported: {}", model, supported)));
 }
 
-}  // namespace gp::fleet
+}  // namespace gp::vocab

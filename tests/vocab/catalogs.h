@@ -1,13 +1,13 @@
-// The MIG catalog of a GPU model, for the fleet tests (a failed test if the model is unknown).
+// The MIG catalog of a GPU model, for the tests (a failed test if the model is unknown).
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <string_view>
 
-#include "fleet/mig_catalog.h"
+#include "vocab/vocab.h"
 
-namespace gp::fleet {
+namespace gp::vocab {
 
 inline const MigCatalog& catalog_for(std::string_view model) {
   Result<const MigCatalog*> catalog = mig_catalog(model);
@@ -15,4 +15,4 @@ inline const MigCatalog& catalog_for(std::string_view model) {
   return **catalog;
 }
 
-}  // namespace gp::fleet
+}  // namespace gp::vocab

@@ -1,7 +1,7 @@
-// Names and rules of the isolation vocabulary.
-#include "policy/policy.h"
+// Isolation classes, tiers and GPU modes: their names and the rule tying classes to tiers.
+#include "vocab/vocab.h"
 
-namespace gp::policy {
+namespace gp::vocab {
 
 std::string_view tier_name(Tier tier) {
   switch (tier) {
@@ -84,4 +84,4 @@ std::optional<GpuMode> parse_gpu_mode(std::string_view name) {
   return std::nullopt;
 }
 
-}  // namespace gp::policy
+}  // namespace gp::vocab

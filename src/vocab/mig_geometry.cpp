@@ -1,5 +1,4 @@
-#include "fleet/mig_geometry.h"
-
+// MIG geometry (vocab.h, "MIG geometry").
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -8,7 +7,9 @@
 #include <cstdint>
 #include <tuple>
 
-namespace gp::fleet {
+#include "vocab/vocab.h"
+
+namespace gp::vocab {
 namespace {
 
 // What a set of instances holds on one GPU; instances are added only through add() after
@@ -325,4 +326,4 @@ std::vector<Layout> enumerate_layouts(const MigCatalog& catalog) {
   return out;
 }
 
-}  // namespace gp::fleet
+}  // namespace gp::vocab

@@ -1,11 +1,12 @@
-#include "policy/policy.h"
-
+// Specification of the isolation vocabulary: class and tier names, and which tiers a class allows.
 #include <gtest/gtest.h>
 
-namespace gp::policy {
+#include "vocab/vocab.h"
+
+namespace gp::vocab {
 namespace {
 
-TEST(Policy, ClassesAllowTheirWeakestTierAndEveryStrongerOne) {
+TEST(Vocabulary, ClassesAllowTheirWeakestTierAndEveryStrongerOne) {
   using C = IsolationClass;
   using T = Tier;
   // Rows: class; columns: dedicated-pool, dedicated-node, dedicated-gpu, mig, shared.
@@ -22,7 +23,7 @@ TEST(Policy, ClassesAllowTheirWeakestTierAndEveryStrongerOne) {
       EXPECT_EQ(class_allows(c, tiers[i]), row[i]) << class_name(c) << " " << tier_name(tiers[i]);
 }
 
-TEST(Policy, NamesRoundTrip) {
+TEST(Vocabulary, NamesRoundTrip) {
   for (auto c : {IsolationClass::kInternal, IsolationClass::kStandard, IsolationClass::kSensitive,
                  IsolationClass::kRegulated})
     EXPECT_EQ(parse_class(class_name(c)), c);
@@ -37,4 +38,4 @@ TEST(Policy, NamesRoundTrip) {
 }
 
 }  // namespace
-}  // namespace gp::policy
+}  // namespace gp::vocab
