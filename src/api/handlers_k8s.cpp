@@ -27,18 +27,6 @@ using vocab::Tier;
 constexpr Tier kAllTiers[] = {Tier::kDedicatedPool, Tier::kDedicatedNode, Tier::kDedicatedGpu,
                               Tier::kMig, Tier::kShared};
 
-Result<std::vector<tenancy::Tenant>> all_tenants(store::Tx& tx) {
-  return all_pages(
-      [&](const PageRequest& page) { return tenancy::list_tenants(tx, page, std::nullopt); });
-}
-
-Result<std::vector<tenancy::Project>> all_projects(store::Tx& tx, const std::string& tenant_id) {
-  const tenancy::TenantScope scope(tenant_id);
-  return all_pages([&](const PageRequest& page) {
-    return tenancy::list_projects(tx, scope, page, std::nullopt);
-  });
-}
-
 // Every node, grouped by pool id (nodes in no pool are left out).
 Result<std::map<std::string, std::vector<fleet::Node>>> nodes_by_pool(store::Tx& tx) {
   std::map<std::string, std::vector<fleet::Node>> out;
@@ -233,7 +221,7 @@ Result<policy::TenantAdmissionContext> admission_context(store::Tx& tx,
   policy::TenantAdmissionContext ctx;
   ctx.tenant = tenant.name;
   ctx.isolation_class = tenant.isolation_class;
-  for (const auto& p : GP_TRY(all_projects(tx, tenant.id)))
+  for (const auto& p : GP_TRY(tenancy::all_projects(tx, tenancy::TenantScope(tenant.id))))
     if (p.kubernetes_namespace) ctx.namespaces.push_back(*p.kubernetes_namespace);
   ctx.tiers = tiers_of(tenant.isolation_class);
   ctx.mig_profiles = GP_TRY(catalog_for(tx, tenant.isolation_class)).mig_profiles;
@@ -288,7 +276,7 @@ Result<Reply> validate_admission(Api& api, Call& call) {
   policy::TenantAdmissionContext ctx;
   std::string owner_id;  // the audited tenant
   GP_TRY_VOID(api.store().read([&](store::Tx& tx) -> Result<void> {
-    auto all = GP_TRY(all_tenants(tx));
+    auto all = GP_TRY(tenancy::all_tenants(tx));
     if (expected) {
       // A per-tenant webhook URL (?tenant=acme): the namespace must be that tenant's.
       auto t = GP_TRY(tenancy::find_tenant(tx, *expected));
@@ -347,7 +335,7 @@ Result<Reply> validate_admission(Api& api, Call& call) {
 // so a denial here is not audited.
 Result<Reply> check_admission(Api&, Call& call, store::Tx& tx) {
   GP_TRY(policy::admission_namespace(*call.body));
-  auto all = GP_TRY(all_tenants(tx));
+  auto all = GP_TRY(tenancy::all_tenants(tx));
   auto ctx = GP_TRY(admission_context(tx, *call.tenant, all));
   return json_reply(200, GP_TRY(policy::review_admission(*call.body, ctx)));
 }
@@ -471,7 +459,7 @@ Result<render::TenantBundleInput> bundle_input(Api& api, Call& call, store::Tx& 
   in.webhook.base_url = GP_TRY(webhook_base(call));
   in.webhook.ca_bundle = GP_TRY(ca_bundle(call));
 
-  auto projects = GP_TRY(all_projects(tx, t.id));
+  auto projects = GP_TRY(tenancy::all_projects(tx, tenancy::TenantScope(t.id)));
   std::sort(projects.begin(), projects.end(),
             [](const auto& a, const auto& b) { return a.name < b.name; });
   const double tenant_gpus = ceiling_gpus(GP_TRY(api.allocs().tenant_quota(tx, t.id)));
@@ -610,10 +598,10 @@ Result<Reply> reconcile_kubernetes_pods(Api&, Call& call, store::Tx& tx) {
   if (!call.body) return fail(Error::invalid("body: expected `kubectl get pods -A -o json`"));
   fleet::PodReconcileInput in;
   in.pods = &*call.body;
-  auto all = GP_TRY(all_tenants(tx));
+  auto all = GP_TRY(tenancy::all_tenants(tx));
   // Namespace owners, as stored with each project (unique across the platform).
   for (const auto& t : all)
-    for (const auto& p : GP_TRY(all_projects(tx, t.id)))
+    for (const auto& p : GP_TRY(tenancy::all_projects(tx, tenancy::TenantScope(t.id))))
       if (p.kubernetes_namespace) in.namespace_tenants[*p.kubernetes_namespace] = t.name;
   in.holdings = GP_TRY(node_holdings(tx, all));
   auto report = GP_TRY(fleet::reconcile_pods(in));

@@ -42,19 +42,13 @@ Result<Reply> fleet_posture(Api& api, Call&, store::Tx& tx) {
   auto chain = GP_TRY(posture::check_chain(tx, opts.verifier));
   std::vector<posture::Report> reports;
   Json offboarding = Json::array();
-  PageRequest page{.after = std::nullopt, .limit = 1000};
-  while (true) {
-    auto tenants = GP_TRY(tenancy::list_tenants(tx, page, std::nullopt));
-    for (const auto& t : tenants.items) {
-      // An offboarding tenant has no posture left to keep: listed apart, never failing.
-      if (t.state == tenancy::TenantState::kOffboarding) {
-        offboarding.push_back(t.name);
-        continue;
-      }
-      reports.push_back(posture::evaluate(GP_TRY(posture::gather(tx, t, opts, chain))));
+  for (const auto& t : GP_TRY(tenancy::all_tenants(tx))) {
+    // An offboarding tenant has no posture left to keep: listed apart, never failing.
+    if (t.state == tenancy::TenantState::kOffboarding) {
+      offboarding.push_back(t.name);
+      continue;
     }
-    if (!tenants.next) break;
-    page.after = tenants.next;
+    reports.push_back(posture::evaluate(GP_TRY(posture::gather(tx, t, opts, chain))));
   }
   std::sort(reports.begin(), reports.end(),
             [](const auto& a, const auto& b) { return a.tenant_name < b.tenant_name; });

@@ -286,8 +286,7 @@ Result<Reply> agent_assignment(Api& api, Call& call, store::Tx& tx) {
   }
   // The volumes of every tenant with an id block that is not being offboarded, by tenant name.
   const auto blocks = GP_TRY(storage::all_ids(tx));
-  auto tenants = GP_TRY(all_pages(
-      [&](const PageRequest& page) { return tenancy::list_tenants(tx, page, std::nullopt); }));
+  auto tenants = GP_TRY(tenancy::all_tenants(tx));
   std::erase_if(tenants, [&](const tenancy::Tenant& t) {
     return t.state == tenancy::TenantState::kOffboarding || !blocks.contains(t.id);
   });

@@ -81,10 +81,7 @@ Result<SchedulingFacts> gather_scheduling(store::Tx& tx, const tenancy::Tenant& 
   };
   SchedulingFacts f;
   f.tenant_models = facts(GP_TRY(alloc::load_tenant_quota(tx, t.id)).models);
-  const tenancy::TenantScope scope(t.id);
-  auto projects = GP_TRY(all_pages([&](const PageRequest& page) {
-    return tenancy::list_projects(tx, scope, page, std::nullopt);
-  }));
+  auto projects = GP_TRY(tenancy::all_projects(tx, tenancy::TenantScope(t.id)));
   std::ranges::sort(projects, {}, &tenancy::Project::name);
   for (const auto& p : projects)
     f.projects.push_back({p.name, facts(GP_TRY(alloc::load_project_quota(tx, t.id, p.id)).models)});

@@ -263,6 +263,15 @@ Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
   return make_page(std::move(out), page);
 }
 
+Result<std::vector<Tenant>> all_tenants(store::Tx& tx) {
+  return all_pages([&](const PageRequest& page) { return list_tenants(tx, page, std::nullopt); });
+}
+
+Result<std::vector<Project>> all_projects(store::Tx& tx, const TenantScope& s) {
+  return all_pages(
+      [&](const PageRequest& page) { return list_projects(tx, s, page, std::nullopt); });
+}
+
 Result<std::unordered_map<std::string, std::string>> tenant_names(store::Tx& tx) {
   std::unordered_map<std::string, std::string> names;
   for (const auto& r : GP_TRY(tx.query("SELECT id, name FROM tenants")))

@@ -115,6 +115,8 @@ Result<Tenant> create_tenant(store::Tx& tx, const World& w, const TenantSpec& sp
 Result<std::optional<Tenant>> find_tenant(store::Tx& tx, std::string_view id_or_name);
 Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
                                   const std::optional<std::vector<std::string>>& only_ids);
+// Every tenant, by id (for reads that need the whole set; the API lists page by page).
+Result<std::vector<Tenant>> all_tenants(store::Tx& tx);
 // Every tenant's name by its id, in one query: for views that show names where rows keep ids.
 Result<std::unordered_map<std::string, std::string>> tenant_names(store::Tx& tx);
 struct TenantPatch {
@@ -169,6 +171,8 @@ Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
                                             std::string_view id_or_name);
 Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const PageRequest& page,
                                     const std::optional<std::vector<std::string>>& only_ids);
+// Every project of the scope's tenant, by id.
+Result<std::vector<Project>> all_projects(store::Tx& tx, const TenantScope& s);
 Result<Project> update_project(store::Tx& tx, const World& w, const TenantScope& s,
                                const std::string& id, const std::optional<std::string>& display,
                                std::optional<int64_t> if_match);
