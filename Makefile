@@ -58,10 +58,15 @@ tidy: build
 
 # One clang build serves the sanitizer tests and the fuzz targets (GP_FUZZ: ASan, UBSan and
 # libFuzzer's coverage on every file), so `make test` compiles the tree three times, not four.
+# The suites that mostly wait on podman, nft and timed grace periods (SLOW_UNDER_SANITIZERS) run
+# in the release build alone: their C++ paths are run under the sanitizers by the other JobsTest
+# cases, and their sleeping would add minutes to every sanitizer stage.
+SLOW_UNDER_SANITIZERS = '^(Job(Network|Dns|Registry)Test\.|JobsTest\.(APreempted|CancelSends)|JobFencingTest\.)'
+
 test-asan: asan-build
 	$(STAGE)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600 -E $(SLOW_UNDER_SANITIZERS)
 
 asan-build: setup
 	$(STAGE)
@@ -78,12 +83,9 @@ test-tsan: setup
 	@scripts/build_console.sh
 	@cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGP_TSAN=ON -DGP_BENCH=OFF $(CMAKE_ARGS) >/dev/null
 	@ninja -C $(TSAN_BUILD) -j$(JOBS)
-	@# Left to the release and ASan runs: the jobs' network, DNS and registry tests (nft, podman,
-	@# a registry) and the grace and fencing timings (mostly sleeping); the agent's threads are
-	@# raced by the other JobsTest cases.
+	@# The agent's threads are raced by the JobsTest cases not in SLOW_UNDER_SANITIZERS.
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/support/tsan.supp \
-	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600 \
-	    -E '^(Job(Network|Dns|Registry)Test\.|JobsTest\.(APreempted|CancelSends)|JobFencingTest\.)'
+	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600 -E $(SLOW_UNDER_SANITIZERS)
 
 # libFuzzer targets (docs/fuzzing.md): a bounded run in `make test` of the targets the ASan build
 # made (Debug), a longer one in `make fuzz` of its own optimised build.
