@@ -33,6 +33,7 @@
 #include "bench_env.h"
 #include "bench_fleet.h"
 #include "fleet/fleet.h"
+#include "observe/observe.h"
 
 namespace asio = boost::asio;
 namespace beast = boost::beast;
@@ -46,13 +47,20 @@ constexpr int kGpusPerNode = 8;
 
 Json inventory_of(int n) { return bench::h200_inventory(n, fmt::format("hb{:05d}", n)); }
 
-// What an agent sends: its inventory and a utilization sample per GPU.
+// What an agent on NVML sends: its inventory and a sample per GPU with every figure.
 std::string heartbeat_body(int n, int round) {
   Json samples = Json::array();
   for (int g = 0; g < kGpusPerNode; ++g)
     samples.push_back({{"gpu_uuid", fmt::format("GPU-{:05d}-{}", n, g)},
                        {"util_pct", (n * 7 + g * 13 + round * 29) % 101},
-                       {"mem_used_bytes", int64_t{(n + g + round) % 140} << 30}});
+                       {"mem_used_bytes", int64_t{(n + g + round) % 140} << 30},
+                       {"mem_total_bytes", int64_t{141} << 30},
+                       {"power_mw", 75000 + (n * 31 + g) % 600000},
+                       {"energy_mj", int64_t{n} * 1000000 + g},
+                       {"temperature_c", 30 + (n + g) % 50},
+                       {"sm_clock_mhz", 1980},
+                       {"ecc_corrected", 0},
+                       {"ecc_uncorrected", 0}});
   return Json{{"inventory", inventory_of(n)}, {"samples", samples}}.dump();
 }
 
@@ -201,6 +209,40 @@ int main(int argc, char** argv) {
   const long rss_after = resident_kib();
   server.stop();
 
+  // What a scrape of the fleet costs: /metrics/hardware whole and one shard of ten, and the fleet
+  // aggregates of /metrics, each built from the store as the endpoint builds it.
+  struct Scrape {
+    std::string what;
+    double seconds = 0;
+    size_t bytes = 0, series = 0;
+  };
+  std::vector<Scrape> scrapes;
+  auto scrape = [&](std::string what, auto build) {
+    const auto t0 = Steady::now();
+    std::string text;
+    auto read = store.read([&](store::Tx& tx) -> Result<void> {
+      text = GP_TRY(build(tx));
+      return ok();
+    });
+    if (!read) std::fprintf(stderr, "%s: %s\n", what.c_str(), read.error().message.c_str());
+    Scrape s{std::move(what), std::chrono::duration<double>(Steady::now() - t0).count(),
+             text.size(), 0};
+    for (size_t at = 0; at < text.size(); at = text.find('\n', at) + 1) {
+      if (text[at] != '#') ++s.series;
+      if (text.find('\n', at) == std::string::npos) break;
+    }
+    scrapes.push_back(std::move(s));
+  };
+  const World world{clock, ids};
+  scrape("/metrics/hardware", [&](store::Tx& tx) {
+    return observe::hardware_metrics(tx, world, {{0, 1}, {}});
+  });
+  scrape("/metrics/hardware?shard=0/10", [&](store::Tx& tx) {
+    return observe::hardware_metrics(tx, world, {{0, 10}, {}});
+  });
+  scrape("/metrics (fleet part)",
+         [&](store::Tx& tx) { return observe::fleet_metrics(tx, world, api.allocs(), {}); });
+
   ClientFigures all;
   for (auto& f : figures) {
     all.latency_ms.insert(all.latency_ms.end(), f.latency_ms.begin(), f.latency_ms.end());
@@ -228,5 +270,8 @@ int main(int argc, char** argv) {
              server_cpu / wall, cpu_total / wall, all.cpu_seconds / wall);
   fmt::print("  memory: {} KiB resident above the empty server = {:.0f} bytes per GPU\n",
              rss_after - rss_empty, double(rss_after - rss_empty) * 1024.0 / double(gpus));
+  for (const auto& s : scrapes)
+    fmt::print("  scrape {}: {} series, {:.1f} MB, {:.2f} s\n", s.what, s.series,
+               double(s.bytes) / 1e6, s.seconds);
   return all.failed == 0 ? 0 : 1;
 }

@@ -39,6 +39,10 @@ PKGS=(
   # tests/e2e/console_test.mjs, and axe-core, which checks its pages' accessibility there);
   # installed with `npm ci` below.
   nodejs npm
+  # metrics: promtool checks /metrics, the alert rules and their unit tests, and the metrics
+  # test starts a real Prometheus on 127.0.0.1 that scrapes a server with the demo fleet and
+  # runs every dashboard query (tests/observe; the package's own service is not used).
+  prometheus
   # browser: the console's end-to-end test runs Debian's Chromium (playwright-core brings no
   # browser of its own and downloads none).
   chromium

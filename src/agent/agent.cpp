@@ -99,17 +99,30 @@ class Source {
   Result<Json> samples(const fleet::Inventory& inv) {
     Json out = Json::array();
     if (!file_.empty()) {
-      // Samples listed in the file, or an idle sample per GPU.
-      if (!simulated_samples_.empty()) return simulated_samples_;
-      for (const auto& g : inv.gpus)
-        out.push_back({{"gpu_uuid", g.uuid}, {"util_pct", 0}, {"mem_used_bytes", 0}});
+      // Samples listed in the file, or an idle sample per GPU; a whole GPU's frame buffer is
+      // its inventory's unless the file's sample says otherwise.
+      out = simulated_samples_;
+      if (out.empty())
+        for (const auto& g : inv.gpus)
+          out.push_back({{"gpu_uuid", g.uuid}, {"util_pct", 0}, {"mem_used_bytes", 0}});
+      for (Json& s : out)
+        if (s.is_object() && s.value("instance", "").empty() && !s.contains("mem_total_bytes"))
+          for (const auto& g : inv.gpus)
+            if (g.uuid == s.value("gpu_uuid", "")) s["mem_total_bytes"] = g.memory_bytes;
       return out;
     }
     for (const auto& s : GP_TRY(nvml_->sample()))
       out.push_back({{"gpu_uuid", s.gpu_uuid},
                      {"instance", s.mig_instance},
                      {"util_pct", s.util_pct},
-                     {"mem_used_bytes", std::max<int64_t>(0, s.mem_used_bytes)}});
+                     {"mem_used_bytes", std::max<int64_t>(0, s.mem_used_bytes)},
+                     {"mem_total_bytes", s.mem_total_bytes},
+                     {"power_mw", s.power_mw},
+                     {"energy_mj", s.energy_mj},
+                     {"temperature_c", s.temperature_c},
+                     {"sm_clock_mhz", s.sm_clock_mhz},
+                     {"ecc_corrected", s.ecc_corrected},
+                     {"ecc_uncorrected", s.ecc_uncorrected}});
     return out;
   }
 
@@ -119,9 +132,11 @@ class Source {
       auto text = read_file(file_);
       if (!text) return fail(Error::invalid("cannot read inventory file " + file_));
       auto j = GP_TRY(parse_json(*text));
+      // The samples a simulated node reports with each heartbeat sit beside its inventory.
+      simulated_samples_ = j.is_object() ? j.value("samples", Json::array()) : Json::array();
+      if (j.is_object()) j.erase("samples");
       auto inv = fleet::parse_inventory(j);
       if (!inv) return fail(Error::invalid(fmt::format("{}: {}", file_, inv.error().message)));
-      simulated_samples_ = j.value("samples", Json::array());
       return inv;
     }
     fleet::Inventory inv;

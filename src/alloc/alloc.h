@@ -153,10 +153,21 @@ Result<Json> node_allocation_states(store::Tx& tx, const std::string& node_id);
 // The placement of every placed or active allocation, by tenant id, in allocation id order: what
 // the fleet holds for tenants now (the Kubernetes pod reconciliation compares it with the pods).
 struct LivePlacement {
-  std::string tenant_id;
+  std::string tenant_id, project_id, allocation_id;
   Json placement;
 };
 Result<std::vector<LivePlacement>> live_placements(store::Tx& tx);
+// Live allocations (pending, placed, active) counted by tenant, state and tier, with the
+// creation time of the oldest of each group (a pending group's longest wait).
+struct LiveCount {
+  std::string tenant_id;
+  State state = State::kPending;
+  std::string tier;
+  int64_t count = 0, oldest_created_at = 0;
+};
+Result<std::vector<LiveCount>> count_live_allocations(store::Tx& tx);
+// Every allocation ever made, by state name.
+Result<std::map<std::string, int64_t>> count_allocations_by_state(store::Tx& tx);
 // Every tenant's allocations (operators).
 Result<Page<Allocation>> list_all_allocations(store::Tx& tx, const AllocationFilter& filter,
                                               const PageRequest& page);
@@ -444,6 +455,8 @@ class Service {
   Result<Json> project_quota(store::Tx& tx, const std::string& tenant_id,
                              const std::string& project_id);
   Result<Json> platform_quota(store::Tx& tx);
+  // Every tenant's use of each model against its quota, in units.
+  Result<std::vector<sched::QuotaTree::TenantModelUsage>> quota_usages(store::Tx& tx);
   Result<void> set_tenant_quota(store::Tx& tx, const std::string& tenant_id, const TenantQuota& q);
   Result<void> set_project_quota(store::Tx& tx, const std::string& tenant_id,
                                  const std::string& project_id, const ProjectQuota& q);

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
+#include <tuple>
 
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
@@ -508,10 +510,42 @@ Result<Json> node_allocation_states(store::Tx& tx, const std::string& node_id) {
 Result<std::vector<LivePlacement>> live_placements(store::Tx& tx) {
   std::vector<LivePlacement> out;
   for (const auto& row :
-       GP_TRY(tx.query("SELECT tenant_id, placement FROM allocations WHERE placement IS NOT NULL "
-                       "AND state IN ('placed', 'active') ORDER BY id"))) {
-    out.push_back({row.text(0), GP_TRY(parse_json(row.text(1)))});
+       GP_TRY(tx.query("SELECT tenant_id, project_id, id, placement FROM allocations WHERE "
+                       "placement IS NOT NULL AND state IN ('placed', 'active') ORDER BY id"))) {
+    out.push_back({.tenant_id = row.text(0),
+                   .project_id = row.text(1),
+                   .allocation_id = row.text(2),
+                   .placement = GP_TRY(parse_json(row.text(3)))});
   }
+  return out;
+}
+
+Result<std::vector<LiveCount>> count_live_allocations(store::Tx& tx) {
+  std::map<std::tuple<std::string, std::string, std::string>, LiveCount> groups;
+  for (const auto& row : GP_TRY(
+           tx.query("SELECT tenant_id, state, request, created_at FROM allocations WHERE state IN "
+                    "('pending', 'placed', 'active')"))) {
+    const std::string tier = GP_TRY(parse_json(row.text(2))).value("tier", "");
+    LiveCount& c = groups[{row.text(0), row.text(1), tier}];
+    if (c.count++ == 0) {
+      c = {.tenant_id = row.text(0),
+           .state = parse_state(row.text(1)).value_or(State::kPending),
+           .tier = tier,
+           .count = 1,
+           .oldest_created_at = row.integer(3)};
+    }
+    c.oldest_created_at = std::min(c.oldest_created_at, row.integer(3));
+  }
+  std::vector<LiveCount> out;
+  out.reserve(groups.size());
+  for (auto& [key, c] : groups) out.push_back(std::move(c));
+  return out;
+}
+
+Result<std::map<std::string, int64_t>> count_allocations_by_state(store::Tx& tx) {
+  std::map<std::string, int64_t> out;
+  for (const auto& row : GP_TRY(tx.query("SELECT state, COUNT(*) FROM allocations GROUP BY state")))
+    out[row.text(0)] = row.integer(1);
   return out;
 }
 

@@ -756,6 +756,12 @@ Result<Json> Service::project_quota(store::Tx& tx, const std::string& tenant_id,
   return Json{{"tenant_id", tenant_id}, {"project_id", project_id}, {"models", models}};
 }
 
+Result<std::vector<sched::QuotaTree::TenantModelUsage>> Service::quota_usages(store::Tx& tx) {
+  MutexLock lock(mu_);
+  sched::Scheduler* s = GP_TRY(ensure(tx));
+  return s->quota().tenant_usages();
+}
+
 Result<Json> Service::platform_quota(store::Tx& tx) {
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));

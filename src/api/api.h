@@ -102,6 +102,10 @@ class Api {
   // (once per budget, month and threshold; audited) and sets the revenue gauges. Returns the
   // alerts recorded. Run by the server every minute (docs/billing.md).
   Result<int> billing_sweep();
+  // Verifies the whole audit trail (its hash chain and signed checkpoints) and sets the gauges
+  // the GpuplaneAuditChainBroken alert reads (docs/observability.md). Run by the server every
+  // --audit-verify-minutes. Returns the report.
+  Result<audit::VerifyReport> audit_sweep();
 
   Metrics& metrics() { return metrics_; }
   const Limits& limits() const { return limits_; }

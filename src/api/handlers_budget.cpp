@@ -321,6 +321,7 @@ Result<int> Api::billing_sweep() {
                        "tenant", std::move(gpu_hours), kRevenueSeries);
 
   int fired = 0;
+  std::vector<std::pair<std::string, double>> budget_used;  // tenant-wide budgets
   GP_TRY_VOID(store().write([&](store::Tx& tx) -> Result<void> {
     for (const auto& r : rated) {
       for (const auto& b : r.budgets) {
@@ -328,6 +329,8 @@ Result<int> Api::billing_sweep() {
         auto now_stored = GP_TRY(billing::find_budget(tx, b.budget.tenant, b.budget.project));
         if (!now_stored || now_stored->version != b.version) continue;
         const billing::Micros spent = billing::spend_of(r.spend, b.budget);
+        if (b.budget.project.empty() && b.budget.amount_micros > 0)
+          budget_used.emplace_back(r.tenant, double(spent) / double(b.budget.amount_micros));
         for (const auto& a :
              GP_TRY(billing::record_budget_alerts(tx, b.budget, r.spend.period, spent, now))) {
           GP_TRY_VOID(audit().append(tx, alert_audit(a, "billing-sweep")));
@@ -361,7 +364,12 @@ Result<int> Api::billing_sweep() {
     }
     return ok();
   }));
-  metrics().set_gauge("billing_sweep_timestamp_seconds", double(now) / 1e6);
+  metrics().set_family("billing_budget_used_ratio",
+                       "Spend this period over the tenant-wide budget (1 = spent), by tenant (the "
+                       "largest 50; the rest summed as tenant=\"_other\").",
+                       "tenant", std::move(budget_used), kRevenueSeries);
+  metrics().set_gauge("billing_sweep_timestamp_seconds",
+                      "When the budget sweep last rated usage (Unix seconds).", double(now) / 1e6);
   return fired;
 }
 

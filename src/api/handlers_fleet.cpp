@@ -419,10 +419,10 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
 Result<std::map<std::string, std::vector<fleet::GpuHold>>> gpu_holds(store::Tx& tx) {
   std::map<std::string, std::vector<fleet::GpuHold>> holds;
   const auto names = GP_TRY(tenancy::tenant_names(tx));
-  for (const auto& [tenant_id, placement] : GP_TRY(alloc::live_placements(tx))) {
-    const auto name = names.find(tenant_id);
-    const std::string& holder = name == names.end() ? tenant_id : name->second;
-    for (const auto& g : placement.value("gpus", Json::array())) {
+  for (const auto& live : GP_TRY(alloc::live_placements(tx))) {
+    const auto name = names.find(live.tenant_id);
+    const std::string& holder = name == names.end() ? live.tenant_id : name->second;
+    for (const auto& g : live.placement.value("gpus", Json::array())) {
       fleet::GpuHold h{.holder = holder, .mig = std::nullopt, .milli = g.value("milli", 0)};
       if (g.contains("mig"))
         h.mig = vocab::PlacedInstance{g["mig"].value("profile", ""), g["mig"].value("start", 0)};

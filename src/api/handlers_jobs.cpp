@@ -6,6 +6,7 @@
 #include <map>
 
 #include "api/router.h"
+#include "fleet/fleet.h"
 #include "jobs/records.h"
 #include "policy/policy.h"
 
@@ -93,6 +94,49 @@ Result<Reply> list_jobs(Api& api, Call& call, store::Tx& tx) {
 Result<Reply> get_job(Api&, Call& call, store::Tx& tx) {
   auto j = GP_TRY(path_job(call, tx));
   return json_reply(200, GP_TRY(job_detail(tx, j)), j.version);
+}
+
+// The utilization of the job's GPUs and MIG instances from its start to its end (or now), in at
+// most `points` spans per GPU (default 120, at most 1,000).
+Result<Reply> get_job_utilization(Api& api, Call& call, store::Tx& tx) {
+  auto j = GP_TRY(path_job(call, tx));
+  int points = 120;
+  if (auto p = call.req.query.find("points"); p != call.req.query.end()) {
+    auto [end, ec] = std::from_chars(p->second.data(), p->second.data() + p->second.size(), points);
+    if (ec != std::errc() || end != p->second.data() + p->second.size() || points < 1 ||
+        points > 1000)
+      return fail(Error::invalid("points must be an integer from 1 to 1000"));
+  }
+  Json out = {{"job", j.id}, {"allocation", j.allocation_id}, {"gpus", Json::array()}};
+  if (!j.started_at) {
+    out["from"] = nullptr;
+    out["to"] = nullptr;
+    return json_reply(200, out);
+  }
+  const int64_t from = *j.started_at, to = j.ended_at.value_or(api.world().now()) + 1;
+  out["from"] = format_rfc3339(from_unix_micros(from));
+  out["to"] = format_rfc3339(from_unix_micros(to));
+  auto a =
+      GP_TRY(found(alloc::find_allocation(tx, call.tenant_scope(), j.allocation_id), "allocation"));
+  const auto node_names = GP_TRY(fleet::node_names(tx));
+  for (const auto& g : a.placement.value("gpus", Json::array())) {
+    std::string instance;
+    if (g.contains("mig") && g["mig"].is_object())
+      instance = fmt::format("{}@{}", g["mig"].value("profile", ""), g["mig"].value("start", 0));
+    Json series = Json::array();
+    for (const auto& p :
+         GP_TRY(fleet::sample_series(tx, g.value("gpu", ""), instance, from, to, points)))
+      series.push_back({{"time", format_rfc3339(from_unix_micros(p.time_us))},
+                        {"util_pct", p.util_pct},
+                        {"mem_used_bytes", p.mem_used_bytes},
+                        {"samples", p.samples}});
+    auto node = node_names.find(g.value("node", ""));
+    out["gpus"].push_back({{"node", node == node_names.end() ? "" : node->second},
+                           {"gpu", g.value("gpu", "")},
+                           {"instance", instance},
+                           {"points", series}});
+  }
+  return json_reply(200, out);
 }
 
 Result<Mutation> cancel_job(Api& api, Call& call, store::Tx& tx) {
@@ -316,6 +360,16 @@ std::vector<Route> job_routes() {
                           "containers have.",
                .request_schema = "JobCancel",
                .response_schema = "Job"});
+  r.push_back({.method = "GET",
+               .pattern = jobs_path + "/{job}/utilization",
+               .action = "job.utilization",
+               .permission = Permission::kAllocationRead,
+               .handler = read_tx(get_job_utilization),
+               .query_params = {"points"},
+               .summary = "The job's GPUs and MIG instances from its start to its end (or now): "
+                          "mean utilization and the most memory used per span, at most `points` "
+                          "spans per GPU (default 120), from the samples their nodes reported.",
+               .response_schema = "JobUtilization"});
   r.push_back({.method = "GET",
                .pattern = jobs_path + "/{job}/logs",
                .action = "job.logs",

@@ -569,8 +569,9 @@ Result<std::vector<fleet::NodeHolding>> node_holdings(store::Tx& tx,
   for (const auto& t : all) tenant_names[t.id] = t.name;
   const auto node_names = GP_TRY(fleet::node_names(tx));
   std::map<std::pair<std::string, std::string>, fleet::NodeHolding> by;  // (tenant, node)
-  for (const auto& [tenant_id, placement] : GP_TRY(alloc::live_placements(tx))) {
-    auto tn = tenant_names.find(tenant_id);
+  for (const auto& live : GP_TRY(alloc::live_placements(tx))) {
+    const Json& placement = live.placement;
+    auto tn = tenant_names.find(live.tenant_id);
     if (tn == tenant_names.end()) continue;
     if (!placement.contains("gpus") || !placement["gpus"].is_array())
       return fail(Error::internal("stored placement without gpus"));

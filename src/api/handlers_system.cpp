@@ -1,13 +1,17 @@
 // System endpoints (health, readiness, metrics, OpenAPI), login/logout/whoami, and the audit
 // trail (listing per platform or tenant, and server-side verification).
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "api/client_key.h"
 #include "api/router.h"
 #include "common/crypto.h"
+#include "observe/observe.h"
 
 namespace gp::api {
 namespace {
+
+constexpr const char* kExpositionType = "text/plain; version=0.0.4; charset=utf-8";
 
 Reply text_reply(std::string body, std::string content_type = "text/plain; charset=utf-8") {
   Reply r;
@@ -151,6 +155,21 @@ Result<Mutation> login_session(Api& api, store::Tx& tx, const std::string& user_
   return m;
 }
 
+Result<audit::VerifyReport> Api::audit_sweep() {
+  auto verifier = GP_TRY(audit::Verifier::from_public_pem(audit().signer().public_pem()));
+  auto report = GP_TRY(audit::verify_store(store(), verifier));
+  metrics().set_gauge("audit_chain_ok",
+                      "1 when the last verification found the audit trail intact, 0 when not.",
+                      report.ok ? 1 : 0);
+  metrics().set_gauge("audit_chain_records_verified",
+                      "Records the last verification found intact and linked.",
+                      double(report.records_checked));
+  metrics().set_gauge("audit_chain_verified_timestamp_seconds",
+                      "When the audit trail was last verified (Unix seconds).",
+                      double(world().now()) / 1e6);
+  return report;
+}
+
 std::vector<Route> system_routes() {
   std::vector<Route> routes;
   routes.push_back({.method = "GET",
@@ -191,11 +210,58 @@ std::vector<Route> system_routes() {
                     // Per-tenant usage and revenue: platform credentials only (a scraper's
                     // service account with a platform role holding usage.read).
                     .permission = iam::Permission::kUsageRead,
+                    // The server's own counters are served even when the store cannot be
+                    // read; gpuplane_fleet_metrics_up says whether the fleet's families are.
                     .handler = [](Api& api, Call&) -> Result<Reply> {
-                      return text_reply(api.metrics().render(),
-                                        "text/plain; version=0.0.4; charset=utf-8");
+                      std::string text = api.metrics().render(), fleet;
+                      auto read = api.store().read([&](store::Tx& tx) -> Result<void> {
+                        fleet = GP_TRY(observe::fleet_metrics(tx, api.world(), api.allocs(), {}));
+                        return ok();
+                      });
+                      if (!read)
+                        spdlog::warn("/metrics: the fleet could not be read: {}",
+                                     read.error().message);
+                      text += read ? fleet : "";
+                      text += fmt::format(
+                          "# HELP gpuplane_fleet_metrics_up 1 when the fleet's families below "
+                          "were read from the store, 0 when it could not be read.\n"
+                          "# TYPE gpuplane_fleet_metrics_up gauge\ngpuplane_fleet_metrics_up "
+                          "{}\n",
+                          read ? 1 : 0);
+                      return text_reply(std::move(text), kExpositionType);
                     },
-                    .summary = "Prometheus metrics."});
+                    .summary = "Prometheus metrics: the server's requests, and the fleet's "
+                               "nodes, GPUs, allocations, queues, quota and jobs "
+                               "(docs/observability.md)."});
+  routes.push_back(
+      {.method = "GET",
+       .pattern = "/metrics/hardware",
+       .action = "system.metrics",
+       .permission = iam::Permission::kUsageRead,
+       .handler = read_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
+         observe::Shard shard;
+         if (auto s = call.req.query.find("shard"); s != call.req.query.end())
+           shard = GP_TRY(observe::parse_shard(s->second));
+         return text_reply(GP_TRY(observe::hardware_metrics(tx, api.world(), {shard, {}})),
+                           kExpositionType);
+       }),
+       .query_params = {"shard"},
+       .summary = "Prometheus metrics per node, GPU and MIG instance under the DCGM exporter's "
+                  "names, labelled with the tenant, project, allocation and job holding each; "
+                  "?shard=i/n serves the nodes of one shard (docs/observability.md)."});
+  routes.push_back(
+      {.method = "GET",
+       .pattern = "/v1/tenants/{tenant}/metrics",
+       .action = "tenant.metrics",
+       .permission = iam::Permission::kAllocationRead,
+       .handler = read_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
+         return text_reply(
+             GP_TRY(observe::hardware_metrics(tx, api.world(), {{}, call.tenant->id})),
+             kExpositionType);
+       }),
+       .summary = "The tenant's own GPUs and MIG instances as /metrics/hardware shows them "
+                  "(DCGM names, with project, allocation and job labels), for the tenant's own "
+                  "Prometheus: nothing another tenant holds or shares, no node series."});
   routes.push_back(
       {.method = "GET",
        .pattern = "/v1/openapi.json",

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
+#include "observe/observe.h"
 
 namespace gp::api {
 
@@ -16,22 +16,14 @@ void Metrics::observe(const std::string& method, const std::string& route, int s
     if (seconds <= kBuckets[i]) ++s.buckets[i];
 }
 
-void Metrics::set_gauge(const std::string& name, double value) {
+void Metrics::set_gauge(const std::string& name, const std::string& help, double value) {
   MutexLock lock(mu_);
-  gauges_[name] = value;
+  gauges_[name] = {help, value};
 }
 
 void Metrics::set_family(const std::string& name, const std::string& help, const std::string& label,
                          std::vector<std::pair<std::string, double>> values, size_t max_series) {
-  std::ranges::sort(values, [](const auto& a, const auto& b) {
-    return a.second != b.second ? a.second > b.second : a.first < b.first;
-  });
-  if (values.size() > max_series) {
-    double rest = 0;
-    for (size_t i = max_series; i < values.size(); ++i) rest += values[i].second;
-    values.resize(max_series);
-    values.emplace_back("_other", rest);
-  }
+  values = observe::top_with_other(std::move(values), max_series);
   MutexLock lock(mu_);
   families_[name] = Family{help, label, std::move(values)};
 }
@@ -61,7 +53,9 @@ std::string Metrics::render() const {
     out += fmt::format("gpuplane_http_request_duration_seconds_sum{{{}}} {}\n", labels, s.sum);
     out += fmt::format("gpuplane_http_request_duration_seconds_count{{{}}} {}\n", labels, s.count);
   }
-  for (const auto& [name, v] : gauges_) {
+  for (const auto& [name, gauge] : gauges_) {
+    const auto& [help, v] = gauge;
+    out += fmt::format("# HELP gpuplane_{} {}\n", name, help);
     out += fmt::format("# TYPE gpuplane_{} gauge\n", name);
     out += fmt::format("gpuplane_{} {}\n", name, v);
   }

@@ -19,7 +19,7 @@ class Metrics {
   static constexpr std::array<double, 12> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                       0.05,   0.1,   0.25,   0.5,   1.0,  2.5};
   void observe(const std::string& method, const std::string& route, int status, double seconds);
-  void set_gauge(const std::string& name, double value);
+  void set_gauge(const std::string& name, const std::string& help, double value);
   // A gauge family with one label: the `max_series` largest values keep their label value, the
   // rest are summed under "_other", so cardinality stays bounded however many there are.
   void set_family(const std::string& name, const std::string& help, const std::string& label,
@@ -34,7 +34,7 @@ class Metrics {
   };
   mutable Mutex mu_;
   std::map<std::tuple<std::string, std::string, int>, Series> series_ GP_GUARDED_BY(mu_);
-  std::map<std::string, double> gauges_ GP_GUARDED_BY(mu_);
+  std::map<std::string, std::pair<std::string, double>> gauges_ GP_GUARDED_BY(mu_);  // help, value
   struct Family {
     std::string help, label;
     std::vector<std::pair<std::string, double>> values;

@@ -487,6 +487,22 @@ Json schemas() {
                          {"limit_bytes", integer()},
                          {"members", {{"type", "array"}}}},
                         {"job", "state", "finished", "limit_bytes", "members"});
+  Json point = object({{"time", time_str()},
+                       {"util_pct", {{"type", "number"}}},
+                       {"mem_used_bytes", integer()},
+                       {"samples", integer()}},
+                      {"time", "util_pct", "mem_used_bytes", "samples"});
+  Json gpu_series = object({{"node", str()},
+                            {"gpu", str()},
+                            {"instance", str()},
+                            {"points", {{"type", "array"}, {"items", point}}}},
+                           {"node", "gpu", "instance", "points"});
+  s["JobUtilization"] = object({{"job", str()},
+                                {"allocation", str()},
+                                {"from", ntime()},
+                                {"to", ntime()},
+                                {"gpus", {{"type", "array"}, {"items", gpu_series}}}},
+                               {"job", "allocation", "from", "to", "gpus"});
   s["VmConsole"] = object({{"vm", str()},
                            {"domain", str()},
                            {"state", str()},

@@ -56,6 +56,17 @@ void resolve(ClientConfig& c) {
   }
 }
 
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << text;
+  out.close();
+  if (!out) {
+    std::cerr << "error: cannot write " << path << "\n";
+    return false;
+  }
+  return true;
+}
+
 std::string url_encode(std::string_view s) { return percent_encode(s); }
 
 // Sends a request and prints errors; returns the parsed body, or nullopt after printing.
@@ -487,6 +498,11 @@ int run(int argc, char** argv) {
       ->check(CLI::Range(1, 1000000));
   serve->add_option("--checkpoint-seconds", so.checkpoint_seconds, "Seconds between checkpoints")
       ->check(CLI::Range(1, 86400));
+  serve
+      ->add_option("--audit-verify-minutes", so.audit_verify_minutes,
+                   "Minutes between verifications of the whole audit trail, whose outcome "
+                   "/metrics reports (default 10; 0: never)")
+      ->check(CLI::Range(0, 10080));
   serve->add_option("--advertise-url", so.advertise_url,
                     "URL followers name as the leader's when this replica leads (default: the "
                     "listen URL)");

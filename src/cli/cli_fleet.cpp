@@ -14,12 +14,6 @@
 namespace gp::cli {
 namespace {
 
-bool write_file(const std::string& path, const std::string& content) {
-  std::ofstream out(path, std::ios::trunc);
-  out << content;
-  return bool(out);
-}
-
 // GPUs as table rows, each MIG GPU's instances as "3g.71gb at slice 0, 1g.18gb at slice 4".
 std::vector<Json> with_mig_text(const Json& gpus) {
   std::vector<Json> rows;

@@ -13,6 +13,8 @@
 #include <thread>
 
 #include "cli/client.h"
+#include "common/clock.h"
+#include "render/render.h"
 #include "storage/storage.h"
 
 namespace gp::cli {
@@ -376,6 +378,70 @@ void print_job(const Json& j) {
               {"at", "from", "to", "reason"});
 }
 
+// A job's utilization (GET .../utilization) for a terminal: per GPU its mean and peak and a
+// sparkline of its spans, oldest on the left.
+std::string utilization_text(const Json& u) {
+  if (u["from"].is_null()) return "The job has not started yet.\n";
+  std::string out =
+      fmt::format("{} from {} to {}\n", u.value("job", ""), u.value("from", ""), u.value("to", ""));
+  static constexpr const char* kBars[] = {"▁", "▂", "▃", "▄", "▅", "▆", "▇", "█"};
+  for (const auto& g : u["gpus"]) {
+    const std::string instance = g.value("instance", "");
+    out += fmt::format("{} {}{}: ", g.value("node", ""), g.value("gpu", ""),
+                       instance.empty() ? "" : " (" + instance + ")");
+    const Json& points = g["points"];
+    if (points.empty()) {
+      out += "no samples\n";
+      continue;
+    }
+    double sum = 0, peak = 0;
+    std::string line;
+    for (const auto& p : points) {
+      const double v = p.value("util_pct", 0.0);
+      sum += v;
+      peak = std::max(peak, v);
+      line += kBars[std::clamp(int(v / 100.0 * 8), 0, 7)];
+    }
+    out += fmt::format("mean {:.0f} %, peak {:.0f} %\n  {}\n", sum / double(points.size()), peak,
+                       line);
+  }
+  return out;
+}
+
+// The same as a line chart: minutes since the job started against utilization, a line per GPU.
+std::string utilization_svg(const Json& u) {
+  TimePoint from{}, to{};
+  const bool started = u["from"].is_string() &&
+                       parse_rfc3339(u["from"].get<std::string>(), &from) &&
+                       parse_rfc3339(u.value("to", ""), &to);
+  const double minutes = started ? std::chrono::duration<double>(to - from).count() / 60.0 : 1.0;
+  render::LineChart chart{.title = "GPU utilization of job " + u.value("job", ""),
+                          .x_label = "minutes since the job started",
+                          .y_label = "utilization %",
+                          .x_min = 0,
+                          .x_max = std::max(minutes, 1.0 / 60),
+                          .x_step = 0,
+                          .x_tick = [](double v) { return fmt::format("{:.1f}", v); },
+                          .y_max = 100,
+                          .lines = {}};
+  for (const auto& g : u["gpus"]) {
+    // The legend is narrow: a GPU by the end of its UUID, a MIG instance by its name too.
+    const std::string instance = g.value("instance", ""), uuid = g.value("gpu", "");
+    const std::string gpu = uuid.size() > 12 ? "…" + uuid.substr(uuid.size() - 12) : uuid;
+    render::ChartLine line{fmt::format("{} {}{}{}", g.value("node", ""), gpu,
+                                       instance.empty() ? "" : " ", instance),
+                           {}};
+    for (const auto& p : g["points"]) {
+      TimePoint at{};
+      if (!parse_rfc3339(p.value("time", ""), &at)) continue;
+      line.points.emplace_back(std::chrono::duration<double>(at - from).count() / 60.0,
+                               p.value("util_pct", 0.0));
+    }
+    chart.lines.push_back(std::move(line));
+  }
+  return render::line_chart_svg(chart);
+}
+
 void add_get_logs_cancel(CLI::App* job, ClientConfig& c, int* rc) {
   auto a = std::make_shared<JobArgs>();
   auto* get = job->add_subcommand("get", "One job: state, reason, members and history");
@@ -427,6 +493,32 @@ void add_get_logs_cancel(CLI::App* job, ClientConfig& c, int* rc) {
       print(c, *r, {});
     else
       std::cout << JobLogPrinter().take(*r) << std::flush;
+  });
+
+  struct UtilizationArgs {
+    int points = 60;
+    std::string svg;
+  };
+  auto u = std::make_shared<UtilizationArgs>();
+  auto* utilization = job->add_subcommand(
+      "utilization", "How busy the job's GPUs were from its start to its end (or now)");
+  a->where.add(utilization, true);
+  utilization->add_option("job", a->job, "Job id")->required();
+  utilization->add_option("--points", u->points, "Spans per GPU (1-1000)")
+      ->check(CLI::Range(1, 1000));
+  utilization->add_option("--svg", u->svg, "Also draw it as a line chart into this SVG file");
+  on_run(utilization, rc, [&c, a, u] {
+    auto r = call(c, "GET", fmt::format("{}/utilization?points={}", a->job_path(), u->points));
+    if (!r) return false;
+    if (c.output == "json")
+      print(c, *r, {});
+    else
+      std::cout << utilization_text(*r);
+    if (!u->svg.empty()) {
+      if (!write_file(u->svg, utilization_svg(*r))) return false;
+      std::cerr << "wrote " << u->svg << "\n";
+    }
+    return true;
   });
 
   auto* cancel = job->add_subcommand(

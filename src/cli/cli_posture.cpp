@@ -3,7 +3,6 @@
 #include <unistd.h>
 
 #include <cstdlib>
-#include <fstream>
 #include <iostream>
 
 #include "cli/client.h"
@@ -21,17 +20,6 @@ struct PostureArgs {
 
 // Colour only on a terminal, and never when NO_COLOR is set (https://no-color.org).
 bool use_colour() { return isatty(STDOUT_FILENO) != 0 && std::getenv("NO_COLOR") == nullptr; }
-
-bool write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) {
-    std::cerr << "error: cannot write " << path << "\n";
-    return false;
-  }
-  return true;
-}
 
 bool run(ClientConfig& c, const PostureArgs& a) {
   if (a.fleet == !a.tenant.empty()) {

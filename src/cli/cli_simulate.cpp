@@ -11,6 +11,7 @@
 #include <iostream>
 
 #include "cli/client.h"
+#include "render/render.h"
 #include "sim/sim.h"
 
 namespace gp::cli {
@@ -106,45 +107,24 @@ std::string fixed(const Json& v) {
 }
 
 std::string svg_of(const std::vector<PolicyRun>& runs, double inflate) {
-  const double w = 640, h = 400, left = 50, bottom = 40, top = 20, right = 120;
-  const double xmax = inflate * 100, ymax = 100;
-  auto x = [&](double v) { return left + v / xmax * (w - left - right); };
-  auto y = [&](double v) { return h - bottom - v / ymax * (h - bottom - top); };
-  std::string out = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-      "font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" "
-      "fill=\"white\"/>\n",
-      w, h);
-  for (int v = 0; v <= 100; v += 20) {
-    out += fmt::format(
-        "<line x1=\"{}\" y1=\"{:.1f}\" x2=\"{}\" y2=\"{:.1f}\" stroke=\"#ddd\"/>"
-        "<text x=\"{}\" y=\"{:.1f}\" text-anchor=\"end\">{}</text>\n",
-        left, y(v), w - right, y(v), left - 4, y(v) + 4, v);
-  }
-  for (int v = 0; v <= static_cast<int>(xmax); v += 20) {
-    out += fmt::format("<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n", x(v),
-                       h - bottom + 14, v);
-  }
-  out += fmt::format(
-      "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">arrived GPU % of capacity"
-      "</text>\n<text x=\"12\" y=\"{}\" transform=\"rotate(-90 12 {})\" "
-      "text-anchor=\"middle\">allocated GPU %</text>\n",
-      (left + w - right) / 2, h - 6, h / 2, h / 2);
-  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    const std::vector<sim::Sample>& curve = runs[i].runs.front().curve;
-    std::string points;
+  render::LineChart chart{.title = "Allocation as demand grows",
+                          .x_label = "arrived GPU % of capacity",
+                          .y_label = "allocated GPU %",
+                          .x_min = 0,
+                          .x_max = inflate * 100,
+                          .x_step = 20,
+                          .x_tick = {},
+                          .y_max = 100,
+                          .lines = {}};
+  for (const PolicyRun& run : runs) {
+    const std::vector<sim::Sample>& curve = run.runs.front().curve;
+    render::ChartLine line{fmt::format("{} (seed {})", run.policy, run.runs.front().seed), {}};
     const std::size_t step = std::max<std::size_t>(1, curve.size() / 800);
-    for (std::size_t k = 0; k < curve.size(); k += step) {
-      points += fmt::format("{:.1f},{:.1f} ", x(curve[k].arrived_pct), y(curve[k].allocated_pct));
-    }
-    out += fmt::format(
-        "<polyline fill=\"none\" stroke=\"{}\" stroke-width=\"1.5\" points=\"{}\"/>"
-        "\n<text x=\"{}\" y=\"{}\" fill=\"{}\">{} (seed {})</text>\n",
-        colors[i % 4], points, w - right + 6, top + 14 * (i + 1), colors[i % 4], runs[i].policy,
-        runs[i].runs.front().seed);
+    for (std::size_t k = 0; k < curve.size(); k += step)
+      line.points.emplace_back(curve[k].arrived_pct, curve[k].allocated_pct);
+    chart.lines.push_back(std::move(line));
   }
-  return out + "</svg>\n";
+  return render::line_chart_svg(chart);
 }
 
 int run_protocol_mode(const SimulateOptions& o, const std::vector<sim::TraceNode>& nodes,

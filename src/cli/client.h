@@ -34,6 +34,9 @@ void print_table(const std::vector<Json>& rows, const std::vector<std::string>& 
 // JSON as is with --output json; else a table for lists, key/value lines for objects.
 void print(const ClientConfig& c, const Json& j, const std::vector<std::string>& cols);
 std::string read_password(const std::string& prompt, bool from_stdin);
+// Writes `text` to `path` (replacing it); prints "error: cannot write PATH" and returns false
+// when it cannot.
+bool write_file(const std::string& path, const std::string& text);
 
 // --tenant / --project of the tenant-scoped commands, with GPUPLANE_TENANT / GPUPLANE_PROJECT as
 // defaults; either may be an id or a name (the server resolves both in paths).

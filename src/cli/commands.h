@@ -33,6 +33,7 @@ struct ServeOptions {
   double rate_limit_address = -1;
   int checkpoint_every = 1000;
   int checkpoint_seconds = 60;
+  int audit_verify_minutes = 10;  // the whole trail verified for /metrics (0: never)
   int grace_ms = 5000;
   // Replicas on one PostgreSQL store (docs/ha.md): the URL followers send writers to, and how
   // long a new leader holds the lock before it writes.

@@ -371,6 +371,23 @@ int run_serve(const ServeOptions& o) {
   if (!tls_files)
     spdlog::warn("serving plain HTTP (--plaintext): tokens cross the network in clear");
 
+  // When the server's certificate expires, for /metrics (and its alert); again after a reload.
+  auto record_certificate_expiry = [&] {
+    if (!tls_files) return;
+    auto pem = read_text_file(o.tls_cert);
+    auto info = pem ? tls::cert_info(*pem) : Result<tls::CertInfo>(fail(pem.error()));
+    if (!info) {
+      spdlog::warn("cannot read the expiry of {}: {}", o.tls_cert, info.error().message);
+      return;
+    }
+    api.metrics().set_gauge(
+        "tls_certificate_expiry_timestamp_seconds",
+        "When the server's TLS certificate expires (Unix seconds).",
+        double(std::chrono::duration_cast<std::chrono::seconds>(info->not_after.time_since_epoch())
+                   .count()));
+  };
+  record_certificate_expiry();
+
   // Housekeeping once a second: nodes that missed heartbeats are marked failed; the audit
   // trail is sealed by a signed checkpoint every checkpoint_seconds even when it is quiet.
   std::atomic<bool> done{false};
@@ -380,6 +397,7 @@ int run_serve(const ServeOptions& o) {
     MutexLock lock(mu);
     auto last_checkpoint = std::chrono::steady_clock::now();
     auto last_billing = std::chrono::steady_clock::time_point();  // first sweep at once
+    auto last_audit = std::chrono::steady_clock::time_point();    // first verification at once
     for (;;) {
       const auto wake = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       while (!done && cv.wait_until(mu, wake)) {
@@ -397,6 +415,15 @@ int run_serve(const ServeOptions& o) {
           spdlog::error("billing sweep failed: {}", b.error().message);
         last_billing = std::chrono::steady_clock::now();
       }
+      if (o.audit_verify_minutes > 0 && std::chrono::steady_clock::now() - last_audit >=
+                                            std::chrono::minutes(o.audit_verify_minutes)) {
+        if (auto v = api.audit_sweep(); !v)
+          spdlog::error("audit verification failed: {}", v.error().message);
+        else if (!v->ok)
+          spdlog::critical("the audit trail is broken from seq {}: {}",
+                           v->first_bad_seq.value_or(0), v->reason);
+        last_audit = std::chrono::steady_clock::now();
+      }
     }
   });
 
@@ -410,9 +437,10 @@ int run_serve(const ServeOptions& o) {
     }
     // New handshakes use the new certificate; open connections keep theirs.
     auto reloaded = server.reload_tls();
-    if (reloaded)
+    if (reloaded) {
       spdlog::info("SIGHUP: reloaded the TLS certificate {} and key {}", o.tls_cert, o.tls_key);
-    else
+      record_certificate_expiry();
+    } else
       spdlog::error("SIGHUP: TLS reload failed, still serving the previous certificate: {}",
                     reloaded.error().message);
   }

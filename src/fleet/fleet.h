@@ -76,6 +76,13 @@ Result<Gpu> start_repair(store::Tx& tx, const World& w, const std::string& node_
                          const std::string& actor);
 // [{seq, node_id, at, kind ("xid", "ecc", "repair", "returned"), detail, ecc_uncorrected}].
 Result<Json> gpu_history(store::Tx& tx, const std::string& uuid);
+// XID reports per GPU UUID: how many the GPU's node reported, and the last code of the last one
+// (DCGM_FI_DEV_XID_ERRORS).
+struct XidTally {
+  int64_t reports = 0;
+  int last = 0;
+};
+Result<std::map<std::string, XidTally>> xid_tallies(store::Tx& tx);
 // apply_inventory's part: the report's XIDs and ECC count into the history, and a repair ended.
 Result<void> record_health_report(store::Tx& tx, const std::string& node_id, const GpuInfo& g,
                                   int64_t now);
@@ -119,6 +126,8 @@ struct NodeCertificate {
   Json to_json() const;
 };
 Result<void> record_certificate(store::Tx& tx, const World& w, const NodeCertificate& cert);
+// When each node's newest certificate not revoked expires (Unix micros), by node id.
+Result<std::map<std::string, int64_t>> certificate_expiries(store::Tx& tx);
 // Newest first.
 Result<std::vector<NodeCertificate>> list_certificates(store::Tx& tx, const std::string& node_id);
 // Whether an agent call from `node_id` presenting certificate `serial` may proceed: the
@@ -156,17 +165,46 @@ Result<Node> heartbeat(store::Tx& tx, const World& w, const std::string& node_id
 Result<void> record_underlay_address(store::Tx& tx, const std::string& node_id,
                                      const std::string& address);
 Result<std::optional<std::string>> underlay_address(store::Tx& tx, const std::string& node_id);
+// A utilization sample an agent reports with its heartbeat. Utilization and memory used go into
+// the series usage is metered from (gpu_samples); every field, the telemetry included, replaces
+// the GPU's (or instance's) latest reading (gpu_telemetry), which /metrics serves. Telemetry is
+// -1 where the node's driver cannot read it; the DCGM exporter field it matches is in brackets.
 struct Sample {
   std::string gpu_uuid;
   std::string instance;  // "" for the whole GPU, "<profile>@<start>" for a MIG instance
   int64_t time_us = 0;
-  int util_pct = -1;
-  int64_t mem_used_bytes = 0;
+  int util_pct = -1;             // [DCGM_FI_DEV_GPU_UTIL]
+  int64_t mem_used_bytes = 0;    // [DCGM_FI_DEV_FB_USED]
+  int64_t mem_total_bytes = -1;  // frame buffer of the GPU or instance
+  int64_t power_mw = -1;         // [DCGM_FI_DEV_POWER_USAGE]
+  int64_t energy_mj = -1;        // since the driver loaded [DCGM_FI_DEV_TOTAL_ENERGY_CONSUMPTION]
+  int temperature_c = -1;        // [DCGM_FI_DEV_GPU_TEMP]
+  int sm_clock_mhz = -1;         // [DCGM_FI_DEV_SM_CLOCK]
+  int64_t ecc_corrected = -1;    // volatile [DCGM_FI_DEV_ECC_SBE_VOL_TOTAL]
+  int64_t ecc_uncorrected = -1;  // volatile [DCGM_FI_DEV_ECC_DBE_VOL_TOTAL]
 };
 Result<std::vector<Sample>> parse_samples(const Json& j, const World& w);
 // Stores samples of the node's own GPUs; returns how many were stored.
 Result<int64_t> record_samples(store::Tx& tx, const std::string& node_id,
                                const std::vector<Sample>& samples);
+// The latest sample of every present GPU and MIG instance, with the node it was reported by,
+// ordered by node, GPU and instance.
+struct Telemetry {
+  std::string node_id;
+  Sample sample;
+};
+Result<std::vector<Telemetry>> latest_telemetry(store::Tx& tx);
+// A GPU's (or MIG instance's) samples in [from_us, to_us), as `buckets` equal spans: each the
+// mean utilization and the largest memory used of its samples (spans without samples left out).
+struct SeriesPoint {
+  int64_t time_us = 0;  // the span's start
+  double util_pct = 0;
+  int64_t mem_used_bytes = 0;
+  int samples = 0;
+};
+Result<std::vector<SeriesPoint>> sample_series(store::Tx& tx, const std::string& gpu_uuid,
+                                               const std::string& instance, int64_t from_us,
+                                               int64_t to_us, int buckets);
 // Marks nodes whose last heartbeat is older than `timeout` as failed; returns them.
 Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w, Duration timeout);
 

@@ -533,7 +533,53 @@ Result<std::optional<std::string>> underlay_address(store::Tx& tx, const std::st
   return std::optional<std::string>{row->text(0)};
 }
 
+namespace {
+
+// The newest of the report's samples of each GPU and instance replaces the stored reading, unless
+// that one is newer still (a report delayed behind a later one). One statement per 64 readings;
+// a reading appears once per statement, as PostgreSQL's ON CONFLICT requires.
+Result<void> record_telemetry(store::Tx& tx, const std::string& node_id,
+                              const std::vector<Sample>& samples) {
+  std::map<std::pair<std::string, std::string>, const Sample*> newest;
+  for (const Sample& s : samples) {
+    auto& slot = newest[{s.gpu_uuid, s.instance}];
+    if (!slot || s.time_us >= slot->time_us) slot = &s;
+  }
+  constexpr size_t kRowsPerStatement = 64;
+  constexpr std::string_view kRow = "(?,?,?,?,?,?,?,?,?,?,?,?,?)";
+  auto it = newest.begin();
+  while (it != newest.end()) {
+    std::string sql =
+        "INSERT INTO gpu_telemetry (gpu_uuid, instance, node_id, time_us, util_pct, "
+        "mem_used_bytes, mem_total_bytes, power_mw, energy_mj, temperature_c, sm_clock_mhz, "
+        "ecc_corrected, ecc_uncorrected) VALUES ";
+    store::Params args;
+    for (size_t rows = 0; rows < kRowsPerStatement && it != newest.end(); ++rows, ++it) {
+      const Sample& s = *it->second;
+      if (rows > 0) sql += ',';
+      sql += kRow;
+      args.insert(args.end(), {s.gpu_uuid, s.instance, node_id, s.time_us, int64_t(s.util_pct),
+                               s.mem_used_bytes, s.mem_total_bytes, s.power_mw, s.energy_mj,
+                               int64_t(s.temperature_c), int64_t(s.sm_clock_mhz), s.ecc_corrected,
+                               s.ecc_uncorrected});
+    }
+    sql +=
+        " ON CONFLICT (gpu_uuid, instance) DO UPDATE SET node_id = excluded.node_id, time_us = "
+        "excluded.time_us, util_pct = excluded.util_pct, mem_used_bytes = "
+        "excluded.mem_used_bytes, mem_total_bytes = excluded.mem_total_bytes, power_mw = "
+        "excluded.power_mw, energy_mj = excluded.energy_mj, temperature_c = "
+        "excluded.temperature_c, sm_clock_mhz = excluded.sm_clock_mhz, ecc_corrected = "
+        "excluded.ecc_corrected, ecc_uncorrected = excluded.ecc_uncorrected WHERE "
+        "excluded.time_us >= gpu_telemetry.time_us";
+    GP_TRY_VOID(tx.exec(sql, args));
+  }
+  return ok();
+}
+
+}  // namespace
+
 Result<std::vector<Sample>> parse_samples(const Json& j, const World& w) {
+  constexpr int64_t kMaxBytes = int64_t(1) << 50;
   if (!j.is_array()) return fail(Error::invalid("samples must be an array"));
   if (j.size() > 10000) return fail(Error::invalid("at most 10000 samples per report"));
   std::vector<Sample> out;
@@ -544,7 +590,14 @@ Result<std::vector<Sample>> parse_samples(const Json& j, const World& w) {
     s.instance = r.optional_string("instance", 32).value_or("");
     auto t = r.optional_string("time", 40);
     s.util_pct = int(r.optional_integer("util_pct", -1, 100).value_or(-1));
-    s.mem_used_bytes = r.optional_integer("mem_used_bytes", 0, int64_t(1) << 50).value_or(0);
+    s.mem_used_bytes = r.optional_integer("mem_used_bytes", 0, kMaxBytes).value_or(0);
+    s.mem_total_bytes = r.optional_integer("mem_total_bytes", -1, kMaxBytes).value_or(-1);
+    s.power_mw = r.optional_integer("power_mw", -1, int64_t(1) << 32).value_or(-1);
+    s.energy_mj = r.optional_integer("energy_mj", -1, int64_t(1) << 62).value_or(-1);
+    s.temperature_c = int(r.optional_integer("temperature_c", -1, 200).value_or(-1));
+    s.sm_clock_mhz = int(r.optional_integer("sm_clock_mhz", -1, 100000).value_or(-1));
+    s.ecc_corrected = r.optional_integer("ecc_corrected", -1, int64_t(1) << 62).value_or(-1);
+    s.ecc_uncorrected = r.optional_integer("ecc_uncorrected", -1, int64_t(1) << 62).value_or(-1);
     GP_TRY_VOID(r.finish());
     TimePoint tp = w.clock.now();
     if (t && !parse_rfc3339(*t, &tp))
@@ -584,7 +637,70 @@ Result<int64_t> record_samples(store::Tx& tx, const std::string& node_id,
     }
     GP_TRY_VOID(tx.exec(sql, args));
   }
+  GP_TRY_VOID(record_telemetry(tx, node_id, samples));
   return int64_t(samples.size());
+}
+
+Result<std::vector<SeriesPoint>> sample_series(store::Tx& tx, const std::string& gpu_uuid,
+                                               const std::string& instance, int64_t from_us,
+                                               int64_t to_us, int buckets) {
+  if (to_us <= from_us || buckets < 1) return std::vector<SeriesPoint>{};
+  const int64_t span = std::max<int64_t>(1, (to_us - from_us + buckets - 1) / buckets);
+  std::map<int64_t, SeriesPoint> by_bucket;
+  double util_sum = 0;
+  int64_t util_bucket = -1;
+  int util_n = 0;
+  auto close = [&] {
+    if (util_bucket >= 0 && util_n > 0) by_bucket[util_bucket].util_pct = util_sum / util_n;
+    util_sum = 0;
+    util_n = 0;
+  };
+  for (const auto& r : GP_TRY(tx.query(
+           "SELECT time_us, util_pct, mem_used_bytes FROM gpu_samples WHERE gpu_uuid = ? AND "
+           "instance = ? AND time_us >= ? AND time_us < ? ORDER BY time_us",
+           {gpu_uuid, instance, from_us, to_us}))) {
+    const int64_t b = (r.integer(0) - from_us) / span;
+    if (b != util_bucket) close();
+    util_bucket = b;
+    SeriesPoint& p = by_bucket[b];
+    p.time_us = from_us + b * span;
+    p.mem_used_bytes = std::max(p.mem_used_bytes, r.integer(2));
+    ++p.samples;
+    if (r.integer(1) >= 0) {
+      util_sum += double(r.integer(1));
+      ++util_n;
+    }
+  }
+  close();
+  std::vector<SeriesPoint> out;
+  out.reserve(by_bucket.size());
+  for (auto& [b, p] : by_bucket) out.push_back(p);
+  return out;
+}
+
+Result<std::vector<Telemetry>> latest_telemetry(store::Tx& tx) {
+  std::vector<Telemetry> out;
+  for (const auto& r : GP_TRY(tx.query(
+           "SELECT t.node_id, t.gpu_uuid, t.instance, t.time_us, t.util_pct, t.mem_used_bytes, "
+           "t.mem_total_bytes, t.power_mw, t.energy_mj, t.temperature_c, t.sm_clock_mhz, "
+           "t.ecc_corrected, t.ecc_uncorrected FROM gpu_telemetry t JOIN gpus g ON g.uuid = "
+           "t.gpu_uuid AND g.node_id = t.node_id AND g.present = 1 "
+           "ORDER BY t.node_id, t.gpu_uuid, t.instance"))) {
+    out.push_back({.node_id = r.text(0),
+                   .sample = {.gpu_uuid = r.text(1),
+                              .instance = r.text(2),
+                              .time_us = r.integer(3),
+                              .util_pct = int(r.integer(4)),
+                              .mem_used_bytes = r.integer(5),
+                              .mem_total_bytes = r.integer(6),
+                              .power_mw = r.integer(7),
+                              .energy_mj = r.integer(8),
+                              .temperature_c = int(r.integer(9)),
+                              .sm_clock_mhz = int(r.integer(10)),
+                              .ecc_corrected = r.integer(11),
+                              .ecc_uncorrected = r.integer(12)}});
+  }
+  return out;
 }
 
 Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w, Duration timeout) {

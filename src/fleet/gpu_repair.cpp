@@ -2,6 +2,9 @@
 // ECC count a node reports, and the operator's repairs, in the fleet module's own tables.
 #include <fmt/format.h>
 
+#include <charconv>
+#include <map>
+
 #include "fleet/fleet.h"
 
 namespace gp::fleet {
@@ -106,6 +109,22 @@ Result<Gpu> start_repair(store::Tx& tx, const World& w, const std::string& node_
   GP_TRY(tx.exec("UPDATE nodes SET inventory_digest = NULL WHERE id = ?", {node_id}));
   GP_TRY_VOID(insert_event(tx, gpu->info.uuid, node_id, now, "repair", reason, std::nullopt));
   return *gpu;
+}
+
+Result<std::map<std::string, XidTally>> xid_tallies(store::Tx& tx) {
+  std::map<std::string, XidTally> out;
+  for (const auto& r : GP_TRY(tx.query(
+           "SELECT e.gpu_uuid, c.n, e.detail FROM gpu_health_events e JOIN (SELECT gpu_uuid, "
+           "COUNT(*) AS n, MAX(seq) AS last FROM gpu_health_events WHERE kind = 'xid' GROUP BY "
+           "gpu_uuid) c ON c.gpu_uuid = e.gpu_uuid AND c.last = e.seq"))) {
+    // The detail reads "XID 79" or "XID 13, 79": the last code is after the last space.
+    const std::string detail = r.text(2);
+    int last = 0;
+    const std::string code = detail.substr(detail.rfind(' ') + 1);
+    std::from_chars(code.data(), code.data() + code.size(), last);
+    out[r.text(0)] = {.reports = r.integer(1), .last = last};
+  }
+  return out;
 }
 
 Result<Json> gpu_history(store::Tx& tx, const std::string& uuid) {

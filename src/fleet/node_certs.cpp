@@ -26,6 +26,15 @@ Result<void> record_certificate(store::Tx& tx, const World& w, const NodeCertifi
   return ok();
 }
 
+Result<std::map<std::string, int64_t>> certificate_expiries(store::Tx& tx) {
+  std::map<std::string, int64_t> out;
+  for (const auto& r :
+       GP_TRY(tx.query("SELECT node_id, MAX(not_after) FROM node_certificates WHERE "
+                       "revoked_at IS NULL GROUP BY node_id")))
+    out[r.text(0)] = r.integer(1);
+  return out;
+}
+
 Result<std::vector<NodeCertificate>> list_certificates(store::Tx& tx, const std::string& node_id) {
   std::vector<NodeCertificate> out;
   for (const auto& r : GP_TRY(tx.query(

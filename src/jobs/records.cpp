@@ -545,6 +545,21 @@ Result<Job> cancel(store::Tx& tx, const World& w, alloc::Service& service,
   return j;
 }
 
+Result<std::map<std::string, std::string>> live_job_allocations(store::Tx& tx) {
+  std::map<std::string, std::string> out;
+  for (const auto& row : GP_TRY(tx.query("SELECT allocation_id, id FROM jobs WHERE state IN "
+                                         "('queued', 'starting', 'running')")))
+    out[row.text(0)] = row.text(1);
+  return out;
+}
+
+Result<std::map<std::string, int64_t>> count_jobs_by_state(store::Tx& tx) {
+  std::map<std::string, int64_t> out;
+  for (const auto& row : GP_TRY(tx.query("SELECT state, COUNT(*) FROM jobs GROUP BY state")))
+    out[row.text(0)] = row.integer(1);
+  return out;
+}
+
 Result<int> sync(store::Tx& tx, const World& w, alloc::Service& service) {
   int changed = 0;
   for (const auto& row : GP_TRY(tx.query(

@@ -8,6 +8,7 @@
 // releases its allocation. Functions over the caller's write transaction.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -97,6 +98,10 @@ struct JobFilter {
 };
 Result<Page<Job>> list_jobs(store::Tx& tx, const tenancy::TenantScope& scope,
                             const JobFilter& filter, const PageRequest& page);
+// The job of every allocation a job not yet ended holds: allocation id -> job id.
+Result<std::map<std::string, std::string>> live_job_allocations(store::Tx& tx);
+// Every job, by state name.
+Result<std::map<std::string, int64_t>> count_jobs_by_state(store::Tx& tx);
 Result<std::vector<JobEvent>> list_job_events(store::Tx& tx, const std::string& job_id);
 Result<std::vector<Member>> list_members(store::Tx& tx, const std::string& job_id);
 // Every attempt so far, oldest first: [{attempt, allocation_id, nodes, started_at, ended_at,

@@ -1,13 +1,16 @@
 // Render: pure functions from tenant state to the artifacts a cluster applies. The Kubernetes
 // bundle turns one tenant into namespaces, quotas, limit ranges, network policies, service
 // accounts, RBAC, node placement and the admission webhook that points back at gpuplane.
-// Output is deterministic (stable ordering), so two renders diff to exactly what changed.
+// Output is deterministic (stable ordering), so two renders diff to exactly what changed. Line
+// charts as SVG for the CLI's drawings of curves over time.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/json.h"
@@ -140,5 +143,20 @@ std::string to_yaml(const Json& value);
 // booleans or null when they look like one, strings otherwise. Empty documents are skipped.
 // Malformed YAML: kInvalidArgument naming the line.
 Result<std::vector<Json>> from_yaml(std::string_view text);
+
+// ---- charts ----
+struct ChartLine {
+  std::string label;
+  std::vector<std::pair<double, double>> points;  // (x, y), in x order
+};
+struct LineChart {
+  std::string title, x_label, y_label;
+  double x_min = 0, x_max = 1;                // the x axis
+  double x_step = 0;                          // between x tick labels; 0: a fifth of the axis
+  std::function<std::string(double)> x_tick;  // an x tick's label; default: the number
+  double y_max = 100;                         // the y axis runs from 0; values are clamped to it
+  std::vector<ChartLine> lines;
+};
+std::string line_chart_svg(const LineChart& chart);
 
 }  // namespace gp::render

@@ -2,6 +2,9 @@
 // that lend idle nominal quota and optional per-MIG-profile caps.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <tuple>
+
 #include "sched/sched.h"
 
 namespace gp::sched {
@@ -199,6 +202,16 @@ QuotaTree::Usage QuotaTree::tenant_usage(const std::string& name, const std::str
   auto e = t->second.models.find(model);
   if (e == t->second.models.end()) return u;
   return {e->second.used, e->second.limits, e->second.configured};
+}
+
+std::vector<QuotaTree::TenantModelUsage> QuotaTree::tenant_usages() const {
+  std::vector<TenantModelUsage> out;
+  for (const auto& [tenant, t] : tenants_)
+    for (const auto& [model, e] : t.models)
+      if (e.configured || e.used > 0)
+        out.push_back({tenant, model, {e.used, e.limits, e.configured}});
+  std::ranges::sort(out, {}, [](const TenantModelUsage& u) { return std::tie(u.tenant, u.model); });
+  return out;
 }
 
 QuotaTree::Usage QuotaTree::project_usage(const std::string& name, const std::string& project,

@@ -424,6 +424,12 @@ class QuotaTree {
     bool configured = false;
   };
   Usage tenant_usage(const std::string& tenant, const std::string& model) const;
+  // Every tenant's use of every model it holds or has a quota for, by tenant id and model.
+  struct TenantModelUsage {
+    std::string tenant, model;
+    Usage usage;
+  };
+  std::vector<TenantModelUsage> tenant_usages() const;
   Usage project_usage(const std::string& tenant, const std::string& project,
                       const std::string& model) const;
   int64_t platform_used(const std::string& model) const;

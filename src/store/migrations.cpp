@@ -851,6 +851,26 @@ ALTER TABLE nodes ADD COLUMN inventory_applied_at BIGINT
       {32, "projects by tenant in id order", R"SQL(
 CREATE INDEX projects_tenant_id ON projects (tenant_id, id)
 )SQL"},
+      // The latest reading of every GPU and MIG instance, replaced by each heartbeat's samples
+      // (fleet::record_samples): what /metrics serves, without scanning the sample series.
+      {33, "latest gpu telemetry", R"SQL(
+CREATE TABLE gpu_telemetry (
+  gpu_uuid TEXT NOT NULL,
+  instance TEXT NOT NULL,
+  node_id TEXT NOT NULL,
+  time_us BIGINT NOT NULL,
+  util_pct BIGINT NOT NULL,
+  mem_used_bytes BIGINT NOT NULL,
+  mem_total_bytes BIGINT NOT NULL,
+  power_mw BIGINT NOT NULL,
+  energy_mj BIGINT NOT NULL,
+  temperature_c BIGINT NOT NULL,
+  sm_clock_mhz BIGINT NOT NULL,
+  ecc_corrected BIGINT NOT NULL,
+  ecc_uncorrected BIGINT NOT NULL,
+  PRIMARY KEY (gpu_uuid, instance)
+)
+)SQL"},
   };
   return kMigrations;
 }

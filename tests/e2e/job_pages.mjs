@@ -152,6 +152,12 @@ async function aliceFollowsRunningJob(kit, admin, { page, tenant }, { node, proj
   };
   const lines = (from, to) => Array.from({ length: to - from + 1 }, (_, i) => `step ${from + i} loss ${(1 / (from + i)).toFixed(4)}\n`).join('');
   await report('running', lines(1, 250));
+  // Its GPU's sample, as the node reports it with a heartbeat: the job's page charts it.
+  const running = await admin('GET', jobApiPath(tenant, job));
+  const held = (await admin('GET', `/v1/tenants/${tenant.id}/allocations`)).items.find((a) => a.id === running.allocation?.id);
+  const gpu = held?.placement?.gpus?.[0]?.gpu;
+  check(gpu, `alice's pool job's allocation holds no GPU: ${JSON.stringify(held?.placement)}`);
+  await node('POST', '/v1/agent/heartbeat', { samples: [{ gpu_uuid: gpu, util_pct: 64, mem_used_bytes: 2 ** 30 }] });
 
   await nav(page, 'Jobs', 'Jobs');
   await idle(page);
@@ -163,6 +169,10 @@ async function aliceFollowsRunningJob(kit, admin, { page, tenant }, { node, proj
   const nodeId = (await admin('GET', jobApiPath(tenant, job))).members.find((m) => m.rank === assigned.rank)?.node_id;
   const member = await page.locator(`table.job-members tbody tr[data-rank="${assigned.rank}"]`).textContent();
   check(nodeId && /running/.test(member) && member.includes(nodeId), `the member row reads: ${member} (node ${nodeId})`);
+  const chartFigure = page.getByTestId('job-utilization').locator('figure.chart');
+  await chartFigure.waitFor({ timeout });
+  const charted = await chartFigure.locator('table').textContent();
+  check(charted.includes(gpu) && charted.includes('64 %'), `the job's utilization chart holds: ${charted}`);
   const output = page.getByTestId('job-logs').locator('pre');
   // Like a terminal, the box shows the end of the output.
   const atEnd = () => output.evaluate((el) => el.scrollHeight > el.clientHeight && el.scrollTop + el.clientHeight >= el.scrollHeight - 8);

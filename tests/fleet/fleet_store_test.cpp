@@ -288,6 +288,50 @@ TEST_F(FleetTest, AReportOfManySamplesKeepsEveryRow) {
             129);
 }
 
+// The latest reading of each GPU and instance is kept beside the series: the newest sample of a
+// report replaces it, a report older than the stored reading does not, and every figure is kept.
+TEST_F(FleetTest, TheLatestTelemetryOfEachGpuIsTheNewestReportedAndKeepsEveryFigure) {
+  auto a = enroll_node(inventory("a", {"GPU-1", "GPU-2"}));
+  Json samples = {{{"gpu_uuid", "GPU-1"}, {"time", "2026-01-01T00:00:00Z"}, {"util_pct", 10}},
+                  {{"gpu_uuid", "GPU-1"},
+                   {"time", "2026-01-01T00:00:10Z"},
+                   {"util_pct", 20},
+                   {"mem_used_bytes", 3 << 20},
+                   {"mem_total_bytes", 8 << 20},
+                   {"power_mw", 81500},
+                   {"energy_mj", 123456789},
+                   {"temperature_c", 41},
+                   {"sm_clock_mhz", 1980},
+                   {"ecc_corrected", 3},
+                   {"ecc_uncorrected", 1}},
+                  {{"gpu_uuid", "GPU-2"}, {"instance", "1g.18gb@0"}, {"util_pct", 7}}};
+  auto parsed = run([&](store::Tx&) { return parse_samples(samples, w_); });
+  run([&](store::Tx& tx) { return record_samples(tx, a.node.id, parsed); });
+  Json late = {{{"gpu_uuid", "GPU-1"}, {"time", "2026-01-01T00:00:05Z"}, {"util_pct", 99}}};
+  auto delayed = run([&](store::Tx&) { return parse_samples(late, w_); });
+  run([&](store::Tx& tx) { return record_samples(tx, a.node.id, delayed); });
+
+  auto latest = run([&](store::Tx& tx) { return latest_telemetry(tx); });
+  ASSERT_EQ(latest.size(), 2u);
+  EXPECT_EQ(latest[0].node_id, a.node.id);
+  const Sample& g1 = latest[0].sample;
+  EXPECT_EQ(g1.gpu_uuid, "GPU-1");
+  EXPECT_EQ(g1.util_pct, 20);
+  EXPECT_EQ(g1.mem_used_bytes, 3 << 20);
+  EXPECT_EQ(g1.mem_total_bytes, 8 << 20);
+  EXPECT_EQ(g1.power_mw, 81500);
+  EXPECT_EQ(g1.energy_mj, 123456789);
+  EXPECT_EQ(g1.temperature_c, 41);
+  EXPECT_EQ(g1.sm_clock_mhz, 1980);
+  EXPECT_EQ(g1.ecc_corrected, 3);
+  EXPECT_EQ(g1.ecc_uncorrected, 1);
+  EXPECT_EQ(latest[1].sample.instance, "1g.18gb@0");
+  EXPECT_EQ(latest[1].sample.power_mw, -1);  // not reported: unknown
+  EXPECT_EQ(count("SELECT COUNT(*) FROM gpu_samples"), 4);
+  Json hot = {{{"gpu_uuid", "GPU-1"}, {"temperature_c", 201}}};
+  EXPECT_FALSE(parse_samples(hot, w_));
+}
+
 TEST_F(FleetTest, DedicatedPoolsNeedAnExistingTenantAndEmptyPoolsOnlyAreDeleted) {
   EXPECT_EQ(error([&](store::Tx& tx) {
               return create_pool(tx, w_, "p", std::string("ten_nope"), "");

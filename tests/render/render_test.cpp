@@ -640,3 +640,42 @@ TEST(RenderKubernetes, KubectlDecodesTheBundle) {
 
 }  // namespace
 }  // namespace gp::render
+
+namespace gp::render {
+namespace {
+
+// A line chart: one polyline per series with its points on the axes' scale, every label escaped,
+// and the same chart twice is the same bytes.
+TEST(LineChart, DrawsEachSeriesOnTheAxesAndEscapesItsText) {
+  LineChart c{.title = "util <of> job & co",
+              .x_label = "minutes",
+              .y_label = "%",
+              .x_min = 0,
+              .x_max = 10,
+              .x_step = 5,
+              .x_tick = {},
+              .y_max = 100,
+              .lines = {{"node-a \"GPU\"", {{0, 0}, {10, 100}}}, {"node-b", {{5, 50}, {5, 200}}}}};
+  const std::string svg = line_chart_svg(c);
+  EXPECT_EQ(svg, line_chart_svg(c));
+  EXPECT_TRUE(svg.starts_with("<svg ")) << svg;
+  EXPECT_TRUE(svg.ends_with("</svg>\n"));
+  auto count = [&](std::string_view what) {
+    size_t n = 0;
+    for (size_t at = svg.find(what); at != std::string::npos; at = svg.find(what, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count("<polyline"), 2u);
+  EXPECT_NE(svg.find("util &lt;of&gt; job &amp; co"), std::string::npos);
+  EXPECT_NE(svg.find("node-a &quot;GPU&quot;"), std::string::npos);
+  EXPECT_EQ(svg.find("<of>"), std::string::npos);
+  // The plot spans x 50..490 and y 360..28: (0, 0) is its bottom left, (10, 100) its top right;
+  // a value above the axis is drawn at its top.
+  EXPECT_NE(svg.find("points=\"50.0,360.0 490.0,28.0 \""), std::string::npos) << svg;
+  EXPECT_NE(svg.find("points=\"270.0,194.0 270.0,28.0 \""), std::string::npos) << svg;
+  // x ticks every 5: 0, 5, 10.
+  EXPECT_NE(svg.find(">10</text>"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gp::render

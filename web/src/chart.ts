@@ -5,7 +5,8 @@
 // table" shows every number in a real table for screen-reader and keyboard users.
 import { h, s, scrollBox, uid } from './dom';
 
-export type Granularity = 'hour' | 'day' | 'month';
+/** 'point': samples at arbitrary times (a job's utilization), named to the second. */
+export type Granularity = 'point' | 'hour' | 'day' | 'month';
 
 export interface ChartSeries {
   label: string;
@@ -75,6 +76,9 @@ export function formatNumber(v: number): string {
 const hourLong = new Intl.DateTimeFormat(undefined, {
   year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', timeZoneName: 'short' });
 const hourTick = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit' });
+const pointLong = new Intl.DateTimeFormat(undefined, {
+  year: 'numeric', month: 'short', day: 'numeric', hour: '2-digit', minute: '2-digit', second: '2-digit', timeZoneName: 'short' });
+const pointTick = new Intl.DateTimeFormat(undefined, { hour: '2-digit', minute: '2-digit', second: '2-digit' });
 const localDayTick = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric' });
 const dayLong = new Intl.DateTimeFormat(undefined, { year: 'numeric', month: 'short', day: 'numeric', timeZone: 'UTC' });
 const dayTick = new Intl.DateTimeFormat(undefined, { month: 'short', day: 'numeric', timeZone: 'UTC' });
@@ -85,6 +89,7 @@ const yearTick = new Intl.DateTimeFormat(undefined, { year: 'numeric', timeZone:
 /** A period's name in full: "Nov 29, 2026, 10:00 GMT+1", "Nov 29, 2026 (UTC)", "November 2026". */
 export function periodName(iso: string, g: Granularity): string {
   const d = new Date(iso);
+  if (g === 'point') return pointLong.format(d);
   if (g === 'hour') return hourLong.format(d);
   if (g === 'day') return `${dayLong.format(d)} (UTC)`;
   return monthLong.format(d);
@@ -100,9 +105,9 @@ export function periodTime(iso: string, g: Granularity): HTMLElement {
 function tickLines(iso: string, prev: string | null, g: Granularity): [string, string] {
   const d = new Date(iso);
   const p = prev ? new Date(prev) : null;
-  if (g === 'hour') {
+  if (g === 'hour' || g === 'point') {
     const day = localDayTick.format(d);
-    return [hourTick.format(d), !p || localDayTick.format(p) !== day ? day : ''];
+    return [(g === 'hour' ? hourTick : pointTick).format(d), !p || localDayTick.format(p) !== day ? day : ''];
   }
   if (g === 'day') {
     const year = yearTick.format(d);
@@ -114,6 +119,7 @@ function tickLines(iso: string, prev: string | null, g: Granularity): [string, s
 
 // Label every n-th period, n chosen so that at most about eight labels fit, on round steps.
 const TICK_STEPS: Record<Granularity, number[]> = {
+  point: [1, 2, 5, 10, 15, 20, 30, 60, 120],
   hour: [1, 2, 3, 4, 6, 12, 24, 48, 72, 168],
   day: [1, 2, 3, 7, 14, 28, 56, 91],
   month: [1, 2, 3, 6, 12],

@@ -618,3 +618,18 @@ export interface JobLogs {
     text: string;
   }[];
 }
+
+/** GET .../jobs/{job}/utilization: each GPU's samples from the job's start, in spans. */
+export interface JobUtilization {
+  job: string;
+  allocation: string;
+  from: string | null;
+  to: string | null;
+  gpus: {
+    node: string;
+    gpu: string;
+    /** "" for a whole GPU, "<profile>@<start>" for a MIG instance. */
+    instance: string;
+    points: { time: string; util_pct: number; mem_used_bytes: number; samples: number }[];
+  }[];
+}

@@ -11,7 +11,8 @@ import { isPlatform, isTenantAdmin, normalizeRole, type Session } from '../sessi
 import { announce, errorBox, loading, successBox } from '../status';
 import { visibleProjects } from '../projects';
 import { pagedTable } from '../table';
-import type { Job, JobAttempt, JobDetail, JobEvent, JobLogs, JobMember, Project, Tenant } from '../types';
+import { chart, formatNumber, MAX_SERIES } from '../chart';
+import type { Job, JobAttempt, JobDetail, JobEvent, JobLogs, JobMember, JobUtilization, Project, Tenant } from '../types';
 
 const STATES = ['', 'queued', 'starting', 'running', 'succeeded', 'failed', 'cancelled', 'preempted'];
 /** How often a live job's page asks again. */
@@ -234,6 +235,34 @@ function attemptsTable(attempts: JobAttempt[]): HTMLElement {
         h('td', null, a.end_reason || '—')))))));
 }
 
+// The job's GPUs over time: one line per GPU or MIG instance (the first MAX_SERIES), from the
+// samples their nodes reported since the job started.
+function utilizationChart(u: JobUtilization | null): HTMLElement {
+  if (!u) return h('div', { class: 'notice warning' }, h('p', null, 'The utilization could not be read.'));
+  const gpus = u.gpus.filter((g) => g.points.length > 0).slice(0, MAX_SERIES);
+  if (!u.from) return h('p', { class: 'empty' }, 'It has not started yet.');
+  if (gpus.length === 0) return h('p', { class: 'empty' }, 'Its nodes have reported no samples yet.');
+  const periods = [...new Set(gpus.flatMap((g) => g.points.map((p) => p.time)))].sort();
+  return chart({
+    title: 'GPU utilization',
+    kind: 'lines',
+    periods,
+    granularity: 'point',
+    series: gpus.map((g) => {
+      const byTime = new Map(g.points.map((p) => [p.time, p.util_pct]));
+      return {
+        label: `${g.node} ${g.gpu}${g.instance ? ` (${g.instance})` : ''}`,
+        values: periods.map((t) => byTime.get(t) ?? null),
+      };
+    }),
+    format: (v) => `${formatNumber(v)} %`,
+    tick: (v) => formatNumber(v),
+    unit: '%',
+    max: 100,
+    note: 'The mean of the samples in each span, from the job\'s start to its end (or now).',
+  });
+}
+
 function membersTable(members: JobMember[]): HTMLElement {
   return scrollBox(h('table', { class: 'job-members' },
     h('caption', { class: 'visually-hidden' }, 'Members'),
@@ -266,6 +295,9 @@ export async function renderJob(ctx: RouteContext, sess: Session): Promise<void>
   const tenantName = !operator ? Promise.resolve(sess.tenant?.name ?? tenantId)
     : get<Tenant>(`/v1/tenants/${seg(tenantId)}`, undefined, { signal: ctx.signal }).then((t) => t.name, () => tenantId);
   const readLogs = () => get<JobLogs>(`${path}/logs`, { tail: LOG_LINES }, { signal: ctx.signal });
+  const readUtilization = () => get<JobUtilization>(`${path}/utilization`, undefined, { signal: ctx.signal })
+    .catch(() => null);
+  const utilizationSlot = h('div', { 'data-testid': 'job-utilization' });
   let job: JobDetail;
   let firstLogs: JobLogs | null;
   try {
@@ -444,6 +476,7 @@ export async function renderJob(ctx: RouteContext, sess: Session): Promise<void>
   renderFacts();
   renderActions();
   renderLogs(firstLogs);
+  void readUtilization().then((u) => { if (!ctx.signal.aborted) replace(utilizationSlot, utilizationChart(u)); });
   const section = (id: string, title: string, ...content: Child[]) =>
     h('section', { 'aria-labelledby': id }, h('h2', { id }, title), content);
   replace(body,
@@ -454,6 +487,7 @@ export async function renderJob(ctx: RouteContext, sess: Session): Promise<void>
     section('members-heading', 'Members', membersSlot),
     attemptsSlot,
     section('events-heading', 'History', eventsSlot),
+    section('utilization-heading', 'GPU utilization', utilizationSlot),
     section('output-heading', 'Output',
       h('p', { class: 'hint' }, `The last ${LOG_LINES} lines each member wrote (standard output and error together).`),
       logsSlot),
