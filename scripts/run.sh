@@ -32,6 +32,7 @@ else
 fi
 
 pids=()
+declare -A agent_pid=()  # demo node name -> its agent's pid
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
@@ -104,12 +105,24 @@ if [ "$demo" = 1 ]; then
       --simulate "$data/agents/$name/inventory.json" --heartbeat-seconds 10 "${jobs[@]}" \
       "${token[@]}" 2>>"$data/agents.log" &
     pids+=($!)
+    agent_pid[$name]=$!
   done
-  sleep 1
-  rm -f "$data"/join-*
+  # A join token is removed once its agent has enrolled (its credential is in its state
+  # directory), has exited, or 60 s have passed: a slow start (a sanitizer build, a loaded
+  # machine) still finds it.
+  for n in "$demo_dir"/*.json; do
+    name=$(basename "$n" .json)
+    for _ in $(seq 300); do
+      [ -f "$data/join-$name" ] && [ ! -s "$data/agents/$name/node-credential" ] &&
+        kill -0 "${agent_pid[$name]}" 2>/dev/null || break
+      sleep 0.2
+    done
+    rm -f "$data/join-$name"
+  done
   if [ ! -f "$data/demo-allocations" ]; then
-    # Wait for the agents to enrol, then place a few allocations so the queue is not empty.
-    for _ in $(seq 50); do
+    # Wait for the agents to enrol (up to 60 s), then place a few allocations so the queue is
+    # not empty.
+    for _ in $(seq 300); do
       [ "$("$bin" --output json fleet summary 2>/dev/null | sed -n 's/.*"gpus_total": *\([0-9]*\).*/\1/p')" -ge 36 ] 2>/dev/null && break
       sleep 0.2
     done

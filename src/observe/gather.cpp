@@ -171,8 +171,9 @@ bool in_shard(std::string_view node_name, Shard shard) {
 
 namespace {
 
-// Who holds a GPU or MIG instance: one allocation, several (a time-sliced GPU: tenant
-// "_shared"), or none (every holder label empty).
+// Who holds a GPU or MIG instance: one allocation; several of one tenant (a time-sliced GPU: the
+// tenant, no allocation or job); several tenants' (tenant "_shared", which no tenant's own
+// metrics show); or none (every holder label empty).
 struct Holder {
   std::string tenant_id, tenant, project, allocation, job;
 };
@@ -191,7 +192,9 @@ std::map<std::pair<std::string, std::string>, Holder> holders(
                job == jobs.end() ? "" : job->second};
       auto [it, fresh] = out.try_emplace({g.value("gpu", ""), instance}, h);
       if (!fresh && it->second.allocation != h.allocation)
-        it->second = Holder{"", "_shared", "", "", ""};
+        it->second = it->second.tenant_id == h.tenant_id
+                         ? Holder{h.tenant_id, h.tenant, "", "", ""}
+                         : Holder{"", "_shared", "", "", ""};
     }
   return out;
 }
