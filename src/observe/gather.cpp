@@ -192,9 +192,8 @@ std::map<std::pair<std::string, std::string>, Holder> holders(
                job == jobs.end() ? "" : job->second};
       auto [it, fresh] = out.try_emplace({g.value("gpu", ""), instance}, h);
       if (!fresh && it->second.allocation != h.allocation)
-        it->second = it->second.tenant_id == h.tenant_id
-                         ? Holder{h.tenant_id, h.tenant, "", "", ""}
-                         : Holder{"", "_shared", "", "", ""};
+        it->second = it->second.tenant_id == h.tenant_id ? Holder{h.tenant_id, h.tenant, "", "", ""}
+                                                         : Holder{"", "_shared", "", "", ""};
     }
   return out;
 }
