@@ -100,13 +100,7 @@ Result<Reply> get_job(Api&, Call& call, store::Tx& tx) {
 // most `points` spans per GPU (default 120, at most 1,000).
 Result<Reply> get_job_utilization(Api& api, Call& call, store::Tx& tx) {
   auto j = GP_TRY(path_job(call, tx));
-  int points = 120;
-  if (auto p = call.req.query.find("points"); p != call.req.query.end()) {
-    auto [end, ec] = std::from_chars(p->second.data(), p->second.data() + p->second.size(), points);
-    if (ec != std::errc() || end != p->second.data() + p->second.size() || points < 1 ||
-        points > 1000)
-      return fail(Error::invalid("points must be an integer from 1 to 1000"));
-  }
+  const int points = int(GP_TRY(int_param(call, "points", 1, 1000, 120)));
   Json out = {{"job", j.id}, {"allocation", j.allocation_id}, {"gpus", Json::array()}};
   if (!j.started_at) {
     out["from"] = nullptr;
@@ -122,7 +116,7 @@ Result<Reply> get_job_utilization(Api& api, Call& call, store::Tx& tx) {
   for (const auto& g : a.placement.value("gpus", Json::array())) {
     std::string instance;
     if (g.contains("mig") && g["mig"].is_object())
-      instance = fmt::format("{}@{}", g["mig"].value("profile", ""), g["mig"].value("start", 0));
+      instance = vocab::instance_label({g["mig"].value("profile", ""), g["mig"].value("start", 0)});
     Json series = Json::array();
     for (const auto& p :
          GP_TRY(fleet::sample_series(tx, g.value("gpu", ""), instance, from, to, points)))

@@ -428,9 +428,9 @@ std::string utilization_svg(const Json& u) {
     // The legend is narrow: a GPU by the end of its UUID, a MIG instance by its name too.
     const std::string instance = g.value("instance", ""), uuid = g.value("gpu", "");
     const std::string gpu = uuid.size() > 12 ? "…" + uuid.substr(uuid.size() - 12) : uuid;
-    render::ChartLine line{fmt::format("{} {}{}{}", g.value("node", ""), gpu,
-                                       instance.empty() ? "" : " ", instance),
-                           {}};
+    render::ChartLine line{
+        fmt::format("{} {}{}{}", g.value("node", ""), gpu, instance.empty() ? "" : " ", instance),
+        {}};
     for (const auto& p : g["points"]) {
       TimePoint at{};
       if (!parse_rfc3339(p.value("time", ""), &at)) continue;

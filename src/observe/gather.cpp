@@ -186,7 +186,8 @@ std::map<std::pair<std::string, std::string>, Holder> holders(
     for (const auto& g : p.placement.value("gpus", Json::array())) {
       std::string instance;
       if (g.contains("mig") && g["mig"].is_object())
-        instance = fmt::format("{}@{}", g["mig"].value("profile", ""), g["mig"].value("start", 0));
+        instance =
+            vocab::instance_label({g["mig"].value("profile", ""), g["mig"].value("start", 0)});
       auto job = jobs.find(p.allocation_id);
       Holder h{p.tenant_id, name_of(names, p.tenant_id), p.project_id, p.allocation_id,
                job == jobs.end() ? "" : job->second};
@@ -310,7 +311,7 @@ Result<std::string> hardware_metrics(store::Tx& tx, const World& w, const Hardwa
     const auto& layout = g->second->info.mig_instances;
     if (g->second->info.mode == vocab::GpuMode::kMig &&
         std::ranges::any_of(layout, [&](const vocab::PlacedInstance& p) {
-          return fmt::format("{}@{}", p.profile, p.start) == t.sample.instance;
+          return vocab::instance_label(p) == t.sample.instance;
         }))
       instances.push_back({g->second, &t.sample});
   }
