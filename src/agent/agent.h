@@ -27,10 +27,11 @@ struct AgentOptions {
   bool once = false;             // one heartbeat, then exit
   bool print_inventory = false;  // discover, print JSON, exit (no server)
   // Enforcement, each round after the heartbeat (agent/enforce.h):
-  std::string storage_root;      // create planned volume trees here, execute due deletions
-  std::string workloads_file;    // local workload attachments (JSON), re-read each round
-  bool enforce_network = false;  // apply the nftables ruleset (table inet gpuplane)
-  std::string nft_prefix;        // words run before nft, e.g. "ip netns exec NS"
+  std::string storage_root;        // create planned volume trees here, execute due deletions
+  int storage_audit_minutes = 60;  // each tree's permission audit reported this often
+  std::string workloads_file;      // local workload attachments (JSON), re-read each round
+  bool enforce_network = false;    // apply the nftables ruleset (table inet gpuplane)
+  std::string nft_prefix;          // words run before nft, e.g. "ip netns exec NS"
   std::string nft_binary = "nft";
   // GPU VM delivery, each round after a heartbeat that succeeded (agent/vms.h):
   std::string libvirt_uri;          // "qemu:///system"; empty: no VM delivery

@@ -1,12 +1,18 @@
 #include "agent/enforce.h"
 
 #include <fmt/format.h>
+#include <openssl/crypto.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <set>
 #include <sstream>
 
+#include "agent/fscrypt.h"
+#include "common/crypto.h"
 #include "common/files.h"
 
 namespace gp::agent {
@@ -81,6 +87,14 @@ Result<Assignment> parse_assignment(const Json& j) {
     }
     // The core re-checks names, ranges and ids before anything touches the disk.
     GP_TRY(storage::plan_layout(tv));
+    if (v.contains("encryption_key") && !v.at("encryption_key").is_null()) {
+      auto key = base64url_decode(GP_TRY(text_of(v, "encryption_key")));
+      if (!key || key->size() != storage::kVolumeKeyBytes)
+        return fail(Error::invalid(
+            fmt::format("assignment: the encryption key of tenant {} is not {} bytes of base64url",
+                        tv.tenant, storage::kVolumeKeyBytes)));
+      a.volume_keys[tv.tenant_id] = std::move(*key);
+    }
     a.volumes.push_back(std::move(tv));
   }
   for (const auto& d : *GP_TRY(member(j, "storage_deletions", &Json::is_array, "an array"))) {
@@ -98,6 +112,10 @@ Result<Assignment> parse_assignment(const Json& j) {
     a.deletions.push_back(std::move(due));
   }
   return a;
+}
+
+Assignment::~Assignment() {
+  for (auto& [tenant, key] : volume_keys) OPENSSL_cleanse(key.data(), key.size());
 }
 
 Result<std::vector<network::Workload>> parse_workloads(const Json& j) {
@@ -194,8 +212,21 @@ bool Enforcer::storage_round(const Assignment& a, const HttpCall& http) {
     }
   }
   const auto held = hold_tenants(a, http, &ok);
+  std::set<std::string> live_keys;  // identifiers of the keys this round assigns
+  std::vector<std::pair<storage::TenantVolumes, TreeState>> trees;
   for (const auto& tv : a.volumes) {
     if (!held.contains(tv.tenant_id)) continue;
+    TreeState state{.detail = "the tenant has no volume key (no data key yet)"};
+    if (auto key = a.volume_keys.find(tv.tenant_id); key != a.volume_keys.end()) {
+      if (!encrypt_tree(tv, key->second, &live_keys, &state)) {
+        ok = false;
+        continue;  // never fill a tree in clear that should be encrypted
+      }
+    } else if (warned_clear_.insert(tv.tenant_id).second) {
+      spdlog::warn("volumes: tenant {} has no volume key (no data key yet): its tree is in clear",
+                   tv.tenant);
+    }
+    trees.emplace_back(tv, std::move(state));
     auto report = storage::create_volumes(root, tv);
     if (!report) {
       spdlog::error("volumes of tenant {}: {} (retrying next round)", tv.tenant,
@@ -219,6 +250,139 @@ bool Enforcer::storage_round(const Assignment& a, const HttpCall& http) {
     for (const auto& l : report->size_limits)
       if (!l.enforced)
         spdlog::debug("volumes: size limit of {} not enforced: {}", l.path, l.detail);
+  }
+  ok = remove_unassigned_keys(live_keys) && ok;
+  const auto now = std::chrono::steady_clock::now();
+  if (!trees.empty() &&
+      (!last_report_ || now - *last_report_ >= std::chrono::minutes(o_.storage_audit_minutes))) {
+    if (report_trees(trees, http))
+      last_report_ = now;
+    else
+      ok = false;
+  }
+  return ok;
+}
+
+bool Enforcer::report_trees(const std::vector<std::pair<storage::TenantVolumes, TreeState>>& trees,
+                            const HttpCall& http) {
+  Json reports = Json::array();
+  for (const auto& [tv, state] : trees) {
+    auto findings = storage::audit_tree(std::filesystem::path(o_.storage_root) / tv.tenant,
+                                        {.uids = tv.ids, .gids = tv.ids});
+    if (!findings) {
+      spdlog::error("storage audit of tenant {}: {}", tv.tenant, findings.error().message);
+      continue;
+    }
+    Json listed = Json::array();
+    for (size_t i = 0; i < findings->size() && i < storage::kMaxReportedFindings; ++i)
+      listed.push_back(storage::to_json((*findings)[i]));
+    if (!findings->empty())
+      spdlog::warn("storage audit of tenant {}: {} finding(s), first: {} {}", tv.tenant,
+                   findings->size(), (*findings)[0].path,
+                   storage::finding_kind_name((*findings)[0].kind));
+    reports.push_back({{"tenant_id", tv.tenant_id},
+                       {"encrypted", state.encrypted},
+                       {"encryption_detail", state.detail},
+                       {"finding_count", findings->size()},
+                       {"findings", listed}});
+  }
+  auto r = http("POST", "/v1/agent/storage-report", Json{{"tenants", reports}});
+  if (!r || r->first != 200) {
+    spdlog::error("storage report not recorded: {}", r ? r->second.dump() : r.error().message);
+    return false;
+  }
+  return true;
+}
+
+bool Enforcer::encrypt_tree(const storage::TenantVolumes& tv, const std::string& key,
+                            std::set<std::string>* live_keys, TreeState* state) {
+  const std::filesystem::path root = o_.storage_root;
+  auto probed = fscrypt::probe(root);
+  if (!probed || probed->support != fscrypt::Support::kSupported) {
+    // The filesystem cannot encrypt: the tree is made in clear, and said so once.
+    state->detail = fmt::format("{} cannot encrypt: {}", root.string(),
+                                probed ? probed->detail : probed.error().message);
+    if (warned_clear_.insert(tv.tenant_id).second)
+      spdlog::warn("volumes: {} cannot encrypt ({}): the tree of tenant {} is in clear",
+                   root.string(), probed ? probed->detail : probed.error().message, tv.tenant);
+    return true;
+  }
+  auto id = fscrypt::add_key(root, key);
+  if (!id) {
+    spdlog::error("volumes: the key of tenant {} was not added: {}", tv.tenant, id.error().message);
+    return false;
+  }
+  live_keys->insert(id->hex());
+  const std::filesystem::path top = root / tv.tenant;
+  std::error_code ec;
+  if (!std::filesystem::exists(std::filesystem::symlink_status(top, ec))) {
+    // Made empty and root-only, encrypted, and only then handed to create_volumes, which takes
+    // an empty root-owned top directory as its own.
+    if (::mkdir(top.c_str(), 0700) != 0 && errno != EEXIST) {
+      spdlog::error("volumes: cannot create {}: {}", top.string(), std::strerror(errno));
+      return false;
+    }
+  }
+  auto policy = fscrypt::get_policy(top);
+  if (!policy) {
+    spdlog::error("volumes: {}: {}", top.string(), policy.error().message);
+    return false;
+  }
+  if (*policy && **policy == *id) {
+    *state = {.encrypted = true, .detail = "fscrypt v2 under key " + id->hex()};
+    return true;
+  }
+  if (*policy) {
+    spdlog::error("volumes: {} is encrypted under another key than tenant {}'s; left alone",
+                  top.string(), tv.tenant);
+    return false;
+  }
+  if (auto set = fscrypt::set_policy(top, *id); !set) {
+    // A tree made in clear before encryption came: it keeps working, in clear, said once.
+    if (set.error().code == ErrorCode::kConflict) {
+      state->detail = "made before volume encryption, with files in it: in clear";
+      if (warned_clear_.insert(tv.tenant_id).second)
+        spdlog::warn(
+            "volumes: {} was made before volume encryption and holds files: it stays in "
+            "clear",
+            top.string());
+      return true;
+    }
+    spdlog::error("volumes: {}: {}", top.string(), set.error().message);
+    return false;
+  }
+  spdlog::info("volumes: {} encrypted under key {}", top.string(), id->hex());
+  *state = {.encrypted = true, .detail = "fscrypt v2 under key " + id->hex()};
+  return true;
+}
+
+bool Enforcer::remove_unassigned_keys(const std::set<std::string>& live_keys) {
+  const std::filesystem::path root = o_.storage_root;
+  auto probed = fscrypt::probe(root);
+  if (!probed || probed->support != fscrypt::Support::kSupported) return true;
+  bool ok = true;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {
+    if (!entry.is_directory(ec) || entry.is_symlink(ec)) continue;
+    auto policy = fscrypt::get_policy(entry.path());
+    if (!policy || !*policy || live_keys.contains((*policy)->hex())) continue;
+    auto status = fscrypt::key_status(root, **policy);
+    if (status && *status == fscrypt::KeyStatus::kAbsent) continue;
+    auto removed = fscrypt::remove_key(root, **policy);
+    if (!removed) {
+      spdlog::error("volumes: the key of {} was not removed: {} (retrying next round)",
+                    entry.path().string(), removed.error().message);
+      ok = false;
+    } else if (removed->files_busy) {
+      spdlog::warn(
+          "volumes: the key of {} is removed but files under it are still open; "
+          "retrying next round until they are closed",
+          entry.path().string());
+      ok = false;
+    } else {
+      spdlog::info("volumes: the key of {} is removed: its files are unreadable on this node",
+                   entry.path().string());
+    }
   }
   return ok;
 }

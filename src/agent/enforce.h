@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -37,6 +38,13 @@ struct Assignment {
   // (POST /v1/agent/storage-holdings) before it creates their trees.
   std::set<std::string> unheld;
   std::vector<DueDeletion> deletions;
+  // The raw volume key (fscrypt, storage::kVolumeKeyBytes) of each tenant that has one, by
+  // tenant id: its tree is encrypted under it. Kept in memory for the round only.
+  std::map<std::string, std::string> volume_keys;
+  ~Assignment();
+  Assignment() = default;
+  Assignment(Assignment&&) = default;
+  Assignment& operator=(Assignment&&) = default;
 };
 
 // The body of GET /v1/agent/assignment, checked strictly enough that a malformed answer
@@ -73,6 +81,23 @@ class Enforcer {
 
  private:
   bool storage_round(const Assignment& a, const HttpCall& http);
+  // Adds the tenant's volume key to the filesystem and encrypts its tree's top directory when
+  // it is new (created empty here, before create_volumes fills it). False on failure.
+  // `state` says whether the tree is encrypted, and under which key or why not.
+  struct TreeState {
+    bool encrypted = false;
+    std::string detail;
+  };
+  bool encrypt_tree(const storage::TenantVolumes& tv, const std::string& key,
+                    std::set<std::string>* live_keys, TreeState* state);
+  // Audits each held tree (storage::audit_tree over the tenant's ids) and reports it with its
+  // encryption state: POST /v1/agent/storage-report. Runs every --storage-audit-minutes.
+  bool report_trees(const std::vector<std::pair<storage::TenantVolumes, TreeState>>& trees,
+                    const HttpCall& http);
+  // Removes from the filesystem the key of every tenant tree under the storage root that no
+  // assigned tenant's key opens (an offboarded tenant, a tenant gone from this node): its files
+  // and names are unreadable from then on, even to root. False when one could not be removed.
+  bool remove_unassigned_keys(const std::set<std::string>& live_keys);
   // Records the unheld tenants as held by this node; returns the tenants it may create trees of.
   std::set<std::string> hold_tenants(const Assignment& a, const HttpCall& http, bool* ok);
   bool network_round(const Assignment& a);
@@ -88,7 +113,9 @@ class Enforcer {
   std::optional<network::NodeNetState> last_net_;  // the last assignment's segments, policies
   std::vector<network::Workload> runtime_workloads_;
   std::vector<network::OverlayLink> runtime_overlays_;
-  bool warned_unrecorded_ = false;  // trees whose identity the filesystem cannot record
+  bool warned_unrecorded_ = false;      // trees whose identity the filesystem cannot record
+  std::set<std::string> warned_clear_;  // tenant trees left in clear (warned about once)
+  std::optional<std::chrono::steady_clock::time_point> last_report_;  // of report_trees
 };
 
 }  // namespace gp::agent

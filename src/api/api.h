@@ -68,12 +68,14 @@ struct NodePki {
   bool required = false;
 };
 
-// Tenant isolation settings: the pool tenant network segments come from, and the master key
-// that wraps the tenants' data keys (without one the secrets routes answer 503).
+// Tenant isolation settings: the pool tenant network segments come from, and the master keys
+// that wrap the tenants' data keys (without one the secrets and keys routes answer 503).
 struct Isolation {
   network::SegmentPoolConfig segments{
       .vni_first = 10000, .vni_last = 19999, .supernet = {0x0A400000, 10}, .prefix_length = 24};
-  std::optional<storage::MasterKey> master_key;
+  // The first wraps new data keys; each opens what it wrapped. More than one only while a
+  // master-key rewrap (gpuplane key rewrap-master) is unfinished.
+  std::vector<storage::MasterKey> master_keys;
   // Tenant storage: the uid/gid pool tenant ranges come from, and how long deleted volumes
   // (and offboarded tenants' trees) stay on disk before the agents remove them.
   storage::IdPoolConfig storage_ids;
@@ -106,6 +108,10 @@ class Api {
   // the GpuplaneAuditChainBroken alert reads (docs/observability.md). Run by the server every
   // --audit-verify-minutes. Returns the report.
   Result<audit::VerifyReport> audit_sweep();
+  // Rotates the data key of every tenant whose current key is older than `max_age` (resealing
+  // its secrets; audited as key.rotate by "system"). Returns how many. Run by the server every
+  // hour when --key-rotation-days is set (docs/storage.md).
+  Result<int> key_rotation_sweep(Duration max_age);
 
   Metrics& metrics() { return metrics_; }
   const Limits& limits() const { return limits_; }

@@ -174,12 +174,13 @@ Result<Reply> node_nftables(Api& api, Call& call, store::Tx& tx) {
 
 // ---- Keys and secrets in the store ----
 
-const storage::MasterKey& master_key(const Api& api) {
-  return *api.isolation().master_key;  // checked by require_master_key
+// Checked by require_master_key.
+std::span<const storage::MasterKey> master_keys(const Api& api) {
+  return api.isolation().master_keys;
 }
 
 Result<void> require_master_key(const Api& api) {
-  if (!api.isolation().master_key)
+  if (api.isolation().master_keys.empty())
     return fail(ErrorCode::kUnavailable, "no master key is configured: secrets are unavailable");
   return ok();
 }
@@ -205,11 +206,10 @@ Result<Mutation> create_secret(Api& api, Call& call, store::Tx& tx) {
   const int64_t now = to_unix_micros(api.clock().now());
   auto random = storage::system_random();
   if (!existed) {
-    GP_TRY_VOID(storage::create_tenant_key(ring, t.name, master_key(api), random));
+    GP_TRY_VOID(storage::create_tenant_key(ring, t.name, master_keys(api).front(), random, now));
     GP_TRY_VOID(storage::save_keyring(tx, t.id, ring, false, now));
   }
-  const storage::MasterKey masters[] = {master_key(api)};
-  auto sealed = GP_TRY(storage::seal_secret(ring, masters, t.name, name, value, random));
+  auto sealed = GP_TRY(storage::seal_secret(ring, master_keys(api), t.name, name, value, random));
   if (GP_TRY(storage::secret_exists(tx, t.id, name)))
     return fail(Error::conflict(fmt::format("a secret named '{}' already exists", name)));
   GP_TRY_VOID(
@@ -264,7 +264,70 @@ Result<Mutation> delete_secret_by_query(Api&, Call& call, store::Tx& tx) {
   return delete_named_secret(call, tx, q->second);
 }
 
+// ---- Data key rotation ----
+
+Json time_or_null(int64_t micros) {
+  return micros == 0 ? Json(nullptr) : Json(format_rfc3339(from_unix_micros(micros)));
+}
+
+Json key_status_json(const storage::TenantKeyStatus& s) {
+  Json versions = Json::array();
+  for (const auto& v : s.versions)
+    versions.push_back({{"version", v.version},
+                        {"master_key_id", v.master_key_id},
+                        {"created_at", time_or_null(v.created_at)},
+                        {"secrets", v.secrets}});
+  return {{"state", !s.exists     ? "none"
+                    : s.destroyed ? "destroyed"
+                                  : "active"},
+          {"current_version", s.current_version == 0 ? Json(nullptr) : Json(s.current_version)},
+          {"rotated_at", time_or_null(s.destroyed ? 0 : s.rotated_at)},
+          {"versions", versions}};
+}
+
+Result<Reply> get_keys(Api&, Call& call, store::Tx& tx) {
+  return json_reply(200, key_status_json(GP_TRY(storage::tenant_key_status(tx, call.tenant->id))));
+}
+
+Result<Mutation> rotate_keys(Api& api, Call& call, store::Tx& tx) {
+  GP_TRY_VOID(require_master_key(api));
+  auto r = body_reader(call, "key rotation");  // an empty object: nothing to choose
+  GP_TRY_VOID(r.finish());
+  const auto& t = *call.tenant;
+  auto rotation = GP_TRY(storage::rotate_tenant_key(tx, t.id, t.name, master_keys(api),
+                                                    storage::system_random(), api.world().now()));
+  Json body = key_status_json(GP_TRY(storage::tenant_key_status(tx, t.id)));
+  body["resealed"] = rotation.resealed;
+  Mutation m;
+  m.reply = json_reply(200, body);
+  m.detail = {{"version", rotation.version}, {"resealed", rotation.resealed}};
+  return m;
+}
+
 }  // namespace
+
+Result<int> Api::key_rotation_sweep(Duration max_age) {
+  if (isolation().master_keys.empty()) return 0;
+  const int64_t now = world().now();
+  const int64_t before =
+      now - std::chrono::duration_cast<std::chrono::microseconds>(max_age).count();
+  int rotated = 0;
+  GP_TRY_VOID(store().write([&](store::Tx& tx) -> Result<void> {
+    for (const auto& [id, name] : GP_TRY(storage::tenants_with_keys_older_than(tx, before))) {
+      auto r = GP_TRY(storage::rotate_tenant_key(tx, id, name, master_keys(*this),
+                                                 storage::system_random(), now));
+      audit::Entry e{
+          "system",     id,
+          "key.rotate", "/v1/tenants/" + id + "/keys/rotate",
+          "success",    "key rotation age",
+          "local",      {{"version", r.version}, {"resealed", r.resealed}, {"automatic", true}}};
+      GP_TRY_VOID(audit().append(tx, e));
+      ++rotated;
+    }
+    return ok();
+  }));
+  return rotated;
+}
 
 Result<network::NodeNetState> node_net_state(Api& api, store::Tx& tx) {
   const auto names = GP_TRY(tenancy::tenant_names(tx));
@@ -290,8 +353,26 @@ Result<std::string> open_tenant_secret(const Api& api, store::Tx& tx, const std:
   auto sealed = GP_TRY(storage::load_sealed_secret(tx, tenant_id, name));
   if (!sealed) return fail(Error::not_found(fmt::format("secret {} not found", name)));
   auto ring = GP_TRY(storage::load_keyring(tx, tenant_id));
-  const storage::MasterKey masters[] = {master_key(api)};
-  return storage::open_secret(ring, masters, *sealed);
+  return storage::open_secret(ring, master_keys(api), *sealed);
+}
+
+Result<void> ensure_tenant_key(Api& api, store::Tx& tx, const tenancy::Tenant& tenant) {
+  if (master_keys(api).empty()) return ok();
+  auto ring = GP_TRY(storage::load_keyring(tx, tenant.id));
+  if (!ring.tenants.empty()) return ok();
+  const int64_t now = api.world().now();
+  GP_TRY_VOID(storage::create_tenant_key(ring, tenant.name, master_keys(api).front(),
+                                         storage::system_random(), now));
+  return storage::save_keyring(tx, tenant.id, ring, false, now);
+}
+
+Result<std::optional<std::string>> tenant_volume_key(const Api& api, store::Tx& tx,
+                                                     const tenancy::Tenant& tenant) {
+  if (master_keys(api).empty()) return std::optional<std::string>();
+  auto ring = GP_TRY(storage::load_keyring(tx, tenant.id));
+  if (ring.tenants.empty() || ring.tenants[0].destroyed) return std::optional<std::string>();
+  return std::optional<std::string>(
+      GP_TRY(storage::derive_volume_key(ring, master_keys(api), tenant.name)));
 }
 
 Result<Json> allocate_tenant_segment(Api& api, store::Tx& tx, const tenancy::Tenant& tenant) {
@@ -399,6 +480,25 @@ std::vector<Route> network_routes() {
                           "can carry: secrets stored with a \"/\" in their name before names "
                           "were restricted.",
                .success_status = 204});
+  r.push_back({.method = "GET",
+               .pattern = tenant + "/keys",
+               .action = "key.get",
+               .permission = Permission::kIdentityRead,
+               .handler = read_tx(get_keys),
+               .summary = "The tenant's data key versions: which master key wraps each, when it "
+                          "was made and how many secrets it seals (never key material).",
+               .response_schema = "TenantKeys"});
+  r.push_back({.method = "POST",
+               .pattern = tenant + "/keys/rotate",
+               .action = "key.rotate",
+               .permission = Permission::kIdentityWrite,
+               .mutation = true,
+               .handler = write_tx(rotate_keys),
+               .summary = "Make a new data key version current and reseal every secret under it "
+                          "(the first key, for a tenant that has none); older versions stay to "
+                          "open what they encrypted. 409 once the keys were destroyed.",
+               .request_schema = "KeyRotate",
+               .response_schema = "TenantKeysRotated"});
   r.push_back({.method = "DELETE",
                .pattern = tenant + "/secrets/{secret}",
                .action = "secret.delete",

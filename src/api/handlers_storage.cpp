@@ -161,6 +161,7 @@ Result<Mutation> put_volumes(Api& api, Call& call, store::Tx& tx) {
 
   const int64_t now = to_unix_micros(api.clock().now());
   auto ids = GP_TRY(storage::ensure_ids(tx, api.isolation().storage_ids, t.id, t.name, now));
+  GP_TRY_VOID(ensure_tenant_key(api, tx, t));  // the nodes encrypt the tree with a key from it
   auto stored = GP_TRY(storage::load_volumes(tx, t.id));
   auto it = std::find_if(stored.begin(), stored.end(), [&](const storage::StoredVolumes& s) {
     return s.volumes.project_id == p.id;
@@ -304,11 +305,15 @@ Result<Reply> agent_assignment(Api& api, Call& call, store::Tx& tx) {
                           {"generation", p.generation},
                           {"id", p.id},
                           {"size_limits", storage::size_limits_json(p.size_limits)}});
+    // The volume key travels only to the node, over its mutual-TLS session, on every round:
+    // the agent adds it to the kernel and never writes it down.
+    auto key = GP_TRY(tenant_volume_key(api, tx, tenant));
     volumes.push_back({{"tenant", tv.tenant},
                        {"tenant_id", tv.tenant_id},
                        {"held", GP_TRY(storage::is_holder(tx, tv.tenant_id, node))},
                        {"ids", {{"first", ids.first}, {"count", ids.count}}},
-                       {"projects", projects}});
+                       {"projects", projects},
+                       {"encryption_key", key ? Json(base64url_encode(*key)) : Json(nullptr)}});
   }
   // The deletions this node has to execute: due, of a tenant whose trees it holds (or whose
   // holders are unknown), and not confirmed by it yet; or confirmed by it and awaiting no one
@@ -368,6 +373,58 @@ Result<Mutation> storage_holdings(Api& api, Call& call, store::Tx& tx) {
   m.reply = json_reply(200, {{"held", held}, {"refused", refused}});
   m.audited = !recorded.empty();  // a node repeating what is recorded changes nothing
   m.detail = {{"recorded", recorded}, {"refused", refused}};
+  return m;
+}
+
+// A node reports, per tenant tree it holds, whether the tree is encrypted under the tenant's key
+// and what its permission audit found. Only trees the node is recorded as holding are kept;
+// the others are refused by id. Strict: a malformed report records nothing.
+Result<Mutation> storage_report(Api& api, Call& call, store::Tx& tx) {
+  auto r = body_reader(call, "storage report");
+  const Json* tenants = r.optional_array("tenants");
+  if (!tenants) r.reject("tenants", "required: one report per tenant tree the node holds");
+  GP_TRY_VOID(r.finish());
+  if (tenants->size() > 10000) return fail(Error::invalid("tenants: at most 10000 reports"));
+  std::vector<storage::StorageReport> reports;
+  for (size_t i = 0; i < tenants->size(); ++i) {
+    ObjectReader t((*tenants)[i], fmt::format("tenants[{}]", i));
+    storage::StorageReport report{.node_id = call.who.id,
+                                  .tenant_id = t.string("tenant_id", 128),
+                                  .encrypted = t.optional_bool("encrypted").value_or(false),
+                                  .encryption_detail = t.string("encryption_detail", 1024),
+                                  .finding_count = t.integer("finding_count", 0, INT64_MAX),
+                                  .audited_at = to_unix_micros(api.clock().now())};
+    if (!t.has("encrypted")) t.reject("encrypted", "required: true or false");
+    const Json* findings = t.optional_array("findings");
+    if (!findings) t.reject("findings", "required: the audit's findings (at most 100)");
+    GP_TRY_VOID(t.finish());
+    if (findings->size() > storage::kMaxReportedFindings ||
+        findings->size() > size_t(report.finding_count))
+      return fail(
+          Error::invalid(fmt::format("tenants[{}].findings: at most {} and at most finding_count",
+                                     i, storage::kMaxReportedFindings)));
+    for (size_t k = 0; k < findings->size(); ++k) {
+      ObjectReader f((*findings)[k], fmt::format("tenants[{}].findings[{}]", i, k));
+      f.string("path", 4096);
+      f.string("kind", 64);
+      f.string("detail", 1024);
+      GP_TRY_VOID(f.finish());
+    }
+    report.findings = *findings;
+    reports.push_back(std::move(report));
+  }
+  Json recorded = Json::array(), refused = Json::array();
+  for (const auto& report : reports) {
+    if (!GP_TRY(storage::is_holder(tx, report.tenant_id, call.who.id))) {
+      refused.push_back(report.tenant_id);
+      continue;
+    }
+    GP_TRY_VOID(storage::save_storage_report(tx, report));
+    recorded.push_back(report.tenant_id);
+  }
+  Mutation m;
+  m.reply = json_reply(200, {{"recorded", recorded}, {"refused", refused}});
+  m.audited = false;  // a report, repeated every audit interval; the posture report shows it
   return m;
 }
 
@@ -504,6 +561,17 @@ std::vector<Route> storage_routes() {
                           "it creates them; each such node then confirms their deletion.",
                .request_schema = "StorageHoldings",
                .response_schema = "StorageHoldingsResult"});
+  r.push_back({.method = "POST",
+               .pattern = "/v1/agent/storage-report",
+               .action = "node.storage_report",
+               .access = Access::kNode,
+               .mutation = true,
+               .handler = write_tx(storage_report),
+               .summary = "A node agent reports, per tenant tree it holds, whether it is "
+                          "encrypted under the tenant's key and its permission audit's findings "
+                          "(what the posture report shows).",
+               .request_schema = "StorageReport",
+               .response_schema = "StorageReportResult"});
   r.push_back({.method = "POST",
                .pattern = "/v1/agent/storage-deletions/{deletion}/done",
                .action = "node.storage_deletion.done",

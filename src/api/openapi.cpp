@@ -553,6 +553,25 @@ Json schemas() {
                         {"created_by", str()},
                         {"created_at", time_str()}},
                        {"name", "key_version", "created_by", "created_at"});
+  Json key_version = object({{"version", integer()},
+                             {"master_key_id", str()},
+                             {"created_at", ntime()},
+                             {"secrets", integer()}},
+                            {"version", "master_key_id", "created_at", "secrets"});
+  Json key_props = {{"state", enum_of({"none", "active", "destroyed"})},
+                    {"current_version", {{"type", {"integer", "null"}}}},
+                    {"rotated_at", ntime()},
+                    {"versions", {{"type", "array"}, {"items", key_version}}}};
+  const std::vector<std::string> key_required = {"state", "current_version", "rotated_at",
+                                                 "versions"};
+  s["TenantKeys"] = object(key_props, key_required);
+  key_props["resealed"] = integer();
+  s["TenantKeysRotated"] = object(key_props, [&] {
+    auto r = key_required;
+    r.push_back("resealed");
+    return r;
+  }());
+  s["KeyRotate"] = object(Json::object(), {});
   Json tier =
       object({{"from_hours", integer()}, {"to_hours", integer()}, {"unit_price_micros", integer()}},
              {"from_hours", "unit_price_micros"});
@@ -948,6 +967,19 @@ Json schemas() {
       object({{"outcome", enum_of({"removed", "absent", "replaced"})}, {"detail", str()}}, {});
   Json tenant_ids = {{"type", "array"}, {"items", str()}};
   s["StorageHoldings"] = object({{"tenants", tenant_ids}}, {"tenants"});
+  Json finding =
+      object({{"path", str()}, {"kind", str()}, {"detail", str()}}, {"path", "kind", "detail"});
+  Json tree_report =
+      object({{"tenant_id", str()},
+              {"encrypted", {{"type", "boolean"}}},
+              {"encryption_detail", str()},
+              {"finding_count", integer()},
+              {"findings", {{"type", "array"}, {"items", finding}}}},
+             {"tenant_id", "encrypted", "encryption_detail", "finding_count", "findings"});
+  s["StorageReport"] =
+      object({{"tenants", {{"type", "array"}, {"items", tree_report}}}}, {"tenants"});
+  s["StorageReportResult"] =
+      object({{"recorded", tenant_ids}, {"refused", tenant_ids}}, {"recorded", "refused"});
   s["StorageHoldingsResult"] =
       object({{"held", tenant_ids}, {"refused", tenant_ids}}, {"held", "refused"});
   Json id_range = object({{"first", integer()}, {"last", integer()}, {"count", integer()}},

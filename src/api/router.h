@@ -151,6 +151,13 @@ Result<bool> tenant_secret_exists(store::Tx& tx, const std::string& tenant_id,
                                   const std::string& name);
 Result<std::string> open_tenant_secret(const Api& api, store::Tx& tx, const std::string& tenant_id,
                                        const std::string& name);
+// The tenant's first data key, made now unless it has one (or had its keys destroyed): what its
+// volume key derives from. Without a master key, nothing is made.
+Result<void> ensure_tenant_key(Api& api, store::Tx& tx, const tenancy::Tenant& tenant);
+// The key the nodes encrypt the tenant's volume trees with (storage::derive_volume_key); nullopt
+// when the tenant has no live data key or the server no master key.
+Result<std::optional<std::string>> tenant_volume_key(const Api& api, store::Tx& tx,
+                                                     const tenancy::Tenant& tenant);
 // Sets the usage gauges (GPU-equivalents held per tenant) from the open usage intervals.
 void refresh_usage_gauges(Api& api, store::Tx& tx);
 // Whether the caller reads figures counted from every tenant's allocations (the whole queue,

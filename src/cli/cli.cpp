@@ -503,6 +503,11 @@ int run(int argc, char** argv) {
                    "Minutes between verifications of the whole audit trail, whose outcome "
                    "/metrics reports (default 10; 0: never)")
       ->check(CLI::Range(0, 10080));
+  serve
+      ->add_option("--key-rotation-days", so.key_rotation_days,
+                   "Rotate each tenant's data key once it is this many days old, checked hourly "
+                   "(default 0: only when asked, POST /v1/tenants/{t}/keys/rotate)")
+      ->check(CLI::Range(0, 3650));
   serve->add_option("--advertise-url", so.advertise_url,
                     "URL followers name as the leader's when this replica leads (default: the "
                     "listen URL)");
@@ -676,6 +681,7 @@ int run(int argc, char** argv) {
   add_sla_commands(app, c, &rc);
   add_tls_commands(app, &rc);
   add_backup_commands(app, &rc);
+  add_key_commands(app, c, &rc);
 
   // Tenants: create takes class and an optional first admin.
   {

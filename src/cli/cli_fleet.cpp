@@ -443,6 +443,10 @@ void add_agent(CLI::App& app, int* rc) {
   cmd->add_flag("--print-inventory", o->print_inventory, "Discover, print the inventory, exit");
   cmd->add_option("--storage-root", o->storage_root,
                   "Shared storage root: create tenant volume trees here, remove them when due");
+  cmd->add_option("--storage-audit-minutes", o->storage_audit_minutes,
+                  "Minutes between permission audits of the tenant trees, reported to the "
+                  "control plane with their encryption (default 60)")
+      ->check(CLI::Range(1, 10080));
   cmd->add_option("--workloads", o->workloads_file,
                   "JSON map of local workloads {NAME: {tenant, interface, address}}, re-read "
                   "each round");

@@ -105,6 +105,8 @@ void add_tls_commands(CLI::App& app, int* rc);
 void add_vm_commands(CLI::App& app, ClientConfig& c, int* rc);
 // job run|list|get|logs|cancel (cli_job.cpp).
 void add_job_commands(CLI::App& app, ClientConfig& c, int* rc);
+// key status|rotate (API) and key rewrap-master (the store, server stopped) (cli_key.cpp).
+void add_key_commands(CLI::App& app, ClientConfig& c, int* rc);
 // backup and restore of a store with its keys (cli_backup.cpp).
 void add_backup_commands(CLI::App& app, int* rc);
 

@@ -34,6 +34,7 @@ struct ServeOptions {
   int checkpoint_every = 1000;
   int checkpoint_seconds = 60;
   int audit_verify_minutes = 10;  // the whole trail verified for /metrics (0: never)
+  int key_rotation_days = 0;      // data keys older than this rotated (0: only on request)
   int grace_ms = 5000;
   // Replicas on one PostgreSQL store (docs/ha.md): the URL followers send writers to, and how
   // long a new leader holds the lock before it writes.

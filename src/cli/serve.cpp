@@ -85,13 +85,14 @@ Result<api::Isolation> isolation_settings(const ServeOptions& o) {
   auto grace = parse_duration_flag(o.storage_grace);
   if (!grace) return fail(Error::invalid("--storage-grace: " + grace.error().message));
   iso.storage_grace = *grace;
-  std::filesystem::path key = std::filesystem::path(o.data_dir) / "master.key";
-  std::error_code ec;
-  auto key_result = std::filesystem::exists(std::filesystem::symlink_status(key, ec))
-                        ? storage::load_master_key(key)
-                        : storage::create_master_key_file(key, storage::system_random());
-  if (!key_result) return fail(Error::invalid(key.string() + ": " + key_result.error().message));
-  iso.master_key = std::move(*key_result);
+  auto keys = storage::load_master_keys(o.data_dir, true, storage::system_random());
+  if (!keys) return fail(Error::invalid("master key: " + keys.error().message));
+  if (keys->size() > 1)
+    spdlog::warn(
+        "a master-key rewrap is unfinished ({} exists): run `gpuplane key "
+        "rewrap-master` with the server stopped to finish it",
+        storage::kNextMasterKeyFile);
+  iso.master_keys = std::move(*keys);
   return iso;
 }
 
@@ -396,8 +397,9 @@ int run_serve(const ServeOptions& o) {
   std::thread housekeeper([&] {
     MutexLock lock(mu);
     auto last_checkpoint = std::chrono::steady_clock::now();
-    auto last_billing = std::chrono::steady_clock::time_point();  // first sweep at once
-    auto last_audit = std::chrono::steady_clock::time_point();    // first verification at once
+    auto last_billing = std::chrono::steady_clock::time_point();   // first sweep at once
+    auto last_audit = std::chrono::steady_clock::time_point();     // first verification at once
+    auto last_rotation = std::chrono::steady_clock::time_point();  // first check at once
     for (;;) {
       const auto wake = std::chrono::steady_clock::now() + std::chrono::seconds(1);
       while (!done && cv.wait_until(mu, wake)) {
@@ -423,6 +425,15 @@ int run_serve(const ServeOptions& o) {
           spdlog::critical("the audit trail is broken from seq {}: {}",
                            v->first_bad_seq.value_or(0), v->reason);
         last_audit = std::chrono::steady_clock::now();
+      }
+      if (o.key_rotation_days > 0 &&
+          std::chrono::steady_clock::now() - last_rotation >= std::chrono::hours(1)) {
+        if (auto n = api.key_rotation_sweep(std::chrono::hours(24) * o.key_rotation_days); !n)
+          spdlog::error("key rotation failed: {}", n.error().message);
+        else if (*n > 0)
+          spdlog::info("rotated the data keys of {} tenant(s) older than {} days", *n,
+                       o.key_rotation_days);
+        last_rotation = std::chrono::steady_clock::now();
       }
     }
   });

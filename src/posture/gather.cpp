@@ -132,6 +132,8 @@ Result<StorageFacts> gather_storage(store::Tx& tx, const tenancy::Tenant& t) {
       k.destroyed = k.destroyed || tk.destroyed;
       k.current_version = tk.current_version;
       for (const auto& v : tk.versions) k.versions.push_back(v.version);
+      // The current key's own creation: a master-key rewrap changes the row, not the key.
+      if (int64_t made = storage::current_key_created_at(tk); made != 0) k.changed_at = made;
     }
     f.keyring = std::move(k);
   }
@@ -164,6 +166,16 @@ Result<StorageFacts> gather_storage(store::Tx& tx, const tenancy::Tenant& t) {
     }
   }
   f.volumes = std::move(v);
+  auto reports = GP_TRY(storage::storage_reports(tx, t.id));
+  const auto names = reports.empty() ? std::unordered_map<std::string, std::string>{}
+                                     : GP_TRY(fleet::node_names(tx));
+  for (auto& r : reports)
+    f.trees.push_back({.node = names.contains(r.node_id) ? names.at(r.node_id) : r.node_id,
+                       .encrypted = r.encrypted,
+                       .encryption_detail = std::move(r.encryption_detail),
+                       .finding_count = r.finding_count,
+                       .findings = std::move(r.findings),
+                       .audited_at = r.audited_at});
   return f;
 }
 

@@ -323,6 +323,70 @@ Check private_volumes(const Facts& f) {
   return c;
 }
 
+// True when the plan has volume directories for the tenant (nodes then hold its trees).
+bool has_volumes(const Facts& f) {
+  return f.storage.volumes && f.storage.volumes->volumes.size() > 1;  // more than its top dir
+}
+
+Check volumes_encrypted(const Facts& f) {
+  Check c;
+  c.checked =
+      "every node holding the tenant's volume tree reports it encrypted under the tenant's own "
+      "key (fscrypt), so shredding the key makes the files unreadable";
+  if (!has_volumes(f)) {
+    c.pass = true;
+    c.summary = "no volumes";
+    return c;
+  }
+  Json clear = Json::array();
+  for (const auto& t : f.storage.trees)
+    if (!t.encrypted) clear.push_back({{"node", t.node}, {"why", t.encryption_detail}});
+  c.seen = {{"nodes_reporting", f.storage.trees.size()}, {"in_clear", clear}};
+  c.pass = !f.storage.trees.empty() && clear.empty();
+  c.summary =
+      f.storage.trees.empty() ? "no node has reported the tenant's volume tree yet"
+      : c.pass                ? fmt::format("encrypted on {} node(s)", f.storage.trees.size())
+               : fmt::format("in clear on {} of {} node(s)", clear.size(), f.storage.trees.size());
+  return c;
+}
+
+Check tree_audit(const Facts& f) {
+  Check c;
+  c.checked = fmt::format(
+      "each node holding the tenant's volume tree audited its permissions within {} hours and "
+      "found nothing another tenant could read, write or reach",
+      kMaxTreeAuditAgeUs / (int64_t{3600} * 1'000'000));
+  if (!has_volumes(f)) {
+    c.pass = true;
+    c.summary = "no volumes";
+    return c;
+  }
+  Json nodes = Json::array();
+  int64_t findings = 0, oldest = 0;
+  for (const auto& t : f.storage.trees) {
+    findings += t.finding_count;
+    const int64_t age = f.checked_at - t.audited_at;
+    oldest = std::max(oldest, age);
+    nodes.push_back({{"node", t.node},
+                     {"audited_at", format_rfc3339(from_unix_micros(t.audited_at))},
+                     {"age_minutes", age / (int64_t{60} * 1'000'000)},
+                     {"findings", t.finding_count},
+                     {"first_findings", t.findings}});
+  }
+  c.seen = {{"nodes", nodes}};
+  const bool stale = oldest > kMaxTreeAuditAgeUs;
+  c.pass = !f.storage.trees.empty() && findings == 0 && !stale;
+  c.summary = f.storage.trees.empty() ? "no node has audited the tenant's volume tree yet"
+              : findings > 0          ? fmt::format("{} finding(s) on the tenant's trees", findings)
+              : stale                 ? fmt::format("the oldest audit is {} hours old",
+                                                    oldest / (int64_t{3600} * 1'000'000))
+                                      : fmt::format(
+                                            "{} node(s) audited, nothing reachable by others; oldest {} "
+                                                            "minutes ago",
+                                            f.storage.trees.size(), oldest / (int64_t{60} * 1'000'000));
+  return c;
+}
+
 Check secrets_encrypted(const Facts& f) {
   Check c;
   c.checked =
@@ -592,6 +656,19 @@ const std::vector<Def>& defs() {
         "storage audit`",
         IC::kStandard, "standard and above: private storage (DESIGN.md)"},
        private_volumes},
+      {{"storage.volumes-encrypted", Layer::kStorage, "Volumes encrypted per tenant",
+        "a stolen disk, a node reused after the tenant left, or root on a node reads the "
+        "tenant's files",
+        "put the storage root on ext4 made with `mkfs.ext4 -O encrypt` (or `tune2fs -O "
+        "encrypt`) and recreate trees made in clear",
+        IC::kSensitive, "sensitive and above: encryption at rest (DESIGN.md)"},
+       volumes_encrypted},
+      {{"storage.permission-audit", Layer::kStorage, "Volume permissions audited",
+        "a file made readable by others goes unnoticed until another tenant reads it",
+        "fix the reported entries (`gpuplane storage audit PATH` lists them) and check the "
+        "agents run with --storage-root",
+        IC::kStandard, "standard and above: private storage, permissions audited (DESIGN.md)"},
+       tree_audit},
       {{"storage.secrets-encrypted", Layer::kStorage, "Platform-held secrets encrypted per tenant",
         "a database leak exposes the tenant's registry and storage credentials",
         "delete and re-create secrets so they are sealed with the tenant's current data key",

@@ -124,7 +124,7 @@ struct KeyringFact {
   bool destroyed = false;
   uint32_t current_version = 0;
   std::vector<uint32_t> versions;
-  int64_t changed_at = 0;  // last creation or rotation, unix micros
+  int64_t changed_at = 0;  // when the current data key was made, unix micros
 };
 struct SecretFact {
   std::string name;
@@ -139,12 +139,24 @@ struct VolumeFacts {
   uint32_t ids_first = 0, ids_count = 0;  // the tenant's uid/gid range
   std::vector<VolumeFact> volumes;
 };
+// What a node last reported of the tenant's tree there (its agent's storage round).
+struct TreeReportFact {
+  std::string node;
+  bool encrypted = false;
+  std::string encryption_detail;
+  int64_t finding_count = 0;
+  Json findings = Json::array();  // the first ones
+  int64_t audited_at = 0;         // unix micros
+};
 struct StorageFacts {
   std::optional<KeyringFact> keyring;  // nullopt: the tenant has no data key yet
   std::vector<SecretFact> secrets;
   // nullopt: volume records are not kept by the control plane yet.
   std::optional<VolumeFacts> volumes;
+  std::vector<TreeReportFact> trees;  // one per node holding the tenant's trees that reported
 };
+// A tree audit older than this fails storage.permission-audit.
+inline constexpr int64_t kMaxTreeAuditAgeUs = int64_t{24} * 3600 * 1'000'000;
 
 // One probe of the tenant's admission policy: a workload that must be refused.
 struct ProbeFact {

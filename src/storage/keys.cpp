@@ -3,10 +3,13 @@
 #include <fmt/format.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 
@@ -221,8 +224,26 @@ Result<MasterKey> create_master_key_file(const std::filesystem::path& path,
   return key;
 }
 
+Result<std::vector<MasterKey>> load_master_keys(const std::filesystem::path& data_dir, bool create,
+                                                const RandomSource& random) {
+  const auto current = data_dir / kMasterKeyFile, next = data_dir / kNextMasterKeyFile;
+  std::error_code ec;
+  const bool has_current = std::filesystem::exists(std::filesystem::symlink_status(current, ec));
+  const bool has_next = std::filesystem::exists(std::filesystem::symlink_status(next, ec));
+  std::vector<MasterKey> keys;
+  if (!has_current && !has_next && create) {
+    keys.push_back(GP_TRY(create_master_key_file(current, random)));
+    return keys;
+  }
+  if (!has_current)
+    return fail(Error::unavailable(fmt::format("no master key at {}", current.string())));
+  keys.push_back(GP_TRY(load_master_key(current)));
+  if (has_next) keys.push_back(GP_TRY(load_master_key(next)));
+  return keys;
+}
+
 Result<void> create_tenant_key(Keyring& ring, std::string_view tenant, const MasterKey& master,
-                               const RandomSource& random) {
+                               const RandomSource& random, int64_t now_micros) {
   GP_TRY_VOID(validate_dns_label("tenant", tenant));
   if (const auto* t = find_tenant(ring, tenant))
     return fail(Error::conflict(
@@ -230,19 +251,28 @@ Result<void> create_tenant_key(Keyring& ring, std::string_view tenant, const Mas
                     t->destroyed ? "had its data keys destroyed" : "has a data key")));
   Wiped dek{GP_TRY(random_exact(random, kKeyBytes))};
   auto w = GP_TRY(wrap(tenant, 1, dek.bytes, master, random));
+  w.created_at = now_micros;
   ring.tenants.push_back({.tenant = std::string(tenant), .current_version = 1, .versions = {w}});
   return ok();
 }
 
 Result<uint32_t> rotate_data_key(Keyring& ring, std::string_view tenant, const MasterKey& master,
-                                 const RandomSource& random) {
+                                 const RandomSource& random, int64_t now_micros) {
   GP_TRY(live_tenant(ring, tenant));
   auto* t = find_tenant(ring, tenant);
   uint32_t version = t->current_version + 1;
   Wiped dek{GP_TRY(random_exact(random, kKeyBytes))};
-  t->versions.push_back(GP_TRY(wrap(tenant, version, dek.bytes, master, random)));
+  auto w = GP_TRY(wrap(tenant, version, dek.bytes, master, random));
+  w.created_at = now_micros;
+  t->versions.push_back(std::move(w));
   t->current_version = version;
   return version;
+}
+
+int64_t current_key_created_at(const TenantKeys& t) {
+  for (const auto& w : t.versions)
+    if (w.version == t.current_version) return w.created_at;
+  return 0;
 }
 
 Result<size_t> rewrap_all(Keyring& ring, std::span<const MasterKey> from, const MasterKey& to,
@@ -256,7 +286,9 @@ Result<size_t> rewrap_all(Keyring& ring, std::span<const MasterKey> from, const 
     for (auto& w : t.versions) {
       if (w.master_key_id == to.id()) continue;  // already done (a resumed rotation)
       auto dek = GP_TRY(unwrap(t.tenant, w, openers));
+      const int64_t created_at = w.created_at;
       w = GP_TRY(wrap(t.tenant, w.version, dek.bytes, to, random));
+      w.created_at = created_at;  // rewrapping is not rotation: the key is as old as it was
       ++count;
     }
   }
@@ -352,6 +384,21 @@ Result<std::string> open_secret(const Keyring& ring, std::span<const MasterKey> 
   return std::move(*plain);
 }
 
+Result<std::string> derive_volume_key(const Keyring& ring, std::span<const MasterKey> masters,
+                                      std::string_view tenant) {
+  const auto* t = GP_TRY(live_tenant(ring, tenant));
+  auto dek = GP_TRY(data_key(*t, kVolumeKeyVersion, masters));
+  const std::string label = "gpuplane fscrypt volume key\n" + std::string(tenant);
+  std::string out(EVP_MAX_MD_SIZE, '\0');
+  unsigned int len = 0;
+  if (!HMAC(EVP_sha512(), dek.bytes.data(), int(dek.bytes.size()), u(label), label.size(),
+            reinterpret_cast<unsigned char*>(out.data()), &len) ||
+      len != kVolumeKeyBytes)
+    return fail(Error::internal("HMAC-SHA512 failed"));
+  out.resize(len);
+  return out;
+}
+
 bool needs_reseal(const Keyring& ring, const SealedSecret& s) {
   const auto* t = find_tenant(ring, s.tenant);
   return t && !t->destroyed && s.key_version != t->current_version;
@@ -384,7 +431,8 @@ Json to_json(const Keyring& ring) {
       versions.push_back({{"version", w.version},
                           {"master_key_id", w.master_key_id},
                           {"nonce", base64url_encode(w.nonce)},
-                          {"ciphertext", base64url_encode(w.ciphertext)}});
+                          {"ciphertext", base64url_encode(w.ciphertext)},
+                          {"created_at", w.created_at}});
     tenants.push_back({{"tenant", t.tenant},
                        {"current_version", t.current_version},
                        {"destroyed", t.destroyed},
@@ -415,6 +463,7 @@ Result<Keyring> keyring_from_json(const Json& j) {
       w.master_key_id = vr.string("master_key_id", 64);
       w.nonce = GP_TRY(b64_field(vr, "nonce", vwhat));
       w.ciphertext = GP_TRY(b64_field(vr, "ciphertext", vwhat));
+      w.created_at = vr.optional_integer("created_at", 0, INT64_MAX).value_or(0);
       GP_TRY_VOID(vr.finish());
       t.versions.push_back(std::move(w));
     }
@@ -448,6 +497,194 @@ Result<SealedSecret> sealed_secret_from_json(const Json& j) {
   s.ciphertext = GP_TRY(b64_field(r, "ciphertext", "sealed secret"));
   GP_TRY_VOID(r.finish());
   return s;
+}
+
+// ---- Sealed files ----
+
+namespace {
+
+constexpr size_t kFileIdBytes = 16;
+constexpr size_t kKeyIdChars = 16;
+constexpr size_t kSealedHeaderBytes = kSealedFileMagic.size() + kKeyIdChars + kFileIdBytes;
+
+using File = std::unique_ptr<std::FILE, decltype(&std::fclose)>;
+
+// The chunk key of one file: HMAC-SHA256(file key, label || file id).
+Result<Wiped> chunk_key(const MasterKey& key, std::string_view file_id) {
+  std::string data = "gpuplane sealed file chunk key\n" + std::string(file_id);
+  Wiped out{std::string(EVP_MAX_MD_SIZE, '\0')};
+  unsigned int len = 0;
+  if (!HMAC(EVP_sha256(), key.bytes().data(), int(key.bytes().size()), u(data), data.size(),
+            reinterpret_cast<unsigned char*>(out.bytes.data()), &len) ||
+      len != kKeyBytes)
+    return fail(Error::internal("HMAC-SHA256 failed"));
+  out.bytes.resize(len);
+  return out;
+}
+
+std::string chunk_nonce(uint64_t index) {
+  std::string nonce(kNonceBytes, '\0');
+  for (int i = 0; i < 8; ++i)
+    nonce[kNonceBytes - 1 - i] = static_cast<char>((index >> (8 * i)) & 0xFF);
+  return nonce;
+}
+
+std::string chunk_aad(std::string_view header, uint64_t index, bool last) {
+  return aad("sealed-file", {header, std::to_string(index), last ? "last" : "more"});
+}
+
+}  // namespace
+
+struct SealedFileWriter::State {
+  File file{nullptr, &std::fclose};
+  std::filesystem::path path;
+  std::string header;
+  Wiped key;
+  std::string pending;
+  uint64_t index = 0;
+  bool finished = false;
+};
+
+SealedFileWriter::SealedFileWriter(std::unique_ptr<State> s) : s_(std::move(s)) {}
+SealedFileWriter::SealedFileWriter(SealedFileWriter&&) noexcept = default;
+SealedFileWriter& SealedFileWriter::operator=(SealedFileWriter&&) noexcept = default;
+SealedFileWriter::~SealedFileWriter() {
+  if (s_) OPENSSL_cleanse(s_->pending.data(), s_->pending.size());
+}
+
+Result<SealedFileWriter> SealedFileWriter::create(const std::filesystem::path& path,
+                                                  const MasterKey& key,
+                                                  const RandomSource& random) {
+  auto s = std::make_unique<State>();
+  s->path = path;
+  const std::string file_id = GP_TRY(random_exact(random, kFileIdBytes));
+  s->header = std::string(kSealedFileMagic) + key.id() + file_id;
+  if (s->header.size() != kSealedHeaderBytes)
+    return fail(Error::internal("a key id is 16 hex characters"));
+  s->key = GP_TRY(chunk_key(key, file_id));
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0)
+    return fail(Error::unavailable(
+        fmt::format("cannot create {}: {}", path.string(), std::strerror(errno))));
+  s->file.reset(::fdopen(fd, "wb"));
+  if (!s->file) {
+    ::close(fd);
+    return fail(Error::unavailable(fmt::format("cannot open {}", path.string())));
+  }
+  if (std::fwrite(s->header.data(), 1, s->header.size(), s->file.get()) != s->header.size())
+    return fail(Error::unavailable(fmt::format("cannot write {}", path.string())));
+  return SealedFileWriter(std::move(s));
+}
+
+Result<void> SealedFileWriter::seal_chunk(bool last) {
+  const size_t n = std::min(s_->pending.size(), kSealedChunkBytes);
+  auto sealed =
+      GP_TRY(gcm_seal(s_->key.bytes, chunk_nonce(s_->index), chunk_aad(s_->header, s_->index, last),
+                      std::string_view(s_->pending).substr(0, n)));
+  OPENSSL_cleanse(s_->pending.data(), n);
+  s_->pending.erase(0, n);
+  char length[4];
+  const auto size = static_cast<uint32_t>(sealed.size());
+  for (int i = 0; i < 4; ++i) length[i] = static_cast<char>((size >> (24 - 8 * i)) & 0xFF);
+  if (std::fwrite(length, 1, 4, s_->file.get()) != 4 ||
+      std::fwrite(sealed.data(), 1, sealed.size(), s_->file.get()) != sealed.size())
+    return fail(Error::unavailable(
+        fmt::format("cannot write {}: {}", s_->path.string(), std::strerror(errno))));
+  ++s_->index;
+  return ok();
+}
+
+Result<void> SealedFileWriter::write(std::string_view bytes) {
+  if (s_->finished) return fail(Error::internal("write after finish"));
+  s_->pending.append(bytes);
+  // A full chunk is sealed only once more follows, so the last one is always flagged last.
+  while (s_->pending.size() > kSealedChunkBytes) GP_TRY_VOID(seal_chunk(false));
+  return ok();
+}
+
+Result<void> SealedFileWriter::finish() {
+  if (s_->finished) return ok();
+  GP_TRY_VOID(seal_chunk(true));
+  s_->finished = true;
+  if (std::fflush(s_->file.get()) != 0 || ::fsync(::fileno(s_->file.get())) != 0)
+    return fail(Error::unavailable(
+        fmt::format("cannot sync {}: {}", s_->path.string(), std::strerror(errno))));
+  if (std::fclose(s_->file.release()) != 0)
+    return fail(Error::unavailable(fmt::format("cannot close {}", s_->path.string())));
+  return ok();
+}
+
+struct SealedFileReader::State {
+  File file{nullptr, &std::fclose};
+  std::filesystem::path path;
+  std::string header;
+  Wiped key;
+  uint64_t index = 0;
+  bool done = false;
+};
+
+SealedFileReader::SealedFileReader(std::unique_ptr<State> s) : s_(std::move(s)) {}
+SealedFileReader::SealedFileReader(SealedFileReader&&) noexcept = default;
+SealedFileReader& SealedFileReader::operator=(SealedFileReader&&) noexcept = default;
+SealedFileReader::~SealedFileReader() = default;
+
+Result<SealedFileReader> SealedFileReader::open(const std::filesystem::path& path,
+                                                const MasterKey& key) {
+  auto s = std::make_unique<State>();
+  s->path = path;
+  s->file.reset(std::fopen(path.c_str(), "rbe"));
+  if (!s->file)
+    return fail(
+        Error::not_found(fmt::format("cannot open {}: {}", path.string(), std::strerror(errno))));
+  s->header.resize(kSealedHeaderBytes);
+  if (std::fread(s->header.data(), 1, s->header.size(), s->file.get()) != s->header.size() ||
+      !s->header.starts_with(kSealedFileMagic))
+    return fail(Error::invalid(fmt::format("{} is not a gpuplane sealed file", path.string())));
+  const std::string key_id = s->header.substr(kSealedFileMagic.size(), kKeyIdChars);
+  if (key_id != key.id())
+    return fail(
+        Error::denied(fmt::format("{} was sealed with key {}; the key given is {}: wrong key",
+                                  path.string(), key_id, key.id())));
+  s->key =
+      GP_TRY(chunk_key(key, std::string_view(s->header).substr(kSealedHeaderBytes - kFileIdBytes)));
+  return SealedFileReader(std::move(s));
+}
+
+Result<std::optional<std::string>> SealedFileReader::next() {
+  if (s_->done) return std::optional<std::string>();
+  const auto truncated = [&] {
+    return fail(Error::invalid(
+        fmt::format("{} ends before its last chunk: the file is truncated", s_->path.string())));
+  };
+  unsigned char length[4];
+  if (std::fread(length, 1, 4, s_->file.get()) != 4) return truncated();
+  const uint32_t size = (uint32_t{length[0]} << 24) | (uint32_t{length[1]} << 16) |
+                        (uint32_t{length[2]} << 8) | uint32_t{length[3]};
+  if (size < kTagBytes || size > kSealedChunkBytes + kTagBytes)
+    return fail(
+        Error::invalid(fmt::format("{}: chunk {} has an impossible length {}: the file "
+                                   "was altered",
+                                   s_->path.string(), s_->index, size)));
+  std::string sealed(size, '\0');
+  if (std::fread(sealed.data(), 1, size, s_->file.get()) != size) return truncated();
+  const std::string nonce = chunk_nonce(s_->index);
+  // A chunk authenticates either as a middle chunk or as the last one, never as both.
+  for (bool last : {false, true}) {
+    auto plain =
+        GP_TRY(gcm_open(s_->key.bytes, nonce, chunk_aad(s_->header, s_->index, last), sealed));
+    if (!plain) continue;
+    ++s_->index;
+    if (last) {
+      if (std::fgetc(s_->file.get()) != EOF)
+        return fail(Error::invalid(fmt::format(
+            "{} has bytes after its last chunk: the file was altered", s_->path.string())));
+      s_->done = true;
+    }
+    return std::optional<std::string>(std::move(*plain));
+  }
+  return fail(Error::invalid(
+      fmt::format("{}: chunk {} does not authenticate: the file was altered or damaged",
+                  s_->path.string(), s_->index)));
 }
 
 }  // namespace gp::storage

@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,11 +64,22 @@ Result<MasterKey> load_master_key(const std::filesystem::path& path);
 Result<MasterKey> create_master_key_file(const std::filesystem::path& path,
                                          const RandomSource& random);
 
+// A data directory's master keys: kMasterKeyFile wraps; kNextMasterKeyFile exists only while a
+// master-key rewrap is unfinished (it is what the rewrap wraps into, renamed over the first
+// when every data key is rewrapped).
+inline constexpr const char* kMasterKeyFile = "master.key";
+inline constexpr const char* kNextMasterKeyFile = "master.key.next";
+// The keys of `data_dir`, the one that wraps first, then the unfinished rewrap's. With
+// `create`, a data directory with neither gets a fresh master key.
+Result<std::vector<MasterKey>> load_master_keys(const std::filesystem::path& data_dir, bool create,
+                                                const RandomSource& random);
+
 struct WrappedDataKey {
   uint32_t version = 0;
   std::string master_key_id;  // which master key wraps it
   std::string nonce;          // kNonceBytes
   std::string ciphertext;     // wrapped key and GCM tag
+  int64_t created_at = 0;     // unix micros; 0 for a key made before this was recorded
   bool operator==(const WrappedDataKey&) const = default;
 };
 
@@ -95,11 +108,14 @@ struct SealedSecret {
 
 // Gives a tenant its first data key (version 1). Conflict when it has keys already, or had
 // them destroyed (a shredded tenant's name is not silently given a new key).
+// `now_micros` is recorded as the key's creation time (what rotation ages are measured from).
 Result<void> create_tenant_key(Keyring& ring, std::string_view tenant, const MasterKey& master,
-                               const RandomSource& random);
+                               const RandomSource& random, int64_t now_micros = 0);
 // Adds a new data key version and makes it current; older versions keep opening old secrets.
 Result<uint32_t> rotate_data_key(Keyring& ring, std::string_view tenant, const MasterKey& master,
-                                 const RandomSource& random);
+                                 const RandomSource& random, int64_t now_micros = 0);
+// When the tenant's current data key was made (unix micros; 0 when unknown or none).
+int64_t current_key_created_at(const TenantKeys& t);
 // Rewraps every data key of every tenant under `to`, unwrapping each with whichever of `from`
 // wrapped it. Secrets are untouched. Returns how many keys were rewrapped. All or nothing: on
 // error `ring` is unchanged.
@@ -126,11 +142,67 @@ Result<SealedSecret> seal_secret(const Keyring& ring, std::span<const MasterKey>
 // or moved to another tenant or name).
 Result<std::string> open_secret(const Keyring& ring, std::span<const MasterKey> masters,
                                 const SealedSecret& secret);
+// The key that encrypts the tenant's volume trees on the nodes (fscrypt, 64 bytes): derived
+// (HMAC-SHA512) from the tenant's first data key and its name, so it is the same on every node
+// and after any restart, is never stored, and dies with the data keys (crypto-shredding). Data
+// key rotation leaves it as it is: re-encrypting volumes would mean copying every file.
+inline constexpr size_t kVolumeKeyBytes = 64;
+inline constexpr uint32_t kVolumeKeyVersion = 1;
+Result<std::string> derive_volume_key(const Keyring& ring, std::span<const MasterKey> masters,
+                                      std::string_view tenant);
 // True when the secret is sealed under an older version than the tenant's current one.
 bool needs_reseal(const Keyring& ring, const SealedSecret& secret);
 // Opens and seals again under the current version (lazily on read, or in a batch).
 Result<SealedSecret> reseal_secret(const Keyring& ring, std::span<const MasterKey> masters,
                                    const SealedSecret& secret, const RandomSource& random);
+
+// ---- Sealed files: a byte stream encrypted under a key the operator keeps (backups) ----
+// Layout: kSealedFileMagic, the key's id (16 hex characters), a 16-byte random file id, then
+// records of a 4-byte big-endian length and one AES-256-GCM sealed chunk (at most
+// kSealedChunkBytes of plaintext). Chunks are sealed under a key derived from the file key and
+// the file id (HMAC-SHA256), so one file key seals any number of files without nonce reuse; the
+// nonce is the chunk's index and the associated data binds the header, the index and whether it
+// is the last chunk, so an altered, reordered, dropped or truncated chunk does not open.
+inline constexpr std::string_view kSealedFileMagic = "GPSEALED1\n";
+inline constexpr size_t kSealedChunkBytes = size_t{1} << 20;
+
+class SealedFileWriter {
+ public:
+  // Creates `path` (O_EXCL, mode 0600). The key is copied; the writer wipes it when destroyed.
+  static Result<SealedFileWriter> create(const std::filesystem::path& path, const MasterKey& key,
+                                         const RandomSource& random);
+  SealedFileWriter(SealedFileWriter&&) noexcept;
+  SealedFileWriter& operator=(SealedFileWriter&&) noexcept;
+  ~SealedFileWriter();
+  Result<void> write(std::string_view bytes);
+  // Seals the last chunk, syncs and closes. A writer destroyed without finish leaves a file
+  // that no reader accepts (it has no last chunk).
+  Result<void> finish();
+
+ private:
+  struct State;
+  explicit SealedFileWriter(std::unique_ptr<State> s);
+  Result<void> seal_chunk(bool last);
+  std::unique_ptr<State> s_;
+};
+
+class SealedFileReader {
+ public:
+  // Errors: not_found (no file), invalid_argument (not a sealed file), permission_denied (sealed
+  // under another key: the message names both key ids).
+  static Result<SealedFileReader> open(const std::filesystem::path& path, const MasterKey& key);
+  SealedFileReader(SealedFileReader&&) noexcept;
+  SealedFileReader& operator=(SealedFileReader&&) noexcept;
+  ~SealedFileReader();
+  // The next chunk of plaintext; nullopt after the last one. Errors: invalid_argument naming the
+  // chunk that does not authenticate, or that the file ends before its last chunk.
+  Result<std::optional<std::string>> next();
+
+ private:
+  struct State;
+  explicit SealedFileReader(std::unique_ptr<State> s);
+  std::unique_ptr<State> s_;
+};
 
 // Persisted forms (binary fields base64url). Strict readers.
 Json to_json(const Keyring& ring);

@@ -453,4 +453,141 @@ Result<std::optional<SealedSecret>> load_sealed_secret(store::Tx& tx, const std:
       GP_TRY(sealed_secret_from_json(GP_TRY(parse_json(row->text(0))))));
 }
 
+// ---- Storage reports ----
+
+Result<void> save_storage_report(store::Tx& tx, const StorageReport& r) {
+  GP_TRY(
+      tx.exec("INSERT INTO storage_reports (node_id, tenant_id, encrypted, encryption_detail, "
+              "finding_count, findings, audited_at) VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant_id, "
+              "node_id) DO UPDATE SET encrypted = excluded.encrypted, encryption_detail = "
+              "excluded.encryption_detail, finding_count = excluded.finding_count, findings = "
+              "excluded.findings, audited_at = excluded.audited_at",
+              {r.node_id, r.tenant_id, int64_t{r.encrypted ? 1 : 0}, r.encryption_detail,
+               r.finding_count, r.findings.dump(), r.audited_at}));
+  return ok();
+}
+
+Result<std::vector<StorageReport>> storage_reports(store::Tx& tx, const std::string& tenant_id) {
+  std::vector<StorageReport> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT node_id, encrypted, encryption_detail, finding_count, findings, audited_at "
+           "FROM storage_reports WHERE tenant_id = ? ORDER BY node_id",
+           {tenant_id})))
+    out.push_back({.node_id = row.text(0),
+                   .tenant_id = tenant_id,
+                   .encrypted = row.integer(1) != 0,
+                   .encryption_detail = row.text(2),
+                   .finding_count = row.integer(3),
+                   .findings = GP_TRY(parse_json(row.text(4))),
+                   .audited_at = row.integer(5)});
+  return out;
+}
+
+// ---- Key rotation ----
+
+Result<TenantKeyStatus> tenant_key_status(store::Tx& tx, const std::string& tenant_id) {
+  TenantKeyStatus status;
+  auto record = GP_TRY(load_keyring_record(tx, tenant_id));
+  if (!record) return status;
+  status.exists = true;
+  status.destroyed = record->destroyed;
+  if (record->ring.tenants.empty()) return status;
+  const auto& t = record->ring.tenants[0];
+  status.destroyed = status.destroyed || t.destroyed;
+  status.current_version = t.current_version;
+  status.rotated_at = current_key_created_at(t);
+  if (status.rotated_at == 0) status.rotated_at = record->updated_at;
+  std::map<int64_t, int64_t> sealed;
+  for (const auto& s : GP_TRY(load_stored_secrets(tx, tenant_id))) ++sealed[s.key_version];
+  for (const auto& w : t.versions)
+    status.versions.push_back({.version = w.version,
+                               .master_key_id = w.master_key_id,
+                               .created_at = w.created_at,
+                               .secrets = sealed[w.version]});
+  return status;
+}
+
+Result<Rotation> rotate_tenant_key(store::Tx& tx, const std::string& tenant_id,
+                                   std::string_view tenant_name, std::span<const MasterKey> masters,
+                                   const RandomSource& random, int64_t now_micros) {
+  if (masters.empty()) return fail(Error::internal("rotation needs the current master key"));
+  auto ring = GP_TRY(load_keyring(tx, tenant_id));
+  const bool existed = !ring.tenants.empty();
+  if (existed && ring.tenants[0].destroyed)
+    return fail(Error::conflict(fmt::format(
+        "tenant '{}' had its data keys destroyed (offboarded): nothing to rotate", tenant_name)));
+  Rotation r;
+  if (!existed) {
+    GP_TRY_VOID(create_tenant_key(ring, tenant_name, masters.front(), random, now_micros));
+    r.version = 1;
+  } else {
+    r.version = GP_TRY(rotate_data_key(ring, tenant_name, masters.front(), random, now_micros));
+  }
+  GP_TRY_VOID(save_keyring(tx, tenant_id, ring, existed, now_micros));
+  for (const auto& stored : GP_TRY(load_stored_secrets(tx, tenant_id))) {
+    auto sealed = GP_TRY(sealed_secret_from_json(GP_TRY(parse_json(stored.sealed))));
+    if (!needs_reseal(ring, sealed)) continue;
+    auto fresh = GP_TRY(reseal_secret(ring, masters, sealed, random));
+    GP_TRY(tx.exec(
+        "UPDATE tenant_secrets SET key_version = ?, sealed = ? WHERE tenant_id = ? AND name = ?",
+        {int64_t{fresh.key_version}, to_json(fresh).dump(), tenant_id, stored.name}));
+    ++r.resealed;
+  }
+  return r;
+}
+
+namespace {
+
+// Every live keyring: tenant id and the parsed ring.
+Result<std::vector<std::pair<std::string, TenantKeys>>> live_keyrings(store::Tx& tx) {
+  std::vector<std::pair<std::string, TenantKeys>> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT tenant_id, keyring, updated_at FROM tenant_keyrings WHERE destroyed = 0 "
+           "ORDER BY tenant_id"))) {
+    auto ring = GP_TRY(keyring_from_json(GP_TRY(parse_json(row.text(1)))));
+    if (ring.tenants.size() != 1 || ring.tenants[0].destroyed) continue;
+    auto& t = ring.tenants[0];
+    // A key made before creation times were kept is as old as its keyring's last change.
+    for (auto& w : t.versions)
+      if (w.created_at == 0) w.created_at = row.integer(2);
+    out.emplace_back(row.text(0), std::move(t));
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::vector<std::pair<std::string, std::string>>> tenants_with_keys_older_than(
+    store::Tx& tx, int64_t before_micros) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [id, t] : GP_TRY(live_keyrings(tx)))
+    if (current_key_created_at(t) < before_micros) out.emplace_back(id, t.tenant);
+  return out;
+}
+
+Result<std::vector<std::string>> keyrings_not_wrapped_by(store::Tx& tx,
+                                                         const std::string& master_key_id) {
+  std::vector<std::string> out;
+  for (const auto& [id, t] : GP_TRY(live_keyrings(tx)))
+    if (std::any_of(t.versions.begin(), t.versions.end(),
+                    [&](const WrappedDataKey& w) { return w.master_key_id != master_key_id; }))
+      out.push_back(id);
+  return out;
+}
+
+Result<size_t> rewrap_tenant_keyring(store::Tx& tx, const std::string& tenant_id,
+                                     std::span<const MasterKey> from, const MasterKey& to,
+                                     const RandomSource& random, int64_t now_micros) {
+  auto record = GP_TRY(load_keyring_record(tx, tenant_id));
+  if (!record || record->ring.tenants.empty()) return size_t{0};
+  auto& ring = record->ring;
+  // The keyring's change time moves on: a key made before creation times were kept takes the
+  // last one as its age first, so that a rewrap never looks like a rotation.
+  for (auto& w : ring.tenants[0].versions)
+    if (w.created_at == 0) w.created_at = record->updated_at;
+  const size_t n = GP_TRY(rewrap_all(ring, from, to, random));
+  if (n > 0) GP_TRY_VOID(save_keyring(tx, tenant_id, ring, true, now_micros));
+  return n;
+}
+
 }  // namespace gp::storage

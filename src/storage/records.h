@@ -187,4 +187,65 @@ Result<bool> delete_secret(store::Tx& tx, const std::string& tenant_id, const st
 Result<std::optional<SealedSecret>> load_sealed_secret(store::Tx& tx, const std::string& tenant_id,
                                                        const std::string& name);
 
+// ---- What the nodes report of the trees they hold (migration 34) ----
+
+struct StorageReport {
+  std::string node_id;
+  std::string tenant_id;
+  bool encrypted = false;
+  std::string encryption_detail;  // under which key, or why the tree is in clear
+  int64_t finding_count = 0;      // the permission audit's findings
+  Json findings = Json::array();  // the first kMaxReportedFindings, as storage::to_json(Finding)
+  int64_t audited_at = 0;         // unix micros, when the control plane received it
+};
+// Replaces the node's last report of the tenant's tree.
+Result<void> save_storage_report(store::Tx& tx, const StorageReport& report);
+// Every node's last report of the tenant's trees, by node.
+Result<std::vector<StorageReport>> storage_reports(store::Tx& tx, const std::string& tenant_id);
+
+// ---- Key rotation ----
+
+// One data key version as an operator may see it: never key material.
+struct KeyVersionStatus {
+  uint32_t version = 0;
+  std::string master_key_id;  // the master key that wraps it
+  int64_t created_at = 0;     // unix micros; 0 when made before creation times were kept
+  int64_t secrets = 0;        // secrets sealed under it
+};
+struct TenantKeyStatus {
+  bool exists = false;  // the tenant has (or had) a keyring
+  bool destroyed = false;
+  uint32_t current_version = 0;
+  int64_t rotated_at = 0;  // when the current version was made (its keyring's change if unknown)
+  std::vector<KeyVersionStatus> versions;
+};
+Result<TenantKeyStatus> tenant_key_status(store::Tx& tx, const std::string& tenant_id);
+
+struct Rotation {
+  uint32_t version = 0;  // the new current version
+  int64_t resealed = 0;  // secrets moved onto it
+};
+// Makes a new data key version current (the first one for a tenant that has none) and reseals
+// every secret of the tenant under it, in the caller's transaction: all or nothing. Older
+// versions stay in the keyring (they still open what was sealed or derived under them).
+// Errors: conflict when the tenant's keys were destroyed (offboarded); whatever
+// opening a secret reports (a secret that no master key opens stops the rotation).
+Result<Rotation> rotate_tenant_key(store::Tx& tx, const std::string& tenant_id,
+                                   std::string_view tenant_name, std::span<const MasterKey> masters,
+                                   const RandomSource& random, int64_t now_micros);
+
+// Tenants (id, name) whose current data key was made before `before_micros` and that are not
+// destroyed: what an automatic rotation age selects.
+Result<std::vector<std::pair<std::string, std::string>>> tenants_with_keys_older_than(
+    store::Tx& tx, int64_t before_micros);
+
+// Master key rewrap, one tenant per transaction so that an interrupted run keeps what it did.
+// The tenants holding a data key wrapped by a master other than `master_key_id`.
+Result<std::vector<std::string>> keyrings_not_wrapped_by(store::Tx& tx,
+                                                         const std::string& master_key_id);
+// Rewraps the tenant's data keys under `to` (storage::rewrap_all); returns how many.
+Result<size_t> rewrap_tenant_keyring(store::Tx& tx, const std::string& tenant_id,
+                                     std::span<const MasterKey> from, const MasterKey& to,
+                                     const RandomSource& random, int64_t now_micros);
+
 }  // namespace gp::storage

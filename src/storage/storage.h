@@ -234,5 +234,7 @@ inline constexpr int kMaxAuditDepth = 128;
 // files, symlinks and hard links leaving the tree, device files. Sorted by path, then kind.
 Result<std::vector<Finding>> audit_tree(const std::filesystem::path& tree, const AuditScope& scope);
 Json to_json(const Finding& finding);
+// Findings a node reports per tree (POST /v1/agent/storage-report); the count is always the whole.
+inline constexpr size_t kMaxReportedFindings = 100;
 
 }  // namespace gp::storage

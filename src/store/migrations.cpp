@@ -871,6 +871,20 @@ CREATE TABLE gpu_telemetry (
   PRIMARY KEY (gpu_uuid, instance)
 )
 )SQL"},
+      // What each node last reported of each tenant tree it holds: whether it is encrypted under
+      // the tenant's key, and its permission audit (storage::save_storage_report).
+      {34, "storage reports of the nodes", R"SQL(
+CREATE TABLE storage_reports (
+  node_id TEXT NOT NULL,
+  tenant_id TEXT NOT NULL,
+  encrypted BIGINT NOT NULL,
+  encryption_detail TEXT NOT NULL,
+  finding_count BIGINT NOT NULL,
+  findings TEXT NOT NULL,
+  audited_at BIGINT NOT NULL,
+  PRIMARY KEY (tenant_id, node_id)
+)
+)SQL"},
   };
   return kMigrations;
 }

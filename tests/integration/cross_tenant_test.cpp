@@ -50,7 +50,7 @@ Json minimal_body(const std::string& schema, const TenantWorld& w) {
   if (schema == "VolumesSet") return {{"size_limits", {{"scratch", 1 << 20}}}};
   if (schema == "JobCreate")
     return {{"name", "intruder"}, {"image", "busybox"}, {"offering", "x"}, {"command", {"true"}}};
-  if (schema == "JobCancel") return Json::object();
+  if (schema == "JobCancel" || schema == "KeyRotate") return Json::object();
   if (schema == "VmAction") return {{"action", "stop"}};
   if (schema == "SshKeys") return {{"keys", Json::array()}};
   if (schema == "WorkloadPolicySet")

@@ -175,7 +175,7 @@ TestServer::TestServer(api::Limits limits)
   api::Isolation isolation;
   auto master = storage::create_master_key_file(dir_ / "master.key", storage::system_random());
   if (!master) throw std::runtime_error("master key: " + master.error().message);
-  isolation.master_key = std::move(*master);
+  isolation.master_keys.push_back(std::move(*master));
   api_->set_isolation(std::move(isolation));
   server_ = std::make_unique<api::Server>(*api_, "127.0.0.1", 0, 2);
   auto port = server_->start();

@@ -308,7 +308,7 @@ TEST_F(Network, OffboardingReleasesTheSegmentAndShredsTheKeys) {
       201);
   std::string ca = get_network(a).at("segment").at("cidr");
   get_network(b);
-  const storage::MasterKey masters[] = {*s.api().isolation().master_key};
+  const auto& masters = s.api().isolation().master_keys;
 
   // Before: the platform can open A's secret with A's data key, and not under B's name.
   auto before = stored_secret(s, a.id, "storage");
@@ -348,6 +348,82 @@ TEST_F(Network, OffboardingReleasesTheSegmentAndShredsTheKeys) {
   auto recs = audit_of("tenant.offboard");
   ASSERT_EQ(recs.size(), 1u);
   EXPECT_EQ(recs[0].at("detail").at("data_keys"), "destroyed");
+}
+
+// Rotation through the API: a new data key version, every secret resealed under it in the same
+// transaction (still opening to its value), audited; the old version stays listed; another
+// tenant's keys are untouched; bad input changes nothing; an offboarded tenant has nothing to
+// rotate; and the automatic rotation age rotates what is older than it, audited as the system.
+TEST_F(Network, RotatingATenantKeyResealsItsSecretsUnderTheNewVersion) {
+  for (const char* name : {"registry", "storage"})
+    ASSERT_EQ(s.request("POST", secrets(a), {{"name", name}, {"value", std::string(name) + "-v"}},
+                        a.admin_token)
+                  .status,
+              201);
+  ASSERT_EQ(
+      s.request("POST", secrets(b), {{"name", "storage"}, {"value", "b-value"}}, b.admin_token)
+          .status,
+      201);
+  const auto& masters = s.api().isolation().master_keys;
+  const std::string keys = "/v1/tenants/" + a.id + "/keys";
+  auto before = s.request("GET", keys, nullptr, a.admin_token);
+  ASSERT_EQ(before.status, 200) << before.raw;
+  EXPECT_EQ(before.body.at("state"), "active");
+  EXPECT_EQ(before.body.at("current_version"), 1);
+  ASSERT_EQ(before.body.at("versions").size(), 1u);
+  EXPECT_EQ(before.body.at("versions")[0].at("secrets"), 2);
+  EXPECT_EQ(before.body.at("versions")[0].at("master_key_id"), masters[0].id());
+  EXPECT_FALSE(before.body.at("rotated_at").is_null());
+  EXPECT_TRUE(IsProblem(s.request("GET", keys, nullptr, b.admin_token), 404));
+
+  // Bad input changes nothing.
+  EXPECT_TRUE(IsProblem(s.request("POST", keys + "/rotate", {{"version", 7}}, a.admin_token), 400));
+  EXPECT_TRUE(IsProblem(s.request("POST", keys + "/rotate", Json::object(), b.admin_token), 404));
+  EXPECT_EQ(s.request("GET", keys, nullptr, a.admin_token).body, before.body);
+
+  s.clock().advance(std::chrono::hours(1));
+  auto rotated = s.request("POST", keys + "/rotate", Json::object(), a.admin_token);
+  ASSERT_EQ(rotated.status, 200) << rotated.raw;
+  EXPECT_EQ(rotated.body.at("current_version"), 2);
+  EXPECT_EQ(rotated.body.at("resealed"), 2);
+  ASSERT_EQ(rotated.body.at("versions").size(), 2u);
+  EXPECT_EQ(rotated.body.at("versions")[0].at("secrets"), 0);
+  EXPECT_EQ(rotated.body.at("versions")[1].at("secrets"), 2);
+  EXPECT_NE(rotated.body.at("rotated_at"), before.body.at("rotated_at"));
+  for (const char* name : {"registry", "storage"}) {
+    auto stored = stored_secret(s, a.id, name);
+    EXPECT_EQ(stored.sealed.key_version, 2u);
+    EXPECT_EQ(storage::open_secret(stored.ring, masters, stored.sealed).value_or(""),
+              std::string(name) + "-v");
+  }
+  auto b_secret = stored_secret(s, b.id, "storage");
+  EXPECT_EQ(b_secret.sealed.key_version, 1u);
+  EXPECT_EQ(b_secret.ring.tenants.at(0).current_version, 1u);
+  auto recs = audit_of("key.rotate");
+  ASSERT_EQ(recs.size(), 1u);
+  EXPECT_EQ(recs[0].at("actor"), a.admin_user_id);
+  EXPECT_EQ(recs[0].at("detail").at("version"), 2);
+  EXPECT_EQ(recs[0].at("detail").at("resealed"), 2);
+
+  // The rotation age: bravo's key is 91 days old, alpha's (rotated an hour later) is younger.
+  s.clock().advance(std::chrono::hours(24 * 91) - std::chrono::minutes(30));
+  auto swept = s.api().key_rotation_sweep(std::chrono::hours(24 * 91));
+  ASSERT_TRUE(swept.has_value()) << swept.error().message;
+  EXPECT_EQ(*swept, 1);
+  EXPECT_EQ(stored_secret(s, b.id, "storage").sealed.key_version, 2u);
+  EXPECT_EQ(stored_secret(s, a.id, "storage").sealed.key_version, 2u);
+  recs = audit_of("key.rotate");
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_EQ(recs[1].at("actor"), "system");
+  EXPECT_EQ(recs[1].at("detail").at("automatic"), true);
+
+  // Offboarded: the keys are destroyed and nothing rotates them back.
+  ASSERT_EQ(s.request("DELETE", "/v1/tenants/" + a.id, nullptr, s.admin_token()).status, 200);
+  EXPECT_TRUE(IsProblem(s.request("POST", keys + "/rotate", Json::object(), s.admin_token()), 409));
+  auto shredded = s.request("GET", keys, nullptr, s.admin_token());
+  ASSERT_EQ(shredded.status, 200) << shredded.raw;
+  EXPECT_EQ(shredded.body.at("state"), "destroyed");
+  EXPECT_TRUE(shredded.body.at("versions").empty());
 }
 
 }  // namespace

@@ -95,7 +95,8 @@ class Posture : public ::testing::Test {
   // control plane does not keep yet.
   const std::set<std::string> kNotApplicable = {
       "hardware.node-exclusive",   "network.tls",         "storage.secrets-encrypted",
-      "storage.data-key-rotation", "audit.request-level", "audit.retention"};
+      "storage.data-key-rotation", "audit.request-level", "audit.retention",
+      "storage.volumes-encrypted"};
 };
 
 TEST_F(Posture, CompliantTenantPassesEveryRequiredControl) {

@@ -5,10 +5,13 @@
 // by every node that holds the tenant's trees; and secret names a URL path can carry.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 #include <string>
 
+#include "common/crypto.h"
 #include "integration/harness.h"
+#include "storage/records.h"
 
 namespace gp::it {
 namespace {
@@ -211,6 +214,111 @@ TEST_F(Storage, AssignmentCarriesSegmentsPoliciesAndVolumePlans) {
   EXPECT_EQ(v.at("projects")[0].at("project"), "vision");
   EXPECT_EQ(v.at("projects")[0].at("size_limits").at("models"), 3 << 20);
   EXPECT_TRUE(as.at("storage_deletions").empty());
+}
+
+// The key a node encrypts a tenant's tree with reaches it in the assignment only, derived from
+// the tenant's data key (made with the volumes) and different per tenant; the node's report of
+// the tree (encryption and permission audit) is kept only for trees it holds, strictly read, and
+// drives the tenant's posture, which goes stale when the audit is not repeated.
+TEST_F(Storage, TheNodesEncryptionAndAuditReportsDriveThePosture) {
+  for (const auto& [t, project] : {std::pair{a, "vision"}, std::pair{b, "nlp"}})
+    ASSERT_EQ(s.request("PUT", volumes(t, project), Json::object(), t.admin_token).status, 200);
+  Json as = assignment();
+  ASSERT_EQ(as.at("volumes").size(), 2u) << as.dump();
+  std::map<std::string, std::string> keys;
+  for (const auto& v : as.at("volumes"))
+    keys[v.at("tenant")] = base64url_decode(v.at("encryption_key").get<std::string>()).value_or("");
+  EXPECT_EQ(keys["alpha"].size(), storage::kVolumeKeyBytes);
+  EXPECT_NE(keys["alpha"], keys["bravo"]);
+  auto r = s.store().read([&](store::Tx& tx) -> Result<void> {
+    auto ring = GP_TRY(storage::load_keyring(tx, a.id));
+    EXPECT_EQ(GP_TRY(storage::derive_volume_key(ring, s.api().isolation().master_keys, "alpha")),
+              keys["alpha"]);
+    return ok();
+  });
+  ASSERT_TRUE(r) << r.error().message;
+  // Tenants never see the key.
+  EXPECT_EQ(s.request("GET", "/v1/tenants/" + a.id + "/volumes", nullptr, a.admin_token)
+                .raw.find(base64url_encode(keys["alpha"])),
+            std::string::npos);
+
+  auto report = [&](bool encrypted, int findings) {
+    Json listed = Json::array();
+    for (int i = 0; i < findings; ++i)
+      listed.push_back(
+          {{"path", "vision/datasets/leak"}, {"kind", "other-readable"}, {"detail", "mode 0644"}});
+    return s.request("POST", "/v1/agent/storage-report",
+                     {{"tenants",
+                       {{{"tenant_id", a.id},
+                         {"encrypted", encrypted},
+                         {"encryption_detail", encrypted ? "fscrypt v2 under key k" : "tmpfs"},
+                         {"finding_count", findings},
+                         {"findings", listed}}}}},
+                     node_token);
+  };
+  auto control = [&](const std::string& id) {
+    auto p = s.request("GET", "/v1/tenants/" + a.id + "/posture", nullptr, s.admin_token());
+    EXPECT_EQ(p.status, 200) << p.raw;
+    for (const auto& layer : p.body.at("layers"))
+      for (const auto& c : layer.at("controls"))
+        if (c.at("id") == id) return c;
+    ADD_FAILURE() << id << " not in the posture report";
+    return Json();
+  };
+  // Sensitive: encrypted volumes are required.
+  ASSERT_EQ(
+      s.request("PATCH", "/v1/tenants/" + a.id, {{"isolation_class", "sensitive"}}, s.admin_token())
+          .status,
+      200);
+  EXPECT_EQ(control("storage.volumes-encrypted").at("status"), "fail");
+  EXPECT_NE(control("storage.permission-audit").at("summary").get<std::string>().find("no node"),
+            std::string::npos);
+
+  // Not held by the node yet: refused, nothing kept.
+  auto refused = report(true, 0);
+  ASSERT_EQ(refused.status, 200) << refused.raw;
+  EXPECT_EQ(refused.body.at("refused"), Json::array({a.id}));
+  ASSERT_EQ(
+      s.request("POST", "/v1/agent/storage-holdings", {{"tenants", {a.id}}}, node_token).status,
+      200);
+  // Malformed reports change nothing.
+  Json bad = {{"tenants",
+               {{{"tenant_id", a.id},
+                 {"encrypted", true},
+                 {"encryption_detail", "x"},
+                 {"finding_count", 0},
+                 {"findings", Json::array()},
+                 {"extra", 1}}}}};
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/agent/storage-report", bad, node_token), 400));
+  bad["tenants"][0].erase("extra");
+  bad["tenants"][0]["findings"] = {{{"path", "p"}, {"kind", "k"}, {"detail", "d"}}};
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/agent/storage-report", bad, node_token), 400));
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/agent/storage-report", bad, a.admin_token), 403));
+  EXPECT_NE(control("storage.permission-audit").at("summary").get<std::string>().find("no node"),
+            std::string::npos);
+
+  auto clear = report(false, 2);
+  ASSERT_EQ(clear.status, 200) << clear.raw;
+  EXPECT_EQ(clear.body.at("recorded"), Json::array({a.id}));
+  Json enc = control("storage.volumes-encrypted");
+  EXPECT_EQ(enc.at("status"), "fail");
+  EXPECT_EQ(enc.at("evidence").at("seen").at("in_clear")[0].at("why"), "tmpfs") << enc.dump();
+  Json audit = control("storage.permission-audit");
+  EXPECT_EQ(audit.at("status"), "fail");
+  EXPECT_NE(audit.at("summary").get<std::string>().find("2 finding(s)"), std::string::npos);
+
+  ASSERT_EQ(report(true, 0).status, 200);
+  EXPECT_EQ(control("storage.volumes-encrypted").at("status"), "pass");
+  EXPECT_EQ(control("storage.permission-audit").at("status"), "pass");
+  s.clock().advance(std::chrono::hours(25));
+  audit = control("storage.permission-audit");
+  EXPECT_EQ(audit.at("status"), "fail");
+  EXPECT_NE(audit.at("summary").get<std::string>().find("25 hours old"), std::string::npos)
+      << audit.dump();
+
+  // Offboarded: its key leaves every assignment.
+  ASSERT_EQ(s.request("DELETE", "/v1/tenants/" + a.id, nullptr, s.admin_token()).status, 200);
+  for (const auto& v : assignment().at("volumes")) EXPECT_NE(v.at("tenant"), "alpha");
 }
 
 TEST_F(Storage, DeletionsReachTheAgentOnlyOnceDue) {

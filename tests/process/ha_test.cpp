@@ -287,15 +287,22 @@ TEST(Ha, BackupOfAPostgresStoreRestoresIntoEitherEngine) {
             ->status,
         201);
   const std::string backup = (tmp.path() / "backup").string();
-  auto made = run_gpuplane(
-      {"backup", "--data", live.data_dir().string(), "--store", source.url(), "--out", backup});
+  auto made =
+      run_gpuplane({"backup", "--data", live.data_dir().string(), "--store", source.url(), "--out",
+                    backup, "--key-file", (tmp.path() / "backup.key").string(), "--new-key"});
   ASSERT_EQ(made.exit_code, 0) << made.err;
   EXPECT_EQ(live.terminate(), 0) << live.log();
 
   for (const std::string& store : {std::string(), target.url()}) {
     SCOPED_TRACE(store.empty() ? "into SQLite" : "into PostgreSQL");
     const fs::path dir = tmp.path() / (store.empty() ? "sqlite" : "postgres");
-    std::vector<std::string> restore = {"restore", "--from", backup, "--data", dir.string()};
+    std::vector<std::string> restore = {"restore",
+                                        "--from",
+                                        backup,
+                                        "--data",
+                                        dir.string(),
+                                        "--key-file",
+                                        (tmp.path() / "backup.key").string()};
     std::vector<std::string> serve = kNoRateLimits;
     if (!store.empty()) {
       restore.insert(restore.end(), {"--store", store});

@@ -1,0 +1,152 @@
+// `gpuplane key`: a tenant's data keys through the API (status, rotate), and the master-key
+// rewrap, run against the store with the server stopped (docs/storage.md).
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <iostream>
+
+#include "cli/client.h"
+#include "common/clock.h"
+#include "storage/records.h"
+#include "store/engines.h"
+
+namespace gp::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+void print_keys(const ClientConfig& c, const Json& r) {
+  if (c.output == "json") {
+    std::cout << r.dump(2) << "\n";
+    return;
+  }
+  std::cout << fmt::format("state: {}\ncurrent version: {}\nrotated at: {}\n",
+                           r.at("state").get<std::string>(), cell(r.at("current_version")),
+                           cell(r.at("rotated_at")));
+  if (r.contains("resealed")) std::cout << fmt::format("resealed: {}\n", cell(r.at("resealed")));
+  if (!r.at("versions").empty()) {
+    std::cout << "\n";
+    print_table(r.at("versions"), {"version", "master_key_id", "created_at", "secrets"});
+  }
+}
+
+// Every data key rewrapped from the data directory's master key into a new one, one tenant per
+// transaction, then the new key renamed over the old. Interrupted (even by kill -9), it is
+// resumed by running it again: until the rename both keys are on disk and each data key is
+// wrapped by one of them, which the server also accepts meanwhile.
+int rewrap_master(const std::string& data_dir, const std::string& store_location) {
+  const std::string location = store_location.empty() ? data_dir + "/gpuplane.db" : store_location;
+  auto lock = store::open_leader_lock(location);
+  auto held = lock ? (*lock)->hold() : Result<bool>(fail(lock.error()));
+  if (!held || !*held) {
+    std::cerr << "error: "
+              << (held ? "a gpuplane server is running on " + location + "; stop it first"
+                       : held.error().message)
+              << "\n";
+    return 1;
+  }
+  const auto random = storage::system_random();
+  auto keys = storage::load_master_keys(data_dir, false, random);
+  if (!keys) {
+    std::cerr << "error: " << keys.error().message << "\n";
+    return 1;
+  }
+  const fs::path next_path = fs::path(data_dir) / storage::kNextMasterKeyFile;
+  if (keys->size() == 1) {
+    auto next = storage::create_master_key_file(next_path, random);
+    if (!next) {
+      std::cerr << "error: " << next.error().message << "\n";
+      return 1;
+    }
+    keys->push_back(std::move(*next));
+  } else {
+    std::cerr << "resuming the rewrap into " << (*keys)[1].id() << "\n";
+  }
+  const storage::MasterKey& to = (*keys)[1];
+  auto store = store::open_store(location, 1);
+  if (!store) {
+    std::cerr << "error: " << store.error().message << "\n";
+    return 1;
+  }
+  std::vector<std::string> tenants;
+  auto listed = (*store)->read([&](store::Tx& tx) -> Result<void> {
+    tenants = GP_TRY(storage::keyrings_not_wrapped_by(tx, to.id()));
+    return ok();
+  });
+  const bool tty = ::isatty(STDERR_FILENO);
+  size_t keys_rewrapped = 0, done = 0;
+  for (const auto& tenant : listed ? tenants : std::vector<std::string>{}) {
+    auto r = (*store)->write([&](store::Tx& tx) -> Result<void> {
+      keys_rewrapped += GP_TRY(storage::rewrap_tenant_keyring(tx, tenant, *keys, to, random,
+                                                              to_unix_micros(SystemClock().now())));
+      return ok();
+    });
+    if (!r) {
+      listed = r;
+      break;
+    }
+    if (tty) std::cerr << fmt::format("\r\033[K  {}/{} tenants", ++done, tenants.size());
+  }
+  if (tty) std::cerr << "\r\033[K";
+  if (!listed) {
+    std::cerr << "error: " << listed.error().message << "\n(run the command again to resume)\n";
+    return 1;
+  }
+  // Every data key is wrapped by the new key: it replaces the old one in one rename.
+  const fs::path current_path = fs::path(data_dir) / storage::kMasterKeyFile;
+  if (::rename(next_path.c_str(), current_path.c_str()) != 0) {
+    std::cerr << "error: renaming " << next_path << ": " << std::strerror(errno) << "\n";
+    return 1;
+  }
+  if (int dir = ::open(data_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dir >= 0) {
+    ::fsync(dir);
+    ::close(dir);
+  }
+  std::cout << fmt::format(
+      "master key {} replaced by {}: {} data key(s) of {} tenant(s) rewrapped\n"
+      "copy {} to every other replica of this store before starting them\n",
+      (*keys)[0].id(), to.id(), keys_rewrapped, tenants.size(), current_path.string());
+  return 0;
+}
+
+}  // namespace
+
+void add_key_commands(CLI::App& app, ClientConfig& c, int* rc) {
+  auto* key = app.add_subcommand("key", "Tenant data keys and the master key that wraps them");
+  key->require_subcommand(1);
+
+  auto tenant = std::make_shared<std::string>();
+  auto* status = key->add_subcommand(
+      "status", "A tenant's data key versions: age, wrapping master key, secrets sealed");
+  status->add_option("tenant", *tenant, "Tenant id or name")->required();
+  on_run(status, rc, [&c, tenant] {
+    auto r = call(c, "GET", "/v1/tenants/" + url_encode(*tenant) + "/keys");
+    if (r) print_keys(c, *r);
+    return r.has_value();
+  });
+
+  auto rotate_tenant = std::make_shared<std::string>();
+  auto* rotate = key->add_subcommand(
+      "rotate", "Make a new data key version current and reseal the tenant's secrets (audited)");
+  rotate->add_option("tenant", *rotate_tenant, "Tenant id or name")->required();
+  on_run(rotate, rc, [&c, rotate_tenant] {
+    auto r = call(c, "POST", "/v1/tenants/" + url_encode(*rotate_tenant) + "/keys/rotate",
+                  Json::object());
+    if (r) print_keys(c, *r);
+    return r.has_value();
+  });
+
+  auto data = std::make_shared<std::string>("./var");
+  auto store = std::make_shared<std::string>();
+  auto* rewrap = key->add_subcommand(
+      "rewrap-master",
+      "Replace the master key: rewrap every tenant's data keys under a new one (server "
+      "stopped; run again to resume an interrupted rewrap)");
+  rewrap->add_option("--data", *data, "The server's data directory (master.key; SQLite store)");
+  rewrap->add_option("--store", *store, "postgres://... when the server runs on PostgreSQL");
+  rewrap->callback([=] { *rc = rewrap_master(*data, *store); });
+}
+
+}  // namespace gp::cli
