@@ -10,6 +10,7 @@
 
 #include "api/network_state.h"
 #include "api/router.h"
+#include "common/crypto.h"
 #include "fleet/fleet.h"
 #include "storage/records.h"
 

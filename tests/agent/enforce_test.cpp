@@ -165,11 +165,16 @@ struct ScriptedPlane {
   Json assignment;
   Json holdings_answer;  // null: accept every tenant asked for
   std::vector<std::pair<std::string, Json>> posts;
+  std::vector<Json> reports;  // POST /v1/agent/storage-report bodies
 
   HttpCall call() {
     return [this](std::string_view method, const std::string& path,
                   const Json& body) -> Result<std::pair<int, Json>> {
       if (method == "GET") return std::pair<int, Json>{200, assignment};
+      if (path == "/v1/agent/storage-report") {  // what the audit found: not a change
+        reports.push_back(body);
+        return std::pair<int, Json>{200, Json::object()};
+      }
       posts.emplace_back(path, body);
       if (path == "/v1/agent/storage-holdings")
         return std::pair<int, Json>{
@@ -215,6 +220,12 @@ TEST_F(EnforceStorage, TreesAreCreatedOnlyOnceTheNodeHoldsTheTenant) {
   EXPECT_TRUE(round());
   ASSERT_EQ(plane.posts.size(), 1u);
   EXPECT_TRUE(std::filesystem::exists(root + "/acme/vision/datasets"));
+  // The tree is reported: no volume key in this assignment, so in clear, and nothing found.
+  ASSERT_EQ(plane.reports.size(), 1u);
+  const Json& tree = plane.reports[0].at("tenants").at(0);
+  EXPECT_EQ(tree.at("tenant_id"), "ten_acme");
+  EXPECT_EQ(tree.at("encrypted"), false);
+  EXPECT_EQ(tree.at("finding_count"), 0) << tree.dump();
 
   // Held already: no holdings call.
   plane.assignment["volumes"][0]["held"] = true;

@@ -62,6 +62,10 @@ Facts compliant() {
                                   65'536,
                                   {{"acme", 1'000'000, 1'000'000, 0750},
                                    {"acme/vision/datasets", 1'000'001, 1'000'001, 02770}}};
+  f.storage.trees = {{.node = "gpu-a",
+                      .encrypted = true,
+                      .encryption_detail = "fscrypt v2 under key 00112233445566778899aabbccddeeff",
+                      .audited_at = kNow - 3600 * int64_t{1'000'000}}};
   f.workload = {refused("privileged"),
                 refused("restrictedVolumes"),
                 refused("hostNamespaces"),
@@ -140,6 +144,19 @@ const std::map<std::string, std::function<void(Facts&)>>& breakers() {
       {"storage.private-volumes",
        [](Facts& f) {
          f.storage.volumes->volumes.push_back({"acme/vision/scratch", 1'000'001, 1'000'001, 03777});
+       }},
+      {"storage.volumes-encrypted",
+       [](Facts& f) {
+         f.storage.trees.push_back({.node = "gpu-b",
+                                    .encrypted = false,
+                                    .encryption_detail = "/srv cannot encrypt: tmpfs",
+                                    .audited_at = kNow});
+       }},
+      {"storage.permission-audit",
+       [](Facts& f) {
+         f.storage.trees[0].finding_count = 1;
+         f.storage.trees[0].findings = {
+             {{"path", "vision/datasets/x"}, {"kind", "other-readable"}}};
        }},
       {"storage.secrets-encrypted",
        [](Facts& f) {
@@ -263,9 +280,10 @@ INSTANTIATE_TEST_SUITE_P(EveryControl, OneControlMissing, ::testing::ValuesIn(al
 // DESIGN.md, "Isolation tiers and classes": what each class adds.
 TEST(Classes, RequireWhatDesignSays) {
   const std::set<std::string> standard_adds = {"network.segment", "network.default-deny",
-                                               "network.explicit-egress",
-                                               "storage.private-volumes"};
-  const std::set<std::string> sensitive_adds = {"storage.secrets-encrypted",
+                                               "network.explicit-egress", "storage.private-volumes",
+                                               "storage.permission-audit"};
+  const std::set<std::string> sensitive_adds = {"storage.volumes-encrypted",
+                                                "storage.secrets-encrypted",
                                                 "storage.data-key-rotation", "audit.request-level"};
   const std::set<std::string> regulated_adds = {"hardware.node-exclusive", "network.tls",
                                                 "audit.retention"};

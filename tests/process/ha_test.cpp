@@ -25,40 +25,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The key=value fields of a libpq connection string (pg_cluster.sh writes plain words).
-std::map<std::string, std::string> conninfo_fields(const std::string& conninfo) {
-  std::map<std::string, std::string> kv;
-  std::istringstream in(conninfo);
-  std::string word;
-  while (in >> word)
-    if (auto eq = word.find('='); eq != std::string::npos)
-      kv[word.substr(0, eq)] = word.substr(eq + 1);
-  return kv;
-}
-
-// A database of its own on the test cluster, dropped at the end.
-class TestDatabase {
- public:
-  explicit TestDatabase(const std::string& conninfo) : conninfo_(conninfo) {
-    auto kv = conninfo_fields(conninfo);
-    static int counter = 0;
-    name_ = "ha_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
-    url_ = "postgres://" + kv["user"] + "@" + kv["host"] + ":" + kv["port"] + "/" + name_;
-    auto admin = store::open_postgres_admin(conninfo);
-    if (!admin) throw std::runtime_error(admin.error().message);
-    if (auto r = (*admin)("CREATE DATABASE " + name_); !r)
-      throw std::runtime_error(r.error().message);
-  }
-  ~TestDatabase() {
-    if (auto admin = store::open_postgres_admin(conninfo_))
-      (void)(*admin)("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
-  }
-  const std::string& url() const { return url_; }
-
- private:
-  std::string conninfo_, name_, url_;
-};
-
 Json readyz(const Server& s, const std::string& query = "") {
   auto r = s.request("GET", "/readyz" + query);
   if (!r) return Json();

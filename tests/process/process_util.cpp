@@ -20,6 +20,8 @@
 #include <sstream>
 #include <thread>
 
+#include "store/engines.h"
+
 extern char** environ;
 
 namespace gp::proc {
@@ -247,6 +249,32 @@ std::string find_program(const std::string& name) {
     if (::access(candidate.c_str(), X_OK) == 0) return candidate.string();
   }
   return "";
+}
+
+std::map<std::string, std::string> conninfo_fields(const std::string& conninfo) {
+  std::map<std::string, std::string> kv;
+  std::istringstream in(conninfo);
+  std::string word;
+  while (in >> word)
+    if (auto eq = word.find('='); eq != std::string::npos)
+      kv[word.substr(0, eq)] = word.substr(eq + 1);
+  return kv;
+}
+
+TestDatabase::TestDatabase(const std::string& conninfo) : conninfo_(conninfo) {
+  auto kv = conninfo_fields(conninfo);
+  static int counter = 0;
+  name_ = "ptest_" + std::to_string(::getpid()) + "_" + std::to_string(counter++);
+  url_ = "postgres://" + kv["user"] + "@" + kv["host"] + ":" + kv["port"] + "/" + name_;
+  auto admin = store::open_postgres_admin(conninfo);
+  if (!admin) throw std::runtime_error(admin.error().message);
+  if (auto r = (*admin)("CREATE DATABASE " + name_); !r)
+    throw std::runtime_error(r.error().message);
+}
+
+TestDatabase::~TestDatabase() {
+  if (auto admin = store::open_postgres_admin(conninfo_))
+    (void)(*admin)("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
 }
 
 std::string gpuplane_binary() {

@@ -98,6 +98,23 @@ std::string find_program(const std::string& name);
 // that takes its port from its configuration).
 int free_port();
 
+// The key=value fields of a libpq connection string (pg_cluster.sh writes plain words).
+std::map<std::string, std::string> conninfo_fields(const std::string& conninfo);
+
+// A database of its own on the PostgreSQL test cluster (gp::testing::test_pg_conninfo()),
+// created by the constructor (which throws when it cannot) and dropped at the end.
+class TestDatabase {
+ public:
+  explicit TestDatabase(const std::string& conninfo);
+  ~TestDatabase();
+  TestDatabase(const TestDatabase&) = delete;
+  TestDatabase& operator=(const TestDatabase&) = delete;
+  const std::string& url() const { return url_; }  // postgres://user@host:port/name
+
+ private:
+  std::string conninfo_, name_, url_;
+};
+
 // Absolute path of the gpuplane binary: GP_BINARY (set by CTest), else the path it was built
 // at. Empty if neither is known.
 std::string gpuplane_binary();

@@ -7,7 +7,10 @@
 #include <fstream>
 #include <thread>
 
+#include "pg_test_util.h"
 #include "process/process_util.h"
+#include "store/backup.h"
+#include "store/engines.h"
 
 namespace gp::proc {
 namespace {
@@ -31,9 +34,13 @@ std::vector<std::filesystem::path> data_files(const std::filesystem::path& dir) 
   return out;
 }
 
-TEST(Secrets, NoSecretOfTheRunIsInALogOrInTheStore) {
+// The run, on SQLite (the data directory) or on PostgreSQL (`pg_url`, whose every table is
+// copied into a SQLite file of the test's for the byte search: every column of every row).
+void no_secret_in_clear(const std::optional<std::string>& pg_url) {
   TempDir dir;
-  Server server(dir.path() / "data", {"--log-level", "debug"});
+  std::vector<std::string> args = {"--log-level", "debug"};
+  if (pg_url) args.insert(args.end(), {"--store", *pg_url, "--leader-takeover-ms", "0"});
+  Server server(dir.path() / "data", args);
   ASSERT_TRUE(server.start());
   std::map<std::string, std::string> secrets;  // what -> the secret text
   secrets["bootstrap password"] = server.admin().password;
@@ -146,6 +153,19 @@ TEST(Secrets, NoSecretOfTheRunIsInALogOrInTheStore) {
   // The search can find things: the access log and the store do name the user.
   ASSERT_NE(server_log.find("principal=" + user_id), std::string::npos) << server_log.size();
   std::map<std::filesystem::path, std::string> files;
+  if (pg_url) {
+    const auto copy = dir.path() / "postgres-copy.db";
+    auto from = store::open_store(*pg_url, 1);
+    ASSERT_TRUE(from) << from.error().message;
+    auto to = store::open_sqlite({.path = copy.string(), .read_connections = 1});
+    ASSERT_TRUE(to) << to.error().message;
+    auto copied = store::copy_store(**from, **to);
+    ASSERT_TRUE(copied) << copied.error().message;
+    ASSERT_GT(copied->rows, 0);
+    to->reset();
+    std::filesystem::remove(copy.string() + "-wal");  // checkpointed into the file on close
+    files[copy] = read_file(copy);
+  }
   for (const auto& f : data_files(server.data_dir())) files[f] = read_file(f);
   bool store_names_user = false;
   for (const auto& [_, bytes] : files) store_names_user |= bytes.find(user_id) != std::string::npos;
@@ -158,6 +178,16 @@ TEST(Secrets, NoSecretOfTheRunIsInALogOrInTheStore) {
     for (const auto& [path, bytes] : files)
       EXPECT_EQ(bytes.find(secret), std::string::npos) << what << " is in " << path;
   }
+}
+
+TEST(Secrets, NoSecretOfTheRunIsInALogOrInTheStore) { no_secret_in_clear(std::nullopt); }
+
+// The same on PostgreSQL: registered again with the test cluster (Secrets.postgres).
+TEST(Secrets, NoSecretOfTheRunIsInALogOrInThePostgresTables) {
+  const std::string conninfo = gp::testing::test_pg_conninfo();
+  if (conninfo.empty()) GTEST_SKIP() << "needs the PostgreSQL test cluster (the .postgres tests)";
+  TestDatabase db(conninfo);
+  no_secret_in_clear(db.url());
 }
 
 }  // namespace
