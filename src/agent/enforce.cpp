@@ -303,8 +303,7 @@ bool Enforcer::encrypt_tree(const storage::TenantVolumes& tv, const std::string&
     state->detail = fmt::format("{} cannot encrypt: {}", root.string(),
                                 probed ? probed->detail : probed.error().message);
     if (warned_clear_.insert(tv.tenant_id).second)
-      spdlog::warn("volumes: {} cannot encrypt ({}): the tree of tenant {} is in clear",
-                   root.string(), probed ? probed->detail : probed.error().message, tv.tenant);
+      spdlog::warn("volumes: {}: the tree of tenant {} is in clear", state->detail, tv.tenant);
     return true;
   }
   auto id = fscrypt::add_key(root, key);

@@ -201,15 +201,11 @@ Result<Mutation> create_secret(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(storage::validate_secret_name(name));  // before anything is created
   if (value.empty()) return fail(Error::invalid("value: must not be empty"));
   const auto& t = *call.tenant;
-  auto ring = GP_TRY(storage::load_keyring(tx, t.id));
-  const bool existed = !ring.tenants.empty();
   const int64_t now = to_unix_micros(api.clock().now());
-  auto random = storage::system_random();
-  if (!existed) {
-    GP_TRY_VOID(storage::create_tenant_key(ring, t.name, master_keys(api).front(), random, now));
-    GP_TRY_VOID(storage::save_keyring(tx, t.id, ring, false, now));
-  }
-  auto sealed = GP_TRY(storage::seal_secret(ring, master_keys(api), t.name, name, value, random));
+  GP_TRY_VOID(ensure_tenant_key(api, tx, t));
+  auto ring = GP_TRY(storage::load_keyring(tx, t.id));
+  auto sealed = GP_TRY(
+      storage::seal_secret(ring, master_keys(api), t.name, name, value, storage::system_random()));
   if (GP_TRY(storage::secret_exists(tx, t.id, name)))
     return fail(Error::conflict(fmt::format("a secret named '{}' already exists", name)));
   GP_TRY_VOID(
