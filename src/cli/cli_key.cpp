@@ -1,5 +1,6 @@
 // `gpuplane key`: a tenant's data keys through the API (status, rotate), and the master-key
-// rewrap, run against the store with the server stopped (docs/storage.md).
+// rewrap, run against the store with the server stopped, each tenant's rewrap audited in its
+// own transaction (docs/storage.md).
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "audit/audit.h"
 #include "cli/client.h"
 #include "common/clock.h"
 #include "storage/records.h"
@@ -66,10 +68,13 @@ int rewrap_master(const std::string& data_dir, const std::string& store_location
   }
   const storage::MasterKey& to = (*keys)[1];
   auto store = store::open_store(location, 1);
-  if (!store) {
-    std::cerr << "error: " << store.error().message << "\n";
+  auto signer = audit::load_or_create(data_dir);
+  if (!store || !signer) {
+    std::cerr << "error: " << (!store ? store.error() : signer.error()).message << "\n";
     return 1;
   }
+  SystemClock clock;
+  audit::AuditLog audit_log(clock, std::move(*signer));
   std::vector<std::string> tenants;
   auto listed = (*store)->read([&](store::Tx& tx) -> Result<void> {
     tenants = GP_TRY(storage::keyrings_not_wrapped_by(tx, to.id()));
@@ -78,9 +83,20 @@ int rewrap_master(const std::string& data_dir, const std::string& store_location
   const bool tty = ::isatty(STDERR_FILENO);
   size_t keys_rewrapped = 0, done = 0;
   for (const auto& tenant : listed ? tenants : std::vector<std::string>{}) {
+    // Each tenant's rewrap and its audit record commit together.
     auto r = (*store)->write([&](store::Tx& tx) -> Result<void> {
-      keys_rewrapped += GP_TRY(storage::rewrap_tenant_keyring(tx, tenant, *keys, to, random,
-                                                              to_unix_micros(SystemClock().now())));
+      const size_t n = GP_TRY(storage::rewrap_tenant_keyring(tx, tenant, *keys, to, random,
+                                                             to_unix_micros(clock.now())));
+      GP_TRY(audit_log.append(
+          tx, {.actor = "operator",
+               .tenant_id = tenant,
+               .action = "key.rewrap_master",
+               .resource = "/v1/tenants/" + tenant + "/keys",
+               .outcome = "success",
+               .request_id = "gpuplane key rewrap-master",
+               .source = "local",
+               .detail = {{"from", (*keys)[0].id()}, {"to", to.id()}, {"data_keys", n}}}));
+      keys_rewrapped += n;
       return ok();
     });
     if (!r) {

@@ -100,6 +100,18 @@ TEST(Keys, RewrapMasterReplacesTheKeyAndAnInterruptedRewrapResumes) {
 
   ASSERT_TRUE(s.start());
   EXPECT_EQ(s.log().find("rewrap is unfinished"), std::string::npos) << s.log();
+  // Audited per tenant, in the transaction of its rewrap. Both tenants: the rotations made while
+  // the rewrap was unfinished wrapped their new data keys under the old master, which the
+  // resumed run then rewrapped too.
+  auto audited = s.admin_request("GET", "/v1/audit?action=key.rewrap_master");
+  ASSERT_TRUE(audited && audited->status == 200);
+  const Json records = Json::parse(audited->body).at("items");
+  ASSERT_EQ(records.size(), 2u) << audited->body;
+  for (const auto& rec : records) {
+    EXPECT_EQ(rec.at("actor"), "operator");
+    EXPECT_EQ(rec.at("detail").at("from"), old_key.id());
+    EXPECT_EQ(rec.at("detail").at("to"), next_key.id());
+  }
   for (const char* tenant : {"acme", "bravo"}) {
     for (const auto& id : wrapping_keys(s, tenant)) EXPECT_EQ(id, next_key.id()) << tenant;
     expect_secrets_open(s, tenant);
@@ -115,6 +127,8 @@ TEST(Keys, RewrapMasterReplacesTheKeyAndAnInterruptedRewrapResumes) {
   for (const auto& id : wrapping_keys(s, "bravo")) EXPECT_EQ(id, third.id());
   expect_secrets_open(s, "bravo");
   EXPECT_EQ(s.terminate(), 0) << s.log();
+  auto verified = run_gpuplane({"audit", "verify", "--data", data.string()});
+  EXPECT_EQ(verified.exit_code, 0) << verified.out << verified.err;
 }
 
 }  // namespace
