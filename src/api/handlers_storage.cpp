@@ -129,7 +129,24 @@ Result<Json> scheduled_deletions_json(store::Tx& tx, const std::string& tenant_i
 
 // ---- Volumes ----
 
-// The tenant's plan: its id range, its projects and every directory the agents create.
+// What each node holding the tenant's trees last reported: encryption and permission audit.
+Result<Json> trees_json(store::Tx& tx, const std::string& tenant_id) {
+  Json out = Json::array();
+  auto reports = GP_TRY(storage::storage_reports(tx, tenant_id));
+  if (reports.empty()) return out;
+  const auto names = GP_TRY(fleet::node_names(tx));
+  for (const auto& r : reports)
+    out.push_back({{"node", names.contains(r.node_id) ? names.at(r.node_id) : r.node_id},
+                   {"encrypted", r.encrypted},
+                   {"encryption_detail", r.encryption_detail},
+                   {"finding_count", r.finding_count},
+                   {"findings", r.findings},
+                   {"audited_at", format_rfc3339(from_unix_micros(r.audited_at))}});
+  return out;
+}
+
+// The tenant's plan: its id range, its projects and every directory the agents create; and
+// what the nodes holding its trees report of them (encrypted or why not, the audit's findings).
 Result<Reply> get_volumes(Api&, Call& call, store::Tx& tx) {
   const auto& t = *call.tenant;
   auto ids = GP_TRY(storage::load_ids(tx, t.id));
@@ -145,7 +162,8 @@ Result<Reply> get_volumes(Api&, Call& call, store::Tx& tx) {
                           {"ids", ids ? ids_json(*ids) : Json(nullptr)},
                           {"projects", projects},
                           {"directories", dirs},
-                          {"deletions", GP_TRY(scheduled_deletions_json(tx, t.id))}});
+                          {"deletions", GP_TRY(scheduled_deletions_json(tx, t.id))},
+                          {"trees", GP_TRY(trees_json(tx, t.id))}});
 }
 
 Result<Mutation> put_volumes(Api& api, Call& call, store::Tx& tx) {

@@ -989,7 +989,17 @@ Json schemas() {
        {"ids", {{"type", {"object", "null"}}, {"properties", id_range["properties"]}}},
        {"projects", {{"type", "array"}, {"items", object(project_volumes, {"project", "uid"})}}},
        {"directories", {{"type", "array"}, {"items", dir}}},
-       {"deletions", {{"type", "array"}, {"items", schema_ref("StorageDeletion")}}}},
+       {"deletions", {{"type", "array"}, {"items", schema_ref("StorageDeletion")}}},
+       {"trees",
+        {{"type", "array"},
+         {"items", object({{"node", str()},
+                           {"encrypted", {{"type", "boolean"}}},
+                           {"encryption_detail", str()},
+                           {"finding_count", integer()},
+                           {"findings", {{"type", "array"}, {"items", finding}}},
+                           {"audited_at", time_str()}},
+                          {"node", "encrypted", "encryption_detail", "finding_count", "findings",
+                           "audited_at"})}}}},
       {"tenant", "ids", "projects", "directories", "deletions"});
   Json objects = {{"type", "array"}, {"items", {{"type", "object"}}}};
   s["AgentAssignment"] = object(

@@ -137,6 +137,13 @@ void add_volumes(CLI::App& storage_cmd, ClientConfig& c, int* rc) {
       std::cout << "scheduled deletions:\n";
       print_table(dels, {"id", "path", "reason", "due_at"});
     }
+    const Json none = Json::array();
+    const Json& reported = r->contains("trees") ? r->at("trees") : none;
+    std::vector<Json> trees(reported.begin(), reported.end());
+    if (!trees.empty()) {
+      std::cout << "on the nodes:\n";
+      print_table(trees, {"node", "encrypted", "encryption_detail", "finding_count", "audited_at"});
+    }
   });
 
   auto set_tenant = std::make_shared<std::string>();

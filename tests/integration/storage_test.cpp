@@ -306,6 +306,14 @@ TEST_F(Storage, TheNodesEncryptionAndAuditReportsDriveThePosture) {
   Json audit = control("storage.permission-audit");
   EXPECT_EQ(audit.at("status"), "fail");
   EXPECT_NE(audit.at("summary").get<std::string>().find("2 finding(s)"), std::string::npos);
+  // The tenant's own plan says so too: where its tree is in clear, and what the audit found.
+  Json trees = plan(a).at("trees");
+  ASSERT_EQ(trees.size(), 1u) << trees.dump();
+  EXPECT_EQ(trees[0].at("node"), "storage-node");
+  EXPECT_EQ(trees[0].at("encrypted"), false);
+  EXPECT_EQ(trees[0].at("encryption_detail"), "tmpfs");
+  EXPECT_EQ(trees[0].at("finding_count"), 2);
+  EXPECT_TRUE(plan(b).at("trees").empty());
 
   ASSERT_EQ(report(true, 0).status, 200);
   EXPECT_EQ(control("storage.volumes-encrypted").at("status"), "pass");
