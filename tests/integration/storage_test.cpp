@@ -326,7 +326,8 @@ TEST_F(Storage, TheNodesEncryptionAndAuditReportsDriveThePosture) {
 
   // Offboarded: its key leaves every assignment.
   ASSERT_EQ(s.request("DELETE", "/v1/tenants/" + a.id, nullptr, s.admin_token()).status, 200);
-  for (const auto& v : assignment().at("volumes")) EXPECT_NE(v.at("tenant"), "alpha");
+  const Json after = assignment();
+  for (const auto& v : after.at("volumes")) EXPECT_NE(v.at("tenant"), "alpha");
 }
 
 TEST_F(Storage, DeletionsReachTheAgentOnlyOnceDue) {
