@@ -4,16 +4,28 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <initializer_list>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "store/store.h"
 
 namespace gp::testing {
+
+// Runs `command` with sh: whether it exited 0, and what it printed (stdout and stderr).
+inline std::pair<bool, std::string> run_shell(const std::string& command) {
+  std::string out;
+  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
+  if (!p) return {false, ""};
+  char buf[4096];
+  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  return {::pclose(p) == 0, out};
+}
 
 class TempDir {
  public:

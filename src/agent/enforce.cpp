@@ -212,13 +212,19 @@ bool Enforcer::storage_round(const Assignment& a, const HttpCall& http) {
     }
   }
   const auto held = hold_tenants(a, http, &ok);
+  // Whether the root can encrypt, asked once a round: "" when it can, else why not.
+  auto probed = fscrypt::probe(root);
+  const std::string cannot_encrypt = !probed ? probed.error().message
+                                     : probed->support == fscrypt::Support::kSupported
+                                         ? std::string()
+                                         : probed->detail;
   std::set<std::string> live_keys;  // identifiers of the keys this round assigns
   std::vector<std::pair<storage::TenantVolumes, TreeState>> trees;
   for (const auto& tv : a.volumes) {
     if (!held.contains(tv.tenant_id)) continue;
     TreeState state{.detail = "the tenant has no volume key (no data key yet)"};
     if (auto key = a.volume_keys.find(tv.tenant_id); key != a.volume_keys.end()) {
-      if (!encrypt_tree(tv, key->second, &live_keys, &state)) {
+      if (!encrypt_tree(tv, key->second, cannot_encrypt, &live_keys, &state)) {
         ok = false;
         continue;  // never fill a tree in clear that should be encrypted
       }
@@ -251,7 +257,7 @@ bool Enforcer::storage_round(const Assignment& a, const HttpCall& http) {
       if (!l.enforced)
         spdlog::debug("volumes: size limit of {} not enforced: {}", l.path, l.detail);
   }
-  ok = remove_unassigned_keys(live_keys) && ok;
+  if (cannot_encrypt.empty()) ok = remove_unassigned_keys(live_keys) && ok;
   const auto now = std::chrono::steady_clock::now();
   if (!trees.empty() &&
       (!last_report_ || now - *last_report_ >= std::chrono::minutes(o_.storage_audit_minutes))) {
@@ -295,13 +301,12 @@ bool Enforcer::report_trees(const std::vector<std::pair<storage::TenantVolumes, 
 }
 
 bool Enforcer::encrypt_tree(const storage::TenantVolumes& tv, const std::string& key,
-                            std::set<std::string>* live_keys, TreeState* state) {
+                            const std::string& cannot_encrypt, std::set<std::string>* live_keys,
+                            TreeState* state) {
   const std::filesystem::path root = o_.storage_root;
-  auto probed = fscrypt::probe(root);
-  if (!probed || probed->support != fscrypt::Support::kSupported) {
+  if (!cannot_encrypt.empty()) {
     // The filesystem cannot encrypt: the tree is made in clear, and said so once.
-    state->detail = fmt::format("{} cannot encrypt: {}", root.string(),
-                                probed ? probed->detail : probed.error().message);
+    state->detail = fmt::format("{} cannot encrypt: {}", root.string(), cannot_encrypt);
     if (warned_clear_.insert(tv.tenant_id).second)
       spdlog::warn("volumes: {}: the tree of tenant {} is in clear", state->detail, tv.tenant);
     return true;
@@ -357,8 +362,6 @@ bool Enforcer::encrypt_tree(const storage::TenantVolumes& tv, const std::string&
 
 bool Enforcer::remove_unassigned_keys(const std::set<std::string>& live_keys) {
   const std::filesystem::path root = o_.storage_root;
-  auto probed = fscrypt::probe(root);
-  if (!probed || probed->support != fscrypt::Support::kSupported) return true;
   bool ok = true;
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(root, ec)) {

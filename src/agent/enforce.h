@@ -83,13 +83,15 @@ class Enforcer {
   bool storage_round(const Assignment& a, const HttpCall& http);
   // Adds the tenant's volume key to the filesystem and encrypts its tree's top directory when
   // it is new (created empty here, before create_volumes fills it). False on failure.
-  // `state` says whether the tree is encrypted, and under which key or why not.
+  // `cannot_encrypt` is why the storage root cannot encrypt ("" when it can), asked once a
+  // round. `state` says whether the tree is encrypted, and under which key or why not.
   struct TreeState {
     bool encrypted = false;
     std::string detail;
   };
   bool encrypt_tree(const storage::TenantVolumes& tv, const std::string& key,
-                    std::set<std::string>* live_keys, TreeState* state);
+                    const std::string& cannot_encrypt, std::set<std::string>* live_keys,
+                    TreeState* state);
   // Audits each held tree (storage::audit_tree over the tenant's ids) and reports it with its
   // encryption state: POST /v1/agent/storage-report. Runs every --storage-audit-minutes.
   bool report_trees(const std::vector<std::pair<storage::TenantVolumes, TreeState>>& trees,
@@ -97,6 +99,7 @@ class Enforcer {
   // Removes from the filesystem the key of every tenant tree under the storage root that no
   // assigned tenant's key opens (an offboarded tenant, a tenant gone from this node): its files
   // and names are unreadable from then on, even to root. False when one could not be removed.
+  // Only on a root that can encrypt.
   bool remove_unassigned_keys(const std::set<std::string>& live_keys);
   // Records the unheld tenants as held by this node; returns the tenants it may create trees of.
   std::set<std::string> hold_tenants(const Assignment& a, const HttpCall& http, bool* ok);

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "common/crypto.h"
+#include "common/files.h"
 
 namespace gp::agent::fscrypt {
 namespace {
@@ -21,23 +22,6 @@ namespace fs = std::filesystem;
 
 static_assert(kRawKeyBytes == FSCRYPT_MAX_KEY_SIZE);
 static_assert(sizeof(KeyIdentifier{}.bytes) == FSCRYPT_KEY_IDENTIFIER_SIZE);
-
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 // ioctl, retried when a signal interrupts it; errno is left as the kernel set it.
 int ioctl_retrying(int fd, unsigned long request, void* arg) {
@@ -127,9 +111,9 @@ Error system_error(std::string_view what, int fd, int err) {
 }
 
 // Opens `path` for an ioctl; `flags` adds to O_RDONLY | O_CLOEXEC.
-Result<Fd> open_for_ioctl(const fs::path& path, int flags, std::string_view what) {
+Result<UniqueFd> open_for_ioctl(const fs::path& path, int flags, std::string_view what) {
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | flags);
-  if (fd >= 0) return Fd(fd);
+  if (fd >= 0) return UniqueFd(fd);
   const int err = errno;
   // O_NOFOLLOW | O_DIRECTORY on a symlink says ENOTDIR: name the real reason.
   std::error_code ec;
@@ -206,7 +190,7 @@ Result<KeyIdentifier> parse_key_identifier(std::string_view hex) {
 
 Result<Probe> probe(const fs::path& dir) {
   const std::string what = fmt::format("probe encryption on {}", dir.string());
-  Fd fd = GP_TRY(open_for_ioctl(dir, 0, what));
+  UniqueFd fd = GP_TRY(open_for_ioctl(dir, 0, what));
   PolicyRead read = read_policy(fd.get());
   switch (read.err) {
     case 0:        // encrypted already
@@ -225,7 +209,7 @@ Result<KeyIdentifier> add_key(const fs::path& fs_dir, std::string_view raw_key) 
     return fail(Error::invalid(
         fmt::format("an fscrypt key must be {} bytes, not {}", kRawKeyBytes, raw_key.size())));
   const std::string what = fmt::format("add an encryption key to {}", fs_dir.string());
-  Fd fd = GP_TRY(open_for_ioctl(fs_dir, 0, what));
+  UniqueFd fd = GP_TRY(open_for_ioctl(fs_dir, 0, what));
 
   AddKeyArg add;
   add.arg()->key_spec.type = FSCRYPT_KEY_SPEC_TYPE_IDENTIFIER;
@@ -238,7 +222,7 @@ Result<KeyIdentifier> add_key(const fs::path& fs_dir, std::string_view raw_key) 
 
 Result<void> set_policy(const fs::path& dir, const KeyIdentifier& id) {
   const std::string what = fmt::format("encrypt {} under key {}", dir.string(), id.hex());
-  Fd fd = GP_TRY(open_for_ioctl(dir, O_DIRECTORY | O_NOFOLLOW, what));
+  UniqueFd fd = GP_TRY(open_for_ioctl(dir, O_DIRECTORY | O_NOFOLLOW, what));
   // As root (CAP_FOWNER) the kernel sets a policy naming a key that was never added, leaving a
   // directory nobody can create anything in; the agent is root, so refuse that here. A directory
   // that has a policy already is the kernel's to judge (same policy: success).
@@ -277,7 +261,7 @@ Result<void> set_policy(const fs::path& dir, const KeyIdentifier& id) {
 
 Result<std::optional<KeyIdentifier>> get_policy(const fs::path& dir) {
   const std::string what = fmt::format("read the encryption policy of {}", dir.string());
-  Fd fd = GP_TRY(open_for_ioctl(dir, O_DIRECTORY | O_NOFOLLOW, what));
+  UniqueFd fd = GP_TRY(open_for_ioctl(dir, O_DIRECTORY | O_NOFOLLOW, what));
   PolicyRead read = read_policy(fd.get());
   if (read.err == ENODATA) return std::optional<KeyIdentifier>();
   if (read.err != 0) return fail(system_error(what, fd.get(), read.err));
@@ -291,7 +275,7 @@ Result<std::optional<KeyIdentifier>> get_policy(const fs::path& dir) {
 Result<KeyStatus> key_status(const fs::path& fs_dir, const KeyIdentifier& id) {
   const std::string what =
       fmt::format("read the status of key {} on {}", id.hex(), fs_dir.string());
-  Fd fd = GP_TRY(open_for_ioctl(fs_dir, 0, what));
+  UniqueFd fd = GP_TRY(open_for_ioctl(fs_dir, 0, what));
   fscrypt_get_key_status_arg arg{};
   arg.key_spec = specifier(id);
   if (ioctl_retrying(fd.get(), FS_IOC_GET_ENCRYPTION_KEY_STATUS, &arg) != 0)
@@ -311,7 +295,7 @@ Result<KeyStatus> key_status(const fs::path& fs_dir, const KeyIdentifier& id) {
 
 Result<Removal> remove_key(const fs::path& fs_dir, const KeyIdentifier& id) {
   const std::string what = fmt::format("remove key {} from {}", id.hex(), fs_dir.string());
-  Fd fd = GP_TRY(open_for_ioctl(fs_dir, 0, what));
+  UniqueFd fd = GP_TRY(open_for_ioctl(fs_dir, 0, what));
   fscrypt_remove_key_arg arg{};
   arg.key_spec = specifier(id);
   if (ioctl_retrying(fd.get(), FS_IOC_REMOVE_ENCRYPTION_KEY_ALL_USERS, &arg) != 0) {

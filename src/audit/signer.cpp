@@ -18,6 +18,7 @@
 #include <system_error>
 
 #include "common/crypto.h"
+#include "common/files.h"
 
 namespace gp::audit {
 
@@ -193,20 +194,6 @@ Error io_error(const std::string& what, const std::string& path, int err) {
   return Error::unavailable(fmt::format("audit key: {} {}: {}", what, path, std::strerror(err)));
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 struct KeyFile {
   std::string contents;
   mode_t mode;
@@ -214,7 +201,7 @@ struct KeyFile {
 
 // Reads a regular file without following a symlink at the last component. nullopt if absent.
 Result<std::optional<KeyFile>> read_file(const std::string& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
   if (fd.get() < 0) {
     if (errno == ENOENT) return std::optional<KeyFile>();
     return fail(io_error("open", path, errno));
@@ -242,7 +229,7 @@ Result<std::optional<KeyFile>> read_file(const std::string& path) {
 // Returns the temporary's path; the caller publishes it with link() or rename().
 Result<std::string> write_temp(const std::string& path, std::string_view contents, mode_t mode) {
   std::string tmp = path + ".tmp." + hex_encode(random_bytes(8));
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
+  UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
   if (fd.get() < 0) return fail(io_error("create", tmp, errno));
   auto cleanup_fail = [&](const char* what) {
     int err = errno;
@@ -263,7 +250,7 @@ Result<std::string> write_temp(const std::string& path, std::string_view content
 }
 
 Result<void> sync_dir(const std::string& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  UniqueFd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (fd.get() < 0 || ::fsync(fd.get()) != 0) return fail(io_error("fsync", dir, errno));
   return ok();
 }

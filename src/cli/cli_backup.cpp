@@ -288,11 +288,8 @@ int run_restore(const std::string& from_dir, const std::string& data_dir,
   ::chmod(data_dir.c_str(), 0700);
   const std::string location = location_of(data_dir, store_location);
   // No server may run on the target meanwhile: hold its leader lock for the restore.
-  auto lock = store::open_leader_lock(location);
-  auto held = lock ? (*lock)->hold() : Result<bool>(fail(lock.error()));
-  if (!held || !*held)
-    return failed(held ? "a gpuplane server is running on " + location + "; stop it first"
-                       : held.error().message);
+  auto lock = hold_stopped_store(location);
+  if (!lock) return failed(lock.error().message);
   ScratchFile scratch{fs::path(data_dir) / fmt::format(".restore-{}.db", ::getpid())};
   fs::remove(scratch.path, ec);
   auto opened = read_backup(file, *key, scratch.path);
@@ -317,6 +314,13 @@ int run_restore(const std::string& from_dir, const std::string& data_dir,
 }
 
 }  // namespace
+
+Result<std::unique_ptr<store::LeaderLock>> hold_stopped_store(const std::string& location) {
+  auto lock = GP_TRY(store::open_leader_lock(location));
+  if (!GP_TRY(lock->hold()))
+    return fail(Error::conflict("a gpuplane server is running on " + location + "; stop it first"));
+  return lock;
+}
 
 void add_backup_commands(CLI::App& app, int* rc) {
   auto* backup = app.add_subcommand(

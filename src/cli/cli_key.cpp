@@ -40,13 +40,9 @@ void print_keys(const ClientConfig& c, const Json& r) {
 // wrapped by one of them, which the server also accepts meanwhile.
 int rewrap_master(const std::string& data_dir, const std::string& store_location) {
   const std::string location = store_location.empty() ? data_dir + "/gpuplane.db" : store_location;
-  auto lock = store::open_leader_lock(location);
-  auto held = lock ? (*lock)->hold() : Result<bool>(fail(lock.error()));
-  if (!held || !*held) {
-    std::cerr << "error: "
-              << (held ? "a gpuplane server is running on " + location + "; stop it first"
-                       : held.error().message)
-              << "\n";
+  auto lock = hold_stopped_store(location);
+  if (!lock) {
+    std::cerr << "error: " << lock.error().message << "\n";
     return 1;
   }
   const auto random = storage::system_random();

@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "common/json.h"
+#include "common/result.h"
+#include "store/engines.h"
 
 namespace gp::cli {
 
@@ -105,6 +107,10 @@ void add_tls_commands(CLI::App& app, int* rc);
 void add_vm_commands(CLI::App& app, ClientConfig& c, int* rc);
 // job run|list|get|logs|cancel (cli_job.cpp).
 void add_job_commands(CLI::App& app, ClientConfig& c, int* rc);
+// For a command that writes a store no server may run on (restore, key rewrap-master): holds
+// the store's leader lock, for as long as the returned lock lives, or says why it cannot ("a
+// gpuplane server is running on LOCATION; stop it first").
+Result<std::unique_ptr<store::LeaderLock>> hold_stopped_store(const std::string& location);
 // key status|rotate (API) and key rewrap-master (the store, server stopped) (cli_key.cpp).
 void add_key_commands(CLI::App& app, ClientConfig& c, int* rc);
 // backup and restore of a store with its keys (cli_backup.cpp).

@@ -4,13 +4,33 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "common/result.h"
 
 namespace gp {
+
+// Owns a file descriptor: closes it when destroyed. Moves, never copies; -1 owns nothing.
+class UniqueFd {
+ public:
+  explicit UniqueFd(int fd = -1) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    std::swap(fd_, o.fd_);
+    return *this;
+  }
+  ~UniqueFd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  int get() const { return fd_; }
+
+ private:
+  int fd_;
+};
 
 // Creates `path` (which must not exist: O_CREAT|O_EXCL|O_NOFOLLOW, so neither an existing file
 // nor a planted symlink is ever written through) with `mode` whatever the umask, writes

@@ -133,7 +133,7 @@ Result<StorageFacts> gather_storage(store::Tx& tx, const tenancy::Tenant& t) {
       k.current_version = tk.current_version;
       for (const auto& v : tk.versions) k.versions.push_back(v.version);
       // The current key's own creation: a master-key rewrap changes the row, not the key.
-      if (int64_t made = storage::current_key_created_at(tk); made != 0) k.changed_at = made;
+      k.changed_at = storage::current_key_created_at(tk);
     }
     f.keyring = std::move(k);
   }

@@ -93,6 +93,17 @@ Result<std::optional<std::string>> gcm_open(std::string_view key, std::string_vi
   return std::optional<std::string>(std::move(out));
 }
 
+// HMAC of `data` under `key` with `md` (a key derivation: the result is key material, wiped).
+Result<Wiped> hmac(const EVP_MD* md, std::string_view key, std::string_view data) {
+  Wiped out{std::string(EVP_MAX_MD_SIZE, '\0')};
+  unsigned int len = 0;
+  if (!HMAC(md, key.data(), int(key.size()), u(data), data.size(),
+            reinterpret_cast<unsigned char*>(out.bytes.data()), &len))
+    return fail(Error::internal("HMAC failed"));
+  out.bytes.resize(len);
+  return out;
+}
+
 std::string dek_aad(std::string_view tenant, uint32_t version) {
   return aad("data-key", {tenant, std::to_string(version)});
 }
@@ -388,15 +399,9 @@ Result<std::string> derive_volume_key(const Keyring& ring, std::span<const Maste
                                       std::string_view tenant) {
   const auto* t = GP_TRY(live_tenant(ring, tenant));
   auto dek = GP_TRY(data_key(*t, kVolumeKeyVersion, masters));
-  const std::string label = "gpuplane fscrypt volume key\n" + std::string(tenant);
-  std::string out(EVP_MAX_MD_SIZE, '\0');
-  unsigned int len = 0;
-  if (!HMAC(EVP_sha512(), dek.bytes.data(), int(dek.bytes.size()), u(label), label.size(),
-            reinterpret_cast<unsigned char*>(out.data()), &len) ||
-      len != kVolumeKeyBytes)
-    return fail(Error::internal("HMAC-SHA512 failed"));
-  out.resize(len);
-  return out;
+  auto key =
+      GP_TRY(hmac(EVP_sha512(), dek.bytes, "gpuplane fscrypt volume key\n" + std::string(tenant)));
+  return std::move(key.bytes);
 }
 
 bool needs_reseal(const Keyring& ring, const SealedSecret& s) {
@@ -511,15 +516,7 @@ using File = std::unique_ptr<std::FILE, decltype(&std::fclose)>;
 
 // The chunk key of one file: HMAC-SHA256(file key, label || file id).
 Result<Wiped> chunk_key(const MasterKey& key, std::string_view file_id) {
-  std::string data = "gpuplane sealed file chunk key\n" + std::string(file_id);
-  Wiped out{std::string(EVP_MAX_MD_SIZE, '\0')};
-  unsigned int len = 0;
-  if (!HMAC(EVP_sha256(), key.bytes().data(), int(key.bytes().size()), u(data), data.size(),
-            reinterpret_cast<unsigned char*>(out.bytes.data()), &len) ||
-      len != kKeyBytes)
-    return fail(Error::internal("HMAC-SHA256 failed"));
-  out.bytes.resize(len);
-  return out;
+  return hmac(EVP_sha256(), key.bytes(), "gpuplane sealed file chunk key\n" + std::string(file_id));
 }
 
 std::string chunk_nonce(uint64_t index) {

@@ -350,11 +350,26 @@ Result<bool> record_holder(store::Tx& tx, const std::string& tenant_id, const st
 
 // ---- Tenant keys and secrets ----
 
+namespace {
+
+// A stored keyring. A key made before creation times were recorded is dated by the keyring's
+// last change, here where every reader gets it (rotation age, posture, status, rewrap), and
+// keeps that date once the keyring is written back.
+Result<Keyring> keyring_from_row(std::string_view text, int64_t updated_at) {
+  auto ring = GP_TRY(keyring_from_json(GP_TRY(parse_json(text))));
+  for (auto& t : ring.tenants)
+    for (auto& w : t.versions)
+      if (w.created_at == 0) w.created_at = updated_at;
+  return ring;
+}
+
+}  // namespace
+
 Result<Keyring> load_keyring(store::Tx& tx, const std::string& tenant_id) {
-  auto row =
-      GP_TRY(tx.query_one("SELECT keyring FROM tenant_keyrings WHERE tenant_id = ?", {tenant_id}));
+  auto row = GP_TRY(tx.query_one(
+      "SELECT keyring, updated_at FROM tenant_keyrings WHERE tenant_id = ?", {tenant_id}));
   if (!row) return Keyring{};
-  return keyring_from_json(GP_TRY(parse_json(row->text(0))));
+  return keyring_from_row(row->text(0), row->integer(1));
 }
 
 Result<std::optional<KeyringRecord>> load_keyring_record(store::Tx& tx,
@@ -364,7 +379,7 @@ Result<std::optional<KeyringRecord>> load_keyring_record(store::Tx& tx,
                    {tenant_id}));
   if (!row) return std::optional<KeyringRecord>();
   return std::optional<KeyringRecord>(
-      KeyringRecord{.ring = GP_TRY(keyring_from_json(GP_TRY(parse_json(row->text(0))))),
+      KeyringRecord{.ring = GP_TRY(keyring_from_row(row->text(0), row->integer(2))),
                     .destroyed = row->integer(1) != 0,
                     .updated_at = row->integer(2)});
 }
@@ -496,7 +511,6 @@ Result<TenantKeyStatus> tenant_key_status(store::Tx& tx, const std::string& tena
   status.destroyed = status.destroyed || t.destroyed;
   status.current_version = t.current_version;
   status.rotated_at = current_key_created_at(t);
-  if (status.rotated_at == 0) status.rotated_at = record->updated_at;
   std::map<int64_t, int64_t> sealed;
   for (const auto& s : GP_TRY(load_stored_secrets(tx, tenant_id))) ++sealed[s.key_version];
   for (const auto& w : t.versions)
@@ -544,13 +558,9 @@ Result<std::vector<std::pair<std::string, TenantKeys>>> live_keyrings(store::Tx&
   for (const auto& row : GP_TRY(tx.query(
            "SELECT tenant_id, keyring, updated_at FROM tenant_keyrings WHERE destroyed = 0 "
            "ORDER BY tenant_id"))) {
-    auto ring = GP_TRY(keyring_from_json(GP_TRY(parse_json(row.text(1)))));
+    auto ring = GP_TRY(keyring_from_row(row.text(1), row.integer(2)));
     if (ring.tenants.size() != 1 || ring.tenants[0].destroyed) continue;
-    auto& t = ring.tenants[0];
-    // A key made before creation times were kept is as old as its keyring's last change.
-    for (auto& w : t.versions)
-      if (w.created_at == 0) w.created_at = row.integer(2);
-    out.emplace_back(row.text(0), std::move(t));
+    out.emplace_back(row.text(0), std::move(ring.tenants[0]));
   }
   return out;
 }
@@ -578,13 +588,10 @@ Result<std::vector<std::string>> keyrings_not_wrapped_by(store::Tx& tx,
 Result<size_t> rewrap_tenant_keyring(store::Tx& tx, const std::string& tenant_id,
                                      std::span<const MasterKey> from, const MasterKey& to,
                                      const RandomSource& random, int64_t now_micros) {
-  auto record = GP_TRY(load_keyring_record(tx, tenant_id));
-  if (!record || record->ring.tenants.empty()) return size_t{0};
-  auto& ring = record->ring;
-  // The keyring's change time moves on: a key made before creation times were kept takes the
-  // last one as its age first, so that a rewrap never looks like a rotation.
-  for (auto& w : ring.tenants[0].versions)
-    if (w.created_at == 0) w.created_at = record->updated_at;
+  // Each key keeps its creation time (keyring_from_row dates old ones before the row's change
+  // time moves on), so a rewrap never looks like a rotation.
+  auto ring = GP_TRY(load_keyring(tx, tenant_id));
+  if (ring.tenants.empty()) return size_t{0};
   const size_t n = GP_TRY(rewrap_all(ring, from, to, random));
   if (n > 0) GP_TRY_VOID(save_keyring(tx, tenant_id, ring, true, now_micros));
   return n;

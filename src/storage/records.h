@@ -209,14 +209,14 @@ Result<std::vector<StorageReport>> storage_reports(store::Tx& tx, const std::str
 struct KeyVersionStatus {
   uint32_t version = 0;
   std::string master_key_id;  // the master key that wraps it
-  int64_t created_at = 0;     // unix micros; 0 when made before creation times were kept
+  int64_t created_at = 0;     // unix micros (made before they were kept: the keyring's change)
   int64_t secrets = 0;        // secrets sealed under it
 };
 struct TenantKeyStatus {
   bool exists = false;  // the tenant has (or had) a keyring
   bool destroyed = false;
   uint32_t current_version = 0;
-  int64_t rotated_at = 0;  // when the current version was made (its keyring's change if unknown)
+  int64_t rotated_at = 0;  // when the current version was made; 0 without one
   std::vector<KeyVersionStatus> versions;
 };
 Result<TenantKeyStatus> tenant_key_status(store::Tx& tx, const std::string& tenant_id);

@@ -20,6 +20,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/files.h"
 #include "storage/storage.h"
 
 #ifndef PRJQUOTA
@@ -29,39 +30,22 @@
 namespace gp::storage {
 namespace {
 
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
-
 Error sys_error(std::string_view what, std::string_view path, int err) {
   return Error::internal(fmt::format("{} {}: {}", what, path, std::strerror(err)));
 }
 
-Result<Fd> open_root(const std::filesystem::path& root) {
+Result<UniqueFd> open_root(const std::filesystem::path& root) {
   int fd = ::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0)
     return fail(
         Error::not_found(fmt::format("storage root {}: {}", root.string(), std::strerror(errno))));
-  return Fd(fd);
+  return UniqueFd(fd);
 }
 
 // Opens the directory `name` under `parent` without following a symlink.
-Result<Fd> open_dir_at(int parent, const std::string& name, std::string_view shown) {
+Result<UniqueFd> open_dir_at(int parent, const std::string& name, std::string_view shown) {
   int fd = ::openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd >= 0) return Fd(fd);
+  if (fd >= 0) return UniqueFd(fd);
   int e = errno;
   if (e == ELOOP || e == ENOTDIR)
     return fail(Error::conflict(
@@ -252,7 +236,7 @@ Result<void> empty_directory(int top, const std::string& shown) {
   };
   struct stat st {};
   if (::fstat(top, &st) != 0) return fail(sys_error("cannot stat", shown, errno));
-  Fd cur(::fcntl(top, F_DUPFD_CLOEXEC, 0));
+  UniqueFd cur(::fcntl(top, F_DUPFD_CLOEXEC, 0));
   if (cur.get() < 0) return fail(sys_error("cannot read", shown, errno));
   std::vector<Level> levels;
   levels.push_back({.name = "", .dev = st.st_dev, .ino = st.st_ino});
@@ -277,7 +261,7 @@ Result<void> empty_directory(int top, const std::string& shown) {
         }
         return fail(sys_error("cannot open", where(levels) + "/" + name, e));
       }
-      Fd child(fd);
+      UniqueFd child(fd);
       if (::fstat(child.get(), &st) != 0)
         return fail(sys_error("cannot stat", where(levels) + "/" + name, errno));
       levels.push_back({.name = std::move(name), .dev = st.st_dev, .ino = st.st_ino});
@@ -287,7 +271,7 @@ Result<void> empty_directory(int top, const std::string& shown) {
     if (levels.size() == 1) return ok();
     // Emptied: climb back to the parent and remove the directory from it.
     const std::string here = where(levels);
-    Fd up(::openat(cur.get(), "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    UniqueFd up(::openat(cur.get(), "..", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (up.get() < 0) return fail(sys_error("cannot open the parent of", here, errno));
     if (::fstat(up.get(), &st) != 0)
       return fail(sys_error("cannot stat the parent of", here, errno));
@@ -319,7 +303,7 @@ Result<RemoveOutcome> remove_checked(int parent, const std::string& name, const 
           fmt::format("{} is a symlink or not a directory; refusing to use it", shown)));
     return fail(sys_error("cannot open", shown, e));
   }
-  Fd dir(fd);
+  UniqueFd dir(fd);
   auto recorded = GP_TRY(read_identity(dir.get(), shown));
   if (recorded.identity) {
     if (*recorded.identity != expected.identity) return RemoveOutcome::kReplaced;
@@ -380,7 +364,7 @@ Result<CreateReport> create_volumes(const std::filesystem::path& root, const Ten
                     [&](const RefusedTree& r) { return under(d.path, r.path); }))
       continue;
     // Walk to the parent of the directory, then create or open the directory itself.
-    Fd parent(::fcntl(root_fd.get(), F_DUPFD_CLOEXEC, 0));
+    UniqueFd parent(::fcntl(root_fd.get(), F_DUPFD_CLOEXEC, 0));
     std::filesystem::path rel(d.path);
     std::string shown;
     std::vector<std::string> parts;

@@ -23,11 +23,13 @@
 
 #include "agent/enforce.h"
 #include "common/crypto.h"
+#include "test_util.h"
 
 namespace gp::agent::fscrypt {
 namespace {
 
 namespace fs = std::filesystem;
+using gp::testing::run_shell;
 
 constexpr std::string_view kFileName = "tenant-plan-7f3a.txt";
 constexpr std::string_view kMarker = "GPUPLANE-PLAINTEXT-MARKER-";
@@ -39,16 +41,6 @@ std::string contents_of(std::string_view marker) {
   std::string out;
   while (out.size() < 64 * 1024) out += marker;
   return out;
-}
-
-// What a command printed (stdout and stderr), and whether it exited 0.
-std::pair<bool, std::string> run(const std::string& command) {
-  std::string out;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (!p) return {false, ""};
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  return {::pclose(p) == 0, out};
 }
 
 std::string quoted(const fs::path& path) { return "'" + path.string() + "'"; }
@@ -159,7 +151,7 @@ class FscryptExt4 : public ::testing::Test {
  protected:
   void SetUp() override {
     if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a loop-device ext4 image";
-    if (!run("command -v mkfs.ext4").first) GTEST_SKIP() << "mkfs.ext4 is not installed";
+    if (!run_shell("command -v mkfs.ext4").first) GTEST_SKIP() << "mkfs.ext4 is not installed";
     if (!fs::exists("/dev/loop-control")) GTEST_SKIP() << "no loop devices (/dev/loop-control)";
     std::string tmpl = (fs::temp_directory_path() / "gp-fscrypt-XXXXXX").string();
     ASSERT_NE(::mkdtemp(tmpl.data()), nullptr) << std::strerror(errno);
@@ -180,15 +172,15 @@ class FscryptExt4 : public ::testing::Test {
 
   // "" when made, else why not.
   static std::string make_ext4(const fs::path& image, const std::string& options) {
-    auto [made, out] = run("truncate -s 64M " + quoted(image) + " && mkfs.ext4 -q -F " + options +
-                           " " + quoted(image));
+    auto [made, out] = run_shell("truncate -s 64M " + quoted(image) + " && mkfs.ext4 -q -F " +
+                                 options + " " + quoted(image));
     return made ? "" : "mkfs.ext4 " + options + " failed: " + out;
   }
 
   // "" when mounted, else why not.
   std::string mount_image(const fs::path& image, const fs::path& at) {
     fs::create_directories(at);
-    auto [mounted, out] = run("mount -o loop " + quoted(image) + " " + quoted(at));
+    auto [mounted, out] = run_shell("mount -o loop " + quoted(image) + " " + quoted(at));
     if (!mounted) return "cannot loop-mount " + image.string() + ": " + out;
     mounts_.emplace_back(at, image);
     return "";
@@ -196,7 +188,7 @@ class FscryptExt4 : public ::testing::Test {
 
   std::string mount_tmpfs(const fs::path& at) {
     fs::create_directories(at);
-    auto [mounted, out] = run("mount -t tmpfs -o size=16M gp-fscrypt-test " + quoted(at));
+    auto [mounted, out] = run_shell("mount -t tmpfs -o size=16M gp-fscrypt-test " + quoted(at));
     if (!mounted) return "cannot mount tmpfs: " + out;
     mounts_.emplace_back(at, fs::path());
     return "";
@@ -206,13 +198,13 @@ class FscryptExt4 : public ::testing::Test {
   void unmount(const fs::path& at) {
     for (auto it = mounts_.begin(); it != mounts_.end(); ++it) {
       if (it->first != at) continue;
-      auto [unmounted, out] = run("umount " + quoted(at));
+      auto [unmounted, out] = run_shell("umount " + quoted(at));
       if (!unmounted) {
         ADD_FAILURE() << "umount " << at << ": " << out;
-        run("umount -l " + quoted(at));
+        run_shell("umount -l " + quoted(at));
       }
       if (!it->second.empty())
-        run("losetup -n -O NAME -j " + quoted(it->second) + " | xargs -r -n1 losetup -d");
+        run_shell("losetup -n -O NAME -j " + quoted(it->second) + " | xargs -r -n1 losetup -d");
       mounts_.erase(it);
       return;
     }

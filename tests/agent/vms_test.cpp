@@ -20,20 +20,11 @@ namespace gp::agent {
 namespace {
 
 namespace fs = std::filesystem;
+using gp::testing::run_shell;
 using vm::DomainState;
 
 constexpr const char* kKey =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq0Xj1mH0V6K9P7vG2hQ7b5n1sVt8pF2xY4wZ3cA1bD alice@laptop";
-
-// What a command printed (stdout and stderr), and whether it exited 0.
-std::pair<bool, std::string> run(const std::string& command) {
-  std::string out;
-  FILE* p = ::popen((command + " 2>&1").c_str(), "r");
-  if (!p) return {false, ""};
-  char buf[4096];
-  while (size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  return {::pclose(p) == 0, out};
-}
 
 std::string slurp(const fs::path& path) {
   std::ifstream in(path);
@@ -162,7 +153,7 @@ TEST_F(VmDeliveryTest, AnAssignedVmIsDefinedAndRunsWithExactlyItsGpuAndASeed) {
   EXPECT_NE(slurp(dir / "seed/user-data").find(kKey), std::string::npos);
   EXPECT_NE(slurp(dir / "seed/meta-data").find("vm_a1"), std::string::npos);
   EXPECT_EQ(slurp(dir / "reboot_seq"), "0");
-  auto [ok, pvd] = run("xorriso -indev " + (dir / "seed.iso").string() + " -pvd_info");
+  auto [ok, pvd] = run_shell("xorriso -indev " + (dir / "seed.iso").string() + " -pvd_info");
   ASSERT_TRUE(ok) << pvd;
   EXPECT_NE(pvd.find("Volume Id    : cidata"), std::string::npos) << pvd;
 
@@ -389,13 +380,13 @@ TEST_F(VmDeliveryTest, AVmTheControlPlaneCannotDescribeIsLeftAsItIs) {
 
 TEST_F(VmDeliveryTest, TheBootDiskIsAnOverlayOfTheBaseImage) {
   const fs::path base = fs::path(state_.path()) / "base.qcow2";
-  auto [made, out] = run("qemu-img create -q -f qcow2 " + base.string() + " 64M");
+  auto [made, out] = run_shell("qemu-img create -q -f qcow2 " + base.string() + " 64M");
   ASSERT_TRUE(made) << out;
   delivery_ = make_delivery(base.string());
   auto reports = round(assignments({allocation("a1", vm_json("a1", "acme", "0000:c1:00.0"))}));
   ASSERT_EQ(reports[0].state, "running") << reports[0].error;
   const fs::path boot = vm_dir() / "gp-a1/boot.qcow2";
-  auto [ok, info] = run("qemu-img info --output=json " + boot.string());
+  auto [ok, info] = run_shell("qemu-img info --output=json " + boot.string());
   ASSERT_TRUE(ok) << info;
   Json j = Json::parse(info);
   EXPECT_EQ(j.value("format", ""), "qcow2");
@@ -639,14 +630,16 @@ TEST_F(VmDeliveryTest, ConsolesBeyondTheHeartbeatsShareWaitForTheNextOne) {
 // A network namespace of its own (root only), deleted with everything in it at the end.
 class Netns {
  public:
-  Netns() : name_(fmt::format("gpvm{}", ::getpid())) { ok_ = run("ip netns add " + name_).first; }
+  Netns() : name_(fmt::format("gpvm{}", ::getpid())) {
+    ok_ = run_shell("ip netns add " + name_).first;
+  }
   ~Netns() {
-    if (ok_) run("ip netns delete " + name_);
+    if (ok_) run_shell("ip netns delete " + name_);
   }
   bool ok() const { return ok_; }
   std::vector<std::string> ip() const { return {"ip", "netns", "exec", name_, "ip"}; }
   std::string sh(const std::string& command) const {
-    return run("ip -n " + name_ + " " + command).second;
+    return run_shell("ip -n " + name_ + " " + command).second;
   }
 
  private:
