@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
   auto [store, clock, ids, log] = env->parts();
   api::Limits limits;
   limits.node_timeout = std::chrono::hours(1);  // enrolment takes a while; no node is failed
-  api::Api api(store, log, clock, ids, limits);
+  api::Api api(store, log, Env{clock, ids}, limits);
   api::Server server(api, "127.0.0.1", 0, api::default_io_threads());
   auto port = server.start();
   if (!port) {

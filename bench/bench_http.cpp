@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::set_level(spdlog::level::warn);
-  api::Api api(store, log, clock, ids);
+  api::Api api(store, log, Env{clock, ids});
   // I/O threads: as many as `serve` runs by default; GP_BENCH_THREADS overrides.
   const char* threads_env = std::getenv("GP_BENCH_THREADS");
   const char* tls_env = std::getenv("GP_BENCH_TLS");

@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   spdlog::set_level(spdlog::level::warn);
-  api::Api api(store, log, clock, ids);
+  api::Api api(store, log, Env{clock, ids});
   api::Server server(api, "127.0.0.1", 0, 8, std::nullopt);
   auto port = server.start();
   if (!port) return 1;
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
   ao.heartbeat_seconds = 1;
   ao.run_jobs = true;
   std::atomic<bool> stop{false};
-  std::thread agent([&] { agent::run_agent(ao, stop); });
+  std::thread agent([&] { agent::run_agent(ao, system_env(), stop); });
 
   auto ep = transport::parse_endpoint(url);
   const std::vector<std::pair<std::string, std::string>> auth = {

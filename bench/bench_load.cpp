@@ -238,7 +238,7 @@ int run_store(const std::string& name, const std::string& location, double secon
 
   // Each phase runs against a server of its own over the same store, with its own limits.
   auto with_server = [&](const api::Limits& limits, const auto& phase) {
-    api::Api api(store, log, clock, ids, limits);
+    api::Api api(store, log, Env{clock, ids}, limits);
     api::Server server(api, "127.0.0.1", 0, api::default_io_threads());
     auto port = server.start();
     if (!port) return false;
@@ -378,7 +378,7 @@ int run_reads(double seconds) {
     return request(http::verb::get, "/healthz", setup->token);
   };
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-  api::Api api(store, log, clock, ids, {});
+  api::Api api(store, log, Env{clock, ids}, {});
   api::Server server(api, "127.0.0.1", 0, api::default_io_threads());
   auto port = server.start();
   if (!port) return 1;
@@ -455,7 +455,7 @@ int soak(double seconds) {
   std::fprintf(stderr, "soak: importing 4,000 nodes ...\n");
   auto setup = populate(store, clock, ids);
   if (!setup) return 1;
-  api::Api api(store, log, clock, ids);
+  api::Api api(store, log, Env{clock, ids});
   api::Server server(api, "127.0.0.1", 0, api::default_io_threads());
   auto port = server.start();
   if (!port) return 1;

@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
         Phase{"flood, default limits", true, api::RateLimits::server_defaults()}}) {
     api::Limits limits;
     limits.rate = phase.rate;
-    api::Api api(store, log, clock, ids, limits);
+    api::Api api(store, log, Env{clock, ids}, limits);
     api::Server server(api, "127.0.0.1", 0, api::default_io_threads());
     auto port = server.start();
     if (!port) return 1;

@@ -70,7 +70,7 @@ struct Figures {
 Figures probe(store::Store& store, audit::AuditLog& log, SystemClock& clock, RandomIdSource& ids,
               const std::string& admin_token, api::Limits limits, int probes, int run) {
   Figures f;
-  api::Api api(store, log, clock, ids, limits);
+  api::Api api(store, log, Env{clock, ids}, limits);
   api::Server server(api, "127.0.0.1", 0, 4);
   auto port = server.start();
   if (!port) {

@@ -119,7 +119,7 @@ int main(int argc, char** argv) {
   }
 
   // 2. The HTTP path: keep-alive clients POST batches; 202 comes after the commit.
-  api::Api api(store, log, clock, ids);
+  api::Api api(store, log, Env{clock, ids});
   api::Server server(api, "127.0.0.1", 0, 16);
   auto port = server.start();
   if (!port) return 1;

@@ -5,8 +5,12 @@
                                     include that crosses the layering (debt or not)
   scripts/module_graph.py --dot     the graph in Graphviz dot (debt edges dashed, red)
   scripts/module_graph.py --check   exits 1 naming each include that crosses the layering and is
-                                    not listed as debt, each debt edge that no longer exists, and
-                                    each directory whose SQL statements exceed their ceiling
+                                    not listed as debt, each debt edge that no longer exists,
+                                    each directory whose SQL statements exceed their ceiling,
+                                    each table without one owner or named by another module's
+                                    SQL (unless listed as table debt), and each read of the wall
+                                    clock or the system random source outside the environment
+                                    (common/env.h)
 
 A module is a directory of src/; an edge is an `#include "<other>/..."` in any of its files, or
 a library of another module named in its CMakeLists.txt's target_link_libraries (the build gives a
@@ -24,16 +28,29 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"')
 SQL = re.compile(r"\btx\.(query_one|query|exec)\(")
 TABLE_DEF = re.compile(r"CREATE TABLE (?:IF NOT EXISTS )?([a-z_]+)")
 TABLE_USE = re.compile(r"\b(?:FROM|JOIN|INTO|UPDATE)\s+([a-z_]+)", re.IGNORECASE)
+# Reading the wall clock or the system random source directly; only the files that implement the
+# environment's system sources (env-source in layers.txt) may.
+ENV_READ = re.compile(r"\bsystem_clock::now\b|\bRAND_(?:priv_)?bytes\b|\brandom_device\b|"
+                      r"\bgetrandom\s*\(|/dev/u?random|\btime\(\s*(?:nullptr|NULL|0)\s*\)|"
+                      r"\bgettimeofday\s*\(|\bCLOCK_REALTIME\b|\brandom_bytes\s*\(")
+# Naming the system environment itself; only the composition root (env-root) and the sources may.
+ENV_MAKE = re.compile(r"\b(?:system_env|system_random|host_root)\s*\(|"
+                      r"\b(?:SystemClock|SystemRandom|RandomIdSource)\b")
 ADD_LIBRARY = re.compile(r"\badd_library\(\s*(gp_[a-z_]+)")
 LINK = re.compile(r"\btarget_link_libraries\(\s*([a-z_]+)([^)]*)\)", re.S)
 
 
 def parse_layers(path):
-    layer, pure, debt, ceilings = {}, set(), {}, {}
-    for n, raw in enumerate(open(path), 1):
-        line = raw.split("#", 1)[0].strip()
-        if not line:
-            continue
+    layer, pure, debt, ceilings, env = {}, set(), {}, {}, {"source": set(), "root": set()}
+    tables = {"owner": defaultdict(list), "debt": {}}
+    lines, last_key = [], None
+    for n, raw in enumerate(open(path), 1):  # an indented line continues a `tables` line
+        line = raw.split("#", 1)[0]
+        if line.strip() and line[0] in " \t" and lines and lines[-1][1].startswith("tables "):
+            lines[-1] = (lines[-1][0], lines[-1][1] + " " + line.strip(), lines[-1][2])
+        elif line.strip():
+            lines.append((n, line.strip(), raw))
+    for n, line, raw in lines:
         key, _, rest = line.partition(":")
         key, rest = key.strip(), rest.strip()
         if key.startswith("layer "):
@@ -56,14 +73,26 @@ def parse_layers(path):
         elif key == "sql-ceiling":
             d, count = rest.split()
             ceilings[d] = int(count)
+        elif key in ("env-source", "env-root"):
+            env[key[4:]].update(rest.split())
+        elif key.startswith("tables "):
+            for t in (t.strip() for t in rest.split(",")):
+                if t:
+                    tables["owner"][t].append(key.split()[1])
+        elif key == "table-debt":
+            what, _, why = rest.partition(":")
+            if len(what.split()) != 2 or not why.strip():
+                sys.exit(f"{path}:{n}: expected 'table-debt: <table> <module>: <why>'")
+            tables["debt"][tuple(what.split())] = why.strip()
         else:
             sys.exit(f"{path}:{n}: unknown line '{raw.strip()}'")
-    return layer, pure, debt, ceilings
+    return layer, pure, debt, ceilings, env, tables
 
 
-def scan(src):
-    """Edges {(from, to): [file:line, ...]} and SQL statements per module ("src/<module>")."""
-    edges, sql = defaultdict(list), defaultdict(int)
+def scan(src, env):
+    """Edges {(from, to): [file:line, ...]}, SQL statements per module ("src/<module>"), and the
+    reads of the environment that bypass it (["src/<file>:<line>: <what>", ...])."""
+    edges, sql, bypass = defaultdict(list), defaultdict(int), []
     for module in sorted(os.listdir(src)):
         d = os.path.join(src, module)
         if not os.path.isdir(d):
@@ -74,7 +103,18 @@ def scan(src):
                     continue
                 path = os.path.join(dirpath, f)
                 rel = os.path.relpath(path, os.path.dirname(src))
+                inside = os.path.relpath(path, src)
+                source = inside in env["source"]
                 for n, line in enumerate(open(path, errors="replace"), 1):
+                    code = line.split("//", 1)[0]
+                    if not source:
+                        for hit in ENV_READ.findall(code):
+                            bypass.append(f"{rel}:{n}: reads {hit.strip()} directly: take it from "
+                                          "the Env the code is given (common/env.h)")
+                        if module not in env["root"]:
+                            for hit in ENV_MAKE.findall(code):
+                                bypass.append(f"{rel}:{n}: names {hit.strip(' (')} outside the "
+                                              "composition root: take the Env the code is given")
                     m = INCLUDE.match(line)
                     if m and m.group(1) != module and os.path.isdir(os.path.join(src, m.group(1))):
                         edges[(module, m.group(1))].append(f"{rel}:{n}")
@@ -82,7 +122,7 @@ def scan(src):
     modules = sorted(m for m in os.listdir(src) if os.path.isdir(os.path.join(src, m)))
     for (a, b), where in link_edges(src, modules).items():
         edges[(a, b)] += where
-    return modules, edges, sql
+    return modules, edges, sql, bypass
 
 
 def link_edges(src, modules):
@@ -102,24 +142,58 @@ def link_edges(src, modules):
 
 
 def table_users(src):
-    """{table: modules whose SQL names it}, for the tables the migrations create (store's own
-    SQL, the migrations and the engines, left out). A rough reading of the SQL text."""
+    """{table: {module: ["src/<file>:<line>", ...]}} for the tables the migrations create, the
+    modules whose SQL names them (store's own SQL, the migrations and the engines, left out). A
+    rough reading of the SQL text."""
     migrations = os.path.join(src, "store", "migrations.cpp")
     if not os.path.exists(migrations):
         return {}
     tables = set(TABLE_DEF.findall(open(migrations).read()))
-    users = defaultdict(set)
-    for module in os.listdir(src):
+    users = defaultdict(lambda: defaultdict(list))
+    for module in sorted(os.listdir(src)):
         d = os.path.join(src, module)
         if module == "store" or not os.path.isdir(d):
             continue
         for dirpath, _, files in os.walk(d):
-            for f in files:
+            for f in sorted(files):
                 if f.endswith(".cpp"):
-                    for t in TABLE_USE.findall(open(os.path.join(dirpath, f), errors="replace").read()):
-                        if t in tables:
-                            users[t].add(module)
-    return {t: users.get(t, set()) for t in tables}
+                    path = os.path.join(dirpath, f)
+                    rel = os.path.relpath(path, os.path.dirname(src))
+                    for n, line in enumerate(open(path, errors="replace"), 1):
+                        for t in TABLE_USE.findall(line):
+                            if t in tables:
+                                users[t][module].append(f"{rel}:{n}")
+    return {t: users.get(t, {}) for t in tables}
+
+
+def table_problems(src, tables):
+    """The tables without exactly one owner, SQL naming another module's table that is not
+    listed as table debt, and table debt that was paid; and the debt still owed."""
+    users = table_users(src)
+    owner, debt = tables["owner"], tables["debt"]
+    problems, owed = [], []
+    if not users:
+        return problems, owed
+    for t in sorted(users):
+        if len(owner.get(t, [])) != 1:
+            problems.append(f"table {t} has {len(owner.get(t, [])) or 'no'} owners "
+                            f"{' '.join(owner.get(t, []))}: give it one in src/layers.txt")
+            continue
+        for m, where in sorted(users[t].items()):
+            if m == owner[t][0]:
+                continue
+            if (t, m) in debt:
+                owed.append(f"{t} in {m} (owner {owner[t][0]}): {', '.join(where[:3])}")
+            else:
+                problems.append(f"{m} names table {t}, which {owner[t][0]} owns: call "
+                                f"{owner[t][0]}'s functions instead ({', '.join(where)})")
+    for t in sorted(set(owner) - set(users)):
+        problems.append(f"src/layers.txt names table {t}, which the migrations do not create")
+    for (t, m) in sorted(debt):
+        if m not in users.get(t, {}):
+            problems.append(f"table-debt {t} {m} is paid ({m} no longer names {t}): strike it "
+                            "from src/layers.txt")
+    return problems, owed
 
 
 def why_crossing(a, b, layer, pure):
@@ -140,8 +214,8 @@ def main():
     args = ap.parse_args()
     src = os.path.abspath(args.src)
 
-    layer, pure, debt, ceilings = parse_layers(os.path.join(src, "layers.txt"))
-    modules, edges, sql = scan(src)
+    layer, pure, debt, ceilings, env, tables = parse_layers(os.path.join(src, "layers.txt"))
+    modules, edges, sql, bypass = scan(src, env)
     problems = [f"src/{m}/ is in no layer of src/layers.txt" for m in modules if m not in layer]
     problems += [f"src/layers.txt names {m}, which is not a directory of src/"
                  for m in layer if m not in modules]
@@ -179,13 +253,19 @@ def main():
             print(f"  [{tag}] {why}: {', '.join(edges[(a, b)][:3])}")
         for d, limit in sorted(ceilings.items()):
             print(f"  SQL statements in {d}: {sql.get(d, 0)} (ceiling {limit}; the goal is 0)")
+        print(f"  reads of the clock or the random source outside the environment: {len(bypass)}")
+        for b in bypass:
+            print(f"    {b}")
         users = table_users(src)
-        shared = {t: sorted(m) for t, m in users.items() if len(m) > 1}
+        problems, owed = table_problems(src, tables)
         if users:
+            shared = sorted(t for t, m in users.items() if len(m) > 1)
             print(f"\n{len(shared)} of {len(users)} tables are named in the SQL of more than one "
-                  "module (the goal is none):")
-            for t in sorted(shared):
-                print(f"  {t}: {' '.join(shared[t])}")
+                  f"module (the goal is none); {len(owed)} table debts:")
+            for o in owed:
+                print(f"  {o}")
+            for p in problems:
+                print(f"  [NEW] {p}")
         return 0
 
     failures = []
@@ -204,11 +284,14 @@ def main():
         elif n < limit:
             failures.append(f"{d} has {n} SQL statements, fewer than its ceiling of {limit}: "
                             f"lower the ceiling in src/layers.txt to {n}")
+    failures += bypass
+    failures += table_problems(src, tables)[0]
     for f in failures:
         print(f"module_graph: {f}")
     if not failures:
         print(f"module_graph: {len(modules)} modules follow src/layers.txt "
-              f"({len(debt)} debt edges, SQL ceilings {ceilings})")
+              f"({len(debt)} debt edges, {len(tables['debt'])} table debts, "
+              f"SQL ceilings {ceilings})")
     return 1 if failures else 0
 
 

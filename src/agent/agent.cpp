@@ -258,12 +258,11 @@ Result<void> save_identity(const std::string& path, const Json& certificate,
 }
 
 // Whether the certificate in `identity_path` has passed two thirds of its life.
-Result<bool> renewal_due(const std::string& identity_path) {
+Result<bool> renewal_due(const std::string& identity_path, TimePoint now) {
   auto pem = read_file(identity_path);
   if (!pem) return fail(Error::internal("cannot read " + identity_path));
   auto info = GP_TRY(tls::cert_info(*pem));
-  return std::chrono::system_clock::now() >=
-         info.not_before + (info.not_after - info.not_before) * 2 / 3;
+  return now >= info.not_before + (info.not_after - info.not_before) * 2 / 3;
 }
 
 // Asks for a new client certificate for a new key and saves both in `identity_path`. An
@@ -300,7 +299,7 @@ bool same_states(const std::vector<Json>& a, const std::vector<Json>& b) {
 
 }  // namespace
 
-int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
+int run_agent(const AgentOptions& o, Env env, const std::atomic<bool>& stop) {
   if (!o.device_list_strategy.empty()) {
     if (auto s = parse_device_list_strategy(o.device_list_strategy); !s) {
       spdlog::critical("--device-list-strategy: {}", s.error().message);
@@ -318,7 +317,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   }
   std::vector<std::string> named = o.member_dns;
   if (named.empty()) {
-    if (auto text = read_text_file("/etc/resolv.conf"))
+    if (auto text = read_text_file(env.host_path("/etc/resolv.conf").string()))
       named = jobs::resolv_conf_nameservers(*text);
   } else if (named == std::vector<std::string>{"none"}) {
     named.clear();
@@ -453,7 +452,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
   }
   if (ep->tls) ep->identity_file = identity_path;
   Enforcer enforcer(o);
-  const SystemClock clock;
+  const Clock& clock = env.clock;
   std::optional<VmDelivery> vms;
   if (hypervisor)
     vms.emplace(*hypervisor,
@@ -463,7 +462,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
                                   .storage_root = o.storage_root,
                                   .firmware = o.vm_firmware,
                                   .ip_command = bridge_command(o)},
-                clock);
+                clock, [&env] { return env.random.uuid(); });
   std::optional<JobRunner> job_runner;
   // The reports of the last job round, for the next heartbeat (none before the first round).
   std::optional<std::vector<Json>> job_reports;
@@ -512,7 +511,7 @@ int run_agent(const AgentOptions& o, const std::atomic<bool>& stop) {
     }
     if (!ep->identity_file.empty()) {
       Result<void> renewed = ok();
-      if (auto due = renewal_due(identity_path); !due)
+      if (auto due = renewal_due(identity_path, clock.now()); !due)
         renewed = fail(due.error());
       else if (*due)
         renewed = request_certificate(*ep, identity_path, credential);

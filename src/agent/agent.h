@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "common/env.h"
+
 namespace gp::agent {
 
 struct AgentOptions {
@@ -58,7 +60,8 @@ struct AgentOptions {
   std::string dcgmi = "dcgmi";
 };
 
-// Runs until `stop` becomes true (or one round with `once`). Returns a process exit code.
-int run_agent(const AgentOptions& options, const std::atomic<bool>& stop);
+// Runs until `stop` becomes true (or one round with `once`), reading time, random bytes and the
+// host's files through `env`. Returns a process exit code.
+int run_agent(const AgentOptions& options, Env env, const std::atomic<bool>& stop);
 
 }  // namespace gp::agent

@@ -9,7 +9,6 @@
 #include <set>
 #include <sstream>
 
-#include "common/crypto.h"
 #include "common/subprocess.h"
 
 namespace gp::agent {
@@ -446,7 +445,7 @@ VmDelivery::VmDelivery(vm::Hypervisor& hv, VmDeliveryOptions options, const Cloc
       mdevs_(options.sysfs_root),
       o_(std::move(options)),
       clock_(clock),
-      uuid_source_(uuid_source ? std::move(uuid_source) : random_uuid) {
+      uuid_source_(std::move(uuid_source)) {
   if (!o_.ip_command.empty()) bridges_.emplace(o_.ip_command);
 }
 

@@ -142,10 +142,10 @@ class SegmentBridges {
 
 class VmDelivery {
  public:
-  // `hv` and `clock` must outlive the delivery. `uuid_source` names new mediated devices
-  // (random UUIDs when empty).
+  // `hv` and `clock` must outlive the delivery. `uuid_source` names new mediated devices (the
+  // agent gives its environment's random UUIDs).
   VmDelivery(vm::Hypervisor& hv, VmDeliveryOptions options, const Clock& clock,
-             std::function<std::string()> uuid_source = {});
+             std::function<std::string()> uuid_source);
 
   // Reconciles libvirt with `assigned`, which must come from a heartbeat that succeeded and
   // parsed: every "gp-" domain not in it is torn down, its directory and disks deleted. Then for

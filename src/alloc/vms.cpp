@@ -55,8 +55,8 @@ Result<Vm> vm_from(const store::Row& row) {
 }
 
 // In QEMU's locally administered range 52:54:00.
-std::string random_mac() {
-  const std::string h = hex_encode(random_bytes(3));
+std::string random_mac(const Random& random) {
+  const std::string h = hex_encode(random.bytes(3));
   return fmt::format("52:54:00:{}:{}:{}", h.substr(0, 2), h.substr(2, 2), h.substr(4, 2));
 }
 
@@ -223,8 +223,8 @@ Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
     v.tenant_id = a.tenant_id;
     v.project_id = a.project_id;
     v.domain = vm::domain_name(a.id);
-    v.uuid = random_uuid();
-    v.mac = random_mac();
+    v.uuid = w.random.uuid();
+    v.mac = random_mac(w.random);
     v.created_at = v.updated_at = w.now();
     GP_TRY(tx.exec(
         "INSERT INTO vms (id, allocation_id, node_id, tenant_id, project_id, domain, uuid, mac, "

@@ -158,15 +158,14 @@ bool match(const Route& route, const std::vector<std::string_view>& segs,
 
 }  // namespace
 
-Api::Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSource& ids,
-         Limits limits, alloc::Options alloc_options)
+Api::Api(store::Store& store, audit::AuditLog& audit, Env env, Limits limits,
+         alloc::Options alloc_options)
     : store_(store),
       audit_(audit),
-      clock_(clock),
-      ids_(ids),
+      env_(env),
       limits_(std::move(limits)),
-      authn_(store, clock),
-      allocs_(audit, clock, alloc_options),
+      authn_(store, env.clock),
+      allocs_(audit, env.clock, alloc_options),
       throttles_(std::make_unique<Throttles>(limits_.rate)) {
   store_.set_change_listener(
       [this](const std::vector<std::string>& keys) { holds_.announce(keys); });
@@ -318,7 +317,7 @@ HttpResponse Api::handle(HttpRequest req) {
   if (auto h = req.header("x-request-id"); h && valid_request_id(*h))
     request_id = std::string(*h);
   else
-    request_id = ids_.next("req");
+    request_id = env_.ids.next("req");
 
   Call call{req, nullptr, {}, request_id, {}, {}, {}, {}};
   const Route* route = nullptr;
@@ -331,7 +330,7 @@ HttpResponse Api::handle(HttpRequest req) {
     denied.emplace(std::string(outcome), e);
     audited = true;
   };
-  const TimePoint now = clock_.now();
+  const TimePoint now = env_.clock.now();
   const std::string client = throttle_key(req);  // what the address limits count
 
   // The rest of dispatch, from the path's tenant to the handler: in `snapshot` when the route's

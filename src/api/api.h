@@ -89,8 +89,9 @@ struct Route;  // api/router.h
 
 class Api {
  public:
-  Api(store::Store& store, audit::AuditLog& audit, const Clock& clock, IdSource& ids,
-      Limits limits = {}, alloc::Options alloc_options = {});
+  // `env` gives the clock, ids and random bytes of every request (common/env.h).
+  Api(store::Store& store, audit::AuditLog& audit, Env env, Limits limits = {},
+      alloc::Options alloc_options = {});
   ~Api();
 
   HttpResponse handle(HttpRequest req);
@@ -129,9 +130,10 @@ class Api {
   // Internals shared by the route handlers (api/*.cpp).
   store::Store& store() { return store_; }
   audit::AuditLog& audit() { return audit_; }
-  const Clock& clock() const { return clock_; }
-  IdSource& ids() { return ids_; }
-  World world() { return World{clock_, ids_}; }
+  const Clock& clock() const { return env_.clock; }
+  IdSource& ids() { return env_.ids; }
+  const Random& random() const { return env_.random; }
+  Env world() const { return env_; }
   const iam::Authenticator& authenticator() const { return authn_; }
   alloc::Service& allocs() { return allocs_; }
   Throttles& throttles() { return *throttles_; }
@@ -156,8 +158,7 @@ class Api {
  private:
   store::Store& store_;
   audit::AuditLog& audit_;
-  const Clock& clock_;
-  IdSource& ids_;
+  const Env env_;
   Limits limits_;
   iam::Authenticator authn_;
   alloc::Service allocs_;

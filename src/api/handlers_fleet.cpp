@@ -167,7 +167,7 @@ Result<Json> issue_node_certificate(Api& api, store::Tx& tx, const std::string& 
   const auto ttl = std::chrono::duration_cast<std::chrono::seconds>(pki->cert_ttl);
   // Backdated for clocks that lag ours: five minutes, or a quarter of a short lifetime.
   const auto from = now - std::min<std::chrono::seconds>(std::chrono::minutes(5), ttl / 4);
-  const uint64_t serial = tls::random_serial();
+  const uint64_t serial = tls::random_serial(api.random());
   std::string pem = GP_TRY(tls::sign_client_csr(
       pki->ca, csr, {.common_name = node_id, .not_before = from, .validity = now + ttl - from},
       serial));

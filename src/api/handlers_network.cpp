@@ -185,13 +185,6 @@ Result<void> require_master_key(const Api& api) {
   return ok();
 }
 
-Json secret_json(const storage::SecretRecord& s) {
-  return {{"name", s.name},
-          {"key_version", s.key_version},
-          {"created_by", s.created_by},
-          {"created_at", format_rfc3339(from_unix_micros(s.created_at))}};
-}
-
 Result<Mutation> create_secret(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(require_master_key(api));
   auto r = body_reader(call, "secret");
@@ -204,17 +197,14 @@ Result<Mutation> create_secret(Api& api, Call& call, store::Tx& tx) {
   const int64_t now = to_unix_micros(api.clock().now());
   GP_TRY_VOID(ensure_tenant_key(api, tx, t));
   auto ring = GP_TRY(storage::load_keyring(tx, t.id));
-  auto sealed = GP_TRY(
-      storage::seal_secret(ring, master_keys(api), t.name, name, value, storage::system_random()));
+  auto sealed =
+      GP_TRY(storage::seal_secret(ring, master_keys(api), t.name, name, value, api.random()));
   if (GP_TRY(storage::secret_exists(tx, t.id, name)))
     return fail(Error::conflict(fmt::format("a secret named '{}' already exists", name)));
-  GP_TRY_VOID(
-      storage::insert_secret(tx, t.id, sealed, {name, sealed.key_version, call.who.id, now}));
+  const storage::SecretRecord record{name, sealed.key_version, call.who.id, now};
+  GP_TRY_VOID(storage::insert_secret(tx, t.id, sealed, record));
   Mutation m;
-  m.reply = json_reply(201, {{"name", name},
-                             {"key_version", sealed.key_version},
-                             {"created_by", call.who.id},
-                             {"created_at", format_rfc3339(from_unix_micros(now))}});
+  m.reply = json_reply(201, json_of_fields(record));
   m.resource = call.req.path + "/" + name;
   m.reply.headers.emplace_back("Location", m.resource);
   m.detail = {{"name", name}, {"key_version", sealed.key_version}};
@@ -223,18 +213,11 @@ Result<Mutation> create_secret(Api& api, Call& call, store::Tx& tx) {
 
 Result<Reply> list_secrets(Api& api, Call& call, store::Tx& tx) {
   auto page = GP_TRY(page_request(api, call));
-  auto secrets = GP_TRY(
-      storage::list_secrets(tx, call.tenant->id, page.after.value_or(""), int64_t{page.limit} + 1));
-  Json items = Json::array();
-  Json next = nullptr;
-  for (size_t i = 0; i < secrets.size(); ++i) {
-    if (i == size_t(page.limit)) {
-      next = secrets[i - 1].name;
-      break;
-    }
-    items.push_back(secret_json(secrets[i]));
-  }
-  return json_reply(200, {{"items", items}, {"next", next}});
+  auto secrets =
+      make_page(GP_TRY(storage::list_secrets(tx, call.tenant->id, page.after.value_or(""),
+                                             int64_t{page.limit} + 1)),
+                page, [](const storage::SecretRecord& s) { return s.name; });
+  return json_reply(200, page_json(secrets, json_of_fields<storage::SecretRecord>));
 }
 
 Result<Mutation> delete_named_secret(Call& call, store::Tx& tx, const std::string& name) {
@@ -291,7 +274,7 @@ Result<Mutation> rotate_keys(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(r.finish());
   const auto& t = *call.tenant;
   auto rotation = GP_TRY(storage::rotate_tenant_key(tx, t.id, t.name, master_keys(api),
-                                                    storage::system_random(), api.world().now()));
+                                                    api.random(), api.world().now()));
   Json body = key_status_json(GP_TRY(storage::tenant_key_status(tx, t.id)));
   body["resealed"] = rotation.resealed;
   Mutation m;
@@ -310,8 +293,7 @@ Result<int> Api::key_rotation_sweep(Duration max_age) {
   int rotated = 0;
   GP_TRY_VOID(store().write([&](store::Tx& tx) -> Result<void> {
     for (const auto& [id, name] : GP_TRY(storage::tenants_with_keys_older_than(tx, before))) {
-      auto r = GP_TRY(storage::rotate_tenant_key(tx, id, name, master_keys(*this),
-                                                 storage::system_random(), now));
+      auto r = GP_TRY(storage::rotate_tenant_key(tx, id, name, master_keys(*this), random(), now));
       audit::Entry e{
           "system",     id,
           "key.rotate", "/v1/tenants/" + id + "/keys/rotate",
@@ -357,8 +339,8 @@ Result<void> ensure_tenant_key(Api& api, store::Tx& tx, const tenancy::Tenant& t
   auto ring = GP_TRY(storage::load_keyring(tx, tenant.id));
   if (!ring.tenants.empty()) return ok();
   const int64_t now = api.world().now();
-  GP_TRY_VOID(storage::create_tenant_key(ring, tenant.name, master_keys(api).front(),
-                                         storage::system_random(), now));
+  GP_TRY_VOID(
+      storage::create_tenant_key(ring, tenant.name, master_keys(api).front(), api.random(), now));
   return storage::save_keyring(tx, tenant.id, ring, false, now);
 }
 
@@ -461,7 +443,7 @@ std::vector<Route> network_routes() {
                .handler = read_tx([](Api&, Call& call, store::Tx& tx) -> Result<Reply> {
                  auto secret = GP_TRY(found(
                      storage::find_secret(tx, call.tenant->id, call.param("secret")), "secret"));
-                 return json_reply(200, secret_json(secret));
+                 return json_reply(200, json_of_fields(secret));
                }),
                .summary = "One secret's metadata (never its value).",
                .response_schema = "Secret"});

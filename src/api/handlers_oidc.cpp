@@ -127,9 +127,9 @@ Result<Reply> begin_login(Api& api, Call& call) {
   auto* provider = GP_TRY(provider_of(api, call));
   const std::string to = GP_TRY(return_path(call));
   const std::string redirect = GP_TRY(redirect_uri(api, call, provider->config()));
-  const std::string state = base64url_encode(random_bytes(32));
-  const std::string nonce = base64url_encode(random_bytes(32));
-  const auto pkce = iam::oidc::make_pkce();
+  const std::string state = base64url_encode(api.random().bytes(32));
+  const std::string nonce = base64url_encode(api.random().bytes(32));
+  const auto pkce = iam::oidc::make_pkce(api.random());
   const std::string url =
       GP_TRY(provider->authorization_url(redirect, state, nonce, pkce.challenge));
   const int64_t now = to_unix_micros(api.clock().now());

@@ -228,7 +228,7 @@ Result<std::optional<KeyFile>> read_file(const std::string& path) {
 // Writes `contents` to a fresh temporary file next to `path` with exactly `mode`, fsynced.
 // Returns the temporary's path; the caller publishes it with link() or rename().
 Result<std::string> write_temp(const std::string& path, std::string_view contents, mode_t mode) {
-  std::string tmp = path + ".tmp." + hex_encode(random_bytes(8));
+  const std::string tmp = temp_path_beside(path);
   UniqueFd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode));
   if (fd.get() < 0) return fail(io_error("create", tmp, errno));
   auto cleanup_fail = [&](const char* what) {

@@ -17,6 +17,7 @@
 
 #include "audit/audit.h"
 #include "cli/client.h"
+#include "common/env.h"
 #include "common/files.h"
 #include "storage/storage.h"
 #include "store/backup.h"
@@ -196,7 +197,7 @@ Result<storage::MasterKey> backup_key(const std::string& key_file, const std::st
     if (fs::exists(fs::symlink_status(key_file, ec)))
       return fail(
           Error::conflict(fmt::format("{} exists; --new-key writes a new key file", key_file)));
-    return storage::create_master_key_file(key_file, storage::system_random());
+    return storage::create_master_key_file(key_file, system_env().random);
   }
   auto loaded = storage::load_master_key(key_file);
   if (!loaded)
@@ -232,7 +233,7 @@ int run_backup(const std::string& data_dir, const std::string& store_location,
   const fs::path partial = fs::path(out_dir) / (std::string(kBackupFile) + ".partial");
   fs::remove(partial, ec);
   auto sealed = [&]() -> Result<void> {
-    auto out = GP_TRY(storage::SealedFileWriter::create(partial, *key, storage::system_random()));
+    auto out = GP_TRY(storage::SealedFileWriter::create(partial, *key, system_env().random));
     GP_TRY_VOID(add_file(out, scratch.path, kStoreEntry));
     for (const auto& name : kKeyFiles)
       if (fs::exists(fs::path(data_dir) / name, ec))

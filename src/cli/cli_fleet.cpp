@@ -500,7 +500,7 @@ void add_agent(CLI::App& app, int* rc) {
     setup_logging("info", "text");
     signal(SIGTERM, [](int) { g_agent_stop = true; });
     signal(SIGINT, [](int) { g_agent_stop = true; });
-    *rc = agent::run_agent(*o, g_agent_stop);
+    *rc = agent::run_agent(*o, system_env(), g_agent_stop);
   });
 }
 

@@ -9,11 +9,10 @@
 #include <cctype>
 #include <chrono>
 #include <iostream>
-#include <random>
 #include <thread>
 
 #include "cli/client.h"
-#include "common/clock.h"
+#include "common/env.h"
 #include "render/render.h"
 #include "storage/storage.h"
 
@@ -155,8 +154,7 @@ void usage_error(int* rc, const std::string& message) {
 
 // "job-" and six random hex digits: a DNS label unlikely to meet a live job's name.
 std::string generated_job_name() {
-  std::random_device random;
-  return fmt::format("job-{:06x}", std::uniform_int_distribution<uint32_t>(0, 0xffffff)(random));
+  return fmt::format("job-{:06x}", system_env().random.u64() & 0xffffff);
 }
 
 // A command line as a shell would take it back: words with anything but [A-Za-z0-9_./:=@%+,-]

@@ -10,7 +10,7 @@
 
 #include "audit/audit.h"
 #include "cli/client.h"
-#include "common/clock.h"
+#include "common/env.h"
 #include "storage/records.h"
 #include "store/engines.h"
 
@@ -45,7 +45,8 @@ int rewrap_master(const std::string& data_dir, const std::string& store_location
     std::cerr << "error: " << lock.error().message << "\n";
     return 1;
   }
-  const auto random = storage::system_random();
+  const Env env = system_env();
+  const Random& random = env.random;
   auto keys = storage::load_master_keys(data_dir, false, random);
   if (!keys) {
     std::cerr << "error: " << keys.error().message << "\n";
@@ -69,8 +70,7 @@ int rewrap_master(const std::string& data_dir, const std::string& store_location
     std::cerr << "error: " << (!store ? store.error() : signer.error()).message << "\n";
     return 1;
   }
-  SystemClock clock;
-  audit::AuditLog audit_log(clock, std::move(*signer));
+  audit::AuditLog audit_log(env.clock, std::move(*signer));
   std::vector<std::string> tenants;
   auto listed = (*store)->read([&](store::Tx& tx) -> Result<void> {
     tenants = GP_TRY(storage::keyrings_not_wrapped_by(tx, to.id()));
@@ -81,8 +81,8 @@ int rewrap_master(const std::string& data_dir, const std::string& store_location
   for (const auto& tenant : listed ? tenants : std::vector<std::string>{}) {
     // Each tenant's rewrap and its audit record commit together.
     auto r = (*store)->write([&](store::Tx& tx) -> Result<void> {
-      const size_t n = GP_TRY(storage::rewrap_tenant_keyring(tx, tenant, *keys, to, random,
-                                                             to_unix_micros(clock.now())));
+      const size_t n =
+          GP_TRY(storage::rewrap_tenant_keyring(tx, tenant, *keys, to, random, env.now()));
       GP_TRY(audit_log.append(
           tx, {.actor = "operator",
                .tenant_id = tenant,

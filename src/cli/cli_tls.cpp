@@ -1,12 +1,12 @@
 // Transport security on the command line: serve's --tls-cert/--tls-key/--plaintext and
 // `gpuplane tls dev-certs`, which creates the local CA and server certificate `make run` uses.
 #include <fmt/format.h>
-#include <openssl/rand.h>
 
 #include <iostream>
 
 #include "cli/client.h"
 #include "cli/commands.h"
+#include "common/env.h"
 #include "tls/tls.h"
 
 namespace gp::cli {
@@ -45,13 +45,8 @@ void add_tls_commands(CLI::App& app, int* rc) {
     std::vector<std::string> dns = hosts->empty() ? std::vector<std::string>{"localhost"} : *hosts;
     std::vector<std::string> addrs =
         ips->empty() && hosts->empty() ? std::vector<std::string>{"127.0.0.1", "::1"} : *ips;
-    uint64_t seed = 0;
-    if (RAND_bytes(reinterpret_cast<unsigned char*>(&seed), sizeof seed) != 1) {
-      std::cerr << "error: no randomness for the certificate serials\n";
-      *rc = 1;
-      return;
-    }
-    auto made = tls::ensure_dev_pki(*dir, dns, addrs, std::chrono::system_clock::now(), seed);
+    const Env env = system_env();
+    auto made = tls::ensure_dev_pki(*dir, dns, addrs, env.clock.now(), env.random.u64());
     if (!made) {
       std::cerr << "error: " << made.error().message << "\n";
       *rc = 1;

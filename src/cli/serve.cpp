@@ -18,6 +18,7 @@
 
 #include "api/api.h"
 #include "cli/commands.h"
+#include "common/env.h"
 #include "common/files.h"
 #include "common/thread_safety.h"
 #include "store/engines.h"
@@ -69,7 +70,7 @@ iam::oidc::Fetch oidc_fetch() {
 
 // The segment pool from the serve flags, and the master key at <data dir>/master.key (created
 // 0600 on first start).
-Result<api::Isolation> isolation_settings(const ServeOptions& o) {
+Result<api::Isolation> isolation_settings(const ServeOptions& o, const Random& random) {
   api::Isolation iso;
   auto supernet = network::parse_cidr(o.tenant_supernet);
   if (!supernet) return fail(Error::invalid("--tenant-supernet: " + supernet.error().message));
@@ -85,7 +86,7 @@ Result<api::Isolation> isolation_settings(const ServeOptions& o) {
   auto grace = parse_duration_flag(o.storage_grace);
   if (!grace) return fail(Error::invalid("--storage-grace: " + grace.error().message));
   iso.storage_grace = *grace;
-  auto keys = storage::load_master_keys(o.data_dir, true, storage::system_random());
+  auto keys = storage::load_master_keys(o.data_dir, true, random);
   if (!keys) return fail(Error::invalid("master key: " + keys.error().message));
   if (keys->size() > 1)
     spdlog::warn(
@@ -141,10 +142,7 @@ class Leadership {
     if (now - *since_ < takeover_) return false;
     auto claimed = store_.write([&](store::Tx& tx) -> Result<void> {
       api_.allocs().invalidate();  // the previous leader's decisions are in the store only
-      GP_TRY_VOID(tx.exec("DELETE FROM control_plane_leader"));
-      GP_TRY_VOID(
-          tx.exec("INSERT INTO control_plane_leader (id, holder, url, since) VALUES (1, ?, ?, ?)",
-                  {holder_, url_, to_unix_micros(SystemClock().now())}));
+      GP_TRY_VOID(store::record_leader(tx, holder_, url_, to_unix_micros(api_.clock().now())));
       audit::Entry e{"system", "",      "controlplane.leader", "replica/" + holder_, "success",
                      "leader", "local", {{"url", url_}}};
       GP_TRY_VOID(audit_.append(tx, e));
@@ -163,8 +161,7 @@ class Leadership {
   std::string current_leader() {
     std::string url;
     (void)store_.read([&](store::Tx& tx) -> Result<void> {
-      auto row = GP_TRY(tx.query_one("SELECT url FROM control_plane_leader WHERE id = 1"));
-      if (row) url = row->text(0);
+      url = GP_TRY(store::leader_url(tx));
       return ok();
     });
     return url;
@@ -233,9 +230,8 @@ int run_serve(const ServeOptions& o) {
     spdlog::critical("audit signing key: {}", signer.error().message);
     return 1;
   }
-  SystemClock clock;
-  RandomIdSource ids;
-  audit::AuditLog audit_log(clock, std::move(*signer), o.checkpoint_every);
+  const Env env = system_env();
+  audit::AuditLog audit_log(env.clock, std::move(*signer), o.checkpoint_every);
 
   std::optional<std::string> password;
   if (!o.bootstrap_password_file.empty()) {
@@ -253,8 +249,7 @@ int run_serve(const ServeOptions& o) {
   std::string boot_text;
   bool cred_file_written = false;
   auto br = (*store)->write([&](store::Tx& tx) -> Result<void> {
-    World w{clock, ids};
-    boot = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, password));
+    boot = GP_TRY(tenancy::bootstrap_platform_admin(tx, env, password));
     if (!boot) return ok();
     audit::Entry e{
         "system",    "",      "platform.bootstrap",          "/v1/users/admin", "success",
@@ -292,8 +287,8 @@ int run_serve(const ServeOptions& o) {
   scheduling.preemption_grace = std::chrono::seconds(o.preemption_grace_seconds);
   scheduling.stop_grace = std::chrono::seconds(o.stop_grace_seconds);
   scheduling.budget_stop_grace = std::chrono::seconds(o.budget_stop_grace_seconds);
-  api::Api api(**store, audit_log, clock, ids, limits, scheduling);
-  auto isolation = isolation_settings(o);
+  api::Api api(**store, audit_log, env, limits, scheduling);
+  auto isolation = isolation_settings(o, env.random);
   if (!isolation) {
     spdlog::critical("{}", isolation.error().message);
     return 1;
@@ -306,7 +301,7 @@ int run_serve(const ServeOptions& o) {
       spdlog::critical("--node-cert-ttl: {}", ttl.error().message);
       return 2;
     }
-    auto ca = tls::ensure_node_ca(o.data_dir, std::chrono::system_clock::now());
+    auto ca = tls::ensure_node_ca(o.data_dir, env.clock.now(), env.random);
     if (!ca) {
       spdlog::critical("node CA: {}", ca.error().message);
       return 1;

@@ -128,15 +128,6 @@ std::string random_bytes(size_t n) {
   return out;
 }
 
-std::string random_uuid() {
-  std::string b = random_bytes(16);
-  b[6] = static_cast<char>((b[6] & 0x0f) | 0x40);  // version 4
-  b[8] = static_cast<char>((b[8] & 0x3f) | 0x80);  // RFC 4122 variant
-  const std::string h = hex_encode(b);
-  return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) +
-         "-" + h.substr(20);
-}
-
 bool constant_time_equal(std::string_view a, std::string_view b) {
   if (a.size() != b.size()) return false;
   return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;

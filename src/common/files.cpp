@@ -5,13 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
-
-#include "common/crypto.h"
 
 namespace gp {
 namespace {
@@ -55,8 +54,15 @@ Result<void> create_private_file(const std::string& path, std::string_view conte
   return ok();
 }
 
+std::string temp_path_beside(const std::string& path) {
+  static std::atomic<uint64_t> next{0};
+  std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), next++);
+  ::unlink(tmp.c_str());
+  return tmp;
+}
+
 Result<void> replace_private_file(const std::string& path, std::string_view contents, mode_t mode) {
-  std::string tmp = fmt::format("{}.tmp.{}", path, hex_encode(random_bytes(6)));
+  const std::string tmp = temp_path_beside(path);
   GP_TRY_VOID(create_private_file(tmp, contents, mode));
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;

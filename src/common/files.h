@@ -32,6 +32,10 @@ class UniqueFd {
   int fd_;
 };
 
+// A name beside `path` for a temporary file no live process uses ("<path>.tmp.<pid>.<n>"); a
+// file left under that name by a process that died is removed first.
+std::string temp_path_beside(const std::string& path);
+
 // Creates `path` (which must not exist: O_CREAT|O_EXCL|O_NOFOLLOW, so neither an existing file
 // nor a planted symlink is ever written through) with `mode` whatever the umask, writes
 // `contents` and fsyncs it. On any failure nothing is left at `path` and the error (unavailable)

@@ -1,4 +1,4 @@
-// Cursor pagination and the injected environment shared by the repository modules.
+// Cursor pagination shared by the repository modules.
 #pragma once
 
 #include <iterator>
@@ -8,8 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "common/clock.h"
-#include "common/ids.h"
+#include "common/env.h"  // transitional: Env (World) moved out of this header
 #include "common/result.h"
 
 namespace gp {
@@ -25,17 +24,22 @@ struct PageRequest {
   int limit = 100;
 };
 
-// Builds a page from up to limit+1 items ordered by `id`: the extra item only says there is a
-// next page, whose cursor is the last returned id.
-template <typename T>
-Page<T> make_page(std::vector<T> items, const PageRequest& p) {
+// Builds a page from up to limit+1 items in cursor order: the extra item only says there is a
+// next page, whose cursor is `cursor_of` the last item returned.
+template <typename T, typename Cursor>
+Page<T> make_page(std::vector<T> items, const PageRequest& p, Cursor&& cursor_of) {
   Page<T> page;
   if (items.size() > size_t(p.limit)) {
     items.resize(size_t(p.limit));
-    page.next = items.back().id;
+    page.next = cursor_of(items.back());
   }
   page.items = std::move(items);
   return page;
+}
+// The same for items ordered by `id`, their cursor.
+template <typename T>
+Page<T> make_page(std::vector<T> items, const PageRequest& p) {
+  return make_page(std::move(items), p, [](const T& item) { return item.id; });
 }
 
 // Every item of a cursor-paged listing, read `batch` at a time: `list(page)` answers
@@ -53,12 +57,5 @@ auto all_pages(List&& list, int batch = 500)
     page.after = std::move(p.next);
   }
 }
-
-// Time and id generation for repository code, both injected.
-struct World {
-  const Clock& clock;
-  IdSource& ids;
-  int64_t now() const { return to_unix_micros(clock.now()); }
-};
 
 }  // namespace gp

@@ -456,7 +456,7 @@ Result<Enrolled> enroll(store::Tx& tx, const World& w, std::string_view join_tok
     return fail(Error::unauthenticated("unknown join token"));
   if (!row->is_null(2)) return fail(Error::unauthenticated("join token has already been used"));
   if (row->integer(1) <= w.now()) return fail(Error::unauthenticated("join token has expired"));
-  auto issued = iam::issue_token(w.ids.next("nod"));
+  auto issued = iam::issue_token(w.ids.next("nod"), w.random);
   Node n = GP_TRY(insert_node(tx, w, inv, row->opt_text(3), NodeState::kEnrolling, "agent",
                               issued.secret_hash, issued.id));
   GP_TRY_VOID(apply_inventory(tx, w, n.id, inv));
@@ -481,7 +481,7 @@ Result<Node> import_node(store::Tx& tx, const World& w, const Inventory& inv,
 Result<CreatedJoinToken> create_join_token(store::Tx& tx, const World& w,
                                            const std::optional<std::string>& pool_id,
                                            const std::string& created_by, Duration ttl) {
-  auto issued = iam::issue_token(w.ids.next("jtk"));
+  auto issued = iam::issue_token(w.ids.next("jtk"), w.random);
   int64_t expires = w.now() + ttl.count();
   GP_TRY_VOID(tx.exec(
       "INSERT INTO join_tokens (id, secret_hash, pool_id, created_by, created_at, expires_at) "

@@ -199,8 +199,8 @@ bool may_grant(const Principal& granter, Role role, const Scope& where) {
 
 std::string hash_secret(std::string_view secret) { return hex_encode(sha256(secret)); }
 
-IssuedToken issue_token(std::string id) {
-  std::string secret = base64url_encode(random_bytes(32));
+IssuedToken issue_token(std::string id, const Random& random) {
+  std::string secret = base64url_encode(random.bytes(32));
   IssuedToken t;
   t.token = fmt::format("{}.{}", id, secret);
   t.secret_hash = hash_secret(secret);

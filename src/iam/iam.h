@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/result.h"
 #include "common/thread_safety.h"
 #include "store/store.h"
@@ -120,7 +121,7 @@ struct IssuedToken {
   std::string token;        // shown once
   std::string secret_hash;  // hex sha256 of the secret part
 };
-IssuedToken issue_token(std::string id);
+IssuedToken issue_token(std::string id, const Random& random);
 struct ParsedToken {
   std::string id;
   std::string secret;

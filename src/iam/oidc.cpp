@@ -500,9 +500,9 @@ Result<Json> public_jwk(std::string_view private_key_pem, const std::string& kid
               {"y", coord(OSSL_PKEY_PARAM_EC_PUB_Y)}};
 }
 
-Pkce make_pkce() {
+Pkce make_pkce(const Random& random) {
   Pkce p;
-  p.verifier = base64url_encode(random_bytes(32));
+  p.verifier = base64url_encode(random.bytes(32));
   p.challenge = pkce_challenge(p.verifier);
   return p;
 }

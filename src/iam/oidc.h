@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/json.h"
 #include "common/result.h"
 #include "common/thread_safety.h"
@@ -99,7 +100,7 @@ Result<Json> public_jwk(std::string_view private_key_pem, const std::string& kid
 struct Pkce {
   std::string verifier, challenge;
 };
-Pkce make_pkce();
+Pkce make_pkce(const Random& random);
 std::string pkce_challenge(std::string_view verifier);
 
 // ---- mapping ----

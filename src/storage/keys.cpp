@@ -111,8 +111,8 @@ std::string secret_aad(std::string_view tenant, std::string_view name, uint32_t 
   return aad("secret", {tenant, name, std::to_string(version)});
 }
 
-Result<std::string> random_exact(const RandomSource& random, size_t n) {
-  std::string r = random(n);
+Result<std::string> random_exact(const Random& random, size_t n) {
+  std::string r = random.bytes(n);
   if (r.size() != n) return fail(Error::internal("random source returned the wrong length"));
   return r;
 }
@@ -141,7 +141,7 @@ const MasterKey* find_master(std::span<const MasterKey> masters, std::string_vie
 }
 
 Result<WrappedDataKey> wrap(std::string_view tenant, uint32_t version, std::string_view dek,
-                            const MasterKey& master, const RandomSource& random) {
+                            const MasterKey& master, const Random& random) {
   WrappedDataKey w{.version = version, .master_key_id = master.id()};
   w.nonce = GP_TRY(random_exact(random, kNonceBytes));
   w.ciphertext = GP_TRY(gcm_seal(master.bytes(), w.nonce, dek_aad(tenant, version), dek));
@@ -170,10 +170,6 @@ Result<Wiped> data_key(const TenantKeys& t, uint32_t version, std::span<const Ma
 }
 
 }  // namespace
-
-RandomSource system_random() {
-  return [](size_t n) { return random_bytes(n); };
-}
 
 Result<MasterKey> MasterKey::from_bytes(std::string key) {
   if (key.size() != kKeyBytes) {
@@ -226,8 +222,7 @@ Result<MasterKey> load_master_key(const std::filesystem::path& path) {
   return MasterKey::from_bytes(std::move(*raw));
 }
 
-Result<MasterKey> create_master_key_file(const std::filesystem::path& path,
-                                         const RandomSource& random) {
+Result<MasterKey> create_master_key_file(const std::filesystem::path& path, const Random& random) {
   auto key = GP_TRY(MasterKey::from_bytes(GP_TRY(random_exact(random, kKeyBytes))));
   Wiped text{hex_encode(key.bytes()) + "\n"};
   if (auto written = create_private_file(path.string(), text.bytes); !written)
@@ -236,7 +231,7 @@ Result<MasterKey> create_master_key_file(const std::filesystem::path& path,
 }
 
 Result<std::vector<MasterKey>> load_master_keys(const std::filesystem::path& data_dir, bool create,
-                                                const RandomSource& random) {
+                                                const Random& random) {
   const auto current = data_dir / kMasterKeyFile, next = data_dir / kNextMasterKeyFile;
   std::error_code ec;
   const bool has_current = std::filesystem::exists(std::filesystem::symlink_status(current, ec));
@@ -254,7 +249,7 @@ Result<std::vector<MasterKey>> load_master_keys(const std::filesystem::path& dat
 }
 
 Result<void> create_tenant_key(Keyring& ring, std::string_view tenant, const MasterKey& master,
-                               const RandomSource& random, int64_t now_micros) {
+                               const Random& random, int64_t now_micros) {
   GP_TRY_VOID(validate_dns_label("tenant", tenant));
   if (const auto* t = find_tenant(ring, tenant))
     return fail(Error::conflict(
@@ -268,7 +263,7 @@ Result<void> create_tenant_key(Keyring& ring, std::string_view tenant, const Mas
 }
 
 Result<uint32_t> rotate_data_key(Keyring& ring, std::string_view tenant, const MasterKey& master,
-                                 const RandomSource& random, int64_t now_micros) {
+                                 const Random& random, int64_t now_micros) {
   GP_TRY(live_tenant(ring, tenant));
   auto* t = find_tenant(ring, tenant);
   uint32_t version = t->current_version + 1;
@@ -287,7 +282,7 @@ int64_t current_key_created_at(const TenantKeys& t) {
 }
 
 Result<size_t> rewrap_all(Keyring& ring, std::span<const MasterKey> from, const MasterKey& to,
-                          const RandomSource& random) {
+                          const Random& random) {
   Keyring next = ring;
   size_t count = 0;
   std::vector<MasterKey> openers(from.begin(), from.end());
@@ -362,7 +357,7 @@ namespace {
 // stored already (a reseal keeps it, even one stored before the current naming rule).
 Result<SealedSecret> seal_named(const Keyring& ring, std::span<const MasterKey> masters,
                                 std::string_view tenant, std::string_view name,
-                                std::string_view plaintext, const RandomSource& random) {
+                                std::string_view plaintext, const Random& random) {
   const auto* t = GP_TRY(live_tenant(ring, tenant));
   auto dek = GP_TRY(data_key(*t, t->current_version, masters));
   SealedSecret s{
@@ -376,7 +371,7 @@ Result<SealedSecret> seal_named(const Keyring& ring, std::span<const MasterKey> 
 
 Result<SealedSecret> seal_secret(const Keyring& ring, std::span<const MasterKey> masters,
                                  std::string_view tenant, std::string_view name,
-                                 std::string_view plaintext, const RandomSource& random) {
+                                 std::string_view plaintext, const Random& random) {
   GP_TRY_VOID(validate_secret_name(name));
   return seal_named(ring, masters, tenant, name, plaintext, random);
 }
@@ -410,7 +405,7 @@ bool needs_reseal(const Keyring& ring, const SealedSecret& s) {
 }
 
 Result<SealedSecret> reseal_secret(const Keyring& ring, std::span<const MasterKey> masters,
-                                   const SealedSecret& s, const RandomSource& random) {
+                                   const SealedSecret& s, const Random& random) {
   Wiped plain{GP_TRY(open_secret(ring, masters, s))};
   return seal_named(ring, masters, s.tenant, s.name, plain.bytes, random);
 }
@@ -550,8 +545,7 @@ SealedFileWriter::~SealedFileWriter() {
 }
 
 Result<SealedFileWriter> SealedFileWriter::create(const std::filesystem::path& path,
-                                                  const MasterKey& key,
-                                                  const RandomSource& random) {
+                                                  const MasterKey& key, const Random& random) {
   auto s = std::make_unique<State>();
   s->path = path;
   const std::string file_id = GP_TRY(random_exact(random, kFileIdBytes));

@@ -14,7 +14,6 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -22,6 +21,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/env.h"
 #include "common/json.h"
 #include "common/result.h"
 
@@ -30,10 +30,6 @@ namespace gp::storage {
 constexpr size_t kKeyBytes = 32;    // AES-256
 constexpr size_t kNonceBytes = 12;  // GCM
 constexpr size_t kTagBytes = 16;
-
-// Returns n cryptographically random bytes; tests inject a deterministic source.
-using RandomSource = std::function<std::string(size_t)>;
-RandomSource system_random();  // OpenSSL RAND_bytes
 
 // A master key, named by its fingerprint (hex of the first 8 bytes of a SHA-256 over a label
 // and the key), so a wrapped key says which master opens it without storing the master.
@@ -61,8 +57,7 @@ class MasterKey {
 // bits (0600 or 0400); anything else is refused with the reason.
 Result<MasterKey> load_master_key(const std::filesystem::path& path);
 // Writes a fresh random master key to a new file (O_EXCL, mode 0600).
-Result<MasterKey> create_master_key_file(const std::filesystem::path& path,
-                                         const RandomSource& random);
+Result<MasterKey> create_master_key_file(const std::filesystem::path& path, const Random& random);
 
 // A data directory's master keys: kMasterKeyFile wraps; kNextMasterKeyFile exists only while a
 // master-key rewrap is unfinished (it is what the rewrap wraps into, renamed over the first
@@ -72,7 +67,7 @@ inline constexpr const char* kNextMasterKeyFile = "master.key.next";
 // The keys of `data_dir`, the one that wraps first, then the unfinished rewrap's. With
 // `create`, a data directory with neither gets a fresh master key.
 Result<std::vector<MasterKey>> load_master_keys(const std::filesystem::path& data_dir, bool create,
-                                                const RandomSource& random);
+                                                const Random& random);
 
 struct WrappedDataKey {
   uint32_t version = 0;
@@ -110,17 +105,17 @@ struct SealedSecret {
 // them destroyed (a shredded tenant's name is not silently given a new key).
 // `now_micros` is recorded as the key's creation time (what rotation ages are measured from).
 Result<void> create_tenant_key(Keyring& ring, std::string_view tenant, const MasterKey& master,
-                               const RandomSource& random, int64_t now_micros = 0);
+                               const Random& random, int64_t now_micros = 0);
 // Adds a new data key version and makes it current; older versions keep opening old secrets.
 Result<uint32_t> rotate_data_key(Keyring& ring, std::string_view tenant, const MasterKey& master,
-                                 const RandomSource& random, int64_t now_micros = 0);
+                                 const Random& random, int64_t now_micros = 0);
 // When the tenant's current data key was made (unix micros; 0 when unknown or none).
 int64_t current_key_created_at(const TenantKeys& t);
 // Rewraps every data key of every tenant under `to`, unwrapping each with whichever of `from`
 // wrapped it. Secrets are untouched. Returns how many keys were rewrapped. All or nothing: on
 // error `ring` is unchanged.
 Result<size_t> rewrap_all(Keyring& ring, std::span<const MasterKey> from, const MasterKey& to,
-                          const RandomSource& random);
+                          const Random& random);
 // Crypto-shredding: wipes every data key of the tenant and marks it destroyed.
 Result<void> destroy_tenant_keys(Keyring& ring, std::string_view tenant);
 // Drops a data key version no secret uses any more (after resealing); refuses the current one
@@ -136,7 +131,7 @@ inline constexpr const char* kSecretNamePunctuation = "-_.:";
 Result<void> validate_secret_name(std::string_view name);
 Result<SealedSecret> seal_secret(const Keyring& ring, std::span<const MasterKey> masters,
                                  std::string_view tenant, std::string_view name,
-                                 std::string_view plaintext, const RandomSource& random);
+                                 std::string_view plaintext, const Random& random);
 // Errors: not_found for an unknown tenant or key version, permission_denied when the tenant's
 // keys were destroyed, invalid_argument when the ciphertext does not authenticate (tampered,
 // or moved to another tenant or name).
@@ -154,7 +149,7 @@ Result<std::string> derive_volume_key(const Keyring& ring, std::span<const Maste
 bool needs_reseal(const Keyring& ring, const SealedSecret& secret);
 // Opens and seals again under the current version (lazily on read, or in a batch).
 Result<SealedSecret> reseal_secret(const Keyring& ring, std::span<const MasterKey> masters,
-                                   const SealedSecret& secret, const RandomSource& random);
+                                   const SealedSecret& secret, const Random& random);
 
 // ---- Sealed files: a byte stream encrypted under a key the operator keeps (backups) ----
 // Layout: kSealedFileMagic, the key's id (16 hex characters), a 16-byte random file id, then
@@ -170,7 +165,7 @@ class SealedFileWriter {
  public:
   // Creates `path` (O_EXCL, mode 0600). The key is copied; the writer wipes it when destroyed.
   static Result<SealedFileWriter> create(const std::filesystem::path& path, const MasterKey& key,
-                                         const RandomSource& random);
+                                         const Random& random);
   SealedFileWriter(SealedFileWriter&&) noexcept;
   SealedFileWriter& operator=(SealedFileWriter&&) noexcept;
   ~SealedFileWriter();

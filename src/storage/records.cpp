@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "store/record_row.h"
+
 namespace gp::storage {
 namespace {
 
@@ -411,10 +413,8 @@ Result<void> save_keyring(store::Tx& tx, const std::string& tenant_id, const Key
 }
 
 namespace {
-constexpr std::string_view kSecretColumns = "name, key_version, created_by, created_at";
-SecretRecord secret_from(const store::Row& row) {
-  return {row.text(0), row.integer(1), row.text(2), row.integer(3)};
-}
+const std::string kSecretColumns = store::columns_of<SecretRecord>();
+SecretRecord secret_from(const store::Row& row) { return store::read_row<SecretRecord>(row); }
 }  // namespace
 
 Result<bool> secret_exists(store::Tx& tx, const std::string& tenant_id, const std::string& name) {
@@ -523,7 +523,7 @@ Result<TenantKeyStatus> tenant_key_status(store::Tx& tx, const std::string& tena
 
 Result<Rotation> rotate_tenant_key(store::Tx& tx, const std::string& tenant_id,
                                    std::string_view tenant_name, std::span<const MasterKey> masters,
-                                   const RandomSource& random, int64_t now_micros) {
+                                   const Random& random, int64_t now_micros) {
   if (masters.empty()) return fail(Error::internal("rotation needs the current master key"));
   auto ring = GP_TRY(load_keyring(tx, tenant_id));
   const bool existed = !ring.tenants.empty();
@@ -587,7 +587,7 @@ Result<std::vector<std::string>> keyrings_not_wrapped_by(store::Tx& tx,
 
 Result<size_t> rewrap_tenant_keyring(store::Tx& tx, const std::string& tenant_id,
                                      std::span<const MasterKey> from, const MasterKey& to,
-                                     const RandomSource& random, int64_t now_micros) {
+                                     const Random& random, int64_t now_micros) {
   // Each key keeps its creation time (keyring_from_row dates old ones before the row's change
   // time moves on), so a rewrap never looks like a rotation.
   auto ring = GP_TRY(load_keyring(tx, tenant_id));

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "common/record.h"
 #include "common/result.h"
 #include "storage/keys.h"
 #include "storage/storage.h"
@@ -232,7 +233,7 @@ struct Rotation {
 // opening a secret reports (a secret that no master key opens stops the rotation).
 Result<Rotation> rotate_tenant_key(store::Tx& tx, const std::string& tenant_id,
                                    std::string_view tenant_name, std::span<const MasterKey> masters,
-                                   const RandomSource& random, int64_t now_micros);
+                                   const Random& random, int64_t now_micros);
 
 // Tenants (id, name) whose current data key was made before `before_micros` and that are not
 // destroyed: what an automatic rotation age selects.
@@ -246,6 +247,22 @@ Result<std::vector<std::string>> keyrings_not_wrapped_by(store::Tx& tx,
 // Rewraps the tenant's data keys under `to` (storage::rewrap_all); returns how many.
 Result<size_t> rewrap_tenant_keyring(store::Tx& tx, const std::string& tenant_id,
                                      std::span<const MasterKey> from, const MasterKey& to,
-                                     const RandomSource& random, int64_t now_micros);
+                                     const Random& random, int64_t now_micros);
 
 }  // namespace gp::storage
+
+namespace gp {
+
+// The one description of a secret's record: its row, its JSON and its schema (common/record.h).
+template <>
+struct Fields<storage::SecretRecord> {
+  using S = storage::SecretRecord;
+  static constexpr auto list = std::tuple{
+      Field{"name", &S::name},
+      Field{"key_version", &S::key_version},
+      Field{"created_by", &S::created_by},
+      Field{"created_at", &S::created_at, {}, Form::kTime},
+  };
+};
+
+}  // namespace gp

@@ -333,11 +333,11 @@ class PostgresStore final : public Store {
         GP_TRY_VOID(c.script("BEGIN"));
         auto applied = c.script(m.sql);
         if (applied) {
-          const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
-          auto ins = c.run("INSERT INTO schema_migrations VALUES (?, ?, ?)",
-                           {int64_t(m.version), std::string(m.name), now}, nullptr);
+          // Stamped by the database's clock, as the SQLite store stamps its own.
+          auto ins = c.run(
+              "INSERT INTO schema_migrations VALUES (?, ?, CAST(EXTRACT(EPOCH FROM now()) AS "
+              "BIGINT))",
+              {int64_t(m.version), std::string(m.name)}, nullptr);
           if (!ins) applied = fail(ins.error());
         }
         if (!applied) {

@@ -168,6 +168,13 @@ struct IdempotentWrite {
 };
 Result<void> record_idempotent_reply(Tx& tx, const IdempotentWrite& write);
 
+// ---- the leader record: which replica leads, for followers to name (docs/ha.md) ----
+// Replaces the record with `holder` (this replica), the URL it serves and since when.
+Result<void> record_leader(Tx& tx, const std::string& holder, const std::string& url,
+                           int64_t since_micros);
+// The URL of the replica that last recorded itself as leader; empty when none has.
+Result<std::string> leader_url(Tx& tx);
+
 // A unique-constraint violation is reported as ErrorCode::kConflict with this prefix.
 inline constexpr std::string_view kUniqueViolation = "unique constraint violated";
 

@@ -5,6 +5,7 @@
 #include "common/crypto.h"
 #include "policy/policy.h"
 #include "storage/records.h"
+#include "store/record_row.h"
 
 namespace gp::tenancy {
 namespace {
@@ -111,16 +112,6 @@ Json Tenant::to_json() const {
           {"created_at", ts(created_at)},
           {"updated_at", ts(updated_at)},
           {"version", version}};
-}
-void Project::describe(ObjectOut& out) const {
-  out.string("id", id);
-  out.string("tenant_id", tenant_id);
-  out.string("name", name);
-  out.string("display_name", display_name);
-  out.optional_string("kubernetes_namespace", kubernetes_namespace);
-  out.time("created_at", created_at);
-  out.time("updated_at", updated_at);
-  out.integer("version", version);
 }
 Json User::to_json() const {
   return {{"id", id},
@@ -430,12 +421,8 @@ Result<Tenant> offboard_tenant(store::Tx& tx, const World& w, const TenantScope&
 // ---------------- projects ----------------
 
 namespace {
-constexpr std::string_view kProjectCols =
-    "id, tenant_id, name, display_name, created_at, updated_at, version, k8s_namespace";
-Project project_from(const Row& r) {
-  return Project{r.text(0),    r.text(1),    r.text(2),    r.text(3),
-                 r.integer(4), r.integer(5), r.integer(6), r.opt_text(7)};
-}
+const std::string kProjectCols = store::columns_of<Project>();
+Project project_from(const Row& r) { return store::read_row<Project>(r); }
 }  // namespace
 
 Result<ProjectSpec> parse_project_spec(ObjectReader& r) {
@@ -460,9 +447,9 @@ Result<Project> create_project(store::Tx& tx, const World& w, const TenantScope&
   if (GP_TRY(tx.query_one("SELECT 1 FROM projects WHERE tenant_id = ? AND name = ?",
                           {s.tenant_id(), spec.name})))
     return fail(Error::conflict(fmt::format("a project named '{}' already exists", spec.name)));
-  auto r = tx.exec(fmt::format("INSERT INTO projects ({}) VALUES (?,?,?,?,?,?,?,?)", kProjectCols),
-                   {p.id, p.tenant_id, p.name, p.display_name, p.created_at, p.updated_at,
-                    p.version, store::opt(p.kubernetes_namespace)});
+  auto r = tx.exec(fmt::format("INSERT INTO projects ({}) VALUES ({})", kProjectCols,
+                               store::placeholders_of<Project>()),
+                   store::params_of(p));
   // Only a store from before migration 20 can hold another tenant's project with this
   // namespace (tenant names that extend one another at a '-'); the unique index keeps the older
   // one's, and the answer says no more than that the name is taken.
@@ -854,7 +841,7 @@ Result<CreatedKey> create_api_key(store::Tx& tx, const World& w, const Owner& ow
     auto s = GP_TRY(find_service_account(tx, owner, spec.owner_id));
     if (!s) return fail(Error::invalid("owner service account not found"));
   }
-  auto issued = iam::issue_token(w.ids.next("key"));
+  auto issued = iam::issue_token(w.ids.next("key"), w.random);
   ApiKey k;
   k.id = issued.id;
   if (owner) k.tenant_id = owner->tenant_id();
@@ -920,7 +907,7 @@ Result<void> revoke_api_key(store::Tx& tx, const World& w, const Owner& owner,
 
 Result<CreatedSession> create_session(store::Tx& tx, const World& w, const std::string& user_id,
                                       Duration ttl) {
-  auto issued = iam::issue_token(w.ids.next("ses"));
+  auto issued = iam::issue_token(w.ids.next("ses"), w.random);
   int64_t now = w.now(), expires = now + ttl.count();
   GP_TRY_VOID(tx.exec(
       "INSERT INTO sessions (id, user_id, secret_hash, created_at, expires_at) VALUES (?,?,?,?,?)",
@@ -1032,7 +1019,7 @@ Result<std::optional<Bootstrap>> bootstrap_platform_admin(
   if (done) return std::optional<Bootstrap>();
   Bootstrap b;
   b.username = "admin";
-  b.password = password.value_or(base64url_encode(random_bytes(18)));
+  b.password = password.value_or(base64url_encode(w.random.bytes(18)));
   auto user = GP_TRY(create_user(tx, w, std::nullopt,
                                  UserSpec{b.username, "Platform administrator", "", b.password}));
   GP_TRY_VOID(create_binding(tx, w, std::nullopt, iam::Scope::platform(),

@@ -15,6 +15,7 @@
 #include "common/json.h"
 #include "common/json_out.h"
 #include "common/page.h"
+#include "common/record.h"
 #include "common/result.h"
 #include "iam/iam.h"
 #include "iam/oidc.h"
@@ -57,7 +58,8 @@ struct Project {
   // across the platform. nullopt: none (the name would be longer than 63 characters, or, in a
   // store from before migration 20, an older project of another tenant already had it).
   std::optional<std::string> kubernetes_namespace;
-  void describe(ObjectOut& out) const;  // its JSON fields (common/json_out.h)
+  // Its JSON (common/json_out.h), from its field table below.
+  void describe(ObjectOut& out) const { describe_fields(*this, out); }
   Json to_json() const { return json_of(*this); }
 };
 
@@ -285,3 +287,23 @@ Result<std::optional<Bootstrap>> bootstrap_platform_admin(
     store::Tx& tx, const World& w, const std::optional<std::string>& password);
 
 }  // namespace gp::tenancy
+
+namespace gp {
+
+// The one description of a project: its row, its JSON and its OpenAPI schema (common/record.h).
+template <>
+struct Fields<tenancy::Project> {
+  using P = tenancy::Project;
+  static constexpr auto list = std::tuple{
+      Field{"id", &P::id},
+      Field{"tenant_id", &P::tenant_id},
+      Field{"name", &P::name},
+      Field{"display_name", &P::display_name},
+      Field{"kubernetes_namespace", &P::kubernetes_namespace, "k8s_namespace"},
+      Field{"created_at", &P::created_at, {}, Form::kTime},
+      Field{"updated_at", &P::updated_at, {}, Form::kTime},
+      Field{"version", &P::version},
+  };
+};
+
+}  // namespace gp

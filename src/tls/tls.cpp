@@ -5,7 +5,6 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/pem.h>
-#include <openssl/rand.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
@@ -403,12 +402,7 @@ Result<CertInfo> cert_info(std::string_view pem) {
   return CertInfo{serial_text(cert.get()), common_name(cert.get()), *from, *to};
 }
 
-uint64_t random_serial() {
-  uint64_t v = 0;
-  while (RAND_bytes(reinterpret_cast<unsigned char*>(&v), sizeof v) != 1) {
-  }
-  return (v & 0x3fffffffffffffffULL) | 1;
-}
+uint64_t random_serial(const Random& random) { return (random.u64() & 0x3fffffffffffffffULL) | 1; }
 
 DevPki dev_pki_paths(const std::string& dir) {
   fs::path d(dir);
@@ -460,8 +454,8 @@ NodeCaFiles node_ca_paths(const std::string& dir) {
   return {(d / "node-ca.pem").string(), (d / "node-ca.key").string()};
 }
 
-Result<KeyAndCert> ensure_node_ca(const std::string& dir,
-                                  std::chrono::system_clock::time_point now) {
+Result<KeyAndCert> ensure_node_ca(const std::string& dir, std::chrono::system_clock::time_point now,
+                                  const Random& random) {
   NodeCaFiles p = node_ca_paths(dir);
   std::error_code ec;
   bool cert = fs::exists(p.cert, ec), key = fs::exists(p.key, ec);
@@ -486,7 +480,7 @@ Result<KeyAndCert> ensure_node_ca(const std::string& dir,
   KeyAndCert ca = GP_TRY(make_ca({.common_name = "gpuplane node CA",
                                   .not_before = now - std::chrono::hours(1),
                                   .validity = std::chrono::hours(24 * 3650)},
-                                 random_serial()));
+                                 random_serial(random)));
   GP_TRY_VOID(write_file(p.key, ca.key_pem, 0600));
   GP_TRY_VOID(write_file(p.cert, ca.cert_pem, 0644));
   return ca;

@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/env.h"
 #include "common/result.h"
 
 namespace boost::asio::ssl {
@@ -111,7 +112,7 @@ struct CertInfo {
 Result<CertInfo> cert_info(std::string_view cert_pem);
 
 // A random serial for a new certificate: positive, 62 bits.
-uint64_t random_serial();
+uint64_t random_serial(const Random& random);
 
 // The files of a development PKI in one directory.
 struct DevPki {
@@ -132,7 +133,7 @@ struct NodeCaFiles {
   std::string cert, key;
 };
 NodeCaFiles node_ca_paths(const std::string& dir);
-Result<KeyAndCert> ensure_node_ca(const std::string& dir,
-                                  std::chrono::system_clock::time_point now);
+Result<KeyAndCert> ensure_node_ca(const std::string& dir, std::chrono::system_clock::time_point now,
+                                  const Random& random);
 
 }  // namespace gp::tls

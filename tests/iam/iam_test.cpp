@@ -131,7 +131,7 @@ TEST(Roles, NamesRoundTrip) {
 }
 
 TEST(Tokens, IssuedTokensParseAndHashToStoredValue) {
-  auto t = issue_token("key_abc");
+  auto t = issue_token("key_abc", system_random());
   auto p = parse_token(t.token);
   ASSERT_TRUE(p);
   EXPECT_EQ(p->id, "key_abc");

@@ -176,7 +176,7 @@ TEST(Jwks, KeepsOnlyUsableSignatureKeys) {
 TEST(Pkce, Rfc7636AppendixB) {
   EXPECT_EQ(pkce_challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM");
-  auto a = make_pkce(), b = make_pkce();
+  auto a = make_pkce(system_random()), b = make_pkce(system_random());
   EXPECT_EQ(a.verifier.size(), 43u);
   EXPECT_NE(a.verifier, b.verifier);
   EXPECT_EQ(a.challenge, pkce_challenge(a.verifier));

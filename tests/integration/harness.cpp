@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
+#include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -13,9 +14,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 
+#include "integration/openapi_check.h"
 #include "pg_test_util.h"
 #include "tenancy/tenancy.h"
 #include "transport/http_client.h"
@@ -171,9 +174,9 @@ TestServer::TestServer(api::Limits limits)
   if (!boot) throw std::runtime_error("bootstrap created no admin in a fresh store");
   admin_token_ = boot->api_key;
 
-  api_ = std::make_unique<api::Api>(*store_, *audit_, clock_, ids_, limits);
+  api_ = std::make_unique<api::Api>(*store_, *audit_, Env{clock_, ids_}, limits);
   api::Isolation isolation;
-  auto master = storage::create_master_key_file(dir_ / "master.key", storage::system_random());
+  auto master = storage::create_master_key_file(dir_ / "master.key", system_random());
   if (!master) throw std::runtime_error("master key: " + master.error().message);
   isolation.master_keys.push_back(std::move(*master));
   api_->set_isolation(std::move(isolation));
@@ -208,6 +211,24 @@ Resp TestServer::request_raw(std::string_view method, std::string_view target,
   out.raw = std::move(r->body);
   out.body = parse_body(out.raw);
   out.headers = std::move(r->headers);
+  if (out.status >= 200 && out.status < 300 &&
+      out.header("Content-Type").starts_with("application/json")) {
+    if (!openapi_) {
+      openapi_ = api_->openapi();
+      if (const char* file = std::getenv("GP_OPENAPI_DOC")) std::ofstream(file) << openapi_->dump();
+    }
+    const auto route = route_of(*openapi_, std::string(method), std::string(target));
+    if (!route)
+      ADD_FAILURE() << method << " " << target << " answered " << out.status
+                    << " but the OpenAPI document has no such operation";
+    else
+      EXPECT_TRUE(MatchesOpenApi(*openapi_, std::string(method), *route, out))
+          << "(" << method << " " << target << ")";
+    // GP_OPENAPI_COVERAGE=<file>: each checked route appended, to see which routes the suite
+    // exercises (scripts/openapi_coverage.py).
+    if (const char* file = std::getenv("GP_OPENAPI_COVERAGE"); file && route)
+      std::ofstream(file, std::ios::app) << method << " " << *route << "\n";
+  }
   return out;
 }
 

@@ -76,7 +76,7 @@ TEST(Keys, RewrapMasterReplacesTheKeyAndAnInterruptedRewrapResumes) {
     const storage::MasterKey both[] = {old_key, next_key};
     auto r = (*store)->write([&](store::Tx& tx) -> Result<void> {
       const std::string acme = GP_TRY(storage::keyrings_not_wrapped_by(tx, next_key.id())).at(0);
-      GP_TRY(storage::rewrap_tenant_keyring(tx, acme, both, next_key, storage::system_random(), 1));
+      GP_TRY(storage::rewrap_tenant_keyring(tx, acme, both, next_key, system_random(), 1));
       return ok();
     });
     ASSERT_TRUE(r) << r.error().message;

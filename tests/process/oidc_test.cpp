@@ -201,7 +201,7 @@ class Oidc : public ::testing::Test {
                              const std::string& account) {
     idp_->control("/test/next-login?account=" + account);
     Browser rp;
-    auto pkce = iam::oidc::make_pkce();
+    auto pkce = iam::oidc::make_pkce(system_random());
     const std::string redirect = "http://127.0.0.1:9/cb";
     auto page = rp.follow(idp_->issuer() + "/auth?client_id=" + client +
                               "&redirect_uri=http%3A%2F%2F127.0.0.1%3A9%2Fcb&response_type=code"

@@ -14,15 +14,10 @@ namespace {
 
 using gp::testing::TempDir;
 
-// Deterministic "random" bytes: a counter through SHA-256, so runs are reproducible.
-RandomSource counter_random() {
-  auto n = std::make_shared<uint64_t>(0);
-  return [n](size_t size) {
-    std::string out;
-    while (out.size() < size) out += sha256("test-random-" + std::to_string((*n)++));
-    return out.substr(0, size);
-  };
-}
+// A source that answers fewer bytes than asked.
+struct ShortRandom final : Random {
+  std::string bytes(size_t) const override { return "x"; }
+};
 
 MasterKey master(std::string_view label) {
   return *MasterKey::from_bytes(sha256(std::string("master-") + std::string(label)));
@@ -41,7 +36,7 @@ class Keys : public ::testing::Test {
     return *s;
   }
 
-  RandomSource rnd = counter_random();
+  SeededRandom rnd{42};  // reproducible runs
   MasterKey m1 = master("one");
   MasterKey m2 = master("two");
   std::vector<MasterKey> only_m1{m1};
@@ -218,8 +213,7 @@ TEST_F(Keys, BadInputsAreRejected) {
   EXPECT_EQ(seal_secret(ring, only_m2, "acme", "a", "b", rnd).error().code,
             ErrorCode::kUnavailable);
   EXPECT_FALSE(MasterKey::from_bytes("short"));
-  RandomSource broken = [](size_t) { return std::string("x"); };
-  EXPECT_FALSE(seal_secret(ring, only_m1, "acme", "a", "b", broken));
+  EXPECT_FALSE(seal_secret(ring, only_m1, "acme", "a", "b", ShortRandom()));
   EXPECT_EQ(destroy_tenant_keys(ring, "nobody").error().code, ErrorCode::kNotFound);
 }
 

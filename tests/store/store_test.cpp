@@ -9,12 +9,65 @@
 #include <thread>
 #include <vector>
 
+#include "store/record_row.h"
 #include "test_util.h"
+
+namespace gp {
+namespace {
+struct Widget {
+  std::string id;
+  std::optional<std::string> note;
+  int64_t size = 0;
+  std::optional<int64_t> ended_at;
+  bool on = false;
+};
+}  // namespace
+template <>
+struct Fields<Widget> {
+  static constexpr auto list = std::tuple{
+      Field{"id", &Widget::id},          Field{"note", &Widget::note, "remark"},
+      Field{"size", &Widget::size},      Field{"ended_at", &Widget::ended_at, {}, Form::kTime},
+      Field{"on", &Widget::on, "is_on"},
+  };
+};
+}  // namespace gp
 
 namespace gp::store {
 namespace {
 
 using gp::testing::TempDir;
+
+// A record described once (common/record.h) is written and read back through its field table.
+TEST(Record, AFieldTableGivesTheColumnsTheParametersAndTheRowReader) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  EXPECT_EQ(columns_of<Widget>(), "id, remark, size, ended_at, is_on");
+  EXPECT_EQ(placeholders_of<Widget>(), "?,?,?,?,?");
+  const Widget full{"w1", "hello", 42, 7, true}, empty{"w2", std::nullopt, 0, std::nullopt, false};
+  std::vector<Widget> back;
+  ASSERT_TRUE(s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY(
+        tx.exec("CREATE TABLE widgets (id TEXT PRIMARY KEY, remark TEXT, size INTEGER, "
+                "ended_at INTEGER, is_on INTEGER)"));
+    for (const auto& w : {full, empty})
+      GP_TRY(tx.exec(fmt::format("INSERT INTO widgets ({}) VALUES ({})", columns_of<Widget>(),
+                                 placeholders_of<Widget>()),
+                     params_of(w)));
+    for (const auto& row :
+         GP_TRY(tx.query(fmt::format("SELECT {} FROM widgets ORDER BY id", columns_of<Widget>()))))
+      back.push_back(read_row<Widget>(row));
+    return ok();
+  }));
+  ASSERT_EQ(back.size(), 2u);
+  EXPECT_EQ(back[0].id, "w1");
+  EXPECT_EQ(back[0].note, "hello");
+  EXPECT_EQ(back[0].size, 42);
+  EXPECT_EQ(back[0].ended_at, 7);
+  EXPECT_TRUE(back[0].on);
+  EXPECT_EQ(back[1].note, std::nullopt);
+  EXPECT_EQ(back[1].ended_at, std::nullopt);
+  EXPECT_FALSE(back[1].on);
+}
 
 TEST(SqliteStore, MigrationsAreAppliedOnceAndRecorded) {
   TempDir dir;

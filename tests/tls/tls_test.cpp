@@ -168,16 +168,16 @@ TEST(TlsModule, ForgedOrWeakCertificateRequestsAreRefused) {
 
 TEST(TlsModule, NodeCaIsCreatedOnceAndAHalfMissingPairIsRefused) {
   TempDir dir;
-  auto first = ensure_node_ca(dir.path(), kNow);
+  auto first = ensure_node_ca(dir.path(), kNow, system_random());
   ASSERT_TRUE(first) << first.error().message;
   struct stat st {};
   ASSERT_EQ(::stat(node_ca_paths(dir.path()).key.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  auto again = ensure_node_ca(dir.path(), kNow);
+  auto again = ensure_node_ca(dir.path(), kNow, system_random());
   ASSERT_TRUE(again);
   EXPECT_EQ(again->cert_pem, first->cert_pem);
   std::filesystem::remove(node_ca_paths(dir.path()).key);
-  auto half = ensure_node_ca(dir.path(), kNow);
+  auto half = ensure_node_ca(dir.path(), kNow, system_random());
   ASSERT_FALSE(half);
   EXPECT_NE(half.error().message.find("only one of"), std::string::npos);
 }

@@ -1,0 +1,78 @@
+// The store's side of an entity described once (common/record.h): its column list, its row
+// reader and its row's parameters, all in the order of its Fields<R> table.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <type_traits>
+
+#include "common/record.h"
+#include "store/store.h"
+
+namespace gp::store {
+
+// "id, tenant_id, name, ...": the columns of R, in field order (for SELECT and INSERT).
+template <typename R>
+std::string columns_of() {
+  std::string out;
+  for_each_field<R>([&](const auto& f) {
+    if (!out.empty()) out += ", ";
+    out += f.stored_as();
+  });
+  return out;
+}
+
+// "?,?,?": one placeholder per column of R.
+template <typename R>
+std::string placeholders_of() {
+  std::string out;
+  for_each_field<R>([&](const auto&) { out += out.empty() ? "?" : ",?"; });
+  return out;
+}
+
+// R from a row whose columns, from `first` on, are columns_of<R>().
+template <typename R>
+R read_row(const Row& row, size_t first = 0) {
+  R r{};
+  size_t i = first;
+  for_each_field<R>([&](const auto& f) {
+    auto& v = r.*(f.member);
+    using T = std::remove_cvref_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, std::string>)
+      v = row.text(i);
+    else if constexpr (std::is_same_v<T, std::optional<std::string>>)
+      v = row.opt_text(i);
+    else if constexpr (std::is_same_v<T, int64_t>)
+      v = row.integer(i);
+    else if constexpr (std::is_same_v<T, std::optional<int64_t>>)
+      v = row.opt_integer(i);
+    else if constexpr (std::is_same_v<T, bool>)
+      v = row.integer(i) != 0;
+    ++i;
+  });
+  return r;
+}
+
+// The values of R's columns, in columns_of<R>() order (for INSERT).
+template <typename R>
+Params params_of(const R& r) {
+  Params out;
+  for_each_field<R>([&](const auto& f) {
+    const auto& v = r.*(f.member);
+    using T = std::remove_cvref_t<decltype(v)>;
+    if constexpr (std::is_same_v<T, std::optional<std::string>> ||
+                  std::is_same_v<T, std::optional<int64_t>>) {
+      if (v)
+        out.emplace_back(*v);
+      else
+        out.emplace_back(Null{});
+    } else if constexpr (std::is_same_v<T, bool>) {
+      out.emplace_back(int64_t(v ? 1 : 0));
+    } else {
+      out.emplace_back(v);
+    }
+  });
+  return out;
+}
+
+}  // namespace gp::store

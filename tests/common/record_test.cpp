@@ -1,0 +1,89 @@
+// Entities described once (common/record.h): one field table gives the JSON and the schema.
+#include "common/record.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+
+namespace gp {
+namespace {
+
+struct Gadget {
+  std::string id;
+  std::optional<std::string> owner;
+  std::string state = "new";
+  int64_t count = 0;
+  std::optional<int64_t> limit;
+  bool shared = false;
+  int64_t created_at = 0;
+  std::optional<int64_t> ended_at;
+  std::string secret_hash;
+};
+
+constexpr std::array<std::string_view, 2> kGadgetStates = {"new", "old"};
+
+}  // namespace
+
+template <>
+struct Fields<Gadget> {
+  static constexpr auto list = std::tuple{
+      Field{"id", &Gadget::id},
+      Field{"owner", &Gadget::owner, "owner_id"},
+      Field{"state", &Gadget::state, {}, Form::kEnum, kGadgetStates},
+      Field{"count", &Gadget::count},
+      Field{"limit", &Gadget::limit},
+      Field{"shared", &Gadget::shared},
+      Field{"created_at", &Gadget::created_at, {}, Form::kTime},
+      Field{"ended_at", &Gadget::ended_at, {}, Form::kTime},
+      Field{"secret_hash", &Gadget::secret_hash, {}, Form::kPlain, {}, Shown::kStoredOnly},
+  };
+};
+
+namespace {
+
+Gadget sample() {
+  Gadget g;
+  g.id = "gdg_1";
+  g.owner = "usr_2";
+  g.state = "old";
+  g.count = 7;
+  g.shared = true;
+  g.created_at = 1'764'979'200'000'000;  // 2025-12-06T00:00:00Z
+  g.secret_hash = "ab12";
+  return g;
+}
+
+TEST(Record, TheJsonHasEveryShownFieldInItsFormAndNoStoredOnlyField) {
+  const Json j = json_of_fields(sample());
+  EXPECT_EQ(j, Json::parse(R"({"id": "gdg_1", "owner": "usr_2", "state": "old", "count": 7,
+                              "limit": null, "shared": true,
+                              "created_at": "2025-12-06T00:00:00.000000Z", "ended_at": null})"));
+}
+
+TEST(Record, TheTextWriterWritesTheSameObjectAsTheJsonWriter) {
+  JsonText text;
+  text.begin_object();
+  describe_fields(sample(), text);
+  text.end_object();
+  EXPECT_EQ(Json::parse(std::move(text).take()), json_of_fields(sample()));
+}
+
+TEST(Record, TheSchemaRequiresEveryShownFieldAndAllowsNullOnlyForOptionalOnes) {
+  const Json s = schema_of<Gadget>();
+  EXPECT_EQ(s["additionalProperties"], false);
+  EXPECT_EQ(s["required"], Json::parse(R"(["id", "owner", "state", "count", "limit", "shared",
+                                            "created_at", "ended_at"])"));
+  const Json& p = s["properties"];
+  EXPECT_FALSE(p.contains("secret_hash"));
+  EXPECT_EQ(p["id"], Json::parse(R"({"type": "string"})"));
+  EXPECT_EQ(p["owner"], Json::parse(R"({"type": ["string", "null"]})"));
+  EXPECT_EQ(p["state"], Json::parse(R"({"type": "string", "enum": ["new", "old"]})"));
+  EXPECT_EQ(p["count"], Json::parse(R"({"type": "integer"})"));
+  EXPECT_EQ(p["limit"], Json::parse(R"({"type": ["integer", "null"]})"));
+  EXPECT_EQ(p["shared"], Json::parse(R"({"type": "boolean"})"));
+  EXPECT_EQ(p["created_at"], Json::parse(R"({"type": "string", "format": "date-time"})"));
+  EXPECT_EQ(p["ended_at"], Json::parse(R"({"type": ["string", "null"], "format": "date-time"})"));
+}
+
+}  // namespace
+}  // namespace gp
