@@ -320,7 +320,8 @@ std::vector<Route> alloc_routes() {
                           "`?dry_run=true` answers whether and where, changing nothing.",
                .request_schema = "AllocationCreate",
                .response_schema = "Allocation",
-               .success_status = 201});
+               .success_status = 201,
+               .other_success_status = 200});  // the dry run
   r.push_back({.method = "GET",
                .pattern = project + "/allocations",
                .action = "allocation.list",

@@ -89,18 +89,15 @@ Result<Reply> list_budgets(Api& api, Call& call, store::Tx& tx) {
       return *page.after == kTenantWide ? b.budget.project.empty() : b.budget.project <= after;
     });
   }
-  Json next = nullptr;
-  if (budgets.size() > size_t(page.limit)) {
-    budgets.resize(size_t(page.limit));
-    const std::string& last = budgets.back().budget.project;
-    next = last.empty() ? std::string(kTenantWide) : last;
-  }
+  auto listed = make_page(std::move(budgets), page, [](const auto& b) {
+    return b.budget.project.empty() ? std::string(kTenantWide) : b.budget.project;
+  });
   Json items = Json::array();
-  if (!budgets.empty()) {
+  if (!listed.items.empty()) {
     const auto spend = billing::month_to_date_spend(tx, call.tenant->id, api.world().now());
-    for (const auto& b : budgets) items.push_back(GP_TRY(budget_json(call, tx, b, spend)));
+    for (const auto& b : listed.items) items.push_back(GP_TRY(budget_json(call, tx, b, spend)));
   }
-  return json_reply(200, {{"items", items}, {"next", next}});
+  return json_reply(200, {{"items", items}, {"next", next_json(listed)}});
 }
 
 Result<Reply> get_budget(Api& api, Call& call, store::Tx& tx) {
@@ -160,12 +157,10 @@ Result<Reply> list_alerts(Api& api, Call& call, store::Tx& tx) {
     if (ec != std::errc() || ptr != a.data() + a.size() || after < 0)
       return fail(Error::invalid("after is not a valid cursor"));
   }
-  auto rows = GP_TRY(billing::list_budget_alerts(tx, call.tenant->id, after, page.limit + 1));
-  Json next = nullptr;
-  if (rows.size() > size_t(page.limit)) {
-    rows.resize(size_t(page.limit));
-    next = std::to_string(rows.back().id);
-  }
+  auto alerts =
+      make_page(GP_TRY(billing::list_budget_alerts(tx, call.tenant->id, after, page.limit + 1)),
+                page, [](const auto& a) { return std::to_string(a.id); });
+  const auto& rows = alerts.items;
   // Each alert's amounts are in the currency of the card that priced its month (null when that
   // month has no card in force any more).
   const auto account = GP_TRY(billing::load_account(tx, call.tenant->id));
@@ -184,7 +179,7 @@ Result<Reply> list_alerts(Api& api, Call& call, store::Tx& tx) {
     item["currency"] = it->second;
     items.push_back(std::move(item));
   }
-  return json_reply(200, {{"items", items}, {"next", next}});
+  return json_reply(200, {{"items", items}, {"next", next_json(alerts)}});
 }
 
 // The budget as its messages name it: the tenant's and the project's names, not their ids.
@@ -403,7 +398,8 @@ std::vector<Route> budget_routes() {
                           "the whole tenant): amount per UTC month, alert thresholds, hard stop. "
                           "Operators and tenant admins (quota.write).",
                .request_schema = "BudgetPut",
-               .response_schema = "Budget"});
+               .response_schema = "Budget",
+               .other_success_status = 201});  // a budget the PUT created
   r.push_back({.method = "DELETE",
                .pattern = "/v1/tenants/{tenant}/budgets/{budget}",
                .action = "budget.delete",

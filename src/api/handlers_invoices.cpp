@@ -273,7 +273,8 @@ std::vector<Route> invoice_routes() {
                           "200 when the draft was re-rated; 409 when the period is finalized.",
                .request_schema = "InvoiceRequest",
                .response_schema = "Invoice",
-               .success_status = 201});
+               .success_status = 201,
+               .other_success_status = 200});  // the draft re-rated
   r.push_back({.method = "GET",
                .pattern = tenant_invoices,
                .action = "invoice.list",

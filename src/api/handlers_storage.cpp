@@ -275,18 +275,12 @@ Result<Reply> list_deletions(Api& api, Call& call, store::Tx& tx) {
     if (state != "scheduled" && state != "done")
       return fail(Error::invalid("state: must be scheduled or done"));
   }
-  auto rows =
-      GP_TRY(storage::list_deletions(tx, page.after.value_or(""), state, int64_t{page.limit} + 1));
+  auto rows = make_page(
+      GP_TRY(storage::list_deletions(tx, page.after.value_or(""), state, int64_t{page.limit} + 1)),
+      page);
   Json items = Json::array();
-  Json next = nullptr;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    if (i == size_t(page.limit)) {
-      next = rows[i - 1].id;
-      break;
-    }
-    items.push_back(GP_TRY(fleet_deletion_json(tx, rows[i])));
-  }
-  return json_reply(200, {{"items", items}, {"next", next}});
+  for (const auto& d : rows.items) items.push_back(GP_TRY(fleet_deletion_json(tx, d)));
+  return json_reply(200, {{"items", items}, {"next", next_json(rows)}});
 }
 
 // ---- The agent's side ----

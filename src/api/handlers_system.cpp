@@ -69,7 +69,7 @@ Result<Reply> audit_list(Api& api, Call& call, store::Tx& tx) {
   audit::Query q;
   if (call.tenant) q.tenant_id = call.tenant->id;
   auto page = GP_TRY(page_request(api, call));
-  q.limit = page.limit;
+  q.limit = page.limit + 1;  // the one beyond the page only says there is a next one
   if (page.after) {
     try {
       q.after = std::stoll(*page.after);
@@ -88,12 +88,9 @@ Result<Reply> audit_list(Api& api, Call& call, store::Tx& tx) {
   if (!call.tenant) {
     if (auto t = get("tenant")) q.tenant_id = *t;
   }
-  auto records = GP_TRY(api.audit().list(tx, q));
-  Json items = Json::array();
-  for (const auto& r : records) items.push_back(audit::record_to_json(r));
-  Json next =
-      records.size() == size_t(q.limit) ? Json(std::to_string(records.back().seq)) : Json(nullptr);
-  return json_reply(200, {{"items", items}, {"next", next}});
+  auto records = make_page(GP_TRY(api.audit().list(tx, q)), page,
+                           [](const audit::Record& r) { return std::to_string(r.seq); });
+  return json_reply(200, page_json(records, audit::record_to_json));
 }
 
 }  // namespace
@@ -268,7 +265,8 @@ std::vector<Route> system_routes() {
        .action = "system.openapi",
        .access = Access::kPublic,
        .handler = [](Api& api, Call&) -> Result<Reply> { return json_reply(200, api.openapi()); },
-       .summary = "This API's OpenAPI 3 document."});
+       .summary = "This API's OpenAPI 3 document.",
+       .response_schema = "OpenApiDocument"});
   routes.push_back({.method = "POST",
                     .pattern = "/v1/auth/login",
                     .action = "session.create",

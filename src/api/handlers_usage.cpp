@@ -136,6 +136,7 @@ std::vector<Route> usage_routes() {
                    "or a JSON array). Needs usage.write in each event's tenant; deduplicated on "
                    "(tenant, source, id); durable before 202. The answer lists every event as "
                    "accepted, duplicate or rejected with the reason.",
+               .response_schema = "UsageIngest",
                .success_status = 202});
   r.push_back({.method = "GET",
                .pattern = "/v1/tenants/{tenant}/usage",
@@ -147,7 +148,8 @@ std::vector<Route> usage_routes() {
                .query_params = kUsageParams,
                .summary = "The tenant's usage by hour, day or month (UTC): allocated "
                           "GPU-equivalent time beside utilization-weighted time, and external "
-                          "usage events; group_by project, resource_key, offering; format=csv."});
+                          "usage events; group_by project, resource_key, offering; format=csv.",
+               .response_schema = "Usage"});
   std::vector<std::string> platform_params = kUsageParams;
   platform_params.push_back("tenant");
   r.push_back({.method = "GET",
@@ -163,7 +165,8 @@ std::vector<Route> usage_routes() {
                  return usage_report(api, call, tx, tenant_id, true);
                }),
                .query_params = platform_params,
-               .summary = "Usage across every tenant (operators); group_by may include tenant."});
+               .summary = "Usage across every tenant (operators); group_by may include tenant.",
+               .response_schema = "Usage"});
   return r;
 }
 

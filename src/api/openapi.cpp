@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include "api/router.h"
+#include "common/record.h"
+#include "storage/records.h"
+#include "tenancy/tenancy.h"
 
 namespace gp::api {
 namespace {
@@ -57,16 +60,7 @@ Json schemas() {
                              {"state", enum_of({"active", "suspended"})},
                              {"labels", labels}},
                             {});
-  s["Project"] = object({{"id", str()},
-                         {"tenant_id", str()},
-                         {"name", str()},
-                         {"display_name", str()},
-                         {"kubernetes_namespace", nstr()},
-                         {"created_at", time_str()},
-                         {"updated_at", time_str()},
-                         {"version", integer()}},
-                        {"id", "tenant_id", "name", "display_name", "kubernetes_namespace",
-                         "created_at", "updated_at", "version"});
+  s["Project"] = schema_of<tenancy::Project>();
   s["ProjectCreate"] = object({{"name", str()}, {"display_name", str()}}, {"name"});
   s["ProjectPatch"] = object({{"display_name", str()}}, {});
   s["User"] = object({{"id", str()},
@@ -548,11 +542,7 @@ Json schemas() {
   s["SecretCreate"] = object(
       {{"name", {{"type", "string"}, {"pattern", "^[A-Za-z0-9_.:-]{1,128}$"}}}, {"value", str()}},
       {"name", "value"});
-  s["Secret"] = object({{"name", str()},
-                        {"key_version", integer()},
-                        {"created_by", str()},
-                        {"created_at", time_str()}},
-                       {"name", "key_version", "created_by", "created_at"});
+  s["Secret"] = schema_of<storage::SecretRecord>();
   Json key_version = object({{"version", integer()},
                              {"master_key_id", str()},
                              {"created_at", ntime()},
@@ -804,6 +794,7 @@ Json schemas() {
   s["InvoiceVerification"] = object({{"id", str()},
                                      {"label", str()},
                                      {"state", invoice_states},
+                                     {"currency", str()},
                                      {"rate_card", card_ref},
                                      {"matches", {{"type", "boolean"}}},
                                      {"stored", totals},
@@ -1011,6 +1002,47 @@ Json schemas() {
        {"volumes", objects},
        {"storage_deletions", objects}},
       {"node", "generated_at", "supernet", "segments", "policies", "volumes", "storage_deletions"});
+  Json period_row = {{"type", "object"},
+                     {"properties",
+                      {{"kind", enum_of({"allocation", "event"})},
+                       {"period_start", time_str()},
+                       {"period_end", time_str()},
+                       {"tenant_id", str()},
+                       {"project_id", nstr()},
+                       {"resource_key", str()},
+                       {"offering_id", nstr()},
+                       {"allocated_unit_us", str()},
+                       {"allocated_gpu_hours", {{"type", "number"}}},
+                       {"sampled_gpu_hours", {{"type", "number"}}},
+                       {"utilized_gpu_hours", {{"type", "number"}}},
+                       {"utilization", {{"type", {"number", "null"}}}},
+                       {"intervals", integer()},
+                       {"unit", str()},
+                       {"quantity", str()},
+                       {"events", integer()}}},
+                     {"required", {"kind", "period_start", "period_end"}},
+                     {"additionalProperties", false}};
+  s["Usage"] = object({{"from", time_str()},
+                       {"to", time_str()},
+                       {"granularity", enum_of({"hour", "day", "month"})},
+                       {"group_by", {{"type", "array"}, {"items", str()}}},
+                       {"units_per_gpu", integer()},
+                       {"rows", {{"type", "array"}, {"items", period_row}}}},
+                      {"from", "to", "granularity", "group_by", "units_per_gpu", "rows"});
+  s["UsageIngest"] =
+      object({{"accepted", integer()},
+              {"duplicates", integer()},
+              {"rejected", integer()},
+              {"results",
+               {{"type", "array"},
+                {"items", object({{"index", integer()},
+                                  {"status", enum_of({"accepted", "duplicate", "rejected"})},
+                                  {"id", str()},
+                                  {"source", str()},
+                                  {"reason", str()}},
+                                 {"index", "status"})}}}},
+             {"accepted", "duplicates", "rejected", "results"});
+  s["OpenApiDocument"] = {{"type", "object"}, {"required", {"openapi", "info", "paths"}}};
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},
@@ -1066,6 +1098,7 @@ Json Api::openapi() const {
         {"description", "Error"},
         {"content", {{"application/problem+json", {{"schema", schema_ref("Problem")}}}}}};
     op["responses"] = {{std::to_string(r.success_status), ok_resp}, {"default", problem}};
+    if (r.other_success_status) op["responses"][std::to_string(*r.other_success_status)] = ok_resp;
     if (r.access == Access::kPublic)
       op["security"] = Json::array();
     else

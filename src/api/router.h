@@ -96,6 +96,9 @@ struct Route {
   std::string request_schema;   // component name, "" if none
   std::string response_schema;  // component name ("X" or "X[]" for a page)
   int success_status = 200;
+  // Another success the route answers with the same body (a PUT that creates answers 201, a
+  // dry run 200, ...).
+  std::optional<int> other_success_status;
 };
 
 // A read-only handler run in one store read transaction. Api::handle finds it in a route's
@@ -209,11 +212,16 @@ Result<std::optional<std::chrono::steady_clock::time_point>> hold_deadline(const
 // Query parameter `name` as Unix microseconds: an RFC 3339 time or a date (midnight UTC);
 // `fallback` when absent.
 Result<int64_t> time_param(const Call& call, const std::string& name, int64_t fallback);
+// A page's "next": its cursor, or null on the last page.
+template <typename T>
+Json next_json(const Page<T>& page) {
+  return page.next ? Json(*page.next) : Json(nullptr);
+}
 template <typename T, typename F>
 Json page_json(const Page<T>& page, F&& to_json) {
   Json items = Json::array();
   for (const auto& item : page.items) items.push_back(to_json(item));
-  return {{"items", std::move(items)}, {"next", page.next ? Json(*page.next) : Json(nullptr)}};
+  return {{"items", std::move(items)}, {"next", next_json(page)}};
 }
 // The 200 reply of a page of records that describe themselves (common/json_out.h), written
 // straight into its text: the same document as page_json, without building it as Json first.

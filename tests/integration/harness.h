@@ -76,6 +76,8 @@ class TestServer {
 
   // One request on a fresh connection. `body` is sent as JSON unless null; `token` becomes an
   // "Authorization: Bearer" header unless empty. Throws when the server cannot be reached.
+  // A successful JSON answer is checked against the schema the OpenAPI document gives its route
+  // and status (openapi_check.h); a departure fails the test that made the request.
   Resp request(std::string_view method, std::string_view target, const Json& body = nullptr,
                std::string_view token = {}, const Headers& extra = {});
   // Like request() but sends `body` byte for byte (Content-Type application/json for POST and
@@ -118,6 +120,7 @@ class TestServer {
   std::filesystem::path dir_;
   ManualClock clock_;
   SeededIdSource ids_;
+  std::optional<Json> openapi_;  // the server's document, read on the first check
   std::unique_ptr<store::Store> store_;
   std::unique_ptr<audit::AuditLog> audit_;
   std::unique_ptr<api::Api> api_;
