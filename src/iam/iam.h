@@ -6,6 +6,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -315,20 +316,45 @@ Result<void> set_bindings_from(store::Tx& tx, const World& w, const Owner& home,
                                const std::string& user_id, const std::string& source,
                                const std::vector<std::pair<Role, Scope>>& grants);
 
+// ---- authentication ----
+
+// What authentication must learn of rows that modules above iam own: iam may not read their
+// tables (src/layers.txt), so whoever builds the Authenticator (api::Api) passes in their
+// owners' lookups, each run in the authentication's own read transaction.
+//
+// Of the tenants (tenancy::tenant_lookup()): whether one is being offboarded (its principals
+// are refused; false for a tenant that does not exist), and the tables that answer is read
+// from, so that a change to them ends every principal kept. Without `offboarding`, a tenant's
+// principal is refused (an internal error) rather than let in unchecked.
+struct TenantLookup {
+  std::function<Result<bool>(store::Tx& tx, const std::string& tenant_id)> offboarding;
+  std::vector<std::string> tables;
+};
+// Of the nodes (fleet::node_credential): a node agent's name and the hash of its bearer
+// credential's secret (nullopt once revoked); nullopt for a node that does not exist. Node
+// principals are never kept, so no tables. Empty: no node credential is accepted.
+struct NodeCredential {
+  std::string name;
+  std::optional<std::string> secret_hash;
+};
+using NodeLookup =
+    std::function<Result<std::optional<NodeCredential>>(store::Tx& tx, const std::string& node_id)>;
+
 // Resolves a bearer token to a principal by reading the store. Errors are kUnauthenticated
 // with a reason safe to return to the caller (never echoing the token).
 //
 // With caching on, the principals of API keys and sessions are kept between requests, each
-// with the store's generation() of the identity tables it was read from (kIdentityTables).
-// A key or session revoked or expired, a user or service account or tenant changed, a binding
-// granted or removed: any of these ends every kept principal before the write that did it is
-// answered. A store that cannot see every write (generation() is nullopt) keeps nothing. Node
-// credentials are always read: their rows change with every heartbeat.
+// with the store's generation() of the tables it was read from (kIdentityTables and the
+// TenantLookup's tables). A key or session revoked or expired, a user or service account or
+// tenant changed, a binding granted or removed: any of these ends every kept principal before
+// the write that did it is answered. A store that cannot see every write (generation() is
+// nullopt) keeps nothing. Node credentials are always read: their rows change with every
+// heartbeat.
 class Authenticator {
  public:
-  static constexpr std::array<std::string_view, 6> kIdentityTables = {
-      "api_keys", "sessions", "users", "service_accounts", "tenants", "role_bindings"};
-  Authenticator(store::Store& store, const Clock& clock);
+  static constexpr std::array<std::string_view, 5> kIdentityTables = {
+      "api_keys", "sessions", "users", "service_accounts", "role_bindings"};
+  Authenticator(store::Store& store, const Clock& clock, TenantLookup tenants, NodeLookup nodes);
   Result<Principal> authenticate(std::string_view bearer_token) const;
   // Loads the principal of a user or service account by id (bindings included).
   Result<Principal> load_principal(store::Tx& tx, std::string_view kind, std::string_view id) const;
@@ -348,6 +374,8 @@ class Authenticator {
 
   store::Store& store_;
   const Clock& clock_;
+  const TenantLookup tenants_;
+  const NodeLookup nodes_;
   mutable Mutex mu_;
   bool caching_ GP_GUARDED_BY(mu_) = true;
   mutable std::unordered_map<std::string, Kept> kept_ GP_GUARDED_BY(mu_);

@@ -297,6 +297,14 @@ Result<Tenant> offboard_tenant(store::Tx& tx, const World& w, const TenantScope&
   return t;
 }
 
+iam::TenantLookup tenant_lookup() {
+  return {.offboarding = [](store::Tx& tx, const std::string& tenant_id) -> Result<bool> {
+            auto row = GP_TRY(tx.query_one("SELECT state FROM tenants WHERE id = ?", {tenant_id}));
+            return row && row->text(0) == state_name(TenantState::kOffboarding);
+          },
+          .tables = {"tenants"}};
+}
+
 // ---------------- projects ----------------
 
 namespace {

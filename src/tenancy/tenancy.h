@@ -127,6 +127,9 @@ Result<Tenant> update_tenant(store::Tx& tx, const World& w, const TenantScope& s
 // Offboarding: the tenant moves to state offboarding; its keys and sessions are revoked.
 Result<Tenant> offboard_tenant(store::Tx& tx, const World& w, const TenantScope& scope,
                                std::optional<int64_t> if_match);
+// What iam::Authenticator asks of the tenants: whether one is being offboarded (one point read
+// of its state, in the authentication's transaction), and the table that answer comes from.
+iam::TenantLookup tenant_lookup();
 
 // ---- the tenant's workload policy: the registries its images may come from, for the admission
 // webhook and for jobs ----
