@@ -13,6 +13,7 @@
 #include "api/router.h"
 #include "common/crypto.h"
 #include "fleet/fleet.h"
+#include "tenancy/tenancy.h"
 
 namespace gp::api {
 namespace {
@@ -164,7 +165,9 @@ Api::Api(store::Store& store, audit::AuditLog& audit, Env env, Limits limits,
       audit_(audit),
       env_(env),
       limits_(std::move(limits)),
-      authn_(store, env.clock),
+      // The composition root of authentication: iam reads its own tables, and asks tenancy and
+      // fleet about theirs.
+      authn_(store, env.clock, tenancy::tenant_lookup(), fleet::node_credential),
       allocs_(audit, env.clock, alloc_options),
       throttles_(std::make_unique<Throttles>(limits_.rate)) {
   store_.set_change_listener(

@@ -17,6 +17,7 @@
 #include "fleet/k8s_import.h"
 #include "fleet/lifecycle.h"
 #include "fleet/pod_reconcile.h"
+#include "iam/iam.h"
 #include "store/store.h"
 #include "vocab/vocab.h"
 
@@ -140,6 +141,11 @@ Result<void> check_certificate(store::Tx& tx, const std::string& node_id, const 
 // were revoked.
 Result<int> revoke_node(store::Tx& tx, const World& w, const std::string& node_id,
                         const std::string& reason);
+// The node's bearer credential, as iam::Authenticator asks for it (an iam::NodeLookup): the
+// node's name and the hash of the credential's secret (nullopt once revoked); nullopt when there
+// is no such node.
+Result<std::optional<iam::NodeCredential>> node_credential(store::Tx& tx,
+                                                           const std::string& node_id);
 
 // ---- reports from agents ----
 // Replaces the node's GPU inventory: GPUs owned by another live node are refused (a GPU cannot

@@ -88,4 +88,13 @@ Result<int> revoke_node(store::Tx& tx, const World& w, const std::string& node_i
   return int(revoked ? revoked->integer(0) : 0);
 }
 
+Result<std::optional<iam::NodeCredential>> node_credential(store::Tx& tx,
+                                                           const std::string& node_id) {
+  auto row =
+      GP_TRY(tx.query_one("SELECT credential_hash, name FROM nodes WHERE id = ?", {node_id}));
+  if (!row) return std::optional<iam::NodeCredential>();
+  return std::optional<iam::NodeCredential>(
+      iam::NodeCredential{.name = row->text(1), .secret_hash = row->opt_text(0)});
+}
+
 }  // namespace gp::fleet

@@ -253,25 +253,25 @@ Result<Principal> Authenticator::load_principal(store::Tx& tx, std::string_view 
   Principal p;
   std::optional<store::Row> row;
   if (kind == "user") {
-    row =
-        GP_TRY(tx.query_one("SELECT u.id, u.username, u.tenant_id, u.state, t.state FROM users u "
-                            "LEFT JOIN tenants t ON t.id = u.tenant_id WHERE u.id = ?",
-                            {std::string(id)}));
+    row = GP_TRY(tx.query_one("SELECT id, username, tenant_id, state FROM users WHERE id = ?",
+                              {std::string(id)}));
     p.kind = PrincipalKind::kUser;
   } else {
-    row = GP_TRY(
-        tx.query_one("SELECT s.id, s.name, s.tenant_id, s.state, t.state FROM service_accounts s "
-                     "LEFT JOIN tenants t ON t.id = s.tenant_id WHERE s.id = ?",
-                     {std::string(id)}));
+    row = GP_TRY(tx.query_one(
+        "SELECT id, name, tenant_id, state FROM service_accounts WHERE id = ?", {std::string(id)}));
     p.kind = PrincipalKind::kServiceAccount;
   }
   if (!row) return fail(Error::unauthenticated("credential owner no longer exists"));
   if (row->text(3) != "active") return fail(Error::unauthenticated("account is disabled"));
-  if (row->text(4) == "offboarding")
-    return fail(Error::unauthenticated("tenant is being offboarded"));
   p.id = row->text(0);
   p.name = row->text(1);
   p.tenant_id = row->opt_text(2);
+  if (p.tenant_id) {
+    // Refused rather than let in unchecked.
+    if (!tenants_.offboarding) return fail(Error::internal("the authenticator has no tenants"));
+    if (GP_TRY(tenants_.offboarding(tx, *p.tenant_id)))
+      return fail(Error::unauthenticated("tenant is being offboarded"));
+  }
   auto rows = GP_TRY(tx.query(
       "SELECT id, role, tenant_id, project_id, subject_kind, subject_id FROM role_bindings "
       "WHERE subject_id = ? ORDER BY id",
@@ -285,9 +285,12 @@ Result<Principal> Authenticator::load_principal(store::Tx& tx, std::string_view 
   return p;
 }
 
-Authenticator::Authenticator(store::Store& store, const Clock& clock)
-    : store_(store), clock_(clock) {
-  store_.count_changes_to({kIdentityTables.begin(), kIdentityTables.end()});
+Authenticator::Authenticator(store::Store& store, const Clock& clock, TenantLookup tenants,
+                             NodeLookup nodes)
+    : store_(store), clock_(clock), tenants_(std::move(tenants)), nodes_(std::move(nodes)) {
+  std::vector<std::string> counted(kIdentityTables.begin(), kIdentityTables.end());
+  counted.insert(counted.end(), tenants_.tables.begin(), tenants_.tables.end());
+  store_.count_changes_to(counted);
 }
 
 void Authenticator::set_caching(bool on) {
@@ -329,13 +332,12 @@ Result<Principal> Authenticator::authenticate(std::string_view bearer) const {
           {parsed->id}));
     } else if (parsed->id.starts_with("nod_")) {
       // A node agent: no role bindings; only the agent routes accept it.
-      auto node = GP_TRY(tx.query_one("SELECT credential_hash, name, state FROM nodes WHERE id = ?",
-                                      {parsed->id}));
-      if (!node || node->is_null(0) || !constant_time_equal(node->text(0), secret_hash))
+      auto node = nodes_ ? GP_TRY(nodes_(tx, parsed->id)) : std::nullopt;
+      if (!node || !node->secret_hash || !constant_time_equal(*node->secret_hash, secret_hash))
         return fail(Error::unauthenticated("unknown or revoked node credential"));
       out.kind = PrincipalKind::kNode;
       out.id = parsed->id;
-      out.name = node->text(1);
+      out.name = node->name;
       out.credential_id = parsed->id;
       return ok();
     } else if (parsed->id.starts_with("ses_")) {

@@ -1,7 +1,9 @@
-// Tenancy: tenants, projects, users, service accounts, API keys and role bindings, as
-// repository functions over a store transaction. Callers (the API layer) compose one
-// transaction per mutation with its audit record. Tenant-owned rows are only reachable through
-// a TenantScope, which the API layer builds after authorizing the principal for that tenant.
+// Tenancy: tenants and projects, as repository functions over a store transaction. Callers (the
+// API layer) compose one transaction per mutation with its audit record. Tenant-owned rows are
+// only reachable through a TenantScope, which the API layer builds after authorizing the
+// principal for that tenant. The identities inside a tenant (users, service accounts, API keys,
+// sessions, role bindings) are iam's: tenancy names them below for its callers, and calls iam
+// where a change to a tenant or a project reaches them.
 #pragma once
 
 #include <map>
@@ -32,15 +34,48 @@ enum class TenantState { kActive, kSuspended, kOffboarding };
 std::string_view state_name(TenantState s);
 std::optional<TenantState> parse_state(std::string_view s);
 
-// Proof that the caller was authorized for this tenant. Only the API layer constructs it.
-class TenantScope {
- public:
-  explicit TenantScope(std::string tenant_id) : tenant_id_(std::move(tenant_id)) {}
-  const std::string& tenant_id() const { return tenant_id_; }
+// The identities are iam's (iam/iam.h); these names keep tenancy's callers as they were.
+using iam::ApiKey;
+using iam::ApiKeySpec;
+using iam::Binding;
+using iam::BindingSpec;
+using iam::CreatedKey;
+using iam::CreatedSession;
+using iam::Owner;
+using iam::ServiceAccount;
+using iam::ServiceAccountSpec;
+using iam::TenantIdentities;
+using iam::TenantScope;
+using iam::User;
+using iam::UserPatch;
+using iam::UserSpec;
 
- private:
-  std::string tenant_id_;
-};
+using iam::create_api_key;
+using iam::create_binding;
+using iam::create_service_account;
+using iam::create_session;
+using iam::create_user;
+using iam::delete_binding;
+using iam::delete_service_account;
+using iam::delete_user;
+using iam::find_api_key;
+using iam::find_binding;
+using iam::find_service_account;
+using iam::find_user;
+using iam::kMaxApiKeyLifetimeSeconds;
+using iam::list_api_keys;
+using iam::list_bindings;
+using iam::list_service_accounts;
+using iam::list_users;
+using iam::parse_api_key_spec;
+using iam::parse_binding_spec;
+using iam::parse_service_account_spec;
+using iam::parse_user_patch;
+using iam::parse_user_spec;
+using iam::revoke_api_key;
+using iam::revoke_session;
+using iam::tenant_identities;
+using iam::update_user;
 
 struct Tenant {
   std::string id, name, display_name;
@@ -62,45 +97,6 @@ struct Project {
   void describe(ObjectOut& out) const { describe_fields(*this, out); }
   Json to_json() const { return json_of(*this); }
 };
-
-struct User {
-  std::string id;
-  std::optional<std::string> tenant_id;
-  std::string username, display_name, email, state = "active";
-  int64_t created_at = 0, updated_at = 0, version = 1;
-  Json to_json() const;
-};
-
-struct ServiceAccount {
-  std::string id;
-  std::optional<std::string> tenant_id;
-  std::string name, description, state = "active";
-  int64_t created_at = 0, updated_at = 0, version = 1;
-  Json to_json() const;
-};
-
-struct ApiKey {
-  std::string id;
-  std::optional<std::string> tenant_id;
-  std::string owner_kind, owner_id, name;
-  int64_t created_at = 0;
-  std::optional<int64_t> expires_at, revoked_at;
-  Json to_json(int64_t now_us) const;
-};
-
-struct Binding {
-  std::string id;
-  std::optional<std::string> tenant_id, project_id;
-  std::string subject_kind, subject_id, role;
-  int64_t created_at = 0;
-  // "api" (granted through the API), or "oidc:<provider>" (kept in step with the provider's
-  // claims at each login, docs/oidc.md).
-  std::string source = "api";
-  Json to_json() const;
-};
-
-// Where a platform-or-tenant object lives: nullopt = platform.
-using Owner = std::optional<TenantScope>;
 
 // ---- tenants (platform-level objects) ----
 struct TenantSpec {
@@ -133,18 +129,9 @@ Result<Tenant> update_tenant(store::Tx& tx, const World& w, const TenantScope& s
 // Offboarding: the tenant moves to state offboarding; its keys and sessions are revoked.
 Result<Tenant> offboard_tenant(store::Tx& tx, const World& w, const TenantScope& scope,
                                std::optional<int64_t> if_match);
-
-// ---- what the tenant's posture report counts of its identities ----
-
-struct TenantIdentities {
-  int active_users = 0, active_service_accounts = 0;
-  std::vector<ApiKey> live_keys;  // the tenant's keys neither revoked nor expired, by id
-  // Bindings granted inside the tenant, and bindings anywhere held by the tenant's subjects, by
-  // id, each with its subject's home tenant (nullopt: a platform subject).
-  std::vector<std::pair<Binding, std::optional<std::string>>> bindings;
-};
-Result<TenantIdentities> tenant_identities(store::Tx& tx, const std::string& tenant_id,
-                                           int64_t now);
+// What iam::Authenticator asks of the tenants: whether one is being offboarded (one point read
+// of its state, in the authentication's transaction), and the table that answer comes from.
+iam::TenantLookup tenant_lookup();
 
 // ---- the tenant's workload policy: the registries its images may come from, for the admission
 // webhook and for jobs ----
@@ -184,89 +171,12 @@ Result<void> delete_project(store::Tx& tx, const TenantScope& s, const std::stri
 // which learns only the namespace): the stored, immutable mapping, never a parse of the name.
 Result<std::optional<Project>> find_project_by_namespace(store::Tx& tx, std::string_view ns);
 
-// ---- users ----
-struct UserSpec {
-  std::string username, display_name, email;
-  std::optional<std::string> password;
-};
-Result<UserSpec> parse_user_spec(ObjectReader& r);
-Result<User> create_user(store::Tx& tx, const World& w, const Owner& owner, const UserSpec& spec);
-Result<std::optional<User>> find_user(store::Tx& tx, const Owner& owner,
-                                      std::string_view id_or_username);
-Result<Page<User>> list_users(store::Tx& tx, const Owner& owner, const PageRequest& page);
-// Disables the user, revokes its keys and sessions and removes its role bindings.
-Result<void> delete_user(store::Tx& tx, const World& w, const Owner& owner, const std::string& id);
-struct UserPatch {
-  std::optional<std::string> display_name, email, password, state;
-};
-Result<UserPatch> parse_user_patch(ObjectReader& r);
-Result<User> update_user(store::Tx& tx, const World& w, const Owner& owner, const std::string& id,
-                         const UserPatch& patch, std::optional<int64_t> if_match);
+// ---- password login ----
 // Password login as "<tenant>/<username>" (tenant users) or "<username>" (platform users).
 // Returns the user id on success; the same error for unknown user and wrong password, so
 // usernames cannot be probed.
 Result<std::string> check_password(store::Tx& tx, std::string_view login,
                                    std::string_view password);
-
-// ---- service accounts ----
-struct ServiceAccountSpec {
-  std::string name, description;
-};
-Result<ServiceAccountSpec> parse_service_account_spec(ObjectReader& r);
-Result<ServiceAccount> create_service_account(store::Tx& tx, const World& w, const Owner& owner,
-                                              const ServiceAccountSpec& spec);
-Result<std::optional<ServiceAccount>> find_service_account(store::Tx& tx, const Owner& owner,
-                                                           std::string_view id_or_name);
-Result<Page<ServiceAccount>> list_service_accounts(store::Tx& tx, const Owner& owner,
-                                                   const PageRequest& page);
-Result<void> delete_service_account(store::Tx& tx, const World& w, const Owner& owner,
-                                    const std::string& id);
-
-// ---- API keys ----
-// The longest an API key may be given to live, whether as ttl_seconds or as expires_at: 10
-// years.
-inline constexpr int64_t kMaxApiKeyLifetimeSeconds = int64_t{10} * 365 * 86400;
-struct ApiKeySpec {
-  std::string name;
-  std::string owner_kind;  // "user" | "service_account"; defaults to the caller
-  std::string owner_id;
-  std::optional<int64_t> expires_at;  // unix micros
-};
-Result<ApiKeySpec> parse_api_key_spec(ObjectReader& r, const World& w);
-struct CreatedKey {
-  ApiKey key;
-  std::string token;  // shown once
-};
-Result<CreatedKey> create_api_key(store::Tx& tx, const World& w, const Owner& owner,
-                                  const ApiKeySpec& spec);
-Result<std::optional<ApiKey>> find_api_key(store::Tx& tx, const Owner& owner, std::string_view id);
-Result<Page<ApiKey>> list_api_keys(store::Tx& tx, const Owner& owner, const PageRequest& page,
-                                   const std::optional<std::string>& owner_id);
-Result<void> revoke_api_key(store::Tx& tx, const World& w, const Owner& owner,
-                            const std::string& id);
-
-// ---- sessions (login) ----
-struct CreatedSession {
-  std::string id, token;
-  int64_t expires_at;
-};
-Result<CreatedSession> create_session(store::Tx& tx, const World& w, const std::string& user_id,
-                                      Duration ttl);
-Result<void> revoke_session(store::Tx& tx, const World& w, const std::string& id);
-
-// ---- role bindings ----
-struct BindingSpec {
-  iam::Role role;
-  std::string subject_kind, subject_id;
-  std::optional<std::string> project;  // id or name, for project roles
-};
-Result<BindingSpec> parse_binding_spec(ObjectReader& r);
-// `where` must already be resolved (project id) and checked with iam::may_grant.
-Result<Binding> create_binding(store::Tx& tx, const World& w, const Owner& owner,
-                               const iam::Scope& where, const BindingSpec& spec);
-Result<std::optional<Binding>> find_binding(store::Tx& tx, const Owner& owner, std::string_view id);
-Result<Page<Binding>> list_bindings(store::Tx& tx, const Owner& owner, const PageRequest& page);
-Result<void> delete_binding(store::Tx& tx, const Owner& owner, const std::string& id);
 
 // ---- users of an identity provider (docs/oidc.md) ----
 // Finds the user bound to `id.subject` or creates it (in `id.tenant`, a tenant name; platform

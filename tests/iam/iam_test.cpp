@@ -2,6 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+#include <set>
+
+#include "test_util.h"
+
 namespace gp::iam {
 namespace {
 
@@ -149,6 +154,131 @@ TEST(Passwords, Argon2idHashesVerify) {
   EXPECT_FALSE(verify_password(*h, "correct horse batterY"));
   EXPECT_FALSE(validate_password_strength("short"));
   EXPECT_TRUE(validate_password_strength("twelve chars"));
+}
+
+// The authenticator reads iam's own tables; what it must know of tenants and nodes (rows of
+// modules above iam) it asks the lookups it was built with: tenancy's and fleet's in a server
+// (api::Api), fakes here.
+class AuthenticatorLookups : public ::testing::Test {
+ protected:
+  AuthenticatorLookups() : store_(gp::testing::open_store(dir_)) {
+    gp::testing::must_write(*store_, [](store::Tx& tx) -> Result<int> {
+      GP_TRY_VOID(gp::testing::insert_bare_tenants(tx, {"ten_a"}));
+      return 0;
+    });
+  }
+
+  // A lookup that answers from offboarding_ and counts how often it is asked.
+  TenantLookup fake_tenants(std::vector<std::string> tables = {}) {
+    return {.offboarding = [this](store::Tx&, const std::string& tenant_id) -> Result<bool> {
+              ++asked_;
+              return offboarding_.contains(tenant_id);
+            },
+            .tables = std::move(tables)};
+  }
+  // A key of a new user of `owner`.
+  std::string key_of_user(const Owner& owner, const std::string& username) {
+    return gp::testing::must_write(*store_, [&](store::Tx& tx) -> Result<std::string> {
+      auto u = GP_TRY(create_user(tx, w_, owner, {username, "", "", {}}));
+      auto k = GP_TRY(create_api_key(tx, w_, owner, {"k", "user", u.id, {}}));
+      return k.token;
+    });
+  }
+
+  gp::testing::TempDir dir_;
+  std::unique_ptr<store::Store> store_;
+  ManualClock clock_{from_unix_micros(1'800'000'000'000'000)};
+  SeededIdSource ids_{1};
+  World w_{clock_, ids_};
+  std::set<std::string> offboarding_;
+  int asked_ = 0;
+};
+
+TEST_F(AuthenticatorLookups, APrincipalOfATenantBeingOffboardedIsRefused) {
+  Authenticator authn(*store_, clock_, fake_tenants(), {});
+  const std::string tenant_key = key_of_user(TenantScope("ten_a"), "alice");
+  const std::string platform_key = key_of_user(std::nullopt, "root");
+  ASSERT_TRUE(authn.authenticate(tenant_key));
+  EXPECT_EQ(asked_, 1) << "one question per authentication read from the store";
+  ASSERT_TRUE(authn.authenticate(platform_key));
+  EXPECT_EQ(asked_, 1) << "a platform principal has no tenant to ask about";
+
+  offboarding_.insert("ten_a");
+  authn.set_caching(false);  // the fake's answer is no table the store counts
+  auto refused = authn.authenticate(tenant_key);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kUnauthenticated);
+  EXPECT_EQ(refused.error().message, "tenant is being offboarded");
+  EXPECT_TRUE(authn.authenticate(platform_key));
+}
+
+// What a kept principal rests on includes the lookup's tables: a change to one ends it before
+// the write is answered, as a change to iam's own tables does.
+TEST_F(AuthenticatorLookups, AChangeToALookupsTableEndsTheKeptPrincipals) {
+  TenantLookup from_store{
+      .offboarding = [this](store::Tx& tx, const std::string& tenant_id) -> Result<bool> {
+        ++asked_;
+        auto row = GP_TRY(tx.query_one("SELECT state FROM tenants WHERE id = ?", {tenant_id}));
+        return row && row->text(0) == "offboarding";
+      },
+      .tables = {"tenants"}};
+  Authenticator authn(*store_, clock_, std::move(from_store), {});
+  const std::string key = key_of_user(TenantScope("ten_a"), "alice");
+  ASSERT_TRUE(authn.authenticate(key));
+  ASSERT_TRUE(authn.authenticate(key));
+  EXPECT_EQ(asked_, 1) << "the second authentication was answered from what was kept";
+
+  gp::testing::must_write(*store_, [](store::Tx& tx) -> Result<int> {
+    GP_TRY_VOID(tx.exec("UPDATE tenants SET state = 'offboarding' WHERE id = 'ten_a'"));
+    return 0;
+  });
+  auto refused = authn.authenticate(key);
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message, "tenant is being offboarded");
+  EXPECT_EQ(asked_, 2);
+}
+
+// Refused rather than let in unchecked: a tenant's principal needs someone to ask.
+TEST_F(AuthenticatorLookups, WithoutATenantLookupATenantsPrincipalIsRefused) {
+  Authenticator authn(*store_, clock_, {}, {});
+  auto refused = authn.authenticate(key_of_user(TenantScope("ten_a"), "alice"));
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().code, ErrorCode::kInternal);
+  EXPECT_TRUE(authn.authenticate(key_of_user(std::nullopt, "root")));
+}
+
+// Node agents' credentials are the node owner's (fleet's); the authenticator compares the
+// secret's hash, and reads it again for every request (nothing of a node is kept).
+TEST_F(AuthenticatorLookups, NodeCredentialsComeFromTheNodeLookup) {
+  const IssuedToken issued = issue_token("nod_1");
+  std::map<std::string, NodeCredential> nodes = {
+      {"nod_1", NodeCredential{.name = "gpu-1", .secret_hash = issued.secret_hash}}};
+  Authenticator authn(
+      *store_, clock_, fake_tenants(),
+      [&](store::Tx&, const std::string& id) -> Result<std::optional<NodeCredential>> {
+        auto it = nodes.find(id);
+        if (it == nodes.end()) return std::optional<NodeCredential>();
+        return std::optional<NodeCredential>(it->second);
+      });
+  auto node = authn.authenticate(issued.token);
+  ASSERT_TRUE(node) << node.error().message;
+  EXPECT_EQ(node->kind, PrincipalKind::kNode);
+  EXPECT_EQ(node->id, "nod_1");
+  EXPECT_EQ(node->name, "gpu-1");
+  EXPECT_EQ(node->credential_id, "nod_1");
+  EXPECT_TRUE(node->bindings.empty());
+
+  const std::string forged = "nod_1." + std::string(43, 'A');
+  EXPECT_EQ(authn.authenticate(forged).error().message, "unknown or revoked node credential");
+  nodes["nod_1"].secret_hash.reset();  // revoked: no store write, refused at the next request
+  EXPECT_EQ(authn.authenticate(issued.token).error().message, "unknown or revoked node credential");
+  nodes.erase("nod_1");
+  EXPECT_EQ(authn.authenticate(issued.token).error().message, "unknown or revoked node credential");
+  EXPECT_EQ(asked_, 0);
+
+  Authenticator without_nodes(*store_, clock_, fake_tenants(), {});
+  EXPECT_EQ(without_nodes.authenticate(issue_token("nod_2").token).error().message,
+            "unknown or revoked node credential");
 }
 
 }  // namespace

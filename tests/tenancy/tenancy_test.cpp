@@ -219,7 +219,7 @@ TEST_F(TenancyTest, IfMatchGuardsUpdates) {
 class AuthTest : public TenancyTest {
  protected:
   Result<iam::Principal> auth(const std::string& token) { return authn_.authenticate(token); }
-  iam::Authenticator authn_{*store_, clock_};
+  iam::Authenticator authn_{*store_, clock_, tenant_lookup(), {}};
 };
 
 TEST_F(AuthTest, KeysExpireAndRevocationTakesEffectAtOnce) {
@@ -289,6 +289,33 @@ TEST_F(AuthTest, OffboardingRevokesEveryCredentialOfTheTenant) {
   write([&](store::Tx& tx) { return offboard_tenant(tx, w_, s, std::nullopt); });
   EXPECT_FALSE(auth(key.token));
   EXPECT_FALSE(auth(sess.token));
+}
+
+// The authenticator asks tenancy (tenant_lookup) whether a principal's tenant is being
+// offboarded, and keeps principals only until the tenants table changes: a key made after the
+// offboarding is refused, and so is one already kept when the tenant's state changes.
+TEST_F(AuthTest, APrincipalOfAnOffboardedTenantIsRefusedEvenWhenKept) {
+  auto a = tenant("a");
+  TenantScope s(a.id);
+  auto u = write([&](store::Tx& tx) { return create_user(tx, w_, s, {"alice", "", "", {}}); });
+  auto key = write([&](store::Tx& tx) {
+    return create_api_key(tx, w_, s, {"k", "user", u.id, {}});
+  });
+  ASSERT_TRUE(auth(key.token));
+  write([&](store::Tx& tx) -> Result<int> {
+    GP_TRY_VOID(tx.exec("UPDATE tenants SET state = 'offboarding' WHERE id = ?", {a.id}));
+    return 0;
+  });
+  EXPECT_EQ(auth(key.token).error().message, "tenant is being offboarded");
+
+  auto b = tenant("b");
+  TenantScope sb(b.id);
+  auto ub = write([&](store::Tx& tx) { return create_user(tx, w_, sb, {"bob", "", "", {}}); });
+  write([&](store::Tx& tx) { return offboard_tenant(tx, w_, sb, std::nullopt); });
+  auto late = write([&](store::Tx& tx) {
+    return create_api_key(tx, w_, sb, {"late", "user", ub.id, {}});
+  });
+  EXPECT_EQ(auth(late.token).error().message, "tenant is being offboarded");
 }
 
 TEST_F(AuthTest, DeletedUserLosesKeysAndBindings) {
@@ -417,7 +444,7 @@ TEST_F(TenancyTest, BootstrapHappensOnce) {
   auto first = write([&](store::Tx& tx) { return bootstrap_platform_admin(tx, w_, std::nullopt); });
   ASSERT_TRUE(first);
   EXPECT_EQ(first->username, "admin");
-  auto p = iam::Authenticator(*store_, clock_).authenticate(first->api_key);
+  auto p = iam::Authenticator(*store_, clock_, tenant_lookup(), {}).authenticate(first->api_key);
   ASSERT_TRUE(p);
   EXPECT_TRUE(p->has_platform_role());
   auto second =
