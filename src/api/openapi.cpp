@@ -63,32 +63,13 @@ Json schemas() {
   s["Project"] = schema_of<tenancy::Project>();
   s["ProjectCreate"] = object({{"name", str()}, {"display_name", str()}}, {"name"});
   s["ProjectPatch"] = object({{"display_name", str()}}, {});
-  s["User"] = object({{"id", str()},
-                      {"tenant_id", nstr()},
-                      {"username", str()},
-                      {"display_name", str()},
-                      {"email", str()},
-                      {"state", enum_of({"active", "disabled", "deleted"})},
-                      {"created_at", time_str()},
-                      {"updated_at", time_str()},
-                      {"version", integer()}},
-                     {"id", "tenant_id", "username", "display_name", "email", "state", "created_at",
-                      "updated_at", "version"});
+  s["User"] = schema_of<iam::User>();
   s["UserPatch"] = object({{"display_name", str()},
                            {"email", str()},
                            {"password", str()},
                            {"state", enum_of({"active", "disabled"})}},
                           {});
-  s["ServiceAccount"] = object(
-      {{"id", str()},
-       {"tenant_id", nstr()},
-       {"name", str()},
-       {"description", str()},
-       {"state", str()},
-       {"created_at", time_str()},
-       {"updated_at", time_str()},
-       {"version", integer()}},
-      {"id", "tenant_id", "name", "description", "state", "created_at", "updated_at", "version"});
+  s["ServiceAccount"] = schema_of<iam::ServiceAccount>();
   s["ServiceAccountCreate"] = object({{"name", str()}, {"description", str()}}, {"name"});
   s["ApiKey"] =
       object({{"id", str()},
@@ -109,16 +90,7 @@ Json schemas() {
                               {"expires_at", time_str()},
                               {"ttl_seconds", integer()}},
                              {});
-  s["RoleBinding"] = object({{"id", str()},
-                             {"tenant_id", nstr()},
-                             {"project_id", nstr()},
-                             {"subject_kind", enum_of({"user", "service_account"})},
-                             {"subject_id", str()},
-                             {"role", str()},
-                             {"source", str()},
-                             {"created_at", time_str()}},
-                            {"id", "tenant_id", "project_id", "subject_kind", "subject_id", "role",
-                             "source", "created_at"});
+  s["RoleBinding"] = schema_of<iam::Binding>();
   std::vector<std::string> roles;
   for (auto r : iam::all_roles()) roles.emplace_back(iam::role_name(r));
   s["RoleBindingCreate"] = object({{"role", enum_of(roles)},

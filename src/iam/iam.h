@@ -18,6 +18,7 @@
 #include "common/env.h"
 #include "common/json.h"
 #include "common/page.h"
+#include "common/record.h"
 #include "common/result.h"
 #include "common/thread_safety.h"
 #include "store/store.h"
@@ -163,7 +164,7 @@ struct User {
   std::optional<std::string> tenant_id;
   std::string username, display_name, email, state = "active";
   int64_t created_at = 0, updated_at = 0, version = 1;
-  Json to_json() const;
+  Json to_json() const { return json_of_fields(*this); }
 };
 
 struct ServiceAccount {
@@ -171,7 +172,7 @@ struct ServiceAccount {
   std::optional<std::string> tenant_id;
   std::string name, description, state = "active";
   int64_t created_at = 0, updated_at = 0, version = 1;
-  Json to_json() const;
+  Json to_json() const { return json_of_fields(*this); }
 };
 
 struct ApiKey {
@@ -192,7 +193,7 @@ struct Binding {
   // "api" (granted through the API), or "oidc:<provider>" (kept in step with the provider's
   // claims at each login, docs/oidc.md).
   std::string source = "api";
-  Json to_json() const;
+  Json to_json() const { return json_of_fields(*this); }
 };
 
 // What the tenant's posture report counts of its identities.
@@ -383,3 +384,58 @@ class Authenticator {
 };
 
 }  // namespace gp::iam
+
+namespace gp {
+
+// The one description of each identity: its row, its JSON and its schema (common/record.h).
+inline constexpr std::array<std::string_view, 3> kIdentityStates = {"active", "disabled",
+                                                                    "deleted"};
+inline constexpr std::array<std::string_view, 2> kSubjectKinds = {"user", "service_account"};
+
+template <>
+struct Fields<iam::User> {
+  using U = iam::User;
+  static constexpr auto list = std::tuple{
+      Field{"id", &U::id},
+      Field{"tenant_id", &U::tenant_id},
+      Field{"username", &U::username},
+      Field{"display_name", &U::display_name},
+      Field{"email", &U::email},
+      Field{"state", &U::state, {}, Form::kEnum, kIdentityStates},
+      Field{"created_at", &U::created_at, {}, Form::kTime},
+      Field{"updated_at", &U::updated_at, {}, Form::kTime},
+      Field{"version", &U::version},
+  };
+};
+
+template <>
+struct Fields<iam::ServiceAccount> {
+  using S = iam::ServiceAccount;
+  static constexpr auto list = std::tuple{
+      Field{"id", &S::id},
+      Field{"tenant_id", &S::tenant_id},
+      Field{"name", &S::name},
+      Field{"description", &S::description},
+      Field{"state", &S::state, {}, Form::kEnum, kIdentityStates},
+      Field{"created_at", &S::created_at, {}, Form::kTime},
+      Field{"updated_at", &S::updated_at, {}, Form::kTime},
+      Field{"version", &S::version},
+  };
+};
+
+template <>
+struct Fields<iam::Binding> {
+  using B = iam::Binding;
+  static constexpr auto list = std::tuple{
+      Field{"id", &B::id},
+      Field{"tenant_id", &B::tenant_id},
+      Field{"project_id", &B::project_id},
+      Field{"subject_kind", &B::subject_kind, {}, Form::kEnum, kSubjectKinds},
+      Field{"subject_id", &B::subject_id},
+      Field{"role", &B::role},
+      Field{"source", &B::source},
+      Field{"created_at", &B::created_at, {}, Form::kTime},
+  };
+};
+
+}  // namespace gp

@@ -8,6 +8,7 @@
 
 #include "iam/iam.h"
 #include "iam/oidc.h"
+#include "store/record_row.h"
 
 namespace gp::iam {
 namespace {
@@ -71,27 +72,6 @@ Result<void> revoke_credentials_of(store::Tx& tx, int64_t now, const std::string
 
 }  // namespace
 
-Json User::to_json() const {
-  return {{"id", id},
-          {"tenant_id", tenant_id ? Json(*tenant_id) : Json(nullptr)},
-          {"username", username},
-          {"display_name", display_name},
-          {"email", email},
-          {"state", state},
-          {"created_at", ts(created_at)},
-          {"updated_at", ts(updated_at)},
-          {"version", version}};
-}
-Json ServiceAccount::to_json() const {
-  return {{"id", id},
-          {"tenant_id", tenant_id ? Json(*tenant_id) : Json(nullptr)},
-          {"name", name},
-          {"description", description},
-          {"state", state},
-          {"created_at", ts(created_at)},
-          {"updated_at", ts(updated_at)},
-          {"version", version}};
-}
 Json ApiKey::to_json(int64_t now) const {
   std::string st = revoked_at                           ? "revoked"
                    : (expires_at && *expires_at <= now) ? "expired"
@@ -105,16 +85,6 @@ Json ApiKey::to_json(int64_t now) const {
           {"created_at", ts(created_at)},
           {"expires_at", time_or_null(expires_at)},
           {"revoked_at", time_or_null(revoked_at)}};
-}
-Json Binding::to_json() const {
-  return {{"id", id},
-          {"tenant_id", tenant_id ? Json(*tenant_id) : Json(nullptr)},
-          {"project_id", project_id ? Json(*project_id) : Json(nullptr)},
-          {"subject_kind", subject_kind},
-          {"subject_id", subject_id},
-          {"role", role},
-          {"source", source},
-          {"created_at", ts(created_at)}};
 }
 
 // ---------------- what a tenant's posture report counts ----------------
@@ -165,21 +135,8 @@ Result<TenantIdentities> tenant_identities(store::Tx& tx, const std::string& ten
 // ---------------- users ----------------
 
 namespace {
-constexpr std::string_view kUserCols =
-    "id, tenant_id, username, display_name, email, state, created_at, updated_at, version";
-User user_from(const Row& r) {
-  User u;
-  u.id = r.text(0);
-  u.tenant_id = r.opt_text(1);
-  u.username = r.text(2);
-  u.display_name = r.text(3);
-  u.email = r.text(4);
-  u.state = r.text(5);
-  u.created_at = r.integer(6);
-  u.updated_at = r.integer(7);
-  u.version = r.integer(8);
-  return u;
-}
+const std::string kUserCols = store::columns_of<User>();
+User user_from(const Row& r) { return store::read_row<User>(r); }
 }  // namespace
 
 Result<UserSpec> parse_user_spec(ObjectReader& r) {
@@ -338,20 +295,8 @@ Result<std::string> refuse_login(std::string_view password) {
 // ---------------- service accounts ----------------
 
 namespace {
-constexpr std::string_view kSaCols =
-    "id, tenant_id, name, description, state, created_at, updated_at, version";
-ServiceAccount sa_from(const Row& r) {
-  ServiceAccount s;
-  s.id = r.text(0);
-  s.tenant_id = r.opt_text(1);
-  s.name = r.text(2);
-  s.description = r.text(3);
-  s.state = r.text(4);
-  s.created_at = r.integer(5);
-  s.updated_at = r.integer(6);
-  s.version = r.integer(7);
-  return s;
-}
+const std::string kSaCols = store::columns_of<ServiceAccount>();
+ServiceAccount sa_from(const Row& r) { return store::read_row<ServiceAccount>(r); }
 }  // namespace
 
 Result<ServiceAccountSpec> parse_service_account_spec(ObjectReader& r) {
@@ -371,10 +316,9 @@ Result<ServiceAccount> create_service_account(store::Tx& tx, const World& w, con
   s.name = spec.name;
   s.description = spec.description;
   s.created_at = s.updated_at = w.now();
-  auto r =
-      tx.exec(fmt::format("INSERT INTO service_accounts ({}) VALUES (?,?,?,?,?,?,?,?)", kSaCols),
-              {s.id, owner_value(owner), s.name, s.description, s.state, s.created_at, s.updated_at,
-               s.version});
+  auto r = tx.exec(fmt::format("INSERT INTO service_accounts ({}) VALUES ({})", kSaCols,
+                               store::placeholders_of<ServiceAccount>()),
+                   store::params_of(s));
   if (!r && r.error().code == ErrorCode::kConflict)
     return fail(
         Error::conflict(fmt::format("a service account named '{}' already exists", s.name)));
@@ -564,12 +508,8 @@ Result<void> revoke_session(store::Tx& tx, const World& w, const std::string& id
 // ---------------- role bindings ----------------
 
 namespace {
-constexpr std::string_view kBindingCols =
-    "id, tenant_id, project_id, subject_kind, subject_id, role, created_at, source";
-Binding binding_from(const Row& r) {
-  return Binding{r.text(0), r.opt_text(1), r.opt_text(2), r.text(3),
-                 r.text(4), r.text(5),     r.integer(6),  r.text(7)};
-}
+const std::string kBindingCols = store::columns_of<Binding>();
+Binding binding_from(const Row& r) { return store::read_row<Binding>(r); }
 }  // namespace
 
 Result<BindingSpec> parse_binding_spec(ObjectReader& r) {
@@ -605,10 +545,9 @@ Result<Binding> create_binding(store::Tx& tx, const World& w, const Owner& owner
             where.project_id, spec.subject_kind,
             spec.subject_id,  std::string(role_name(spec.role)),
             w.now()};
-  auto r =
-      tx.exec(fmt::format("INSERT INTO role_bindings ({}) VALUES (?,?,?,?,?,?,?,?)", kBindingCols),
-              {b.id, store::opt(b.tenant_id), store::opt(b.project_id), b.subject_kind,
-               b.subject_id, b.role, b.created_at, b.source});
+  auto r = tx.exec(fmt::format("INSERT INTO role_bindings ({}) VALUES ({})", kBindingCols,
+                               store::placeholders_of<Binding>()),
+                   store::params_of(b));
   if (!r && r.error().code == ErrorCode::kConflict)
     return fail(Error::conflict("this role binding already exists"));
   GP_TRY_VOID(r);

@@ -250,7 +250,7 @@ TEST_F(AuthenticatorLookups, WithoutATenantLookupATenantsPrincipalIsRefused) {
 // Node agents' credentials are the node owner's (fleet's); the authenticator compares the
 // secret's hash, and reads it again for every request (nothing of a node is kept).
 TEST_F(AuthenticatorLookups, NodeCredentialsComeFromTheNodeLookup) {
-  const IssuedToken issued = issue_token("nod_1");
+  const IssuedToken issued = issue_token("nod_1", system_random());
   std::map<std::string, NodeCredential> nodes = {
       {"nod_1", NodeCredential{.name = "gpu-1", .secret_hash = issued.secret_hash}}};
   Authenticator authn(
@@ -277,7 +277,7 @@ TEST_F(AuthenticatorLookups, NodeCredentialsComeFromTheNodeLookup) {
   EXPECT_EQ(asked_, 0);
 
   Authenticator without_nodes(*store_, clock_, fake_tenants(), {});
-  EXPECT_EQ(without_nodes.authenticate(issue_token("nod_2").token).error().message,
+  EXPECT_EQ(without_nodes.authenticate(issue_token("nod_2", system_random()).token).error().message,
             "unknown or revoked node credential");
 }
 
