@@ -3,6 +3,7 @@
 
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
+#include "sla/standing.h"
 #include "vm/vm.h"
 
 namespace gp::alloc {
@@ -201,7 +202,7 @@ Result<void> delete_offering(store::Tx& tx, const std::string& id) {
   }
   // Ended allocations keep their history; they drop the reference.
   GP_TRY(tx.exec("UPDATE allocations SET offering_id = NULL WHERE offering_id = ?", {id}));
-  GP_TRY(tx.exec("DELETE FROM offering_slas WHERE offering_id = ?", {id}));
+  GP_TRY_VOID(sla::delete_offering_sla(tx, id));
   GP_TRY(tx.exec("DELETE FROM offerings WHERE id = ?", {id}));
   return ok();
 }

@@ -93,6 +93,11 @@ Result<StoredSla> put_offering_sla(store::Tx& tx, const OfferingSla& s, int64_t 
   return StoredSla{s, true, updated_by, now, expected_version + 1};
 }
 
+Result<void> delete_offering_sla(store::Tx& tx, const std::string& offering_id) {
+  GP_TRY(tx.exec("DELETE FROM offering_slas WHERE offering_id = ?", {offering_id}));
+  return ok();
+}
+
 Result<std::vector<Availability>> standing(store::Tx& tx, const std::string& tenant_id,
                                            int64_t period_start_us, int64_t period_end_us,
                                            int64_t now) {

@@ -41,5 +41,7 @@ Result<StoredSla> find_offering_sla(store::Tx& tx, const std::string& offering_i
 // `expected_version` (0: none yet); returns the stored record.
 Result<StoredSla> put_offering_sla(store::Tx& tx, const OfferingSla& s, int64_t expected_version,
                                    const std::string& updated_by, int64_t now);
+// Forgets the offering's SLA (the offering is being deleted); none stored is fine.
+Result<void> delete_offering_sla(store::Tx& tx, const std::string& offering_id);
 
 }  // namespace gp::sla
