@@ -3,6 +3,7 @@
 // printable HTML page. The rules live in gp_billing_ledger (billing/ledger.h).
 #include <fmt/format.h>
 
+#include "alloc/alloc.h"
 #include "api/router.h"
 #include "billing/ledger.h"
 
@@ -15,11 +16,20 @@ std::string invoice_path(const std::string& tenant_id, const std::string& id) {
   return fmt::format("/v1/tenants/{}/invoices/{}", tenant_id, id);
 }
 
+// The SLA credits of `tenant_id` (every tenant: "") in `period`, the failed allocations read
+// through alloc.
+Result<billing::CreditsByTenant> sla_credits(Api& api, store::Tx& tx, const std::string& tenant_id,
+                                             const billing::Period& period) {
+  return billing::load_sla_credits(
+      tx, tenant_id, period, api.world().now(),
+      [&tx](const std::string& id) { return alloc::find_failure(tx, id); });
+}
+
 // The SLA credits the tenant earned in `period` (none when it met every target).
 Result<std::vector<billing::OfferingCredit>> tenant_sla_credits(Api& api, store::Tx& tx,
                                                                 const std::string& tenant_id,
                                                                 const billing::Period& period) {
-  auto credits = GP_TRY(billing::load_sla_credits(tx, tenant_id, period, api.world().now()));
+  auto credits = GP_TRY(sla_credits(api, tx, tenant_id, period));
   auto mine = credits.find(tenant_id);
   if (mine == credits.end()) return std::vector<billing::OfferingCredit>{};
   return std::move(mine->second);
@@ -205,7 +215,7 @@ Result<Reply> verify(Api& api, Call& call, store::Tx& tx) {
 
 Result<Mutation> run(Api& api, Call& call, store::Tx& tx) {
   auto period = GP_TRY(billing::parse_period_body(*call.body));
-  const auto credits = GP_TRY(billing::load_sla_credits(tx, "", period, api.world().now()));
+  const auto credits = GP_TRY(sla_credits(api, tx, "", period));
   auto report = GP_TRY(billing::run_period(tx, api.world(), period, call.who.id, credits));
   Json body = report.to_json();
   Mutation m;

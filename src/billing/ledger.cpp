@@ -223,10 +223,12 @@ Result<std::vector<UsageRecord>> load_usage_records(store::Tx& tx, const std::st
 }
 
 Result<CreditsByTenant> load_sla_credits(store::Tx& tx, const std::string& tenant_id,
-                                         const Period& period, int64_t now) {
+                                         const Period& period, int64_t now,
+                                         const sla::FailureOf& failure_of) {
   const auto offering_name = GP_TRY(OfferingNames::load(tx));
   CreditsByTenant out;
-  for (const auto& a : GP_TRY(sla::standing(tx, tenant_id, period.start_us, period.end_us, now))) {
+  for (const auto& a : GP_TRY(
+           sla::standing(tx, tenant_id, period.start_us, period.end_us, now, failure_of))) {
     if (a.credit_bps > 0)
       out[a.tenant].push_back(
           {.offering = offering_name(a.offering), .credit_bps = a.credit_bps, .reason = a.reason});

@@ -12,6 +12,7 @@
 
 #include "billing/billing.h"
 #include "common/page.h"
+#include "sla/standing.h"
 #include "store/store.h"
 
 namespace gp::billing {
@@ -175,9 +176,10 @@ Result<RunReport> run_period(store::Tx& tx, World world, const Period& period,
                              const std::string& who, const CreditsByTenant& sla_credits = {});
 // The SLA credits earned in `period` (gp_sla_standing: availability below an offering's target,
 // downtime up to `now`), per tenant id (every tenant when `tenant_id` is empty), offerings by
-// name as the invoice's lines name them.
+// name as the invoice's lines name them. `failure_of` as sla::standing takes it.
 Result<CreditsByTenant> load_sla_credits(store::Tx& tx, const std::string& tenant_id,
-                                         const Period& period, int64_t now);
+                                         const Period& period, int64_t now,
+                                         const sla::FailureOf& failure_of);
 // Budgets, stored: one per tenant (project "") and per project, evaluated against the
 // month-to-date spend rated from metered usage (docs/billing.md, "Budgets").
 

@@ -356,6 +356,13 @@ Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::strin
   return out;
 }
 
+Result<std::map<std::string, std::string, std::less<>>> gpu_nodes(store::Tx& tx) {
+  std::map<std::string, std::string, std::less<>> out;
+  for (const auto& r : GP_TRY(tx.query("SELECT uuid, node_id FROM gpus")))
+    out[r.text(0)] = r.text(1);
+  return out;
+}
+
 Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& node_id,
                              const Inventory& inv) {
   Node n = GP_TRY(load_node(tx, node_id));
