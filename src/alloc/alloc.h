@@ -53,6 +53,8 @@ Result<Offering> parse_offering(const Json& body);
 Result<Offering> create_offering(store::Tx& tx, const World& w, Offering o);
 Result<std::optional<Offering>> find_offering(store::Tx& tx, std::string_view id_or_name);
 Result<std::vector<Offering>> list_offerings(store::Tx& tx);
+// Every offering's name by its id, in one query: what billing prices usage by.
+Result<std::map<std::string, std::string, std::less<>>> offering_names(store::Tx& tx);
 // Refused while live allocations use it.
 Result<void> delete_offering(store::Tx& tx, const std::string& id);
 

@@ -191,6 +191,13 @@ Result<std::vector<Offering>> list_offerings(store::Tx& tx) {
   return out;
 }
 
+Result<std::map<std::string, std::string, std::less<>>> offering_names(store::Tx& tx) {
+  std::map<std::string, std::string, std::less<>> out;
+  for (const auto& row : GP_TRY(tx.query("SELECT id, name FROM offerings")))
+    out.emplace(row.text(0), row.text(1));
+  return out;
+}
+
 Result<void> delete_offering(store::Tx& tx, const std::string& id) {
   auto inuse =
       GP_TRY(tx.query_one("SELECT COUNT(*) FROM allocations WHERE offering_id = ? AND state IN "

@@ -117,11 +117,12 @@ Micros Spend::for_project(std::string_view project) const {
 }
 
 Result<Spend> month_to_date_spend(store::Tx& tx, const std::string& tenant_id, int64_t now,
+                                  const OfferingNames& offerings,
                                   std::span<const UsageRecord> extra) {
   Spend s;
   s.period = month_containing(now);
   const Account account = GP_TRY(load_account(tx, tenant_id));
-  auto usage = GP_TRY(load_usage_records(tx, tenant_id, s.period, now));
+  auto usage = GP_TRY(load_usage_records(tx, tenant_id, s.period, now, offerings));
   auto card_in_force = rate_card_for_period(tx, account.rate_card_id, s.period);
   if (usage.empty() && extra.empty()) {
     // Nothing to price, so no card is needed; its currency, when there is one, names the zero.
