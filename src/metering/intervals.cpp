@@ -208,6 +208,16 @@ Result<std::vector<Interval>> load_intervals(store::Tx& tx, const std::string& t
   return out;
 }
 
+Result<std::vector<std::string>> tenants_with_usage(store::Tx& tx, int64_t from_us, int64_t to_us) {
+  std::vector<std::string> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT DISTINCT tenant_id FROM usage_intervals WHERE start_us < ? AND (end_us IS NULL "
+           "OR end_us > ?) ORDER BY tenant_id",
+           {to_us, from_us})))
+    out.push_back(row.text(0));
+  return out;
+}
+
 Result<std::vector<std::pair<std::string, int64_t>>> open_units_by_tenant(store::Tx& tx) {
   std::vector<std::pair<std::string, int64_t>> out;
   for (const auto& row :

@@ -84,6 +84,8 @@ Result<std::set<std::string>> allocations_with_open_usage(store::Tx& tx,
 // Intervals overlapping [from_us, to_us), of one tenant or of all (tenant empty), oldest first.
 Result<std::vector<Interval>> load_intervals(store::Tx& tx, const std::string& tenant_id,
                                              int64_t from_us, int64_t to_us);
+// The tenants with an interval overlapping [from_us, to_us) (open ones included), by id.
+Result<std::vector<std::string>> tenants_with_usage(store::Tx& tx, int64_t from_us, int64_t to_us);
 
 // ---- usage events from external meters (CloudEvents 1.0, structured JSON) ----
 
