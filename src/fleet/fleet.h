@@ -205,6 +205,13 @@ struct SeriesPoint {
 Result<std::vector<SeriesPoint>> sample_series(store::Tx& tx, const std::string& gpu_uuid,
                                                const std::string& instance, int64_t from_us,
                                                int64_t to_us, int buckets);
+// A GPU's (or MIG instance's) samples in [from_us, to_us) with a known utilization: how many, and
+// the sum of their util_pct (what metering attributes to the intervals that held the device).
+struct UtilizationSum {
+  int64_t samples = 0, util_sum = 0;
+};
+Result<UtilizationSum> utilization_sum(store::Tx& tx, const std::string& gpu_uuid,
+                                       const std::string& instance, int64_t from_us, int64_t to_us);
 // Marks nodes whose last heartbeat is older than `timeout` as failed; returns them.
 Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w, Duration timeout);
 

@@ -685,6 +685,16 @@ Result<std::vector<SeriesPoint>> sample_series(store::Tx& tx, const std::string&
   return out;
 }
 
+Result<UtilizationSum> utilization_sum(store::Tx& tx, const std::string& gpu_uuid,
+                                       const std::string& instance, int64_t from_us,
+                                       int64_t to_us) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT COUNT(*), COALESCE(SUM(util_pct), 0) FROM gpu_samples WHERE gpu_uuid = ? AND "
+      "instance = ? AND time_us >= ? AND time_us < ? AND util_pct >= 0",
+      {gpu_uuid, instance, from_us, to_us}));
+  return UtilizationSum{row->integer(0), row->integer(1)};
+}
+
 Result<std::vector<Telemetry>> latest_telemetry(store::Tx& tx) {
   std::vector<Telemetry> out;
   for (const auto& r : GP_TRY(tx.query(

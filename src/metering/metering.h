@@ -213,8 +213,8 @@ Result<UsageReport> rollup(const UsageQuery& q, const std::vector<Interval>& int
                            const std::vector<UsageEvent>& events, int64_t now,
                            const SampleSource& samples);
 
-// The store-backed query: loads intervals and events of the range and attributes samples from
-// gpu_samples to the devices each interval held.
+// The store-backed query: loads intervals and events of the range and attributes the fleet's
+// utilization samples (fleet::utilization_sum) to the devices each interval held.
 Result<UsageReport> usage(store::Tx& tx, const UsageQuery& q, int64_t now);
 
 // Events as stored (tenant and project ids resolved), overlapping the range.
