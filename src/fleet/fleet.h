@@ -7,6 +7,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -231,8 +232,10 @@ Result<Node> set_cordoned(store::Tx& tx, const World& w, const std::string& node
 Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::string>& node_id);
 // Every GPU's node by the GPU's UUID, the GPUs no longer present included, in one query.
 Result<std::map<std::string, std::string, std::less<>>> gpu_nodes(store::Tx& tx);
-// GPUs by model, mode and health, nodes by state, free vs allocated.
-Result<Json> summary(store::Tx& tx);
+// GPUs by model, mode and health, nodes by state, free vs allocated. `held`: the GPUs live
+// allocations hold, whole or in part, by UUID (metering::held_gpus, from the open usage
+// intervals metering keeps beside every allocation).
+Result<Json> summary(store::Tx& tx, const std::set<std::string>& held);
 
 // ---- downtime (SLA accounting) ----
 // A node (gpu_uuid empty) or one GPU out of service: the node failed (until it is ready again

@@ -737,40 +737,26 @@ Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w,
   return failed;
 }
 
-Result<Json> summary(store::Tx& tx) {
+Result<Json> summary(store::Tx& tx, const std::set<std::string>& held) {
   Json by_model = Json::object();
-  auto gpus = GP_TRY(tx.query(
-      "SELECT g.model, g.mode, g.health, n.state, COUNT(*) FROM gpus g JOIN nodes n ON n.id = "
-      "g.node_id "
-      "WHERE g.present = 1 AND n.state != 'retired' GROUP BY g.model, g.mode, g.health, n.state "
-      "ORDER BY g.model"));
   int64_t total = 0;
-  for (const auto& r : gpus) {
-    Json& m = by_model[r.text(0)];
+  for (const auto& r : GP_TRY(tx.query(
+           "SELECT g.uuid, g.model, g.mode, g.health, n.state FROM gpus g JOIN nodes n ON n.id = "
+           "g.node_id WHERE g.present = 1 AND n.state != 'retired'"))) {
+    Json& m = by_model[r.text(1)];
     if (m.is_null())
       m = {{"total", 0},     {"healthy", 0}, {"unhealthy", 0},           {"missing", 0},
            {"allocated", 0}, {"free", 0},    {"by_mode", Json::object()}};
-    int64_t c = r.integer(4);
-    total += c;
-    m["total"] = m["total"].get<int64_t>() + c;
-    m[r.text(2)] = m.value(r.text(2), int64_t(0)) + c;
-    m["by_mode"][r.text(1)] = m["by_mode"].value(r.text(1), int64_t(0)) + c;
-    if (r.text(2) == "healthy" && r.text(3) == "ready") m["free"] = m["free"].get<int64_t>() + c;
-  }
-  // Allocated: GPUs that a live allocation holds, whole or in part (a MIG instance or a share),
-  // from the open usage intervals metering keeps beside every allocation. Free: healthy GPUs
-  // on ready nodes that nothing holds.
-  for (const auto& r : GP_TRY(tx.query(
-           "SELECT g.model, CASE WHEN g.health = 'healthy' AND n.state = 'ready' THEN 1 ELSE 0 "
-           "END, COUNT(DISTINCT g.uuid) FROM usage_interval_gpus ug JOIN usage_intervals ui ON "
-           "ui.id = ug.interval_id JOIN gpus g ON g.uuid = ug.gpu_uuid JOIN nodes n ON n.id = "
-           "g.node_id WHERE ui.end_us IS NULL AND g.present = 1 AND n.state != 'retired' GROUP "
-           "BY g.model, CASE WHEN g.health = 'healthy' AND n.state = 'ready' THEN 1 ELSE 0 END"))) {
-    if (!by_model.contains(r.text(0))) continue;
-    Json& m = by_model[r.text(0)];
-    const int64_t held = r.integer(2);
-    m["allocated"] = m["allocated"].get<int64_t>() + held;
-    if (r.integer(1) == 1) m["free"] = std::max<int64_t>(0, m["free"].get<int64_t>() - held);
+    ++total;
+    m["total"] = m["total"].get<int64_t>() + 1;
+    m[r.text(3)] = m.value(r.text(3), int64_t(0)) + 1;
+    m["by_mode"][r.text(2)] = m["by_mode"].value(r.text(2), int64_t(0)) + 1;
+    // Allocated: GPUs a live allocation holds, whole or in part (a MIG instance or a share).
+    // Free: healthy GPUs on ready nodes that nothing holds.
+    if (held.contains(r.text(0)))
+      m["allocated"] = m["allocated"].get<int64_t>() + 1;
+    else if (r.text(3) == "healthy" && r.text(4) == "ready")
+      m["free"] = m["free"].get<int64_t>() + 1;
   }
   // Unavailable: neither free nor held (unhealthy, or on a node that is not ready), so that
   // total = free + allocated + unavailable.

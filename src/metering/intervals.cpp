@@ -208,6 +208,15 @@ Result<std::vector<Interval>> load_intervals(store::Tx& tx, const std::string& t
   return out;
 }
 
+Result<std::set<std::string>> held_gpus(store::Tx& tx) {
+  std::set<std::string> out;
+  for (const auto& row : GP_TRY(
+           tx.query("SELECT DISTINCT ug.gpu_uuid FROM usage_interval_gpus ug JOIN usage_intervals "
+                    "ui ON ui.id = ug.interval_id WHERE ui.end_us IS NULL")))
+    out.insert(row.text(0));
+  return out;
+}
+
 Result<std::vector<std::string>> tenants_with_usage(store::Tx& tx, int64_t from_us, int64_t to_us) {
   std::vector<std::string> out;
   for (const auto& row : GP_TRY(tx.query(

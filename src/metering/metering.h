@@ -84,6 +84,9 @@ Result<std::set<std::string>> allocations_with_open_usage(store::Tx& tx,
 // Intervals overlapping [from_us, to_us), of one tenant or of all (tenant empty), oldest first.
 Result<std::vector<Interval>> load_intervals(store::Tx& tx, const std::string& tenant_id,
                                              int64_t from_us, int64_t to_us);
+// The GPUs an open interval holds, whole or in part (a MIG instance or a share), by UUID: what
+// the live allocations hold now.
+Result<std::set<std::string>> held_gpus(store::Tx& tx);
 // The tenants with an interval overlapping [from_us, to_us) (open ones included), by id.
 Result<std::vector<std::string>> tenants_with_usage(store::Tx& tx, int64_t from_us, int64_t to_us);
 
