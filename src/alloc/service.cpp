@@ -38,6 +38,15 @@ Json assignment_entry(const Allocation& a, const std::string& node_id) {
           {"gpus", gpus}};
 }
 
+// When an allocation ended (nullopt: it has no end time, or is gone), as metering::recover asks.
+metering::EndedAt allocation_ended_at(store::Tx& tx) {
+  return [&tx](const std::string& id) -> Result<std::optional<int64_t>> {
+    auto row = GP_TRY(tx.query_one("SELECT ended_at FROM allocations WHERE id = ?", {id}));
+    if (!row) return std::optional<int64_t>();
+    return row->opt_integer(0);
+  };
+}
+
 std::string resource_of(const Allocation& a) {
   return fmt::format("/v1/tenants/{}/projects/{}/allocations/{}", a.tenant_id, a.project_id, a.id);
 }
@@ -144,11 +153,17 @@ Result<void> Service::rebuild(store::Tx& tx) {
 
   // Live allocations in submission order: placed ones where they are, pending ones queued.
   const detail::Index index(sched_->state());
+  std::vector<metering::LiveAllocation> holding;  // the placed and active ones, for metering
   for (const auto& row : GP_TRY(tx.query(fmt::format(
            "SELECT {} FROM allocations WHERE state IN ('pending','placed','active') ORDER BY "
            "created_at, id",
            detail::allocation_columns())))) {
     Allocation a = GP_TRY(detail::allocation_from(row));
+    if (a.state != State::kPending)
+      holding.push_back(
+          {{a.id, a.tenant_id, a.project_id, a.offering_id, a.request.preemptible, a.placement},
+           std::string(state_name(a.state)),
+           a.placed_at});
     const TimePoint submitted = from_unix_micros(a.created_at);
     if (a.state == State::kPending) {
       Error why{ErrorCode::kConflict, a.reason};
@@ -171,7 +186,7 @@ Result<void> Service::rebuild(store::Tx& tx) {
     if (!healthy) GP_TRY_VOID(sched_->set_gpu_healthy(uuid, false));
   }
   // Usage intervals left open by allocations that ended outside this process's view.
-  GP_TRY(metering::recover(tx, to_unix_micros(clock_.now())));
+  GP_TRY(metering::recover(tx, holding, allocation_ended_at(tx), to_unix_micros(clock_.now())));
   // Downtime intervals the fleet no longer explains (or outages without one), for SLAs.
   GP_TRY(fleet::repair_downtime(tx, to_unix_micros(clock_.now())));
   dirty_ = false;

@@ -56,12 +56,24 @@ struct AllocationView {
 Result<void> record_transition(store::Tx& tx, const AllocationView& a, std::string_view state,
                                int64_t now);
 
-// Repairs intervals against the allocations table (at start and whenever the scheduler is
-// rebuilt): an open interval of an allocation that is no longer live is closed at the
-// allocation's ended_at (or `now` when it has none); a placed or active allocation without an
-// open interval (placed before metering existed) gets one from its placed_at. Returns the
-// number of intervals closed or opened.
-Result<int> recover(store::Tx& tx, int64_t now);
+// A placed or active allocation, as recover sees it.
+struct LiveAllocation {
+  AllocationView view;
+  std::string state;  // placed | active
+  std::optional<int64_t> placed_at;
+};
+// When an allocation that is no longer live ended: its ended_at, or nullopt when it has none or
+// is gone.
+using EndedAt = std::function<Result<std::optional<int64_t>>(const std::string& allocation_id)>;
+
+// Repairs intervals against the allocations (at start and whenever the scheduler is rebuilt).
+// The allocations are alloc's, which passes them in: `live` is every placed or active one, and
+// `ended_at` says when one that is not live ended. An open interval of an allocation not in
+// `live` is closed at its ended_at (or `now` when it has none); a live allocation without an
+// open interval (placed before metering existed) gets one from its placed_at. Returns the number
+// of intervals closed or opened.
+Result<int> recover(store::Tx& tx, const std::vector<LiveAllocation>& live, const EndedAt& ended_at,
+                    int64_t now);
 
 struct Interval {
   std::string id, tenant_id, project_id, allocation_id;
