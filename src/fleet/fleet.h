@@ -91,6 +91,8 @@ Result<void> end_repair(store::Tx& tx, const std::string& uuid, const std::strin
                         int64_t now);
 
 // ---- pools ----
+// `tenant_id` (a dedicated pool's tenant) as the caller resolved it; an id no tenant has is
+// invalid_argument.
 Result<Pool> create_pool(store::Tx& tx, const World& w, const std::string& name,
                          const std::optional<std::string>& tenant_id,
                          const std::string& description);

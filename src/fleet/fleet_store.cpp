@@ -88,15 +88,15 @@ Result<Pool> create_pool(store::Tx& tx, const World& w, const std::string& name,
                          const std::optional<std::string>& tenant_id,
                          const std::string& description) {
   GP_TRY_VOID(validate_dns_label("name", name));
-  if (tenant_id) {
-    auto t = GP_TRY(tx.query_one("SELECT state FROM tenants WHERE id = ?", {*tenant_id}));
-    if (!t) return fail(Error::invalid(fmt::format("tenant {} not found", *tenant_id)));
-  }
   Pool p{w.ids.next("pool"), name, tenant_id, description, w.now(), 1};
   auto r = tx.exec(fmt::format("INSERT INTO pools ({}) VALUES (?,?,?,?,?,?)", kPoolCols),
                    {p.id, p.name, store::opt(p.tenant_id), p.description, p.created_at, p.version});
   if (!r && r.error().code == ErrorCode::kConflict)
     return fail(Error::conflict(fmt::format("a pool named '{}' already exists", name)));
+  // The tenants are tenancy's (the caller resolves the name it was given); the pool's foreign
+  // key is what refuses an id no tenant has, and the only constraint that can be violated here.
+  if (!r && r.error().code == ErrorCode::kInvalidArgument && tenant_id)
+    return fail(Error::invalid(fmt::format("tenant {} not found", *tenant_id)));
   GP_TRY_VOID(r);
   return p;
 }

@@ -88,10 +88,11 @@ Result<std::map<std::string, IdRange>> all_ids(store::Tx& tx) {
 Result<IdRange> ensure_ids(store::Tx& tx, const IdPoolConfig& pool, const std::string& tenant_id,
                            const std::string& tenant_name, int64_t now_micros) {
   if (auto have = GP_TRY(load_ids(tx, tenant_id))) return *have;
+  // The other tenants' blocks, each labelled with its tenant's id: this tenant has none (above)
+  // and a block is one tenant's, so only the ranges count (a tenant id is never a tenant name).
   std::vector<TenantIds> existing;
-  for (const auto& row :
-       GP_TRY(tx.query("SELECT t.name, s.first_id, s.count FROM tenant_storage_ids s JOIN tenants "
-                       "t ON t.id = s.tenant_id ORDER BY s.first_id")))
+  for (const auto& row : GP_TRY(
+           tx.query("SELECT tenant_id, first_id, count FROM tenant_storage_ids ORDER BY first_id")))
     existing.push_back(
         {row.text(0),
          {static_cast<uint32_t>(row.integer(1)), static_cast<uint32_t>(row.integer(2))}});
