@@ -232,6 +232,8 @@ Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node
 Result<std::vector<Node>> overdue_drains(store::Tx& tx, int64_t now);
 Result<Node> set_cordoned(store::Tx& tx, const World& w, const std::string& node_id, bool cordon);
 Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::string>& node_id);
+// The GPU with this UUID, present or not (nullopt: none).
+Result<std::optional<Gpu>> find_gpu(store::Tx& tx, const std::string& uuid);
 // Every GPU's node by the GPU's UUID, the GPUs no longer present included, in one query.
 Result<std::map<std::string, std::string, std::less<>>> gpu_nodes(store::Tx& tx);
 // GPUs by model, mode and health, nodes by state, free vs allocated. `held`: the GPUs live

@@ -356,6 +356,13 @@ Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::strin
   return out;
 }
 
+Result<std::optional<Gpu>> find_gpu(store::Tx& tx, const std::string& uuid) {
+  auto row =
+      GP_TRY(tx.query_one(fmt::format("SELECT {} FROM gpus WHERE uuid = ?", kGpuCols), {uuid}));
+  if (!row) return std::optional<Gpu>();
+  return std::optional<Gpu>(gpu_from(*row));
+}
+
 Result<std::map<std::string, std::string, std::less<>>> gpu_nodes(store::Tx& tx) {
   std::map<std::string, std::string, std::less<>> out;
   for (const auto& r : GP_TRY(tx.query("SELECT uuid, node_id FROM gpus")))

@@ -170,17 +170,23 @@ Result<void> update_size_limits(store::Tx& tx, const std::string& tenant_id,
   return ok();
 }
 
-Result<void> check_project_deletable(store::Tx& tx, const std::string& tenant_id,
-                                     const std::string& project_id) {
+Result<std::optional<std::string>> active_volumes_name(store::Tx& tx, const std::string& tenant_id,
+                                                       const std::string& project_id) {
   auto row = GP_TRY(tx.query_one(
       "SELECT project_name FROM project_volumes WHERE tenant_id = ? AND project_id = ? AND "
       "state = 'active'",
       {tenant_id, project_id}));
-  if (row)
+  if (!row) return std::optional<std::string>();
+  return std::optional<std::string>(row->text(0));
+}
+
+Result<void> check_project_deletable(store::Tx& tx, const std::string& tenant_id,
+                                     const std::string& project_id) {
+  if (auto name = GP_TRY(active_volumes_name(tx, tenant_id, project_id)))
     return fail(Error::conflict(
         fmt::format("project '{}' has volumes: delete them first (DELETE "
                     ".../projects/{}/volumes schedules its tree for removal), then the project",
-                    row->text(0), row->text(0))));
+                    *name, *name)));
   return ok();
 }
 
