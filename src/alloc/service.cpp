@@ -94,20 +94,16 @@ Result<void> Service::rebuild(store::Tx& tx) {
   };
   std::vector<NodeRow> nodes;
   std::unordered_map<std::string, size_t> node_at;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT n.id, n.name, COALESCE(n.pool_id, ''), COALESCE(p.name, ''), "
-           "COALESCE(p.tenant_id, ''), n.state, n.cordoned, n.rack, n.nvlink_domain FROM nodes n "
-           "LEFT JOIN pools p ON p.id = n.pool_id WHERE n.state <> 'retired' ORDER BY n.name"))) {
+  for (const fleet::SchedulerNode& row : GP_TRY(fleet::scheduler_nodes(tx))) {
     NodeRow n;
-    n.spec.id = row.text(0);
-    n.spec.name = row.text(1);
-    n.spec.pool_id = row.text(2);
-    n.spec.pool_name = row.text(3);
-    n.spec.pool_owner = row.text(4);
-    n.spec.rack = row.text(7);
-    n.spec.nvlink_domain = row.text(8);
-    auto state = fleet::parse_node_state(row.text(5));
-    n.schedulable = state && fleet::schedulable(*state) && row.integer(6) == 0;
+    n.spec.id = row.id;
+    n.spec.name = row.name;
+    n.spec.pool_id = row.pool_id;
+    n.spec.pool_name = row.pool_name;
+    n.spec.pool_owner = row.pool_tenant_id;
+    n.spec.rack = row.rack;
+    n.spec.nvlink_domain = row.nvlink_domain;
+    n.schedulable = row.schedulable;
     node_at.emplace(n.spec.id, nodes.size());
     nodes.push_back(std::move(n));
   }
@@ -493,19 +489,22 @@ Result<int> Service::tick(store::Tx& tx, const World& w) {
 
 Result<int> Service::complete_drains(store::Tx& tx, const World& w) {
   int n = 0;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT id, name, state_reason FROM nodes WHERE state = 'draining' AND NOT EXISTS "
-           "(SELECT 1 FROM allocation_nodes an WHERE an.node_id = nodes.id) AND NOT EXISTS "
-           "(SELECT 1 FROM allocation_stops s WHERE s.node_id = nodes.id) ORDER BY id"))) {
-    GP_TRY(fleet::apply_action(tx, w, row.text(0), fleet::NodeAction::kDrainComplete, row.text(2)));
+  for (const fleet::Node& node : GP_TRY(fleet::draining_nodes(tx))) {
+    // Drained once nothing is on it and no ended allocation's work still stops there.
+    if (GP_TRY(tx.query_one("SELECT node_id FROM allocation_nodes WHERE node_id = ? UNION ALL "
+                            "SELECT node_id FROM allocation_stops WHERE node_id = ? LIMIT 1",
+                            {node.id, node.id})))
+      continue;
+    GP_TRY(
+        fleet::apply_action(tx, w, node.id, fleet::NodeAction::kDrainComplete, node.state_reason));
     audit::Entry e{std::string(kScheduler),
                    "",
                    "node.drain_complete",
-                   "/v1/nodes/" + row.text(0),
+                   "/v1/nodes/" + node.id,
                    "success",
                    "",
                    "local",
-                   {{"node", row.text(1)}, {"to", "maintenance"}}};
+                   {{"node", node.info.name}, {"to", "maintenance"}}};
     GP_TRY(audit_.append(tx, e));
     ++n;
   }
@@ -524,11 +523,12 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
     const auto configured_first = configuring.find(a->id);
     if (a->state == State::kPlaced && a->activation == Activation::kNode &&
         stopped_first == waits.end() && configured_first == configuring.end()) {
-      auto waiting = GP_TRY(tx.query_one(
-          "SELECT COUNT(*) FROM allocation_nodes an JOIN nodes n ON n.id = an.node_id WHERE "
-          "an.allocation_id = ? AND (n.last_heartbeat IS NULL OR n.last_heartbeat < ?)",
-          {a->id, a->placed_at.value_or(0)}));
-      if (waiting->integer(0) == 0) {
+      // Its nodes (allocation_nodes holds the placement's while it is live) have all been
+      // heard from since it was placed.
+      std::vector<std::string> nodes;
+      for (const auto& node : a->placement.value("nodes", Json::array()))
+        nodes.push_back(node.get<std::string>());
+      if (GP_TRY(fleet::all_heard_since(tx, nodes, a->placed_at.value_or(0)))) {
         GP_TRY_VOID(transition(tx, w, *a, State::kActive, "active",
                                "every node of the allocation has it", std::string(kScheduler)));
         a->state = State::kActive;

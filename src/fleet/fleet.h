@@ -230,6 +230,12 @@ Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node
                           std::optional<int64_t> drain_deadline = std::nullopt);
 // Draining nodes whose deadline has passed (at `now`), by id.
 Result<std::vector<Node>> overdue_drains(store::Tx& tx, int64_t now);
+// Every draining node, by id.
+Result<std::vector<Node>> draining_nodes(store::Tx& tx);
+// Whether every node of `node_ids` has sent a heartbeat at or after `since` (an id no node has
+// is not waited for), in one query.
+Result<bool> all_heard_since(store::Tx& tx, const std::vector<std::string>& node_ids,
+                             int64_t since);
 Result<Node> set_cordoned(store::Tx& tx, const World& w, const std::string& node_id, bool cordon);
 Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::string>& node_id);
 // The GPU with this UUID, present or not (nullopt: none).
@@ -240,6 +246,16 @@ Result<std::map<std::string, std::string, std::less<>>> gpu_nodes(store::Tx& tx)
 // allocations hold, whole or in part, by UUID (metering::held_gpus, from the open usage
 // intervals metering keeps beside every allocation).
 Result<Json> summary(store::Tx& tx, const std::set<std::string>& held);
+
+// ---- the fleet as the scheduler is rebuilt from it (alloc::Service::rebuild) ----
+struct SchedulerNode {
+  std::string id, name;
+  std::string pool_id, pool_name, pool_tenant_id;  // "" : no pool, or a shared one
+  std::string rack, nvlink_domain;
+  bool schedulable = false;  // in a state that takes work, and not cordoned
+};
+// Every node not retired, by name, with its pool.
+Result<std::vector<SchedulerNode>> scheduler_nodes(store::Tx& tx);
 
 // ---- downtime (SLA accounting) ----
 // A node (gpu_uuid empty) or one GPU out of service: the node failed (until it is ready again

@@ -302,6 +302,49 @@ Result<std::vector<Node>> overdue_drains(store::Tx& tx, int64_t now) {
   return out;
 }
 
+Result<std::vector<Node>> draining_nodes(store::Tx& tx) {
+  std::vector<Node> out;
+  for (const auto& r :
+       GP_TRY(tx.query(fmt::format("SELECT {}, {} FROM nodes WHERE state = 'draining' ORDER BY id",
+                                   kNodeCols, kPoolNameCol))))
+    out.push_back(node_from(r));
+  return out;
+}
+
+Result<bool> all_heard_since(store::Tx& tx, const std::vector<std::string>& node_ids,
+                             int64_t since) {
+  if (node_ids.empty()) return true;
+  store::Params params(node_ids.begin(), node_ids.end());
+  params.emplace_back(since);
+  std::string marks(node_ids.size() * 2 - 1, ',');
+  for (size_t i = 0; i < marks.size(); i += 2) marks[i] = '?';
+  auto row = GP_TRY(tx.query_one(
+      fmt::format("SELECT COUNT(*) FROM nodes WHERE id IN ({}) AND (last_heartbeat IS NULL OR "
+                  "last_heartbeat < ?)",
+                  marks),
+      params));
+  return row->integer(0) == 0;
+}
+
+Result<std::vector<SchedulerNode>> scheduler_nodes(store::Tx& tx) {
+  std::vector<SchedulerNode> out;
+  for (const auto& r : GP_TRY(tx.query(
+           "SELECT n.id, n.name, COALESCE(n.pool_id, ''), COALESCE(p.name, ''), "
+           "COALESCE(p.tenant_id, ''), n.state, n.cordoned, n.rack, n.nvlink_domain FROM nodes n "
+           "LEFT JOIN pools p ON p.id = n.pool_id WHERE n.state <> 'retired' ORDER BY n.name"))) {
+    const auto state = parse_node_state(r.text(5));
+    out.push_back({.id = r.text(0),
+                   .name = r.text(1),
+                   .pool_id = r.text(2),
+                   .pool_name = r.text(3),
+                   .pool_tenant_id = r.text(4),
+                   .rack = r.text(7),
+                   .nvlink_domain = r.text(8),
+                   .schedulable = state && schedulable(*state) && r.integer(6) == 0});
+  }
+  return out;
+}
+
 Result<Node> set_cordoned(store::Tx& tx, const World& w, const std::string& node_id, bool cordon) {
   Node n = GP_TRY(load_node(tx, node_id));
   if (n.state == NodeState::kRetired) return fail(Error::conflict("node is retired"));
