@@ -108,30 +108,25 @@ Result<void> Service::rebuild(store::Tx& tx) {
     nodes.push_back(std::move(n));
   }
   std::vector<std::pair<std::string, bool>> health;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT g.uuid, g.node_id, g.idx, g.model, g.mig_capable, g.mode, g.mig_layout, "
-           "g.health, g.present, pl.mode, pl.mig_layout FROM gpus g LEFT JOIN gpu_plans pl ON "
-           "pl.gpu_uuid = g.uuid ORDER BY g.node_id, g.idx"))) {
-    auto n = node_at.find(row.text(1));
+  for (const fleet::SchedulerGpu& row : GP_TRY(fleet::scheduler_gpus(tx))) {
+    auto n = node_at.find(row.node_id);
     if (n == node_at.end()) continue;
     sched::GpuSpec g;
-    g.uuid = row.text(0);
-    g.index = static_cast<int>(row.integer(2));
-    g.model = row.text(3);
-    if (row.integer(4) != 0) {
+    g.uuid = row.uuid;
+    g.index = row.index;
+    g.model = row.model;
+    if (row.mig_capable) {
       if (auto catalog = vocab::mig_catalog(g.model)) g.mig_catalog = *catalog;
     }
-    const bool planned = !row.is_null(9);
-    auto mode = vocab::parse_gpu_mode(planned ? row.text(9) : row.text(5));
-    g.mode = mode.value_or(vocab::GpuMode::kWhole);
+    g.mode = vocab::parse_gpu_mode(row.mode).value_or(vocab::GpuMode::kWhole);
     if (g.mode == vocab::GpuMode::kMig && !g.mig_catalog) g.mode = vocab::GpuMode::kWhole;
     if (g.mode == vocab::GpuMode::kMig) {
-      const Json layout = Json::parse(planned ? row.text(10) : row.text(6), nullptr, false);
+      const Json layout = Json::parse(row.mig_layout, nullptr, false);
       if (layout.is_array())
         for (const auto& p : layout)
           g.mig_layout.push_back({p.value("profile", ""), p.value("start", 0)});
     }
-    health.emplace_back(g.uuid, row.text(7) == "healthy" && row.integer(8) != 0);
+    health.emplace_back(g.uuid, row.healthy);
     nodes[n->second].spec.gpus.push_back(std::move(g));
   }
   std::vector<sched::NodeSpec> specs;
@@ -301,11 +296,7 @@ Result<Allocation> Service::record_placed(store::Tx& tx, const World& w, const s
     Json layout = Json::array();
     for (const auto& i : sched_->state().mig_layout(g))
       layout.push_back({{"profile", i.profile}, {"start", i.start}});
-    GP_TRY(tx.exec(
-        "INSERT INTO gpu_plans (gpu_uuid, mode, mig_layout, updated_at) VALUES (?,?,?,?) ON "
-        "CONFLICT (gpu_uuid) DO UPDATE SET mode = excluded.mode, mig_layout = "
-        "excluded.mig_layout, updated_at = excluded.updated_at, status = 'planned', detail = ''",
-        {gpus[g].uuid, std::string(sched::gpu_mode_name(gpus[g].mode)), layout.dump(), now}));
+    GP_TRY_VOID(fleet::plan_gpu(tx, gpus[g].uuid, sched::gpu_mode_name(gpus[g].mode), layout, now));
   }
   GP_TRY_VOID(record_preempted(tx, w, d.preempted, id, a->tenant_id));
   return std::move(*a);
@@ -560,14 +551,11 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
   // Every plan of the node's GPUs, carried out or not: the agent checks each round that the GPU
   // still matches (an instance left without its compute instance by a crash is made whole).
   Json plans = Json::array();
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT pl.gpu_uuid, pl.mode, pl.mig_layout, pl.status FROM gpu_plans pl JOIN gpus g "
-           "ON g.uuid = pl.gpu_uuid WHERE g.node_id = ? ORDER BY g.idx",
-           {node_id})))
-    plans.push_back({{"gpu", row.text(0)},
-                     {"mode", row.text(1)},
-                     {"mig_layout", Json::parse(row.text(2))},
-                     {"status", row.text(3)}});
+  for (const fleet::GpuPlan& p : GP_TRY(fleet::node_gpu_plans(tx, node_id)))
+    plans.push_back({{"gpu", p.gpu},
+                     {"mode", p.mode},
+                     {"mig_layout", Json::parse(p.mig_layout)},
+                     {"status", p.status}});
   return Json{{"allocations", allocations}, {"gpu_plans", plans}};
 }
 

@@ -247,6 +247,31 @@ Result<std::map<std::string, std::string, std::less<>>> gpu_nodes(store::Tx& tx)
 // intervals metering keeps beside every allocation).
 Result<Json> summary(store::Tx& tx, const std::set<std::string>& held);
 
+// ---- GPU plans: what the scheduler made of a GPU (docs/lifecycle.md) ----
+// Placing work may change a GPU's mode or MIG layout. alloc decides; the plan is kept here, with
+// the GPU it changes, until the GPU's node has carried it out: the agent receives it with its
+// assignment, makes the GPU match through NVML, and reports on it ("planned" until then, then
+// "applied", "waiting" for a drain or a GPU reset, or "failed", with NVML's reason).
+struct GpuPlan {
+  std::string gpu;         // UUID
+  std::string mode;        // planned
+  std::string mig_layout;  // planned, the JSON text stored: [{profile, start}]
+  std::string status, detail;
+  bool met = false;  // the GPU's reported mode and layout match the plan (in any order)
+};
+// Plans the GPU (a new plan replaces the old one, status "planned"), at `now`.
+Result<void> plan_gpu(store::Tx& tx, const std::string& uuid, std::string_view mode,
+                      const Json& mig_layout, int64_t now);
+// The plans of the node's GPUs, by GPU index.
+Result<std::vector<GpuPlan>> node_gpu_plans(store::Tx& tx, const std::string& node_id);
+// GPU `uuid`'s plan (nullopt: none).
+Result<std::optional<GpuPlan>> find_gpu_plan(store::Tx& tx, const std::string& uuid);
+// The node's report on the GPU's plan.
+Result<void> record_plan_report(store::Tx& tx, const std::string& uuid, const std::string& status,
+                                const std::string& detail, int64_t now);
+// Drops the GPU's plan: from then on the GPU is as its node reports it.
+Result<void> drop_gpu_plan(store::Tx& tx, const std::string& uuid);
+
 // ---- the fleet as the scheduler is rebuilt from it (alloc::Service::rebuild) ----
 struct SchedulerNode {
   std::string id, name;
@@ -256,6 +281,18 @@ struct SchedulerNode {
 };
 // Every node not retired, by name, with its pool.
 Result<std::vector<SchedulerNode>> scheduler_nodes(store::Tx& tx);
+struct SchedulerGpu {
+  std::string uuid, node_id;
+  int index = 0;
+  std::string model;
+  bool mig_capable = false;
+  // The mode and MIG layout (JSON text) the GPU was planned in, or, where it has no plan, the
+  // ones its node reported.
+  std::string mode, mig_layout;
+  bool healthy = false;  // healthy and present
+};
+// Every GPU (of any node), by node and index.
+Result<std::vector<SchedulerGpu>> scheduler_gpus(store::Tx& tx);
 
 // ---- downtime (SLA accounting) ----
 // A node (gpu_uuid empty) or one GPU out of service: the node failed (until it is ready again
