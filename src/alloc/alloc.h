@@ -15,6 +15,7 @@
 #include "common/page.h"
 #include "common/thread_safety.h"
 #include "sched/sched.h"
+#include "sla/standing.h"
 #include "store/store.h"
 #include "tenancy/tenancy.h"
 
@@ -52,6 +53,8 @@ Result<Offering> parse_offering(const Json& body);
 Result<Offering> create_offering(store::Tx& tx, const World& w, Offering o);
 Result<std::optional<Offering>> find_offering(store::Tx& tx, std::string_view id_or_name);
 Result<std::vector<Offering>> list_offerings(store::Tx& tx);
+// Every offering's name by its id, in one query: what billing prices usage by.
+Result<std::map<std::string, std::string, std::less<>>> offering_names(store::Tx& tx);
 // Refused while live allocations use it.
 Result<void> delete_offering(store::Tx& tx, const std::string& id);
 
@@ -176,6 +179,10 @@ Result<std::vector<Event>> list_events(store::Tx& tx, const std::string& allocat
 // created: one without is a lost write, which the posture report names.
 Result<std::vector<std::string>> allocations_without_events(store::Tx& tx,
                                                             const std::string& tenant_id);
+// How allocation `id` failed (its reason code, asked and actual end), or nullopt when it did not
+// fail or has no end time: what sla::standing needs to keep one its node's failure ended
+// entitled while the node is down.
+Result<std::optional<sla::Failure>> find_failure(store::Tx& tx, const std::string& id);
 // The nodes an allocation holds (none before it is placed).
 Result<std::vector<std::string>> allocation_node_ids(store::Tx& tx,
                                                      const std::string& allocation_id);

@@ -591,6 +591,16 @@ Result<std::vector<std::string>> allocations_without_events(store::Tx& tx,
   return out;
 }
 
+Result<std::optional<sla::Failure>> find_failure(store::Tx& tx, const std::string& id) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT reason_code, end_at, ended_at FROM allocations WHERE id = ? AND state = 'failed' "
+      "AND ended_at IS NOT NULL",
+      {id}));
+  if (!row) return std::optional<sla::Failure>();
+  return std::optional<sla::Failure>(
+      sla::Failure{row->text(0), row->opt_integer(1), row->integer(2)});
+}
+
 Result<std::vector<std::string>> allocation_node_ids(store::Tx& tx,
                                                      const std::string& allocation_id) {
   std::vector<std::string> out;

@@ -1,5 +1,5 @@
 // GPU plans (alloc.h): which plans a node has not carried out, who waits for them, and the
-// node's reports on them.
+// node's reports on them. The plans are kept by the fleet, with their GPUs (fleet.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -7,20 +7,10 @@
 
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
+#include "fleet/fleet.h"
 
 namespace gp::alloc {
 namespace {
-
-// A layout as a sorted list of (start, profile), so that order does not matter.
-std::vector<std::pair<int, std::string>> normalized(const std::string& text) {
-  std::vector<std::pair<int, std::string>> out;
-  const Json layout = Json::parse(text, nullptr, false);
-  if (layout.is_array())
-    for (const auto& i : layout)
-      if (i.is_object()) out.emplace_back(i.value("start", 0), i.value("profile", ""));
-  std::ranges::sort(out);
-  return out;
-}
 
 // The GPUs `a` holds on `node_id` (all of its nodes when empty).
 std::set<std::string> gpus_of(const Allocation& a, const std::string& node_id = "") {
@@ -63,15 +53,10 @@ Json UnmetPlan::to_json() const {
 
 Result<std::map<std::string, UnmetPlan>> unmet_plans(store::Tx& tx, const std::string& node_id) {
   std::map<std::string, UnmetPlan> out;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT pl.gpu_uuid, pl.mode, pl.mig_layout, g.mode, g.mig_layout, pl.status, "
-           "pl.detail FROM gpu_plans pl JOIN gpus g ON g.uuid = pl.gpu_uuid WHERE g.node_id = ? "
-           "ORDER BY g.idx",
-           {node_id}))) {
-    if (row.text(1) == row.text(3) && normalized(row.text(2)) == normalized(row.text(4))) continue;
-    out.emplace(row.text(0), UnmetPlan{row.text(0), row.text(1), row.text(5), row.text(6),
-                                       Json::parse(row.text(2), nullptr, false)});
-  }
+  for (const fleet::GpuPlan& p : GP_TRY(fleet::node_gpu_plans(tx, node_id)))
+    if (!p.met)
+      out.emplace(p.gpu, UnmetPlan{p.gpu, p.mode, p.status, p.detail,
+                                   Json::parse(p.mig_layout, nullptr, false)});
   return out;
 }
 
@@ -113,17 +98,14 @@ Result<Json> Service::record_mig_reports(store::Tx& tx, const World& w, const st
   MutexLock lock(mu_);
   Json changes = Json::array();
   for (const MigReport& r : reports) {
-    auto gpu = GP_TRY(tx.query_one("SELECT node_id FROM gpus WHERE uuid = ?", {r.gpu}));
-    if (!gpu || gpu->text(0) != node_id)
+    auto gpu = GP_TRY(fleet::find_gpu(tx, r.gpu));
+    if (!gpu || gpu->node_id != node_id)
       return fail(Error::invalid(fmt::format("MIG report: GPU {} is not on this node", r.gpu)));
-    auto plan =
-        GP_TRY(tx.query_one("SELECT status, detail FROM gpu_plans WHERE gpu_uuid = ?", {r.gpu}));
+    auto plan = GP_TRY(fleet::find_gpu_plan(tx, r.gpu));
     if (!plan) continue;  // planned no more: nothing to record
     if (r.status != "failed") {
-      if (plan->text(0) == r.status && plan->text(1) == r.detail && r.done.empty()) continue;
-      GP_TRY(
-          tx.exec("UPDATE gpu_plans SET status = ?, detail = ?, reported_at = ? WHERE gpu_uuid = ?",
-                  {r.status, r.detail, w.now(), r.gpu}));
+      if (plan->status == r.status && plan->detail == r.detail && r.done.empty()) continue;
+      GP_TRY_VOID(fleet::record_plan_report(tx, r.gpu, r.status, r.detail, w.now()));
       changes.push_back(
           {{"gpu", r.gpu}, {"status", r.status}, {"detail", r.detail}, {"done", r.done}});
       continue;
@@ -138,7 +120,7 @@ Result<Json> Service::record_mig_reports(store::Tx& tx, const World& w, const st
                  std::string(detail::kScheduler)));
       failed.push_back(id);
     }
-    GP_TRY(tx.exec("DELETE FROM gpu_plans WHERE gpu_uuid = ?", {r.gpu}));
+    GP_TRY_VOID(fleet::drop_gpu_plan(tx, r.gpu));
     dirty_ = true;
     changed_ = true;
     changes.push_back({{"gpu", r.gpu},

@@ -3,6 +3,7 @@
 
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
+#include "sla/standing.h"
 #include "vm/vm.h"
 
 namespace gp::alloc {
@@ -190,6 +191,13 @@ Result<std::vector<Offering>> list_offerings(store::Tx& tx) {
   return out;
 }
 
+Result<std::map<std::string, std::string, std::less<>>> offering_names(store::Tx& tx) {
+  std::map<std::string, std::string, std::less<>> out;
+  for (const auto& row : GP_TRY(tx.query("SELECT id, name FROM offerings")))
+    out.emplace(row.text(0), row.text(1));
+  return out;
+}
+
 Result<void> delete_offering(store::Tx& tx, const std::string& id) {
   auto inuse =
       GP_TRY(tx.query_one("SELECT COUNT(*) FROM allocations WHERE offering_id = ? AND state IN "
@@ -201,7 +209,7 @@ Result<void> delete_offering(store::Tx& tx, const std::string& id) {
   }
   // Ended allocations keep their history; they drop the reference.
   GP_TRY(tx.exec("UPDATE allocations SET offering_id = NULL WHERE offering_id = ?", {id}));
-  GP_TRY(tx.exec("DELETE FROM offering_slas WHERE offering_id = ?", {id}));
+  GP_TRY_VOID(sla::delete_offering_sla(tx, id));
   GP_TRY(tx.exec("DELETE FROM offerings WHERE id = ?", {id}));
   return ok();
 }

@@ -38,6 +38,15 @@ Json assignment_entry(const Allocation& a, const std::string& node_id) {
           {"gpus", gpus}};
 }
 
+// When an allocation ended (nullopt: it has no end time, or is gone), as metering::recover asks.
+metering::EndedAt allocation_ended_at(store::Tx& tx) {
+  return [&tx](const std::string& id) -> Result<std::optional<int64_t>> {
+    auto row = GP_TRY(tx.query_one("SELECT ended_at FROM allocations WHERE id = ?", {id}));
+    if (!row) return std::optional<int64_t>();
+    return row->opt_integer(0);
+  };
+}
+
 std::string resource_of(const Allocation& a) {
   return fmt::format("/v1/tenants/{}/projects/{}/allocations/{}", a.tenant_id, a.project_id, a.id);
 }
@@ -85,48 +94,39 @@ Result<void> Service::rebuild(store::Tx& tx) {
   };
   std::vector<NodeRow> nodes;
   std::unordered_map<std::string, size_t> node_at;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT n.id, n.name, COALESCE(n.pool_id, ''), COALESCE(p.name, ''), "
-           "COALESCE(p.tenant_id, ''), n.state, n.cordoned, n.rack, n.nvlink_domain FROM nodes n "
-           "LEFT JOIN pools p ON p.id = n.pool_id WHERE n.state <> 'retired' ORDER BY n.name"))) {
+  for (const fleet::SchedulerNode& row : GP_TRY(fleet::scheduler_nodes(tx))) {
     NodeRow n;
-    n.spec.id = row.text(0);
-    n.spec.name = row.text(1);
-    n.spec.pool_id = row.text(2);
-    n.spec.pool_name = row.text(3);
-    n.spec.pool_owner = row.text(4);
-    n.spec.rack = row.text(7);
-    n.spec.nvlink_domain = row.text(8);
-    auto state = fleet::parse_node_state(row.text(5));
-    n.schedulable = state && fleet::schedulable(*state) && row.integer(6) == 0;
+    n.spec.id = row.id;
+    n.spec.name = row.name;
+    n.spec.pool_id = row.pool_id;
+    n.spec.pool_name = row.pool_name;
+    n.spec.pool_owner = row.pool_tenant_id;
+    n.spec.rack = row.rack;
+    n.spec.nvlink_domain = row.nvlink_domain;
+    n.schedulable = row.schedulable;
     node_at.emplace(n.spec.id, nodes.size());
     nodes.push_back(std::move(n));
   }
   std::vector<std::pair<std::string, bool>> health;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT g.uuid, g.node_id, g.idx, g.model, g.mig_capable, g.mode, g.mig_layout, "
-           "g.health, g.present, pl.mode, pl.mig_layout FROM gpus g LEFT JOIN gpu_plans pl ON "
-           "pl.gpu_uuid = g.uuid ORDER BY g.node_id, g.idx"))) {
-    auto n = node_at.find(row.text(1));
+  for (const fleet::SchedulerGpu& row : GP_TRY(fleet::scheduler_gpus(tx))) {
+    auto n = node_at.find(row.node_id);
     if (n == node_at.end()) continue;
     sched::GpuSpec g;
-    g.uuid = row.text(0);
-    g.index = static_cast<int>(row.integer(2));
-    g.model = row.text(3);
-    if (row.integer(4) != 0) {
+    g.uuid = row.uuid;
+    g.index = row.index;
+    g.model = row.model;
+    if (row.mig_capable) {
       if (auto catalog = vocab::mig_catalog(g.model)) g.mig_catalog = *catalog;
     }
-    const bool planned = !row.is_null(9);
-    auto mode = vocab::parse_gpu_mode(planned ? row.text(9) : row.text(5));
-    g.mode = mode.value_or(vocab::GpuMode::kWhole);
+    g.mode = vocab::parse_gpu_mode(row.mode).value_or(vocab::GpuMode::kWhole);
     if (g.mode == vocab::GpuMode::kMig && !g.mig_catalog) g.mode = vocab::GpuMode::kWhole;
     if (g.mode == vocab::GpuMode::kMig) {
-      const Json layout = Json::parse(planned ? row.text(10) : row.text(6), nullptr, false);
+      const Json layout = Json::parse(row.mig_layout, nullptr, false);
       if (layout.is_array())
         for (const auto& p : layout)
           g.mig_layout.push_back({p.value("profile", ""), p.value("start", 0)});
     }
-    health.emplace_back(g.uuid, row.text(7) == "healthy" && row.integer(8) != 0);
+    health.emplace_back(g.uuid, row.healthy);
     nodes[n->second].spec.gpus.push_back(std::move(g));
   }
   std::vector<sched::NodeSpec> specs;
@@ -144,11 +144,17 @@ Result<void> Service::rebuild(store::Tx& tx) {
 
   // Live allocations in submission order: placed ones where they are, pending ones queued.
   const detail::Index index(sched_->state());
+  std::vector<metering::LiveAllocation> holding;  // the placed and active ones, for metering
   for (const auto& row : GP_TRY(tx.query(fmt::format(
            "SELECT {} FROM allocations WHERE state IN ('pending','placed','active') ORDER BY "
            "created_at, id",
            detail::allocation_columns())))) {
     Allocation a = GP_TRY(detail::allocation_from(row));
+    if (a.state != State::kPending)
+      holding.push_back(
+          {{a.id, a.tenant_id, a.project_id, a.offering_id, a.request.preemptible, a.placement},
+           std::string(state_name(a.state)),
+           a.placed_at});
     const TimePoint submitted = from_unix_micros(a.created_at);
     if (a.state == State::kPending) {
       Error why{ErrorCode::kConflict, a.reason};
@@ -171,7 +177,7 @@ Result<void> Service::rebuild(store::Tx& tx) {
     if (!healthy) GP_TRY_VOID(sched_->set_gpu_healthy(uuid, false));
   }
   // Usage intervals left open by allocations that ended outside this process's view.
-  GP_TRY(metering::recover(tx, to_unix_micros(clock_.now())));
+  GP_TRY(metering::recover(tx, holding, allocation_ended_at(tx), to_unix_micros(clock_.now())));
   // Downtime intervals the fleet no longer explains (or outages without one), for SLAs.
   GP_TRY(fleet::repair_downtime(tx, to_unix_micros(clock_.now())));
   dirty_ = false;
@@ -290,11 +296,7 @@ Result<Allocation> Service::record_placed(store::Tx& tx, const World& w, const s
     Json layout = Json::array();
     for (const auto& i : sched_->state().mig_layout(g))
       layout.push_back({{"profile", i.profile}, {"start", i.start}});
-    GP_TRY(tx.exec(
-        "INSERT INTO gpu_plans (gpu_uuid, mode, mig_layout, updated_at) VALUES (?,?,?,?) ON "
-        "CONFLICT (gpu_uuid) DO UPDATE SET mode = excluded.mode, mig_layout = "
-        "excluded.mig_layout, updated_at = excluded.updated_at, status = 'planned', detail = ''",
-        {gpus[g].uuid, std::string(sched::gpu_mode_name(gpus[g].mode)), layout.dump(), now}));
+    GP_TRY_VOID(fleet::plan_gpu(tx, gpus[g].uuid, sched::gpu_mode_name(gpus[g].mode), layout, now));
   }
   GP_TRY_VOID(record_preempted(tx, w, d.preempted, id, a->tenant_id));
   return std::move(*a);
@@ -478,19 +480,22 @@ Result<int> Service::tick(store::Tx& tx, const World& w) {
 
 Result<int> Service::complete_drains(store::Tx& tx, const World& w) {
   int n = 0;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT id, name, state_reason FROM nodes WHERE state = 'draining' AND NOT EXISTS "
-           "(SELECT 1 FROM allocation_nodes an WHERE an.node_id = nodes.id) AND NOT EXISTS "
-           "(SELECT 1 FROM allocation_stops s WHERE s.node_id = nodes.id) ORDER BY id"))) {
-    GP_TRY(fleet::apply_action(tx, w, row.text(0), fleet::NodeAction::kDrainComplete, row.text(2)));
+  for (const fleet::Node& node : GP_TRY(fleet::draining_nodes(tx))) {
+    // Drained once nothing is on it and no ended allocation's work still stops there.
+    if (GP_TRY(tx.query_one("SELECT node_id FROM allocation_nodes WHERE node_id = ? UNION ALL "
+                            "SELECT node_id FROM allocation_stops WHERE node_id = ? LIMIT 1",
+                            {node.id, node.id})))
+      continue;
+    GP_TRY(
+        fleet::apply_action(tx, w, node.id, fleet::NodeAction::kDrainComplete, node.state_reason));
     audit::Entry e{std::string(kScheduler),
                    "",
                    "node.drain_complete",
-                   "/v1/nodes/" + row.text(0),
+                   "/v1/nodes/" + node.id,
                    "success",
                    "",
                    "local",
-                   {{"node", row.text(1)}, {"to", "maintenance"}}};
+                   {{"node", node.info.name}, {"to", "maintenance"}}};
     GP_TRY(audit_.append(tx, e));
     ++n;
   }
@@ -509,11 +514,12 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
     const auto configured_first = configuring.find(a->id);
     if (a->state == State::kPlaced && a->activation == Activation::kNode &&
         stopped_first == waits.end() && configured_first == configuring.end()) {
-      auto waiting = GP_TRY(tx.query_one(
-          "SELECT COUNT(*) FROM allocation_nodes an JOIN nodes n ON n.id = an.node_id WHERE "
-          "an.allocation_id = ? AND (n.last_heartbeat IS NULL OR n.last_heartbeat < ?)",
-          {a->id, a->placed_at.value_or(0)}));
-      if (waiting->integer(0) == 0) {
+      // Its nodes (allocation_nodes holds the placement's while it is live) have all been
+      // heard from since it was placed.
+      std::vector<std::string> nodes;
+      for (const auto& node : a->placement.value("nodes", Json::array()))
+        nodes.push_back(node.get<std::string>());
+      if (GP_TRY(fleet::all_heard_since(tx, nodes, a->placed_at.value_or(0)))) {
         GP_TRY_VOID(transition(tx, w, *a, State::kActive, "active",
                                "every node of the allocation has it", std::string(kScheduler)));
         a->state = State::kActive;
@@ -545,14 +551,11 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
   // Every plan of the node's GPUs, carried out or not: the agent checks each round that the GPU
   // still matches (an instance left without its compute instance by a crash is made whole).
   Json plans = Json::array();
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT pl.gpu_uuid, pl.mode, pl.mig_layout, pl.status FROM gpu_plans pl JOIN gpus g "
-           "ON g.uuid = pl.gpu_uuid WHERE g.node_id = ? ORDER BY g.idx",
-           {node_id})))
-    plans.push_back({{"gpu", row.text(0)},
-                     {"mode", row.text(1)},
-                     {"mig_layout", Json::parse(row.text(2))},
-                     {"status", row.text(3)}});
+  for (const fleet::GpuPlan& p : GP_TRY(fleet::node_gpu_plans(tx, node_id)))
+    plans.push_back({{"gpu", p.gpu},
+                     {"mode", p.mode},
+                     {"mig_layout", Json::parse(p.mig_layout)},
+                     {"status", p.status}});
   return Json{{"allocations", allocations}, {"gpu_plans", plans}};
 }
 

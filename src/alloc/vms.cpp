@@ -9,7 +9,9 @@
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
 #include "common/crypto.h"
+#include "fleet/fleet.h"
 #include "network/records.h"
+#include "storage/records.h"
 #include "storage/storage.h"
 #include "vm/vm.h"
 
@@ -84,11 +86,12 @@ Result<Vm> live_vm(store::Tx& tx, const tenancy::TenantScope& scope, std::string
   return std::move(*found);
 }
 
-Result<std::string> text_of(store::Tx& tx, const char* sql, const std::string& id,
-                            std::string_view what) {
-  auto row = GP_TRY(tx.query_one(sql, {id}));
-  if (!row) return fail(Error::internal(fmt::format("{} {} is missing", what, id)));
-  return row->text(0);
+// What a lookup found; a record the allocation refers to must be there.
+template <typename T>
+Result<T> required(Result<std::optional<T>> found, std::string_view what, const std::string& id) {
+  if (!found) return fail(found.error());
+  if (!*found) return fail(Error::internal(fmt::format("{} {} is missing", what, id)));
+  return std::move(**found);
 }
 
 }  // namespace
@@ -192,8 +195,9 @@ Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
   for (const auto& g : a.placement.value("gpus", Json::array())) {
     if (g.value("node", "") != node_id) continue;
     ++grants;
-    const std::string pci = GP_TRY(
-        text_of(tx, "SELECT pci_bus_id FROM gpus WHERE uuid = ?", g.value("gpu", ""), "GPU"));
+    const std::string pci =
+        GP_TRY(required(fleet::find_gpu(tx, g.value("gpu", "")), "GPU", g.value("gpu", "")))
+            .info.pci_bus_id;
     if (a.request.tier == Tier::kMig || a.request.tier == Tier::kShared) {
       auto type =
           a.request.tier == Tier::kMig
@@ -236,37 +240,37 @@ Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
   // The project's volumes, as virtiofs shares tagged by kind, while they are not being deleted;
   // paths are relative to the node's storage root (storage::plan_layout's layout).
   const std::string tenant =
-      GP_TRY(text_of(tx, "SELECT name FROM tenants WHERE id = ?", a.tenant_id, "tenant"));
+      GP_TRY(required(tenancy::find_tenant(tx, a.tenant_id), "tenant", a.tenant_id)).name;
   Json volumes = Json::array();
-  if (auto row = GP_TRY(tx.query_one("SELECT project_name FROM project_volumes WHERE tenant_id = ? "
-                                     "AND project_id = ? AND state = 'active'",
-                                     {a.tenant_id, a.project_id})))
+  if (auto name = GP_TRY(storage::active_volumes_name(tx, a.tenant_id, a.project_id)))
     for (storage::VolumeKind kind : storage::kAllVolumeKinds) {
       const std::string tag(storage::volume_kind_name(kind));
-      volumes.push_back(
-          {{"tag", tag}, {"path", fmt::format("{}/{}/{}", tenant, row->text(0), tag)}});
+      volumes.push_back({{"tag", tag}, {"path", fmt::format("{}/{}/{}", tenant, *name, tag)}});
     }
   Json segment = nullptr;
   if (auto s = GP_TRY(network::load_segment(tx, a.tenant_id)))
     segment = {{"vni", s->vni}, {"cidr", network::to_string(s->cidr)}};
-  return Json{{"id", v.id},
-              {"domain", v.domain},
-              {"uuid", v.uuid},
-              {"mac", v.mac},
-              {"tenant", tenant},
-              {"project", GP_TRY(text_of(tx, "SELECT name FROM projects WHERE id = ?", a.project_id,
-                                         "project"))},
-              {"vcpus", int64_t{offering->vm_vcpus} * units},
-              {"memory_mib", offering->vm_memory_mib * units},
-              {"desired", v.desired},
-              {"reboot_seq", v.reboot_seq},
-              {"console_seq", v.console_seq},
-              {"console_captured_seq", v.console_captured_seq},
-              {"passthrough", passthrough},
-              {"vgpus", vgpus},
-              {"segment", segment},
-              {"volumes", volumes},
-              {"ssh_keys", GP_TRY(tenant_ssh_keys(tx, a.tenant_id))}};
+  return Json{
+      {"id", v.id},
+      {"domain", v.domain},
+      {"uuid", v.uuid},
+      {"mac", v.mac},
+      {"tenant", tenant},
+      {"project",
+       GP_TRY(required(tenancy::find_project(tx, tenancy::TenantScope(a.tenant_id), a.project_id),
+                       "project", a.project_id))
+           .name},
+      {"vcpus", int64_t{offering->vm_vcpus} * units},
+      {"memory_mib", offering->vm_memory_mib * units},
+      {"desired", v.desired},
+      {"reboot_seq", v.reboot_seq},
+      {"console_seq", v.console_seq},
+      {"console_captured_seq", v.console_captured_seq},
+      {"passthrough", passthrough},
+      {"vgpus", vgpus},
+      {"segment", segment},
+      {"volumes", volumes},
+      {"ssh_keys", GP_TRY(tenant_ssh_keys(tx, a.tenant_id))}};
 }
 
 Result<std::vector<VmReport>> parse_vm_reports(const Json& j) {

@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "alloc/alloc.h"
 #include "api/router.h"
 #include "billing/ledger.h"
 
@@ -22,6 +23,15 @@ constexpr int64_t kUsPerHour = 3'600'000'000;
 constexpr std::string_view kTenantWide = "-";
 // Series kept per revenue gauge; the rest are summed as tenant="_other".
 constexpr size_t kRevenueSeries = 50;
+
+// The tenant's spend so far this month (billing::month_to_date_spend), its usage priced by the
+// offerings' names as alloc lists them; failing to read those is failing to rate the spend.
+Result<billing::Spend> spend_this_month(store::Tx& tx, const std::string& tenant_id, int64_t now,
+                                        std::span<const billing::UsageRecord> extra = {}) {
+  auto offerings = alloc::offering_names(tx);
+  if (!offerings) return fail(offerings.error());
+  return billing::month_to_date_spend(tx, tenant_id, now, *offerings, extra);
+}
 
 // The project the path's {budget} names: "" for "-" (the whole tenant), else a project of the
 // tenant by id or name.
@@ -94,7 +104,7 @@ Result<Reply> list_budgets(Api& api, Call& call, store::Tx& tx) {
   });
   Json items = Json::array();
   if (!listed.items.empty()) {
-    const auto spend = billing::month_to_date_spend(tx, call.tenant->id, api.world().now());
+    const auto spend = spend_this_month(tx, call.tenant->id, api.world().now());
     for (const auto& b : listed.items) items.push_back(GP_TRY(budget_json(call, tx, b, spend)));
   }
   return json_reply(200, {{"items", items}, {"next", next_json(listed)}});
@@ -103,7 +113,7 @@ Result<Reply> list_budgets(Api& api, Call& call, store::Tx& tx) {
 Result<Reply> get_budget(Api& api, Call& call, store::Tx& tx) {
   const std::string project = GP_TRY(budget_project(call, tx));
   auto b = GP_TRY(found(billing::find_budget(tx, call.tenant->id, project), "budget"));
-  const auto spend = billing::month_to_date_spend(tx, call.tenant->id, api.world().now());
+  const auto spend = spend_this_month(tx, call.tenant->id, api.world().now());
   return json_reply(200, GP_TRY(budget_json(call, tx, b, spend)), b.version);
 }
 
@@ -115,7 +125,7 @@ Result<Mutation> put_budget(Api& api, Call& call, store::Tx& tx) {
   const int64_t now = api.world().now();
   auto saved = GP_TRY(billing::save_budget(tx, b, call.who.id, now));
   // Thresholds the spend already reached fire now rather than at the next sweep.
-  const auto spend = billing::month_to_date_spend(tx, call.tenant->id, now);
+  const auto spend = spend_this_month(tx, call.tenant->id, now);
   Json fired = Json::array();
   if (spend) {
     for (const auto& a : GP_TRY(billing::record_budget_alerts(tx, b, spend->period,
@@ -209,7 +219,7 @@ Result<std::optional<BudgetGate>> budget_precheck(Api& api, store::Tx& tx,
                                                   const std::string& project_id) {
   auto stops = GP_TRY(billing::hard_stop_budgets(tx, tenant_id, project_id));
   if (stops.empty()) return std::optional<BudgetGate>();
-  auto spend = billing::month_to_date_spend(tx, tenant_id, api.world().now());
+  auto spend = spend_this_month(tx, tenant_id, api.world().now());
   if (!spend)
     return fail(Error::conflict(fmt::format(
         "a budget with a hard stop covers this project but its spend cannot be rated: {}",
@@ -251,7 +261,7 @@ Result<void> budget_admit(Api& api, store::Tx& tx, const BudgetGate& gate,
   r.gpu_equivalent_units = holding->units;
   if (r.end_us <= r.start_us) return ok();
   const billing::UsageRecord proposal[] = {r};
-  auto with = billing::month_to_date_spend(tx, a.tenant_id, now, proposal);
+  auto with = spend_this_month(tx, a.tenant_id, now, proposal);
   if (!with)
     return fail(Error::conflict(fmt::format(
         "a budget with a hard stop covers this project but the allocation cannot be priced: {}",
@@ -289,7 +299,7 @@ Result<int> Api::billing_sweep() {
     for (auto& t : GP_TRY(billing::tenants_with_usage(tx, period, now))) tenants.insert(t);
     for (auto& t : GP_TRY(billing::tenants_with_budgets(tx))) tenants.insert(t);
     for (const auto& t : tenants) {
-      auto spend = billing::month_to_date_spend(tx, t, now);
+      auto spend = spend_this_month(tx, t, now);
       if (!spend) {
         spdlog::warn("billing sweep: tenant {} not rated: {}", t, spend.error().message);
         continue;

@@ -7,6 +7,7 @@
 #include "common/crypto.h"
 #include "fleet/fleet.h"
 #include "jobs/records.h"
+#include "metering/metering.h"
 #include "network/network.h"
 
 namespace gp::api {
@@ -603,7 +604,8 @@ std::vector<Route> fleet_routes() {
                .action = "fleet.summary",
                .permission = Permission::kFleetRead,
                .handler = read_tx([](Api&, Call&, store::Tx& tx) -> Result<Reply> {
-                 return json_reply(200, GP_TRY(fleet::summary(tx)));
+                 return json_reply(200,
+                                   GP_TRY(fleet::summary(tx, GP_TRY(metering::held_gpus(tx)))));
                }),
                .summary = "GPUs by model, mode and health; nodes by state.",
                .response_schema = "FleetSummary"});

@@ -3,6 +3,7 @@
 // printable HTML page. The rules live in gp_billing_ledger (billing/ledger.h).
 #include <fmt/format.h>
 
+#include "alloc/alloc.h"
 #include "api/router.h"
 #include "billing/ledger.h"
 
@@ -15,11 +16,21 @@ std::string invoice_path(const std::string& tenant_id, const std::string& id) {
   return fmt::format("/v1/tenants/{}/invoices/{}", tenant_id, id);
 }
 
+// The SLA credits of `tenant_id` (every tenant: "") in `period`, the failed allocations read
+// through alloc.
+Result<billing::CreditsByTenant> sla_credits(Api& api, store::Tx& tx, const std::string& tenant_id,
+                                             const billing::Period& period,
+                                             const billing::OfferingNames& offerings) {
+  return billing::load_sla_credits(
+      tx, tenant_id, period, api.world().now(), offerings,
+      [&tx](const std::string& id) { return alloc::find_failure(tx, id); });
+}
+
 // The SLA credits the tenant earned in `period` (none when it met every target).
-Result<std::vector<billing::OfferingCredit>> tenant_sla_credits(Api& api, store::Tx& tx,
-                                                                const std::string& tenant_id,
-                                                                const billing::Period& period) {
-  auto credits = GP_TRY(billing::load_sla_credits(tx, tenant_id, period, api.world().now()));
+Result<std::vector<billing::OfferingCredit>> tenant_sla_credits(
+    Api& api, store::Tx& tx, const std::string& tenant_id, const billing::Period& period,
+    const billing::OfferingNames& offerings) {
+  auto credits = GP_TRY(sla_credits(api, tx, tenant_id, period, offerings));
   auto mine = credits.find(tenant_id);
   if (mine == credits.end()) return std::vector<billing::OfferingCredit>{};
   return std::move(mine->second);
@@ -68,9 +79,10 @@ Result<Mutation> put_account(Api& api, Call& call, store::Tx& tx) {
 
 Result<Mutation> draft_invoice(Api& api, Call& call, store::Tx& tx) {
   auto period = GP_TRY(billing::parse_period_body(*call.body));
-  const auto credits = GP_TRY(tenant_sla_credits(api, tx, call.tenant->id, period));
-  auto r = GP_TRY(
-      billing::refresh_draft(tx, api.world(), call.tenant->id, period, call.who.id, credits));
+  const auto offerings = GP_TRY(alloc::offering_names(tx));
+  const auto credits = GP_TRY(tenant_sla_credits(api, tx, call.tenant->id, period, offerings));
+  auto r = GP_TRY(billing::refresh_draft(tx, api.world(), call.tenant->id, period, call.who.id,
+                                         offerings, credits));
   Mutation m;
   m.reply = json_reply(r.outcome == billing::DraftOutcome::kRefreshed ? 200 : 201,
                        r.stored.to_json(), r.stored.version);
@@ -198,15 +210,17 @@ Result<Mutation> void_invoice(Api& api, Call& call, store::Tx& tx) {
 }
 
 Result<Reply> verify(Api& api, Call& call, store::Tx& tx) {
-  auto v = GP_TRY(
-      billing::verify_invoice(tx, call.tenant->id, call.param("invoice"), api.world().now()));
+  auto v = GP_TRY(billing::verify_invoice(tx, call.tenant->id, call.param("invoice"),
+                                          api.world().now(), GP_TRY(alloc::offering_names(tx))));
   return json_reply(200, v.to_json());
 }
 
 Result<Mutation> run(Api& api, Call& call, store::Tx& tx) {
   auto period = GP_TRY(billing::parse_period_body(*call.body));
-  const auto credits = GP_TRY(billing::load_sla_credits(tx, "", period, api.world().now()));
-  auto report = GP_TRY(billing::run_period(tx, api.world(), period, call.who.id, credits));
+  const auto offerings = GP_TRY(alloc::offering_names(tx));
+  const auto credits = GP_TRY(sla_credits(api, tx, "", period, offerings));
+  auto report =
+      GP_TRY(billing::run_period(tx, api.world(), period, call.who.id, offerings, credits));
   Json body = report.to_json();
   Mutation m;
   m.reply = json_reply(200, body);
@@ -224,8 +238,9 @@ const std::vector<std::string> kListParams = {"limit", "after", "period", "state
 Result<Json> draft_final_invoice(Api& api, store::Tx& tx, const tenancy::Tenant& t,
                                  const std::string& who) {
   const billing::Period period = billing::month_containing(api.world().now());
-  const auto credits = GP_TRY(tenant_sla_credits(api, tx, t.id, period));
-  auto r = billing::refresh_draft(tx, api.world(), t.id, period, who, credits);
+  const auto offerings = GP_TRY(alloc::offering_names(tx));
+  const auto credits = GP_TRY(tenant_sla_credits(api, tx, t.id, period, offerings));
+  auto r = billing::refresh_draft(tx, api.world(), t.id, period, who, offerings, credits);
   if (!r) {
     // Rating fails before anything is written (no card in force, an overlapping invoice).
     if (r.error().code == ErrorCode::kInternal || r.error().code == ErrorCode::kUnavailable)

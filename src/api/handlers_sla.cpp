@@ -86,7 +86,9 @@ double ratio(__int128 num, int64_t den) { return double(num) / double(den); }
 Result<Reply> standing_reply(Api& api, Call& call, store::Tx& tx, const std::string& tenant_id) {
   const auto [from, to] = GP_TRY(period_param(api, call));
   const int64_t now = api.world().now();
-  auto rows = GP_TRY(sla::standing(tx, tenant_id, from, to, now));
+  auto rows = GP_TRY(sla::standing(tx, tenant_id, from, to, now, [&tx](const std::string& id) {
+    return alloc::find_failure(tx, id);
+  }));
   const auto tenant_names = GP_TRY(tenancy::tenant_names(tx));
   std::unordered_map<std::string, std::string> offering_names;
   for (const auto& o : GP_TRY(alloc::list_offerings(tx))) offering_names[o.id] = o.name;

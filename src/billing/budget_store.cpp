@@ -6,6 +6,7 @@
 
 #include "billing/ledger.h"
 #include "common/clock.h"
+#include "metering/metering.h"
 
 namespace gp::billing {
 
@@ -117,11 +118,12 @@ Micros Spend::for_project(std::string_view project) const {
 }
 
 Result<Spend> month_to_date_spend(store::Tx& tx, const std::string& tenant_id, int64_t now,
+                                  const OfferingNames& offerings,
                                   std::span<const UsageRecord> extra) {
   Spend s;
   s.period = month_containing(now);
   const Account account = GP_TRY(load_account(tx, tenant_id));
-  auto usage = GP_TRY(load_usage_records(tx, tenant_id, s.period, now));
+  auto usage = GP_TRY(load_usage_records(tx, tenant_id, s.period, now, offerings));
   auto card_in_force = rate_card_for_period(tx, account.rate_card_id, s.period);
   if (usage.empty() && extra.empty()) {
     // Nothing to price, so no card is needed; its currency, when there is one, names the zero.
@@ -211,14 +213,7 @@ Result<std::vector<AlertRecord>> list_budget_alerts(store::Tx& tx, const std::st
 
 Result<std::vector<std::string>> tenants_with_usage(store::Tx& tx, const Period& period,
                                                     int64_t now) {
-  const int64_t until = std::min(period.end_us, now);
-  std::vector<std::string> out;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT DISTINCT tenant_id FROM usage_intervals WHERE start_us < ? AND (end_us IS NULL "
-           "OR end_us > ?) ORDER BY tenant_id",
-           {until, period.start_us})))
-    out.push_back(row.text(0));
-  return out;
+  return metering::tenants_with_usage(tx, period.start_us, std::min(period.end_us, now));
 }
 
 Result<std::vector<std::string>> tenants_with_budgets(store::Tx& tx) {

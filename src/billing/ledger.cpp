@@ -179,29 +179,17 @@ Result<RateCard> rate_card_for_period(store::Tx& tx, std::string_view id, const 
 
 namespace {
 
-// Offering ids to the names rate cards and invoices use. A deleted offering keeps its id.
-class OfferingNames {
- public:
-  static Result<OfferingNames> load(store::Tx& tx) {
-    OfferingNames n;
-    for (const auto& row : GP_TRY(tx.query("SELECT id, name FROM offerings")))
-      n.names_.emplace(row.text(0), row.text(1));
-    return n;
-  }
-  const std::string& operator()(const std::string& id) const {
-    auto it = names_.find(id);
-    return it != names_.end() ? it->second : id;
-  }
-
- private:
-  std::map<std::string, std::string, std::less<>> names_;
-};
+// The name of offering `id`; a deleted offering keeps its id.
+const std::string& name_of(const OfferingNames& offerings, const std::string& id) {
+  auto it = offerings.find(id);
+  return it != offerings.end() ? it->second : id;
+}
 
 }  // namespace
 
 Result<std::vector<UsageRecord>> load_usage_records(store::Tx& tx, const std::string& tenant_id,
-                                                    const Period& period, int64_t now) {
-  const auto offering_name = GP_TRY(OfferingNames::load(tx));
+                                                    const Period& period, int64_t now,
+                                                    const OfferingNames& offerings) {
   const int64_t until = std::min(period.end_us, now);
   std::vector<UsageRecord> out;
   if (until <= period.start_us) return out;
@@ -210,7 +198,7 @@ Result<std::vector<UsageRecord>> load_usage_records(store::Tx& tx, const std::st
     r.tenant = i.tenant_id;
     r.project = i.project_id;
     r.resource_key = i.resource_key;
-    if (i.offering_id) r.offering = offering_name(*i.offering_id);
+    if (i.offering_id) r.offering = name_of(offerings, *i.offering_id);
     r.preemptible = i.preemptible;
     r.committed = i.reservation_id.has_value();
     r.start_us = std::max(i.start_us, period.start_us);
@@ -223,13 +211,16 @@ Result<std::vector<UsageRecord>> load_usage_records(store::Tx& tx, const std::st
 }
 
 Result<CreditsByTenant> load_sla_credits(store::Tx& tx, const std::string& tenant_id,
-                                         const Period& period, int64_t now) {
-  const auto offering_name = GP_TRY(OfferingNames::load(tx));
+                                         const Period& period, int64_t now,
+                                         const OfferingNames& offerings,
+                                         const sla::FailureOf& failure_of) {
   CreditsByTenant out;
-  for (const auto& a : GP_TRY(sla::standing(tx, tenant_id, period.start_us, period.end_us, now))) {
+  for (const auto& a :
+       GP_TRY(sla::standing(tx, tenant_id, period.start_us, period.end_us, now, failure_of))) {
     if (a.credit_bps > 0)
-      out[a.tenant].push_back(
-          {.offering = offering_name(a.offering), .credit_bps = a.credit_bps, .reason = a.reason});
+      out[a.tenant].push_back({.offering = name_of(offerings, a.offering),
+                               .credit_bps = a.credit_bps,
+                               .reason = a.reason});
   }
   return out;
 }
@@ -258,10 +249,11 @@ Result<void> address_invoice(store::Tx& tx, const Account& account, Invoice& inv
 }  // namespace
 
 Result<Invoice> rate_tenant(store::Tx& tx, const std::string& tenant_id, const Period& period,
-                            int64_t now, std::span<const OfferingCredit> sla_credits) {
+                            int64_t now, const OfferingNames& offerings,
+                            std::span<const OfferingCredit> sla_credits) {
   const Account account = GP_TRY(load_account(tx, tenant_id));
   const RateCard card = GP_TRY(rate_card_for_period(tx, account.rate_card_id, period));
-  const auto usage = GP_TRY(load_usage_records(tx, tenant_id, period, now));
+  const auto usage = GP_TRY(load_usage_records(tx, tenant_id, period, now, offerings));
   Invoice inv = GP_TRY(compute_invoice(card, account.terms(), period, usage, sla_credits));
   GP_TRY_VOID(address_invoice(tx, account, inv));
   return inv;
@@ -615,6 +607,7 @@ std::string_view draft_outcome_name(DraftOutcome o) {
 
 Result<DraftResult> refresh_draft(store::Tx& tx, World world, const std::string& tenant_id,
                                   const Period& period, const std::string& who,
+                                  const OfferingNames& offerings,
                                   std::span<const OfferingCredit> sla_credits) {
   const int64_t now = world.now();
   GP_TRY_VOID(check_period_started(period, now));
@@ -625,7 +618,7 @@ Result<DraftResult> refresh_draft(store::Tx& tx, World world, const std::string&
         latest->id, latest->invoice.id)));
   }
   GP_TRY_VOID(check_no_overlap(tx, tenant_id, period));
-  Invoice recomputed = GP_TRY(rate_tenant(tx, tenant_id, period, now, sla_credits));
+  Invoice recomputed = GP_TRY(rate_tenant(tx, tenant_id, period, now, offerings, sla_credits));
   return store_draft(tx, world, std::move(latest), std::move(recomputed), who);
 }
 
@@ -746,7 +739,8 @@ Json Verification::to_json() const {
 }
 
 Result<Verification> verify_invoice(store::Tx& tx, const std::string& tenant_id,
-                                    const std::string& id, int64_t now) {
+                                    const std::string& id, int64_t now,
+                                    const OfferingNames& offerings) {
   Verification v;
   v.stored = GP_TRY(require_invoice(tx, tenant_id, id));
   const Invoice& inv = v.stored.invoice;
@@ -766,7 +760,7 @@ Result<Verification> verify_invoice(store::Tx& tx, const std::string& tenant_id,
   // what came since); a finalized or void invoice against everything known of its period.
   const int64_t until =
       inv.state == InvoiceState::kDraft ? v.stored.computed_at : std::max(now, inv.period.end_us);
-  auto usage = GP_TRY(load_usage_records(tx, tenant_id, inv.period, until));
+  auto usage = GP_TRY(load_usage_records(tx, tenant_id, inv.period, until, offerings));
   std::vector<OfferingCredit> credits;
   credits.reserve(inv.credits.size());
   for (const auto& c : inv.credits) credits.push_back({c.offering, c.credit_bps, c.reason});
@@ -824,7 +818,8 @@ Json RunReport::to_json() const {
 }
 
 Result<RunReport> run_period(store::Tx& tx, World world, const Period& period,
-                             const std::string& who, const CreditsByTenant& sla_credits) {
+                             const std::string& who, const OfferingNames& offerings,
+                             const CreditsByTenant& sla_credits) {
   const int64_t now = world.now();
   GP_TRY_VOID(check_period_started(period, now));
   RunReport report;
@@ -832,7 +827,7 @@ Result<RunReport> run_period(store::Tx& tx, World world, const Period& period,
   // Everything read once: usage of every tenant, accounts, the invoices of the period, and any
   // non-void invoice of another period overlapping it.
   std::map<std::string, std::vector<UsageRecord>, std::less<>> usage;
-  for (auto& r : GP_TRY(load_usage_records(tx, "", period, now)))
+  for (auto& r : GP_TRY(load_usage_records(tx, "", period, now, offerings)))
     usage[r.tenant].push_back(std::move(r));
   for (const auto& row : GP_TRY(tx.query("SELECT tenant_id FROM billing_accounts")))
     usage.try_emplace(row.text(0));

@@ -12,6 +12,7 @@
 
 #include "billing/billing.h"
 #include "common/page.h"
+#include "sla/standing.h"
 #include "store/store.h"
 
 namespace gp::billing {
@@ -70,15 +71,22 @@ Result<std::vector<RateCard>> load_rate_card_versions(store::Tx& tx, std::string
 // (a card first effective inside the period) the earliest version effective before its end.
 Result<RateCard> rate_card_for_period(store::Tx& tx, std::string_view id, const Period& period);
 
+// Offering ids to the names rate cards and invoices price them by. The offerings are alloc's, on
+// billing's layer: the caller reads them through it (alloc::offering_names) in the same
+// transaction and passes them in. An id without a name (a deleted offering) stands for itself.
+using OfferingNames = std::map<std::string, std::string, std::less<>>;
+
 // Metered usage overlapping `period` as billing records, clipped to it: usage intervals of one
 // tenant (every tenant when empty), open intervals counted up to `now`, offerings by name.
 Result<std::vector<UsageRecord>> load_usage_records(store::Tx& tx, const std::string& tenant_id,
-                                                    const Period& period, int64_t now);
+                                                    const Period& period, int64_t now,
+                                                    const OfferingNames& offerings);
 
 // A tenant's metered usage in `period` rated with its account's card: the invoice as it stands
 // at `now` (a draft; state and id are the caller's).
 Result<Invoice> rate_tenant(store::Tx& tx, const std::string& tenant_id, const Period& period,
-                            int64_t now, std::span<const OfferingCredit> sla_credits = {});
+                            int64_t now, const OfferingNames& offerings,
+                            std::span<const OfferingCredit> sla_credits = {});
 
 // ---------------------------------------------------------------------------------------------
 // Invoices stored by the server (migration 12). A tenant has at most one non-void invoice per
@@ -125,6 +133,7 @@ struct DraftResult {
 // non-void invoice of the tenant overlaps the period, or when the period has not started.
 Result<DraftResult> refresh_draft(store::Tx& tx, World world, const std::string& tenant_id,
                                   const Period& period, const std::string& who,
+                                  const OfferingNames& offerings,
                                   std::span<const OfferingCredit> sla_credits = {});
 
 // The tenant's invoice `id` (a stored id), or nothing (another tenant's invoice is nothing).
@@ -161,7 +170,8 @@ struct Verification {
   Json to_json() const;
 };
 Result<Verification> verify_invoice(store::Tx& tx, const std::string& tenant_id,
-                                    const std::string& id, int64_t now);
+                                    const std::string& id, int64_t now,
+                                    const OfferingNames& offerings);
 
 // A run for every tenant with metered usage in `period` or a stored billing account: one draft
 // each (created, refreshed or re-issued); finalized invoices are left as they are.
@@ -172,12 +182,15 @@ struct RunReport {
   Json to_json() const;
 };
 Result<RunReport> run_period(store::Tx& tx, World world, const Period& period,
-                             const std::string& who, const CreditsByTenant& sla_credits = {});
+                             const std::string& who, const OfferingNames& offerings,
+                             const CreditsByTenant& sla_credits = {});
 // The SLA credits earned in `period` (gp_sla_standing: availability below an offering's target,
 // downtime up to `now`), per tenant id (every tenant when `tenant_id` is empty), offerings by
-// name as the invoice's lines name them.
+// name as the invoice's lines name them. `failure_of` as sla::standing takes it.
 Result<CreditsByTenant> load_sla_credits(store::Tx& tx, const std::string& tenant_id,
-                                         const Period& period, int64_t now);
+                                         const Period& period, int64_t now,
+                                         const OfferingNames& offerings,
+                                         const sla::FailureOf& failure_of);
 // Budgets, stored: one per tenant (project "") and per project, evaluated against the
 // month-to-date spend rated from metered usage (docs/billing.md, "Budgets").
 
@@ -216,6 +229,7 @@ struct Spend {
 // to the spend without them is their exact cost under tiered prices. Needs a rate card in force
 // only when there is something to price.
 Result<Spend> month_to_date_spend(store::Tx& tx, const std::string& tenant_id, int64_t now,
+                                  const OfferingNames& offerings,
                                   std::span<const UsageRecord> extra = {});
 
 // The spend a budget is measured against: the tenant's total, or its project's lines.

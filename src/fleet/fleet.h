@@ -7,6 +7,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -91,6 +92,8 @@ Result<void> end_repair(store::Tx& tx, const std::string& uuid, const std::strin
                         int64_t now);
 
 // ---- pools ----
+// `tenant_id` (a dedicated pool's tenant) as the caller resolved it; an id no tenant has is
+// invalid_argument.
 Result<Pool> create_pool(store::Tx& tx, const World& w, const std::string& name,
                          const std::optional<std::string>& tenant_id,
                          const std::string& description);
@@ -211,6 +214,13 @@ struct SeriesPoint {
 Result<std::vector<SeriesPoint>> sample_series(store::Tx& tx, const std::string& gpu_uuid,
                                                const std::string& instance, int64_t from_us,
                                                int64_t to_us, int buckets);
+// A GPU's (or MIG instance's) samples in [from_us, to_us) with a known utilization: how many, and
+// the sum of their util_pct (what metering attributes to the intervals that held the device).
+struct UtilizationSum {
+  int64_t samples = 0, util_sum = 0;
+};
+Result<UtilizationSum> utilization_sum(store::Tx& tx, const std::string& gpu_uuid,
+                                       const std::string& instance, int64_t from_us, int64_t to_us);
 // Marks nodes whose last heartbeat is older than `timeout` as failed; returns them.
 Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w, Duration timeout);
 
@@ -226,10 +236,69 @@ Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node
                           std::optional<int64_t> drain_deadline = std::nullopt);
 // Draining nodes whose deadline has passed (at `now`), by id.
 Result<std::vector<Node>> overdue_drains(store::Tx& tx, int64_t now);
+// Every draining node, by id.
+Result<std::vector<Node>> draining_nodes(store::Tx& tx);
+// Whether every node of `node_ids` has sent a heartbeat at or after `since` (an id no node has
+// is not waited for), in one query.
+Result<bool> all_heard_since(store::Tx& tx, const std::vector<std::string>& node_ids,
+                             int64_t since);
 Result<Node> set_cordoned(store::Tx& tx, const World& w, const std::string& node_id, bool cordon);
 Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::string>& node_id);
-// GPUs by model, mode and health, nodes by state, free vs allocated.
-Result<Json> summary(store::Tx& tx);
+// The GPU with this UUID, present or not (nullopt: none).
+Result<std::optional<Gpu>> find_gpu(store::Tx& tx, const std::string& uuid);
+// Every GPU's node by the GPU's UUID, the GPUs no longer present included, in one query.
+Result<std::map<std::string, std::string, std::less<>>> gpu_nodes(store::Tx& tx);
+// GPUs by model, mode and health, nodes by state, free vs allocated. `held`: the GPUs live
+// allocations hold, whole or in part, by UUID (metering::held_gpus, from the open usage
+// intervals metering keeps beside every allocation).
+Result<Json> summary(store::Tx& tx, const std::set<std::string>& held);
+
+// ---- GPU plans: what the scheduler made of a GPU (docs/lifecycle.md) ----
+// Placing work may change a GPU's mode or MIG layout. alloc decides; the plan is kept here, with
+// the GPU it changes, until the GPU's node has carried it out: the agent receives it with its
+// assignment, makes the GPU match through NVML, and reports on it ("planned" until then, then
+// "applied", "waiting" for a drain or a GPU reset, or "failed", with NVML's reason).
+struct GpuPlan {
+  std::string gpu;         // UUID
+  std::string mode;        // planned
+  std::string mig_layout;  // planned, the JSON text stored: [{profile, start}]
+  std::string status, detail;
+  bool met = false;  // the GPU's reported mode and layout match the plan (in any order)
+};
+// Plans the GPU (a new plan replaces the old one, status "planned"), at `now`.
+Result<void> plan_gpu(store::Tx& tx, const std::string& uuid, std::string_view mode,
+                      const Json& mig_layout, int64_t now);
+// The plans of the node's GPUs, by GPU index.
+Result<std::vector<GpuPlan>> node_gpu_plans(store::Tx& tx, const std::string& node_id);
+// GPU `uuid`'s plan (nullopt: none).
+Result<std::optional<GpuPlan>> find_gpu_plan(store::Tx& tx, const std::string& uuid);
+// The node's report on the GPU's plan.
+Result<void> record_plan_report(store::Tx& tx, const std::string& uuid, const std::string& status,
+                                const std::string& detail, int64_t now);
+// Drops the GPU's plan: from then on the GPU is as its node reports it.
+Result<void> drop_gpu_plan(store::Tx& tx, const std::string& uuid);
+
+// ---- the fleet as the scheduler is rebuilt from it (alloc::Service::rebuild) ----
+struct SchedulerNode {
+  std::string id, name;
+  std::string pool_id, pool_name, pool_tenant_id;  // "" : no pool, or a shared one
+  std::string rack, nvlink_domain;
+  bool schedulable = false;  // in a state that takes work, and not cordoned
+};
+// Every node not retired, by name, with its pool.
+Result<std::vector<SchedulerNode>> scheduler_nodes(store::Tx& tx);
+struct SchedulerGpu {
+  std::string uuid, node_id;
+  int index = 0;
+  std::string model;
+  bool mig_capable = false;
+  // The mode and MIG layout (JSON text) the GPU was planned in, or, where it has no plan, the
+  // ones its node reported.
+  std::string mode, mig_layout;
+  bool healthy = false;  // healthy and present
+};
+// Every GPU (of any node), by node and index.
+Result<std::vector<SchedulerGpu>> scheduler_gpus(store::Tx& tx);
 
 // ---- downtime (SLA accounting) ----
 // A node (gpu_uuid empty) or one GPU out of service: the node failed (until it is ready again

@@ -88,15 +88,15 @@ Result<Pool> create_pool(store::Tx& tx, const World& w, const std::string& name,
                          const std::optional<std::string>& tenant_id,
                          const std::string& description) {
   GP_TRY_VOID(validate_dns_label("name", name));
-  if (tenant_id) {
-    auto t = GP_TRY(tx.query_one("SELECT state FROM tenants WHERE id = ?", {*tenant_id}));
-    if (!t) return fail(Error::invalid(fmt::format("tenant {} not found", *tenant_id)));
-  }
   Pool p{w.ids.next("pool"), name, tenant_id, description, w.now(), 1};
   auto r = tx.exec(fmt::format("INSERT INTO pools ({}) VALUES (?,?,?,?,?,?)", kPoolCols),
                    {p.id, p.name, store::opt(p.tenant_id), p.description, p.created_at, p.version});
   if (!r && r.error().code == ErrorCode::kConflict)
     return fail(Error::conflict(fmt::format("a pool named '{}' already exists", name)));
+  // The tenants are tenancy's (the caller resolves the name it was given); the pool's foreign
+  // key is what refuses an id no tenant has, and the only constraint that can be violated here.
+  if (!r && r.error().code == ErrorCode::kInvalidArgument && tenant_id)
+    return fail(Error::invalid(fmt::format("tenant {} not found", *tenant_id)));
   GP_TRY_VOID(r);
   return p;
 }
@@ -302,6 +302,49 @@ Result<std::vector<Node>> overdue_drains(store::Tx& tx, int64_t now) {
   return out;
 }
 
+Result<std::vector<Node>> draining_nodes(store::Tx& tx) {
+  std::vector<Node> out;
+  for (const auto& r :
+       GP_TRY(tx.query(fmt::format("SELECT {}, {} FROM nodes WHERE state = 'draining' ORDER BY id",
+                                   kNodeCols, kPoolNameCol))))
+    out.push_back(node_from(r));
+  return out;
+}
+
+Result<bool> all_heard_since(store::Tx& tx, const std::vector<std::string>& node_ids,
+                             int64_t since) {
+  if (node_ids.empty()) return true;
+  store::Params params(node_ids.begin(), node_ids.end());
+  params.emplace_back(since);
+  std::string marks(node_ids.size() * 2 - 1, ',');
+  for (size_t i = 0; i < marks.size(); i += 2) marks[i] = '?';
+  auto row = GP_TRY(tx.query_one(
+      fmt::format("SELECT COUNT(*) FROM nodes WHERE id IN ({}) AND (last_heartbeat IS NULL OR "
+                  "last_heartbeat < ?)",
+                  marks),
+      params));
+  return row->integer(0) == 0;
+}
+
+Result<std::vector<SchedulerNode>> scheduler_nodes(store::Tx& tx) {
+  std::vector<SchedulerNode> out;
+  for (const auto& r : GP_TRY(tx.query(
+           "SELECT n.id, n.name, COALESCE(n.pool_id, ''), COALESCE(p.name, ''), "
+           "COALESCE(p.tenant_id, ''), n.state, n.cordoned, n.rack, n.nvlink_domain FROM nodes n "
+           "LEFT JOIN pools p ON p.id = n.pool_id WHERE n.state <> 'retired' ORDER BY n.name"))) {
+    const auto state = parse_node_state(r.text(5));
+    out.push_back({.id = r.text(0),
+                   .name = r.text(1),
+                   .pool_id = r.text(2),
+                   .pool_name = r.text(3),
+                   .pool_tenant_id = r.text(4),
+                   .rack = r.text(7),
+                   .nvlink_domain = r.text(8),
+                   .schedulable = state && schedulable(*state) && r.integer(6) == 0});
+  }
+  return out;
+}
+
 Result<Node> set_cordoned(store::Tx& tx, const World& w, const std::string& node_id, bool cordon) {
   Node n = GP_TRY(load_node(tx, node_id));
   if (n.state == NodeState::kRetired) return fail(Error::conflict("node is retired"));
@@ -353,6 +396,20 @@ Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::strin
   std::vector<Gpu> out;
   out.reserve(rows.size());
   for (const auto& r : rows) out.push_back(gpu_from(r));
+  return out;
+}
+
+Result<std::optional<Gpu>> find_gpu(store::Tx& tx, const std::string& uuid) {
+  auto row =
+      GP_TRY(tx.query_one(fmt::format("SELECT {} FROM gpus WHERE uuid = ?", kGpuCols), {uuid}));
+  if (!row) return std::optional<Gpu>();
+  return std::optional<Gpu>(gpu_from(*row));
+}
+
+Result<std::map<std::string, std::string, std::less<>>> gpu_nodes(store::Tx& tx) {
+  std::map<std::string, std::string, std::less<>> out;
+  for (const auto& r : GP_TRY(tx.query("SELECT uuid, node_id FROM gpus")))
+    out[r.text(0)] = r.text(1);
   return out;
 }
 
@@ -678,6 +735,16 @@ Result<std::vector<SeriesPoint>> sample_series(store::Tx& tx, const std::string&
   return out;
 }
 
+Result<UtilizationSum> utilization_sum(store::Tx& tx, const std::string& gpu_uuid,
+                                       const std::string& instance, int64_t from_us,
+                                       int64_t to_us) {
+  auto row = GP_TRY(tx.query_one(
+      "SELECT COUNT(*), COALESCE(SUM(util_pct), 0) FROM gpu_samples WHERE gpu_uuid = ? AND "
+      "instance = ? AND time_us >= ? AND time_us < ? AND util_pct >= 0",
+      {gpu_uuid, instance, from_us, to_us}));
+  return UtilizationSum{row->integer(0), row->integer(1)};
+}
+
 Result<std::vector<Telemetry>> latest_telemetry(store::Tx& tx) {
   std::vector<Telemetry> out;
   for (const auto& r : GP_TRY(tx.query(
@@ -720,40 +787,26 @@ Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w,
   return failed;
 }
 
-Result<Json> summary(store::Tx& tx) {
+Result<Json> summary(store::Tx& tx, const std::set<std::string>& held) {
   Json by_model = Json::object();
-  auto gpus = GP_TRY(tx.query(
-      "SELECT g.model, g.mode, g.health, n.state, COUNT(*) FROM gpus g JOIN nodes n ON n.id = "
-      "g.node_id "
-      "WHERE g.present = 1 AND n.state != 'retired' GROUP BY g.model, g.mode, g.health, n.state "
-      "ORDER BY g.model"));
   int64_t total = 0;
-  for (const auto& r : gpus) {
-    Json& m = by_model[r.text(0)];
+  for (const auto& r : GP_TRY(tx.query(
+           "SELECT g.uuid, g.model, g.mode, g.health, n.state FROM gpus g JOIN nodes n ON n.id = "
+           "g.node_id WHERE g.present = 1 AND n.state != 'retired'"))) {
+    Json& m = by_model[r.text(1)];
     if (m.is_null())
       m = {{"total", 0},     {"healthy", 0}, {"unhealthy", 0},           {"missing", 0},
            {"allocated", 0}, {"free", 0},    {"by_mode", Json::object()}};
-    int64_t c = r.integer(4);
-    total += c;
-    m["total"] = m["total"].get<int64_t>() + c;
-    m[r.text(2)] = m.value(r.text(2), int64_t(0)) + c;
-    m["by_mode"][r.text(1)] = m["by_mode"].value(r.text(1), int64_t(0)) + c;
-    if (r.text(2) == "healthy" && r.text(3) == "ready") m["free"] = m["free"].get<int64_t>() + c;
-  }
-  // Allocated: GPUs that a live allocation holds, whole or in part (a MIG instance or a share),
-  // from the open usage intervals metering keeps beside every allocation. Free: healthy GPUs
-  // on ready nodes that nothing holds.
-  for (const auto& r : GP_TRY(tx.query(
-           "SELECT g.model, CASE WHEN g.health = 'healthy' AND n.state = 'ready' THEN 1 ELSE 0 "
-           "END, COUNT(DISTINCT g.uuid) FROM usage_interval_gpus ug JOIN usage_intervals ui ON "
-           "ui.id = ug.interval_id JOIN gpus g ON g.uuid = ug.gpu_uuid JOIN nodes n ON n.id = "
-           "g.node_id WHERE ui.end_us IS NULL AND g.present = 1 AND n.state != 'retired' GROUP "
-           "BY g.model, CASE WHEN g.health = 'healthy' AND n.state = 'ready' THEN 1 ELSE 0 END"))) {
-    if (!by_model.contains(r.text(0))) continue;
-    Json& m = by_model[r.text(0)];
-    const int64_t held = r.integer(2);
-    m["allocated"] = m["allocated"].get<int64_t>() + held;
-    if (r.integer(1) == 1) m["free"] = std::max<int64_t>(0, m["free"].get<int64_t>() - held);
+    ++total;
+    m["total"] = m["total"].get<int64_t>() + 1;
+    m[r.text(3)] = m.value(r.text(3), int64_t(0)) + 1;
+    m["by_mode"][r.text(2)] = m["by_mode"].value(r.text(2), int64_t(0)) + 1;
+    // Allocated: GPUs a live allocation holds, whole or in part (a MIG instance or a share).
+    // Free: healthy GPUs on ready nodes that nothing holds.
+    if (held.contains(r.text(0)))
+      m["allocated"] = m["allocated"].get<int64_t>() + 1;
+    else if (r.text(3) == "healthy" && r.text(4) == "ready")
+      m["free"] = m["free"].get<int64_t>() + 1;
   }
   // Unavailable: neither free nor held (unhealthy, or on a node that is not ready), so that
   // total = free + allocated + unavailable.

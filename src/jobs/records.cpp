@@ -632,7 +632,7 @@ Result<Json> member_network(store::Tx& tx, const Job& j, int rank, const std::st
 
 Result<Json> node_assignment(store::Tx& tx, const std::string& node_id) {
   Json out = Json::array();
-  // Most heartbeats come from nodes that run no job: one query answers them.
+  // Most heartbeats come from agents whose node runs no job: one query answers them.
   const auto members = GP_TRY(tx.query(
       "SELECT m.job_id, m.rank, m.attempt, m.state, j.state IN ('starting', 'running'), "
       "j.allocation_id FROM job_members m JOIN jobs j ON j.id = m.job_id WHERE m.node_id = "

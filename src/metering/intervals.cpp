@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "metering/metering.h"
 #include "vocab/vocab.h"
@@ -94,35 +95,35 @@ Result<void> record_transition(store::Tx& tx, const AllocationView& a, std::stri
   return open_interval(tx, a, *h, state, now);
 }
 
-Result<int> recover(store::Tx& tx, int64_t now) {
+Result<int> recover(store::Tx& tx, const std::vector<LiveAllocation>& live, const EndedAt& ended_at,
+                    int64_t now) {
   int changed = 0;
-  // Open intervals of allocations that ended (or vanished) without closing them.
+  std::set<std::string, std::less<>> live_ids, open;
+  for (const LiveAllocation& a : live) live_ids.insert(a.view.id);
   for (const auto& row : GP_TRY(tx.query(
-           "SELECT ui.id, ui.allocation_id, ui.start_us, a.ended_at FROM usage_intervals ui LEFT "
-           "JOIN allocations a ON a.id = ui.allocation_id WHERE ui.end_us IS NULL AND (a.id IS "
-           "NULL OR a.state NOT IN ('placed','active'))"))) {
-    const int64_t end = std::max(row.integer(2), row.opt_integer(3).value_or(now));
+           "SELECT id, allocation_id, start_us FROM usage_intervals WHERE end_us IS NULL"))) {
+    if (live_ids.contains(row.text(1))) {
+      open.insert(row.text(1));
+      continue;
+    }
+    // An open interval of an allocation that ended (or vanished) without closing it.
+    const std::optional<int64_t> ended = GP_TRY(ended_at(row.text(1)));
+    const int64_t end = std::max(row.integer(2), ended.value_or(now));
     GP_TRY(tx.exec("UPDATE usage_intervals SET end_us = ? WHERE id = ?", {end, row.text(0)}));
     GP_TRY_VOID(drop_empty(tx, row.text(1)));
     ++changed;
   }
   // Placed or active allocations holding GPUs with no open interval: placed before metering.
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT a.id, a.tenant_id, a.project_id, a.offering_id, a.preemptible, a.placement, "
-           "a.placed_at, a.state FROM allocations a WHERE a.state IN ('placed','active') AND NOT "
-           "EXISTS (SELECT 1 FROM usage_intervals ui WHERE ui.allocation_id = a.id AND ui.end_us "
-           "IS NULL)"))) {
-    AllocationView a{row.text(0),         row.text(1),
-                     row.text(2),         row.opt_text(3),
-                     row.integer(4) != 0, Json::parse(row.text(5), nullptr, false)};
-    auto h = GP_TRY(holding_of(a.placement));
+  for (const LiveAllocation& a : live) {
+    if (open.contains(a.view.id)) continue;
+    auto h = GP_TRY(holding_of(a.view.placement));
     if (!h) continue;
     // Start after the last closed interval, so nothing is counted twice.
-    auto last = GP_TRY(
-        tx.query_one("SELECT MAX(end_us) FROM usage_intervals WHERE allocation_id = ?", {a.id}));
-    int64_t start = row.opt_integer(6).value_or(now);
+    auto last = GP_TRY(tx.query_one(
+        "SELECT MAX(end_us) FROM usage_intervals WHERE allocation_id = ?", {a.view.id}));
+    int64_t start = a.placed_at.value_or(now);
     if (last && !last->is_null(0)) start = std::max(start, last->integer(0));
-    GP_TRY_VOID(open_interval(tx, a, *h, row.text(7), std::min(start, now)));
+    GP_TRY_VOID(open_interval(tx, a.view, *h, a.state, std::min(start, now)));
     ++changed;
   }
   return changed;
@@ -205,6 +206,25 @@ Result<std::vector<Interval>> load_intervals(store::Tx& tx, const std::string& t
     if (auto it = at.find(row.text(0)); it != at.end())
       out[it->second].devices.push_back({row.text(1), row.text(2)});
   }
+  return out;
+}
+
+Result<std::set<std::string>> held_gpus(store::Tx& tx) {
+  std::set<std::string> out;
+  for (const auto& row : GP_TRY(
+           tx.query("SELECT DISTINCT ug.gpu_uuid FROM usage_interval_gpus ug JOIN usage_intervals "
+                    "ui ON ui.id = ug.interval_id WHERE ui.end_us IS NULL")))
+    out.insert(row.text(0));
+  return out;
+}
+
+Result<std::vector<std::string>> tenants_with_usage(store::Tx& tx, int64_t from_us, int64_t to_us) {
+  std::vector<std::string> out;
+  for (const auto& row : GP_TRY(tx.query(
+           "SELECT DISTINCT tenant_id FROM usage_intervals WHERE start_us < ? AND (end_us IS NULL "
+           "OR end_us > ?) ORDER BY tenant_id",
+           {to_us, from_us})))
+    out.push_back(row.text(0));
   return out;
 }
 

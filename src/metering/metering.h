@@ -56,12 +56,24 @@ struct AllocationView {
 Result<void> record_transition(store::Tx& tx, const AllocationView& a, std::string_view state,
                                int64_t now);
 
-// Repairs intervals against the allocations table (at start and whenever the scheduler is
-// rebuilt): an open interval of an allocation that is no longer live is closed at the
-// allocation's ended_at (or `now` when it has none); a placed or active allocation without an
-// open interval (placed before metering existed) gets one from its placed_at. Returns the
-// number of intervals closed or opened.
-Result<int> recover(store::Tx& tx, int64_t now);
+// A placed or active allocation, as recover sees it.
+struct LiveAllocation {
+  AllocationView view;
+  std::string state;  // placed | active
+  std::optional<int64_t> placed_at;
+};
+// When an allocation that is no longer live ended: its ended_at, or nullopt when it has none or
+// is gone.
+using EndedAt = std::function<Result<std::optional<int64_t>>(const std::string& allocation_id)>;
+
+// Repairs intervals against the allocations (at start and whenever the scheduler is rebuilt).
+// The allocations are alloc's, which passes them in: `live` is every placed or active one, and
+// `ended_at` says when one that is not live ended. An open interval of an allocation not in
+// `live` is closed at its ended_at (or `now` when it has none); a live allocation without an
+// open interval (placed before metering existed) gets one from its placed_at. Returns the number
+// of intervals closed or opened.
+Result<int> recover(store::Tx& tx, const std::vector<LiveAllocation>& live, const EndedAt& ended_at,
+                    int64_t now);
 
 struct Interval {
   std::string id, tenant_id, project_id, allocation_id;
@@ -84,6 +96,11 @@ Result<std::set<std::string>> allocations_with_open_usage(store::Tx& tx,
 // Intervals overlapping [from_us, to_us), of one tenant or of all (tenant empty), oldest first.
 Result<std::vector<Interval>> load_intervals(store::Tx& tx, const std::string& tenant_id,
                                              int64_t from_us, int64_t to_us);
+// The GPUs an open interval holds, whole or in part (a MIG instance or a share), by UUID: what
+// the live allocations hold now.
+Result<std::set<std::string>> held_gpus(store::Tx& tx);
+// The tenants with an interval overlapping [from_us, to_us) (open ones included), by id.
+Result<std::vector<std::string>> tenants_with_usage(store::Tx& tx, int64_t from_us, int64_t to_us);
 
 // ---- usage events from external meters (CloudEvents 1.0, structured JSON) ----
 
@@ -211,8 +228,8 @@ Result<UsageReport> rollup(const UsageQuery& q, const std::vector<Interval>& int
                            const std::vector<UsageEvent>& events, int64_t now,
                            const SampleSource& samples);
 
-// The store-backed query: loads intervals and events of the range and attributes samples from
-// gpu_samples to the devices each interval held.
+// The store-backed query: loads intervals and events of the range and attributes the fleet's
+// utilization samples (fleet::utilization_sum) to the devices each interval held.
 Result<UsageReport> usage(store::Tx& tx, const UsageQuery& q, int64_t now);
 
 // Events as stored (tenant and project ids resolved), overlapping the range.

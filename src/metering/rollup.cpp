@@ -7,6 +7,7 @@
 #include <map>
 #include <tuple>
 
+#include "fleet/fleet.h"
 #include "metering/metering.h"
 #include "vocab/vocab.h"
 
@@ -341,11 +342,8 @@ Result<UsageReport> usage(store::Tx& tx, const UsageQuery& q, int64_t now) {
   auto intervals = GP_TRY(load_intervals(tx, q.tenant_id, q.from_us, q.to_us));
   auto events = GP_TRY(load_events(tx, q.tenant_id, q.from_us, q.to_us));
   SampleSource samples = [&tx](const Device& d, int64_t from, int64_t to) -> Result<SampleStats> {
-    auto row = GP_TRY(tx.query_one(
-        "SELECT COUNT(*), COALESCE(SUM(util_pct), 0) FROM gpu_samples WHERE gpu_uuid = ? AND "
-        "instance = ? AND time_us >= ? AND time_us < ? AND util_pct >= 0",
-        {d.gpu_uuid, d.instance, from, to}));
-    return SampleStats{row->integer(0), row->integer(1)};
+    const auto s = GP_TRY(fleet::utilization_sum(tx, d.gpu_uuid, d.instance, from, to));
+    return SampleStats{s.samples, s.util_sum};
   };
   return rollup(q, intervals, events, now, samples);
 }

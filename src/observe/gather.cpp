@@ -10,6 +10,7 @@
 
 #include "fleet/fleet.h"
 #include "jobs/records.h"
+#include "metering/metering.h"
 #include "observe/observe.h"
 #include "tenancy/tenancy.h"
 
@@ -132,7 +133,7 @@ Result<std::string> fleet_metrics(store::Tx& tx, const World& w, alloc::Service&
                                   const FleetOptions& options) {
   Exposition e;
   const auto names = GP_TRY(tenancy::tenant_names(tx));
-  node_and_gpu_families(e, GP_TRY(fleet::summary(tx)));
+  node_and_gpu_families(e, GP_TRY(fleet::summary(tx, GP_TRY(metering::held_gpus(tx)))));
   allocation_families(e, w, GP_TRY(alloc::count_live_allocations(tx)),
                       GP_TRY(alloc::count_allocations_by_state(tx)), names, options.max_tenants);
   quota_families(e, GP_TRY(service.quota_usages(tx)), names, options.max_tenants);

@@ -18,12 +18,6 @@ bool digits(std::string_view s) {
   return std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-struct Failure {
-  std::string reason_code;
-  std::optional<int64_t> end_at;  // the end time the allocation asked for
-  int64_t ended_at = 0;
-};
-
 }  // namespace
 
 Result<std::pair<int64_t, int64_t>> parse_period(std::string_view p) {
@@ -93,9 +87,14 @@ Result<StoredSla> put_offering_sla(store::Tx& tx, const OfferingSla& s, int64_t 
   return StoredSla{s, true, updated_by, now, expected_version + 1};
 }
 
+Result<void> delete_offering_sla(store::Tx& tx, const std::string& offering_id) {
+  GP_TRY(tx.exec("DELETE FROM offering_slas WHERE offering_id = ?", {offering_id}));
+  return ok();
+}
+
 Result<std::vector<Availability>> standing(store::Tx& tx, const std::string& tenant_id,
                                            int64_t period_start_us, int64_t period_end_us,
-                                           int64_t now) {
+                                           int64_t now, const FailureOf& failure_of) {
   if (period_end_us <= period_start_us)
     return fail(Error::invalid("SLA period: end must be after start"));
   std::vector<Availability> none;
@@ -112,19 +111,12 @@ Result<std::vector<Availability>> standing(store::Tx& tx, const std::string& ten
     if (d.gpu_uuid.empty()) node_down[d.node_id].emplace_back(d.start_us, end);
   }
 
-  std::map<std::string, std::string, std::less<>> gpu_node;
-  for (const auto& r : GP_TRY(tx.query("SELECT uuid, node_id FROM gpus")))
-    gpu_node[r.text(0)] = r.text(1);
+  const auto gpu_node = GP_TRY(fleet::gpu_nodes(tx));
   std::map<std::string, std::optional<Failure>, std::less<>> failures;
-  auto failure_of = [&](const std::string& allocation) -> Result<std::optional<Failure>> {
+  auto failure_once = [&](const std::string& allocation) -> Result<std::optional<Failure>> {
     auto it = failures.find(allocation);
     if (it != failures.end()) return it->second;
-    std::optional<Failure> f;
-    auto row = GP_TRY(tx.query_one(
-        "SELECT reason_code, end_at, ended_at FROM allocations WHERE id = ? AND state = 'failed' "
-        "AND ended_at IS NOT NULL",
-        {allocation}));
-    if (row) f = Failure{row->text(0), row->opt_integer(1), row->integer(2)};
+    const std::optional<Failure> f = GP_TRY(failure_of(allocation));
     failures.emplace(allocation, f);
     return f;
   };
@@ -148,7 +140,7 @@ Result<std::vector<Availability>> standing(store::Tx& tx, const std::string& ten
     int64_t left = in.units;
     size_t seen = 0;
     const std::optional<Failure> failed =
-        in.end_us ? GP_TRY(failure_of(in.allocation_id)) : std::nullopt;
+        in.end_us ? GP_TRY(failure_once(in.allocation_id)) : std::nullopt;
     for (const auto& [node, gpus] : by_node) {
       seen += gpus.size();
       int64_t weight = seen == total ? left : in.units * int64_t(gpus.size()) / int64_t(total);

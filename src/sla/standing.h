@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,11 +22,24 @@ Result<std::pair<int64_t, int64_t>> parse_period(std::string_view period);
 // The month holding `us`, as "YYYY-MM".
 std::string period_of(int64_t us);
 
+// How an allocation that failed ended: its reason code, the end time it had asked for, and when
+// it ended.
+struct Failure {
+  std::string reason_code;
+  std::optional<int64_t> end_at;
+  int64_t ended_at = 0;
+};
+// The failure that ended allocation `allocation_id`, or nullopt when it did not fail (or has no
+// end time). The allocations are alloc's: the caller reads them through it
+// (alloc::find_failure), in the same transaction.
+using FailureOf = std::function<Result<std::optional<Failure>>(const std::string& allocation_id)>;
+
 // Availability and credit per (tenant, offering id) over [period_start_us, period_end_us) for
-// one tenant (or all: tenant_id empty), as of `now` (open intervals reach to now).
+// one tenant (or all: tenant_id empty), as of `now` (open intervals reach to now). An allocation
+// its node's failure ended (`failure_of`) stays entitled while that node is down.
 Result<std::vector<Availability>> standing(store::Tx& tx, const std::string& tenant_id,
                                            int64_t period_start_us, int64_t period_end_us,
-                                           int64_t now);
+                                           int64_t now, const FailureOf& failure_of);
 
 // ---- per-offering SLAs ----
 struct StoredSla {
@@ -41,5 +55,7 @@ Result<StoredSla> find_offering_sla(store::Tx& tx, const std::string& offering_i
 // `expected_version` (0: none yet); returns the stored record.
 Result<StoredSla> put_offering_sla(store::Tx& tx, const OfferingSla& s, int64_t expected_version,
                                    const std::string& updated_by, int64_t now);
+// Forgets the offering's SLA (the offering is being deleted); none stored is fine.
+Result<void> delete_offering_sla(store::Tx& tx, const std::string& offering_id);
 
 }  // namespace gp::sla

@@ -90,10 +90,11 @@ Result<std::map<std::string, IdRange>> all_ids(store::Tx& tx) {
 Result<IdRange> ensure_ids(store::Tx& tx, const IdPoolConfig& pool, const std::string& tenant_id,
                            const std::string& tenant_name, int64_t now_micros) {
   if (auto have = GP_TRY(load_ids(tx, tenant_id))) return *have;
+  // The other tenants' blocks, each labelled with its tenant's id: this tenant has none (above)
+  // and a block is one tenant's, so only the ranges count (a tenant id is never a tenant name).
   std::vector<TenantIds> existing;
-  for (const auto& row :
-       GP_TRY(tx.query("SELECT t.name, s.first_id, s.count FROM tenant_storage_ids s JOIN tenants "
-                       "t ON t.id = s.tenant_id ORDER BY s.first_id")))
+  for (const auto& row : GP_TRY(
+           tx.query("SELECT tenant_id, first_id, count FROM tenant_storage_ids ORDER BY first_id")))
     existing.push_back(
         {row.text(0),
          {static_cast<uint32_t>(row.integer(1)), static_cast<uint32_t>(row.integer(2))}});
@@ -171,17 +172,23 @@ Result<void> update_size_limits(store::Tx& tx, const std::string& tenant_id,
   return ok();
 }
 
-Result<void> check_project_deletable(store::Tx& tx, const std::string& tenant_id,
-                                     const std::string& project_id) {
+Result<std::optional<std::string>> active_volumes_name(store::Tx& tx, const std::string& tenant_id,
+                                                       const std::string& project_id) {
   auto row = GP_TRY(tx.query_one(
       "SELECT project_name FROM project_volumes WHERE tenant_id = ? AND project_id = ? AND "
       "state = 'active'",
       {tenant_id, project_id}));
-  if (row)
+  if (!row) return std::optional<std::string>();
+  return std::optional<std::string>(row->text(0));
+}
+
+Result<void> check_project_deletable(store::Tx& tx, const std::string& tenant_id,
+                                     const std::string& project_id) {
+  if (auto name = GP_TRY(active_volumes_name(tx, tenant_id, project_id)))
     return fail(Error::conflict(
         fmt::format("project '{}' has volumes: delete them first (DELETE "
                     ".../projects/{}/volumes schedules its tree for removal), then the project",
-                    row->text(0), row->text(0))));
+                    *name, *name)));
   return ok();
 }
 

@@ -57,6 +57,10 @@ Result<void> insert_volumes(store::Tx& tx, const std::string& tenant_id,
 Result<void> update_size_limits(store::Tx& tx, const std::string& tenant_id,
                                 const std::string& project_id, const SizeLimits& limits,
                                 int64_t version, int64_t now_micros);
+// The name of the project's active volumes (the directory of their tree under the tenant's),
+// or nullopt while it has none.
+Result<std::optional<std::string>> active_volumes_name(store::Tx& tx, const std::string& tenant_id,
+                                                       const std::string& project_id);
 // Conflict while the project has active volumes: deleting it would leave its tree on every node
 // with no way to address it, and a new project under the same name would take its path. Volumes
 // being deleted do not block it: their deletion is keyed by the project's id.

@@ -16,6 +16,8 @@ class Ledger : public ::testing::Test {
   gp::testing::TempDir dir;
   std::unique_ptr<store::Store> store = gp::testing::open_store(dir);
   Period november = *month_period(2026, 11);
+  // The offerings' names as alloc lists them; billing reads no offerings itself.
+  const OfferingNames offerings = {{"off_1", "h200-premium"}};
 
   void SetUp() override {
     gp::testing::must_write(*store, [&](store::Tx& tx) -> Result<bool> {
@@ -26,10 +28,6 @@ class Ledger : public ::testing::Test {
             "1)",
             {std::string(t), std::string(t)}));
       }
-      GP_TRY(tx.exec(
-          "INSERT INTO offerings (id, name, tier, models, gpus, mig_profile, milli, description, "
-          "created_at, version) VALUES ('off_1', 'h200-premium', 'dedicated_gpu', '[]', 1, '', 0, "
-          "'', 0, 1)"));
       return true;
     });
   }
@@ -125,8 +123,8 @@ TEST_F(Ledger, IntervalsAreClippedToThePeriodAndOpenOnesRunToNow) {
   interval("i3", "ten_b", std::nullopt, start, start + kHour, 8);  // another tenant
   const int64_t now = start + 14 * kHour;
 
-  auto records =
-      read([&](store::Tx& tx) { return load_usage_records(tx, "ten_a", november, now); });
+  auto records = read(
+      [&](store::Tx& tx) { return load_usage_records(tx, "ten_a", november, now, offerings); });
   ASSERT_EQ(records.size(), 2u);
   EXPECT_EQ(records[0].start_us, start);
   EXPECT_EQ(records[0].end_us, start + 3 * kHour);
@@ -135,17 +133,19 @@ TEST_F(Ledger, IntervalsAreClippedToThePeriodAndOpenOnesRunToNow) {
   EXPECT_EQ(records[1].end_us, now);
   EXPECT_EQ(records[1].gpu_equivalent_units, 7000);
 
-  auto inv = read([&](store::Tx& tx) { return rate_tenant(tx, "ten_a", november, now); });
+  auto inv =
+      read([&](store::Tx& tx) { return rate_tenant(tx, "ten_a", november, now, offerings); });
   // 2 GPUs x 3 h x 2.00 + 1 GPU-equivalent x 4 h x 4.00 (the offering's price wins).
   EXPECT_EQ(inv.subtotal_micros, 12'000'000 + 16'000'000);
   EXPECT_EQ(inv.tenant, "ten_a");
   EXPECT_EQ(inv.rate_card_version, 1);
 
-  auto all = read([&](store::Tx& tx) { return load_usage_records(tx, "", november, now); });
+  auto all =
+      read([&](store::Tx& tx) { return load_usage_records(tx, "", november, now, offerings); });
   EXPECT_EQ(all.size(), 3u);
   // Nothing is counted before the period starts or after now.
   EXPECT_TRUE(read([&](store::Tx& tx) {
-                return load_usage_records(tx, "ten_a", november, start - 1);
+                return load_usage_records(tx, "ten_a", november, start - 1, offerings);
               }).empty());
 }
 
@@ -161,7 +161,7 @@ class StoredInvoices : public Ledger {
   StoredInvoice draft(const std::string& tenant, const Period& p,
                       std::vector<OfferingCredit> credits = {}) {
     return read([&](store::Tx& tx) -> Result<StoredInvoice> {
-      return GP_TRY(refresh_draft(tx, world(), tenant, p, "usr_ops", credits)).stored;
+      return GP_TRY(refresh_draft(tx, world(), tenant, p, "usr_ops", offerings, credits)).stored;
     });
   }
   StoredInvoice finalize(const std::string& tenant, const std::string& id) {
@@ -202,7 +202,7 @@ TEST_F(StoredInvoices, PrepaidCreditIsSpentOnceAcrossInvoicesAndVerifyAgrees) {
   EXPECT_EQ(balance("ten_a"), 0);
 
   auto v = read([&](store::Tx& tx) {
-    return verify_invoice(tx, "ten_a", nov.id, to_unix_micros(clock.now()));
+    return verify_invoice(tx, "ten_a", nov.id, to_unix_micros(clock.now()), offerings);
   });
   EXPECT_TRUE(v.matches()) << v.to_json().dump();
   // Raw usage changed under a finalized invoice: verify says what differs.
@@ -211,7 +211,7 @@ TEST_F(StoredInvoices, PrepaidCreditIsSpentOnceAcrossInvoicesAndVerifyAgrees) {
     return true;
   });
   auto tampered = read([&](store::Tx& tx) {
-    return verify_invoice(tx, "ten_a", nov.id, to_unix_micros(clock.now()));
+    return verify_invoice(tx, "ten_a", nov.id, to_unix_micros(clock.now()), offerings);
   });
   EXPECT_FALSE(tampered.matches());
   EXPECT_EQ(tampered.recomputed.subtotal_micros, 8'000'000);
@@ -219,7 +219,7 @@ TEST_F(StoredInvoices, PrepaidCreditIsSpentOnceAcrossInvoicesAndVerifyAgrees) {
   EXPECT_EQ(tampered.differences.front(), "subtotal_micros: stored 7000000 recomputed 8000000");
   // Another tenant's id is not found.
   auto e = gp::testing::must_fail(*store, [&](store::Tx& tx) {
-    return verify_invoice(tx, "ten_b", nov.id, to_unix_micros(clock.now()));
+    return verify_invoice(tx, "ten_b", nov.id, to_unix_micros(clock.now()), offerings);
   });
   EXPECT_EQ(e.code, ErrorCode::kNotFound);
 }
@@ -252,8 +252,9 @@ TEST_F(StoredInvoices, RunPassesSlaCreditsPerTenantAndVerifyReappliesTheirRates)
   at(november.end_us + 1);
   CreditsByTenant credits;
   credits["ten_a"] = {{"h200-premium", 1000, "availability 99.5% < 99.9%"}};
-  auto report =
-      read([&](store::Tx& tx) { return run_period(tx, world(), november, "usr_ops", credits); });
+  auto report = read([&](store::Tx& tx) {
+    return run_period(tx, world(), november, "usr_ops", offerings, credits);
+  });
   ASSERT_EQ(report.drafts.size(), 2u);
   const StoredInvoice& a = report.drafts[0].stored;
   EXPECT_EQ(a.invoice.tenant, "ten_a");
@@ -262,7 +263,7 @@ TEST_F(StoredInvoices, RunPassesSlaCreditsPerTenantAndVerifyReappliesTheirRates)
   EXPECT_EQ(report.drafts[1].stored.invoice.sla_credit_micros, 0);
   finalize("ten_a", a.id);
   auto v = read([&](store::Tx& tx) {
-    return verify_invoice(tx, "ten_a", a.id, to_unix_micros(clock.now()));
+    return verify_invoice(tx, "ten_a", a.id, to_unix_micros(clock.now()), offerings);
   });
   EXPECT_TRUE(v.matches()) << v.to_json().dump();
   EXPECT_EQ(v.recomputed.sla_credit_micros, 2'000'000);

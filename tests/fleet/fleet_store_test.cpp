@@ -211,10 +211,26 @@ TEST_F(FleetTest, UnhealthyGpusStayUnhealthyAndMissingOnesAreMarked) {
   EXPECT_EQ(gpus[0].health, "unhealthy");
   EXPECT_EQ(gpus[0].health_reason, "XID 79");
   EXPECT_EQ(gpus[1].health, "missing");
-  auto s = run([&](store::Tx& tx) { return summary(tx); });
+  auto s = run([&](store::Tx& tx) { return summary(tx, {}); });
   EXPECT_EQ(s["gpus_by_model"]["H200"]["unhealthy"], 1);
   EXPECT_EQ(s["gpus_by_model"]["H200"]["missing"], 1);
   EXPECT_EQ(s["gpus_by_model"]["H200"]["free"], 0);
+}
+
+// The held GPUs come from the caller (metering's open intervals): a held GPU is allocated and
+// not free; one held while unhealthy is allocated too, and frees nothing.
+TEST_F(FleetTest, TheSummaryCountsTheGpusItIsToldAreHeld) {
+  auto inv = inventory("a", {"GPU-1", "GPU-2", "GPU-3"});
+  auto a = enroll_node(inv);
+  inv.gpus[2].health.xid_errors = {79};
+  run([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, inv); });
+  auto s = run([&](store::Tx& tx) { return summary(tx, {"GPU-1", "GPU-3", "GPU-gone"}); });
+  const Json& h200 = s["gpus_by_model"]["H200"];
+  EXPECT_EQ(h200["total"], 3);
+  EXPECT_EQ(h200["allocated"], 2);
+  EXPECT_EQ(h200["free"], 1);
+  EXPECT_EQ(h200["unavailable"], 0);
+  EXPECT_EQ(s["gpus_total"], 3);
 }
 
 // Issue 24: each report replaces the node's stored GPU runtime settings; a report without them

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 #include "test_util.h"
@@ -404,6 +405,74 @@ TEST_F(Ingest, BodiesAreOneEventOrABatch) {
   EXPECT_FALSE(parse_events(Json::array(), 10));
   EXPECT_FALSE(parse_events(Json("x"), 10));
   EXPECT_FALSE(parse_events(Json::array({event(), event(), event()}), 2));
+}
+
+// ---- recovery against the allocations alloc passes in ----
+
+class Recover : public ::testing::Test {
+ protected:
+  gp::testing::TempDir dir;
+  std::unique_ptr<store::Store> store = gp::testing::open_store(dir);
+  const int64_t t0 = at("2026-11-02T00:00:00Z");
+
+  static AllocationView view(const std::string& id, const std::string& gpu) {
+    return {id,
+            "ten_a",
+            "prj_1",
+            std::nullopt,
+            false,
+            Json{{"tier", "dedicated-gpu"},
+                 {"model", "H200"},
+                 {"units", 7000},
+                 {"gpus", Json::array({{{"gpu", gpu}, {"node", "nod_1"}}})}}};
+  }
+  template <typename F>
+  auto write(F&& f) {
+    return gp::testing::must_write(*store, std::forward<F>(f));
+  }
+  std::map<std::string, std::vector<Interval>> intervals(int64_t to) {
+    std::map<std::string, std::vector<Interval>> out;
+    for (auto& i : write([&](store::Tx& tx) { return load_intervals(tx, "", t0 - kHour, to); }))
+      out[i.allocation_id].push_back(std::move(i));
+    return out;
+  }
+};
+
+// Only what alloc says is live stays open; what it says ended closes at its end (or now when it
+// has none), and a live allocation without an open interval gets one from its placed_at.
+TEST_F(Recover, OpenIntervalsFollowTheAllocationsAllocPassesIn) {
+  write([&](store::Tx& tx) -> Result<bool> {
+    for (const auto& [id, gpu] : {std::pair{"alc_ended", "GPU-1"}, std::pair{"alc_gone", "GPU-2"},
+                                  std::pair{"alc_live", "GPU-3"}})
+      GP_TRY_VOID(record_transition(tx, view(id, gpu), "placed", t0));
+    return true;
+  });
+  const int64_t now = t0 + 5 * kHour;
+  std::vector<std::string> asked;
+  const EndedAt ended_at = [&](const std::string& id) -> Result<std::optional<int64_t>> {
+    asked.push_back(id);
+    if (id == "alc_ended") return std::optional<int64_t>(t0 + 2 * kHour);
+    return std::optional<int64_t>();
+  };
+  const std::vector<LiveAllocation> live = {{view("alc_live", "GPU-3"), "placed", t0},
+                                            {view("alc_unmetered", "GPU-4"), "active", t0 + kHour}};
+  EXPECT_EQ(write([&](store::Tx& tx) { return recover(tx, live, ended_at, now); }), 3);
+  std::ranges::sort(asked);
+  EXPECT_EQ(asked, (std::vector<std::string>{"alc_ended", "alc_gone"}));
+
+  auto by = intervals(now);
+  ASSERT_EQ(by["alc_ended"].size(), 1u);
+  EXPECT_EQ(by["alc_ended"][0].end_us, t0 + 2 * kHour);
+  ASSERT_EQ(by["alc_gone"].size(), 1u);
+  EXPECT_EQ(by["alc_gone"][0].end_us, now);
+  ASSERT_EQ(by["alc_live"].size(), 1u);
+  EXPECT_FALSE(by["alc_live"][0].end_us);
+  ASSERT_EQ(by["alc_unmetered"].size(), 1u);
+  EXPECT_EQ(by["alc_unmetered"][0].start_us, t0 + kHour);
+  EXPECT_EQ(by["alc_unmetered"][0].state, "active");
+  EXPECT_FALSE(by["alc_unmetered"][0].end_us);
+  // Nothing left to repair.
+  EXPECT_EQ(write([&](store::Tx& tx) { return recover(tx, live, ended_at, now); }), 0);
 }
 
 }  // namespace
