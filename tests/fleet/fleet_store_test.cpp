@@ -233,6 +233,64 @@ TEST_F(FleetTest, TheSummaryCountsTheGpusItIsToldAreHeld) {
   EXPECT_EQ(s["gpus_total"], 3);
 }
 
+// alloc asks whether every node of a placed allocation has been heard from since the placement.
+TEST_F(FleetTest, AllHeardSinceWaitsForEveryKnownNodeOfTheList) {
+  auto a = enroll_node(inventory("a", {"GPU-1"}));
+  clock_.advance(std::chrono::seconds(10));
+  auto b = enroll_node(inventory("b", {"GPU-2"}));
+  const int64_t since = w_.now();
+  auto heard = [&](std::vector<std::string> ids) {
+    return run([&](store::Tx& tx) { return all_heard_since(tx, ids, since); });
+  };
+  EXPECT_FALSE(heard({a.node.id, b.node.id}));
+  EXPECT_TRUE(heard({b.node.id, "nod_gone"}));  // an id no node has is not waited for
+  EXPECT_TRUE(heard({}));
+  clock_.advance(std::chrono::seconds(1));
+  run([&](store::Tx& tx) { return heartbeat(tx, w_, a.node.id); });
+  EXPECT_TRUE(heard({a.node.id, b.node.id}));
+}
+
+// A GPU's plan is met once its node reports the planned mode and layout, in any order; a new
+// plan starts over as planned, and a dropped one is gone.
+TEST_F(FleetTest, AGpuPlanIsMetOnceTheNodeReportsItsModeAndLayout) {
+  auto inv = inventory("a", {"GPU-1", "GPU-2"});
+  auto a = enroll_node(inv);
+  const Json layout =
+      Json::array({{{"profile", "3g.71gb"}, {"start", 4}}, {{"profile", "3g.71gb"}, {"start", 0}}});
+  auto plans = [&] { return run([&](store::Tx& tx) { return node_gpu_plans(tx, a.node.id); }); };
+  auto done = [&](auto f) {  // a write with nothing to return
+    run([&](store::Tx& tx) -> Result<bool> {
+      GP_TRY_VOID(f(tx));
+      return true;
+    });
+  };
+  done([&](store::Tx& tx) { return plan_gpu(tx, "GPU-1", "mig", layout, w_.now()); });
+  auto p = plans();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].gpu, "GPU-1");
+  EXPECT_EQ(p[0].mode, "mig");
+  EXPECT_EQ(Json::parse(p[0].mig_layout), layout);
+  EXPECT_EQ(p[0].status, "planned");
+  EXPECT_FALSE(p[0].met);
+
+  inv.gpus[0].mode = GpuMode::kMig;
+  inv.gpus[0].mig_instances = {{"3g.71gb", 0}, {"3g.71gb", 4}};
+  run([&](store::Tx& tx) { return apply_inventory(tx, w_, a.node.id, inv); });
+  EXPECT_TRUE(plans()[0].met);
+  done([&](store::Tx& tx) { return record_plan_report(tx, "GPU-1", "applied", "", w_.now()); });
+  auto found = run([&](store::Tx& tx) { return find_gpu_plan(tx, "GPU-1"); });
+  ASSERT_TRUE(found);
+  EXPECT_EQ(found->status, "applied");
+  EXPECT_TRUE(found->met);
+
+  done([&](store::Tx& tx) { return plan_gpu(tx, "GPU-1", "whole", Json::array(), w_.now()); });
+  EXPECT_EQ(plans()[0].status, "planned");
+  EXPECT_FALSE(plans()[0].met);
+  done([&](store::Tx& tx) { return drop_gpu_plan(tx, "GPU-1"); });
+  EXPECT_TRUE(plans().empty());
+  EXPECT_FALSE(run([&](store::Tx& tx) { return find_gpu_plan(tx, "GPU-1"); }));
+}
+
 // Issue 24: each report replaces the node's stored GPU runtime settings; a report without them
 // (an older agent) leaves the node with none, never with stale ones.
 TEST_F(FleetTest, TheGpuRuntimeReportIsStoredWithTheNode) {
