@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "common/env.h"
 #include "fleet/fleet.h"
 
 namespace gp::bench {
@@ -27,7 +28,7 @@ inline Json h200_inventory(int n, const std::string& name) {
           {"gpus", gpus}};
 }
 
-inline Result<void> import_h200_fleet(store::Tx& tx, const World& w, int nodes) {
+inline Result<void> import_h200_fleet(store::Tx& tx, const Env& w, int nodes) {
   for (int n = 0; n < nodes; ++n) {
     Json inv = h200_inventory(n, fmt::format("n{:05d}", n));
     GP_TRY(fleet::import_node(tx, w, GP_TRY(fleet::parse_inventory(inv)), std::nullopt, true));

@@ -32,6 +32,7 @@
 #include "api/api.h"
 #include "bench_env.h"
 #include "bench_fleet.h"
+#include "common/env.h"
 #include "fleet/fleet.h"
 #include "observe/observe.h"
 
@@ -118,7 +119,7 @@ int main(int argc, char** argv) {
   constexpr int kBatch = 250;
   for (int first = 0; first < nodes; first += kBatch) {
     auto wrote = store.write([&](store::Tx& tx) -> Result<void> {
-      World w{clock, ids};
+      Env w{clock, ids};
       for (int n = first; n < std::min(nodes, first + kBatch); ++n) {
         auto token =
             GP_TRY(fleet::create_join_token(tx, w, std::nullopt, "bench", std::chrono::hours(1)));
@@ -233,7 +234,7 @@ int main(int argc, char** argv) {
     }
     scrapes.push_back(std::move(s));
   };
-  const World world{clock, ids};
+  const Env world{clock, ids};
   scrape("/metrics/hardware", [&](store::Tx& tx) {
     return observe::hardware_metrics(tx, world, {{0, 1}, {}});
   });

@@ -29,6 +29,7 @@
 #include "audit/audit.h"
 #include "bench_env.h"
 #include "bench_fleet.h"
+#include "common/env.h"
 #include "tenancy/tenancy.h"
 #include "tls/tls.h"
 
@@ -46,7 +47,7 @@ int main(int argc, char** argv) {
   const std::string& dir = env->dir();
   std::string token, tenant_id, project_id;
   auto setup = store.write([&](store::Tx& tx) -> Result<void> {
-    World w{clock, ids};
+    Env w{clock, ids};
     auto boot = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt));
     token = boot->api_key;
     tenant_id = GP_TRY(tenancy::create_tenant(tx, w, {"bench", "", {}, {}})).id;

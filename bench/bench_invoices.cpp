@@ -20,6 +20,7 @@
 
 #include "alloc/alloc.h"
 #include "billing/ledger.h"
+#include "common/env.h"
 #include "tenancy/tenancy.h"
 
 using namespace gp;
@@ -86,7 +87,7 @@ int main(int argc, char** argv) {
   // The run happens on November 2nd: October is over, intervals still open are clipped.
   ManualClock clock(from_unix_micros(month.end_us + 26 * billing::kUsPerHour));
   RandomIdSource ids;
-  World world{clock, ids};
+  Env world{clock, ids};
   std::mt19937_64 rng(20261130);
   auto pick = [&](int64_t n) { return std::uniform_int_distribution<int64_t>(0, n - 1)(rng); };
   const int64_t span = month.end_us - month.start_us;

@@ -21,6 +21,7 @@
 #include "alloc/alloc.h"
 #include "api/api.h"
 #include "bench_env.h"
+#include "common/env.h"
 #include "common/subprocess.h"
 #include "fleet/fleet.h"
 #include "jobs/runtime.h"
@@ -56,7 +57,7 @@ int main(int argc, char** argv) {
   const std::string& dir = env->dir();
   std::string token, join, jobs_path;
   auto setup = store.write([&](store::Tx& tx) -> Result<void> {
-    World w{clock, ids};
+    Env w{clock, ids};
     token = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt))->api_key;
     auto t = GP_TRY(tenancy::create_tenant(tx, w, {"bench", "", {}, {}}));
     auto p = GP_TRY(tenancy::create_project(tx, w, tenancy::TenantScope(t.id), {"train", ""}));

@@ -49,6 +49,7 @@
 #include "api/api.h"
 #include "bench_env.h"
 #include "bench_fleet.h"
+#include "common/env.h"
 #include "tenancy/tenancy.h"
 
 namespace asio = boost::asio;
@@ -183,7 +184,7 @@ struct Setup {
 Result<Setup> populate(store::Store& store, const Clock& clock, IdSource& ids) {
   Setup s;
   GP_TRY_VOID(store.write([&](store::Tx& tx) -> Result<void> {
-    World w{clock, ids};
+    Env w{clock, ids};
     s.token = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt))->api_key;
     s.tenant = GP_TRY(tenancy::create_tenant(tx, w, {"load", "", {}, {}})).id;
     const tenancy::TenantScope scope(s.tenant);

@@ -22,6 +22,7 @@
 #include "api/api.h"
 #include "audit/audit.h"
 #include "bench_env.h"
+#include "common/env.h"
 #include "tenancy/tenancy.h"
 
 namespace asio = boost::asio;
@@ -79,7 +80,7 @@ int main(int argc, char** argv) {
   auto [store, clock, ids, log] = env->parts();
   Tenant noisy, quiet;
   auto setup = store.write([&](store::Tx& tx) -> Result<void> {
-    World w{clock, ids};
+    Env w{clock, ids};
     GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt));
     for (Tenant* t : {&noisy, &quiet}) {
       t->id =

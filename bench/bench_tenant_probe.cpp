@@ -20,6 +20,7 @@
 #include "api/api.h"
 #include "audit/audit.h"
 #include "bench_env.h"
+#include "common/env.h"
 #include "common/json.h"
 #include "tenancy/tenancy.h"
 
@@ -131,7 +132,7 @@ int main(int argc, char** argv) {
   auto [store, clock, ids, log] = env->parts();
   std::string admin_token;
   auto setup = store.write([&](store::Tx& tx) -> Result<void> {
-    World w{clock, ids};
+    Env w{clock, ids};
     admin_token = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt))->api_key;
     return ok();
   });

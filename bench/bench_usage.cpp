@@ -21,6 +21,7 @@
 #include "api/api.h"
 #include "audit/audit.h"
 #include "bench_env.h"
+#include "common/env.h"
 #include "metering/metering.h"
 #include "tenancy/tenancy.h"
 
@@ -72,7 +73,7 @@ int main(int argc, char** argv) {
   std::string token;
   std::vector<std::string> tenants;
   auto setup = store.write([&](store::Tx& tx) -> Result<void> {
-    World w{clock, ids};
+    Env w{clock, ids};
     token = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt))->api_key;
     for (int t = 0; t < 4; ++t)
       tenants.push_back(

@@ -20,6 +20,7 @@
 #include "agent/nvml.h"
 #include "agent/vms.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/files.h"
 #include "common/subprocess.h"
 #include "fleet/inventory.h"

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "audit/audit.h"
+#include "common/env.h"
 #include "common/json.h"
 #include "common/page.h"
 #include "common/thread_safety.h"
@@ -50,7 +51,7 @@ struct Offering {
 
 // Validates a create body: the fields each tier needs and no others.
 Result<Offering> parse_offering(const Json& body);
-Result<Offering> create_offering(store::Tx& tx, const World& w, Offering o);
+Result<Offering> create_offering(store::Tx& tx, const Env& w, Offering o);
 Result<std::optional<Offering>> find_offering(store::Tx& tx, std::string_view id_or_name);
 Result<std::vector<Offering>> list_offerings(store::Tx& tx);
 // Every offering's name by its id, in one query: what billing prices usage by.
@@ -135,7 +136,7 @@ struct NewAllocation {
   // lost or drained keeps its first submission's, ahead of what was submitted after it.
   std::optional<int64_t> queued_since;
 };
-Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json& body,
+Result<NewAllocation> parse_allocation(store::Tx& tx, const Env& w, const Json& body,
                                        const tenancy::Tenant& tenant,
                                        const tenancy::Project& project);
 
@@ -226,7 +227,7 @@ struct NewReservation {
   NewAllocation shape;
   int64_t start_at = 0;
 };
-Result<NewReservation> parse_reservation(store::Tx& tx, const World& w, const Json& body,
+Result<NewReservation> parse_reservation(store::Tx& tx, const Env& w, const Json& body,
                                          const tenancy::Tenant& tenant,
                                          const tenancy::TenantScope& scope);
 Result<Page<Reservation>> list_reservations(store::Tx& tx, const tenancy::TenantScope& scope,
@@ -272,20 +273,20 @@ Result<std::optional<Vm>> find_vm(store::Tx& tx, const tenancy::TenantScope& sco
                                   std::string_view id);
 // "start", "stop" or "reboot". Refused (conflict) once the VM's allocation has ended, and a
 // reboot of a VM that is stopped; starting a running VM is accepted and changes nothing.
-Result<Vm> vm_action(store::Tx& tx, const World& w, const tenancy::TenantScope& scope,
+Result<Vm> vm_action(store::Tx& tx, const Env& w, const tenancy::TenantScope& scope,
                      std::string_view id, std::string_view action);
 
 // Asks the VM's agent for a fresh capture of the serial console (its next heartbeat answers);
 // the VM returned still holds the previous capture. Refused (conflict) like vm_action once the
 // allocation has ended.
-Result<Vm> vm_console_request(store::Tx& tx, const World& w, const tenancy::TenantScope& scope,
+Result<Vm> vm_console_request(store::Tx& tx, const Env& w, const tenancy::TenantScope& scope,
                               std::string_view id);
 
 // What the node's agent needs to deliver `a` on `node_id` as a VM (the "vm" member of its
 // assignment), creating the VM's record the first time; null when `a` is not delivered as a VM.
 // `stopping`: `a` has ended and its VM there is to stop ("desired": "stopped"); null when it
 // never had one.
-Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
+Result<Json> vm_assignment(store::Tx& tx, const Env& w, const Allocation& a,
                            const std::string& node_id, bool stopping = false);
 
 // The agent's report of the VMs assigned to it (heartbeat "vms"): [{"domain", "state",
@@ -303,7 +304,7 @@ struct VmReport {
 Result<std::vector<VmReport>> parse_vm_reports(const Json& j);
 // Records the reports; VMs of this node whose allocation has ended and that the report no longer
 // lists are destroyed. Returns the state changes, for the audit trail.
-Result<Json> apply_vm_reports(store::Tx& tx, const World& w, const std::string& node_id,
+Result<Json> apply_vm_reports(store::Tx& tx, const Env& w, const std::string& node_id,
                               const std::vector<VmReport>& reports);
 
 // The tenant's SSH public keys, written into every VM's cloud-init data (one OpenSSH public key
@@ -337,7 +338,7 @@ Result<std::map<std::string, std::vector<std::string>>> node_waits(store::Tx& tx
 // The node's agent holds the work of `holding` and nothing else: the node's other stops end
 // (its next assignment no longer lists them, and what waited on them may start). Returns the
 // stops ended, [{allocation, tenant_id, held_seconds, overdue}], for the audit trail.
-Result<Json> end_stops(store::Tx& tx, const World& w, const std::string& node_id,
+Result<Json> end_stops(store::Tx& tx, const Env& w, const std::string& node_id,
                        const std::vector<std::string>& holding);
 
 // ---- GPU plans: what the scheduler made of a GPU, carried out by its node (docs/lifecycle.md) --
@@ -386,47 +387,47 @@ class Service {
 
   // Validates, checks the tier against the tenant's class, and places the allocation or queues
   // it with the reason. Preempted allocations are recorded and audited here.
-  Result<Allocation> create(store::Tx& tx, const World& w, const NewAllocation& n,
+  Result<Allocation> create(store::Tx& tx, const Env& w, const NewAllocation& n,
                             const std::string& actor);
   // Whether and where it would be placed now; changes nothing.
   Result<Json> dry_run(store::Tx& tx, const NewAllocation& n);
   // Releases a placed or active allocation, withdraws a pending one; then places what now fits.
-  Result<Allocation> release(store::Tx& tx, const World& w, const tenancy::TenantScope& scope,
+  Result<Allocation> release(store::Tx& tx, const Env& w, const tenancy::TenantScope& scope,
                              const std::string& id, const std::string& reason);
   // A placed allocation of Activation::kWorkload turns active: its workload runs. Nothing to do
   // when it is active already; failed_precondition in any other state.
-  Result<void> activate(store::Tx& tx, const World& w, const std::string& id,
+  Result<void> activate(store::Tx& tx, const Env& w, const std::string& id,
                         const std::string& reason);
   // Periodic work: expires allocations past their end time, fails those a fleet change left
   // without their GPUs, places pending ones that now fit, completes drains. Returns the
   // transitions made.
-  Result<int> tick(store::Tx& tx, const World& w);
+  Result<int> tick(store::Tx& tx, const Env& w);
   // A node's agent reported in: its placed allocations become active once every node they use
   // has reported since placement. Returns what the agent must apply: allocations on the node
   // and planned MIG layouts / modes of its GPUs.
-  Result<Json> acknowledge(store::Tx& tx, const World& w, const std::string& node_id);
+  Result<Json> acknowledge(store::Tx& tx, const Env& w, const std::string& node_id);
   // Records the node's reports on its GPU plans. A failed one fails the placed allocations
   // waiting for that GPU (`mig_config_failed`, with the node's reason) and drops the plan: the
   // scheduler sees the GPU as its node reports it again. Returns what changed, for the audit
   // trail ([] when nothing did). Errors: invalid_argument for a GPU not on this node.
-  Result<Json> record_mig_reports(store::Tx& tx, const World& w, const std::string& node_id,
+  Result<Json> record_mig_reports(store::Tx& tx, const Env& w, const std::string& node_id,
                                   const std::vector<MigReport>& reports);
   // Offboarding: every live allocation of the tenant is released and its reservations are
   // cancelled; what waited behind them is placed. Returns the allocations released.
-  Result<int> offboard(store::Tx& tx, const World& w, const std::string& tenant_id);
+  Result<int> offboard(store::Tx& tx, const Env& w, const std::string& tenant_id);
   // Every live allocation of the tenant (of one of its projects, when `project_id` is set) is
   // released with `code` and `reason` ("tenant_suspended", "budget_exhausted"): queued ones are
   // withdrawn, and the work of placed ones stops within the grace for `code` (stops). What
   // waited behind them is placed. Returns the allocations ended.
-  Result<int> end_work(store::Tx& tx, const World& w, const std::string& tenant_id,
+  Result<int> end_work(store::Tx& tx, const Env& w, const std::string& tenant_id,
                        const std::optional<std::string>& project_id, const std::string& code,
                        const std::string& reason);
   // Draining nodes that nothing is left on go to maintenance (ready -> draining -> maintenance),
   // keeping the operator's reason: at once after a drain, and from tick() once the last
   // allocation has left. Returns the nodes whose drain completed.
-  Result<int> complete_drains(store::Tx& tx, const World& w);
+  Result<int> complete_drains(store::Tx& tx, const Env& w);
   // A node failed: its allocations fail and are released.
-  Result<int> node_failed(store::Tx& tx, const World& w, const std::string& node_id,
+  Result<int> node_failed(store::Tx& tx, const Env& w, const std::string& node_id,
                           const std::string& reason);
   // The fleet or the quota changed: rebuild from the store before the next decision.
   void invalidate();
@@ -443,9 +444,9 @@ class Service {
 
   // Holds the shape for the tenant during the window (placed at its start; placed at once
   // when the window has begun). Rejects what could never be held.
-  Result<Reservation> reserve(store::Tx& tx, const World& w, const NewReservation& n,
+  Result<Reservation> reserve(store::Tx& tx, const Env& w, const NewReservation& n,
                               const std::string& actor);
-  Result<Reservation> cancel_reservation(store::Tx& tx, const World& w,
+  Result<Reservation> cancel_reservation(store::Tx& tx, const Env& w,
                                          const tenancy::TenantScope& scope, const std::string& id);
 
   // Views. A tenant's view holds its own position and figures only, nothing counted from other
@@ -453,10 +454,9 @@ class Service {
   // allocations, and the platform's use is left out. The operators' view counts the whole
   // queue and shows the platform's use.
   enum class Audience { kTenant, kOperator };
-  Result<Json> why(store::Tx& tx, const World& w, const Allocation& a, Audience audience);
+  Result<Json> why(store::Tx& tx, const Env& w, const Allocation& a, Audience audience);
   // Pending allocations in queue order; one tenant's, or all (tenant_id empty: operators only).
-  Result<Json> queue(store::Tx& tx, const World& w, const std::string& tenant_id,
-                     Audience audience);
+  Result<Json> queue(store::Tx& tx, const Env& w, const std::string& tenant_id, Audience audience);
   // Quota documents with current use.
   Result<Json> tenant_quota(store::Tx& tx, const std::string& tenant_id);
   Result<Json> project_quota(store::Tx& tx, const std::string& tenant_id,
@@ -473,25 +473,25 @@ class Service {
   Result<sched::Scheduler*> ensure(store::Tx& tx) GP_REQUIRES(mu_);
   Result<void> rebuild(store::Tx& tx) GP_REQUIRES(mu_);
   // Records a placement decision; returns the allocation as it now stands (as a load reads it).
-  Result<Allocation> record_placed(store::Tx& tx, const World& w, const std::string& id,
+  Result<Allocation> record_placed(store::Tx& tx, const Env& w, const std::string& id,
                                    const sched::Decision& d, const std::string& from)
       GP_REQUIRES(mu_);
   // Moves `a` (as loaded) to `to`, recording the event, and leaves `a` as its row now reads;
   // the scheduler's own moves are audited.
-  Result<void> transition(store::Tx& tx, const World& w, Allocation& a, State to,
+  Result<void> transition(store::Tx& tx, const Env& w, Allocation& a, State to,
                           const std::string& code, const std::string& reason,
                           const std::string& actor);
-  Result<int> schedule(store::Tx& tx, const World& w) GP_REQUIRES(mu_);
-  Result<void> record_preempted(store::Tx& tx, const World& w,
+  Result<int> schedule(store::Tx& tx, const Env& w) GP_REQUIRES(mu_);
+  Result<void> record_preempted(store::Tx& tx, const Env& w,
                                 const std::vector<std::string>& victims, const std::string& by,
                                 const std::string& by_tenant) GP_REQUIRES(mu_);
   // Brings stored reservation states in line with the scheduler's.
-  Result<void> sync_reservations(store::Tx& tx, const World& w) GP_REQUIRES(mu_);
-  Result<int> end(store::Tx& tx, const World& w, const std::string& id, State to,
+  Result<void> sync_reservations(store::Tx& tx, const Env& w) GP_REQUIRES(mu_);
+  Result<int> end(store::Tx& tx, const Env& w, const std::string& id, State to,
                   const std::string& code, const std::string& reason, const std::string& actor)
       GP_REQUIRES(mu_);
   // end_work without placing what now fits.
-  Result<int> end_all(store::Tx& tx, const World& w, const std::string& tenant_id,
+  Result<int> end_all(store::Tx& tx, const Env& w, const std::string& tenant_id,
                       const std::optional<std::string>& project_id, const std::string& code,
                       const std::string& reason) GP_REQUIRES(mu_);
 

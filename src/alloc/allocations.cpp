@@ -8,6 +8,7 @@
 
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
+#include "common/env.h"
 
 namespace gp::alloc {
 
@@ -291,7 +292,7 @@ Json Event::to_json() const {
           {"to", to},   {"reason_code", reason_code}, {"reason", reason}};
 }
 
-Result<NewAllocation> parse_allocation(store::Tx& tx, const World& w, const Json& body,
+Result<NewAllocation> parse_allocation(store::Tx& tx, const Env& w, const Json& body,
                                        const tenancy::Tenant& tenant,
                                        const tenancy::Project& project) {
   ObjectReader r(body, "allocation");

@@ -7,6 +7,7 @@
 
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
+#include "common/env.h"
 #include "fleet/fleet.h"
 
 namespace gp::alloc {
@@ -93,7 +94,7 @@ Result<Json> allocation_configuring(store::Tx& tx, const Allocation& a) {
   return out;
 }
 
-Result<Json> Service::record_mig_reports(store::Tx& tx, const World& w, const std::string& node_id,
+Result<Json> Service::record_mig_reports(store::Tx& tx, const Env& w, const std::string& node_id,
                                          const std::vector<MigReport>& reports) {
   MutexLock lock(mu_);
   Json changes = Json::array();

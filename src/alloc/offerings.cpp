@@ -3,6 +3,7 @@
 
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
+#include "common/env.h"
 #include "sla/standing.h"
 #include "vm/vm.h"
 
@@ -157,7 +158,7 @@ Offering offering_from(const store::Row& row) {
 
 }  // namespace
 
-Result<Offering> create_offering(store::Tx& tx, const World& w, Offering o) {
+Result<Offering> create_offering(store::Tx& tx, const Env& w, Offering o) {
   o.id = w.ids.next("off");
   o.created_at = w.now();
   o.version = 1;

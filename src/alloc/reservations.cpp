@@ -3,6 +3,7 @@
 
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
+#include "common/env.h"
 
 namespace gp::alloc {
 namespace {
@@ -63,7 +64,7 @@ Json Reservation::to_json() const {
           {"version", version}};
 }
 
-Result<NewReservation> parse_reservation(store::Tx& tx, const World& w, const Json& body,
+Result<NewReservation> parse_reservation(store::Tx& tx, const Env& w, const Json& body,
                                          const tenancy::Tenant& tenant,
                                          const tenancy::TenantScope& scope) {
   if (!body.is_object()) return fail(Error::invalid("reservation: a JSON object is required"));
@@ -121,7 +122,7 @@ Result<std::optional<Reservation>> find_reservation(store::Tx& tx,
   return std::optional<Reservation>(GP_TRY(reservation_from(*row)));
 }
 
-Result<Reservation> Service::reserve(store::Tx& tx, const World& w, const NewReservation& n,
+Result<Reservation> Service::reserve(store::Tx& tx, const Env& w, const NewReservation& n,
                                      const std::string& actor) {
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
@@ -143,7 +144,7 @@ Result<Reservation> Service::reserve(store::Tx& tx, const World& w, const NewRes
   return *GP_TRY(find_reservation(tx, tenancy::TenantScope(n.shape.request.tenant), id));
 }
 
-Result<Reservation> Service::cancel_reservation(store::Tx& tx, const World& w,
+Result<Reservation> Service::cancel_reservation(store::Tx& tx, const Env& w,
                                                 const tenancy::TenantScope& scope,
                                                 const std::string& id) {
   MutexLock lock(mu_);
@@ -165,7 +166,7 @@ Result<Reservation> Service::cancel_reservation(store::Tx& tx, const World& w,
   return *GP_TRY(find_reservation(tx, scope, id));
 }
 
-Result<void> Service::sync_reservations(store::Tx& tx, const World& w) {
+Result<void> Service::sync_reservations(store::Tx& tx, const Env& w) {
   sched::Scheduler* s = &*sched_;
   for (const auto& row : GP_TRY(tx.query(
            "SELECT id, state, reason FROM reservations WHERE state IN ('scheduled','active')"))) {

@@ -6,6 +6,7 @@
 
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
+#include "common/env.h"
 #include "fleet/fleet.h"
 #include "metering/metering.h"
 
@@ -209,7 +210,7 @@ Result<void> insert_event(store::Tx& tx, const std::string& id, int64_t at, std:
 
 }  // namespace
 
-Result<void> Service::transition(store::Tx& tx, const World& w, Allocation& a, State to,
+Result<void> Service::transition(store::Tx& tx, const Env& w, Allocation& a, State to,
                                  const std::string& code, const std::string& reason,
                                  const std::string& actor) {
   const std::string& id = a.id;
@@ -255,7 +256,7 @@ Result<void> Service::transition(store::Tx& tx, const World& w, Allocation& a, S
   return ok();
 }
 
-Result<int> Service::end(store::Tx& tx, const World& w, const std::string& id, State to,
+Result<int> Service::end(store::Tx& tx, const Env& w, const std::string& id, State to,
                          const std::string& code, const std::string& reason,
                          const std::string& actor) {
   auto a = GP_TRY(detail::load(tx, id));
@@ -264,7 +265,7 @@ Result<int> Service::end(store::Tx& tx, const World& w, const std::string& id, S
   return 1;
 }
 
-Result<Allocation> Service::record_placed(store::Tx& tx, const World& w, const std::string& id,
+Result<Allocation> Service::record_placed(store::Tx& tx, const Env& w, const std::string& id,
                                           const sched::Decision& d, const std::string& actor) {
   const sched::Placement& p = *d.placement;
   const int64_t now = w.now();
@@ -302,7 +303,7 @@ Result<Allocation> Service::record_placed(store::Tx& tx, const World& w, const s
   return std::move(*a);
 }
 
-Result<void> Service::record_preempted(store::Tx& tx, const World& w,
+Result<void> Service::record_preempted(store::Tx& tx, const Env& w,
                                        const std::vector<std::string>& victims,
                                        const std::string& by, const std::string& by_tenant) {
   // Those that had to make room get their reason and a grace period to stop.
@@ -329,7 +330,7 @@ Result<void> Service::record_preempted(store::Tx& tx, const World& w,
   return ok();
 }
 
-Result<Allocation> Service::create(store::Tx& tx, const World& w, const NewAllocation& n,
+Result<Allocation> Service::create(store::Tx& tx, const Env& w, const NewAllocation& n,
                                    const std::string& actor) {
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
@@ -379,7 +380,7 @@ Result<Json> Service::dry_run(store::Tx& tx, const NewAllocation& n) {
   return out;
 }
 
-Result<int> Service::schedule(store::Tx& tx, const World& w) {
+Result<int> Service::schedule(store::Tx& tx, const Env& w) {
   sched::Scheduler* s = &*sched_;
   int n = 0;
   for (const sched::Decision& d : s->schedule(from_unix_micros(w.now()))) {
@@ -410,9 +411,8 @@ Result<int> Service::schedule(store::Tx& tx, const World& w) {
   return n;
 }
 
-Result<Allocation> Service::release(store::Tx& tx, const World& w,
-                                    const tenancy::TenantScope& scope, const std::string& id,
-                                    const std::string& reason) {
+Result<Allocation> Service::release(store::Tx& tx, const Env& w, const tenancy::TenantScope& scope,
+                                    const std::string& id, const std::string& reason) {
   MutexLock lock(mu_);
   auto a = GP_TRY(find_allocation(tx, scope, id));
   if (!a) return fail(Error::not_found("allocation not found"));
@@ -429,7 +429,7 @@ Result<Allocation> Service::release(store::Tx& tx, const World& w,
   return *GP_TRY(detail::load(tx, id));
 }
 
-Result<void> Service::activate(store::Tx& tx, const World& w, const std::string& id,
+Result<void> Service::activate(store::Tx& tx, const Env& w, const std::string& id,
                                const std::string& reason) {
   auto a = GP_TRY(detail::load(tx, id));
   if (!a) return fail(Error::not_found(fmt::format("allocation {} not found", id)));
@@ -440,7 +440,7 @@ Result<void> Service::activate(store::Tx& tx, const World& w, const std::string&
   return transition(tx, w, *a, State::kActive, "active", reason, std::string(kScheduler));
 }
 
-Result<int> Service::tick(store::Tx& tx, const World& w) {
+Result<int> Service::tick(store::Tx& tx, const Env& w) {
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   int n = 0;
@@ -478,7 +478,7 @@ Result<int> Service::tick(store::Tx& tx, const World& w) {
   return n;
 }
 
-Result<int> Service::complete_drains(store::Tx& tx, const World& w) {
+Result<int> Service::complete_drains(store::Tx& tx, const Env& w) {
   int n = 0;
   for (const fleet::Node& node : GP_TRY(fleet::draining_nodes(tx))) {
     // Drained once nothing is on it and no ended allocation's work still stops there.
@@ -502,7 +502,7 @@ Result<int> Service::complete_drains(store::Tx& tx, const World& w) {
   return n;
 }
 
-Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::string& node_id) {
+Result<Json> Service::acknowledge(store::Tx& tx, const Env& w, const std::string& node_id) {
   Json allocations = Json::array();
   const auto waits = GP_TRY(node_waits(tx, node_id));
   const auto configuring = GP_TRY(node_configuring(tx, node_id));
@@ -559,7 +559,7 @@ Result<Json> Service::acknowledge(store::Tx& tx, const World& w, const std::stri
   return Json{{"allocations", allocations}, {"gpu_plans", plans}};
 }
 
-Result<int> Service::end_work(store::Tx& tx, const World& w, const std::string& tenant_id,
+Result<int> Service::end_work(store::Tx& tx, const Env& w, const std::string& tenant_id,
                               const std::optional<std::string>& project_id, const std::string& code,
                               const std::string& reason) {
   MutexLock lock(mu_);
@@ -568,7 +568,7 @@ Result<int> Service::end_work(store::Tx& tx, const World& w, const std::string& 
   return n;
 }
 
-Result<int> Service::end_all(store::Tx& tx, const World& w, const std::string& tenant_id,
+Result<int> Service::end_all(store::Tx& tx, const Env& w, const std::string& tenant_id,
                              const std::optional<std::string>& project_id, const std::string& code,
                              const std::string& reason) {
   sched::Scheduler* s = GP_TRY(ensure(tx));
@@ -584,7 +584,7 @@ Result<int> Service::end_all(store::Tx& tx, const World& w, const std::string& t
   return n;
 }
 
-Result<int> Service::offboard(store::Tx& tx, const World& w, const std::string& tenant_id) {
+Result<int> Service::offboard(store::Tx& tx, const Env& w, const std::string& tenant_id) {
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   changed_ = true;
@@ -603,7 +603,7 @@ Result<int> Service::offboard(store::Tx& tx, const World& w, const std::string& 
   return n;
 }
 
-Result<int> Service::node_failed(store::Tx& tx, const World& w, const std::string& node_id,
+Result<int> Service::node_failed(store::Tx& tx, const Env& w, const std::string& node_id,
                                  const std::string& reason) {
   MutexLock lock(mu_);
   // What ran there is gone with the node; its allocations' other nodes get stops.
@@ -620,7 +620,7 @@ Result<int> Service::node_failed(store::Tx& tx, const World& w, const std::strin
   return n;
 }
 
-Result<Json> Service::why(store::Tx& tx, const World& w, const Allocation& a, Audience audience) {
+Result<Json> Service::why(store::Tx& tx, const Env& w, const Allocation& a, Audience audience) {
   MutexLock lock(mu_);
   sched::Scheduler* s = GP_TRY(ensure(tx));
   Json out = {{"id", a.id},
@@ -692,7 +692,7 @@ Result<Json> Service::why(store::Tx& tx, const World& w, const Allocation& a, Au
   return out;
 }
 
-Result<Json> Service::queue(store::Tx& tx, const World& w, const std::string& tenant_id,
+Result<Json> Service::queue(store::Tx& tx, const Env& w, const std::string& tenant_id,
                             Audience audience) {
   if (tenant_id.empty() && audience != Audience::kOperator)
     return fail(Error::internal("the whole queue is the operators' view"));

@@ -6,6 +6,7 @@
 
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
+#include "common/env.h"
 #include "fleet/fleet.h"
 
 namespace gp::alloc {
@@ -98,7 +99,7 @@ Result<std::map<std::string, std::vector<std::string>>> node_waits(store::Tx& tx
   return waits;
 }
 
-Result<Json> end_stops(store::Tx& tx, const World& w, const std::string& node_id,
+Result<Json> end_stops(store::Tx& tx, const Env& w, const std::string& node_id,
                        const std::vector<std::string>& holding) {
   Json ended = Json::array();
   const int64_t now = w.now();

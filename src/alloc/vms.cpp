@@ -9,6 +9,7 @@
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
 #include "common/crypto.h"
+#include "common/env.h"
 #include "fleet/fleet.h"
 #include "network/records.h"
 #include "storage/records.h"
@@ -147,7 +148,7 @@ Result<std::optional<Vm>> find_vm(store::Tx& tx, const tenancy::TenantScope& sco
   return std::optional<Vm>{GP_TRY(vm_from(*row))};
 }
 
-Result<Vm> vm_action(store::Tx& tx, const World& w, const tenancy::TenantScope& scope,
+Result<Vm> vm_action(store::Tx& tx, const Env& w, const tenancy::TenantScope& scope,
                      std::string_view id, std::string_view action) {
   Vm v = GP_TRY(live_vm(tx, scope, id));
   if (action == "start") {
@@ -171,7 +172,7 @@ Result<Vm> vm_action(store::Tx& tx, const World& w, const tenancy::TenantScope& 
   return v;
 }
 
-Result<Vm> vm_console_request(store::Tx& tx, const World& w, const tenancy::TenantScope& scope,
+Result<Vm> vm_console_request(store::Tx& tx, const Env& w, const tenancy::TenantScope& scope,
                               std::string_view id) {
   Vm v = GP_TRY(live_vm(tx, scope, id));
   ++v.console_seq;
@@ -182,7 +183,7 @@ Result<Vm> vm_console_request(store::Tx& tx, const World& w, const tenancy::Tena
   return v;
 }
 
-Result<Json> vm_assignment(store::Tx& tx, const World& w, const Allocation& a,
+Result<Json> vm_assignment(store::Tx& tx, const Env& w, const Allocation& a,
                            const std::string& node_id, bool stopping) {
   if (!a.offering_id || live(a.state) == stopping || a.placement.is_null()) return Json(nullptr);
   auto offering = GP_TRY(find_offering(tx, *a.offering_id));
@@ -301,7 +302,7 @@ Result<std::vector<VmReport>> parse_vm_reports(const Json& j) {
   return out;
 }
 
-Result<Json> apply_vm_reports(store::Tx& tx, const World& w, const std::string& node_id,
+Result<Json> apply_vm_reports(store::Tx& tx, const Env& w, const std::string& node_id,
                               const std::vector<VmReport>& reports) {
   Json changes = Json::array();
   const int64_t now = w.now();

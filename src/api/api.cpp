@@ -12,6 +12,7 @@
 #include "api/console.h"
 #include "api/router.h"
 #include "common/crypto.h"
+#include "common/env.h"
 #include "fleet/fleet.h"
 #include "tenancy/tenancy.h"
 

@@ -19,6 +19,7 @@
 #include "api/rate_limit.h"
 #include "audit/audit.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/ids.h"
 #include "common/json.h"
 #include "common/page.h"
@@ -133,7 +134,7 @@ class Api {
   const Clock& clock() const { return env_.clock; }
   IdSource& ids() { return env_.ids; }
   const Random& random() const { return env_.random; }
-  Env world() const { return env_; }
+  const Env& env() const { return env_; }
   const iam::Authenticator& authenticator() const { return authn_; }
   alloc::Service& allocs() { return allocs_; }
   Throttles& throttles() { return *throttles_; }

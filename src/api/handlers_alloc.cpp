@@ -21,7 +21,7 @@ Json offering_for(const alloc::Offering& o, const tenancy::Tenant& t) {
 
 Result<Mutation> create_offering(Api& api, Call& call, store::Tx& tx) {
   auto o = GP_TRY(alloc::parse_offering(*call.body));
-  o = GP_TRY(alloc::create_offering(tx, api.world(), std::move(o)));
+  o = GP_TRY(alloc::create_offering(tx, api.env(), std::move(o)));
   Mutation m;
   m.reply = json_reply(201, o.to_json(), o.version);
   m.resource = "/v1/offerings/" + o.id;
@@ -51,7 +51,7 @@ Result<Mutation> create_allocation(Api& api, Call& call, store::Tx& tx) {
                                                q->second != "1" && q->second != "false" &&
                                                q->second != "0")
     return fail(Error::invalid("dry_run must be true or false"));
-  auto w = api.world();
+  auto w = api.env();
   auto n = GP_TRY(alloc::parse_allocation(tx, w, *call.body, *call.tenant, *call.project));
   Mutation m;
   // A dry run says what the create would: a spent hard-stop budget refuses both.
@@ -132,7 +132,7 @@ Result<Mutation> release_allocation(Api& api, Call& call, store::Tx& tx) {
                          sees_every_tenant(call) ? " (operator)" : "");
   }
   auto a = GP_TRY(
-      api.allocs().release(tx, api.world(), call.tenant_scope(), call.param("allocation"), reason));
+      api.allocs().release(tx, api.env(), call.tenant_scope(), call.param("allocation"), reason));
   Mutation m;
   m.reply = json_reply(200, a.to_json(), a.version);
   m.detail = {{"reason", a.reason}};
@@ -170,7 +170,7 @@ Result<Mutation> put_platform_quota(Api& api, Call& call, store::Tx& tx) {
 }
 
 Result<Mutation> create_reservation(Api& api, Call& call, store::Tx& tx) {
-  auto w = api.world();
+  auto w = api.env();
   auto n = GP_TRY(alloc::parse_reservation(tx, w, *call.body, *call.tenant, call.tenant_scope()));
   auto r = GP_TRY(api.allocs().reserve(tx, w, n, call.who.id));
   Mutation m;
@@ -361,7 +361,7 @@ std::vector<Route> alloc_routes() {
                .handler = serialized_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
                  auto a = GP_TRY(path_allocation(call, tx));
                  return json_reply(200,
-                                   GP_TRY(api.allocs().why(tx, api.world(), a, view_for(call))));
+                                   GP_TRY(api.allocs().why(tx, api.env(), a, view_for(call))));
                }),
                .summary = "Why an allocation is where it is: queue position, quota at each "
                           "level, whether the fleet has room, and its history. Tenants' "
@@ -409,7 +409,7 @@ std::vector<Route> alloc_routes() {
                .mutation = true,
                .handler = write_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Mutation> {
                  auto x = GP_TRY(api.allocs().cancel_reservation(
-                     tx, api.world(), call.tenant_scope(), call.param("reservation")));
+                     tx, api.env(), call.tenant_scope(), call.param("reservation")));
                  Mutation m;
                  m.reply = json_reply(200, x.to_json(), x.version);
                  return m;
@@ -449,7 +449,7 @@ std::vector<Route> alloc_routes() {
                  auto r = body_reader(call, "VM action");
                  std::string action = r.string("action", 16);
                  GP_TRY_VOID(r.finish());
-                 auto v = GP_TRY(alloc::vm_action(tx, api.world(), call.tenant_scope(),
+                 auto v = GP_TRY(alloc::vm_action(tx, api.env(), call.tenant_scope(),
                                                   call.param("vm"), action));
                  Mutation m;
                  m.reply = json_reply(200, v.to_json(), v.version);
@@ -470,7 +470,7 @@ std::vector<Route> alloc_routes() {
                .permission = Permission::kAllocationWrite,
                .mutation = true,
                .handler = write_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Mutation> {
-                 auto v = GP_TRY(alloc::vm_console_request(tx, api.world(), call.tenant_scope(),
+                 auto v = GP_TRY(alloc::vm_console_request(tx, api.env(), call.tenant_scope(),
                                                            call.param("vm")));
                  Mutation m;
                  m.reply = json_reply(200, v.console_json());
@@ -536,7 +536,7 @@ std::vector<Route> alloc_routes() {
                .action = "queue.tenant",
                .permission = Permission::kAllocationRead,
                .handler = serialized_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
-                 return json_reply(200, GP_TRY(api.allocs().queue(tx, api.world(), call.tenant->id,
+                 return json_reply(200, GP_TRY(api.allocs().queue(tx, api.env(), call.tenant->id,
                                                                   view_for(call))));
                }),
                .summary = "The tenant's waiting allocations in queue order, with their place "
@@ -557,7 +557,7 @@ std::vector<Route> alloc_routes() {
                .permission = Permission::kFleetRead,
                .handler = serialized_tx([](Api& api, Call&, store::Tx& tx) -> Result<Reply> {
                  return json_reply(200,
-                                   GP_TRY(api.allocs().queue(tx, api.world(), "",
+                                   GP_TRY(api.allocs().queue(tx, api.env(), "",
                                                              alloc::Service::Audience::kOperator)));
                }),
                .summary = "Every waiting allocation in queue order (operators).",

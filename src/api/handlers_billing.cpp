@@ -17,7 +17,7 @@ Result<Mutation> create_rate_card(Api& api, Call& call, store::Tx& tx) {
         "field 'version': assigned by the server (the next version of the card's id)"));
   billing::RateCard card = GP_TRY(billing::parse_rate_card(body));
   const billing::PublishedRateCard published =
-      GP_TRY(billing::publish_rate_card(tx, card, call.who.id, api.world().now()));
+      GP_TRY(billing::publish_rate_card(tx, card, call.who.id, api.env().now()));
   Json reply = published.to_json();
   // A price for an offering that does not exist is kept (the offering may come next) but said:
   // until then it prices nothing.

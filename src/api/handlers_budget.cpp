@@ -104,7 +104,7 @@ Result<Reply> list_budgets(Api& api, Call& call, store::Tx& tx) {
   });
   Json items = Json::array();
   if (!listed.items.empty()) {
-    const auto spend = spend_this_month(tx, call.tenant->id, api.world().now());
+    const auto spend = spend_this_month(tx, call.tenant->id, api.env().now());
     for (const auto& b : listed.items) items.push_back(GP_TRY(budget_json(call, tx, b, spend)));
   }
   return json_reply(200, {{"items", items}, {"next", next_json(listed)}});
@@ -113,7 +113,7 @@ Result<Reply> list_budgets(Api& api, Call& call, store::Tx& tx) {
 Result<Reply> get_budget(Api& api, Call& call, store::Tx& tx) {
   const std::string project = GP_TRY(budget_project(call, tx));
   auto b = GP_TRY(found(billing::find_budget(tx, call.tenant->id, project), "budget"));
-  const auto spend = spend_this_month(tx, call.tenant->id, api.world().now());
+  const auto spend = spend_this_month(tx, call.tenant->id, api.env().now());
   return json_reply(200, GP_TRY(budget_json(call, tx, b, spend)), b.version);
 }
 
@@ -122,7 +122,7 @@ Result<Mutation> put_budget(Api& api, Call& call, store::Tx& tx) {
   auto b = GP_TRY(billing::parse_budget_body(call.tenant->id, project, *call.body));
   auto current = GP_TRY(billing::find_budget(tx, call.tenant->id, project));
   GP_TRY_VOID(check_if_match(call, current ? current->version : 0));
-  const int64_t now = api.world().now();
+  const int64_t now = api.env().now();
   auto saved = GP_TRY(billing::save_budget(tx, b, call.who.id, now));
   // Thresholds the spend already reached fire now rather than at the next sweep.
   const auto spend = spend_this_month(tx, call.tenant->id, now);
@@ -219,7 +219,7 @@ Result<std::optional<BudgetGate>> budget_precheck(Api& api, store::Tx& tx,
                                                   const std::string& project_id) {
   auto stops = GP_TRY(billing::hard_stop_budgets(tx, tenant_id, project_id));
   if (stops.empty()) return std::optional<BudgetGate>();
-  auto spend = spend_this_month(tx, tenant_id, api.world().now());
+  auto spend = spend_this_month(tx, tenant_id, api.env().now());
   if (!spend)
     return fail(Error::conflict(fmt::format(
         "a budget with a hard stop covers this project but its spend cannot be rated: {}",
@@ -245,7 +245,7 @@ Result<void> budget_admit(Api& api, store::Tx& tx, const BudgetGate& gate,
   if (a.placement.is_null()) return ok();
   auto holding = GP_TRY(metering::holding_of(a.placement));
   if (!holding) return ok();
-  const int64_t now = api.world().now();
+  const int64_t now = api.env().now();
   billing::UsageRecord r;
   r.tenant = a.tenant_id;
   r.project = a.project_id;
@@ -285,7 +285,7 @@ Result<void> budget_admit(Api& api, store::Tx& tx, const BudgetGate& gate,
 // ---- the billing sweep ----
 
 Result<int> Api::billing_sweep() {
-  const int64_t now = world().now();
+  const int64_t now = env().now();
   const billing::Period period = billing::month_containing(now);
   struct Rated {
     std::string tenant;
@@ -346,7 +346,7 @@ Result<int> Api::billing_sweep() {
           const auto project =
               b.budget.project.empty() ? std::nullopt : std::optional(b.budget.project);
           const int ended = GP_TRY(allocs().end_work(
-              tx, world(), b.budget.tenant, project, "budget_exhausted",
+              tx, env(), b.budget.tenant, project, "budget_exhausted",
               fmt::format("the budget of {} for {} is spent ({} spent in {}, hard stop)",
                           billing::format_money(b.budget.amount_micros, r.spend.currency),
                           GP_TRY(scope_text(tx, b.budget)),

@@ -26,7 +26,7 @@ Result<Mutation> create_pool(Api& api, Call& call, store::Tx& tx) {
     auto t = GP_TRY(found(tenancy::find_tenant(tx, *tenant), "tenant"));
     tenant_id = t.id;
   }
-  auto p = GP_TRY(fleet::create_pool(tx, api.world(), name, tenant_id, description));
+  auto p = GP_TRY(fleet::create_pool(tx, api.env(), name, tenant_id, description));
   Mutation m;
   m.reply = json_reply(201, p.to_json(), p.version);
   m.resource = "/v1/pools/" + p.id;
@@ -43,7 +43,7 @@ Result<Mutation> create_join_token(Api& api, Call& call, store::Tx& tx) {
   std::optional<std::string> pool_id;
   if (pool) pool_id = GP_TRY(found(fleet::find_pool(tx, *pool), "pool")).id;
   auto t = GP_TRY(
-      fleet::create_join_token(tx, api.world(), pool_id, call.who.id, std::chrono::seconds(ttl)));
+      fleet::create_join_token(tx, api.env(), pool_id, call.who.id, std::chrono::seconds(ttl)));
   Mutation m;
   m.reply = json_reply(201, {{"id", t.id},
                              {"token", t.token},
@@ -91,16 +91,16 @@ MutationHandler node_verb(const std::string& verb) {
     auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
     fleet::Node out;
     if (verb == "cordon" || verb == "uncordon") {
-      out = GP_TRY(fleet::set_cordoned(tx, api.world(), n.id, verb == "cordon"));
+      out = GP_TRY(fleet::set_cordoned(tx, api.env(), n.id, verb == "cordon"));
     } else {
       auto action = fleet::parse_node_action(verb);
       std::optional<int64_t> until;
-      if (deadline) until = api.world().now() + *deadline * 1'000'000;
-      out = GP_TRY(fleet::apply_action(tx, api.world(), n.id, *action,
+      if (deadline) until = api.env().now() + *deadline * 1'000'000;
+      out = GP_TRY(fleet::apply_action(tx, api.env(), n.id, *action,
                                        reason.empty() ? "operator: " + verb : reason, until));
       // Nothing on the node: the drain completes now rather than at the next tick.
       if (out.state == fleet::NodeState::kDraining &&
-          GP_TRY(api.allocs().complete_drains(tx, api.world())) > 0)
+          GP_TRY(api.allocs().complete_drains(tx, api.env())) > 0)
         out = GP_TRY(found(fleet::find_node(tx, n.id), "node"));
     }
     // A failed or retired node takes its allocations down with it; drained and cordoned nodes
@@ -108,7 +108,7 @@ MutationHandler node_verb(const std::string& verb) {
     int failed = 0;
     if (out.state == fleet::NodeState::kFailed || out.state == fleet::NodeState::kRetired)
       failed = GP_TRY(api.allocs().node_failed(
-          tx, api.world(), n.id,
+          tx, api.env(), n.id,
           fmt::format("node {} {}: {}", n.info.name, fleet::node_state_name(out.state),
                       reason.empty() ? "operator: " + verb : reason)));
     api.allocs().invalidate();
@@ -144,7 +144,7 @@ Result<Mutation> import_inventory(Api& api, Call& call, store::Tx& tx) {
     auto parsed = fleet::parse_inventory(*inv);
     if (!parsed)
       return fail(Error::invalid(fmt::format("nodes[{}]: {}", i, parsed.error().message)));
-    auto n = GP_TRY(fleet::import_node(tx, api.world(), *parsed, pool_id, ready));
+    auto n = GP_TRY(fleet::import_node(tx, api.env(), *parsed, pool_id, ready));
     created.push_back(n.to_json());
   }
   api.allocs().invalidate();
@@ -176,7 +176,7 @@ Result<Json> issue_node_certificate(Api& api, store::Tx& tx, const std::string& 
                                 .node_id = node_id,
                                 .not_before = to_unix_micros(from),
                                 .not_after = to_unix_micros(now + ttl)};
-  GP_TRY_VOID(fleet::record_certificate(tx, api.world(), record));
+  GP_TRY_VOID(fleet::record_certificate(tx, api.env(), record));
   return Json{{"pem", pem},
               {"serial", record.serial},
               {"not_after", format_rfc3339(now + ttl)},
@@ -196,7 +196,7 @@ Result<Mutation> enroll(Api& api, Call& call, store::Tx& tx) {
         "csr: this control plane requires node client certificates (mTLS); send a certificate "
         "request with the enrolment (gpuplane agent does)"));
   auto inventory = GP_TRY(fleet::parse_inventory(*inv));
-  auto e = GP_TRY(fleet::enroll(tx, api.world(), token, inventory));
+  auto e = GP_TRY(fleet::enroll(tx, api.env(), token, inventory));
   auto gpus = GP_TRY(fleet::list_gpus(tx, e.node.id));
   Json reply = {{"node", node_with_gpus(e.node, gpus)}, {"credential", e.credential}};
   if (csr) reply["certificate"] = GP_TRY(issue_node_certificate(api, tx, e.node.id, *csr));
@@ -230,7 +230,7 @@ Result<Mutation> revoke_node(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(r.finish());
   auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
   if (reason.empty()) reason = "operator: revoke";
-  int revoked = GP_TRY(fleet::revoke_node(tx, api.world(), n.id, reason));
+  int revoked = GP_TRY(fleet::revoke_node(tx, api.env(), n.id, reason));
   Mutation m;
   m.reply = json_reply(200, {{"node", n.to_json()}, {"certificates_revoked", revoked}});
   m.resource = "/v1/nodes/" + n.id;
@@ -254,7 +254,7 @@ Result<Mutation> repair_gpu(Api& api, Call& call, store::Tx& tx) {
   auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
   const fleet::Gpu before = GP_TRY(path_gpu(call, tx, n.id));
   auto g =
-      GP_TRY(fleet::start_repair(tx, api.world(), n.id, before.info.uuid, reason, call.who.id));
+      GP_TRY(fleet::start_repair(tx, api.env(), n.id, before.info.uuid, reason, call.who.id));
   api.allocs().invalidate();  // the scheduler no longer places on it
   Mutation m;
   Json out = g.to_json();
@@ -332,7 +332,7 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
     auto parsed = network::parse_ipv4(*underlay);
     if (!parsed) return fail(Error::invalid("field 'underlay_address': " + parsed.error().message));
   }
-  auto w = api.world();
+  auto w = api.env();
   Json detail = Json::object();
   if (job_reports) {
     auto reports = GP_TRY(jobs::parse_reports(*job_reports));
@@ -437,10 +437,10 @@ Result<std::map<std::string, std::vector<fleet::GpuHold>>> gpu_holds(store::Tx& 
 
 Result<void> Api::housekeeping(Duration node_timeout, bool checkpoint) {
   auto r = store().write([&](store::Tx& tx) -> Result<void> {
-    auto failed = GP_TRY(fleet::sweep_missed_heartbeats(tx, world(), node_timeout));
+    auto failed = GP_TRY(fleet::sweep_missed_heartbeats(tx, env(), node_timeout));
     for (const auto& n : failed) {
       const int lost = GP_TRY(allocs().node_failed(
-          tx, world(), n.id, fmt::format("node {} failed: missed heartbeats", n.info.name)));
+          tx, env(), n.id, fmt::format("node {} failed: missed heartbeats", n.info.name)));
       audit::Entry e{
           "system",
           "",
@@ -452,8 +452,8 @@ Result<void> Api::housekeeping(Duration node_timeout, bool checkpoint) {
           {{"node", n.info.name}, {"reason", "missed heartbeats"}, {"allocations_failed", lost}}};
       GP_TRY_VOID(audit().append(tx, e));
     }
-    GP_TRY(allocs().tick(tx, world()));
-    GP_TRY(jobs::sync(tx, world(), allocs()));
+    GP_TRY(allocs().tick(tx, env()));
+    GP_TRY(jobs::sync(tx, env(), allocs()));
     if (checkpoint) GP_TRY_VOID(audit().checkpoint(tx));
     refresh_usage_gauges(*this, tx);
     return ok();

@@ -35,7 +35,7 @@ Result<Mutation> create_user(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "user");
   auto spec = GP_TRY(tenancy::parse_user_spec(r));
   GP_TRY_VOID(r.finish());
-  auto u = GP_TRY(tenancy::create_user(tx, api.world(), call.owner(), spec));
+  auto u = GP_TRY(tenancy::create_user(tx, api.env(), call.owner(), spec));
   auto m = created(u.to_json(), fmt::format("{}/users/{}", base_path(call), u.id), u.version);
   m.detail = {{"username", u.username}};
   return m;
@@ -59,7 +59,7 @@ Result<Mutation> update_user(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(r.finish());
   auto target = GP_TRY(found(tenancy::find_user(tx, call.owner(), call.param("user")), "user"));
   auto u = GP_TRY(
-      tenancy::update_user(tx, api.world(), call.owner(), target.id, patch, call.if_match()));
+      tenancy::update_user(tx, api.env(), call.owner(), target.id, patch, call.if_match()));
   Mutation m;
   m.reply = json_reply(200, u.to_json(), u.version);
   Json detail = *call.body;
@@ -72,7 +72,7 @@ Result<Mutation> delete_user(Api& api, Call& call, store::Tx& tx) {
   auto u = GP_TRY(found(tenancy::find_user(tx, call.owner(), call.param("user")), "user"));
   if (u.id == call.who.id) return fail(Error::invalid("you cannot delete yourself"));
   GP_TRY_VOID(check_if_match(call, u.version));
-  GP_TRY_VOID(tenancy::delete_user(tx, api.world(), call.owner(), u.id));
+  GP_TRY_VOID(tenancy::delete_user(tx, api.env(), call.owner(), u.id));
   return no_content({{"username", u.username}});
 }
 
@@ -82,7 +82,7 @@ Result<Mutation> create_sa(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "service account");
   auto spec = GP_TRY(tenancy::parse_service_account_spec(r));
   GP_TRY_VOID(r.finish());
-  auto s = GP_TRY(tenancy::create_service_account(tx, api.world(), call.owner(), spec));
+  auto s = GP_TRY(tenancy::create_service_account(tx, api.env(), call.owner(), spec));
   auto m =
       created(s.to_json(), fmt::format("{}/service-accounts/{}", base_path(call), s.id), s.version);
   m.detail = {{"name", s.name}};
@@ -107,7 +107,7 @@ Result<Mutation> delete_sa(Api& api, Call& call, store::Tx& tx) {
       GP_TRY(found(tenancy::find_service_account(tx, call.owner(), call.param("service_account")),
                    "service account"));
   GP_TRY_VOID(check_if_match(call, s.version));
-  GP_TRY_VOID(tenancy::delete_service_account(tx, api.world(), call.owner(), s.id));
+  GP_TRY_VOID(tenancy::delete_service_account(tx, api.env(), call.owner(), s.id));
   return no_content({{"name", s.name}});
 }
 
@@ -120,7 +120,7 @@ bool manages_identities(const Call& call) {
 }
 
 Result<Mutation> create_key(Api& api, Call& call, store::Tx& tx) {
-  auto w = api.world();
+  auto w = api.env();
   auto r = body_reader(call, "api key");
   auto spec = GP_TRY(tenancy::parse_api_key_spec(r, w));
   GP_TRY_VOID(r.finish());
@@ -152,7 +152,7 @@ Result<tenancy::ApiKey> visible_key(Call& call, store::Tx& tx) {
 
 Result<Reply> get_key(Api& api, Call& call, store::Tx& tx) {
   auto k = GP_TRY(visible_key(call, tx));
-  return json_reply(200, k.to_json(api.world().now()));
+  return json_reply(200, k.to_json(api.env().now()));
 }
 
 Result<Reply> list_keys(Api& api, Call& call, store::Tx& tx) {
@@ -160,7 +160,7 @@ Result<Reply> list_keys(Api& api, Call& call, store::Tx& tx) {
   if (iam::authorize(call.who, Permission::kIdentityRead, call.scope()) != iam::Decision::kAllow)
     owner = call.who.id;  // only one's own keys
   auto p = GP_TRY(tenancy::list_api_keys(tx, call.owner(), GP_TRY(page_request(api, call)), owner));
-  int64_t now = api.world().now();
+  int64_t now = api.env().now();
   return json_reply(200, page_json(p, [now](const auto& k) { return k.to_json(now); }));
 }
 
@@ -168,7 +168,7 @@ Result<Mutation> revoke_key(Api& api, Call& call, store::Tx& tx) {
   auto k = GP_TRY(visible_key(call, tx));
   if (k.owner_id != call.who.id && !manages_identities(call))
     GP_TRY_VOID(require(call, Permission::kIdentityWrite, call.scope()));
-  GP_TRY_VOID(tenancy::revoke_api_key(tx, api.world(), call.owner(), k.id));
+  GP_TRY_VOID(tenancy::revoke_api_key(tx, api.env(), call.owner(), k.id));
   return no_content({{"owner_id", k.owner_id}});
 }
 
@@ -201,7 +201,7 @@ Result<Mutation> create_binding(Api& api, Call& call, store::Tx& tx) {
   if (!iam::may_grant(call.who, spec.role, where))
     return fail(Error::denied(
         fmt::format("you may not grant {} at this scope", iam::role_name(spec.role))));
-  auto b = GP_TRY(tenancy::create_binding(tx, api.world(), call.owner(), where, spec));
+  auto b = GP_TRY(tenancy::create_binding(tx, api.env(), call.owner(), where, spec));
   auto m = created(b.to_json(), fmt::format("{}/role-bindings/{}", base_path(call), b.id));
   m.detail = {{"role", b.role}, {"subject_id", b.subject_id}};
   if (b.project_id) m.detail["project_id"] = *b.project_id;

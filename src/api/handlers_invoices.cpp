@@ -22,7 +22,7 @@ Result<billing::CreditsByTenant> sla_credits(Api& api, store::Tx& tx, const std:
                                              const billing::Period& period,
                                              const billing::OfferingNames& offerings) {
   return billing::load_sla_credits(
-      tx, tenant_id, period, api.world().now(), offerings,
+      tx, tenant_id, period, api.env().now(), offerings,
       [&tx](const std::string& id) { return alloc::find_failure(tx, id); });
 }
 
@@ -42,7 +42,7 @@ Result<std::vector<billing::OfferingCredit>> tenant_sla_credits(
 Result<Json> account_json(Api& api, store::Tx& tx, const billing::Account& a) {
   Json body = a.to_json();
   auto card = billing::rate_card_for_period(tx, a.rate_card_id,
-                                            billing::month_containing(api.world().now()));
+                                            billing::month_containing(api.env().now()));
   if (!card && card.error().code != ErrorCode::kNotFound &&
       card.error().code != ErrorCode::kInvalidArgument && card.error().code != ErrorCode::kConflict)
     return fail(card.error());
@@ -66,7 +66,7 @@ Result<Mutation> put_account(Api& api, Call& call, store::Tx& tx) {
         fmt::format("field 'rate_card': no rate card '{}' is published (POST /v1/rate-cards)",
                     next.rate_card_id)));
   }
-  auto saved = GP_TRY(billing::save_account(tx, next, call.who.id, api.world().now()));
+  auto saved = GP_TRY(billing::save_account(tx, next, call.who.id, api.env().now()));
   Mutation m;
   m.reply = json_reply(200, GP_TRY(account_json(api, tx, saved)), saved.version);
   m.detail = {{"rate_card", saved.rate_card_id},
@@ -81,7 +81,7 @@ Result<Mutation> draft_invoice(Api& api, Call& call, store::Tx& tx) {
   auto period = GP_TRY(billing::parse_period_body(*call.body));
   const auto offerings = GP_TRY(alloc::offering_names(tx));
   const auto credits = GP_TRY(tenant_sla_credits(api, tx, call.tenant->id, period, offerings));
-  auto r = GP_TRY(billing::refresh_draft(tx, api.world(), call.tenant->id, period, call.who.id,
+  auto r = GP_TRY(billing::refresh_draft(tx, api.env(), call.tenant->id, period, call.who.id,
                                          offerings, credits));
   Mutation m;
   m.reply = json_reply(r.outcome == billing::DraftOutcome::kRefreshed ? 200 : 201,
@@ -194,7 +194,7 @@ Mutation invoice_mutation(const billing::StoredInvoice& s) {
 
 Result<Mutation> finalize(Api& api, Call& call, store::Tx& tx) {
   auto s = GP_TRY(billing::finalize_stored(tx, call.tenant->id, call.param("invoice"), call.who.id,
-                                           api.world().now()));
+                                           api.env().now()));
   return invoice_mutation(s);
 }
 
@@ -203,7 +203,7 @@ Result<Mutation> void_invoice(Api& api, Call& call, store::Tx& tx) {
   std::string reason = rd.string("reason", 500);
   GP_TRY_VOID(rd.finish());
   auto s = GP_TRY(billing::void_stored(tx, call.tenant->id, call.param("invoice"), reason,
-                                       call.who.id, api.world().now()));
+                                       call.who.id, api.env().now()));
   Mutation m = invoice_mutation(s);
   m.detail["reason"] = reason;
   return m;
@@ -211,7 +211,7 @@ Result<Mutation> void_invoice(Api& api, Call& call, store::Tx& tx) {
 
 Result<Reply> verify(Api& api, Call& call, store::Tx& tx) {
   auto v = GP_TRY(billing::verify_invoice(tx, call.tenant->id, call.param("invoice"),
-                                          api.world().now(), GP_TRY(alloc::offering_names(tx))));
+                                          api.env().now(), GP_TRY(alloc::offering_names(tx))));
   return json_reply(200, v.to_json());
 }
 
@@ -220,7 +220,7 @@ Result<Mutation> run(Api& api, Call& call, store::Tx& tx) {
   const auto offerings = GP_TRY(alloc::offering_names(tx));
   const auto credits = GP_TRY(sla_credits(api, tx, "", period, offerings));
   auto report =
-      GP_TRY(billing::run_period(tx, api.world(), period, call.who.id, offerings, credits));
+      GP_TRY(billing::run_period(tx, api.env(), period, call.who.id, offerings, credits));
   Json body = report.to_json();
   Mutation m;
   m.reply = json_reply(200, body);
@@ -237,10 +237,10 @@ const std::vector<std::string> kListParams = {"limit", "after", "period", "state
 
 Result<Json> draft_final_invoice(Api& api, store::Tx& tx, const tenancy::Tenant& t,
                                  const std::string& who) {
-  const billing::Period period = billing::month_containing(api.world().now());
+  const billing::Period period = billing::month_containing(api.env().now());
   const auto offerings = GP_TRY(alloc::offering_names(tx));
   const auto credits = GP_TRY(tenant_sla_credits(api, tx, t.id, period, offerings));
-  auto r = billing::refresh_draft(tx, api.world(), t.id, period, who, offerings, credits);
+  auto r = billing::refresh_draft(tx, api.env(), t.id, period, who, offerings, credits);
   if (!r) {
     // Rating fails before anything is written (no card in force, an overlapping invoice).
     if (r.error().code == ErrorCode::kInternal || r.error().code == ErrorCode::kUnavailable)

@@ -50,7 +50,7 @@ Result<Mutation> create_job(Api& api, Call& call, store::Tx& tx) {
                       name, call.tenant->name)));
   auto policy = GP_TRY(tenancy::load_workload_policy(tx, call.tenant->id));
   auto gate = GP_TRY(budget_precheck(api, tx, call.tenant->id, call.project->id));
-  auto w = api.world();
+  auto w = api.env();
   auto j = GP_TRY(
       jobs::submit(tx, w, api.allocs(), spec,
                    {.tenant = *call.tenant,
@@ -107,7 +107,7 @@ Result<Reply> get_job_utilization(Api& api, Call& call, store::Tx& tx) {
     out["to"] = nullptr;
     return json_reply(200, out);
   }
-  const int64_t from = *j.started_at, to = j.ended_at.value_or(api.world().now()) + 1;
+  const int64_t from = *j.started_at, to = j.ended_at.value_or(api.env().now()) + 1;
   out["from"] = format_rfc3339(from_unix_micros(from));
   out["to"] = format_rfc3339(from_unix_micros(to));
   auto a =
@@ -139,7 +139,7 @@ Result<Mutation> cancel_job(Api& api, Call& call, store::Tx& tx) {
   auto before = GP_TRY(path_job(call, tx));
   GP_TRY_VOID(check_if_match(call, before.version));
   auto j = GP_TRY(
-      jobs::cancel(tx, api.world(), api.allocs(), call.tenant_scope(), before.id, call.who.id));
+      jobs::cancel(tx, api.env(), api.allocs(), call.tenant_scope(), before.id, call.who.id));
   Mutation m;
   m.reply = json_reply(200, GP_TRY(job_detail(tx, j)), j.version);
   m.detail = {{"name", j.spec.name}, {"state", jobs::state_name(j.state)}, {"reason", j.reason}};

@@ -274,7 +274,7 @@ Result<Mutation> rotate_keys(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(r.finish());
   const auto& t = *call.tenant;
   auto rotation = GP_TRY(storage::rotate_tenant_key(tx, t.id, t.name, master_keys(api),
-                                                    api.random(), api.world().now()));
+                                                    api.random(), api.env().now()));
   Json body = key_status_json(GP_TRY(storage::tenant_key_status(tx, t.id)));
   body["resealed"] = rotation.resealed;
   Mutation m;
@@ -287,7 +287,7 @@ Result<Mutation> rotate_keys(Api& api, Call& call, store::Tx& tx) {
 
 Result<int> Api::key_rotation_sweep(Duration max_age) {
   if (isolation().master_keys.empty()) return 0;
-  const int64_t now = world().now();
+  const int64_t now = env().now();
   const int64_t before =
       now - std::chrono::duration_cast<std::chrono::microseconds>(max_age).count();
   int rotated = 0;
@@ -338,7 +338,7 @@ Result<void> ensure_tenant_key(Api& api, store::Tx& tx, const tenancy::Tenant& t
   if (master_keys(api).empty()) return ok();
   auto ring = GP_TRY(storage::load_keyring(tx, tenant.id));
   if (!ring.tenants.empty()) return ok();
-  const int64_t now = api.world().now();
+  const int64_t now = api.env().now();
   GP_TRY_VOID(
       storage::create_tenant_key(ring, tenant.name, master_keys(api).front(), api.random(), now));
   return storage::save_keyring(tx, tenant.id, ring, false, now);

@@ -104,7 +104,7 @@ Result<Reply> sign_in(Api& api, Call& call, iam::oidc::Provider& provider, const
   const std::string source = "oidc:" + provider.config().name;
   return run_mutation(api, call, [&](Api& api, Call&, store::Tx& tx) -> Result<Mutation> {
     const std::string user_id =
-        GP_TRY(tenancy::sync_external_user(tx, api.world(), identity, source));
+        GP_TRY(tenancy::sync_external_user(tx, api.env(), identity, source));
     Mutation m = GP_TRY(login_session(api, tx, user_id, cookie));
     Json grants = Json::array();
     for (const auto& g : identity.grants)

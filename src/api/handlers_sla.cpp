@@ -60,7 +60,7 @@ Result<Mutation> put_offering_sla(Api& api, Call& call, store::Tx& tx) {
   auto before = GP_TRY(sla::find_offering_sla(tx, o.id));
   GP_TRY_VOID(check_if_match(call, before.version));
   auto stored =
-      GP_TRY(sla::put_offering_sla(tx, next, before.version, call.who.id, api.world().now()));
+      GP_TRY(sla::put_offering_sla(tx, next, before.version, call.who.id, api.env().now()));
   Mutation m;
   m.reply = json_reply(200, stored_sla_json(stored, o), stored.version);
   m.resource = fmt::format("/v1/offerings/{}/sla", o.id);
@@ -76,7 +76,7 @@ Result<Mutation> put_offering_sla(Api& api, Call& call, store::Tx& tx) {
 // ?period=YYYY-MM, the current UTC month by default.
 Result<std::pair<int64_t, int64_t>> period_param(Api& api, const Call& call) {
   auto it = call.req.query.find("period");
-  if (it == call.req.query.end()) return sla::parse_period(sla::period_of(api.world().now()));
+  if (it == call.req.query.end()) return sla::parse_period(sla::period_of(api.env().now()));
   return sla::parse_period(it->second);
 }
 
@@ -85,7 +85,7 @@ double ratio(__int128 num, int64_t den) { return double(num) / double(den); }
 
 Result<Reply> standing_reply(Api& api, Call& call, store::Tx& tx, const std::string& tenant_id) {
   const auto [from, to] = GP_TRY(period_param(api, call));
-  const int64_t now = api.world().now();
+  const int64_t now = api.env().now();
   auto rows = GP_TRY(sla::standing(tx, tenant_id, from, to, now, [&tx](const std::string& id) {
     return alloc::find_failure(tx, id);
   }));
@@ -127,7 +127,7 @@ Result<Reply> standing_reply(Api& api, Call& call, store::Tx& tx, const std::str
 }
 
 Result<Reply> list_downtime(Api& api, Call& call, store::Tx& tx) {
-  const int64_t now = api.world().now();
+  const int64_t now = api.env().now();
   const int64_t to = GP_TRY(time_param(call, "to", now));
   const int64_t from =
       GP_TRY(time_param(call, "from", metering::period_start(now, metering::Granularity::kMonth)));

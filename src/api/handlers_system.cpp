@@ -6,6 +6,7 @@
 #include "api/client_key.h"
 #include "api/router.h"
 #include "common/crypto.h"
+#include "common/env.h"
 #include "observe/observe.h"
 
 namespace gp::api {
@@ -131,7 +132,7 @@ std::vector<std::pair<std::string, std::string>> session_cookies(const Api& api,
 }
 
 Result<Mutation> login_session(Api& api, store::Tx& tx, const std::string& user_id, bool cookie) {
-  World w = api.world();
+  Env w = api.env();
   auto s = GP_TRY(tenancy::create_session(tx, w, user_id, api.limits().session_ttl));
   auto principal = GP_TRY(api.authenticator().load_principal(tx, "user", user_id));
   Json body = {{"session_id", s.id},
@@ -163,7 +164,7 @@ Result<audit::VerifyReport> Api::audit_sweep() {
                       double(report.records_checked));
   metrics().set_gauge("audit_chain_verified_timestamp_seconds",
                       "When the audit trail was last verified (Unix seconds).",
-                      double(world().now()) / 1e6);
+                      double(env().now()) / 1e6);
   return report;
 }
 
@@ -212,7 +213,7 @@ std::vector<Route> system_routes() {
                     .handler = [](Api& api, Call&) -> Result<Reply> {
                       std::string text = api.metrics().render(), fleet;
                       auto read = api.store().read([&](store::Tx& tx) -> Result<void> {
-                        fleet = GP_TRY(observe::fleet_metrics(tx, api.world(), api.allocs(), {}));
+                        fleet = GP_TRY(observe::fleet_metrics(tx, api.env(), api.allocs(), {}));
                         return ok();
                       });
                       if (!read)
@@ -239,7 +240,7 @@ std::vector<Route> system_routes() {
          observe::Shard shard;
          if (auto s = call.req.query.find("shard"); s != call.req.query.end())
            shard = GP_TRY(observe::parse_shard(s->second));
-         return text_reply(GP_TRY(observe::hardware_metrics(tx, api.world(), {shard, {}})),
+         return text_reply(GP_TRY(observe::hardware_metrics(tx, api.env(), {shard, {}})),
                            kExpositionType);
        }),
        .query_params = {"shard"},
@@ -252,9 +253,8 @@ std::vector<Route> system_routes() {
        .action = "tenant.metrics",
        .permission = iam::Permission::kAllocationRead,
        .handler = read_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
-         return text_reply(
-             GP_TRY(observe::hardware_metrics(tx, api.world(), {{}, call.tenant->id})),
-             kExpositionType);
+         return text_reply(GP_TRY(observe::hardware_metrics(tx, api.env(), {{}, call.tenant->id})),
+                           kExpositionType);
        }),
        .summary = "The tenant's own GPUs and MIG instances as /metrics/hardware shows them "
                   "(DCGM names, with project, allocation and job labels), for the tenant's own "
@@ -288,7 +288,7 @@ std::vector<Route> system_routes() {
            return fail(
                Error::invalid("logout ends login sessions; revoke API keys "
                               "with DELETE on the key"));
-         World w = api.world();
+         Env w = api.env();
          GP_TRY_VOID(tenancy::revoke_session(tx, w, call.who.credential_id));
          Mutation m;
          m.reply.status = 204;

@@ -16,7 +16,7 @@ Result<Mutation> create_tenant(Api& api, Call& call, store::Tx& tx) {
     GP_TRY_VOID(ar.finish());
   }
   GP_TRY_VOID(r.finish());
-  auto w = api.world();
+  auto w = api.env();
   auto t = GP_TRY(tenancy::create_tenant(tx, w, spec));
   Json body = t.to_json();
   Json detail = {{"name", t.name}, {"isolation_class", tenancy::class_name(t.isolation_class)}};
@@ -65,14 +65,14 @@ Result<Mutation> update_tenant(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(r.finish());
   const tenancy::TenantState before = call.tenant->state;
   auto t =
-      GP_TRY(tenancy::update_tenant(tx, api.world(), call.tenant_scope(), patch, call.if_match()));
+      GP_TRY(tenancy::update_tenant(tx, api.env(), call.tenant_scope(), patch, call.if_match()));
   Mutation m;
   m.reply = json_reply(200, t.to_json(), t.version);
   m.detail = *call.body;
   // A suspended tenant's work stops (its allocations end; running work within the grace).
   if (before != tenancy::TenantState::kSuspended && t.state == tenancy::TenantState::kSuspended)
     m.detail["allocations_released"] = GP_TRY(api.allocs().end_work(
-        tx, api.world(), t.id, std::nullopt, "tenant_suspended", "the tenant was suspended"));
+        tx, api.env(), t.id, std::nullopt, "tenant_suspended", "the tenant was suspended"));
   return m;
 }
 
@@ -84,8 +84,8 @@ Result<Mutation> offboard_tenant(Api& api, Call& call, store::Tx& tx) {
         "allocations released and its data keys destroyed",
         call.tenant->name, format_rfc3339(from_unix_micros(call.tenant->updated_at)))));
   }
-  auto t = GP_TRY(tenancy::offboard_tenant(tx, api.world(), call.tenant_scope(), call.if_match()));
-  const int released = GP_TRY(api.allocs().offboard(tx, api.world(), t.id));
+  auto t = GP_TRY(tenancy::offboard_tenant(tx, api.env(), call.tenant_scope(), call.if_match()));
+  const int released = GP_TRY(api.allocs().offboard(tx, api.env(), t.id));
   GP_TRY_VOID(release_tenant_network(tx, t.id));
   GP_TRY_VOID(shred_tenant_keys(tx, t));
   Json storage = GP_TRY(schedule_tenant_storage_deletion(api, tx, t, call.who.id));
@@ -105,7 +105,7 @@ Result<Mutation> create_project(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "project");
   auto spec = GP_TRY(tenancy::parse_project_spec(r));
   GP_TRY_VOID(r.finish());
-  auto p = GP_TRY(tenancy::create_project(tx, api.world(), call.tenant_scope(), spec));
+  auto p = GP_TRY(tenancy::create_project(tx, api.env(), call.tenant_scope(), spec));
   Mutation m;
   m.reply = json_reply(201, p.to_json(), p.version);
   m.resource = fmt::format("/v1/tenants/{}/projects/{}", p.tenant_id, p.id);
@@ -131,7 +131,7 @@ Result<Mutation> update_project(Api& api, Call& call, store::Tx& tx) {
   auto r = body_reader(call, "project patch");
   auto display = r.optional_string("display_name", 200);
   GP_TRY_VOID(r.finish());
-  auto p = GP_TRY(tenancy::update_project(tx, api.world(), call.tenant_scope(), call.project->id,
+  auto p = GP_TRY(tenancy::update_project(tx, api.env(), call.tenant_scope(), call.project->id,
                                           display, call.if_match()));
   Mutation m;
   m.reply = json_reply(200, p.to_json(), p.version);

@@ -63,7 +63,7 @@ Result<Mutation> post_usage_events(Api& api, Call& call, store::Tx& tx) {
     if (!project) return fail(Error::not_found("project not found in the tenant"));
     return project->id;
   };
-  const int64_t now = api.world().now();
+  const int64_t now = api.env().now();
   auto report = GP_TRY(metering::ingest(tx, parsed.events, resolve, api.metering(), now));
   Mutation m;
   if (!parsed.batch && report.results.front().outcome == metering::Outcome::kRejected)
@@ -81,7 +81,7 @@ Result<Reply> usage_report(Api& api, Call& call, store::Tx& tx, const std::strin
                            bool platform) {
   metering::UsageQuery q;
   q.tenant_id = tenant_id;
-  const int64_t now = api.world().now();
+  const int64_t now = api.env().now();
   if (auto g = call.req.query.find("granularity"); g != call.req.query.end()) {
     auto parsed = metering::parse_granularity(g->second);
     if (!parsed) return fail(Error::invalid("granularity must be hour, day or month"));

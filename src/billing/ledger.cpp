@@ -7,6 +7,7 @@
 #include <map>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "metering/metering.h"
 #include "sla/standing.h"
 #include "tenancy/tenancy.h"
@@ -452,7 +453,7 @@ Result<void> check_period_started(const Period& period, int64_t now) {
 
 // Stores `recomputed` (a draft rated at `now`) as the tenant's invoice for its period, given the
 // latest stored revision for that period.
-Result<DraftResult> store_draft(store::Tx& tx, World world, std::optional<StoredInvoice> latest,
+Result<DraftResult> store_draft(store::Tx& tx, Env world, std::optional<StoredInvoice> latest,
                                 Invoice recomputed, const std::string& who) {
   const int64_t now = world.now();
   DraftResult out;
@@ -605,7 +606,7 @@ std::string_view draft_outcome_name(DraftOutcome o) {
   return "created";
 }
 
-Result<DraftResult> refresh_draft(store::Tx& tx, World world, const std::string& tenant_id,
+Result<DraftResult> refresh_draft(store::Tx& tx, Env world, const std::string& tenant_id,
                                   const Period& period, const std::string& who,
                                   const OfferingNames& offerings,
                                   std::span<const OfferingCredit> sla_credits) {
@@ -817,9 +818,8 @@ Json RunReport::to_json() const {
           {"items", std::move(items)}};
 }
 
-Result<RunReport> run_period(store::Tx& tx, World world, const Period& period,
-                             const std::string& who, const OfferingNames& offerings,
-                             const CreditsByTenant& sla_credits) {
+Result<RunReport> run_period(store::Tx& tx, Env world, const Period& period, const std::string& who,
+                             const OfferingNames& offerings, const CreditsByTenant& sla_credits) {
   const int64_t now = world.now();
   GP_TRY_VOID(check_period_started(period, now));
   RunReport report;

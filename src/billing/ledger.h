@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "billing/billing.h"
+#include "common/env.h"
 #include "common/page.h"
 #include "sla/standing.h"
 #include "store/store.h"
@@ -131,7 +132,7 @@ struct DraftResult {
 // `world.now()`: a new draft (revision 1), the draft re-rated in place, or, after a void, the
 // next revision superseding it. conflict when the period's invoice is finalized, when another
 // non-void invoice of the tenant overlaps the period, or when the period has not started.
-Result<DraftResult> refresh_draft(store::Tx& tx, World world, const std::string& tenant_id,
+Result<DraftResult> refresh_draft(store::Tx& tx, Env world, const std::string& tenant_id,
                                   const Period& period, const std::string& who,
                                   const OfferingNames& offerings,
                                   std::span<const OfferingCredit> sla_credits = {});
@@ -181,8 +182,8 @@ struct RunReport {
   std::vector<StoredInvoice> finalized;  // already final: unchanged
   Json to_json() const;
 };
-Result<RunReport> run_period(store::Tx& tx, World world, const Period& period,
-                             const std::string& who, const OfferingNames& offerings,
+Result<RunReport> run_period(store::Tx& tx, Env world, const Period& period, const std::string& who,
+                             const OfferingNames& offerings,
                              const CreditsByTenant& sla_credits = {});
 // The SLA credits earned in `period` (gp_sla_standing: availability below an offering's target,
 // downtime up to `now`), per tenant id (every tenant when `tenant_id` is empty), offerings by

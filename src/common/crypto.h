@@ -8,6 +8,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/env.h"
+
 namespace gp {
 
 std::string sha256(std::string_view data);  // 32 raw bytes

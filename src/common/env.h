@@ -70,7 +70,4 @@ struct Env {
 // commands) calls it; everything below is handed an Env.
 Env system_env();
 
-// Transitional name of Env in code not yet renamed.
-using World = Env;
-
 }  // namespace gp

@@ -8,7 +8,6 @@
 #include <utility>
 #include <vector>
 
-#include "common/env.h"  // transitional: Env (World) moved out of this header
 #include "common/result.h"
 
 namespace gp {

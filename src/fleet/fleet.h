@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/env.h"
 #include "common/page.h"
 #include "fleet/inventory.h"
 #include "fleet/k8s_import.h"
@@ -73,7 +74,7 @@ Result<std::optional<GpuRepair>> find_repair(store::Tx& tx, const std::string& u
 Result<std::vector<std::string>> node_repairs(store::Tx& tx, const std::string& node_id);
 // `gpu`: the GPU's UUID or its index on the node. not_found for neither; conflict when it is in
 // repair already. Returns the GPU as it now is (unhealthy, "in repair: <reason>").
-Result<Gpu> start_repair(store::Tx& tx, const World& w, const std::string& node_id,
+Result<Gpu> start_repair(store::Tx& tx, const Env& w, const std::string& node_id,
                          const std::string& gpu, const std::string& reason,
                          const std::string& actor);
 // [{seq, node_id, at, kind ("xid", "ecc", "repair", "returned"), detail, ecc_uncorrected}].
@@ -94,7 +95,7 @@ Result<void> end_repair(store::Tx& tx, const std::string& uuid, const std::strin
 // ---- pools ----
 // `tenant_id` (a dedicated pool's tenant) as the caller resolved it; an id no tenant has is
 // invalid_argument.
-Result<Pool> create_pool(store::Tx& tx, const World& w, const std::string& name,
+Result<Pool> create_pool(store::Tx& tx, const Env& w, const std::string& name,
                          const std::optional<std::string>& tenant_id,
                          const std::string& description);
 Result<std::optional<Pool>> find_pool(store::Tx& tx, std::string_view id_or_name);
@@ -106,7 +107,7 @@ struct CreatedJoinToken {
   std::string id, token;  // token shown once
   int64_t expires_at;
 };
-Result<CreatedJoinToken> create_join_token(store::Tx& tx, const World& w,
+Result<CreatedJoinToken> create_join_token(store::Tx& tx, const Env& w,
                                            const std::optional<std::string>& pool_id,
                                            const std::string& created_by, Duration ttl);
 struct Enrolled {
@@ -114,10 +115,10 @@ struct Enrolled {
   std::string credential;  // the node's own bearer token, shown once
 };
 // Consumes a join token (single use, unexpired) and registers the node with its GPUs.
-Result<Enrolled> enroll(store::Tx& tx, const World& w, std::string_view join_token,
+Result<Enrolled> enroll(store::Tx& tx, const Env& w, std::string_view join_token,
                         const Inventory& inventory);
 // Registers a node known from another inventory source (Kubernetes import); no agent credential.
-Result<Node> import_node(store::Tx& tx, const World& w, const Inventory& inventory,
+Result<Node> import_node(store::Tx& tx, const Env& w, const Inventory& inventory,
                          const std::optional<std::string>& pool_id, bool ready);
 
 // ---- node certificates (mTLS) ----
@@ -129,7 +130,7 @@ struct NodeCertificate {
   std::string revoke_reason;
   Json to_json() const;
 };
-Result<void> record_certificate(store::Tx& tx, const World& w, const NodeCertificate& cert);
+Result<void> record_certificate(store::Tx& tx, const Env& w, const NodeCertificate& cert);
 // When each node's newest certificate not revoked expires (Unix micros), by node id.
 Result<std::map<std::string, int64_t>> certificate_expiries(store::Tx& tx);
 // Newest first.
@@ -142,7 +143,7 @@ Result<void> check_certificate(store::Tx& tx, const std::string& node_id, const 
 // Revokes every certificate of the node and its bearer credential: its agent is refused from
 // the next call on and must enrol again with a new join token. Returns how many certificates
 // were revoked.
-Result<int> revoke_node(store::Tx& tx, const World& w, const std::string& node_id,
+Result<int> revoke_node(store::Tx& tx, const Env& w, const std::string& node_id,
                         const std::string& reason);
 // The node's bearer credential, as iam::Authenticator asks for it (an iam::NodeLookup): the
 // node's name and the hash of the credential's secret (nullopt once revoked); nullopt when there
@@ -154,7 +155,7 @@ Result<std::optional<iam::NodeCredential>> node_credential(store::Tx& tx,
 // Replaces the node's GPU inventory: GPUs owned by another live node are refused (a GPU cannot
 // be in two nodes), GPUs no longer reported are marked missing, health is derived from XID and
 // ECC reports. The GPU runtime report replaces the stored one (none reported: none stored).
-Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& node_id,
+Result<Node> apply_inventory(store::Tx& tx, const Env& w, const std::string& node_id,
                              const Inventory& inventory);
 // Agents report their whole inventory with every heartbeat; one that repeats the inventory
 // applied last need not be applied again. `digest` identifies the report (a hash of the JSON the
@@ -162,13 +163,13 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
 // kInventoryResync; a node's state change or a GPU put in repair forgets the digest, so the next
 // report is applied in full.
 inline constexpr Duration kInventoryResync = std::chrono::minutes(5);
-Result<bool> inventory_unchanged(store::Tx& tx, const World& w, const std::string& node_id,
+Result<bool> inventory_unchanged(store::Tx& tx, const Env& w, const std::string& node_id,
                                  std::string_view digest);
 // Records `digest` as the inventory just applied to the node.
-Result<void> record_inventory_digest(store::Tx& tx, const World& w, const std::string& node_id,
+Result<void> record_inventory_digest(store::Tx& tx, const Env& w, const std::string& node_id,
                                      std::string_view digest);
 // Records a heartbeat; a node failed for missed heartbeats recovers.
-Result<Node> heartbeat(store::Tx& tx, const World& w, const std::string& node_id);
+Result<Node> heartbeat(store::Tx& tx, const Env& w, const std::string& node_id);
 // The address the node's agent reaches other nodes from (the underlay of tenant VXLANs), as it
 // reports it with its heartbeats (a dotted quad the caller checked); nullopt until it has.
 Result<void> record_underlay_address(store::Tx& tx, const std::string& node_id,
@@ -192,7 +193,7 @@ struct Sample {
   int64_t ecc_corrected = -1;    // volatile [DCGM_FI_DEV_ECC_SBE_VOL_TOTAL]
   int64_t ecc_uncorrected = -1;  // volatile [DCGM_FI_DEV_ECC_DBE_VOL_TOTAL]
 };
-Result<std::vector<Sample>> parse_samples(const Json& j, const World& w);
+Result<std::vector<Sample>> parse_samples(const Json& j, const Env& w);
 // Stores samples of the node's own GPUs; returns how many were stored.
 Result<int64_t> record_samples(store::Tx& tx, const std::string& node_id,
                                const std::vector<Sample>& samples);
@@ -222,7 +223,7 @@ struct UtilizationSum {
 Result<UtilizationSum> utilization_sum(store::Tx& tx, const std::string& gpu_uuid,
                                        const std::string& instance, int64_t from_us, int64_t to_us);
 // Marks nodes whose last heartbeat is older than `timeout` as failed; returns them.
-Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w, Duration timeout);
+Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const Env& w, Duration timeout);
 
 // ---- nodes ----
 Result<std::optional<Node>> find_node(store::Tx& tx, std::string_view id_or_name);
@@ -231,7 +232,7 @@ Result<Page<Node>> list_nodes(store::Tx& tx, const PageRequest& page,
 // Every node's name by its id, in one query.
 Result<std::unordered_map<std::string, std::string>> node_names(store::Tx& tx);
 // `drain_deadline` (kDrain only): when what still runs there is evicted.
-Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node_id,
+Result<Node> apply_action(store::Tx& tx, const Env& w, const std::string& node_id,
                           NodeAction action, const std::string& reason,
                           std::optional<int64_t> drain_deadline = std::nullopt);
 // Draining nodes whose deadline has passed (at `now`), by id.
@@ -242,7 +243,7 @@ Result<std::vector<Node>> draining_nodes(store::Tx& tx);
 // is not waited for), in one query.
 Result<bool> all_heard_since(store::Tx& tx, const std::vector<std::string>& node_ids,
                              int64_t since);
-Result<Node> set_cordoned(store::Tx& tx, const World& w, const std::string& node_id, bool cordon);
+Result<Node> set_cordoned(store::Tx& tx, const Env& w, const std::string& node_id, bool cordon);
 Result<std::vector<Gpu>> list_gpus(store::Tx& tx, const std::optional<std::string>& node_id);
 // The GPU with this UUID, present or not (nullopt: none).
 Result<std::optional<Gpu>> find_gpu(store::Tx& tx, const std::string& uuid);

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "common/crypto.h"
+#include "common/env.h"
 #include "fleet/fleet.h"
 #include "iam/iam.h"
 
@@ -84,7 +85,7 @@ Pool pool_from(const Row& r) {
 }
 }  // namespace
 
-Result<Pool> create_pool(store::Tx& tx, const World& w, const std::string& name,
+Result<Pool> create_pool(store::Tx& tx, const Env& w, const std::string& name,
                          const std::optional<std::string>& tenant_id,
                          const std::string& description) {
   GP_TRY_VOID(validate_dns_label("name", name));
@@ -184,7 +185,7 @@ Result<Node> load_node(store::Tx& tx, const std::string& id) {
 }
 
 // Every node state change goes through here, so downtime opens and closes with it.
-Result<void> save_state(store::Tx& tx, const World& w, Node& n, NodeState s, std::string reason) {
+Result<void> save_state(store::Tx& tx, const Env& w, Node& n, NodeState s, std::string reason) {
   const NodeState before = n.state;
   n.state = s;
   n.state_reason = std::move(reason);
@@ -206,7 +207,7 @@ Result<void> save_state(store::Tx& tx, const World& w, Node& n, NodeState s, std
   return ok();
 }
 
-Result<Node> insert_node(store::Tx& tx, const World& w, const Inventory& inv,
+Result<Node> insert_node(store::Tx& tx, const Env& w, const Inventory& inv,
                          const std::optional<std::string>& pool_id, NodeState state,
                          const std::string& source, store::Value credential_hash, std::string id) {
   Node n;
@@ -268,7 +269,7 @@ Result<std::unordered_map<std::string, std::string>> node_names(store::Tx& tx) {
   return names;
 }
 
-Result<Node> apply_action(store::Tx& tx, const World& w, const std::string& node_id,
+Result<Node> apply_action(store::Tx& tx, const Env& w, const std::string& node_id,
                           NodeAction action, const std::string& reason,
                           std::optional<int64_t> drain_deadline) {
   Node n = GP_TRY(load_node(tx, node_id));
@@ -345,7 +346,7 @@ Result<std::vector<SchedulerNode>> scheduler_nodes(store::Tx& tx) {
   return out;
 }
 
-Result<Node> set_cordoned(store::Tx& tx, const World& w, const std::string& node_id, bool cordon) {
+Result<Node> set_cordoned(store::Tx& tx, const Env& w, const std::string& node_id, bool cordon) {
   Node n = GP_TRY(load_node(tx, node_id));
   if (n.state == NodeState::kRetired) return fail(Error::conflict("node is retired"));
   n.cordoned = cordon;
@@ -413,7 +414,7 @@ Result<std::map<std::string, std::string, std::less<>>> gpu_nodes(store::Tx& tx)
   return out;
 }
 
-Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& node_id,
+Result<Node> apply_inventory(store::Tx& tx, const Env& w, const std::string& node_id,
                              const Inventory& inv) {
   Node n = GP_TRY(load_node(tx, node_id));
   if (inv.node.name != n.info.name)
@@ -501,7 +502,7 @@ Result<Node> apply_inventory(store::Tx& tx, const World& w, const std::string& n
   return n;
 }
 
-Result<Enrolled> enroll(store::Tx& tx, const World& w, std::string_view join_token,
+Result<Enrolled> enroll(store::Tx& tx, const Env& w, std::string_view join_token,
                         const Inventory& inv) {
   auto parsed = iam::parse_token(join_token);
   if (!parsed || !parsed->id.starts_with("jtk_"))
@@ -524,7 +525,7 @@ Result<Enrolled> enroll(store::Tx& tx, const World& w, std::string_view join_tok
   return Enrolled{std::move(n), std::move(issued.token)};
 }
 
-Result<Node> import_node(store::Tx& tx, const World& w, const Inventory& inv,
+Result<Node> import_node(store::Tx& tx, const Env& w, const Inventory& inv,
                          const std::optional<std::string>& pool_id, bool ready) {
   Node n = GP_TRY(insert_node(tx, w, inv, pool_id, NodeState::kEnrolling, "kubernetes", Null{},
                               w.ids.next("nod")));
@@ -535,7 +536,7 @@ Result<Node> import_node(store::Tx& tx, const World& w, const Inventory& inv,
   return n;
 }
 
-Result<CreatedJoinToken> create_join_token(store::Tx& tx, const World& w,
+Result<CreatedJoinToken> create_join_token(store::Tx& tx, const Env& w,
                                            const std::optional<std::string>& pool_id,
                                            const std::string& created_by, Duration ttl) {
   auto issued = iam::issue_token(w.ids.next("jtk"), w.random);
@@ -547,7 +548,7 @@ Result<CreatedJoinToken> create_join_token(store::Tx& tx, const World& w,
   return CreatedJoinToken{issued.id, issued.token, expires};
 }
 
-Result<bool> inventory_unchanged(store::Tx& tx, const World& w, const std::string& node_id,
+Result<bool> inventory_unchanged(store::Tx& tx, const Env& w, const std::string& node_id,
                                  std::string_view digest) {
   auto row = GP_TRY(tx.query_one(
       "SELECT inventory_digest, inventory_applied_at FROM nodes WHERE id = ?", {node_id}));
@@ -556,14 +557,14 @@ Result<bool> inventory_unchanged(store::Tx& tx, const World& w, const std::strin
          std::chrono::duration_cast<std::chrono::microseconds>(kInventoryResync).count();
 }
 
-Result<void> record_inventory_digest(store::Tx& tx, const World& w, const std::string& node_id,
+Result<void> record_inventory_digest(store::Tx& tx, const Env& w, const std::string& node_id,
                                      std::string_view digest) {
   GP_TRY(tx.exec("UPDATE nodes SET inventory_digest = ?, inventory_applied_at = ? WHERE id = ?",
                  {std::string(digest), w.now(), node_id}));
   return ok();
 }
 
-Result<Node> heartbeat(store::Tx& tx, const World& w, const std::string& node_id) {
+Result<Node> heartbeat(store::Tx& tx, const Env& w, const std::string& node_id) {
   Node n = GP_TRY(load_node(tx, node_id));
   if (n.state == NodeState::kRetired) return fail(Error::unauthenticated("node is retired"));
   n.last_heartbeat = w.now();
@@ -635,7 +636,7 @@ Result<void> record_telemetry(store::Tx& tx, const std::string& node_id,
 
 }  // namespace
 
-Result<std::vector<Sample>> parse_samples(const Json& j, const World& w) {
+Result<std::vector<Sample>> parse_samples(const Json& j, const Env& w) {
   constexpr int64_t kMaxBytes = int64_t(1) << 50;
   if (!j.is_array()) return fail(Error::invalid("samples must be an array"));
   if (j.size() > 10000) return fail(Error::invalid("at most 10000 samples per report"));
@@ -770,7 +771,7 @@ Result<std::vector<Telemetry>> latest_telemetry(store::Tx& tx) {
   return out;
 }
 
-Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const World& w, Duration timeout) {
+Result<std::vector<Node>> sweep_missed_heartbeats(store::Tx& tx, const Env& w, Duration timeout) {
   auto rows = GP_TRY(tx.query(
       fmt::format(
           "SELECT {}, {} FROM nodes WHERE source = 'agent' AND state IN ('ready', 'draining', "

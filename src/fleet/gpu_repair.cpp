@@ -5,6 +5,7 @@
 #include <charconv>
 #include <map>
 
+#include "common/env.h"
 #include "fleet/fleet.h"
 
 namespace gp::fleet {
@@ -83,7 +84,7 @@ Result<void> end_repair(store::Tx& tx, const std::string& uuid, const std::strin
                       std::nullopt);
 }
 
-Result<Gpu> start_repair(store::Tx& tx, const World& w, const std::string& node_id,
+Result<Gpu> start_repair(store::Tx& tx, const Env& w, const std::string& node_id,
                          const std::string& uuid, const std::string& reason,
                          const std::string& actor) {
   std::optional<Gpu> gpu;

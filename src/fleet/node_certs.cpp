@@ -3,6 +3,7 @@
 // revoking a node takes effect at its next request, not when its certificate runs out.
 #include <fmt/format.h>
 
+#include "common/env.h"
 #include "fleet/fleet.h"
 
 namespace gp::fleet {
@@ -18,7 +19,7 @@ Json NodeCertificate::to_json() const {
           {"revoke_reason", revoke_reason}};
 }
 
-Result<void> record_certificate(store::Tx& tx, const World& w, const NodeCertificate& c) {
+Result<void> record_certificate(store::Tx& tx, const Env& w, const NodeCertificate& c) {
   GP_TRY_VOID(
       tx.exec("INSERT INTO node_certificates (serial, node_id, not_before, not_after, issued_at) "
               "VALUES (?,?,?,?,?)",
@@ -75,7 +76,7 @@ Result<void> check_certificate(store::Tx& tx, const std::string& node_id, const 
   return ok();
 }
 
-Result<int> revoke_node(store::Tx& tx, const World& w, const std::string& node_id,
+Result<int> revoke_node(store::Tx& tx, const Env& w, const std::string& node_id,
                         const std::string& reason) {
   auto revoked = GP_TRY(tx.query_one(
       "SELECT COUNT(*) FROM node_certificates WHERE node_id = ? AND revoked_at IS NULL",

@@ -213,17 +213,17 @@ struct UserSpec {
   std::optional<std::string> password;
 };
 Result<UserSpec> parse_user_spec(ObjectReader& r);
-Result<User> create_user(store::Tx& tx, const World& w, const Owner& owner, const UserSpec& spec);
+Result<User> create_user(store::Tx& tx, const Env& w, const Owner& owner, const UserSpec& spec);
 Result<std::optional<User>> find_user(store::Tx& tx, const Owner& owner,
                                       std::string_view id_or_username);
 Result<Page<User>> list_users(store::Tx& tx, const Owner& owner, const PageRequest& page);
 // Disables the user, revokes its keys and sessions and removes its role bindings.
-Result<void> delete_user(store::Tx& tx, const World& w, const Owner& owner, const std::string& id);
+Result<void> delete_user(store::Tx& tx, const Env& w, const Owner& owner, const std::string& id);
 struct UserPatch {
   std::optional<std::string> display_name, email, password, state;
 };
 Result<UserPatch> parse_user_patch(ObjectReader& r);
-Result<User> update_user(store::Tx& tx, const World& w, const Owner& owner, const std::string& id,
+Result<User> update_user(store::Tx& tx, const Env& w, const Owner& owner, const std::string& id,
                          const UserPatch& patch, std::optional<int64_t> if_match);
 // Password login of user `username` of `home`. Returns the user id on success; the same error
 // for unknown user and wrong password, so usernames cannot be probed.
@@ -238,13 +238,13 @@ struct ServiceAccountSpec {
   std::string name, description;
 };
 Result<ServiceAccountSpec> parse_service_account_spec(ObjectReader& r);
-Result<ServiceAccount> create_service_account(store::Tx& tx, const World& w, const Owner& owner,
+Result<ServiceAccount> create_service_account(store::Tx& tx, const Env& w, const Owner& owner,
                                               const ServiceAccountSpec& spec);
 Result<std::optional<ServiceAccount>> find_service_account(store::Tx& tx, const Owner& owner,
                                                            std::string_view id_or_name);
 Result<Page<ServiceAccount>> list_service_accounts(store::Tx& tx, const Owner& owner,
                                                    const PageRequest& page);
-Result<void> delete_service_account(store::Tx& tx, const World& w, const Owner& owner,
+Result<void> delete_service_account(store::Tx& tx, const Env& w, const Owner& owner,
                                     const std::string& id);
 
 // -- API keys --
@@ -257,17 +257,17 @@ struct ApiKeySpec {
   std::string owner_id;
   std::optional<int64_t> expires_at;  // unix micros
 };
-Result<ApiKeySpec> parse_api_key_spec(ObjectReader& r, const World& w);
+Result<ApiKeySpec> parse_api_key_spec(ObjectReader& r, const Env& w);
 struct CreatedKey {
   ApiKey key;
   std::string token;  // shown once
 };
-Result<CreatedKey> create_api_key(store::Tx& tx, const World& w, const Owner& owner,
+Result<CreatedKey> create_api_key(store::Tx& tx, const Env& w, const Owner& owner,
                                   const ApiKeySpec& spec);
 Result<std::optional<ApiKey>> find_api_key(store::Tx& tx, const Owner& owner, std::string_view id);
 Result<Page<ApiKey>> list_api_keys(store::Tx& tx, const Owner& owner, const PageRequest& page,
                                    const std::optional<std::string>& owner_id);
-Result<void> revoke_api_key(store::Tx& tx, const World& w, const Owner& owner,
+Result<void> revoke_api_key(store::Tx& tx, const Env& w, const Owner& owner,
                             const std::string& id);
 
 // -- sessions (login) --
@@ -275,9 +275,9 @@ struct CreatedSession {
   std::string id, token;
   int64_t expires_at;
 };
-Result<CreatedSession> create_session(store::Tx& tx, const World& w, const std::string& user_id,
+Result<CreatedSession> create_session(store::Tx& tx, const Env& w, const std::string& user_id,
                                       Duration ttl);
-Result<void> revoke_session(store::Tx& tx, const World& w, const std::string& id);
+Result<void> revoke_session(store::Tx& tx, const Env& w, const std::string& id);
 
 // -- role bindings --
 struct BindingSpec {
@@ -287,7 +287,7 @@ struct BindingSpec {
 };
 Result<BindingSpec> parse_binding_spec(ObjectReader& r);
 // `where` must already be resolved (project id) and checked with may_grant.
-Result<Binding> create_binding(store::Tx& tx, const World& w, const Owner& owner,
+Result<Binding> create_binding(store::Tx& tx, const Env& w, const Owner& owner,
                                const Scope& where, const BindingSpec& spec);
 Result<std::optional<Binding>> find_binding(store::Tx& tx, const Owner& owner, std::string_view id);
 Result<Page<Binding>> list_bindings(store::Tx& tx, const Owner& owner, const PageRequest& page);
@@ -309,12 +309,12 @@ struct Identity;
 // The user bound to `id.subject`, created in `home` on its first login (refused when a local
 // user of `home` has its username), with its email and display name refreshed from the
 // provider. Refused when that user lives elsewhere than `home` or is disabled. Returns its id.
-Result<std::string> external_user(store::Tx& tx, const World& w, const Owner& home,
+Result<std::string> external_user(store::Tx& tx, const Env& w, const Owner& home,
                                   const oidc::Identity& id);
 // Makes the user's role bindings of `source` ("oidc:<provider>") exactly `grants`, each a role at
 // a resolved scope (a repeat counts once); bindings of other sources stay, and a grant the user
 // already holds through one of them is not made again.
-Result<void> set_bindings_from(store::Tx& tx, const World& w, const Owner& home,
+Result<void> set_bindings_from(store::Tx& tx, const Env& w, const Owner& home,
                                const std::string& user_id, const std::string& source,
                                const std::vector<std::pair<Role, Scope>>& grants);
 

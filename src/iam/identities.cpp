@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "common/env.h"
 #include "iam/iam.h"
 #include "iam/oidc.h"
 #include "store/record_row.h"
@@ -148,7 +149,7 @@ Result<UserSpec> parse_user_spec(ObjectReader& r) {
   return s;
 }
 
-Result<User> create_user(store::Tx& tx, const World& w, const Owner& owner, const UserSpec& spec) {
+Result<User> create_user(store::Tx& tx, const Env& w, const Owner& owner, const UserSpec& spec) {
   GP_TRY_VOID(validate_dns_label("username", spec.username));
   GP_TRY_VOID(validate_display("display_name", spec.display_name));
   GP_TRY_VOID(validate_email(spec.email));
@@ -200,7 +201,7 @@ Result<Page<User>> list_users(store::Tx& tx, const Owner& owner, const PageReque
   return make_page(std::move(out), page);
 }
 
-Result<void> delete_user(store::Tx& tx, const World& w, const Owner& owner, const std::string& id) {
+Result<void> delete_user(store::Tx& tx, const Env& w, const Owner& owner, const std::string& id) {
   auto u = GP_TRY(find_user(tx, owner, id));
   if (!u) return fail(Error::not_found("user not found"));
   int64_t now = w.now();
@@ -226,7 +227,7 @@ Result<UserPatch> parse_user_patch(ObjectReader& r) {
   return p;
 }
 
-Result<User> update_user(store::Tx& tx, const World& w, const Owner& owner, const std::string& id,
+Result<User> update_user(store::Tx& tx, const Env& w, const Owner& owner, const std::string& id,
                          const UserPatch& patch, std::optional<int64_t> if_match) {
   auto found = GP_TRY(find_user(tx, owner, id));
   if (!found || found->state == "deleted") return fail(Error::not_found("user not found"));
@@ -306,7 +307,7 @@ Result<ServiceAccountSpec> parse_service_account_spec(ObjectReader& r) {
   return s;
 }
 
-Result<ServiceAccount> create_service_account(store::Tx& tx, const World& w, const Owner& owner,
+Result<ServiceAccount> create_service_account(store::Tx& tx, const Env& w, const Owner& owner,
                                               const ServiceAccountSpec& spec) {
   GP_TRY_VOID(validate_dns_label("name", spec.name));
   GP_TRY_VOID(validate_display("description", spec.description));
@@ -355,7 +356,7 @@ Result<Page<ServiceAccount>> list_service_accounts(store::Tx& tx, const Owner& o
   return make_page(std::move(out), page);
 }
 
-Result<void> delete_service_account(store::Tx& tx, const World& w, const Owner& owner,
+Result<void> delete_service_account(store::Tx& tx, const Env& w, const Owner& owner,
                                     const std::string& id) {
   auto s = GP_TRY(find_service_account(tx, owner, id));
   if (!s) return fail(Error::not_found("service account not found"));
@@ -388,7 +389,7 @@ ApiKey key_from(const Row& r) {
 }
 }  // namespace
 
-Result<ApiKeySpec> parse_api_key_spec(ObjectReader& r, const World& w) {
+Result<ApiKeySpec> parse_api_key_spec(ObjectReader& r, const Env& w) {
   ApiKeySpec s;
   s.name = r.optional_string("name", 63).value_or("default");
   s.owner_kind = r.optional_string("owner_kind", 32).value_or("");
@@ -414,7 +415,7 @@ Result<ApiKeySpec> parse_api_key_spec(ObjectReader& r, const World& w) {
   return s;
 }
 
-Result<CreatedKey> create_api_key(store::Tx& tx, const World& w, const Owner& owner,
+Result<CreatedKey> create_api_key(store::Tx& tx, const Env& w, const Owner& owner,
                                   const ApiKeySpec& spec) {
   GP_TRY_VOID(validate_dns_label("name", spec.name));
   // The owner must live where the key lives.
@@ -471,7 +472,7 @@ Result<Page<ApiKey>> list_api_keys(store::Tx& tx, const Owner& owner, const Page
   return make_page(std::move(out), page);
 }
 
-Result<void> revoke_api_key(store::Tx& tx, const World& w, const Owner& owner,
+Result<void> revoke_api_key(store::Tx& tx, const Env& w, const Owner& owner,
                             const std::string& id) {
   store::Params params{w.now()};
   std::string where = owner_clause(owner, params);
@@ -489,7 +490,7 @@ Result<void> revoke_api_key(store::Tx& tx, const World& w, const Owner& owner,
 
 // ---------------- sessions ----------------
 
-Result<CreatedSession> create_session(store::Tx& tx, const World& w, const std::string& user_id,
+Result<CreatedSession> create_session(store::Tx& tx, const Env& w, const std::string& user_id,
                                       Duration ttl) {
   auto issued = issue_token(w.ids.next("ses"), w.random);
   int64_t now = w.now(), expires = now + ttl.count();
@@ -499,7 +500,7 @@ Result<CreatedSession> create_session(store::Tx& tx, const World& w, const std::
   return CreatedSession{issued.id, issued.token, expires};
 }
 
-Result<void> revoke_session(store::Tx& tx, const World& w, const std::string& id) {
+Result<void> revoke_session(store::Tx& tx, const Env& w, const std::string& id) {
   GP_TRY_VOID(
       tx.exec("UPDATE sessions SET revoked_at=? WHERE id=? AND revoked_at IS NULL", {w.now(), id}));
   return ok();
@@ -526,8 +527,8 @@ Result<BindingSpec> parse_binding_spec(ObjectReader& r) {
   return s;
 }
 
-Result<Binding> create_binding(store::Tx& tx, const World& w, const Owner& owner,
-                               const Scope& where, const BindingSpec& spec) {
+Result<Binding> create_binding(store::Tx& tx, const Env& w, const Owner& owner, const Scope& where,
+                               const BindingSpec& spec) {
   // Subjects are bound only where they live: a tenant's users in their tenant, platform
   // principals at platform scope.
   bool exists = false;
@@ -611,7 +612,7 @@ Result<void> revoke_tenant_credentials(store::Tx& tx, const std::string& tenant_
 
 // ---------------- users of an identity provider ----------------
 
-Result<std::string> external_user(store::Tx& tx, const World& w, const Owner& home,
+Result<std::string> external_user(store::Tx& tx, const Env& w, const Owner& home,
                                   const oidc::Identity& id) {
   auto row =
       GP_TRY(tx.query_one("SELECT id, tenant_id, state, email, display_name FROM users "
@@ -641,7 +642,7 @@ Result<std::string> external_user(store::Tx& tx, const World& w, const Owner& ho
   return user.id;
 }
 
-Result<void> set_bindings_from(store::Tx& tx, const World& w, const Owner& home,
+Result<void> set_bindings_from(store::Tx& tx, const Env& w, const Owner& home,
                                const std::string& user_id, const std::string& source,
                                const std::vector<std::pair<Role, Scope>>& grants) {
   // The bindings wanted, as (role, tenant id, project id).

@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "common/env.h"
 #include "fleet/fleet.h"
 #include "network/records.h"
 #include "policy/policy.h"
@@ -118,7 +119,7 @@ Result<void> announce(store::Tx& tx, const Job& j, bool peers) {
 
 // Writes the job's state fields as they are in `j` (bumping its version) and records the
 // transition from `from`.
-Result<void> save(store::Tx& tx, const World& w, Job& j, State from) {
+Result<void> save(store::Tx& tx, const Env& w, Job& j, State from) {
   j.updated_at = w.now();
   ++j.version;
   if (finished(j.state) && !j.ended_at) j.ended_at = j.updated_at;
@@ -168,8 +169,7 @@ Result<std::vector<std::string>> member_addresses(store::Tx& tx, const std::stri
 // The job's members for a new attempt, on the nodes of its allocation's placement: member r
 // gets the r-th equal slice of the placement's grants, which lies on one node, and an address
 // on the tenant's network.
-Result<void> place_members(store::Tx& tx, const World& w, const Job& j,
-                           const alloc::Allocation& a) {
+Result<void> place_members(store::Tx& tx, const Env& w, const Job& j, const alloc::Allocation& a) {
   const Json grants = a.placement.value("gpus", Json::array());
   const int members = j.spec.members;
   if (grants.empty() || grants.size() % static_cast<size_t>(members) != 0)
@@ -198,7 +198,7 @@ Result<void> place_members(store::Tx& tx, const World& w, const Job& j,
 }
 
 // Releases the job's allocation if it is still live: the job has ended.
-Result<void> release_allocation(store::Tx& tx, const World& w, alloc::Service& service,
+Result<void> release_allocation(store::Tx& tx, const Env& w, alloc::Service& service,
                                 const Job& j) {
   tenancy::TenantScope scope(j.tenant_id);
   auto a = GP_TRY(alloc::find_allocation(tx, scope, j.allocation_id));
@@ -213,7 +213,7 @@ Result<void> release_allocation(store::Tx& tx, const World& w, alloc::Service& s
 
 // The allocation that holds every member of a job: the members' units together, each member
 // on one node.
-Result<alloc::NewAllocation> allocation_for(store::Tx& tx, const World& w, const JobSpec& spec,
+Result<alloc::NewAllocation> allocation_for(store::Tx& tx, const Env& w, const JobSpec& spec,
                                             const std::string& offering_id,
                                             const tenancy::Tenant& tenant,
                                             const tenancy::Project& project) {
@@ -229,7 +229,7 @@ Result<alloc::NewAllocation> allocation_for(store::Tx& tx, const World& w, const
 }
 
 // The allocation of `j`'s next attempt, submitted as the job's first was.
-Result<alloc::Allocation> requeue_allocation(store::Tx& tx, const World& w, alloc::Service& service,
+Result<alloc::Allocation> requeue_allocation(store::Tx& tx, const Env& w, alloc::Service& service,
                                              const Job& j) {
   auto tenant = GP_TRY(tenancy::find_tenant(tx, j.tenant_id));
   auto project = GP_TRY(tenancy::find_project(tx, tenancy::TenantScope(j.tenant_id), j.project_id));
@@ -242,7 +242,7 @@ Result<alloc::Allocation> requeue_allocation(store::Tx& tx, const World& w, allo
 
 // Moves `j` along event `e`; on a finished state its allocation is released. The transition
 // table is next_state's.
-Result<void> advance(store::Tx& tx, const World& w, alloc::Service& service, Job& j, const Event& e,
+Result<void> advance(store::Tx& tx, const Env& w, alloc::Service& service, Job& j, const Event& e,
                      std::string reason) {
   const State from = j.state;
   auto t = GP_TRY(next_state(from, e, j.spec, j.attempts));
@@ -392,7 +392,7 @@ Json Member::to_json() const {
           {"updated_at", ts(updated_at)}};
 }
 
-Result<Job> submit(store::Tx& tx, const World& w, alloc::Service& service, const JobSpec& spec,
+Result<Job> submit(store::Tx& tx, const Env& w, alloc::Service& service, const JobSpec& spec,
                    const Submission& s) {
   if (s.tenant.state != tenancy::TenantState::kActive)
     return fail(Error::conflict(fmt::format("tenant {} is {}: it cannot start jobs", s.tenant.name,
@@ -524,7 +524,7 @@ Result<Json> list_attempts(store::Tx& tx, const std::string& job_id) {
   return out;
 }
 
-Result<Job> cancel(store::Tx& tx, const World& w, alloc::Service& service,
+Result<Job> cancel(store::Tx& tx, const Env& w, alloc::Service& service,
                    const tenancy::TenantScope& scope, std::string_view id,
                    const std::string& actor) {
   auto found = GP_TRY(find_job(tx, scope, id));
@@ -560,7 +560,7 @@ Result<std::map<std::string, int64_t>> count_jobs_by_state(store::Tx& tx) {
   return out;
 }
 
-Result<int> sync(store::Tx& tx, const World& w, alloc::Service& service) {
+Result<int> sync(store::Tx& tx, const Env& w, alloc::Service& service) {
   int changed = 0;
   for (const auto& row : GP_TRY(tx.query(
            fmt::format("SELECT {} FROM jobs WHERE state IN ('queued', 'starting', 'running') "
@@ -863,7 +863,7 @@ Outcome evaluate(const Job& j, const std::vector<Member>& members) {
 
 }  // namespace
 
-Result<Json> apply_reports(store::Tx& tx, const World& w, alloc::Service& service,
+Result<Json> apply_reports(store::Tx& tx, const Env& w, alloc::Service& service,
                            const std::string& node_id, const std::vector<MemberReport>& reports) {
   Json changes = Json::array();
   std::map<std::string, bool> touched;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "alloc/alloc.h"
+#include "common/env.h"
 #include "common/page.h"
 #include "jobs/jobs.h"
 #include "storage/storage.h"
@@ -87,7 +88,7 @@ struct Submission {
 // Validates the spec against the catalog, the tenant's registries and its project's volumes,
 // then creates the job with its allocation (queued or already starting). invalid_argument for a
 // spec that can never run; the scheduler's refusals (class, impossible shape) pass through.
-Result<Job> submit(store::Tx& tx, const World& w, alloc::Service& service, const JobSpec& spec,
+Result<Job> submit(store::Tx& tx, const Env& w, alloc::Service& service, const JobSpec& spec,
                    const Submission& s);
 
 Result<std::optional<Job>> find_job(store::Tx& tx, const tenancy::TenantScope& scope,
@@ -112,14 +113,14 @@ Result<Json> list_attempts(store::Tx& tx, const std::string& job_id);
 // Stops the job: a queued one ends at once (its allocation withdrawn); a starting or running
 // one is stopped on its nodes (SIGTERM, SIGKILL after kStopGraceSeconds) and ends cancelled
 // once its members have stopped. conflict for a job that has ended.
-Result<Job> cancel(store::Tx& tx, const World& w, alloc::Service& service,
+Result<Job> cancel(store::Tx& tx, const Env& w, alloc::Service& service,
                    const tenancy::TenantScope& scope, std::string_view id,
                    const std::string& actor);
 
 // Brings every live job in line with its allocation: placed, it starts; ended (released,
 // preempted, its node failed), the job ends with it. Running jobs past their maximum duration
 // are stopped. Returns the jobs changed.
-Result<int> sync(store::Tx& tx, const World& w, alloc::Service& service);
+Result<int> sync(store::Tx& tx, const Env& w, alloc::Service& service);
 
 // What node `node_id` runs for jobs: one entry per member of a live job's current attempt
 // placed there, with everything the agent needs to start it inside the tenant's boundaries
@@ -147,7 +148,7 @@ struct MemberReport {
 Result<std::vector<MemberReport>> parse_reports(const Json& j);
 // Records the reports of `node_id` (reports of members not placed there are ignored) and moves
 // the jobs they complete. Returns the job state changes, for the audit trail.
-Result<Json> apply_reports(store::Tx& tx, const World& w, alloc::Service& service,
+Result<Json> apply_reports(store::Tx& tx, const Env& w, alloc::Service& service,
                            const std::string& node_id, const std::vector<MemberReport>& reports);
 
 // A member's kept output: bytes [start, end) of everything it wrote over its attempts (each

@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 
+#include "common/env.h"
 #include "fleet/fleet.h"
 #include "jobs/records.h"
 #include "metering/metering.h"
@@ -48,7 +49,7 @@ void node_and_gpu_families(Exposition& e, const Json& summary) {
       e.sample({{"model", model}, {"status", status}}, m.value(status, 0.0));
 }
 
-void allocation_families(Exposition& e, const World& w, const std::vector<alloc::LiveCount>& live,
+void allocation_families(Exposition& e, const Env& w, const std::vector<alloc::LiveCount>& live,
                          const std::map<std::string, int64_t>& by_state,
                          const std::unordered_map<std::string, std::string>& names,
                          size_t max_tenants) {
@@ -129,7 +130,7 @@ void quota_families(Exposition& e, const std::vector<sched::QuotaTree::TenantMod
 
 }  // namespace
 
-Result<std::string> fleet_metrics(store::Tx& tx, const World& w, alloc::Service& service,
+Result<std::string> fleet_metrics(store::Tx& tx, const Env& w, alloc::Service& service,
                                   const FleetOptions& options) {
   Exposition e;
   const auto names = GP_TRY(tenancy::tenant_names(tx));
@@ -202,7 +203,7 @@ std::map<std::pair<std::string, std::string>, Holder> holders(
 
 }  // namespace
 
-Result<std::string> hardware_metrics(store::Tx& tx, const World& w, const HardwareScope& scope) {
+Result<std::string> hardware_metrics(store::Tx& tx, const Env& w, const HardwareScope& scope) {
   const auto nodes = GP_TRY(all_pages(
       [&](const PageRequest& page) { return fleet::list_nodes(tx, page, std::nullopt); }));
   std::map<std::string, const fleet::Node*> by_id;  // the shard's nodes

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "alloc/alloc.h"
+#include "common/env.h"
 #include "common/page.h"
 #include "common/result.h"
 #include "store/store.h"
@@ -54,7 +55,7 @@ std::vector<std::pair<std::string, double>> top_with_other(
 struct FleetOptions {
   size_t max_tenants = 100;  // tenant label values per family, "_other" beyond
 };
-Result<std::string> fleet_metrics(store::Tx& tx, const World& w, alloc::Service& service,
+Result<std::string> fleet_metrics(store::Tx& tx, const Env& w, alloc::Service& service,
                                   const FleetOptions& options);
 
 // The nodes whose name hashes (FNV-1a) to `index` modulo `count`; {0, 1} is every node.
@@ -70,6 +71,6 @@ struct HardwareScope {
   Shard shard;
   std::optional<std::string> tenant_id;
 };
-Result<std::string> hardware_metrics(store::Tx& tx, const World& w, const HardwareScope& scope);
+Result<std::string> hardware_metrics(store::Tx& tx, const Env& w, const HardwareScope& scope);
 
 }  // namespace gp::observe

@@ -3,11 +3,12 @@
 // to what the rules grant.
 #include <fmt/format.h>
 
+#include "common/env.h"
 #include "tenancy/tenancy.h"
 
 namespace gp::tenancy {
 
-Result<std::string> sync_external_user(store::Tx& tx, const World& w, const iam::oidc::Identity& id,
+Result<std::string> sync_external_user(store::Tx& tx, const Env& w, const iam::oidc::Identity& id,
                                        const std::string& source) {
   Owner owner;
   if (!id.tenant.empty()) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "common/crypto.h"
+#include "common/env.h"
 #include "policy/policy.h"
 #include "storage/records.h"
 #include "store/record_row.h"
@@ -116,7 +117,7 @@ Result<TenantSpec> parse_tenant_spec(ObjectReader& r) {
   return s;
 }
 
-Result<Tenant> create_tenant(store::Tx& tx, const World& w, const TenantSpec& spec) {
+Result<Tenant> create_tenant(store::Tx& tx, const Env& w, const TenantSpec& spec) {
   GP_TRY_VOID(validate_dns_label("name", spec.name));
   GP_TRY_VOID(validate_display("display_name", spec.display_name));
   // Names hold only [a-z0-9-], so they are safe in LIKE patterns. Only platform admins create
@@ -243,7 +244,7 @@ Result<TenantPatch> parse_tenant_patch(ObjectReader& r) {
   return p;
 }
 
-Result<Tenant> update_tenant(store::Tx& tx, const World& w, const TenantScope& scope,
+Result<Tenant> update_tenant(store::Tx& tx, const Env& w, const TenantScope& scope,
                              const TenantPatch& patch, std::optional<int64_t> if_match) {
   auto found = GP_TRY(find_tenant(tx, scope.tenant_id()));
   if (!found) return fail(Error::not_found("tenant not found"));
@@ -271,7 +272,7 @@ Result<Tenant> update_tenant(store::Tx& tx, const World& w, const TenantScope& s
   return t;
 }
 
-Result<Tenant> offboard_tenant(store::Tx& tx, const World& w, const TenantScope& scope,
+Result<Tenant> offboard_tenant(store::Tx& tx, const Env& w, const TenantScope& scope,
                                std::optional<int64_t> if_match) {
   auto found = GP_TRY(find_tenant(tx, scope.tenant_id()));
   if (!found) return fail(Error::not_found("tenant not found"));
@@ -310,7 +311,7 @@ Result<ProjectSpec> parse_project_spec(ObjectReader& r) {
   return s;
 }
 
-Result<Project> create_project(store::Tx& tx, const World& w, const TenantScope& s,
+Result<Project> create_project(store::Tx& tx, const Env& w, const TenantScope& s,
                                const ProjectSpec& spec) {
   GP_TRY_VOID(validate_dns_label("name", spec.name));
   GP_TRY_VOID(validate_display("display_name", spec.display_name));
@@ -376,7 +377,7 @@ Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const P
   return make_page(std::move(out), page);
 }
 
-Result<Project> update_project(store::Tx& tx, const World& w, const TenantScope& s,
+Result<Project> update_project(store::Tx& tx, const Env& w, const TenantScope& s,
                                const std::string& id, const std::optional<std::string>& display,
                                std::optional<int64_t> if_match) {
   auto found = GP_TRY(find_project(tx, s, id));
@@ -423,7 +424,7 @@ Result<std::string> check_password(store::Tx& tx, std::string_view login,
 // ---------------- bootstrap ----------------
 
 Result<std::optional<Bootstrap>> bootstrap_platform_admin(
-    store::Tx& tx, const World& w, const std::optional<std::string>& password) {
+    store::Tx& tx, const Env& w, const std::optional<std::string>& password) {
   auto done = GP_TRY(tx.query_one("SELECT value FROM meta WHERE key = 'bootstrap'"));
   if (done) return std::optional<Bootstrap>();
   Bootstrap b;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/ids.h"
 #include "common/json.h"
 #include "common/json_out.h"
@@ -108,7 +109,7 @@ Result<TenantSpec> parse_tenant_spec(ObjectReader& r);
 // Refused (conflict) when another tenant has the name, or a name that extends it or that it
 // extends at a '-' (policy::tenant_names_share_namespaces): that keeps every project's
 // Kubernetes namespace unique by construction, with nothing a tenant can do to take another's.
-Result<Tenant> create_tenant(store::Tx& tx, const World& w, const TenantSpec& spec);
+Result<Tenant> create_tenant(store::Tx& tx, const Env& w, const TenantSpec& spec);
 // Resolves an id ("ten_...") or a name.
 Result<std::optional<Tenant>> find_tenant(store::Tx& tx, std::string_view id_or_name);
 Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
@@ -124,10 +125,10 @@ struct TenantPatch {
   std::optional<std::map<std::string, std::string>> labels;
 };
 Result<TenantPatch> parse_tenant_patch(ObjectReader& r);
-Result<Tenant> update_tenant(store::Tx& tx, const World& w, const TenantScope& scope,
+Result<Tenant> update_tenant(store::Tx& tx, const Env& w, const TenantScope& scope,
                              const TenantPatch& patch, std::optional<int64_t> if_match);
 // Offboarding: the tenant moves to state offboarding; its keys and sessions are revoked.
-Result<Tenant> offboard_tenant(store::Tx& tx, const World& w, const TenantScope& scope,
+Result<Tenant> offboard_tenant(store::Tx& tx, const Env& w, const TenantScope& scope,
                                std::optional<int64_t> if_match);
 // What iam::Authenticator asks of the tenants: whether one is being offboarded (one point read
 // of its state, in the authentication's transaction), and the table that answer comes from.
@@ -154,7 +155,7 @@ struct ProjectSpec {
   std::string name, display_name;
 };
 Result<ProjectSpec> parse_project_spec(ObjectReader& r);
-Result<Project> create_project(store::Tx& tx, const World& w, const TenantScope& s,
+Result<Project> create_project(store::Tx& tx, const Env& w, const TenantScope& s,
                                const ProjectSpec& spec);
 Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
                                             std::string_view id_or_name);
@@ -162,7 +163,7 @@ Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const P
                                     const std::optional<std::vector<std::string>>& only_ids);
 // Every project of the scope's tenant, by id.
 Result<std::vector<Project>> all_projects(store::Tx& tx, const TenantScope& s);
-Result<Project> update_project(store::Tx& tx, const World& w, const TenantScope& s,
+Result<Project> update_project(store::Tx& tx, const Env& w, const TenantScope& s,
                                const std::string& id, const std::optional<std::string>& display,
                                std::optional<int64_t> if_match);
 // Conflict while the project has active volumes (storage::check_project_deletable).
@@ -185,7 +186,7 @@ Result<std::string> check_password(store::Tx& tx, std::string_view login,
 // Refused when the subject's user lives in another tenant or is disabled, when the username
 // belongs to a local user, or when a rule names a tenant or project that does not exist.
 // Returns the user id.
-Result<std::string> sync_external_user(store::Tx& tx, const World& w, const iam::oidc::Identity& id,
+Result<std::string> sync_external_user(store::Tx& tx, const Env& w, const iam::oidc::Identity& id,
                                        const std::string& source);
 
 // Makes sure a platform-admin exists. On first start, creates user "admin" with the given
@@ -194,7 +195,7 @@ struct Bootstrap {
   std::string username, password, api_key;
 };
 Result<std::optional<Bootstrap>> bootstrap_platform_admin(
-    store::Tx& tx, const World& w, const std::optional<std::string>& password);
+    store::Tx& tx, const Env& w, const std::optional<std::string>& password);
 
 }  // namespace gp::tenancy
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/env.h"
 #include "test_util.h"
 
 namespace gp::billing {
@@ -155,7 +156,7 @@ class StoredInvoices : public Ledger {
  protected:
   ManualClock clock{from_unix_micros(0)};
   SeededIdSource ids{7};
-  World world() { return World{clock, ids}; }
+  Env world() { return Env{clock, ids}; }
   void at(int64_t us) { clock.set(from_unix_micros(us)); }
 
   StoredInvoice draft(const std::string& tenant, const Period& p,

@@ -1,6 +1,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include "common/env.h"
 #include "fleet/fleet.h"
 #include "test_util.h"
 
@@ -60,7 +61,7 @@ class FleetTest : public ::testing::Test {
   std::unique_ptr<store::Store> store_;
   ManualClock clock_{from_unix_micros(1'800'000'000'000'000)};
   SeededIdSource ids_{3};
-  World w_{clock_, ids_};
+  Env w_{clock_, ids_};
 };
 
 TEST_F(FleetTest, EnrolmentConsumesTheJoinTokenOnce) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "common/env.h"
 #include "test_util.h"
 
 namespace gp::iam {
@@ -189,7 +190,7 @@ class AuthenticatorLookups : public ::testing::Test {
   std::unique_ptr<store::Store> store_;
   ManualClock clock_{from_unix_micros(1'800'000'000'000'000)};
   SeededIdSource ids_{1};
-  World w_{clock_, ids_};
+  Env w_{clock_, ids_};
   std::set<std::string> offboarding_;
   int asked_ = 0;
 };

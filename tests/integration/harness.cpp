@@ -18,6 +18,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/env.h"
 #include "integration/openapi_check.h"
 #include "pg_test_util.h"
 #include "tenancy/tenancy.h"
@@ -160,7 +161,7 @@ TestServer::TestServer(api::Limits limits)
 
   std::optional<tenancy::Bootstrap> boot;
   auto booted = store_->write([&](store::Tx& tx) -> Result<void> {
-    World w{clock_, ids_};
+    Env w{clock_, ids_};
     boot = GP_TRY(tenancy::bootstrap_platform_admin(tx, w, std::nullopt));
     if (boot) {
       audit::Entry e{

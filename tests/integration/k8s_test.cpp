@@ -358,7 +358,7 @@ TEST_F(K8s, PostureFailsASharedNodeWhoseToolkitAcceptsTheDeviceVariable) {
   inventory["gpu_runtime"]["device_list_strategy"] = Json::array({"volume-mounts"});
   auto closed = s.store().write([&](store::Tx& tx) -> Result<void> {
     auto node = GP_TRY(fleet::find_node(tx, "shared-1"));
-    GP_TRY_VOID(fleet::apply_inventory(tx, s.api().world(), node->id,
+    GP_TRY_VOID(fleet::apply_inventory(tx, s.api().env(), node->id,
                                        GP_TRY(fleet::parse_inventory(inventory))));
     return ok();
   });

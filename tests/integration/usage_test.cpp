@@ -203,14 +203,14 @@ TEST_F(Usage, IntervalsIntegrateToTheAllocationHistoryAcrossRebuildsAndRollbacks
       case 4:  // an agent reports in: placed allocations on the node become active
         write([&](store::Tx& tx) -> Result<void> {
           GP_TRY(tx.exec("UPDATE nodes SET last_heartbeat = ?", {now()}));
-          for (const auto& n : nodes) GP_TRY(s.api().allocs().acknowledge(tx, s.api().world(), n));
+          for (const auto& n : nodes) GP_TRY(s.api().allocs().acknowledge(tx, s.api().env(), n));
           return ok();
         });
         break;
       case 5:  // time passes (often across an hour), expiries and queue work follow
         s.clock().advance(std::chrono::seconds(1 + pick(2400)));
         write([&](store::Tx& tx) -> Result<void> {
-          GP_TRY(s.api().allocs().tick(tx, s.api().world()));
+          GP_TRY(s.api().allocs().tick(tx, s.api().env()));
           return ok();
         });
         break;
@@ -221,10 +221,10 @@ TEST_F(Usage, IntervalsIntegrateToTheAllocationHistoryAcrossRebuildsAndRollbacks
       case 7: {  // a transaction does work and then fails: all of it rolls back
         auto r = s.store().write([&](store::Tx& tx) -> Result<void> {
           s.api().allocs().begin();
-          GP_TRY(s.api().allocs().tick(tx, s.api().world()));
+          GP_TRY(s.api().allocs().tick(tx, s.api().env()));
           if (!made.empty()) {
             auto [owner, id] = made[pick(int(made.size()))];
-            (void)s.api().allocs().release(tx, s.api().world(),
+            (void)s.api().allocs().release(tx, s.api().env(),
                                            tenancy::TenantScope(owner->info.id), id, "doomed");
           }
           return fail(Error::internal("simulated crash before commit"));
@@ -237,7 +237,7 @@ TEST_F(Usage, IntervalsIntegrateToTheAllocationHistoryAcrossRebuildsAndRollbacks
       case 8:  // rarely, a node fails
         if (pick(4) == 0)
           write([&](store::Tx& tx) -> Result<void> {
-            GP_TRY(s.api().allocs().node_failed(tx, s.api().world(), nodes[pick(2)], "test"));
+            GP_TRY(s.api().allocs().node_failed(tx, s.api().env(), nodes[pick(2)], "test"));
             return ok();
           });
         break;
@@ -297,7 +297,7 @@ TEST_F(Usage, OpenIntervalsOfAllocationsThatEndedElsewhereCloseAtTheirEndOnRebui
   });
   s.api().allocs().invalidate();
   write([&](store::Tx& tx) -> Result<void> {
-    GP_TRY(s.api().allocs().tick(tx, s.api().world()));  // rebuilds, which recovers
+    GP_TRY(s.api().allocs().tick(tx, s.api().env()));  // rebuilds, which recovers
     return ok();
   });
   auto r = s.store().read([&](store::Tx& tx) -> Result<void> {

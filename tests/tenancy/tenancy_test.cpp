@@ -4,6 +4,7 @@
 
 #include <map>
 
+#include "common/env.h"
 #include "policy/policy.h"
 #include "test_util.h"
 
@@ -32,7 +33,7 @@ class TenancyTest : public ::testing::Test {
   std::unique_ptr<store::Store> store_;
   ManualClock clock_{from_unix_micros(1'800'000'000'000'000)};
   SeededIdSource ids_{1};
-  World w_{clock_, ids_};
+  Env w_{clock_, ids_};
 };
 
 TEST_F(TenancyTest, TenantNamesAreUniqueAndValidated) {
@@ -133,7 +134,7 @@ TEST(TenancyMigration, ExistingProjectsGetTheirNamespacesAndTheOlderOneKeepsACon
   auto store = gp::testing::open_store(dir);  // applies migration 20
   ManualClock clock{from_unix_micros(1'800'000'000'000'000)};
   SeededIdSource ids{7};
-  World w{clock, ids};
+  Env w{clock, ids};
   std::map<std::string, std::optional<std::string>> ns;
   for (const char* t : {"ten_a", "ten_b", "ten_c"})
     for (const auto& p :
