@@ -55,6 +55,12 @@ struct Field {
   std::string_view stored_as() const { return column.empty() ? name : column; }
 };
 
+// Field{"id", &R::id, ...} names R and T without spelling them (clang 16 has no deduction for
+// aggregates).
+template <typename R, typename T>
+Field(std::string_view, T R::*, std::string_view = {}, Form = Form::kPlain,
+      std::span<const std::string_view> = {}, Shown = Shown::kEverywhere) -> Field<R, T>;
+
 // Specialized per entity, next to its struct: `static constexpr auto list = std::tuple{...}`.
 template <typename R>
 struct Fields;
