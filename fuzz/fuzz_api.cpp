@@ -15,6 +15,7 @@
 #include "api/api.h"
 #include "audit/signer.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/ids.h"
 #include "fuzz_util.h"
 #include "tenancy/tenancy.h"
@@ -26,6 +27,8 @@ struct Fixture {
   std::unique_ptr<gp::store::Store> store;
   gp::ManualClock clock{gp::from_unix_micros(1'800'000'000'000'000)};
   gp::SeededIdSource ids{7};
+  gp::SeededRandom random{7};
+  gp::Env env() { return {clock, ids, random}; }
   std::unique_ptr<gp::audit::AuditLog> audit;
   std::unique_ptr<gp::api::Api> api;
   std::string admin_token;
@@ -55,13 +58,12 @@ Fixture& fixture() {
     x->audit = std::make_unique<gp::audit::AuditLog>(x->clock, std::move(*signer), 50);
     std::optional<gp::tenancy::Bootstrap> boot;
     auto booted = x->store->write([&](gp::store::Tx& tx) -> gp::Result<void> {
-      gp::World w{x->clock, x->ids};
-      boot = GP_TRY(gp::tenancy::bootstrap_platform_admin(tx, w, std::nullopt));
+      boot = GP_TRY(gp::tenancy::bootstrap_platform_admin(tx, x->env(), std::nullopt));
       return gp::ok();
     });
     if (!booted || !boot) fixture_failed("bootstrap failed");
     x->admin_token = boot->api_key;
-    x->api = std::make_unique<gp::api::Api>(*x->store, *x->audit, x->clock, x->ids);
+    x->api = std::make_unique<gp::api::Api>(*x->store, *x->audit, x->env());
     std::atexit([] { std::filesystem::remove_all(fixture().dir); });
     return x;
   }();
