@@ -707,11 +707,7 @@ Result<void> require(const Call& call, iam::Permission p, const iam::Scope& wher
 }
 
 Result<void> check_if_match(const Call& call, int64_t version) {
-  auto want = call.if_match();
-  if (want && *want != version)
-    return fail(ErrorCode::kPreconditionFailed,
-                fmt::format("resource is at version {}, not {}", version, *want));
-  return ok();
+  return check_version(call.if_match(), version);
 }
 
 // One-time secrets (API key tokens, session tokens, node credentials) are shown in the first

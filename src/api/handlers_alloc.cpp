@@ -360,8 +360,7 @@ std::vector<Route> alloc_routes() {
                .permission = Permission::kAllocationRead,
                .handler = serialized_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Reply> {
                  auto a = GP_TRY(path_allocation(call, tx));
-                 return json_reply(200,
-                                   GP_TRY(api.allocs().why(tx, api.env(), a, view_for(call))));
+                 return json_reply(200, GP_TRY(api.allocs().why(tx, api.env(), a, view_for(call))));
                }),
                .summary = "Why an allocation is where it is: queue position, quota at each "
                           "level, whether the fleet has room, and its history. Tenants' "
@@ -408,8 +407,8 @@ std::vector<Route> alloc_routes() {
                .permission = Permission::kAllocationWrite,
                .mutation = true,
                .handler = write_tx([](Api& api, Call& call, store::Tx& tx) -> Result<Mutation> {
-                 auto x = GP_TRY(api.allocs().cancel_reservation(
-                     tx, api.env(), call.tenant_scope(), call.param("reservation")));
+                 auto x = GP_TRY(api.allocs().cancel_reservation(tx, api.env(), call.tenant_scope(),
+                                                                 call.param("reservation")));
                  Mutation m;
                  m.reply = json_reply(200, x.to_json(), x.version);
                  return m;

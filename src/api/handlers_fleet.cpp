@@ -253,8 +253,7 @@ Result<Mutation> repair_gpu(Api& api, Call& call, store::Tx& tx) {
   GP_TRY_VOID(r.finish());
   auto n = GP_TRY(found(fleet::find_node(tx, call.param("node")), "node"));
   const fleet::Gpu before = GP_TRY(path_gpu(call, tx, n.id));
-  auto g =
-      GP_TRY(fleet::start_repair(tx, api.env(), n.id, before.info.uuid, reason, call.who.id));
+  auto g = GP_TRY(fleet::start_repair(tx, api.env(), n.id, before.info.uuid, reason, call.who.id));
   api.allocs().invalidate();  // the scheduler no longer places on it
   Mutation m;
   Json out = g.to_json();

@@ -58,8 +58,8 @@ Result<Mutation> update_user(Api& api, Call& call, store::Tx& tx) {
   auto patch = GP_TRY(tenancy::parse_user_patch(r));
   GP_TRY_VOID(r.finish());
   auto target = GP_TRY(found(tenancy::find_user(tx, call.owner(), call.param("user")), "user"));
-  auto u = GP_TRY(
-      tenancy::update_user(tx, api.env(), call.owner(), target.id, patch, call.if_match()));
+  auto u =
+      GP_TRY(tenancy::update_user(tx, api.env(), call.owner(), target.id, patch, call.if_match()));
   Mutation m;
   m.reply = json_reply(200, u.to_json(), u.version);
   Json detail = *call.body;

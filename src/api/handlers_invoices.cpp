@@ -41,8 +41,8 @@ Result<std::vector<billing::OfferingCredit>> tenant_sla_credits(
 // invoiced; a tenant without an account uses the card `default`) and that card's currency.
 Result<Json> account_json(Api& api, store::Tx& tx, const billing::Account& a) {
   Json body = a.to_json();
-  auto card = billing::rate_card_for_period(tx, a.rate_card_id,
-                                            billing::month_containing(api.env().now()));
+  auto card =
+      billing::rate_card_for_period(tx, a.rate_card_id, billing::month_containing(api.env().now()));
   if (!card && card.error().code != ErrorCode::kNotFound &&
       card.error().code != ErrorCode::kInvalidArgument && card.error().code != ErrorCode::kConflict)
     return fail(card.error());
@@ -219,8 +219,7 @@ Result<Mutation> run(Api& api, Call& call, store::Tx& tx) {
   auto period = GP_TRY(billing::parse_period_body(*call.body));
   const auto offerings = GP_TRY(alloc::offering_names(tx));
   const auto credits = GP_TRY(sla_credits(api, tx, "", period, offerings));
-  auto report =
-      GP_TRY(billing::run_period(tx, api.env(), period, call.who.id, offerings, credits));
+  auto report = GP_TRY(billing::run_period(tx, api.env(), period, call.who.id, offerings, credits));
   Json body = report.to_json();
   Mutation m;
   m.reply = json_reply(200, body);

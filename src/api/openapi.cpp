@@ -4,6 +4,7 @@
 
 #include "api/router.h"
 #include "common/record.h"
+#include "fleet/fleet.h"
 #include "storage/records.h"
 #include "tenancy/tenancy.h"
 
@@ -24,26 +25,23 @@ Json object(Json props, std::vector<std::string> required) {
           {"additionalProperties", false}};
 }
 
+// `schema` with properties a reply may add (not required).
+Json with_optional(Json schema, const Json& props) {
+  for (auto it = props.begin(); it != props.end(); ++it) schema["properties"][it.key()] = *it;
+  return schema;
+}
+
 Json schema_ref(const std::string& name) { return {{"$ref", "#/components/schemas/" + name}}; }
 
-const std::vector<std::string> kClasses = {"internal", "standard", "sensitive", "regulated"};
+const std::vector<std::string> kClasses(vocab::kClassNames.begin(), vocab::kClassNames.end());
 
 Json schemas() {
   Json s;
   Json labels = {{"type", "object"}, {"additionalProperties", {{"type", "string"}}}};
-  s["Tenant"] = object({{"id", str()},
-                        {"name", str()},
-                        {"display_name", str()},
-                        {"isolation_class", enum_of(kClasses)},
-                        {"state", enum_of({"active", "suspended", "offboarding"})},
-                        {"labels", labels},
-                        {"created_at", time_str()},
-                        {"updated_at", time_str()},
-                        {"version", integer()},
-                        {"admin", {{"type", "object"}}},
-                        {"offboarding", {{"type", "object"}}}},  // DELETE's answer only
-                       {"id", "name", "display_name", "isolation_class", "state", "labels",
-                        "created_at", "updated_at", "version"});
+  // DELETE's answer adds offboarding, a create with an admin adds admin.
+  s["Tenant"] =
+      with_optional(schema_of<tenancy::Tenant>(),
+                    {{"admin", {{"type", "object"}}}, {"offboarding", {{"type", "object"}}}});
   s["UserCreate"] = object({{"username", str()},
                             {"display_name", str()},
                             {"email", str()},
@@ -149,14 +147,7 @@ Json schemas() {
         {"type", "object"}, {"properties", std::move(props)}, {"required", std::move(required)}};
   };
   s["PoolCreate"] = object({{"name", str()}, {"tenant", str()}, {"description", str()}}, {"name"});
-  s["Pool"] = object({{"id", str()},
-                      {"name", str()},
-                      {"tenant_id", nstr()},
-                      {"kind", enum_of({"shared", "dedicated"})},
-                      {"description", str()},
-                      {"created_at", time_str()},
-                      {"version", integer()}},
-                     {"id", "name", "tenant_id", "kind", "description", "created_at", "version"});
+  s["Pool"] = schema_of<fleet::Pool>();
   s["JoinTokenCreate"] = object({{"pool", str()}, {"ttl_seconds", integer()}}, {});
   s["JoinToken"] =
       object({{"id", str()}, {"token", str()}, {"pool_id", nstr()}, {"expires_at", time_str()}},
@@ -204,14 +195,7 @@ Json schemas() {
                           {"credential", str()},
                           {"certificate", schema_ref("IssuedCertificate")}},
                          {"node", "credential"});
-  s["NodeCertificate"] = object({{"serial", str()},
-                                 {"node_id", str()},
-                                 {"not_before", str()},
-                                 {"not_after", str()},
-                                 {"issued_at", str()},
-                                 {"revoked_at", nstr()},
-                                 {"revoke_reason", str()}},
-                                {"serial", "node_id", "not_before", "not_after", "revoked_at"});
+  s["NodeCertificate"] = schema_of<fleet::NodeCertificate>();
   s["NodeRevoked"] = object({{"node", schema_ref("Node")}, {"certificates_revoked", integer()}},
                             {"node", "certificates_revoked"});
   s["VmReport"] =

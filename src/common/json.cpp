@@ -175,6 +175,20 @@ Result<void> ObjectReader::finish() {
   return ok();
 }
 
+Result<void> validate_display(std::string_view field, std::string_view v) {
+  for (unsigned char c : v)
+    if (c < 0x20 || c == 0x7f)
+      return fail(Error::invalid(fmt::format("{} must not contain control characters", field)));
+  return ok();
+}
+
+Result<void> check_version(std::optional<int64_t> if_match, int64_t version) {
+  if (if_match && *if_match != version)
+    return fail(ErrorCode::kPreconditionFailed,
+                fmt::format("resource is at version {}, not {}", version, *if_match));
+  return ok();
+}
+
 Result<void> validate_dns_label(std::string_view field, std::string_view v) {
   if (v.empty() || v.size() > 63)
     return fail(Error::invalid(fmt::format("{} must be 1 to 63 characters", field)));

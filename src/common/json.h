@@ -3,6 +3,7 @@
 // errors before anything is changed.
 #pragma once
 
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
@@ -61,5 +62,13 @@ class ObjectReader {
 // (lowercase letters, digits and '-', starting with a letter, at most 63 characters), so the
 // name can become a Kubernetes namespace or a Unix group.
 Result<void> validate_dns_label(std::string_view field, std::string_view value);
+
+// Display names and descriptions: at most kMaxDisplay bytes where a caller caps them, and no
+// control characters.
+inline constexpr size_t kMaxDisplay = 200;
+Result<void> validate_display(std::string_view field, std::string_view value);
+
+// An If-Match version against the stored one: kPreconditionFailed when they differ.
+Result<void> check_version(std::optional<int64_t> if_match, int64_t version);
 
 }  // namespace gp

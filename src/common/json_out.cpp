@@ -23,6 +23,7 @@ void JsonObjectOut::string(std::string_view key, std::string_view value) {
 void JsonObjectOut::integer(std::string_view key, int64_t value) { j_[std::string(key)] = value; }
 void JsonObjectOut::boolean(std::string_view key, bool value) { j_[std::string(key)] = value; }
 void JsonObjectOut::null(std::string_view key) { j_[std::string(key)] = nullptr; }
+void JsonObjectOut::json(std::string_view key, const Json& value) { j_[std::string(key)] = value; }
 
 void JsonText::separate() {
   if (comma_) out_ += ',';
@@ -76,6 +77,12 @@ void JsonText::boolean(std::string_view k, bool v) {
 void JsonText::null(std::string_view k) {
   key(k);
   value_null();
+}
+void JsonText::json(std::string_view k, const Json& v) {
+  key(k);
+  separate();
+  // As quoted() does: an invalid UTF-8 sequence becomes U+FFFD, never an exception.
+  out_ += v.dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 namespace {

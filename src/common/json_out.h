@@ -21,6 +21,8 @@ class ObjectOut {
   virtual void integer(std::string_view key, int64_t value) = 0;
   virtual void boolean(std::string_view key, bool value) = 0;
   virtual void null(std::string_view key) = 0;
+  // Any JSON value (a number with a fraction, an object of strings, ...).
+  virtual void json(std::string_view key, const Json& value) = 0;
   // A string, or null when absent.
   void optional_string(std::string_view key, const std::optional<std::string>& value);
   // Microseconds since the epoch, as RFC 3339 text (what every reply's timestamps are).
@@ -34,6 +36,7 @@ class JsonObjectOut final : public ObjectOut {
   void integer(std::string_view key, int64_t value) override;
   void boolean(std::string_view key, bool value) override;
   void null(std::string_view key) override;
+  void json(std::string_view key, const Json& value) override;
   Json take() && { return std::move(j_); }
 
  private:
@@ -59,6 +62,7 @@ class JsonText final : public ObjectOut {
   void integer(std::string_view key, int64_t value) override;
   void boolean(std::string_view key, bool value) override;
   void null(std::string_view key) override;
+  void json(std::string_view key, const Json& value) override;
 
   std::string take() && { return std::move(out_); }
 

@@ -1,6 +1,7 @@
 // Cursor pagination shared by the repository modules.
 #pragma once
 
+#include <cstdint>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -35,6 +36,9 @@ Page<T> make_page(std::vector<T> items, const PageRequest& p, Cursor&& cursor_of
   page.items = std::move(items);
   return page;
 }
+// One row more than the page asks for: the extra one only says a next page exists.
+inline int64_t fetch_limit(const PageRequest& p) { return int64_t(p.limit) + 1; }
+
 // The same for items ordered by `id`, their cursor.
 template <typename T>
 Page<T> make_page(std::vector<T> items, const PageRequest& p) {

@@ -12,13 +12,16 @@
 //         Field{"created_at", &tenancy::Project::created_at, {}, Form::kTime}, ...};
 //   };
 //
-// Member types: std::string, std::optional<std::string>, int64_t, std::optional<int64_t>, bool.
-// An optional member is null in JSON when absent (its schema allows null); every field is
-// required in the schema.
+// Member types: std::string, std::optional<std::string>, int64_t, std::optional<int64_t>, bool,
+// double, a string map (std::map<std::string, std::string>: a JSON object of strings, stored as
+// its JSON text), and an enum whose values run 0, 1, ... with Form::kEnum and `values` naming
+// each value at its index (stored and shown as that name). An optional member is null in JSON
+// when absent (its schema allows null); every field is required in the schema.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <span>
 #include <string>
@@ -34,8 +37,24 @@ namespace gp {
 enum class Form : uint8_t {
   kPlain,  // as the member's type says: string, integer or boolean
   kTime,   // int64_t microseconds since the epoch, RFC 3339 text in JSON
-  kEnum,   // a string from Field::values
+  kEnum,   // a string from Field::values (an enum member: the name at its value's index)
 };
+
+using StringMap = std::map<std::string, std::string>;
+
+// The name of enum value `e` in `names` (indexed by value); "" past the end.
+template <typename E>
+constexpr std::string_view enum_name(E e, std::span<const std::string_view> names) {
+  auto i = static_cast<size_t>(e);
+  return i < names.size() ? names[i] : std::string_view{};
+}
+// The enum value named `s` in `names`, or nullopt.
+template <typename E>
+constexpr std::optional<E> parse_enum(std::string_view s, std::span<const std::string_view> names) {
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == s) return static_cast<E>(i);
+  return std::nullopt;
+}
 
 // Where a field appears.
 enum class Shown : uint8_t {
@@ -61,42 +80,80 @@ template <typename R, typename T>
 Field(std::string_view, T R::*, std::string_view = {}, Form = Form::kPlain,
       std::span<const std::string_view> = {}, Shown = Shown::kEverywhere) -> Field<R, T>;
 
+// A string JSON shows that is worked out from the record, never stored (a pool's "kind", from
+// whether it has a tenant): Derived<R>{"kind", [](const R& r) -> std::string_view {...}, names}.
+template <typename R>
+struct Derived {
+  static constexpr bool kDerived = true;
+  std::string_view name;
+  std::string_view (*get)(const R&);
+  std::span<const std::string_view> values = {};  // what it may be; empty: any string
+};
+
+template <typename F>
+concept DerivedField = F::kDerived;
+
 // Specialized per entity, next to its struct: `static constexpr auto list = std::tuple{...}`.
 template <typename R>
 struct Fields;
 
+// Every entry of R's table, in order: Fields and Deriveds.
 template <typename R, typename F>
 void for_each_field(F&& f) {
   std::apply([&](const auto&... field) { (f(field), ...); }, Fields<R>::list);
+}
+
+// The Fields of R's table (what is stored), in order.
+template <typename R, typename F>
+void for_each_stored(F&& f) {
+  for_each_field<R>([&](const auto& field) {
+    if constexpr (!DerivedField<std::remove_cvref_t<decltype(field)>>) f(field);
+  });
+}
+
+// Writes one stored field of r, unless it is kStoredOnly.
+template <typename R, typename M>
+void describe_field(const R& r, const Field<R, M>& f, ObjectOut& out) {
+  if (f.shown == Shown::kStoredOnly) return;
+  const auto& v = r.*(f.member);
+  using T = std::remove_cvref_t<decltype(v)>;
+  if constexpr (std::is_same_v<T, std::string>) {
+    out.string(f.name, v);
+  } else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
+    out.optional_string(f.name, v);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    out.boolean(f.name, v);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    if (f.form == Form::kTime)
+      out.time(f.name, v);
+    else
+      out.integer(f.name, v);
+  } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
+    if (!v)
+      out.null(f.name);
+    else if (f.form == Form::kTime)
+      out.time(f.name, *v);
+    else
+      out.integer(f.name, *v);
+  } else if constexpr (std::is_same_v<T, double>) {
+    out.json(f.name, v);
+  } else if constexpr (std::is_same_v<T, StringMap>) {
+    out.json(f.name, Json(v));
+  } else if constexpr (std::is_enum_v<T>) {
+    out.string(f.name, enum_name(v, f.values));
+  } else {
+    static_assert(sizeof(T) == 0, "a Field member's type is not one record.h knows");
+  }
 }
 
 // Writes the fields JSON shows to `out`.
 template <typename R>
 void describe_fields(const R& r, ObjectOut& out) {
   for_each_field<R>([&](const auto& f) {
-    if (f.shown == Shown::kStoredOnly) return;
-    const auto& v = r.*(f.member);
-    using T = std::remove_cvref_t<decltype(v)>;
-    if constexpr (std::is_same_v<T, std::string>) {
-      out.string(f.name, v);
-    } else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
-      out.optional_string(f.name, v);
-    } else if constexpr (std::is_same_v<T, bool>) {
-      out.boolean(f.name, v);
-    } else if constexpr (std::is_same_v<T, int64_t>) {
-      if (f.form == Form::kTime)
-        out.time(f.name, v);
-      else
-        out.integer(f.name, v);
-    } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
-      if (!v)
-        out.null(f.name);
-      else if (f.form == Form::kTime)
-        out.time(f.name, *v);
-      else
-        out.integer(f.name, *v);
+    if constexpr (DerivedField<std::remove_cvref_t<decltype(f)>>) {
+      out.string(f.name, f.get(r));
     } else {
-      static_assert(sizeof(T) == 0, "a Field member must be a string, an integer or a bool");
+      describe_field(r, f, out);
     }
   });
 }
@@ -109,28 +166,49 @@ Json json_of_fields(const R& r) {
   return std::move(out).take();
 }
 
+namespace record_detail {
+
+inline Json enum_schema(std::span<const std::string_view> names, bool nullable) {
+  Json values = Json::array();
+  for (auto v : names) values.push_back(std::string(v));
+  if (nullable) values.push_back(nullptr);
+  return values;
+}
+
+// The schema of one stored field's JSON.
+template <typename R, typename M>
+Json field_schema(const Field<R, M>& f) {
+  constexpr bool kOptional =
+      std::is_same_v<M, std::optional<std::string>> || std::is_same_v<M, std::optional<int64_t>>;
+  std::string type = "string";
+  if constexpr (std::is_same_v<M, bool>) type = "boolean";
+  if constexpr (std::is_same_v<M, double>) type = "number";
+  if constexpr (std::is_same_v<M, StringMap>) type = "object";
+  if constexpr (std::is_same_v<M, int64_t> || std::is_same_v<M, std::optional<int64_t>>)
+    type = f.form == Form::kTime ? "string" : "integer";
+  Json s;
+  s["type"] = kOptional ? Json::array({type, "null"}) : Json(type);
+  if constexpr (std::is_same_v<M, StringMap>) s["additionalProperties"] = {{"type", "string"}};
+  if (f.form == Form::kTime) s["format"] = "date-time";
+  if (f.form == Form::kEnum) s["enum"] = enum_schema(f.values, kOptional);
+  return s;
+}
+
+}  // namespace record_detail
+
 // The OpenAPI 3.1 schema of the JSON describe_fields writes: every shown field required,
 // nothing else allowed.
 template <typename R>
 Json schema_of() {
   Json props = Json::object(), required = Json::array();
   for_each_field<R>([&](const auto& f) {
-    if (f.shown == Shown::kStoredOnly) return;
-    using T = std::remove_cvref_t<decltype(std::declval<R>().*(f.member))>;
-    constexpr bool kOptional =
-        std::is_same_v<T, std::optional<std::string>> || std::is_same_v<T, std::optional<int64_t>>;
-    std::string type = "string";
-    if constexpr (std::is_same_v<T, bool>) type = "boolean";
-    if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, std::optional<int64_t>>)
-      type = f.form == Form::kTime ? "string" : "integer";
     Json s;
-    s["type"] = kOptional ? Json::array({type, "null"}) : Json(type);
-    if (f.form == Form::kTime) s["format"] = "date-time";
-    if (f.form == Form::kEnum) {
-      Json values = Json::array();
-      for (auto v : f.values) values.push_back(std::string(v));
-      if (kOptional) values.push_back(nullptr);
-      s["enum"] = values;
+    if constexpr (DerivedField<std::remove_cvref_t<decltype(f)>>) {
+      s["type"] = "string";
+      if (!f.values.empty()) s["enum"] = record_detail::enum_schema(f.values, false);
+    } else {
+      if (f.shown == Shown::kStoredOnly) return;
+      s = record_detail::field_schema(f);
     }
     props[std::string(f.name)] = s;
     required.push_back(std::string(f.name));

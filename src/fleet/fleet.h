@@ -15,6 +15,7 @@
 
 #include "common/env.h"
 #include "common/page.h"
+#include "common/record.h"
 #include "fleet/inventory.h"
 #include "fleet/k8s_import.h"
 #include "fleet/lifecycle.h"
@@ -30,7 +31,8 @@ struct Pool {
   std::optional<std::string> tenant_id;  // dedicated to this tenant; shared when empty
   std::string description;
   int64_t created_at = 0, version = 1;
-  Json to_json() const;
+  std::string_view kind() const { return tenant_id ? "dedicated" : "shared"; }
+  Json to_json() const { return json_of_fields(*this); }
 };
 
 struct Node {
@@ -128,7 +130,7 @@ struct NodeCertificate {
   int64_t not_before = 0, not_after = 0, issued_at = 0;
   std::optional<int64_t> revoked_at;
   std::string revoke_reason;
-  Json to_json() const;
+  Json to_json() const { return json_of_fields(*this); }
 };
 Result<void> record_certificate(store::Tx& tx, const Env& w, const NodeCertificate& cert);
 // When each node's newest certificate not revoked expires (Unix micros), by node id.
@@ -368,3 +370,37 @@ std::string fleet_map_svg(const std::vector<std::pair<Node, std::vector<Gpu>>>& 
                           const std::map<std::string, std::vector<GpuHold>>& holds);
 
 }  // namespace gp::fleet
+
+namespace gp {
+
+inline constexpr std::array<std::string_view, 2> kPoolKinds = {"shared", "dedicated"};
+
+template <>
+struct Fields<fleet::Pool> {
+  using P = fleet::Pool;
+  static constexpr auto list = std::tuple{
+      Field{"id", &P::id},
+      Field{"name", &P::name},
+      Field{"tenant_id", &P::tenant_id},
+      Derived<P>{"kind", [](const P& p) { return p.kind(); }, kPoolKinds},
+      Field{"description", &P::description},
+      Field{"created_at", &P::created_at, {}, Form::kTime},
+      Field{"version", &P::version},
+  };
+};
+
+template <>
+struct Fields<fleet::NodeCertificate> {
+  using C = fleet::NodeCertificate;
+  static constexpr auto list = std::tuple{
+      Field{"serial", &C::serial},
+      Field{"node_id", &C::node_id},
+      Field{"not_before", &C::not_before, {}, Form::kTime},
+      Field{"not_after", &C::not_after, {}, Form::kTime},
+      Field{"issued_at", &C::issued_at, {}, Form::kTime},
+      Field{"revoked_at", &C::revoked_at, {}, Form::kTime},
+      Field{"revoke_reason", &C::revoke_reason},
+  };
+};
+
+}  // namespace gp

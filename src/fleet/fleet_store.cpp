@@ -8,6 +8,7 @@
 #include "common/env.h"
 #include "fleet/fleet.h"
 #include "iam/iam.h"
+#include "store/record_row.h"
 
 namespace gp::fleet {
 namespace {
@@ -31,16 +32,6 @@ vocab::Layout layout_from(const std::string& text) {
 }
 
 }  // namespace
-
-Json Pool::to_json() const {
-  return {{"id", id},
-          {"name", name},
-          {"tenant_id", tenant_id ? Json(*tenant_id) : Json(nullptr)},
-          {"kind", tenant_id ? "dedicated" : "shared"},
-          {"description", description},
-          {"created_at", ts(created_at)},
-          {"version", version}};
-}
 
 Json Node::to_json() const {
   return {{"id", id},
@@ -79,10 +70,8 @@ Json Gpu::to_json() const {
 // ---------------- pools ----------------
 
 namespace {
-constexpr std::string_view kPoolCols = "id, name, tenant_id, description, created_at, version";
-Pool pool_from(const Row& r) {
-  return Pool{r.text(0), r.text(1), r.opt_text(2), r.text(3), r.integer(4), r.integer(5)};
-}
+const std::string kPoolCols = store::columns_of<Pool>();
+Pool pool_from(const Row& r) { return store::read_row<Pool>(r); }
 }  // namespace
 
 Result<Pool> create_pool(store::Tx& tx, const Env& w, const std::string& name,
@@ -90,8 +79,9 @@ Result<Pool> create_pool(store::Tx& tx, const Env& w, const std::string& name,
                          const std::string& description) {
   GP_TRY_VOID(validate_dns_label("name", name));
   Pool p{w.ids.next("pool"), name, tenant_id, description, w.now(), 1};
-  auto r = tx.exec(fmt::format("INSERT INTO pools ({}) VALUES (?,?,?,?,?,?)", kPoolCols),
-                   {p.id, p.name, store::opt(p.tenant_id), p.description, p.created_at, p.version});
+  auto r = tx.exec(
+      fmt::format("INSERT INTO pools ({}) VALUES ({})", kPoolCols, store::placeholders_of<Pool>()),
+      store::params_of(p));
   if (!r && r.error().code == ErrorCode::kConflict)
     return fail(Error::conflict(fmt::format("a pool named '{}' already exists", name)));
   // The tenants are tenancy's (the caller resolves the name it was given); the pool's foreign

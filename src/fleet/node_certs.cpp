@@ -5,19 +5,9 @@
 
 #include "common/env.h"
 #include "fleet/fleet.h"
+#include "store/record_row.h"
 
 namespace gp::fleet {
-
-Json NodeCertificate::to_json() const {
-  auto ts = [](int64_t us) { return format_rfc3339(from_unix_micros(us)); };
-  return {{"serial", serial},
-          {"node_id", node_id},
-          {"not_before", ts(not_before)},
-          {"not_after", ts(not_after)},
-          {"issued_at", ts(issued_at)},
-          {"revoked_at", revoked_at ? Json(ts(*revoked_at)) : Json(nullptr)},
-          {"revoke_reason", revoke_reason}};
-}
 
 Result<void> record_certificate(store::Tx& tx, const Env& w, const NodeCertificate& c) {
   GP_TRY_VOID(
@@ -38,19 +28,13 @@ Result<std::map<std::string, int64_t>> certificate_expiries(store::Tx& tx) {
 
 Result<std::vector<NodeCertificate>> list_certificates(store::Tx& tx, const std::string& node_id) {
   std::vector<NodeCertificate> out;
+  static const std::string kColumns = store::columns_of<NodeCertificate>();
   for (const auto& r : GP_TRY(tx.query(
-           "SELECT serial, node_id, not_before, not_after, issued_at, revoked_at, revoke_reason "
-           "FROM node_certificates WHERE node_id = ? ORDER BY issued_at DESC, serial",
-           {node_id}))) {
-    NodeCertificate c{.serial = r.text(0),
-                      .node_id = r.text(1),
-                      .not_before = r.integer(2),
-                      .not_after = r.integer(3),
-                      .issued_at = r.integer(4)};
-    if (!r.is_null(5)) c.revoked_at = r.integer(5);
-    c.revoke_reason = r.opt_text(6).value_or("");
-    out.push_back(std::move(c));
-  }
+           fmt::format("SELECT {} FROM node_certificates WHERE node_id = ? ORDER BY issued_at "
+                       "DESC, serial",
+                       kColumns),
+           {node_id})))
+    out.push_back(store::read_row<NodeCertificate>(r));
   return out;
 }
 

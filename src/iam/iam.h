@@ -267,8 +267,7 @@ Result<CreatedKey> create_api_key(store::Tx& tx, const Env& w, const Owner& owne
 Result<std::optional<ApiKey>> find_api_key(store::Tx& tx, const Owner& owner, std::string_view id);
 Result<Page<ApiKey>> list_api_keys(store::Tx& tx, const Owner& owner, const PageRequest& page,
                                    const std::optional<std::string>& owner_id);
-Result<void> revoke_api_key(store::Tx& tx, const Env& w, const Owner& owner,
-                            const std::string& id);
+Result<void> revoke_api_key(store::Tx& tx, const Env& w, const Owner& owner, const std::string& id);
 
 // -- sessions (login) --
 struct CreatedSession {
@@ -287,8 +286,8 @@ struct BindingSpec {
 };
 Result<BindingSpec> parse_binding_spec(ObjectReader& r);
 // `where` must already be resolved (project id) and checked with may_grant.
-Result<Binding> create_binding(store::Tx& tx, const Env& w, const Owner& owner,
-                               const Scope& where, const BindingSpec& spec);
+Result<Binding> create_binding(store::Tx& tx, const Env& w, const Owner& owner, const Scope& where,
+                               const BindingSpec& spec);
 Result<std::optional<Binding>> find_binding(store::Tx& tx, const Owner& owner, std::string_view id);
 Result<Page<Binding>> list_bindings(store::Tx& tx, const Owner& owner, const PageRequest& page);
 Result<void> delete_binding(store::Tx& tx, const Owner& owner, const std::string& id);

@@ -18,8 +18,6 @@ using store::Null;
 using store::Row;
 using store::Value;
 
-constexpr size_t kMaxDisplay = 200;
-
 Json time_or_null(std::optional<int64_t> us) {
   if (!us) return nullptr;
   return format_rfc3339(from_unix_micros(*us));
@@ -36,28 +34,12 @@ std::string owner_clause(const Owner& o, store::Params& params,
   params.push_back(o->tenant_id());
   return fmt::format("{} = ?", col);
 }
-// One row more than the page, to know whether a next page exists.
-int64_t fetch_limit(const PageRequest& p) { return int64_t(p.limit) + 1; }
-
-Result<void> check_version(std::optional<int64_t> if_match, int64_t version) {
-  if (if_match && *if_match != version)
-    return fail(ErrorCode::kPreconditionFailed,
-                fmt::format("resource is at version {}, not {}", version, *if_match));
-  return ok();
-}
 
 Result<void> validate_email(std::string_view e) {
   if (e.empty()) return ok();
   auto at = e.find('@');
   if (at == std::string_view::npos || at == 0 || at + 1 >= e.size() || e.size() > 254)
     return fail(Error::invalid("email is not a valid address"));
-  return ok();
-}
-
-Result<void> validate_display(std::string_view field, std::string_view v) {
-  for (unsigned char c : v)
-    if (c < 0x20 || c == 0x7f)
-      return fail(Error::invalid(fmt::format("{} must not contain control characters", field)));
   return ok();
 }
 

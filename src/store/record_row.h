@@ -11,11 +11,22 @@
 
 namespace gp::store {
 
+// A string map stored as JSON text; what is not an object of strings reads as empty, or
+// without the entries that are not strings.
+inline StringMap string_map_of(const std::string& text) {
+  StringMap out;
+  auto j = Json::parse(text, nullptr, false);
+  if (!j.is_object()) return out;
+  for (auto it = j.begin(); it != j.end(); ++it)
+    if (it->is_string()) out[it.key()] = it->get<std::string>();
+  return out;
+}
+
 // "id, tenant_id, name, ...": the columns of R, in field order (for SELECT and INSERT).
 template <typename R>
 std::string columns_of() {
   std::string out;
-  for_each_field<R>([&](const auto& f) {
+  for_each_stored<R>([&](const auto& f) {
     if (!out.empty()) out += ", ";
     out += f.stored_as();
   });
@@ -26,7 +37,7 @@ std::string columns_of() {
 template <typename R>
 std::string placeholders_of() {
   std::string out;
-  for_each_field<R>([&](const auto&) { out += out.empty() ? "?" : ",?"; });
+  for_each_stored<R>([&](const auto&) { out += out.empty() ? "?" : ",?"; });
   return out;
 }
 
@@ -35,7 +46,7 @@ template <typename R>
 R read_row(const Row& row, size_t first = 0) {
   R r{};
   size_t i = first;
-  for_each_field<R>([&](const auto& f) {
+  for_each_stored<R>([&](const auto& f) {
     auto& v = r.*(f.member);
     using T = std::remove_cvref_t<decltype(v)>;
     if constexpr (std::is_same_v<T, std::string>)
@@ -48,6 +59,12 @@ R read_row(const Row& row, size_t first = 0) {
       v = row.opt_integer(i);
     else if constexpr (std::is_same_v<T, bool>)
       v = row.integer(i) != 0;
+    else if constexpr (std::is_same_v<T, double>)
+      v = row.real(i);
+    else if constexpr (std::is_same_v<T, StringMap>)
+      v = string_map_of(row.text(i));
+    else if constexpr (std::is_enum_v<T>)  // an unknown name keeps the first value
+      v = parse_enum<T>(row.text(i), f.values).value_or(T{});
     ++i;
   });
   return r;
@@ -57,7 +74,7 @@ R read_row(const Row& row, size_t first = 0) {
 template <typename R>
 Params params_of(const R& r) {
   Params out;
-  for_each_field<R>([&](const auto& f) {
+  for_each_stored<R>([&](const auto& f) {
     const auto& v = r.*(f.member);
     using T = std::remove_cvref_t<decltype(v)>;
     if constexpr (std::is_same_v<T, std::optional<std::string>> ||
@@ -68,6 +85,10 @@ Params params_of(const R& r) {
         out.emplace_back(Null{});
     } else if constexpr (std::is_same_v<T, bool>) {
       out.emplace_back(int64_t(v ? 1 : 0));
+    } else if constexpr (std::is_same_v<T, StringMap>) {
+      out.emplace_back(Json(v).dump());
+    } else if constexpr (std::is_enum_v<T>) {
+      out.emplace_back(std::string(enum_name(v, f.values)));
     } else {
       out.emplace_back(v);
     }

@@ -13,10 +13,8 @@ namespace {
 
 using store::Row;
 
-constexpr size_t kMaxDisplay = 200;
 constexpr size_t kMaxLabels = 32;
 
-std::string ts(int64_t us) { return format_rfc3339(from_unix_micros(us)); }
 Result<std::map<std::string, std::string>> parse_labels(const Json& j) {
   std::map<std::string, std::string> out;
   if (j.size() > kMaxLabels) return fail(Error::invalid("at most 32 labels"));
@@ -31,74 +29,18 @@ Result<std::map<std::string, std::string>> parse_labels(const Json& j) {
   return out;
 }
 
-// One row more than the page, to know whether a next page exists.
-int64_t fetch_limit(const PageRequest& p) { return int64_t(p.limit) + 1; }
-
-Result<void> check_version(std::optional<int64_t> if_match, int64_t version) {
-  if (if_match && *if_match != version)
-    return fail(ErrorCode::kPreconditionFailed,
-                fmt::format("resource is at version {}, not {}", version, *if_match));
-  return ok();
-}
-
-Result<void> validate_display(std::string_view field, std::string_view v) {
-  for (unsigned char c : v)
-    if (c < 0x20 || c == 0x7f)
-      return fail(Error::invalid(fmt::format("{} must not contain control characters", field)));
-  return ok();
-}
-
 }  // namespace
 
-std::string_view state_name(TenantState s) {
-  switch (s) {
-    case TenantState::kActive:
-      return "active";
-    case TenantState::kSuspended:
-      return "suspended";
-    case TenantState::kOffboarding:
-      return "offboarding";
-  }
-  return "active";
-}
+std::string_view state_name(TenantState s) { return enum_name(s, kTenantStateNames); }
 std::optional<TenantState> parse_state(std::string_view s) {
-  for (auto v : {TenantState::kActive, TenantState::kSuspended, TenantState::kOffboarding})
-    if (state_name(v) == s) return v;
-  return std::nullopt;
+  return parse_enum<TenantState>(s, kTenantStateNames);
 }
 
-Json Tenant::to_json() const {
-  return {{"id", id},
-          {"name", name},
-          {"display_name", display_name},
-          {"isolation_class", class_name(isolation_class)},
-          {"state", state_name(state)},
-          {"labels", labels},
-          {"created_at", ts(created_at)},
-          {"updated_at", ts(updated_at)},
-          {"version", version}};
-}
 // ---------------- tenants ----------------
 
 namespace {
-constexpr std::string_view kTenantCols =
-    "id, name, display_name, isolation_class, state, labels, created_at, updated_at, version";
-Tenant tenant_from(const Row& r) {
-  Tenant t;
-  t.id = r.text(0);
-  t.name = r.text(1);
-  t.display_name = r.text(2);
-  t.isolation_class = parse_class(r.text(3)).value_or(IsolationClass::kStandard);
-  t.state = parse_state(r.text(4)).value_or(TenantState::kActive);
-  auto labels = Json::parse(r.text(5), nullptr, false);
-  if (labels.is_object())
-    for (auto it = labels.begin(); it != labels.end(); ++it)
-      t.labels[it.key()] = it->get<std::string>();
-  t.created_at = r.integer(6);
-  t.updated_at = r.integer(7);
-  t.version = r.integer(8);
-  return t;
-}
+const std::string kTenantCols = store::columns_of<Tenant>();
+Tenant tenant_from(const Row& r) { return store::read_row<Tenant>(r); }
 }  // namespace
 
 Result<TenantSpec> parse_tenant_spec(ObjectReader& r) {
@@ -139,10 +81,9 @@ Result<Tenant> create_tenant(store::Tx& tx, const Env& w, const TenantSpec& spec
   t.isolation_class = spec.isolation_class;
   t.labels = spec.labels;
   t.created_at = t.updated_at = w.now();
-  auto r = tx.exec(fmt::format("INSERT INTO tenants ({}) VALUES (?,?,?,?,?,?,?,?,?)", kTenantCols),
-                   {t.id, t.name, t.display_name, std::string(class_name(t.isolation_class)),
-                    std::string(state_name(t.state)), Json(t.labels).dump(), t.created_at,
-                    t.updated_at, t.version});
+  auto r = tx.exec(fmt::format("INSERT INTO tenants ({}) VALUES ({})", kTenantCols,
+                               store::placeholders_of<Tenant>()),
+                   store::params_of(t));
   if (!r && r.error().code == ErrorCode::kConflict)
     return fail(Error::conflict(fmt::format("a tenant named '{}' already exists", spec.name)));
   GP_TRY_VOID(r);

@@ -32,6 +32,8 @@ using vocab::IsolationClass;
 using vocab::parse_class;
 
 enum class TenantState { kActive, kSuspended, kOffboarding };
+inline constexpr std::array<std::string_view, 3> kTenantStateNames = {"active", "suspended",
+                                                                      "offboarding"};
 std::string_view state_name(TenantState s);
 std::optional<TenantState> parse_state(std::string_view s);
 
@@ -84,7 +86,9 @@ struct Tenant {
   TenantState state = TenantState::kActive;
   std::map<std::string, std::string> labels;
   int64_t created_at = 0, updated_at = 0, version = 1;
-  Json to_json() const;
+  // Its JSON (common/json_out.h), from its field table below.
+  void describe(ObjectOut& out) const { describe_fields(*this, out); }
+  Json to_json() const { return json_of(*this); }
 };
 
 struct Project {
@@ -202,6 +206,22 @@ Result<std::optional<Bootstrap>> bootstrap_platform_admin(
 namespace gp {
 
 // The one description of a project: its row, its JSON and its OpenAPI schema (common/record.h).
+template <>
+struct Fields<tenancy::Tenant> {
+  using T = tenancy::Tenant;
+  static constexpr auto list = std::tuple{
+      Field{"id", &T::id},
+      Field{"name", &T::name},
+      Field{"display_name", &T::display_name},
+      Field{"isolation_class", &T::isolation_class, {}, Form::kEnum, vocab::kClassNames},
+      Field{"state", &T::state, {}, Form::kEnum, tenancy::kTenantStateNames},
+      Field{"labels", &T::labels},
+      Field{"created_at", &T::created_at, {}, Form::kTime},
+      Field{"updated_at", &T::updated_at, {}, Form::kTime},
+      Field{"version", &T::version},
+  };
+};
+
 template <>
 struct Fields<tenancy::Project> {
   using P = tenancy::Project;

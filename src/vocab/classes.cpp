@@ -28,24 +28,13 @@ std::optional<Tier> parse_tier(std::string_view name) {
 }
 
 std::string_view class_name(IsolationClass c) {
-  switch (c) {
-    case IsolationClass::kInternal:
-      return "internal";
-    case IsolationClass::kStandard:
-      return "standard";
-    case IsolationClass::kSensitive:
-      return "sensitive";
-    case IsolationClass::kRegulated:
-      return "regulated";
-  }
-  return "regulated";
+  auto i = static_cast<size_t>(c);
+  return i < kClassNames.size() ? kClassNames[i] : std::string_view{};
 }
 
 std::optional<IsolationClass> parse_class(std::string_view name) {
-  for (IsolationClass c : {IsolationClass::kInternal, IsolationClass::kStandard,
-                           IsolationClass::kSensitive, IsolationClass::kRegulated}) {
-    if (class_name(c) == name) return c;
-  }
+  for (size_t i = 0; i < kClassNames.size(); ++i)
+    if (kClassNames[i] == name) return static_cast<IsolationClass>(i);
   return std::nullopt;
 }
 

@@ -7,6 +7,7 @@
 // name these terms from here. Public header of the vocab module.
 #pragma once
 
+#include <array>
 #include <compare>
 #include <cstdint>
 #include <optional>
@@ -22,6 +23,9 @@ namespace gp::vocab {
 
 // A tenant's isolation class, weakest demands first.
 enum class IsolationClass : uint8_t { kInternal, kStandard, kSensitive, kRegulated };
+// Each class's name, at its value's index.
+inline constexpr std::array<std::string_view, 4> kClassNames = {"internal", "standard", "sensitive",
+                                                                "regulated"};
 std::string_view class_name(IsolationClass c);  // "internal", "standard", ...
 std::optional<IsolationClass> parse_class(std::string_view name);
 

@@ -85,5 +85,74 @@ TEST(Record, TheSchemaRequiresEveryShownFieldAndAllowsNullOnlyForOptionalOnes) {
   EXPECT_EQ(p["ended_at"], Json::parse(R"({"type": ["string", "null"], "format": "date-time"})"));
 }
 
+// The kinds added for entities with enum members, label maps, fractions and values worked out
+// from the record.
+enum class Mood : uint8_t { kCalm, kCross };
+constexpr std::array<std::string_view, 2> kMoods = {"calm", "cross"};
+constexpr std::array<std::string_view, 2> kSizes = {"small", "large"};
+
+struct Widget {
+  Mood mood = Mood::kCalm;
+  StringMap labels;
+  double ratio = 0;
+  int64_t size = 0;
+};
+
+}  // namespace
+
+template <>
+struct Fields<Widget> {
+  static constexpr auto list = std::tuple{
+      Field{"mood", &Widget::mood, {}, Form::kEnum, kMoods},
+      Field{"labels", &Widget::labels},
+      Field{"ratio", &Widget::ratio},
+      Derived<Widget>{"size_class",
+                      [](const Widget& w) -> std::string_view { return kSizes[w.size > 10]; },
+                      kSizes},
+      Field{"size", &Widget::size},
+  };
+};
+
+namespace {
+
+TEST(Record, EnumsLabelMapsFractionsAndDerivedValuesAreWrittenAndDescribed) {
+  const Widget w{Mood::kCross, {{"team", "ml"}, {"tier", "gold"}}, 0.25, 12};
+  const Json j = json_of_fields(w);
+  EXPECT_EQ(j, Json::parse(R"({"mood": "cross", "labels": {"team": "ml", "tier": "gold"},
+                              "ratio": 0.25, "size_class": "large", "size": 12})"));
+  JsonText text;
+  text.begin_object();
+  describe_fields(w, text);
+  text.end_object();
+  EXPECT_EQ(Json::parse(std::move(text).take()), j);
+
+  const Json s = schema_of<Widget>();
+  EXPECT_EQ(s["required"], Json::parse(R"(["mood", "labels", "ratio", "size_class", "size"])"));
+  const Json& p = s["properties"];
+  EXPECT_EQ(p["mood"], Json::parse(R"({"type": "string", "enum": ["calm", "cross"]})"));
+  EXPECT_EQ(p["labels"],
+            Json::parse(R"({"type": "object", "additionalProperties": {"type": "string"}})"));
+  EXPECT_EQ(p["ratio"], Json::parse(R"({"type": "number"})"));
+  EXPECT_EQ(p["size_class"], Json::parse(R"({"type": "string", "enum": ["small", "large"]})"));
+}
+
+TEST(Record, EnumNamesRoundTripAndAnUnknownNameIsNone) {
+  EXPECT_EQ(enum_name(Mood::kCross, kMoods), "cross");
+  EXPECT_EQ(enum_name(static_cast<Mood>(7), kMoods), "");
+  EXPECT_EQ(parse_enum<Mood>("calm", kMoods), Mood::kCalm);
+  EXPECT_EQ(parse_enum<Mood>("Calm", kMoods), std::nullopt);
+}
+
+TEST(Record, TheTextWriterWritesAnyJsonValueAndReplacesInvalidUtf8) {
+  JsonText text;
+  text.begin_object();
+  text.json("a", Json::parse(R"({"x": [1, 2.5, null]})"));
+  text.json("b", Json(std::string("bad \xff byte")));
+  text.end_object();
+  const Json back = Json::parse(std::move(text).take());
+  EXPECT_EQ(back["a"], Json::parse(R"({"x": [1, 2.5, null]})"));
+  EXPECT_EQ(back["b"], "bad \xef\xbf\xbd byte");
+}
+
 }  // namespace
 }  // namespace gp

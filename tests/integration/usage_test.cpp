@@ -224,8 +224,8 @@ TEST_F(Usage, IntervalsIntegrateToTheAllocationHistoryAcrossRebuildsAndRollbacks
           GP_TRY(s.api().allocs().tick(tx, s.api().env()));
           if (!made.empty()) {
             auto [owner, id] = made[pick(int(made.size()))];
-            (void)s.api().allocs().release(tx, s.api().env(),
-                                           tenancy::TenantScope(owner->info.id), id, "doomed");
+            (void)s.api().allocs().release(tx, s.api().env(), tenancy::TenantScope(owner->info.id),
+                                           id, "doomed");
           }
           return fail(Error::internal("simulated crash before commit"));
         });

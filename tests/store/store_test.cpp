@@ -14,20 +14,33 @@
 
 namespace gp {
 namespace {
+enum class Shade : uint8_t { kLight, kDark };
+constexpr std::array<std::string_view, 2> kShades = {"light", "dark"};
 struct Widget {
   std::string id;
   std::optional<std::string> note;
   int64_t size = 0;
   std::optional<int64_t> ended_at;
   bool on = false;
+  Shade shade = Shade::kLight;
+  StringMap labels;
+  double ratio = 0;
 };
 }  // namespace
 template <>
 struct Fields<Widget> {
   static constexpr auto list = std::tuple{
-      Field{"id", &Widget::id},          Field{"note", &Widget::note, "remark"},
-      Field{"size", &Widget::size},      Field{"ended_at", &Widget::ended_at, {}, Form::kTime},
+      Field{"id", &Widget::id},
+      Field{"note", &Widget::note, "remark"},
+      Field{"size", &Widget::size},
+      Field{"ended_at", &Widget::ended_at, {}, Form::kTime},
       Field{"on", &Widget::on, "is_on"},
+      // Shown, never stored: no column.
+      Derived<Widget>{
+          "big", [](const Widget& w) -> std::string_view { return w.size > 9 ? "yes" : "no"; }},
+      Field{"shade", &Widget::shade, {}, Form::kEnum, kShades},
+      Field{"labels", &Widget::labels},
+      Field{"ratio", &Widget::ratio},
   };
 };
 }  // namespace gp
@@ -41,14 +54,15 @@ using gp::testing::TempDir;
 TEST(Record, AFieldTableGivesTheColumnsTheParametersAndTheRowReader) {
   TempDir dir;
   auto s = gp::testing::open_store(dir);
-  EXPECT_EQ(columns_of<Widget>(), "id, remark, size, ended_at, is_on");
-  EXPECT_EQ(placeholders_of<Widget>(), "?,?,?,?,?");
-  const Widget full{"w1", "hello", 42, 7, true}, empty{"w2", std::nullopt, 0, std::nullopt, false};
+  EXPECT_EQ(columns_of<Widget>(), "id, remark, size, ended_at, is_on, shade, labels, ratio");
+  EXPECT_EQ(placeholders_of<Widget>(), "?,?,?,?,?,?,?,?");
+  const Widget full{"w1", "hello", 42, 7, true, Shade::kDark, {{"a", "b"}}, 0.5},
+      empty{"w2", std::nullopt, 0, std::nullopt, false};
   std::vector<Widget> back;
   ASSERT_TRUE(s->write([&](Tx& tx) -> Result<void> {
     GP_TRY(
         tx.exec("CREATE TABLE widgets (id TEXT PRIMARY KEY, remark TEXT, size INTEGER, "
-                "ended_at INTEGER, is_on INTEGER)"));
+                "ended_at INTEGER, is_on INTEGER, shade TEXT, labels TEXT, ratio REAL)"));
     for (const auto& w : {full, empty})
       GP_TRY(tx.exec(fmt::format("INSERT INTO widgets ({}) VALUES ({})", columns_of<Widget>(),
                                  placeholders_of<Widget>()),
@@ -64,6 +78,11 @@ TEST(Record, AFieldTableGivesTheColumnsTheParametersAndTheRowReader) {
   EXPECT_EQ(back[0].size, 42);
   EXPECT_EQ(back[0].ended_at, 7);
   EXPECT_TRUE(back[0].on);
+  EXPECT_EQ(back[0].shade, Shade::kDark);
+  EXPECT_EQ(back[0].labels, (StringMap{{"a", "b"}}));
+  EXPECT_EQ(back[0].ratio, 0.5);
+  EXPECT_EQ(back[1].shade, Shade::kLight);
+  EXPECT_TRUE(back[1].labels.empty());
   EXPECT_EQ(back[1].note, std::nullopt);
   EXPECT_EQ(back[1].ended_at, std::nullopt);
   EXPECT_FALSE(back[1].on);
