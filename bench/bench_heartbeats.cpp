@@ -7,8 +7,12 @@
 // CPU (the process's minus the load generator's threads) and its memory per GPU (resident
 // memory above the same process before the fleet existed, divided by the GPUs).
 //
-//   build/bench/bench_heartbeats [nodes [seconds [interval-seconds [connections]]]]
-//   (defaults: 12500 nodes, 60 s, 10 s, 64 connections)
+// Each simulated node acts as the agent does: once the control plane's answer names the digest
+// of the inventory it holds, the node's heartbeats name that digest instead of sending the
+// inventory again. `full` sends the inventory with every heartbeat (agents before the digest).
+//
+//   build/bench/bench_heartbeats [nodes [seconds [interval-seconds [connections [digest|full]]]]]
+//   (defaults: 12500 nodes, 60 s, 10 s, 64 connections, digest)
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -48,8 +52,8 @@ constexpr int kGpusPerNode = 8;
 
 Json inventory_of(int n) { return bench::h200_inventory(n, fmt::format("hb{:05d}", n)); }
 
-// What an agent on NVML sends: its inventory and a sample per GPU with every figure.
-std::string heartbeat_body(int n, int round) {
+// What an agent on NVML sends beside its inventory: a sample per GPU with every figure.
+std::string samples_text(int n, int round) {
   Json samples = Json::array();
   for (int g = 0; g < kGpusPerNode; ++g)
     samples.push_back({{"gpu_uuid", fmt::format("GPU-{:05d}-{}", n, g)},
@@ -62,7 +66,18 @@ std::string heartbeat_body(int n, int round) {
                        {"sm_clock_mhz", 1980},
                        {"ecc_corrected", 0},
                        {"ecc_uncorrected", 0}});
-  return Json{{"inventory", inventory_of(n)}, {"samples", samples}}.dump();
+  return samples.dump();
+}
+
+// The digest in a heartbeat's answer ("" when it has none), found without parsing the answer:
+// the load generator's own CPU is kept small.
+std::string digest_in(std::string_view answer) {
+  constexpr std::string_view kKey = R"("inventory_digest":")";
+  auto at = answer.find(kKey);
+  if (at == std::string_view::npos) return "";
+  at += kKey.size();
+  auto end = answer.find('"', at);
+  return end == std::string_view::npos ? "" : std::string(answer.substr(at, end - at));
 }
 
 long resident_kib() {
@@ -93,6 +108,11 @@ int main(int argc, char** argv) {
   const double seconds = argc > 2 ? std::max(1.0, std::atof(argv[2])) : 60.0;
   const double interval = argc > 3 ? std::max(0.1, std::atof(argv[3])) : 10.0;
   const int conns = argc > 4 ? std::max(1, std::atoi(argv[4])) : 64;
+  const bool full = argc > 5 && std::string_view(argv[5]) == "full";
+  if (argc > 5 && !full && std::string_view(argv[5]) != "digest") {
+    std::fprintf(stderr, "the fifth argument is 'digest' or 'full', not '%s'\n", argv[5]);
+    return 2;
+  }
   const bool terminal = ::isatty(STDERR_FILENO) != 0;
   spdlog::set_level(spdlog::level::off);
 
@@ -111,8 +131,14 @@ int main(int argc, char** argv) {
   // The bodies are the load generator's, built before the baseline; what grows after is the
   // control plane's.
   std::vector<std::string> credentials(static_cast<size_t>(nodes));
-  std::vector<std::string> bodies(static_cast<size_t>(nodes));
-  for (int n = 0; n < nodes; ++n) bodies[size_t(n)] = heartbeat_body(n, 0);
+  // Node n's full body, its samples, and the digest the control plane last said it holds.
+  std::vector<std::string> bodies(static_cast<size_t>(nodes)), samples(static_cast<size_t>(nodes)),
+      digests(static_cast<size_t>(nodes));
+  for (int n = 0; n < nodes; ++n) {
+    samples[size_t(n)] = samples_text(n, 0);
+    bodies[size_t(n)] = fmt::format(R"({{"inventory":{},"samples":{}}})", inventory_of(n).dump(),
+                                    samples[size_t(n)]);
+  }
   const long rss_empty = resident_kib();
 
   const auto enrol_start = Steady::now();
@@ -172,7 +198,11 @@ int main(int argc, char** argv) {
             req.set(http::field::host, "127.0.0.1");
             req.set(http::field::authorization, "Bearer " + credentials[size_t(n)]);
             req.set(http::field::content_type, "application/json");
-            req.body() = bodies[size_t(n)];
+            const std::string& digest = digests[size_t(n)];
+            req.body() = digest.empty() || full
+                             ? bodies[size_t(n)]
+                             : fmt::format(R"({{"inventory_digest":"{}","samples":{}}})", digest,
+                                           samples[size_t(n)]);
             req.prepare_payload();
             const auto t0 = Steady::now();
             tcp->expires_after(std::chrono::seconds(30));
@@ -183,6 +213,7 @@ int main(int argc, char** argv) {
             f.latency_ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
             f.lag_ms.push_back(std::chrono::duration<double, std::milli>(t0 - due).count());
             (res.result_int() == 200 ? f.ok : f.failed)++;
+            if (res.result_int() == 200) digests[size_t(n)] = digest_in(res.body());
             if (res.result_int() != 200 && f.failed == 1)
               std::fprintf(stderr, "heartbeat answered %d: %s\n", res.result_int(),
                            res.body().substr(0, 300).c_str());
@@ -256,8 +287,9 @@ int main(int argc, char** argv) {
   const int64_t gpus = int64_t{nodes} * kGpusPerNode;
   fmt::print(
       "heartbeats at fleet scale: {} nodes x {} GPUs = {} GPUs, every {:.0f} s, {} connections, "
-      "{:.0f} s\n",
-      nodes, kGpusPerNode, gpus, interval, conns, seconds);
+      "{:.0f} s, {}\n",
+      nodes, kGpusPerNode, gpus, interval, conns, seconds,
+      full ? "the inventory in every heartbeat" : "the inventory's digest once it is held");
   fmt::print("  enrolment: {} nodes in {:.1f} s\n", nodes, enrol_seconds);
   fmt::print("  heartbeats/s: {:.0f} kept of {:.0f} needed ({} answered 200, {} failed)\n",
              double(all.ok) / wall, double(nodes) / interval, all.ok, all.failed);

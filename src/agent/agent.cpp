@@ -482,6 +482,10 @@ int run_agent(const AgentOptions& o, Env env, const std::atomic<bool>& stop) {
     return std::pair<int, Json>{r.status, std::move(r.body)};
   };
   int failures = 0;
+  // The digest of the inventory the control plane last said it holds, with that inventory:
+  // while the node's inventory is the same, a heartbeat names the digest instead of sending it.
+  std::optional<std::pair<std::string, Json>> held_inventory;
+  bool inventory_wanted = false;
   // The outcome of the last round's GPU plans (agent/mig.h), for the next heartbeat.
   Json mig_reports = Json::array();
   // The repair checks made of the node's GPUs in repair, by UUID, kept while the repair lasts
@@ -526,9 +530,15 @@ int run_agent(const AgentOptions& o, Env env, const std::atomic<bool>& stop) {
     }
     auto inv = source->inventory(diagnostics);
     Json body = Json::object();
+    Json sent_inventory;
     if (inv) {
       for (const auto& g : inv->gpus) gpu_index[g.uuid] = g.index;
-      body["inventory"] = fleet::to_json(*inv);
+      sent_inventory = fleet::to_json(*inv);
+      // The inventory the control plane holds is named, not sent again.
+      if (held_inventory && held_inventory->second == sent_inventory)
+        body["inventory_digest"] = held_inventory->first;
+      else
+        body["inventory"] = sent_inventory;
       if (auto s = source->samples(*inv)) body["samples"] = *s;
     } else {
       spdlog::error("inventory: {}", inv.error().message);
@@ -542,6 +552,7 @@ int run_agent(const AgentOptions& o, Env env, const std::atomic<bool>& stop) {
       body["holding"] = holding;
     }
     if (!o.underlay_address.empty()) body["underlay_address"] = o.underlay_address;
+    inventory_wanted = false;
     auto r = post(*ep, "/v1/agent/heartbeat", body, credential);
     if (!r) {
       ++failures;
@@ -557,6 +568,14 @@ int run_agent(const AgentOptions& o, Env env, const std::atomic<bool>& stop) {
       answered_at = std::chrono::steady_clock::now();
       node_timeout = std::chrono::seconds(r->body.value("node_timeout_seconds", int64_t{0}));
       spdlog::debug("heartbeat ok: node state {}", r->body["node"].value("state", "?"));
+      auto digest = r->body.find("inventory_digest");
+      // Named but no longer held (it was due again): sent at once, not a heartbeat later.
+      const bool holds = digest != r->body.end() && digest->is_string();
+      inventory_wanted = body.contains("inventory_digest") && !holds;
+      if (inv && holds)
+        held_inventory.emplace(digest->get<std::string>(), std::move(sent_inventory));
+      else
+        held_inventory.reset();
     }
     // GPUs an operator put in repair are checked once per repair; the outcome goes out at once.
     bool checked = false;
@@ -681,7 +700,7 @@ int run_agent(const AgentOptions& o, Env env, const std::atomic<bool>& stop) {
     }
     if (o.once) return r && r->status == 200 && enforced && delivered ? 0 : 1;
     // A GPU reconfigured or a job moved is reported at once, not a heartbeat later.
-    if (jobs_moved || mig_moved || checked) continue;
+    if (jobs_moved || mig_moved || checked || inventory_wanted) continue;
     // Until the next heartbeat, the agent waits for its assignment to change: a job placed on
     // this node or cancelled is acted on at once, not a heartbeat later.
     const auto next = std::chrono::steady_clock::now() + std::chrono::seconds(o.heartbeat_seconds);

@@ -31,7 +31,7 @@ Result<Mutation> create_pool(Api& api, Call& call, store::Tx& tx) {
   m.reply = json_reply(201, p.to_json(), p.version);
   m.resource = "/v1/pools/" + p.id;
   m.tenant_id = tenant_id;
-  m.detail = {{"name", p.name}, {"kind", tenant_id ? "dedicated" : "shared"}};
+  m.detail = {{"name", p.name}, {"kind", p.kind()}};
   return m;
 }
 
@@ -326,7 +326,12 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
   // What became of the node's GPU plans (alloc.h): applied, waiting, or refused by the GPU.
   const Json* mig = r.optional_array("mig");
   auto underlay = r.optional_string("underlay_address", 15);
+  // In place of an inventory: the digest this server said it holds (its last answer's
+  // inventory_digest), while the node's inventory has not changed since.
+  auto held = r.optional_string("inventory_digest", 64);
   GP_TRY_VOID(r.finish());
+  if (inv && held)
+    return fail(Error::invalid("send either 'inventory' or 'inventory_digest', not both"));
   if (underlay) {
     auto parsed = network::parse_ipv4(*underlay);
     if (!parsed) return fail(Error::invalid("field 'underlay_address': " + parsed.error().message));
@@ -350,8 +355,12 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
       detail["vms"] = std::move(changes);
   }
   // An inventory the node reported before, applied lately, is not applied again: most
-  // heartbeats repeat it (the same JSON was checked when it was first applied).
+  // heartbeats repeat it (the same JSON was checked when it was first applied), and an agent
+  // that was told the digest names it instead of sending the inventory.
+  std::optional<std::string> holds;  // the digest of the inventory applied, once this is done
   const std::string inventory_digest = inv ? hex_encode(sha256(inv->dump())) : "";
+  if (held && GP_TRY(fleet::inventory_unchanged(tx, w, call.who.id, *held))) holds = *held;
+  if (inv) holds = inventory_digest;
   if (inv && !GP_TRY(fleet::inventory_unchanged(tx, w, call.who.id, inventory_digest))) {
     auto inventory = GP_TRY(fleet::parse_inventory(*inv));
     auto before = GP_TRY(fleet::list_gpus(tx, call.who.id));
@@ -403,6 +412,9 @@ Result<Mutation> agent_heartbeat(Api& api, Call& call, store::Tx& tx) {
       200, {{"node", n.to_json()},
             {"assignments", assignments},
             {"assignments_etag", etag},
+            // null: the next heartbeat must carry the inventory (it is due again, or the
+            // digest named was not the one held).
+            {"inventory_digest", holds ? Json(*holds) : Json(nullptr)},
             {"heartbeat_seconds", 10},
             {"node_timeout_seconds",
              std::chrono::duration_cast<std::chrono::seconds>(api.limits().node_timeout).count()}});

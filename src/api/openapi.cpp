@@ -212,10 +212,12 @@ Json schemas() {
                            {"jobs", {{"type", "array"}, {"items", {{"type", "object"}}}}},
                            {"holding", {{"type", "array"}, {"items", str()}}},
                            {"mig", {{"type", "array"}, {"items", {{"type", "object"}}}}},
-                           {"underlay_address", str()}},
+                           {"underlay_address", str()},
+                           {"inventory_digest", str()}},
                           {});
-  s["HeartbeatReply"] = loose({{"node", schema_ref("Node")}, {"assignments_etag", str()}},
-                              {"node", "assignments", "assignments_etag"});
+  s["HeartbeatReply"] = loose(
+      {{"node", schema_ref("Node")}, {"assignments_etag", str()}, {"inventory_digest", nstr()}},
+      {"node", "assignments", "assignments_etag", "inventory_digest"});
   s["AssignmentChanges"] =
       object({{"etag", str()}, {"changed", {{"type", "boolean"}}}}, {"etag", "changed"});
   // Scheduling.

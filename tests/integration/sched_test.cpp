@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "fleet/fleet.h"
 #include "integration/harness.h"
 
 namespace gp::it {
@@ -524,6 +525,48 @@ TEST_F(Sched, EndedWorkHoldsItsNodeUntilTheAgentLetsGo) {
   heartbeat(Json::array());
   ASSERT_TRUE(s.api().housekeeping(std::chrono::hours(24), false));
   EXPECT_EQ(s.request("GET", "/v1/nodes/" + node, nullptr, admin).body["state"], "maintenance");
+}
+
+// Once the answer names the digest of the inventory the control plane holds, a heartbeat may
+// name that digest instead of the inventory. A digest that is not the one held, or one held past
+// its resync, is answered with null: the next heartbeat must carry the inventory.
+TEST_F(Sched, AHeartbeatNamesTheInventoryTheControlPlaneHoldsInsteadOfSendingIt) {
+  auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
+  Json inv = h200_inventory("digest-node", 2, "r9");
+  auto enrolled =
+      s.request("POST", "/v1/agent/enroll", {{"join_token", jt.body["token"]}, {"inventory", inv}});
+  ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
+  const std::string token = enrolled.body["credential"];
+  auto full = s.request("POST", "/v1/agent/heartbeat", {{"inventory", inv}}, token);
+  ASSERT_EQ(full.status, 200) << full.raw;
+  ASSERT_TRUE(full.body["inventory_digest"].is_string()) << full.raw;
+  const std::string digest = full.body["inventory_digest"];
+
+  auto named = s.request("POST", "/v1/agent/heartbeat", {{"inventory_digest", digest}}, token);
+  ASSERT_EQ(named.status, 200) << named.raw;
+  EXPECT_EQ(named.body["inventory_digest"], digest);
+  EXPECT_EQ(named.body["node"]["state"], "ready");
+
+  auto wrong = s.request("POST", "/v1/agent/heartbeat",
+                         {{"inventory_digest", std::string(64, '0')}}, token);
+  ASSERT_EQ(wrong.status, 200) << wrong.raw;
+  EXPECT_TRUE(wrong.body["inventory_digest"].is_null()) << wrong.raw;
+
+  const Json last = s.request("GET", "/v1/nodes/digest-node", nullptr, admin).body;
+  s.clock().advance(std::chrono::seconds(1));
+  EXPECT_TRUE(IsProblem(s.request("POST", "/v1/agent/heartbeat",
+                                  {{"inventory", inv}, {"inventory_digest", digest}}, token),
+                        400));
+  EXPECT_EQ(s.request("GET", "/v1/nodes/digest-node", nullptr, admin).body["last_heartbeat"],
+            last["last_heartbeat"])
+      << "a refused heartbeat changes nothing";
+
+  s.clock().advance(fleet::kInventoryResync);
+  auto due = s.request("POST", "/v1/agent/heartbeat", {{"inventory_digest", digest}}, token);
+  ASSERT_EQ(due.status, 200) << due.raw;
+  EXPECT_TRUE(due.body["inventory_digest"].is_null()) << "due again: the inventory is wanted";
+  auto again = s.request("POST", "/v1/agent/heartbeat", {{"inventory", inv}}, token);
+  EXPECT_EQ(again.body["inventory_digest"], digest);
 }
 
 // A GPU that threw a critical XID stays unhealthy on clean reports until an operator repairs
