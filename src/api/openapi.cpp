@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "api/router.h"
+#include "audit/audit.h"
 #include "common/record.h"
 #include "fleet/fleet.h"
 #include "storage/records.h"
@@ -120,19 +121,7 @@ Json schemas() {
                                {"expires_at", time_str()},
                                {"principal", {{"$ref", "#/components/schemas/Principal"}}}},
                               {"session_id", "expires_at", "principal"});
-  s["AuditRecord"] = object({{"seq", integer()},
-                             {"time", time_str()},
-                             {"actor", str()},
-                             {"tenant_id", nstr()},
-                             {"action", str()},
-                             {"resource", str()},
-                             {"outcome", enum_of({"success", "denied", "rejected", "error"})},
-                             {"request_id", str()},
-                             {"source", str()},
-                             {"detail", Json::object()},
-                             {"hash", str()}},
-                            {"seq", "time", "actor", "tenant_id", "action", "resource", "outcome",
-                             "request_id", "source", "detail", "hash"});
+  s["AuditRecord"] = schema_of<audit::Record>();
   s["AuditVerification"] = object({{"ok", {{"type", "boolean"}}},
                                    {"records_checked", integer()},
                                    {"checkpoints_checked", integer()},

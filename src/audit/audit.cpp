@@ -2,7 +2,16 @@
 
 #include <fmt/format.h>
 
+#include "store/record_row.h"
+
 namespace gp::audit {
+
+namespace {
+const std::string kCols = store::columns_of<Record>();
+Record record_from(const store::Row& row) { return store::read_row<Record>(row); }
+const std::string kInsert =
+    fmt::format("INSERT INTO audit_log ({}) VALUES ({})", kCols, store::placeholders_of<Record>());
+}  // namespace
 
 AuditLog::AuditLog(const Clock& clock, Signer signer, int64_t checkpoint_every)
     : clock_(clock), signer_(std::move(signer)), checkpoint_every_(checkpoint_every) {}
@@ -24,11 +33,7 @@ Result<int64_t> AuditLog::append(store::Tx& tx, const Entry& e) {
   r.source = e.source;
   r.detail = e.detail.empty() ? "" : e.detail.dump();
   r.hash = compute_hash(r);
-  GP_TRY_VOID(
-      tx.exec("INSERT INTO audit_log (seq, time_us, actor, tenant_id, action, resource, outcome, "
-              "request_id, source, detail, prev_hash, hash) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-              {r.seq, r.time_us, r.actor, r.tenant_id, r.action, r.resource, r.outcome,
-               r.request_id, r.source, r.detail, r.prev_hash, r.hash}));
+  GP_TRY_VOID(tx.exec(kInsert, store::params_of(r)));
   if (checkpoint_every_ > 0 && r.seq % checkpoint_every_ == 0) GP_TRY_VOID(checkpoint(tx));
   return r.seq;
 }
@@ -50,28 +55,6 @@ Result<void> AuditLog::checkpoint(store::Tx& tx) {
   return ok();
 }
 
-namespace {
-constexpr std::string_view kCols =
-    "seq, time_us, actor, tenant_id, action, resource, outcome, request_id, source, detail, "
-    "prev_hash, hash";
-Record record_from(const store::Row& row) {
-  Record r;
-  r.seq = row.integer(0);
-  r.time_us = row.integer(1);
-  r.actor = row.text(2);
-  r.tenant_id = row.text(3);
-  r.action = row.text(4);
-  r.resource = row.text(5);
-  r.outcome = row.text(6);
-  r.request_id = row.text(7);
-  r.source = row.text(8);
-  r.detail = row.text(9);
-  r.prev_hash = row.text(10);
-  r.hash = row.text(11);
-  return r;
-}
-}  // namespace
-
 Result<std::vector<Record>> AuditLog::list(store::Tx& tx, const Query& q) const {
   std::string where = "seq > ?";
   store::Params params{q.after};
@@ -91,21 +74,6 @@ Result<std::vector<Record>> AuditLog::list(store::Tx& tx, const Query& q) const 
   out.reserve(rows.size());
   for (const auto& row : rows) out.push_back(record_from(row));
   return out;
-}
-
-Json record_to_json(const Record& r) {
-  Json detail = r.detail.empty() ? Json::object() : Json::parse(r.detail, nullptr, false);
-  return {{"seq", r.seq},
-          {"time", format_rfc3339(from_unix_micros(r.time_us))},
-          {"actor", r.actor},
-          {"tenant_id", r.tenant_id.empty() ? Json(nullptr) : Json(r.tenant_id)},
-          {"action", r.action},
-          {"resource", r.resource},
-          {"outcome", r.outcome},
-          {"request_id", r.request_id},
-          {"source", r.source},
-          {"detail", detail.is_discarded() ? Json(r.detail) : detail},
-          {"hash", r.hash}};
 }
 
 Result<VerifyReport> verify_chain(store::Tx& tx, const Verifier& verifier) {

@@ -12,6 +12,7 @@
 #include "audit/signer.h"
 #include "common/clock.h"
 #include "common/json.h"
+#include "common/record.h"
 #include "common/result.h"
 #include "store/store.h"
 
@@ -55,7 +56,8 @@ class AuditLog {
   int64_t checkpoint_every_;
 };
 
-Json record_to_json(const Record& r);
+// A record's JSON, from its field table below.
+inline Json record_to_json(const Record& r) { return json_of_fields(r); }
 
 // Reads every record and checkpoint in storage order (rowid, not seq, so a reordering of rows
 // shows) and verifies the chain, inside the caller's transaction.
@@ -72,3 +74,30 @@ struct TenantTrail {
 Result<TenantTrail> tenant_trail(store::Tx& tx, const std::string& tenant_id);
 
 }  // namespace gp::audit
+
+namespace gp {
+
+inline constexpr std::array<std::string_view, 4> kAuditOutcomes = {"success", "denied", "rejected",
+                                                                   "error"};
+
+// An audit record as stored (every column, in the chain's order) and shown (without prev_hash).
+template <>
+struct Fields<audit::Record> {
+  using R = audit::Record;
+  static constexpr auto list = std::tuple{
+      Field{"seq", &R::seq},
+      Field{"time", &R::time_us, "time_us", Form::kTime},
+      Field{"actor", &R::actor},
+      Field{"tenant_id", &R::tenant_id, {}, Form::kNullIfEmpty},
+      Field{"action", &R::action},
+      Field{"resource", &R::resource},
+      Field{"outcome", &R::outcome, {}, Form::kEnum, kAuditOutcomes},
+      Field{"request_id", &R::request_id},
+      Field{"source", &R::source},
+      Field{"detail", &R::detail, {}, Form::kJsonText},
+      Field{"prev_hash", &R::prev_hash, {}, Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"hash", &R::hash},
+  };
+};
+
+}  // namespace gp

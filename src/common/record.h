@@ -35,9 +35,11 @@
 namespace gp {
 
 enum class Form : uint8_t {
-  kPlain,  // as the member's type says: string, integer or boolean
-  kTime,   // int64_t microseconds since the epoch, RFC 3339 text in JSON
-  kEnum,   // a string from Field::values (an enum member: the name at its value's index)
+  kPlain,        // as the member's type says: string, integer or boolean
+  kTime,         // int64_t microseconds since the epoch, RFC 3339 text in JSON
+  kEnum,         // a string from Field::values (an enum member: the name at its value's index)
+  kNullIfEmpty,  // a string member shown as null when empty (stored as it is)
+  kJsonText,     // a string member holding JSON text, shown as that value ("" shows as {})
 };
 
 using StringMap = std::map<std::string, std::string>;
@@ -111,6 +113,14 @@ void for_each_stored(F&& f) {
   });
 }
 
+// The value of Form::kJsonText's text: {} when empty, the text itself (a string) when it is not
+// JSON.
+inline Json json_text_value(const std::string& text) {
+  if (text.empty()) return Json::object();
+  Json j = Json::parse(text, nullptr, false);
+  return j.is_discarded() ? Json(text) : j;
+}
+
 // Writes one stored field of r, unless it is kStoredOnly.
 template <typename R, typename M>
 void describe_field(const R& r, const Field<R, M>& f, ObjectOut& out) {
@@ -118,7 +128,12 @@ void describe_field(const R& r, const Field<R, M>& f, ObjectOut& out) {
   const auto& v = r.*(f.member);
   using T = std::remove_cvref_t<decltype(v)>;
   if constexpr (std::is_same_v<T, std::string>) {
-    out.string(f.name, v);
+    if (f.form == Form::kNullIfEmpty && v.empty())
+      out.null(f.name);
+    else if (f.form == Form::kJsonText)
+      out.json(f.name, json_text_value(v));
+    else
+      out.string(f.name, v);
   } else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
     out.optional_string(f.name, v);
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -187,7 +202,8 @@ Json field_schema(const Field<R, M>& f) {
   if constexpr (std::is_same_v<M, int64_t> || std::is_same_v<M, std::optional<int64_t>>)
     type = f.form == Form::kTime ? "string" : "integer";
   Json s;
-  s["type"] = kOptional ? Json::array({type, "null"}) : Json(type);
+  if (f.form == Form::kJsonText) return Json::object();  // any JSON value
+  s["type"] = kOptional || f.form == Form::kNullIfEmpty ? Json::array({type, "null"}) : Json(type);
   if constexpr (std::is_same_v<M, StringMap>) s["additionalProperties"] = {{"type", "string"}};
   if (f.form == Form::kTime) s["format"] = "date-time";
   if (f.form == Form::kEnum) s["enum"] = enum_schema(f.values, kOptional);

@@ -136,6 +136,33 @@ TEST(Record, EnumsLabelMapsFractionsAndDerivedValuesAreWrittenAndDescribed) {
   EXPECT_EQ(p["size_class"], Json::parse(R"({"type": "string", "enum": ["small", "large"]})"));
 }
 
+struct Note {
+  std::string tenant, detail;
+};
+
+}  // namespace
+
+template <>
+struct Fields<Note> {
+  static constexpr auto list = std::tuple{
+      Field{"tenant", &Note::tenant, {}, Form::kNullIfEmpty},
+      Field{"detail", &Note::detail, {}, Form::kJsonText},
+  };
+};
+
+namespace {
+
+TEST(Record, AnEmptyStringCanShowAsNullAndJsonTextShowsAsItsValue) {
+  EXPECT_EQ(json_of_fields(Note{"", ""}), Json::parse(R"({"tenant": null, "detail": {}})"));
+  EXPECT_EQ(json_of_fields(Note{"ten_1", R"({"a": [1]})"}),
+            Json::parse(R"({"tenant": "ten_1", "detail": {"a": [1]}})"));
+  EXPECT_EQ(json_of_fields(Note{"t", "not json"}),
+            Json::parse(R"({"tenant": "t", "detail": "not json"})"));
+  const Json p = schema_of<Note>()["properties"];
+  EXPECT_EQ(p["tenant"], Json::parse(R"({"type": ["string", "null"]})"));
+  EXPECT_EQ(p["detail"], Json::object());
+}
+
 TEST(Record, EnumNamesRoundTripAndAnUnknownNameIsNone) {
   EXPECT_EQ(enum_name(Mood::kCross, kMoods), "cross");
   EXPECT_EQ(enum_name(static_cast<Mood>(7), kMoods), "");
