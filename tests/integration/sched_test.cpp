@@ -68,6 +68,13 @@ class Sched : public ::testing::Test {
     EXPECT_EQ(r.status, 200) << r.raw;
     return r.body;
   }
+  // POST /v1/agent/enroll of a node with `inventory`, through a join token made for it.
+  Resp enroll_agent(const Json& inventory) {
+    auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
+    EXPECT_EQ(jt.status, 201) << jt.raw;
+    return s.request("POST", "/v1/agent/enroll",
+                     {{"join_token", jt.body["token"]}, {"inventory", inventory}});
+  }
   // An agent's node with one whole H200, enrolled, the imported nodes filled, and a 3g MIG
   // allocation of acme's that can only land on the agent's GPU (which must become MIG for it).
   struct MigOnAgent {
@@ -77,11 +84,8 @@ class Sched : public ::testing::Test {
   };
   MigOnAgent mig_on_agent(const std::string& node) {
     MigOnAgent m;
-    auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
-    EXPECT_EQ(jt.status, 201) << jt.raw;
     m.inventory = h200_inventory(node, 1, "r9");
-    auto enrolled = s.request("POST", "/v1/agent/enroll",
-                              {{"join_token", jt.body["token"]}, {"inventory", m.inventory}});
+    auto enrolled = enroll_agent(m.inventory);
     EXPECT_EQ(enrolled.status, 201) << enrolled.raw;
     m.node_token = enrolled.body.value("credential", "");
     m.node_id = enrolled.body["node"].value("id", "");
@@ -464,10 +468,7 @@ TEST_F(Sched, DrainWaitsForTheNodesAllocationsThenGoesToMaintenance) {
 // agent runs it stops within the grace (the stop is in the node's assignment), and the node is
 // not empty until its agent no longer holds that work: a drain waits for it.
 TEST_F(Sched, EndedWorkHoldsItsNodeUntilTheAgentLetsGo) {
-  auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
-  auto enrolled = s.request(
-      "POST", "/v1/agent/enroll",
-      {{"join_token", jt.body["token"]}, {"inventory", h200_inventory("agent-node", 2, "r9")}});
+  auto enrolled = enroll_agent(h200_inventory("agent-node", 2, "r9"));
   ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
   const std::string token = enrolled.body["credential"], node = enrolled.body["node"]["id"];
   const auto heartbeat = [&](const Json& holding) {
@@ -531,10 +532,8 @@ TEST_F(Sched, EndedWorkHoldsItsNodeUntilTheAgentLetsGo) {
 // name that digest instead of the inventory. A digest that is not the one held, or one held past
 // its resync, is answered with null: the next heartbeat must carry the inventory.
 TEST_F(Sched, AHeartbeatNamesTheInventoryTheControlPlaneHoldsInsteadOfSendingIt) {
-  auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
   Json inv = h200_inventory("digest-node", 2, "r9");
-  auto enrolled =
-      s.request("POST", "/v1/agent/enroll", {{"join_token", jt.body["token"]}, {"inventory", inv}});
+  auto enrolled = enroll_agent(inv);
   ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
   const std::string token = enrolled.body["credential"];
   auto full = s.request("POST", "/v1/agent/heartbeat", {{"inventory", inv}}, token);
@@ -547,8 +546,8 @@ TEST_F(Sched, AHeartbeatNamesTheInventoryTheControlPlaneHoldsInsteadOfSendingIt)
   EXPECT_EQ(named.body["inventory_digest"], digest);
   EXPECT_EQ(named.body["node"]["state"], "ready");
 
-  auto wrong = s.request("POST", "/v1/agent/heartbeat",
-                         {{"inventory_digest", std::string(64, '0')}}, token);
+  auto wrong =
+      s.request("POST", "/v1/agent/heartbeat", {{"inventory_digest", std::string(64, '0')}}, token);
   ASSERT_EQ(wrong.status, 200) << wrong.raw;
   EXPECT_TRUE(wrong.body["inventory_digest"].is_null()) << wrong.raw;
 
@@ -573,10 +572,8 @@ TEST_F(Sched, AHeartbeatNamesTheInventoryTheControlPlaneHoldsInsteadOfSendingIt)
 // it; in repair it is back in service only after a clean report, and its history keeps every
 // XID, ECC change, repair and return.
 TEST_F(Sched, AnUnhealthyGpuComesBackOnlyThroughARepairAndAHealthCheck) {
-  auto jt = s.request("POST", "/v1/join-tokens", Json::object(), admin);
   Json inv = h200_inventory("agent-node", 2, "r9");
-  auto enrolled =
-      s.request("POST", "/v1/agent/enroll", {{"join_token", jt.body["token"]}, {"inventory", inv}});
+  auto enrolled = enroll_agent(inv);
   ASSERT_EQ(enrolled.status, 201) << enrolled.raw;
   const std::string token = enrolled.body["credential"], node = enrolled.body["node"]["id"];
   const std::string uuid = inv["gpus"][1]["uuid"];
