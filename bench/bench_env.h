@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "api/api.h"
 #include "audit/audit.h"
 #include "common/clock.h"
 #include "common/ids.h"
@@ -25,6 +26,13 @@ inline double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
   return v[std::min(v.size() - 1, size_t(double(v.size()) * p))];
+}
+
+// The I/O threads of a benchmark's server: as many as `serve` runs by default, or
+// GP_BENCH_THREADS.
+inline int io_threads() {
+  const char* v = std::getenv("GP_BENCH_THREADS");
+  return v ? std::max(1, std::atoi(v)) : api::default_io_threads();
 }
 
 class BenchEnv {

@@ -122,7 +122,7 @@ int main(int argc, char** argv) {
   api::Limits limits;
   limits.node_timeout = std::chrono::hours(1);  // enrolment takes a while; no node is failed
   api::Api api(store, log, Env{clock, ids}, limits);
-  api::Server server(api, "127.0.0.1", 0, api::default_io_threads());
+  api::Server server(api, "127.0.0.1", 0, bench::io_threads());
   auto port = server.start();
   if (!port) {
     std::fprintf(stderr, "server: %s\n", port.error().message.c_str());

@@ -67,8 +67,6 @@ int main(int argc, char** argv) {
   }
   spdlog::set_level(spdlog::level::warn);
   api::Api api(store, log, Env{clock, ids});
-  // I/O threads: as many as `serve` runs by default; GP_BENCH_THREADS overrides.
-  const char* threads_env = std::getenv("GP_BENCH_THREADS");
   const char* tls_env = std::getenv("GP_BENCH_TLS");
   const bool use_tls = tls_env && std::string(tls_env) == "1";
   std::optional<tls::CertFiles> tls_files;
@@ -83,9 +81,7 @@ int main(int argc, char** argv) {
     if (!ctx) return 1;
     client_tls = *ctx;
   }
-  api::Server server(api, "127.0.0.1", 0,
-                     threads_env ? std::max(1, std::atoi(threads_env)) : api::default_io_threads(),
-                     tls_files);
+  api::Server server(api, "127.0.0.1", 0, bench::io_threads(), tls_files);
   auto port = server.start();
   if (!port) return 1;
 

@@ -240,7 +240,7 @@ int run_store(const std::string& name, const std::string& location, double secon
   // Each phase runs against a server of its own over the same store, with its own limits.
   auto with_server = [&](const api::Limits& limits, const auto& phase) {
     api::Api api(store, log, Env{clock, ids}, limits);
-    api::Server server(api, "127.0.0.1", 0, api::default_io_threads());
+    api::Server server(api, "127.0.0.1", 0, bench::io_threads());
     auto port = server.start();
     if (!port) return false;
     phase(*port);
@@ -380,7 +380,7 @@ int run_reads(double seconds) {
   };
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   api::Api api(store, log, Env{clock, ids}, {});
-  api::Server server(api, "127.0.0.1", 0, api::default_io_threads());
+  api::Server server(api, "127.0.0.1", 0, bench::io_threads());
   auto port = server.start();
   if (!port) return 1;
   // The reference answers with a body of the reads' size.
@@ -457,7 +457,7 @@ int soak(double seconds) {
   auto setup = populate(store, clock, ids);
   if (!setup) return 1;
   api::Api api(store, log, Env{clock, ids});
-  api::Server server(api, "127.0.0.1", 0, api::default_io_threads());
+  api::Server server(api, "127.0.0.1", 0, bench::io_threads());
   auto port = server.start();
   if (!port) return 1;
   const std::string projects = "/v1/tenants/" + setup->tenant + "/projects";

@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
     api::Limits limits;
     limits.rate = phase.rate;
     api::Api api(store, log, Env{clock, ids}, limits);
-    api::Server server(api, "127.0.0.1", 0, api::default_io_threads());
+    api::Server server(api, "127.0.0.1", 0, bench::io_threads());
     auto port = server.start();
     if (!port) return 1;
     std::atomic<bool> stop{false};

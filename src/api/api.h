@@ -177,11 +177,13 @@ class Api {
   std::string console_dir_;
 };
 
-// The I/O threads `serve` runs by default: four per core, at least 8. A read holds its thread
+// The I/O threads `serve` runs by default: two per core, at least 4. A read holds its thread
 // while it reads the store (writes run on the server's writer pool, and wait for their group
-// commit and the disk there), so a few threads per core keep the cores busy; many more only
-// add switches and queueing (docs/benchmarks.md: 64 threads on 2 cores gave reads a p99 of
-// 43 ms, 8 threads 12 ms).
+// commit and the disk there), so a second thread per core keeps the core busy while a long read
+// holds the first; every thread more is one more to park and wake as requests come and go
+// (docs/benchmarks.md, "I/O threads": on 2 cores, 4 threads instead of 8 took heartbeats at
+// 100,000 GPUs from 1.03 to 0.90 cores and reads' p99 from 9.7 to 6.8 ms; 64 threads had given
+// reads a p99 of 43 ms).
 int default_io_threads();
 
 // Serves an Api over HTTP/1.1 on a TCP port: one coroutine per connection, header and body

@@ -433,7 +433,7 @@ struct Server::Impl {
 };
 
 int default_io_threads() {
-  return std::max(8, 4 * static_cast<int>(std::thread::hardware_concurrency()));
+  return std::max(4, 2 * static_cast<int>(std::thread::hardware_concurrency()));
 }
 
 Server::Server(Api& api, std::string address, uint16_t port, int threads,

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "store/group_commit.h"
 #include "store/record_row.h"
 #include "test_util.h"
 
@@ -208,6 +209,43 @@ TEST(SqliteStore, ConcurrentWritersEachGetTheirOwnResult) {
     return ok();
   }));
   EXPECT_EQ(n, acknowledged.load());
+}
+
+// Group commit: one batch runs at a time, each writer is in exactly one batch and hears that
+// batch's commit, and writers queued during a batch share the next one (were none of them to
+// lead it, they would wait forever and the test would time out).
+TEST(GroupCommit, EachWriterIsInOneBatchAndWritersQueuedDuringABatchShareTheNext) {
+  store::GroupCommit group;
+  constexpr int kThreads = 32, kEach = 20;
+  std::atomic<int> running{0}, batches{0}, written{0};
+  std::atomic<bool> overlapped{false};
+  std::atomic<uint64_t> seq{0};
+  const store::GroupCommit::BatchRunner run = [&](const std::vector<store::QueuedWrite*>& batch) {
+    if (running.fetch_add(1) != 0) overlapped = true;
+    std::this_thread::sleep_for(std::chrono::microseconds(300));
+    for (store::QueuedWrite* q : batch) q->result = ok();
+    written += static_cast<int>(batch.size());
+    ++batches;
+    running.fetch_sub(1);
+    return ++seq;
+  };
+  std::vector<std::thread> threads;
+  std::atomic<int> stale{0};
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      const store::WriteFn fn = [](store::Tx&) { return ok(); };
+      for (int i = 0; i < kEach; ++i) {
+        const uint64_t before = seq.load();
+        store::QueuedWrite me = group.submit(fn, run);
+        EXPECT_TRUE(me.result);
+        if (me.commit_seq <= before) ++stale;  // its batch began after it queued
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_FALSE(overlapped) << "two batches ran at once";
+  EXPECT_EQ(written.load(), kThreads * kEach);
+  EXPECT_EQ(stale.load(), 0) << "a writer heard the commit of a batch it was not in";
+  EXPECT_LT(batches.load(), kThreads * kEach / 2) << "writers did not share batches";
 }
 
 // Deferred durability: inside a scope, a write is committed and visible at once, and the scope
