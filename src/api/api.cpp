@@ -141,20 +141,25 @@ std::vector<std::string_view> split_path(std::string_view p) {
   return out;
 }
 
+// Whether `segs` (a request's path, split) matches the route's pattern; its parameters go into
+// `params` when given.
 bool match(const Route& route, const std::vector<std::string_view>& segs,
            std::map<std::string, std::string>* params) {
-  auto pat = split_path(route.pattern);
+  const auto& pat = route.segments;
   if (pat.size() != segs.size()) return false;
-  std::map<std::string, std::string> out;
   for (size_t i = 0; i < pat.size(); ++i) {
     if (pat[i].front() == '{') {
       if (segs[i].empty() || segs[i].size() > 128) return false;
-      out[std::string(pat[i].substr(1, pat[i].size() - 2))] = std::string(segs[i]);
     } else if (pat[i] != segs[i]) {
       return false;
     }
   }
-  *params = std::move(out);
+  if (params) {
+    params->clear();
+    for (size_t i = 0; i < pat.size(); ++i)
+      if (pat[i].front() == '{')
+        (*params)[std::string(pat[i].substr(1, pat[i].size() - 2))] = std::string(segs[i]);
+  }
   return true;
 }
 
@@ -181,11 +186,22 @@ Api::Api(store::Store& store, audit::AuditLog& audit, Env env, Limits limits,
   for (auto& r : storage_routes()) routes_.push_back(std::move(r));
   for (auto& r : job_routes()) routes_.push_back(std::move(r));
   for (auto& r : oidc_routes()) routes_.push_back(std::move(r));
+  // The table is complete: nothing moves its patterns from here on.
+  for (auto& r : routes_) r.segments = split_path(r.pattern);
 }
 
 Api::~Api() { store_.set_change_listener(nullptr); }
 
 const std::vector<Route>& Api::routes() const { return routes_; }
+
+bool Api::writes_inline(HttpRequest& req) const {
+  if (!store_.defers_flush()) return false;
+  if (req.path.empty()) parse_target(req);
+  const auto segs = split_path(req.path);
+  return std::any_of(routes_.begin(), routes_.end(), [&](const Route& r) {
+    return r.inline_write && r.method == req.method && match(r, segs, nullptr);
+  });
+}
 
 namespace {
 

@@ -96,6 +96,10 @@ class Api {
   ~Api();
 
   HttpResponse handle(HttpRequest req);
+  // Whether `req` is a write its route lets run on the I/O thread that read it
+  // (Route::inline_write), and the store can commit it there and leave its flush to another
+  // thread (Store::defers_flush). Parses the request's target when nobody has.
+  bool writes_inline(HttpRequest& req) const;
 
   // Periodic work of the control plane: marks nodes that missed heartbeats for longer than
   // `node_timeout` as failed (their allocations fail), expires allocations past their end time,

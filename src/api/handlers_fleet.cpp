@@ -689,6 +689,7 @@ std::vector<Route> fleet_routes() {
                .action = "node.heartbeat",
                .access = Access::kNode,
                .mutation = true,
+               .inline_write = true,
                .handler = write_tx(agent_heartbeat),
                .summary = "A node agent's heartbeat with its inventory, health and samples.",
                .request_schema = "Heartbeat",

@@ -89,6 +89,13 @@ struct Route {
   iam::Permission permission = iam::Permission::kTenantRead;
   bool mutation = false;
   bool conditional = false;  // honours If-Match (the resource carries a version / ETag)
+  // A write short enough to run on the I/O thread that read it: no password hash, no call out
+  // of the process, nothing that waits but its group commit. Only its wait for the disk leaves
+  // the thread (Server). Heartbeats say so; every other write runs on the server's writer pool,
+  // where many more writes wait together and so share one commit: allocation creates on the I/O
+  // threads ran at half their rate at 64 clients, in batches of at most one per I/O thread
+  // (docs/benchmarks.md, "Heartbeats on the I/O threads").
+  bool inline_write = false;
   Handler handler;
   std::vector<std::string> query_params;  // accepted query parameters
   // OpenAPI description
@@ -99,6 +106,8 @@ struct Route {
   // Another success the route answers with the same body (a PUT that creates answers 201, a
   // dry run 200, ...).
   std::optional<int> other_success_status;
+  // `pattern` split at '/', set by the Api once its table is complete (views into `pattern`).
+  std::vector<std::string_view> segments;
 };
 
 // A read-only handler run in one store read transaction. Api::handle finds it in a route's

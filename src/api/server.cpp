@@ -2,11 +2,15 @@
 // Slow clients cost a socket, not a thread: each read has a deadline (keep-alive idle until a
 // request begins, then its head, then its body), sizes are capped before buffering, and the
 // number of connections is capped, overall and per client address.
-// Reads run on the I/O threads; they are short (SQLite on local disk). A request that may write
-// (any method but GET and HEAD) runs on the writer pool instead, and waits there for its group
-// commit and then for the flush that makes it durable: the session answers only after that
-// flush, and meanwhile the I/O thread serves other requests. So the writes waiting together, and
-// with them what one commit and one flush cover, are not bounded by the I/O threads.
+// Reads run on the I/O threads; they are short (SQLite on local disk). So do the writes whose
+// route says so (Route::inline_write: heartbeats) where the store commits without waiting for
+// the disk (SQLite): the I/O thread runs the handler up to its commit, then
+// hands the commit's flush ticket to the flusher thread and serves other requests; the flusher
+// covers every ticket handed in with one flush and resumes each answer on its connection's
+// strand. Any other request that may write (any method but GET and HEAD) runs on the writer pool
+// instead, and waits there for its group commit and then for its flush, so a password hash or a
+// call to an identity provider never holds an I/O thread. Either way the session answers only
+// after the flush.
 // With TLS each connection first completes a handshake (within the header deadline) on the
 // context current at accept time; reload_tls() swaps that context, so new handshakes use the
 // new certificate while open connections keep the one they were accepted with.
@@ -21,6 +25,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <functional>
 #include <list>
 #include <thread>
 #include <unordered_map>
@@ -74,6 +79,64 @@ http::response<http::string_body> to_beast(HttpResponse&& r, unsigned version, b
   return res;
 }
 
+// Waits for the disk on behalf of the I/O threads: an answer whose writes were committed on
+// an I/O thread hands its flush ticket to add(), and hears whether it is durable once one
+// Store::flush covers it. One thread, so one flush covers every ticket handed in while the one
+// before ran.
+class Flusher {
+ public:
+  using Done = std::function<void(bool durable)>;
+  explicit Flusher(store::Store& store) : store_(store), thread_([this] { run(); }) {}
+  // Flushes what is still pending, then ends the thread.
+  ~Flusher() {
+    {
+      MutexLock lock(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_one();
+    thread_.join();
+  }
+  Flusher(const Flusher&) = delete;
+  Flusher& operator=(const Flusher&) = delete;
+  // `done` runs on the flusher's thread.
+  void add(uint64_t ticket, Done done) {
+    {
+      MutexLock lock(mu_);
+      pending_.push_back({ticket, std::move(done)});
+    }
+    cv_.notify_one();
+  }
+
+ private:
+  struct Waiting {
+    uint64_t ticket;
+    Done done;
+  };
+  void run() {
+    MutexLock lock(mu_);
+    for (;;) {
+      while (pending_.empty() && !stopping_) cv_.wait(mu_);
+      if (pending_.empty()) return;
+      std::vector<Waiting> batch;
+      batch.swap(pending_);
+      lock.unlock();
+      uint64_t upto = 0;
+      for (const Waiting& w : batch) upto = std::max(upto, w.ticket);
+      const Result<void> flushed = store_.flush(upto);
+      if (!flushed) spdlog::error("flush failed: {}", flushed.error().message);
+      for (Waiting& w : batch) w.done(flushed.has_value());
+      lock.lock();
+    }
+  }
+
+  store::Store& store_;
+  Mutex mu_;
+  CondVar cv_;
+  std::vector<Waiting> pending_ GP_GUARDED_BY(mu_);
+  bool stopping_ GP_GUARDED_BY(mu_) = false;
+  std::thread thread_;  // last: starts once the rest is built
+};
+
 HttpResponse plain_problem(int status, std::string_view code, std::string_view detail) {
   HttpResponse r;
   r.status = status;
@@ -120,6 +183,9 @@ struct Server::Impl {
   // Runs requests that may write, and waits for the disk (Store::flush). Its threads mostly
   // wait, for their batch (group_commit.h) or a flush: as many as may usefully share one commit.
   asio::thread_pool writers{kWriterThreads};
+  // Waits for the disk for answers whose writes were committed on the I/O threads; from
+  // start() to stop().
+  std::optional<Flusher> flusher;
 
   Impl(Api& a, std::string addr, uint16_t p, int t, std::optional<tls::CertFiles> files)
       : api(a), address(std::move(addr)), port(p), threads(t), tls_files(std::move(files)) {}
@@ -242,7 +308,7 @@ struct Server::Impl {
 
   // The API's answer to `req`, once every write it made is on disk.
   asio::awaitable<HttpResponse> answer(HttpRequest req) {
-    if (req.method != "GET" && req.method != "HEAD")
+    if (req.method != "GET" && req.method != "HEAD" && !api.writes_inline(req))
       co_return co_await asio::co_spawn(
           writers,
           // By reference: this frame waits for the spawned one (and GCC 12 destroys a
@@ -253,9 +319,7 @@ struct Server::Impl {
           asio::use_awaitable);
     Deferred d = handle_deferred(std::move(req));
     if (d.ticket == 0) co_return std::move(d.resp);  // a read that wrote nothing
-    co_return co_await asio::co_spawn(
-        writers, [this, &d]() -> asio::awaitable<HttpResponse> { co_return durable(std::move(d)); },
-        asio::use_awaitable);
+    co_return co_await flushed(std::move(d));
   }
 
   // An answer, and the flush its writes wait for (0: none).
@@ -264,19 +328,39 @@ struct Server::Impl {
     uint64_t ticket = 0;
   };
   Deferred handle_deferred(HttpRequest req) {
-    store::DeferFlush deferred;  // acknowledged only after durable() below
+    store::DeferFlush deferred;  // acknowledged only after durable() or flushed() below
     Deferred d{.resp = api.handle(std::move(req))};
     d.ticket = deferred.ticket();
     return d;
+  }
+  static HttpResponse not_durable() {
+    return plain_problem(503, "unavailable", "the change may not be durable: retry");
   }
   // The answer once its writes are on disk (blocks: the writer pool runs it).
   HttpResponse durable(Deferred d) {
     if (d.ticket == 0) return std::move(d.resp);
     if (Result<void> flushed = api.store().flush(d.ticket); !flushed) {
       spdlog::error("flush failed: {}", flushed.error().message);
-      return plain_problem(503, "unavailable", "the change may not be durable: retry");
+      return not_durable();
     }
     return std::move(d.resp);
+  }
+  // The same without holding the thread: the flusher flushes, and the wake is posted to this
+  // coroutine's strand, where it cannot run before the wait below has begun.
+  asio::awaitable<HttpResponse> flushed(Deferred d) {
+    auto ex = co_await asio::this_coro::executor;
+    auto timer = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
+    auto is_durable = std::make_shared<bool>(false);
+    flusher->add(d.ticket, [timer, is_durable, ex](bool ok) {
+      asio::post(ex, [timer, is_durable, ok] {
+        *is_durable = ok;
+        timer->cancel();
+      });
+    });
+    boost::system::error_code ec;
+    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    if (!*is_durable) co_return not_durable();
+    co_return std::move(d.resp);
   }
 
   // Waits until the hold's watch wakes or its deadline passes (at once when stopping).
@@ -465,6 +549,7 @@ Result<uint16_t> Server::start() {
         fmt::format("cannot listen on {}:{}: {}", m.address, m.port, ec.message())));
   uint16_t bound = m.acceptor->local_endpoint().port();
   m.work.emplace(m.ioc.get_executor());
+  m.flusher.emplace(m.api.store());
   asio::co_spawn(m.accept_strand, m.accept_loop(), asio::detached);
   for (int i = 0; i < std::max(1, m.threads); ++i) m.workers.emplace_back([&m] { m.ioc.run(); });
   return bound;
@@ -503,6 +588,7 @@ void Server::stop(std::chrono::milliseconds grace) {
   for (auto& t : m.workers) t.join();
   m.workers.clear();
   m.writers.join();
+  m.flusher.reset();
 }
 
 void Server::wait() {

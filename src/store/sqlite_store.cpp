@@ -347,6 +347,8 @@ class SqliteStore final : public Store {
 
   // Returns once every commit up to `seq` is on disk. Whoever finds no flush running flushes
   // everything committed so far; the others wait for it.
+  bool defers_flush() const override { return wal_fd_ >= 0; }
+
   Result<void> flush(uint64_t seq) override {
     if (wal_fd_ < 0) return ok();  // synchronous=FULL: the COMMIT was already durable
     MutexLock lock(flush_mu_);

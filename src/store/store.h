@@ -100,6 +100,10 @@ class Store {
   virtual Result<void> write(const std::function<Result<void>(Tx&)>& fn) = 0;
   // Returns once every write up to `ticket` (DeferFlush::ticket) is on disk.
   virtual Result<void> flush(uint64_t ticket) = 0;
+  // Whether a write in a DeferFlush scope returns at its commit, before the disk has it (SQLite
+  // flushing its own WAL). Where it does not (PostgreSQL, whose COMMIT waits for the disk), a
+  // server gains nothing by committing on a thread that must not wait.
+  virtual bool defers_flush() const { return false; }
   virtual Result<void> read(const std::function<Result<void>(Tx&)>& fn) = 0;
   // A read that reaches the database and asks it nothing: what a readiness probe needs.
   Result<void> ping();

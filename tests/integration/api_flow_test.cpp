@@ -616,6 +616,33 @@ TEST(ApiFlow, EveryReadRouteAnswersWhatItsSchemaSays) {
   EXPECT_GT(checked, 80);
 }
 
+// Heartbeats run on the I/O thread that read them, where the store commits without waiting for
+// the disk (SQLite). A password hash (login), a call to an identity provider and every other
+// write stay on the writer pool (allocation creates share commits there), and so does every
+// write on PostgreSQL, whose COMMIT waits for the disk.
+TEST(ApiFlow, OnlyHeartbeatsRunOnTheIoThreadsAndOnlyWhereTheStoreDefersItsFlush) {
+  TestServer s;
+  const bool defers = s.store().engine() == "sqlite";
+  EXPECT_EQ(s.store().defers_flush(), defers);
+  auto inline_write = [&](std::string method, std::string target) {
+    api::HttpRequest req;
+    req.method = std::move(method);
+    req.target = std::move(target);
+    return s.api().writes_inline(req);
+  };
+  const std::string project = "/v1/tenants/acme/projects/training";
+  EXPECT_EQ(inline_write("POST", "/v1/agent/heartbeat"), defers);
+  EXPECT_EQ(inline_write("POST", "/v1/agent/heartbeat?x=1"), defers);
+  EXPECT_FALSE(inline_write("POST", project + "/allocations"));
+  EXPECT_FALSE(inline_write("POST", project + "/allocations/alc_1/release"));
+  EXPECT_FALSE(inline_write("POST", "/v1/auth/login"));
+  EXPECT_FALSE(inline_write("POST", "/v1/tenants"));
+  EXPECT_FALSE(inline_write("POST", "/v1/auth/oidc/corp/token"));
+  EXPECT_FALSE(inline_write("GET", project + "/allocations"));
+  EXPECT_FALSE(inline_write("DELETE", project + "/allocations"));
+  EXPECT_FALSE(inline_write("POST", project + "/allocations/extra"));
+}
+
 TEST(ApiFlow, AuditTrailRecordsEveryMutationAndVerifies) {
   TestServer s;
   auto t = s.create_tenant("acme", "acme-root");
