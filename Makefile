@@ -6,10 +6,6 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 5
 JOBS       ?= $(shell nproc)
-# The release suite runs two tests per core: many of them wait on podman, nft, subprocesses and
-# grace periods (on 2 cores: 6.0 minutes instead of 7.2). The sanitizer suites leave those out
-# and are bound by the CPU, so they run one per core.
-TEST_JOBS  ?= $(shell echo $$(( $$(nproc) * 2 )))
 CMAKE_ARGS ?=
 # One line as each stage starts, so a CI log shows where the time goes (docs/development.md).
 STAGE = @echo "== $@ $$(date -u +%H:%M:%S) UTC"
@@ -45,7 +41,7 @@ test: test-release test-static test-asan test-tsan test-fuzz
 
 test-release: build
 	$(STAGE)
-	@ctest --test-dir $(BUILD) --output-on-failure -j$(TEST_JOBS) --timeout 300
+	@ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 300
 
 # Static checks over the release build's compile commands (docs/static-analysis.md): clang-tidy
 # with .clang-tidy and clang's thread-safety analysis, both in one parse of each file (`tidy`;

@@ -19,8 +19,8 @@
 #include <thread>
 
 #include "common/env.h"
-#include "integration/openapi_check.h"
 #include "pg_test_util.h"
+#include "support/openapi_check.h"
 #include "tenancy/tenancy.h"
 #include "transport/http_client.h"
 
@@ -223,7 +223,7 @@ Resp TestServer::request_raw(std::string_view method, std::string_view target,
       ADD_FAILURE() << method << " " << target << " answered " << out.status
                     << " but the OpenAPI document has no such operation";
     else
-      EXPECT_TRUE(MatchesOpenApi(*openapi_, std::string(method), *route, out))
+      EXPECT_TRUE(MatchesOpenApi(*openapi_, std::string(method), *route, out.status, out.body))
           << "(" << method << " " << target << ")";
     // GP_OPENAPI_COVERAGE=<file>: each checked route appended, to see which routes the suite
     // exercises (scripts/openapi_coverage.py).

@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "store/engines.h"
+#include "support/openapi_check.h"
 
 extern char** environ;
 
@@ -438,8 +439,29 @@ Result<transport::ClientResponse> Server::request(
     int timeout_ms, std::vector<std::pair<std::string, std::string>> headers) const {
   transport::Endpoint ep{"127.0.0.1", std::to_string(port_), tls(), ca_file_};
   if (!token.empty()) headers.emplace_back("Authorization", "Bearer " + token);
-  return transport::http_request(ep, method, target, body.is_null() ? "" : body.dump(), headers,
-                                 timeout_ms);
+  auto r = transport::http_request(ep, method, target, body.is_null() ? "" : body.dump(), headers,
+                                   timeout_ms);
+  if (!r || r->status < 200 || r->status >= 300 ||
+      !r->header("Content-Type").starts_with("application/json") || target == "/v1/openapi.json")
+    return r;
+  std::lock_guard lock(openapi_mu_);
+  if (!openapi_) {
+    auto doc = transport::http_request(ep, "GET", "/v1/openapi.json", "", {}, timeout_ms);
+    if (!doc || doc->status != 200) {
+      ADD_FAILURE() << "GET /v1/openapi.json: " << (doc ? doc->body : doc.error().message);
+      return r;
+    }
+    openapi_ = Json::parse(doc->body);
+  }
+  const auto route = it::route_of(*openapi_, std::string(method), std::string(target));
+  if (!route)
+    ADD_FAILURE() << method << " " << target << " answered " << r->status
+                  << " but the OpenAPI document has no such operation";
+  else
+    EXPECT_TRUE(
+        it::MatchesOpenApi(*openapi_, std::string(method), *route, r->status, Json::parse(r->body)))
+        << "(" << method << " " << target << ")";
+  return r;
 }
 
 Result<transport::ClientResponse> Server::admin_request(std::string_view method,

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -176,6 +177,8 @@ class Server {
   std::string log() const;  // the current run's stderr
 
   // One HTTP request with `token` as bearer (none if empty) and `headers`; the body is JSON.
+  // A 2xx JSON answer is checked against the server's own OpenAPI document (a departure fails
+  // the test), as the integration suite checks the in-process server's.
   Result<transport::ClientResponse> request(
       std::string_view method, std::string_view target, const Json& body = nullptr,
       const std::string& token = "", int timeout_ms = 10000,
@@ -192,6 +195,8 @@ class Server {
   uint16_t port_ = 0;
   Credential admin_;
   int runs_ = 0;
+  mutable std::mutex openapi_mu_;        // request() may run on several threads
+  mutable std::optional<Json> openapi_;  // GET /v1/openapi.json, once
 };
 
 // Follows `next` cursors over a list endpoint (`target` without query), returning every item.

@@ -1,9 +1,8 @@
-#include "integration/openapi_check.h"
+#include "support/openapi_check.h"
 
 #include <algorithm>
 
 #include "common/clock.h"
-#include "integration/harness.h"
 
 namespace gp::it {
 namespace {
@@ -115,20 +114,21 @@ void check_well_formed(const Json& doc, const Json& schema, const std::string& w
 }
 
 ::testing::AssertionResult MatchesOpenApi(const Json& doc, const std::string& method,
-                                          const std::string& pattern, const Resp& r) {
+                                          const std::string& pattern, int status,
+                                          const Json& body) {
   const std::string m = lower(method);
   const Json* op = nullptr;
   if (doc["paths"].contains(pattern) && doc["paths"][pattern].contains(m))
     op = &doc["paths"][pattern][m];
   if (!op) return ::testing::AssertionFailure() << "no operation " << method << " " << pattern;
-  auto status = std::to_string(r.status);
-  if (!(*op)["responses"].contains(status))
-    return ::testing::AssertionFailure() << method << " " << pattern << " documents no " << status;
-  const auto& resp = (*op)["responses"][status];
+  const std::string code = std::to_string(status);
+  if (!(*op)["responses"].contains(code))
+    return ::testing::AssertionFailure() << method << " " << pattern << " documents no " << code;
+  const auto& resp = (*op)["responses"][code];
   if (!resp.contains("content"))
     return ::testing::AssertionFailure() << method << " " << pattern << " documents no body";
   std::vector<std::string> errors;
-  check_schema(doc, resp["content"]["application/json"]["schema"], r.body, "body", &errors);
+  check_schema(doc, resp["content"]["application/json"]["schema"], body, "body", &errors);
   if (errors.empty()) return ::testing::AssertionSuccess();
   auto f = ::testing::AssertionFailure() << method << " " << pattern << ":";
   for (const auto& e : errors) f << "\n  " << e;
