@@ -201,7 +201,8 @@ std::vector<Route> system_routes() {
        },
        .query_params = {"role"},
        .summary = "Readiness: the store answers and the server accepts work; its role (leader "
-                  "or follower), and with ?role=leader ready only on the leader."});
+                  "or follower), and with ?role=leader ready only on the leader.",
+       .response_schema = "Readiness"});
   routes.push_back({.method = "GET",
                     .pattern = "/metrics",
                     .action = "system.metrics",

@@ -990,6 +990,12 @@ Json schemas() {
                                  {"index", "status"})}}}},
              {"accepted", "duplicates", "rejected", "results"});
   s["OpenApiDocument"] = {{"type", "object"}, {"required", {"openapi", "info", "paths"}}};
+  // GET /readyz: `leader` (the leader's URL, "" while none is known) only on a follower.
+  s["Readiness"] = object({{"status", enum_of({"ready"})},
+                           {"role", enum_of({"leader", "follower"})},
+                           {"store", enum_of({"sqlite", "postgres"})},
+                           {"leader", str()}},
+                          {"status", "role", "store"});
   s["Problem"] = object({{"type", str()},
                          {"title", str()},
                          {"status", integer()},
