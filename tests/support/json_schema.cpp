@@ -38,17 +38,6 @@ const Json* JsonSchema::resolve(const std::string& ref) const {
 
 namespace {
 
-bool type_matches(const std::string& type, const Json& v) {
-  if (type == "object") return v.is_object();
-  if (type == "array") return v.is_array();
-  if (type == "string") return v.is_string();
-  if (type == "boolean") return v.is_boolean();
-  if (type == "null") return v.is_null();
-  if (type == "number") return v.is_number();
-  if (type == "integer") return v.is_number_integer();
-  return false;
-}
-
 bool is_base64(const std::string& s) {
   if (s.size() % 4 != 0) return false;
   size_t pad = 0;
@@ -66,6 +55,17 @@ bool is_base64(const std::string& s) {
 }
 
 }  // namespace
+
+bool type_matches(const std::string& type, const Json& v) {
+  if (type == "object") return v.is_object();
+  if (type == "array") return v.is_array();
+  if (type == "string") return v.is_string();
+  if (type == "boolean") return v.is_boolean();
+  if (type == "null") return v.is_null();
+  if (type == "number") return v.is_number();
+  if (type == "integer") return v.is_number_integer();
+  return false;
+}
 
 void JsonSchema::check(const Json& schema, const Json& value, const std::string& path,
                        std::vector<std::string>& errors) const {

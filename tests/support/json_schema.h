@@ -13,6 +13,10 @@
 
 namespace gp::testing {
 
+// Whether `v` is of the JSON Schema type named `type` ("integer" is a number without fraction);
+// false for an unknown name.
+bool type_matches(const std::string& type, const Json& v);
+
 class JsonSchema {
  public:
   explicit JsonSchema(Json schema) : root_(std::move(schema)) {}

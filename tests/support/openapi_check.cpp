@@ -3,20 +3,10 @@
 #include <algorithm>
 
 #include "common/clock.h"
+#include "support/json_schema.h"
 
 namespace gp::it {
 namespace {
-
-bool has_type(const Json& v, const std::string& type) {
-  if (type == "string") return v.is_string();
-  if (type == "integer") return v.is_number_integer();
-  if (type == "number") return v.is_number();
-  if (type == "boolean") return v.is_boolean();
-  if (type == "object") return v.is_object();
-  if (type == "array") return v.is_array();
-  if (type == "null") return v.is_null();
-  return false;
-}
 
 std::vector<std::string> segments(const std::string& path) {
   std::vector<std::string> out;
@@ -61,7 +51,8 @@ void check_schema(const Json& doc, const Json& schema, const Json& v, const std:
       for (const auto& t : schema["type"]) types.push_back(t);
     else
       types.push_back(schema["type"]);
-    if (std::none_of(types.begin(), types.end(), [&](const auto& t) { return has_type(v, t); }))
+    if (std::none_of(types.begin(), types.end(),
+                     [&](const auto& t) { return gp::testing::type_matches(t, v); }))
       errors->push_back(where + ": " + v.dump() + " is not of type " + schema["type"].dump());
   }
   if (schema.contains("enum") && !v.is_null()) {
