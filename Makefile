@@ -6,6 +6,9 @@ FUZZ_BUILD ?= build-fuzz
 FUZZ_SECONDS ?= 60
 TEST_FUZZ_SECONDS ?= 5
 JOBS       ?= $(shell nproc)
+# Which suites the release tree builds (GP_TESTS, tests/CMakeLists.txt): all of them, except
+# under `make test`, whose sanitizer stages run every suite but those only a release tree runs.
+GP_TESTS   ?= all
 CMAKE_ARGS ?=
 # One line as each stage starts, so a CI log shows where the time goes (docs/development.md).
 STAGE = @echo "== $@ $$(date -u +%H:%M:%S) UTC"
@@ -20,7 +23,7 @@ setup:
 # The console (web/dist) and the release build's configuration, which `build` and `run` share.
 configure: setup
 	@scripts/build_console.sh
-	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS) >/dev/null
+	@cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGP_TESTS=$(GP_TESTS) $(CMAKE_ARGS) >/dev/null
 
 build: configure
 	$(STAGE)
@@ -36,12 +39,18 @@ run: configure
 
 # Every test: the release build, then the unit and integration suites under ASan+UBSan, the
 # threaded suites under TSan, then a short run of every fuzz target (built in the ASan tree).
+# Each suite runs once where it checks most: the release tree here builds and runs only what no
+# sanitizer tree runs (PostgreSQL, the jobs in containers, `make run`, the browser).
+test: GP_TESTS = release-only
 test: test-release test-static test-asan test-tsan test-fuzz
 	$(STAGE)
 
+# With GP_TESTS=release-only (`make test`), the tests only a release tree runs (RELEASE_ONLY):
+# the sanitizer stages run the rest.
 test-release: build
 	$(STAGE)
-	@ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 300
+	@ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS) --timeout 300 \
+	  $(if $(filter release-only,$(GP_TESTS)),-R '$(RELEASE_ONLY)')
 
 # Static checks over the release build's compile commands (docs/static-analysis.md): clang-tidy
 # with .clang-tidy and clang's thread-safety analysis, both in one parse of each file (`tidy`;
@@ -61,12 +70,14 @@ tidy: build
 # The suites that mostly wait on podman, nft and timed grace periods (SLOW_UNDER_SANITIZERS) run
 # in the release build alone: their C++ paths are run under the sanitizers by the other JobsTest
 # cases, and their sleeping would add minutes to every sanitizer stage.
-SLOW_UNDER_SANITIZERS = '^(Job(Network|Dns|Registry)Test\.|JobsTest\.(APreempted|CancelSends)|JobFencingTest\.)'
+SLOW_UNDER_SANITIZERS = ^(Job(Network|Dns|Registry)Test\.|JobsTest\.(APreempted|CancelSends)|JobFencingTest\.)
+# What no sanitizer tree runs: those suites, the PostgreSQL repeats, `make run` and the browser.
+RELEASE_ONLY = $(SLOW_UNDER_SANITIZERS)|^(MakeRun|Console)\.|\.postgres$$
 
 test-asan: asan-build
 	$(STAGE)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600 -E $(SLOW_UNDER_SANITIZERS)
+	  ctest --test-dir $(ASAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600 -E '$(SLOW_UNDER_SANITIZERS)'
 
 asan-build: setup
 	$(STAGE)
@@ -85,7 +96,7 @@ test-tsan: setup
 	@ninja -C $(TSAN_BUILD) -j$(JOBS)
 	@# The agent's threads are raced by the JobsTest cases not in SLOW_UNDER_SANITIZERS.
 	@TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:suppressions=$(CURDIR)/tests/support/tsan.supp \
-	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600 -E $(SLOW_UNDER_SANITIZERS)
+	  ctest --test-dir $(TSAN_BUILD) --output-on-failure -j$(JOBS) --timeout 600 -E '$(SLOW_UNDER_SANITIZERS)'
 
 # libFuzzer targets (docs/fuzzing.md): a bounded run in `make test` of the targets the ASan build
 # made (Debug), a longer one in `make fuzz` of its own optimised build.

@@ -5,6 +5,8 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake ninja-build pkg-config git
+  # lld: links the test binaries five times faster than GNU ld (CMakeLists.txt).
+  lld
   libboost-dev libssl-dev libsodium-dev nlohmann-json3-dev libsqlite3-dev sqlite3
   libspdlog-dev libfmt-dev libcli11-dev libyaml-cpp-dev
   # malloc: the server and its benchmarks use jemalloc (glibc's arenas spent a third of a read's
