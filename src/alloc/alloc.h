@@ -472,10 +472,24 @@ class Service {
  private:
   Result<sched::Scheduler*> ensure(store::Tx& tx) GP_REQUIRES(mu_);
   Result<void> rebuild(store::Tx& tx) GP_REQUIRES(mu_);
-  // Records a placement decision; returns the allocation as it now stands (as a load reads it).
+  // What a placement decision makes of its allocation's row.
+  struct Placed {
+    Json placement;      // placement_json
+    std::string reason;  // "placed 2 H200 GPUs on gpu-a", and any reservation or borrowing
+  };
+  Placed placed_of(const sched::Decision& d) const GP_REQUIRES(mu_);
+  // Records a placement decision for a pending allocation; returns the allocation as it now
+  // stands (as a load reads it).
   Result<Allocation> record_placed(store::Tx& tx, const Env& w, const std::string& id,
                                    const sched::Decision& d, const std::string& from)
       GP_REQUIRES(mu_);
+  // What follows a placement of `a` (as placed): its node links, the plans of the GPUs whose
+  // mode or layout it changed, and the preemption of those that made room.
+  Result<void> record_placement(store::Tx& tx, const Env& w, const Allocation& a,
+                                const sched::Decision& d) GP_REQUIRES(mu_);
+  // What `a` entering `to` tells the others in its transaction: its nodes' agents, and its
+  // usage intervals.
+  Result<void> entered(store::Tx& tx, const Allocation& a, State to, int64_t now);
   // Moves `a` (as loaded) to `to`, recording the event, and leaves `a` as its row now reads;
   // the scheduler's own moves are audited.
   Result<void> transition(store::Tx& tx, const Env& w, Allocation& a, State to,

@@ -457,6 +457,37 @@ Result<Allocation> allocation_from(const store::Row& row) {
   return a;
 }
 
+Result<void> insert_allocation(store::Tx& tx, const Allocation& a) {
+  GP_TRY(tx.exec(
+      "INSERT INTO allocations (id, tenant_id, project_id, name, offering_id, request, priority, "
+      "preemptible, state, reason_code, reason, placement, borrowed_units, end_at, grace_until, "
+      "created_by, created_at, placed_at, ended_at, updated_at, version, activation) VALUES "
+      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
+      {a.id, a.tenant_id, a.project_id, a.name, store::opt(a.offering_id),
+       request_json(a.request).dump(), int64_t{a.request.priority},
+       int64_t{a.request.preemptible}, std::string(state_name(a.state)), a.reason_code, a.reason,
+       a.placement.is_null() ? store::Value(store::Null{}) : store::Value(a.placement.dump()),
+       a.borrowed_units, store::opt(a.end_at), store::opt(a.grace_until), a.created_by,
+       a.created_at, store::opt(a.placed_at), store::opt(a.ended_at), a.updated_at, a.version,
+       std::string(a.activation == Activation::kWorkload ? "workload" : "node")}));
+  return ok();
+}
+
+Result<void> insert_first_events(store::Tx& tx, const std::string& id,
+                                 std::span<const Event> events) {
+  std::string sql =
+      "INSERT INTO allocation_events (allocation_id, seq, at, from_state, to_state, reason_code, "
+      "reason) VALUES ";
+  std::vector<store::Value> params;
+  params.reserve(events.size() * 7);
+  for (const Event& e : events) {
+    sql += params.empty() ? "(?,?,?,?,?,?,?)" : ",(?,?,?,?,?,?,?)";
+    params.insert(params.end(), {id, e.seq, e.at, e.from, e.to, e.reason_code, e.reason});
+  }
+  GP_TRY(tx.exec(sql, params));
+  return ok();
+}
+
 Result<std::optional<Allocation>> load(store::Tx& tx, const std::string& id) {
   auto row = GP_TRY(tx.query_one(
       fmt::format("SELECT {} FROM allocations WHERE id = ?", allocation_columns()), {id}));

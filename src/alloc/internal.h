@@ -2,6 +2,7 @@
 // and API JSON forms.
 #pragma once
 
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -46,6 +47,12 @@ std::string reason_code(const Error& e);
 std::string_view allocation_columns();
 Result<Allocation> allocation_from(const store::Row& row);
 Result<std::optional<Allocation>> load(store::Tx& tx, const std::string& id);
+// Writes a new allocation's row as `a` holds it (Service::create writes it once, in the state it
+// ends the create in).
+Result<void> insert_allocation(store::Tx& tx, const Allocation& a);
+// A new allocation's events (seq 1, 2, ...), in one statement.
+Result<void> insert_first_events(store::Tx& tx, const std::string& id,
+                                 std::span<const Event> events);
 
 // Quota rows into the scheduler's tree; quota documents as the API shows them.
 Result<sched::QuotaTree> load_quota(store::Tx& tx);

@@ -210,6 +210,18 @@ Result<void> insert_event(store::Tx& tx, const std::string& id, int64_t at, std:
 
 }  // namespace
 
+Result<void> Service::entered(store::Tx& tx, const Allocation& a, State to, int64_t now) {
+  // The nodes' agents hear of it at once (they wait on GET /v1/agent/changes).
+  if (a.placement.is_object())  // a pending one has none
+    for (const auto& node : a.placement.value("nodes", Json::array()))
+      tx.announce("node:" + node.get<std::string>());
+  // Usage intervals change with the state, in this same transaction; a placement's interval
+  // starts at the instant it was stamped as placed_at.
+  return metering::record_transition(
+      tx, {a.id, a.tenant_id, a.project_id, a.offering_id, a.request.preemptible, a.placement},
+      state_name(to), to == State::kPlaced && a.placed_at ? *a.placed_at : now);
+}
+
 Result<void> Service::transition(store::Tx& tx, const Env& w, Allocation& a, State to,
                                  const std::string& code, const std::string& reason,
                                  const std::string& actor) {
@@ -225,16 +237,8 @@ Result<void> Service::transition(store::Tx& tx, const Env& w, Allocation& a, Sta
       "ended_at = CASE WHEN ? = 1 THEN ? ELSE ended_at END, version = version + 1 WHERE id = ?",
       {std::string(state_name(to)), code, reason, now, int64_t{ending}, now, id}));
   if (ending) GP_TRY(tx.exec("DELETE FROM allocation_nodes WHERE allocation_id = ?", {id}));
-  // The nodes' agents hear of it at once (they wait on GET /v1/agent/changes).
-  if (a.placement.is_object())  // a pending one has none
-    for (const auto& node : a.placement.value("nodes", Json::array()))
-      tx.announce("node:" + node.get<std::string>());
   GP_TRY_VOID(insert_event(tx, id, now, state_name(from), to, code, reason));
-  // Usage intervals change with the state, in this same transaction; a placement's interval
-  // starts at the instant record_placed stamped as placed_at.
-  GP_TRY_VOID(metering::record_transition(
-      tx, {a.id, a.tenant_id, a.project_id, a.offering_id, a.request.preemptible, a.placement},
-      state_name(to), to == State::kPlaced && a.placed_at ? *a.placed_at : now));
+  GP_TRY_VOID(entered(tx, a, to, now));
   if (actor == kScheduler) {
     audit::Entry e{std::string(kScheduler),
                    a.tenant_id,
@@ -265,25 +269,38 @@ Result<int> Service::end(store::Tx& tx, const Env& w, const std::string& id, Sta
   return 1;
 }
 
+Service::Placed Service::placed_of(const sched::Decision& d) const {
+  const sched::Placement& p = *d.placement;
+  Placed out{.placement = detail::placement_json(p, sched_->state())};
+  out.reason = placed_reason(p, out.placement["node_names"]);
+  if (!p.reservation.empty()) out.reason += fmt::format(" held by reservation {}", p.reservation);
+  if (d.borrowed_units > 0)
+    out.reason +=
+        fmt::format(", {} GPU borrowed from the cohort", vocab::format_units(d.borrowed_units));
+  return out;
+}
+
 Result<Allocation> Service::record_placed(store::Tx& tx, const Env& w, const std::string& id,
                                           const sched::Decision& d, const std::string& actor) {
-  const sched::Placement& p = *d.placement;
   const int64_t now = w.now();
-  Json placement = detail::placement_json(p, sched_->state());
-  std::string reason = placed_reason(p, placement["node_names"]);
-  if (!p.reservation.empty()) reason += fmt::format(" held by reservation {}", p.reservation);
-  if (d.borrowed_units > 0)
-    reason +=
-        fmt::format(", {} GPU borrowed from the cohort", vocab::format_units(d.borrowed_units));
+  const Placed placed = placed_of(d);
   GP_TRY(tx.exec(
       "UPDATE allocations SET placement = ?, borrowed_units = ?, placed_at = ? WHERE id = ?",
-      {placement.dump(), d.borrowed_units, now, id}));
+      {placed.placement.dump(), d.borrowed_units, now, id}));
   std::optional<Allocation> a = GP_TRY(detail::load(tx, id));
   if (!a) return fail(Error::internal(fmt::format("allocation {} vanished as it was placed", id)));
-  GP_TRY_VOID(transition(tx, w, *a, State::kPlaced, "placed", reason, actor));
-  for (const auto& node : placement["nodes"])
+  GP_TRY_VOID(transition(tx, w, *a, State::kPlaced, "placed", placed.reason, actor));
+  GP_TRY_VOID(record_placement(tx, w, *a, d));
+  return std::move(*a);
+}
+
+Result<void> Service::record_placement(store::Tx& tx, const Env& w, const Allocation& a,
+                                       const sched::Decision& d) {
+  const sched::Placement& p = *d.placement;
+  const int64_t now = w.now();
+  for (const auto& node : a.placement["nodes"])
     GP_TRY(tx.exec("INSERT INTO allocation_nodes (allocation_id, node_id) VALUES (?,?)",
-                   {id, node.get<std::string>()}));
+                   {a.id, node.get<std::string>()}));
   // What the GPUs must become: their agents apply these plans. A mode change and a layout
   // change both leave the GPU as the state now holds it.
   std::vector<int32_t> changed;
@@ -299,8 +316,7 @@ Result<Allocation> Service::record_placed(store::Tx& tx, const Env& w, const std
       layout.push_back({{"profile", i.profile}, {"start", i.start}});
     GP_TRY_VOID(fleet::plan_gpu(tx, gpus[g].uuid, sched::gpu_mode_name(gpus[g].mode), layout, now));
   }
-  GP_TRY_VOID(record_preempted(tx, w, d.preempted, id, a->tenant_id));
-  return std::move(*a);
+  return record_preempted(tx, w, d.preempted, a.id, a.tenant_id);
 }
 
 Result<void> Service::record_preempted(store::Tx& tx, const Env& w,
@@ -341,24 +357,53 @@ Result<Allocation> Service::create(store::Tx& tx, const Env& w, const NewAllocat
       s->submit(id, n.request, from_unix_micros(now), from_unix_micros(queued_since));
   if (d.kind == sched::DecisionKind::kRejected) return fail(*d.reason);
   changed_ = true;
-  const std::string code = d.reason ? detail::reason_code(*d.reason) : "";
-  GP_TRY(tx.exec(
-      "INSERT INTO allocations (id, tenant_id, project_id, name, offering_id, request, priority, "
-      "preemptible, state, reason_code, reason, placement, borrowed_units, end_at, grace_until, "
-      "created_by, created_at, placed_at, ended_at, updated_at, version, activation) VALUES "
-      "(?,?,?,?,?,?,?,?,'pending',?,?,NULL,0,?,NULL,?,?,NULL,NULL,?,1,?)",
-      {id, n.request.tenant, n.request.project, n.name.empty() ? id : n.name,
-       store::opt(n.offering_id), detail::request_json(n.request).dump(),
-       int64_t{n.request.priority}, int64_t{n.request.preemptible}, code,
-       d.reason ? d.reason->message : "", store::opt(n.end_at), actor, queued_since, now,
-       std::string(n.activation == Activation::kWorkload ? "workload" : "node")}));
-  GP_TRY_VOID(insert_event(tx, id, now, "", State::kPending, code.empty() ? "submitted" : code,
-                           d.reason ? d.reason->message : "submitted"));
-  std::optional<Allocation> placed;
-  if (d.kind == sched::DecisionKind::kPlaced) placed = GP_TRY(record_placed(tx, w, id, d, actor));
-  GP_TRY_VOID(sync_reservations(tx, w));  // it may have taken a reservation's hold
-  if (placed) return std::move(*placed);
-  return *GP_TRY(detail::load(tx, id));
+  // The row is written once, as it ends this call: placed, or pending with its reason. The
+  // events say both steps of a placed one.
+  Allocation a;
+  a.id = id;
+  a.tenant_id = n.request.tenant;
+  a.project_id = n.request.project;
+  a.name = n.name.empty() ? id : n.name;
+  a.offering_id = n.offering_id;
+  a.request = n.request;
+  a.reason_code = d.reason ? detail::reason_code(*d.reason) : "";
+  a.reason = d.reason ? d.reason->message : "";
+  a.end_at = n.end_at;
+  a.created_by = actor;
+  a.created_at = queued_since;
+  a.updated_at = now;
+  a.activation = n.activation;
+  std::vector<Event> events{{.seq = 1,
+                             .at = now,
+                             .from = "",
+                             .to = std::string(state_name(State::kPending)),
+                             .reason_code = a.reason_code.empty() ? "submitted" : a.reason_code,
+                             .reason = d.reason ? d.reason->message : "submitted"}};
+  if (d.kind == sched::DecisionKind::kPlaced) {
+    const Placed placed = placed_of(d);
+    a.state = State::kPlaced;
+    a.reason_code = "placed";
+    a.reason = placed.reason;
+    a.placement = placed.placement;
+    a.borrowed_units = d.borrowed_units;
+    a.placed_at = now;
+    a.version = 2;  // as a pending row moved to placed reads
+    events.push_back({.seq = 2,
+                      .at = now,
+                      .from = std::string(state_name(State::kPending)),
+                      .to = std::string(state_name(State::kPlaced)),
+                      .reason_code = a.reason_code,
+                      .reason = a.reason});
+  }
+  GP_TRY_VOID(detail::insert_allocation(tx, a));
+  GP_TRY_VOID(detail::insert_first_events(tx, id, events));
+  if (a.state == State::kPlaced) {
+    GP_TRY_VOID(entered(tx, a, State::kPlaced, now));
+    GP_TRY_VOID(record_placement(tx, w, a, d));
+    // It may have taken a reservation's hold.
+    if (!d.placement->reservation.empty()) GP_TRY_VOID(sync_reservations(tx, w));
+  }
+  return a;
 }
 
 Result<Json> Service::dry_run(store::Tx& tx, const NewAllocation& n) {
