@@ -8,9 +8,9 @@
 // hands the commit's flush ticket to the flusher thread and serves other requests; the flusher
 // covers every ticket handed in with one flush and resumes each answer on its connection's
 // strand. Any other request that may write (any method but GET and HEAD) runs on the writer pool
-// instead, and waits there for its group commit and then for its flush, so a password hash or a
-// call to an identity provider never holds an I/O thread. Either way the session answers only
-// after the flush.
+// instead, up to its group commit, so a password hash or a call to an identity provider never
+// holds an I/O thread; its flush then goes to the flusher the same way, and no thread waits for
+// the disk. Either way the session answers only after the flush.
 // With TLS each connection first completes a handshake (within the header deadline) on the
 // context current at accept time; reload_tls() swaps that context, so new handshakes use the
 // new certificate while open connections keep the one they were accepted with.
@@ -46,7 +46,7 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-// Threads of the writer pool. A write holds one while it waits for its batch and its flush, so
+// Threads of the writer pool. A write holds one while it waits for its batch (not its flush), so
 // this bounds how many writes one commit covers (docs/benchmarks.md, "Writes off the I/O
 // threads").
 constexpr int kWriterThreads = 64;
@@ -308,17 +308,17 @@ struct Server::Impl {
 
   // The API's answer to `req`, once every write it made is on disk.
   asio::awaitable<HttpResponse> answer(HttpRequest req) {
+    Deferred d;
     if (req.method != "GET" && req.method != "HEAD" && !api.writes_inline(req))
-      co_return co_await asio::co_spawn(
+      d = co_await asio::co_spawn(
           writers,
           // By reference: this frame waits for the spawned one (and GCC 12 destroys a
           // temporary closure that owns a request twice).
-          [this, &req]() -> asio::awaitable<HttpResponse> {
-            co_return durable(handle_deferred(std::move(req)));
-          },
+          [this, &req]() -> asio::awaitable<Deferred> { co_return handle_deferred(std::move(req)); },
           asio::use_awaitable);
-    Deferred d = handle_deferred(std::move(req));
-    if (d.ticket == 0) co_return std::move(d.resp);  // a read that wrote nothing
+    else
+      d = handle_deferred(std::move(req));
+    if (d.ticket == 0) co_return std::move(d.resp);  // wrote nothing, or already durable
     co_return co_await flushed(std::move(d));
   }
 
@@ -336,17 +336,9 @@ struct Server::Impl {
   static HttpResponse not_durable() {
     return plain_problem(503, "unavailable", "the change may not be durable: retry");
   }
-  // The answer once its writes are on disk (blocks: the writer pool runs it).
-  HttpResponse durable(Deferred d) {
-    if (d.ticket == 0) return std::move(d.resp);
-    if (Result<void> flushed = api.store().flush(d.ticket); !flushed) {
-      spdlog::error("flush failed: {}", flushed.error().message);
-      return not_durable();
-    }
-    return std::move(d.resp);
-  }
-  // The same without holding the thread: the flusher flushes, and the wake is posted to this
-  // coroutine's strand, where it cannot run before the wait below has begun.
+  // The answer once its writes are on disk, without holding a thread: the flusher flushes, and
+  // the wake is posted to this coroutine's strand, where it cannot run before the wait below has
+  // begun.
   asio::awaitable<HttpResponse> flushed(Deferred d) {
     auto ex = co_await asio::this_coro::executor;
     auto timer = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
