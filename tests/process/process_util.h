@@ -183,6 +183,10 @@ class Server {
       std::string_view method, std::string_view target, const Json& body = nullptr,
       const std::string& token = "", int timeout_ms = 10000,
       std::vector<std::pair<std::string, std::string>> headers = {}) const;
+  // Checks a 2xx JSON answer to `method target` against the server's OpenAPI document, as
+  // request() does; for answers that came another way (an agent's call with its certificate).
+  void check_against_openapi(std::string_view method, std::string_view target,
+                             const transport::ClientResponse& r, int timeout_ms = 10000) const;
   // As request() with the admin API key.
   Result<transport::ClientResponse> admin_request(std::string_view method, std::string_view target,
                                                   const Json& body = nullptr) const;

@@ -439,15 +439,24 @@ class MtlsFleet {
     auto r = server_.admin_request("GET", "/v1/nodes/node-m/certificates");
     return r && r->status == 200 ? Json::parse(r->body)["items"] : Json::array();
   }
-  // A heartbeat with the node's credential over a connection that presents `identity_file`.
-  Result<transport::ClientResponse> heartbeat(const std::string& identity_file) const {
+  // An agent's call with the node's credential over a connection that presents
+  // `identity_file`; a 2xx answer is checked against the OpenAPI document.
+  Result<transport::ClientResponse> agent_request(const std::string& identity_file,
+                                                  const std::string& method,
+                                                  const std::string& target,
+                                                  const Json& body) const {
     auto ep = transport::parse_endpoint(server_.endpoint());
     if (!ep) return fail(ep.error());
     ep->ca_file = pki_.ca_file();
     ep->identity_file = identity_file;
-    return transport::http_request(*ep, "POST", "/v1/agent/heartbeat", "{}",
-                                   {{"Authorization", "Bearer " + read_credential(state())}},
-                                   10000);
+    auto r = transport::http_request(*ep, method, target, body.dump(),
+                                     {{"Authorization", "Bearer " + read_credential(state())}},
+                                     10000);
+    if (r) server_.check_against_openapi(method, target, *r);
+    return r;
+  }
+  Result<transport::ClientResponse> heartbeat(const std::string& identity_file) const {
+    return agent_request(identity_file, "POST", "/v1/agent/heartbeat", Json::object());
   }
 
  private:
@@ -516,6 +525,14 @@ TEST(NodeMtls, AgentCallsNeedTheNodesOwnCertificateFromTheNodeCa) {
   ASSERT_TRUE(no_csr);
   EXPECT_EQ(no_csr->status, 400) << no_csr->body;
   EXPECT_NE(no_csr->body.find("csr"), std::string::npos) << no_csr->body;
+  // A renewal, as the agent asks for one: a certificate for a new key, recorded beside the first.
+  auto next = tls::make_csr("gpuplane-node");
+  ASSERT_TRUE(next);
+  auto renewed = fleet.agent_request(fleet.state("node-identity.pem"), "POST",
+                                     "/v1/agent/certificate", Json{{"csr", next->csr_pem}});
+  ASSERT_TRUE(renewed) << renewed.error().message;
+  EXPECT_EQ(renewed->status, 201) << renewed->body;
+  EXPECT_EQ(fleet.certificates().size(), 2u) << fleet.certificates().dump();
 }
 
 TEST(NodeMtls, AgentRenewsItsCertificateAndARevokedNodeIsRefusedAtOnce) {
