@@ -143,6 +143,16 @@ TEST(SqliteStore, FailedWriteRollsBackEverything) {
     return ok();
   }));
   EXPECT_EQ(n, 0);
+  // Its transaction is over: the next write commits on its own.
+  ASSERT_TRUE(s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.exec("INSERT INTO meta (key, value) VALUES ('b', '2')"));
+    return ok();
+  }));
+  ASSERT_TRUE(s->read([&](Tx& tx) -> Result<void> {
+    n = GP_TRY(tx.query_one("SELECT COUNT(*) FROM meta WHERE key = 'b'"))->integer(0);
+    return ok();
+  }));
+  EXPECT_EQ(n, 1);
 }
 
 // The WAL is copied back into the database while the store stays open (by the store's own
