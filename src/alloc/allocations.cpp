@@ -14,6 +14,11 @@ namespace gp::alloc {
 
 namespace {
 
+// An allocation's activation as stored and shown.
+std::string_view activation_name(Activation a) {
+  return a == Activation::kWorkload ? "workload" : "node";
+}
+
 constexpr std::array<std::string_view, 7> kStateNames = {
     "pending", "placed", "active", "released", "preempted", "failed", "expired"};
 
@@ -282,7 +287,7 @@ Json Allocation::to_json() const {
           {"ended_at", ended_at ? Json(detail::ts(*ended_at)) : Json(nullptr)},
           {"updated_at", detail::ts(updated_at)},
           {"version", version},
-          {"activation", activation == Activation::kWorkload ? "workload" : "node"}};
+          {"activation", activation_name(activation)}};
 }
 
 Json Allocation::shape_json() const { return detail::shape_json(request); }
@@ -463,13 +468,28 @@ Result<void> insert_allocation(store::Tx& tx, const Allocation& a) {
       "preemptible, state, reason_code, reason, placement, borrowed_units, end_at, grace_until, "
       "created_by, created_at, placed_at, ended_at, updated_at, version, activation) VALUES "
       "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-      {a.id, a.tenant_id, a.project_id, a.name, store::opt(a.offering_id),
-       request_json(a.request).dump(), int64_t{a.request.priority},
-       int64_t{a.request.preemptible}, std::string(state_name(a.state)), a.reason_code, a.reason,
+      {a.id,
+       a.tenant_id,
+       a.project_id,
+       a.name,
+       store::opt(a.offering_id),
+       request_json(a.request).dump(),
+       int64_t{a.request.priority},
+       int64_t{a.request.preemptible},
+       std::string(state_name(a.state)),
+       a.reason_code,
+       a.reason,
        a.placement.is_null() ? store::Value(store::Null{}) : store::Value(a.placement.dump()),
-       a.borrowed_units, store::opt(a.end_at), store::opt(a.grace_until), a.created_by,
-       a.created_at, store::opt(a.placed_at), store::opt(a.ended_at), a.updated_at, a.version,
-       std::string(a.activation == Activation::kWorkload ? "workload" : "node")}));
+       a.borrowed_units,
+       store::opt(a.end_at),
+       store::opt(a.grace_until),
+       a.created_by,
+       a.created_at,
+       store::opt(a.placed_at),
+       store::opt(a.ended_at),
+       a.updated_at,
+       a.version,
+       std::string(activation_name(a.activation))}));
   return ok();
 }
 

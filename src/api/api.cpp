@@ -781,10 +781,9 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
   }
   std::string principal = call.who.authenticated() ? call.who.id : "anonymous";
   // What a retry with the same key must repeat.
-  const std::string req_hash =
-      key ? hex_encode(sha256(fmt::format("{}\n{}\n{}", call.req.method, call.req.path,
-                                          call.req.body)))
-          : std::string();
+  const std::string req_hash = key ? hex_encode(sha256(fmt::format("{}\n{}\n{}", call.req.method,
+                                                                   call.req.path, call.req.body)))
+                                   : std::string();
   Reply out;
   std::function<Json()> render_body;
   bool replayed = false;

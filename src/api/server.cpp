@@ -314,7 +314,9 @@ struct Server::Impl {
           writers,
           // By reference: this frame waits for the spawned one (and GCC 12 destroys a
           // temporary closure that owns a request twice).
-          [this, &req]() -> asio::awaitable<Deferred> { co_return handle_deferred(std::move(req)); },
+          [this, &req]() -> asio::awaitable<Deferred> {
+            co_return handle_deferred(std::move(req));
+          },
           asio::use_awaitable);
     else
       d = handle_deferred(std::move(req));

@@ -449,9 +449,9 @@ class MtlsFleet {
     if (!ep) return fail(ep.error());
     ep->ca_file = pki_.ca_file();
     ep->identity_file = identity_file;
-    auto r = transport::http_request(*ep, method, target, body.dump(),
-                                     {{"Authorization", "Bearer " + read_credential(state())}},
-                                     10000);
+    auto r =
+        transport::http_request(*ep, method, target, body.dump(),
+                                {{"Authorization", "Bearer " + read_credential(state())}}, 10000);
     if (r) server_.check_against_openapi(method, target, *r);
     return r;
   }
