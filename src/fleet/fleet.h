@@ -382,7 +382,7 @@ struct Fields<fleet::Pool> {
       Field{"id", &P::id},
       Field{"name", &P::name},
       Field{"tenant_id", &P::tenant_id},
-      Derived<P>{"kind", [](const P& p) { return p.kind(); }, kPoolKinds},
+      Derived<P>{"kind", [](const P& p) { return std::string(p.kind()); }, kPoolKinds},
       Field{"description", &P::description},
       Field{"created_at", &P::created_at, {}, Form::kTime},
       Field{"version", &P::version},
