@@ -882,25 +882,11 @@ Json schemas() {
   Json confirmation =
       object({{"node", str()}, {"outcome", str()}, {"detail", str()}, {"at", time_str()}},
              {"node", "outcome", "detail", "at"});
+  // An operator's view adds each node's confirmation and the nodes still awaited.
   s["StorageDeletion"] =
-      object({{"id", str()},
-              {"tenant_id", str()},
-              {"tenant", str()},
-              {"project", str()},
-              {"project_id", str()},
-              {"generation", str()},
-              {"path", str()},
-              {"reason", str()},
-              {"requested_by", str()},
-              {"requested_at", time_str()},
-              {"due_at", time_str()},
-              {"state", enum_of({"scheduled", "done"})},
-              {"done_at", ntime()},
-              {"done_by", nstr()},
-              {"confirmations", {{"type", "array"}, {"items", confirmation}}},
-              {"waiting_for", {{"type", "array"}, {"items", str()}}}},
-             {"id", "tenant_id", "tenant", "project", "project_id", "generation", "path", "reason",
-              "requested_by", "requested_at", "due_at", "state", "done_at", "done_by"});
+      with_optional(schema_of<storage::Deletion>(),
+                    {{"confirmations", {{"type", "array"}, {"items", confirmation}}},
+                     {"waiting_for", {{"type", "array"}, {"items", str()}}}});
   s["StorageDeletionDone"] =
       object({{"outcome", enum_of({"removed", "absent", "replaced"})}, {"detail", str()}}, {});
   Json tenant_ids = {{"type", "array"}, {"items", str()}};
