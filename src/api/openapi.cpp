@@ -32,6 +32,15 @@ Json with_optional(Json schema, const Json& props) {
   return schema;
 }
 
+// `schema` with properties a reply always adds (required).
+Json with_required(Json schema, const Json& props) {
+  for (auto it = props.begin(); it != props.end(); ++it) {
+    schema["properties"][it.key()] = *it;
+    schema["required"].push_back(it.key());
+  }
+  return schema;
+}
+
 Json schema_ref(const std::string& name) { return {{"$ref", "#/components/schemas/" + name}}; }
 
 const std::vector<std::string> kClasses(vocab::kClassNames.begin(), vocab::kClassNames.end());
@@ -803,17 +812,9 @@ Json schemas() {
                              {"as_of", time_str()},
                              {"items", {{"type", "array"}, {"items", sla_row}}}},
                             {"period", "from", "to", "as_of", "items"});
-  Json downtime = object(
-      {{"id", str()},
-       {"node_id", str()},
-       {"node", str()},
-       {"gpu_uuid", nstr()},
-       {"scope", enum_of({"node", "gpu"})},
-       {"cause", str()},
-       {"start", time_str()},
-       {"end", ntime()},
-       {"seconds_in_range", integer()}},
-      {"id", "node_id", "node", "gpu_uuid", "scope", "cause", "start", "end", "seconds_in_range"});
+  // Each interval with its node's name and its seconds inside the range asked for.
+  Json downtime = with_required(schema_of<fleet::Downtime>(),
+                                {{"node", str()}, {"seconds_in_range", integer()}});
   s["DowntimeList"] = object({{"from", time_str()},
                               {"to", time_str()},
                               {"items", {{"type", "array"}, {"items", downtime}}}},

@@ -389,6 +389,25 @@ struct Fields<fleet::Pool> {
   };
 };
 
+inline constexpr std::array<std::string_view, 2> kDowntimeScopes = {"node", "gpu"};
+
+// A downtime interval as stored and shown: the whole node's (no GPU) or one GPU's.
+template <>
+struct Fields<fleet::Downtime> {
+  using D = fleet::Downtime;
+  static constexpr auto list = std::tuple{
+      Field{"id", &D::id},
+      Field{"node_id", &D::node_id},
+      Field{"gpu_uuid", &D::gpu_uuid, {}, Form::kNullIfEmpty},
+      Derived<D>{"scope",
+                 [](const D& d) { return std::string(kDowntimeScopes[!d.gpu_uuid.empty()]); },
+                 kDowntimeScopes},
+      Field{"cause", &D::cause},
+      Field{"start", &D::start_us, "start_us", Form::kTime},
+      Field{"end", &D::end_us, "end_us", Form::kTime},
+  };
+};
+
 template <>
 struct Fields<fleet::NodeCertificate> {
   using C = fleet::NodeCertificate;
