@@ -4,6 +4,7 @@
 
 #include "api/router.h"
 #include "audit/audit.h"
+#include "billing/ledger.h"
 #include "common/record.h"
 #include "fleet/fleet.h"
 #include "storage/records.h"
@@ -842,19 +843,9 @@ Json schemas() {
                         {"spend_error", str()}},
                        {"tenant_id", "project_id", "amount_micros", "thresholds_bps", "hard_stop",
                         "updated_by", "updated_at", "version", "spend_micros"});
-  s["BudgetAlert"] = object({{"id", str()},
-                             {"tenant_id", str()},
-                             {"project_id", nstr()},
-                             {"period", str()},
-                             {"threshold_bps", integer()},
-                             {"threshold_micros", integer()},
-                             {"amount_micros", integer()},
-                             {"spend_micros", integer()},
-                             {"project", nstr()},
-                             {"currency", nstr()},
-                             {"created_at", time_str()}},
-                            {"id", "tenant_id", "project_id", "period", "threshold_bps",
-                             "threshold_micros", "amount_micros", "spend_micros", "created_at"});
+  // The list adds each alert's project name and its month's currency (null when unknown).
+  s["BudgetAlert"] =
+      with_optional(schema_of<billing::AlertRecord>(), {{"project", nstr()}, {"currency", nstr()}});
   // Tenant storage (handlers_storage.cpp).
   Json limits = {{"type", "object"},
                  {"propertyNames", enum_of({"datasets", "models", "checkpoints", "scratch"})},
