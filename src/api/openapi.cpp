@@ -2,6 +2,7 @@
 // router; the component schemas are checked against real responses by tests/api.
 #include <fmt/format.h>
 
+#include "alloc/alloc.h"
 #include "api/router.h"
 #include "audit/audit.h"
 #include "billing/ledger.h"
@@ -238,22 +239,9 @@ Json schemas() {
        {"vm", object({{"vcpus", integer()}, {"memory_mib", integer()}}, {"vcpus", "memory_mib"})},
        {"container", object({{"cpu_millis", integer()}, {"memory_mib", integer()}}, {})}},
       {"name", "tier"});
-  s["Offering"] =
-      loose({{"id", str()},
-             {"name", str()},
-             {"tier", enum_of(tiers)},
-             {"models", strings},
-             {"gpus", integer()},
-             {"mig_profile", nstr()},
-             {"milli", {{"type", {"integer", "null"}}}},
-             {"description", str()},
-             {"delivery", enum_of({"container", "vm"})},
-             {"vm", {{"type", {"object", "null"}}}},
-             {"container", {{"type", {"object", "null"}}}},
-             {"allowed", boolean},
-             {"created_at", time_str()},
-             {"version", integer()}},
-            {"id", "name", "tier", "models", "gpus", "delivery", "created_at", "version"});
+  // A tenant's view says whether its class may receive the offering's tier, and why not.
+  s["Offering"] = with_optional(schema_of<alloc::Offering>(),
+                                {{"allowed", boolean}, {"not_allowed_because", str()}});
   Json model_quota =
       object({{"nominal", number}, {"borrow_limit", nnumber}, {"limit", nnumber}}, {"nominal"});
   Json model_quotas = {{"type", "object"}, {"additionalProperties", model_quota}};
@@ -349,37 +337,8 @@ Json schemas() {
   reservation_create["properties"]["start_time"] = time_str();
   reservation_create["required"] = {"project"};
   s["ReservationCreate"] = reservation_create;
-  s["Reservation"] = loose(
-      {{"id", str()},
-       {"tenant_id", str()},
-       {"project_id", str()},
-       {"offering_id", nstr()},
-       {"shape", {{"type", "object"}}},
-       {"start_time", time_str()},
-       {"end_time", time_str()},
-       {"state", enum_of({"scheduled", "active", "used", "ended", "cancelled"})},
-       {"reason", str()},
-       {"created_at", time_str()},
-       {"version", integer()}},
-      {"id", "tenant_id", "project_id", "shape", "start_time", "end_time", "state", "reason"});
-  s["Vm"] = loose({{"id", str()},
-                   {"allocation_id", str()},
-                   {"node_id", str()},
-                   {"tenant_id", str()},
-                   {"project_id", str()},
-                   {"domain", str()},
-                   {"uuid", str()},
-                   {"mac", str()},
-                   {"desired", enum_of({"running", "stopped"})},
-                   {"reboot_seq", integer()},
-                   {"state", str()},
-                   {"addresses", strings},
-                   {"error", nstr()},
-                   {"console_seq", integer()},
-                   {"created_at", time_str()},
-                   {"updated_at", time_str()},
-                   {"version", integer()}},
-                  {"id", "allocation_id", "node_id", "domain", "desired", "state", "addresses"});
+  s["Reservation"] = schema_of<alloc::Reservation>();
+  s["Vm"] = schema_of<alloc::Vm>();
   const std::vector<std::string> job_states = {"queued", "starting",  "running",  "succeeded",
                                                "failed", "cancelled", "preempted"};
   s["JobCreate"] = object(
