@@ -560,12 +560,8 @@ Json schemas() {
       object({{"allowed_registries", {{"type", "array"}, {"items", str()}, {"maxItems", 64}}},
               {"require_pull_always", {{"type", "boolean"}}}},
              {"allowed_registries"});
-  s["WorkloadPolicy"] = object(
-      {{"allowed_registries", {{"type", "array"}, {"items", str()}}},
-       {"require_pull_always", {{"type", "boolean"}}},
-       {"class_requires_pull_always", {{"type", "boolean"}}},
-       {"version", integer()}},
-      {"allowed_registries", "require_pull_always", "class_requires_pull_always", "version"});
+  s["WorkloadPolicy"] = with_required(schema_of<tenancy::WorkloadPolicy>(),
+                                      {{"class_requires_pull_always", {{"type", "boolean"}}}});
   s["KubernetesPodList"] = {{"type", "object"},
                             {"properties", {{"kind", str()}, {"items", {{"type", "array"}}}}},
                             {"required", {"kind", "items"}}};
