@@ -156,17 +156,9 @@ Json schemas() {
                     {"health", enum_of({"healthy", "unhealthy", "missing"})},
                     {"node_id", str()}},
                    {"uuid", "index", "model", "memory_bytes", "mode", "health", "node_id"});
-  s["Node"] = loose(
-      {{"id", str()},
-       {"name", str()},
-       {"pool_id", nstr()},
-       {"pool", nstr()},
-       {"state", enum_of({"enrolling", "ready", "draining", "maintenance", "failed", "retired"})},
-       {"cordoned", {{"type", "boolean"}}},
-       {"schedulable", {{"type", "boolean"}}},
-       {"drain_deadline", ntime()},
-       {"gpus", {{"type", "array"}, {"items", schema_ref("Gpu")}}}},
-      {"id", "name", "state", "cordoned", "schedulable"});
+  // A node read with its GPUs adds them.
+  s["Node"] = with_optional(schema_of<fleet::Node>(),
+                            {{"gpus", {{"type", "array"}, {"items", schema_ref("Gpu")}}}});
   s["GpuHealth"] = loose({{"gpu", str()},
                           {"node_id", str()},
                           {"health", str()},

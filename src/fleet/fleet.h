@@ -389,6 +389,41 @@ struct Fields<fleet::Pool> {
   };
 };
 
+// A node as shown (common/record.h): what its inventory says of it (name, CPU, memory, rack,
+// NVLink domain, labels) shows at the top level. Its row is read with its pool's name and its
+// inventory, by hand; a node read with its GPUs adds them ("gpus").
+template <>
+struct Fields<fleet::Node> {
+  using N = fleet::Node;
+  static constexpr auto list = std::tuple{
+      Field{"id", &N::id},
+      Derived<N>{"name", [](const N& n) { return n.info.name; }},
+      Field{"pool_id", &N::pool_id},
+      Field{"pool", &N::pool_name},
+      Field{"state", &N::state, {}, Form::kEnum, fleet::kNodeStateNames},
+      Field{"cordoned", &N::cordoned},
+      Derived<N, bool>{"schedulable",
+                       [](const N& n) { return fleet::schedulable(n.state) && !n.cordoned; }},
+      Field{"state_reason", &N::state_reason},
+      Derived<N, int64_t>{"cpu_millis", [](const N& n) { return n.info.cpu_millis; }},
+      Derived<N, int64_t>{"memory_bytes", [](const N& n) { return n.info.memory_bytes; }},
+      Derived<N>{"rack", [](const N& n) { return n.info.rack; }},
+      Derived<N>{"nvlink_domain", [](const N& n) { return n.info.nvlink_domain; }},
+      Derived<N, StringMap>{"labels", [](const N& n) { return n.info.labels; }},
+      Field{"source", &N::source},
+      Field{"last_heartbeat", &N::last_heartbeat, {}, Form::kTime},
+      Derived<N, std::optional<Json>>{"gpu_runtime",
+                                      [](const N& n) -> std::optional<Json> {
+                                        if (!n.gpu_runtime) return std::nullopt;
+                                        return fleet::to_json(*n.gpu_runtime);
+                                      }},
+      Field{"drain_deadline", &N::drain_deadline, {}, Form::kTime},
+      Field{"created_at", &N::created_at, {}, Form::kTime},
+      Field{"updated_at", &N::updated_at, {}, Form::kTime},
+      Field{"version", &N::version},
+  };
+};
+
 inline constexpr std::array<std::string_view, 2> kDowntimeScopes = {"node", "gpu"};
 
 // A downtime interval as stored and shown: the whole node's (no GPU) or one GPU's.
