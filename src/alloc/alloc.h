@@ -5,6 +5,7 @@
 // transaction fails. Public header of the alloc module.
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -14,6 +15,7 @@
 #include "common/env.h"
 #include "common/json.h"
 #include "common/page.h"
+#include "common/record.h"
 #include "common/thread_safety.h"
 #include "sched/sched.h"
 #include "sla/standing.h"
@@ -46,7 +48,10 @@ struct Offering {
   int64_t unit_cpu_millis = 0, unit_memory_mib = 0;
   int64_t created_at = 0, version = 1;
   Json to_json() const;
-  Json vm_json() const;  // null for delivery container
+  // {vcpus, memory_mib, vgpu_types}; nullopt for delivery container.
+  std::optional<Json> vm_json() const;
+  // {cpu_millis, memory_mib}; nullopt for delivery vm, or a container left to the node's share.
+  std::optional<Json> container_json() const;
 };
 
 // Validates a create body: the fields each tier needs and no others.
@@ -207,6 +212,8 @@ Result<ProjectReferences> project_references(store::Tx& tx, const tenancy::Tenan
 // ---- reservations: capacity of a shape held for a tenant during a window ----
 
 enum class ReservationState { kScheduled, kActive, kUsed, kEnded, kCancelled };
+inline constexpr std::array<std::string_view, 5> kReservationStateNames = {
+    "scheduled", "active", "used", "ended", "cancelled"};
 std::string_view reservation_state_name(ReservationState s);
 
 struct Reservation {
@@ -218,6 +225,7 @@ struct Reservation {
   std::string reason;
   std::string created_by;
   int64_t created_at = 0, updated_at = 0, version = 1;
+  Json shape_json() const;  // the request's shape, as an allocation shows it
   Json to_json() const;
 };
 
@@ -522,3 +530,93 @@ class Service {
 };
 
 }  // namespace gp::alloc
+
+namespace gp {
+
+inline constexpr std::array<std::string_view, 2> kDeliveries = {"container", "vm"};
+
+// An offering as stored and shown (common/record.h): a VM's or a container's shape per unit is
+// stored as columns and shown as one object ("vm", "container").
+template <>
+struct Fields<alloc::Offering> {
+  using O = alloc::Offering;
+  static constexpr auto list = std::tuple{
+      Field{"id", &O::id},
+      Field{"name", &O::name},
+      Field{"tier", &O::tier, {}, Form::kEnum, vocab::kTierNames},
+      Field{"models", &O::models},
+      Field{"gpus", &O::gpus},
+      Field{"mig_profile", &O::mig_profile, {}, Form::kNullIfEmpty},
+      Field{"milli", &O::milli, {}, Form::kNullIfEmpty},
+      Field{"description", &O::description},
+      Field{"delivery", &O::delivery, {}, Form::kEnum, kDeliveries},
+      Derived<O, std::optional<Json>>{"vm", [](const O& o) { return o.vm_json(); }},
+      Derived<O, std::optional<Json>>{"container", [](const O& o) { return o.container_json(); }},
+      Field{"vm_vcpus", &O::vm_vcpus, {}, Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"vm_memory_mib", &O::vm_memory_mib, {}, Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"unit_cpu_millis", &O::unit_cpu_millis, {}, Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"unit_memory_mib", &O::unit_memory_mib, {}, Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"created_at", &O::created_at, {}, Form::kTime},
+      Field{"version", &O::version},
+  };
+};
+
+// A reservation as shown (common/record.h); its row keeps the shape as the request's JSON.
+template <>
+struct Fields<alloc::Reservation> {
+  using R = alloc::Reservation;
+  static constexpr auto list = std::tuple{
+      Field{"id", &R::id},
+      Field{"tenant_id", &R::tenant_id},
+      Field{"project_id", &R::project_id},
+      Field{"offering_id", &R::offering_id},
+      Derived<R, Json>{"shape", [](const R& r) { return r.shape_json(); }},
+      Field{"start_time", &R::start_at, "start_at", Form::kTime},
+      Field{"end_time", &R::end_at, "end_at", Form::kTime},
+      Field{"state", &R::state, {}, Form::kEnum, alloc::kReservationStateNames},
+      Field{"reason", &R::reason},
+      Field{"created_by", &R::created_by},
+      Field{"created_at", &R::created_at, {}, Form::kTime},
+      Field{"updated_at", &R::updated_at, {}, Form::kTime},
+      Field{"version", &R::version},
+  };
+};
+
+inline constexpr std::array<std::string_view, 2> kVmPowerStates = {"running", "stopped"};
+
+// A VM as stored and shown (common/record.h). Its serial console's capture is stored with it and
+// shown apart (Vm::console_json).
+template <>
+struct Fields<alloc::Vm> {
+  using V = alloc::Vm;
+  static constexpr auto list = std::tuple{
+      Field{"id", &V::id},
+      Field{"allocation_id", &V::allocation_id},
+      Field{"node_id", &V::node_id},
+      Field{"tenant_id", &V::tenant_id},
+      Field{"project_id", &V::project_id},
+      Field{"domain", &V::domain},
+      Field{"uuid", &V::uuid},
+      Field{"mac", &V::mac},
+      Field{"desired", &V::desired, {}, Form::kEnum, kVmPowerStates},
+      Field{"reboot_seq", &V::reboot_seq},
+      Field{"state", &V::state},
+      Field{"addresses", &V::addresses},
+      Field{"error", &V::error, {}, Form::kNullIfEmpty},
+      Field{"console_seq", &V::console_seq},
+      Field{"console_captured_seq",
+            &V::console_captured_seq,
+            {},
+            Form::kPlain,
+            {},
+            Shown::kStoredOnly},
+      Field{
+          "console_captured_at", &V::console_captured_at, {}, Form::kTime, {}, Shown::kStoredOnly},
+      Field{"console_text", &V::console_text, {}, Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"created_at", &V::created_at, {}, Form::kTime},
+      Field{"updated_at", &V::updated_at, {}, Form::kTime},
+      Field{"version", &V::version},
+  };
+};
+
+}  // namespace gp

@@ -5,6 +5,7 @@
 #include "alloc/internal.h"
 #include "common/env.h"
 #include "sla/standing.h"
+#include "store/record_row.h"
 #include "vm/vm.h"
 
 namespace gp::alloc {
@@ -19,32 +20,22 @@ Result<const vm::VgpuType*> vgpu_of(const Offering& o, const std::string& model)
 
 }  // namespace
 
-Json Offering::vm_json() const {
-  if (delivery != "vm") return nullptr;
+std::optional<Json> Offering::vm_json() const {
+  if (delivery != "vm") return std::nullopt;
   Json types = Json::object();
   if (tier == Tier::kMig || tier == Tier::kShared)
     for (const std::string& m : models)
       if (auto t = vgpu_of(*this, m)) types[m] = (*t)->name;
-  return {{"vcpus", vm_vcpus}, {"memory_mib", vm_memory_mib}, {"vgpu_types", types}};
+  return Json{{"vcpus", vm_vcpus}, {"memory_mib", vm_memory_mib}, {"vgpu_types", types}};
 }
 
-Json Offering::to_json() const {
-  return {{"id", id},
-          {"name", name},
-          {"tier", sched::tier_name(tier)},
-          {"models", models},
-          {"gpus", gpus},
-          {"mig_profile", mig_profile.empty() ? Json(nullptr) : Json(mig_profile)},
-          {"milli", milli == 0 ? Json(nullptr) : Json(milli)},
-          {"description", description},
-          {"delivery", delivery},
-          {"vm", vm_json()},
-          {"container", delivery == "container" && (unit_cpu_millis > 0 || unit_memory_mib > 0)
-                            ? Json{{"cpu_millis", unit_cpu_millis}, {"memory_mib", unit_memory_mib}}
-                            : Json(nullptr)},
-          {"created_at", detail::ts(created_at)},
-          {"version", version}};
+std::optional<Json> Offering::container_json() const {
+  if (delivery != "container" || (unit_cpu_millis <= 0 && unit_memory_mib <= 0))
+    return std::nullopt;
+  return Json{{"cpu_millis", unit_cpu_millis}, {"memory_mib", unit_memory_mib}};
 }
+
+Json Offering::to_json() const { return json_of_fields(*this); }
 
 namespace {
 
@@ -132,29 +123,8 @@ Result<Offering> parse_offering(const Json& body) {
 
 namespace {
 
-constexpr std::string_view kOfferingColumns =
-    "id, name, tier, models, gpus, mig_profile, milli, description, created_at, version, "
-    "delivery, vm_vcpus, vm_memory_mib, unit_cpu_millis, unit_memory_mib";
-
-Offering offering_from(const store::Row& row) {
-  Offering o;
-  o.id = row.text(0);
-  o.name = row.text(1);
-  o.tier = *sched::parse_tier(row.text(2));
-  o.models = Json::parse(row.text(3)).get<std::vector<std::string>>();
-  o.gpus = static_cast<int>(row.integer(4));
-  o.mig_profile = row.text(5);
-  o.milli = static_cast<int>(row.integer(6));
-  o.description = row.text(7);
-  o.created_at = row.integer(8);
-  o.version = row.integer(9);
-  o.delivery = row.text(10);
-  o.vm_vcpus = static_cast<int>(row.integer(11));
-  o.vm_memory_mib = row.integer(12);
-  o.unit_cpu_millis = row.integer(13);
-  o.unit_memory_mib = row.integer(14);
-  return o;
-}
+const std::string kOfferingColumns = store::columns_of<Offering>();
+Offering offering_from(const store::Row& row) { return store::read_row<Offering>(row); }
 
 }  // namespace
 
@@ -162,12 +132,9 @@ Result<Offering> create_offering(store::Tx& tx, const Env& w, Offering o) {
   o.id = w.ids.next("off");
   o.created_at = w.now();
   o.version = 1;
-  auto r = tx.exec(
-      fmt::format("INSERT INTO offerings ({}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                  kOfferingColumns),
-      {o.id, o.name, std::string(sched::tier_name(o.tier)), Json(o.models).dump(), int64_t{o.gpus},
-       o.mig_profile, int64_t{o.milli}, o.description, o.created_at, o.version, o.delivery,
-       int64_t{o.vm_vcpus}, o.vm_memory_mib, o.unit_cpu_millis, o.unit_memory_mib});
+  auto r = tx.exec(fmt::format("INSERT INTO offerings ({}) VALUES ({})", kOfferingColumns,
+                               store::placeholders_of<Offering>()),
+                   store::params_of(o));
   if (!r) {
     if (r.error().code == ErrorCode::kConflict)
       return fail(Error::conflict(fmt::format("an offering named {} exists", o.name)));

@@ -8,13 +8,8 @@
 namespace gp::alloc {
 namespace {
 
-constexpr std::array<std::string_view, 5> kNames = {"scheduled", "active", "used", "ended",
-                                                    "cancelled"};
-
 std::optional<ReservationState> parse_reservation_state(std::string_view s) {
-  for (size_t i = 0; i < kNames.size(); ++i)
-    if (kNames[i] == s) return static_cast<ReservationState>(i);
-  return std::nullopt;
+  return parse_enum<ReservationState>(s, kReservationStateNames);
 }
 
 constexpr std::string_view kReservationColumns =
@@ -45,24 +40,12 @@ Result<Reservation> reservation_from(const store::Row& row) {
 }  // namespace
 
 std::string_view reservation_state_name(ReservationState s) {
-  return kNames[static_cast<size_t>(s)];
+  return kReservationStateNames[static_cast<size_t>(s)];
 }
 
-Json Reservation::to_json() const {
-  return {{"id", id},
-          {"tenant_id", tenant_id},
-          {"project_id", project_id},
-          {"offering_id", offering_id ? Json(*offering_id) : Json(nullptr)},
-          {"shape", detail::shape_json(request)},
-          {"start_time", detail::ts(start_at)},
-          {"end_time", detail::ts(end_at)},
-          {"state", reservation_state_name(state)},
-          {"reason", reason},
-          {"created_by", created_by},
-          {"created_at", detail::ts(created_at)},
-          {"updated_at", detail::ts(updated_at)},
-          {"version", version}};
-}
+Json Reservation::shape_json() const { return detail::shape_json(request); }
+
+Json Reservation::to_json() const { return json_of_fields(*this); }
 
 Result<NewReservation> parse_reservation(store::Tx& tx, const Env& w, const Json& body,
                                          const tenancy::Tenant& tenant,

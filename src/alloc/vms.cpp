@@ -14,48 +14,20 @@
 #include "network/records.h"
 #include "storage/records.h"
 #include "storage/storage.h"
+#include "store/record_row.h"
 #include "vm/vm.h"
 
 namespace gp::alloc {
 namespace {
 
-constexpr std::string_view kVmColumns =
-    "id, allocation_id, node_id, tenant_id, project_id, domain, uuid, mac, desired, reboot_seq, "
-    "state, addresses, error, console_seq, console_captured_seq, console_captured_at, "
-    "console_text, created_at, updated_at, version";
+const std::string kVmColumns = store::columns_of<Vm>();
 
 // What an agent may report of a VM: libvirt's domain states (vm::to_string), "absent" (not
 // defined yet) and "failed" (provisioning refused, with the reason).
 constexpr std::array<std::string_view, 8> kReportedStates = {
     "running", "shut-off", "paused", "shutting-down", "crashed", "other", "absent", "failed"};
 
-Result<Vm> vm_from(const store::Row& row) {
-  Vm v;
-  v.id = row.text(0);
-  v.allocation_id = row.text(1);
-  v.node_id = row.text(2);
-  v.tenant_id = row.text(3);
-  v.project_id = row.text(4);
-  v.domain = row.text(5);
-  v.uuid = row.text(6);
-  v.mac = row.text(7);
-  v.desired = row.text(8);
-  v.reboot_seq = row.integer(9);
-  v.state = row.text(10);
-  auto addresses = GP_TRY(parse_json(row.text(11)));
-  if (!addresses.is_array()) return fail(Error::internal("vms.addresses is not an array"));
-  for (const auto& a : addresses)
-    if (a.is_string()) v.addresses.push_back(a.get<std::string>());
-  v.error = row.text(12);
-  v.console_seq = row.integer(13);
-  v.console_captured_seq = row.integer(14);
-  if (!row.is_null(15)) v.console_captured_at = row.integer(15);
-  v.console_text = row.text(16);
-  v.created_at = row.integer(17);
-  v.updated_at = row.integer(18);
-  v.version = row.integer(19);
-  return v;
-}
+Vm vm_from(const store::Row& row) { return store::read_row<Vm>(row); }
 
 // In QEMU's locally administered range 52:54:00.
 std::string random_mac(const Random& random) {
@@ -69,7 +41,7 @@ Result<std::optional<Vm>> find_on_node(store::Tx& tx, const std::string& allocat
       fmt::format("SELECT {} FROM vms WHERE allocation_id = ? AND node_id = ?", kVmColumns),
       {allocation_id, node_id}));
   if (!row) return std::optional<Vm>{};
-  return std::optional<Vm>{GP_TRY(vm_from(*row))};
+  return std::optional<Vm>{vm_from(*row)};
 }
 
 // The VM `id` (or domain) of the tenant, refused (conflict) once its allocation has ended.
@@ -97,25 +69,7 @@ Result<T> required(Result<std::optional<T>> found, std::string_view what, const 
 
 }  // namespace
 
-Json Vm::to_json() const {
-  return {{"id", id},
-          {"allocation_id", allocation_id},
-          {"node_id", node_id},
-          {"tenant_id", tenant_id},
-          {"project_id", project_id},
-          {"domain", domain},
-          {"uuid", uuid},
-          {"mac", mac},
-          {"desired", desired},
-          {"reboot_seq", reboot_seq},
-          {"state", state},
-          {"addresses", addresses},
-          {"error", error.empty() ? Json(nullptr) : Json(error)},
-          {"console_seq", console_seq},
-          {"created_at", detail::ts(created_at)},
-          {"updated_at", detail::ts(updated_at)},
-          {"version", version}};
-}
+Json Vm::to_json() const { return json_of_fields(*this); }
 
 Json Vm::console_json() const {
   return {{"vm", id},
@@ -135,7 +89,7 @@ Result<Page<Vm>> list_vms(store::Tx& tx, const tenancy::TenantScope& scope,
            fmt::format("SELECT {} FROM vms WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?",
                        kVmColumns),
            {scope.tenant_id(), page.after.value_or(""), int64_t{page.limit} + 1})))
-    items.push_back(GP_TRY(vm_from(row)));
+    items.push_back(vm_from(row));
   return make_page(std::move(items), page);
 }
 
@@ -145,7 +99,7 @@ Result<std::optional<Vm>> find_vm(store::Tx& tx, const tenancy::TenantScope& sco
       fmt::format("SELECT {} FROM vms WHERE tenant_id = ? AND (id = ? OR domain = ?)", kVmColumns),
       {scope.tenant_id(), std::string(id), std::string(id)}));
   if (!row) return std::optional<Vm>{};
-  return std::optional<Vm>{GP_TRY(vm_from(*row))};
+  return std::optional<Vm>{vm_from(*row)};
 }
 
 Result<Vm> vm_action(store::Tx& tx, const Env& w, const tenancy::TenantScope& scope,
@@ -312,7 +266,7 @@ Result<Json> apply_vm_reports(store::Tx& tx, const Env& w, const std::string& no
                "FROM vms WHERE node_id = ? AND state <> 'destroyed' ORDER BY id",
                kVmColumns),
            {node_id}))) {
-    Vm v = GP_TRY(vm_from(row));
+    Vm v = vm_from(row);
     const bool ended = !parse_state(row.text(20)).transform(live).value_or(false);
     auto it = std::ranges::find(reports, v.domain, &VmReport::domain);
     std::string state = v.state, error = v.error;

@@ -143,10 +143,9 @@ Result<std::string> normalize_registry(size_t index, std::string_view entry) {
 }
 
 Json workload_policy_json(const tenancy::WorkloadPolicy& p, const tenancy::Tenant& t) {
-  return {{"allowed_registries", p.allowed_registries},
-          {"require_pull_always", p.require_pull_always},
-          {"class_requires_pull_always", policy::class_requires_pull_always(t.isolation_class)},
-          {"version", p.version}};
+  Json j = json_of_fields(p);
+  j["class_requires_pull_always"] = policy::class_requires_pull_always(t.isolation_class);
+  return j;
 }
 
 // The body of a PUT, validated: every entry well formed, no entry twice (after folding the

@@ -48,26 +48,7 @@ Json project_json(const storage::StoredVolumes& s) {
           {"version", s.version}};
 }
 
-Json time_json(std::optional<int64_t> micros) {
-  return micros ? Json(format_rfc3339(from_unix_micros(*micros))) : Json(nullptr);
-}
-
-Json deletion_json(const storage::Deletion& d) {
-  return {{"id", d.id},
-          {"tenant_id", d.tenant_id},
-          {"tenant", d.tenant_name},
-          {"project", d.project_name},
-          {"project_id", d.project_id},
-          {"generation", d.generation},
-          {"path", d.whole_tenant() ? d.tenant_name : d.tenant_name + "/" + d.project_name},
-          {"reason", d.reason},
-          {"requested_by", d.requested_by},
-          {"requested_at", format_rfc3339(from_unix_micros(d.requested_at))},
-          {"due_at", format_rfc3339(from_unix_micros(d.due_at))},
-          {"state", d.state},
-          {"done_at", time_json(d.done_at)},
-          {"done_by", d.done_by ? Json(*d.done_by) : Json(nullptr)}};
-}
+Json deletion_json(const storage::Deletion& d) { return json_of_fields(d); }
 
 // ---- Who confirms a deletion ----
 

@@ -2,8 +2,10 @@
 // router; the component schemas are checked against real responses by tests/api.
 #include <fmt/format.h>
 
+#include "alloc/alloc.h"
 #include "api/router.h"
 #include "audit/audit.h"
+#include "billing/ledger.h"
 #include "common/record.h"
 #include "fleet/fleet.h"
 #include "storage/records.h"
@@ -29,6 +31,15 @@ Json object(Json props, std::vector<std::string> required) {
 // `schema` with properties a reply may add (not required).
 Json with_optional(Json schema, const Json& props) {
   for (auto it = props.begin(); it != props.end(); ++it) schema["properties"][it.key()] = *it;
+  return schema;
+}
+
+// `schema` with properties a reply always adds (required).
+Json with_required(Json schema, const Json& props) {
+  for (auto it = props.begin(); it != props.end(); ++it) {
+    schema["properties"][it.key()] = *it;
+    schema["required"].push_back(it.key());
+  }
   return schema;
 }
 
@@ -70,19 +81,12 @@ Json schemas() {
                           {});
   s["ServiceAccount"] = schema_of<iam::ServiceAccount>();
   s["ServiceAccountCreate"] = object({{"name", str()}, {"description", str()}}, {"name"});
-  s["ApiKey"] =
-      object({{"id", str()},
-              {"tenant_id", nstr()},
-              {"owner_kind", enum_of({"user", "service_account"})},
-              {"owner_id", str()},
-              {"name", str()},
-              {"state", enum_of({"active", "expired", "revoked"})},
-              {"created_at", time_str()},
-              {"expires_at", ntime()},
-              {"revoked_at", ntime()},
-              {"token", {{"type", "string"}, {"description", "Shown once, at creation."}}}},
-             {"id", "tenant_id", "owner_kind", "owner_id", "name", "state", "created_at",
-              "expires_at", "revoked_at"});
+  // A key's state is as of the reply (it expires); its token shows once, at creation.
+  s["ApiKey"] = with_optional(
+      with_required(schema_of<iam::ApiKey>(),
+                    {{"state", enum_of(std::vector<std::string>(iam::kApiKeyStates.begin(),
+                                                                iam::kApiKeyStates.end()))}}),
+      {{"token", {{"type", "string"}, {"description", "Shown once, at creation."}}}});
   s["ApiKeyCreate"] = object({{"name", str()},
                               {"owner_kind", enum_of({"user", "service_account"})},
                               {"owner_id", str()},
@@ -152,17 +156,9 @@ Json schemas() {
                     {"health", enum_of({"healthy", "unhealthy", "missing"})},
                     {"node_id", str()}},
                    {"uuid", "index", "model", "memory_bytes", "mode", "health", "node_id"});
-  s["Node"] = loose(
-      {{"id", str()},
-       {"name", str()},
-       {"pool_id", nstr()},
-       {"pool", nstr()},
-       {"state", enum_of({"enrolling", "ready", "draining", "maintenance", "failed", "retired"})},
-       {"cordoned", {{"type", "boolean"}}},
-       {"schedulable", {{"type", "boolean"}}},
-       {"drain_deadline", ntime()},
-       {"gpus", {{"type", "array"}, {"items", schema_ref("Gpu")}}}},
-      {"id", "name", "state", "cordoned", "schedulable"});
+  // A node read with its GPUs adds them.
+  s["Node"] = with_optional(schema_of<fleet::Node>(),
+                            {{"gpus", {{"type", "array"}, {"items", schema_ref("Gpu")}}}});
   s["GpuHealth"] = loose({{"gpu", str()},
                           {"node_id", str()},
                           {"health", str()},
@@ -228,22 +224,9 @@ Json schemas() {
        {"vm", object({{"vcpus", integer()}, {"memory_mib", integer()}}, {"vcpus", "memory_mib"})},
        {"container", object({{"cpu_millis", integer()}, {"memory_mib", integer()}}, {})}},
       {"name", "tier"});
-  s["Offering"] =
-      loose({{"id", str()},
-             {"name", str()},
-             {"tier", enum_of(tiers)},
-             {"models", strings},
-             {"gpus", integer()},
-             {"mig_profile", nstr()},
-             {"milli", {{"type", {"integer", "null"}}}},
-             {"description", str()},
-             {"delivery", enum_of({"container", "vm"})},
-             {"vm", {{"type", {"object", "null"}}}},
-             {"container", {{"type", {"object", "null"}}}},
-             {"allowed", boolean},
-             {"created_at", time_str()},
-             {"version", integer()}},
-            {"id", "name", "tier", "models", "gpus", "delivery", "created_at", "version"});
+  // A tenant's view says whether its class may receive the offering's tier, and why not.
+  s["Offering"] = with_optional(schema_of<alloc::Offering>(),
+                                {{"allowed", boolean}, {"not_allowed_because", str()}});
   Json model_quota =
       object({{"nominal", number}, {"borrow_limit", nnumber}, {"limit", nnumber}}, {"nominal"});
   Json model_quotas = {{"type", "object"}, {"additionalProperties", model_quota}};
@@ -339,37 +322,8 @@ Json schemas() {
   reservation_create["properties"]["start_time"] = time_str();
   reservation_create["required"] = {"project"};
   s["ReservationCreate"] = reservation_create;
-  s["Reservation"] = loose(
-      {{"id", str()},
-       {"tenant_id", str()},
-       {"project_id", str()},
-       {"offering_id", nstr()},
-       {"shape", {{"type", "object"}}},
-       {"start_time", time_str()},
-       {"end_time", time_str()},
-       {"state", enum_of({"scheduled", "active", "used", "ended", "cancelled"})},
-       {"reason", str()},
-       {"created_at", time_str()},
-       {"version", integer()}},
-      {"id", "tenant_id", "project_id", "shape", "start_time", "end_time", "state", "reason"});
-  s["Vm"] = loose({{"id", str()},
-                   {"allocation_id", str()},
-                   {"node_id", str()},
-                   {"tenant_id", str()},
-                   {"project_id", str()},
-                   {"domain", str()},
-                   {"uuid", str()},
-                   {"mac", str()},
-                   {"desired", enum_of({"running", "stopped"})},
-                   {"reboot_seq", integer()},
-                   {"state", str()},
-                   {"addresses", strings},
-                   {"error", nstr()},
-                   {"console_seq", integer()},
-                   {"created_at", time_str()},
-                   {"updated_at", time_str()},
-                   {"version", integer()}},
-                  {"id", "allocation_id", "node_id", "domain", "desired", "state", "addresses"});
+  s["Reservation"] = schema_of<alloc::Reservation>();
+  s["Vm"] = schema_of<alloc::Vm>();
   const std::vector<std::string> job_states = {"queued", "starting",  "running",  "succeeded",
                                                "failed", "cancelled", "preempted"};
   s["JobCreate"] = object(
@@ -598,12 +552,8 @@ Json schemas() {
       object({{"allowed_registries", {{"type", "array"}, {"items", str()}, {"maxItems", 64}}},
               {"require_pull_always", {{"type", "boolean"}}}},
              {"allowed_registries"});
-  s["WorkloadPolicy"] = object(
-      {{"allowed_registries", {{"type", "array"}, {"items", str()}}},
-       {"require_pull_always", {{"type", "boolean"}}},
-       {"class_requires_pull_always", {{"type", "boolean"}}},
-       {"version", integer()}},
-      {"allowed_registries", "require_pull_always", "class_requires_pull_always", "version"});
+  s["WorkloadPolicy"] = with_required(schema_of<tenancy::WorkloadPolicy>(),
+                                      {{"class_requires_pull_always", {{"type", "boolean"}}}});
   s["KubernetesPodList"] = {{"type", "object"},
                             {"properties", {{"kind", str()}, {"items", {{"type", "array"}}}}},
                             {"required", {"kind", "items"}}};
@@ -803,17 +753,9 @@ Json schemas() {
                              {"as_of", time_str()},
                              {"items", {{"type", "array"}, {"items", sla_row}}}},
                             {"period", "from", "to", "as_of", "items"});
-  Json downtime = object(
-      {{"id", str()},
-       {"node_id", str()},
-       {"node", str()},
-       {"gpu_uuid", nstr()},
-       {"scope", enum_of({"node", "gpu"})},
-       {"cause", str()},
-       {"start", time_str()},
-       {"end", ntime()},
-       {"seconds_in_range", integer()}},
-      {"id", "node_id", "node", "gpu_uuid", "scope", "cause", "start", "end", "seconds_in_range"});
+  // Each interval with its node's name and its seconds inside the range asked for.
+  Json downtime = with_required(schema_of<fleet::Downtime>(),
+                                {{"node", str()}, {"seconds_in_range", integer()}});
   s["DowntimeList"] = object({{"from", time_str()},
                               {"to", time_str()},
                               {"items", {{"type", "array"}, {"items", downtime}}}},
@@ -841,19 +783,9 @@ Json schemas() {
                         {"spend_error", str()}},
                        {"tenant_id", "project_id", "amount_micros", "thresholds_bps", "hard_stop",
                         "updated_by", "updated_at", "version", "spend_micros"});
-  s["BudgetAlert"] = object({{"id", str()},
-                             {"tenant_id", str()},
-                             {"project_id", nstr()},
-                             {"period", str()},
-                             {"threshold_bps", integer()},
-                             {"threshold_micros", integer()},
-                             {"amount_micros", integer()},
-                             {"spend_micros", integer()},
-                             {"project", nstr()},
-                             {"currency", nstr()},
-                             {"created_at", time_str()}},
-                            {"id", "tenant_id", "project_id", "period", "threshold_bps",
-                             "threshold_micros", "amount_micros", "spend_micros", "created_at"});
+  // The list adds each alert's project name and its month's currency (null when unknown).
+  s["BudgetAlert"] =
+      with_optional(schema_of<billing::AlertRecord>(), {{"project", nstr()}, {"currency", nstr()}});
   // Tenant storage (handlers_storage.cpp).
   Json limits = {{"type", "object"},
                  {"propertyNames", enum_of({"datasets", "models", "checkpoints", "scratch"})},
@@ -882,25 +814,11 @@ Json schemas() {
   Json confirmation =
       object({{"node", str()}, {"outcome", str()}, {"detail", str()}, {"at", time_str()}},
              {"node", "outcome", "detail", "at"});
+  // An operator's view adds each node's confirmation and the nodes still awaited.
   s["StorageDeletion"] =
-      object({{"id", str()},
-              {"tenant_id", str()},
-              {"tenant", str()},
-              {"project", str()},
-              {"project_id", str()},
-              {"generation", str()},
-              {"path", str()},
-              {"reason", str()},
-              {"requested_by", str()},
-              {"requested_at", time_str()},
-              {"due_at", time_str()},
-              {"state", enum_of({"scheduled", "done"})},
-              {"done_at", ntime()},
-              {"done_by", nstr()},
-              {"confirmations", {{"type", "array"}, {"items", confirmation}}},
-              {"waiting_for", {{"type", "array"}, {"items", str()}}}},
-             {"id", "tenant_id", "tenant", "project", "project_id", "generation", "path", "reason",
-              "requested_by", "requested_at", "due_at", "state", "done_at", "done_by"});
+      with_optional(schema_of<storage::Deletion>(),
+                    {{"confirmations", {{"type", "array"}, {"items", confirmation}}},
+                     {"waiting_for", {{"type", "array"}, {"items", str()}}}});
   s["StorageDeletionDone"] =
       object({{"outcome", enum_of({"removed", "absent", "replaced"})}, {"detail", str()}}, {});
   Json tenant_ids = {{"type", "array"}, {"items", str()}};

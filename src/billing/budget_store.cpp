@@ -7,6 +7,7 @@
 #include "billing/ledger.h"
 #include "common/clock.h"
 #include "metering/metering.h"
+#include "store/record_row.h"
 
 namespace gp::billing {
 
@@ -37,23 +38,8 @@ Result<StoredBudget> budget_from(const store::Row& row) {
 constexpr std::string_view kBudgetColumns =
     "tenant_id, project_id, amount_micros, thresholds, hard_stop, updated_by, updated_at, version";
 
-AlertRecord alert_from(const store::Row& row) {
-  AlertRecord a;
-  a.id = row.integer(0);
-  a.tenant_id = row.text(1);
-  a.project_id = row.text(2);
-  a.period = row.text(3);
-  a.threshold_bps = int32_t(row.integer(4));
-  a.threshold_micros = row.integer(5);
-  a.amount_micros = row.integer(6);
-  a.spend_micros = row.integer(7);
-  a.created_at = row.integer(8);
-  return a;
-}
-
-constexpr std::string_view kAlertColumns =
-    "id, tenant_id, project_id, period, threshold_bps, threshold_micros, amount_micros, "
-    "spend_micros, created_at";
+const std::string kAlertColumns = store::columns_of<AlertRecord>();
+AlertRecord alert_from(const store::Row& row) { return store::read_row<AlertRecord>(row); }
 
 }  // namespace
 
@@ -157,17 +143,7 @@ Result<std::vector<Budget>> hard_stop_budgets(store::Tx& tx, const std::string& 
   return out;
 }
 
-Json AlertRecord::to_json() const {
-  return {{"id", std::to_string(id)},
-          {"tenant_id", tenant_id},
-          {"project_id", project_id.empty() ? Json(nullptr) : Json(project_id)},
-          {"period", period},
-          {"threshold_bps", threshold_bps},
-          {"threshold_micros", threshold_micros},
-          {"amount_micros", amount_micros},
-          {"spend_micros", spend_micros},
-          {"created_at", format_rfc3339(from_unix_micros(created_at))}};
-}
+Json AlertRecord::to_json() const { return json_of_fields(*this); }
 
 Result<std::vector<AlertRecord>> record_budget_alerts(store::Tx& tx, const Budget& b,
                                                       const Period& period, Micros spend_micros,

@@ -13,6 +13,7 @@
 #include "billing/billing.h"
 #include "common/env.h"
 #include "common/page.h"
+#include "common/record.h"
 #include "sla/standing.h"
 #include "store/store.h"
 
@@ -266,3 +267,25 @@ Result<std::vector<std::string>> tenants_with_usage(store::Tx& tx, const Period&
 Result<std::vector<std::string>> tenants_with_budgets(store::Tx& tx);
 
 }  // namespace gp::billing
+
+namespace gp {
+
+// A budget alert as stored and shown (common/record.h). Its id, a sequence number, shows as
+// text; a tenant budget's alert has no project (null).
+template <>
+struct Fields<billing::AlertRecord> {
+  using A = billing::AlertRecord;
+  static constexpr auto list = std::tuple{
+      Field{"id", &A::id, {}, Form::kDecimal},
+      Field{"tenant_id", &A::tenant_id},
+      Field{"project_id", &A::project_id, {}, Form::kNullIfEmpty},
+      Field{"period", &A::period},
+      Field{"threshold_bps", &A::threshold_bps},
+      Field{"threshold_micros", &A::threshold_micros},
+      Field{"amount_micros", &A::amount_micros},
+      Field{"spend_micros", &A::spend_micros},
+      Field{"created_at", &A::created_at, {}, Form::kTime},
+  };
+};
+
+}  // namespace gp

@@ -12,11 +12,17 @@
 //         Field{"created_at", &tenancy::Project::created_at, {}, Form::kTime}, ...};
 //   };
 //
-// Member types: std::string, std::optional<std::string>, int64_t, std::optional<int64_t>, bool,
-// double, a string map (std::map<std::string, std::string>: a JSON object of strings, stored as
+// Member types: std::string, std::optional<std::string>, an integer (int64_t, or a narrower
+// one such as int32_t or uint32_t: stored and shown as a 64-bit integer), std::optional<int64_t>,
+// bool, double, a string map (std::map<std::string, std::string>: a JSON object of strings, stored
+// as its JSON text), a string list (std::vector<std::string>: a JSON array of strings, stored as
 // its JSON text), and an enum whose values run 0, 1, ... with Form::kEnum and `values` naming
 // each value at its index (stored and shown as that name). An optional member is null in JSON
 // when absent (its schema allows null); every field is required in the schema.
+//
+// A value JSON shows that is worked out from the record rather than stored (a pool's kind, a
+// deletion's path) is a Derived entry. A value that depends on more than the record (the clock,
+// another module's rows) is no entry: the caller adds it to the JSON and the schema.
 #pragma once
 
 #include <array>
@@ -28,6 +34,8 @@
 #include <string_view>
 #include <tuple>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 #include "common/json.h"
 #include "common/json_out.h"
@@ -38,11 +46,17 @@ enum class Form : uint8_t {
   kPlain,        // as the member's type says: string, integer or boolean
   kTime,         // int64_t microseconds since the epoch, RFC 3339 text in JSON
   kEnum,         // a string from Field::values (an enum member: the name at its value's index)
-  kNullIfEmpty,  // a string member shown as null when empty (stored as it is)
+  kNullIfEmpty,  // a string member shown as null when empty, an integer one when 0 (stored as is)
   kJsonText,     // a string member holding JSON text, shown as that value ("" shows as {})
+  kDecimal,      // an integer member shown as its decimal text (a sequence number used as an id)
 };
 
 using StringMap = std::map<std::string, std::string>;
+using StringList = std::vector<std::string>;
+
+// An integer member: any integer type but bool.
+template <typename T>
+concept IntegerMember = std::is_integral_v<T> && !std::is_same_v<T, bool>;
 
 // The name of enum value `e` in `names` (indexed by value); "" past the end.
 template <typename E>
@@ -82,14 +96,18 @@ template <typename R, typename T>
 Field(std::string_view, T R::*, std::string_view = {}, Form = Form::kPlain,
       std::span<const std::string_view> = {}, Shown = Shown::kEverywhere) -> Field<R, T>;
 
-// A string JSON shows that is worked out from the record, never stored (a pool's "kind", from
-// whether it has a tenant): Derived<R>{"kind", [](const R& r) -> std::string_view {...}, names}.
-template <typename R>
+// A value JSON shows that is worked out from the record, never stored (a pool's "kind", from
+// whether it has a tenant): Derived<R>{"kind", [](const R& r) -> std::string {...}, names}.
+// It is a string unless V says otherwise: any member type above (shown as a member of that type
+// in `form` would be), or Json (an object) or std::optional<Json> (an object or null) for a
+// nested value the record works out (a reservation's shape).
+template <typename R, typename V = std::string>
 struct Derived {
   static constexpr bool kDerived = true;
   std::string_view name;
-  std::string_view (*get)(const R&);
-  std::span<const std::string_view> values = {};  // what it may be; empty: any string
+  V (*get)(const R&);
+  std::span<const std::string_view> values = {};  // what a string may be; empty: any string
+  Form form = Form::kPlain;
 };
 
 template <typename F>
@@ -121,44 +139,60 @@ inline Json json_text_value(const std::string& text) {
   return j.is_discarded() ? Json(text) : j;
 }
 
+// Writes `v`, a member's or a Derived's value, as `name` in `form`.
+template <typename T>
+void describe_value(std::string_view name, const T& v, Form form,
+                    std::span<const std::string_view> values, ObjectOut& out) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    if (form == Form::kNullIfEmpty && v.empty())
+      out.null(name);
+    else if (form == Form::kJsonText)
+      out.json(name, json_text_value(v));
+    else
+      out.string(name, v);
+  } else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
+    out.optional_string(name, v);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    out.boolean(name, v);
+  } else if constexpr (IntegerMember<T>) {
+    if (form == Form::kNullIfEmpty && v == 0)
+      out.null(name);
+    else if (form == Form::kTime)
+      out.time(name, static_cast<int64_t>(v));
+    else if (form == Form::kDecimal)
+      out.string(name, std::to_string(v));
+    else
+      out.integer(name, static_cast<int64_t>(v));
+  } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
+    if (!v)
+      out.null(name);
+    else if (form == Form::kTime)
+      out.time(name, *v);
+    else
+      out.integer(name, *v);
+  } else if constexpr (std::is_same_v<T, double>) {
+    out.json(name, v);
+  } else if constexpr (std::is_same_v<T, StringMap> || std::is_same_v<T, StringList>) {
+    out.json(name, Json(v));
+  } else if constexpr (std::is_same_v<T, Json>) {
+    out.json(name, v);
+  } else if constexpr (std::is_same_v<T, std::optional<Json>>) {
+    if (v)
+      out.json(name, *v);
+    else
+      out.null(name);
+  } else if constexpr (std::is_enum_v<T>) {
+    out.string(name, enum_name(v, values));
+  } else {
+    static_assert(sizeof(T) == 0, "a Field member's type is not one record.h knows");
+  }
+}
+
 // Writes one stored field of r, unless it is kStoredOnly.
 template <typename R, typename M>
 void describe_field(const R& r, const Field<R, M>& f, ObjectOut& out) {
   if (f.shown == Shown::kStoredOnly) return;
-  const auto& v = r.*(f.member);
-  using T = std::remove_cvref_t<decltype(v)>;
-  if constexpr (std::is_same_v<T, std::string>) {
-    if (f.form == Form::kNullIfEmpty && v.empty())
-      out.null(f.name);
-    else if (f.form == Form::kJsonText)
-      out.json(f.name, json_text_value(v));
-    else
-      out.string(f.name, v);
-  } else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
-    out.optional_string(f.name, v);
-  } else if constexpr (std::is_same_v<T, bool>) {
-    out.boolean(f.name, v);
-  } else if constexpr (std::is_same_v<T, int64_t>) {
-    if (f.form == Form::kTime)
-      out.time(f.name, v);
-    else
-      out.integer(f.name, v);
-  } else if constexpr (std::is_same_v<T, std::optional<int64_t>>) {
-    if (!v)
-      out.null(f.name);
-    else if (f.form == Form::kTime)
-      out.time(f.name, *v);
-    else
-      out.integer(f.name, *v);
-  } else if constexpr (std::is_same_v<T, double>) {
-    out.json(f.name, v);
-  } else if constexpr (std::is_same_v<T, StringMap>) {
-    out.json(f.name, Json(v));
-  } else if constexpr (std::is_enum_v<T>) {
-    out.string(f.name, enum_name(v, f.values));
-  } else {
-    static_assert(sizeof(T) == 0, "a Field member's type is not one record.h knows");
-  }
+  describe_value(f.name, r.*(f.member), f.form, f.values, out);
 }
 
 // Writes the fields JSON shows to `out`.
@@ -166,7 +200,7 @@ template <typename R>
 void describe_fields(const R& r, ObjectOut& out) {
   for_each_field<R>([&](const auto& f) {
     if constexpr (DerivedField<std::remove_cvref_t<decltype(f)>>) {
-      out.string(f.name, f.get(r));
+      describe_value(f.name, f.get(r), f.form, f.values, out);
     } else {
       describe_field(r, f, out);
     }
@@ -190,24 +224,35 @@ inline Json enum_schema(std::span<const std::string_view> names, bool nullable) 
   return values;
 }
 
-// The schema of one stored field's JSON.
-template <typename R, typename M>
-Json field_schema(const Field<R, M>& f) {
-  constexpr bool kOptional =
-      std::is_same_v<M, std::optional<std::string>> || std::is_same_v<M, std::optional<int64_t>>;
+// The schema of a value of type M shown in `form` (describe_value).
+template <typename M>
+Json value_schema(Form form, std::span<const std::string_view> values) {
+  constexpr bool kOptional = std::is_same_v<M, std::optional<std::string>> ||
+                             std::is_same_v<M, std::optional<int64_t>> ||
+                             std::is_same_v<M, std::optional<Json>>;
   std::string type = "string";
   if constexpr (std::is_same_v<M, bool>) type = "boolean";
   if constexpr (std::is_same_v<M, double>) type = "number";
-  if constexpr (std::is_same_v<M, StringMap>) type = "object";
-  if constexpr (std::is_same_v<M, int64_t> || std::is_same_v<M, std::optional<int64_t>>)
-    type = f.form == Form::kTime ? "string" : "integer";
+  if constexpr (std::is_same_v<M, StringMap> || std::is_same_v<M, Json> ||
+                std::is_same_v<M, std::optional<Json>>)
+    type = "object";
+  if constexpr (std::is_same_v<M, StringList>) type = "array";
+  if constexpr (IntegerMember<M> || std::is_same_v<M, std::optional<int64_t>>)
+    type = form == Form::kTime || form == Form::kDecimal ? "string" : "integer";
   Json s;
-  if (f.form == Form::kJsonText) return Json::object();  // any JSON value
-  s["type"] = kOptional || f.form == Form::kNullIfEmpty ? Json::array({type, "null"}) : Json(type);
+  if (form == Form::kJsonText) return Json::object();  // any JSON value
+  s["type"] = kOptional || form == Form::kNullIfEmpty ? Json::array({type, "null"}) : Json(type);
   if constexpr (std::is_same_v<M, StringMap>) s["additionalProperties"] = {{"type", "string"}};
-  if (f.form == Form::kTime) s["format"] = "date-time";
-  if (f.form == Form::kEnum) s["enum"] = enum_schema(f.values, kOptional);
+  if constexpr (std::is_same_v<M, StringList>) s["items"] = {{"type", "string"}};
+  if (form == Form::kTime) s["format"] = "date-time";
+  if (form == Form::kEnum) s["enum"] = enum_schema(values, kOptional);
   return s;
+}
+
+// The schema of one stored field's JSON.
+template <typename R, typename M>
+Json field_schema(const Field<R, M>& f) {
+  return value_schema<M>(f.form, f.values);
 }
 
 }  // namespace record_detail
@@ -219,9 +264,10 @@ Json schema_of() {
   Json props = Json::object(), required = Json::array();
   for_each_field<R>([&](const auto& f) {
     Json s;
-    if constexpr (DerivedField<std::remove_cvref_t<decltype(f)>>) {
-      s["type"] = "string";
-      if (!f.values.empty()) s["enum"] = record_detail::enum_schema(f.values, false);
+    using F = std::remove_cvref_t<decltype(f)>;
+    if constexpr (DerivedField<F>) {
+      using V = std::remove_cvref_t<decltype(f.get(std::declval<const R&>()))>;
+      s = record_detail::value_schema<V>(f.values.empty() ? f.form : Form::kEnum, f.values);
     } else {
       if (f.shown == Shown::kStoredOnly) return;
       s = record_detail::field_schema(f);

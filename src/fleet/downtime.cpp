@@ -6,15 +6,13 @@
 #include <algorithm>
 
 #include "fleet/fleet.h"
+#include "store/record_row.h"
 
 namespace gp::fleet {
 namespace {
 
-constexpr std::string_view kCols = "id, node_id, gpu_uuid, cause, start_us, end_us";
-
-Downtime downtime_from(const store::Row& r) {
-  return Downtime{r.text(0), r.text(1), r.text(2), r.text(3), r.integer(4), r.opt_integer(5)};
-}
+const std::string kCols = store::columns_of<Downtime>();
+Downtime downtime_from(const store::Row& r) { return store::read_row<Downtime>(r); }
 
 // Deterministic, like usage intervals: the node, the GPU and the start identify an interval.
 std::string downtime_id(const std::string& node_id, const std::string& gpu_uuid, int64_t start) {
@@ -24,16 +22,7 @@ std::string downtime_id(const std::string& node_id, const std::string& gpu_uuid,
 
 }  // namespace
 
-Json Downtime::to_json() const {
-  auto ts = [](int64_t us) { return format_rfc3339(from_unix_micros(us)); };
-  return {{"id", id},
-          {"node_id", node_id},
-          {"gpu_uuid", gpu_uuid.empty() ? Json(nullptr) : Json(gpu_uuid)},
-          {"scope", gpu_uuid.empty() ? "node" : "gpu"},
-          {"cause", cause},
-          {"start", ts(start_us)},
-          {"end", end_us ? Json(ts(*end_us)) : Json(nullptr)}};
-}
+Json Downtime::to_json() const { return json_of_fields(*this); }
 
 Result<void> open_downtime(store::Tx& tx, const std::string& node_id, const std::string& gpu_uuid,
                            const std::string& cause, int64_t now) {
@@ -47,9 +36,10 @@ Result<void> open_downtime(store::Tx& tx, const std::string& node_id, const std:
               "AND end_us = ?",
               {node_id, gpu_uuid, now}));
   if (touching > 0) return ok();
-  GP_TRY(
-      tx.exec(fmt::format("INSERT INTO downtime_intervals ({}) VALUES (?,?,?,?,?,?)", kCols),
-              {downtime_id(node_id, gpu_uuid, now), node_id, gpu_uuid, cause, now, store::Null{}}));
+  const Downtime opened{downtime_id(node_id, gpu_uuid, now), node_id, gpu_uuid, cause, now, {}};
+  GP_TRY(tx.exec(fmt::format("INSERT INTO downtime_intervals ({}) VALUES ({})", kCols,
+                             store::placeholders_of<Downtime>()),
+                 store::params_of(opened)));
   return ok();
 }
 

@@ -382,10 +382,64 @@ struct Fields<fleet::Pool> {
       Field{"id", &P::id},
       Field{"name", &P::name},
       Field{"tenant_id", &P::tenant_id},
-      Derived<P>{"kind", [](const P& p) { return p.kind(); }, kPoolKinds},
+      Derived<P>{"kind", [](const P& p) { return std::string(p.kind()); }, kPoolKinds},
       Field{"description", &P::description},
       Field{"created_at", &P::created_at, {}, Form::kTime},
       Field{"version", &P::version},
+  };
+};
+
+// A node as shown (common/record.h): what its inventory says of it (name, CPU, memory, rack,
+// NVLink domain, labels) shows at the top level. Its row is read with its pool's name and its
+// inventory, by hand; a node read with its GPUs adds them ("gpus").
+template <>
+struct Fields<fleet::Node> {
+  using N = fleet::Node;
+  static constexpr auto list = std::tuple{
+      Field{"id", &N::id},
+      Derived<N>{"name", [](const N& n) { return n.info.name; }},
+      Field{"pool_id", &N::pool_id},
+      Field{"pool", &N::pool_name},
+      Field{"state", &N::state, {}, Form::kEnum, fleet::kNodeStateNames},
+      Field{"cordoned", &N::cordoned},
+      Derived<N, bool>{"schedulable",
+                       [](const N& n) { return fleet::schedulable(n.state) && !n.cordoned; }},
+      Field{"state_reason", &N::state_reason},
+      Derived<N, int64_t>{"cpu_millis", [](const N& n) { return n.info.cpu_millis; }},
+      Derived<N, int64_t>{"memory_bytes", [](const N& n) { return n.info.memory_bytes; }},
+      Derived<N>{"rack", [](const N& n) { return n.info.rack; }},
+      Derived<N>{"nvlink_domain", [](const N& n) { return n.info.nvlink_domain; }},
+      Derived<N, StringMap>{"labels", [](const N& n) { return n.info.labels; }},
+      Field{"source", &N::source},
+      Field{"last_heartbeat", &N::last_heartbeat, {}, Form::kTime},
+      Derived<N, std::optional<Json>>{"gpu_runtime",
+                                      [](const N& n) -> std::optional<Json> {
+                                        if (!n.gpu_runtime) return std::nullopt;
+                                        return fleet::to_json(*n.gpu_runtime);
+                                      }},
+      Field{"drain_deadline", &N::drain_deadline, {}, Form::kTime},
+      Field{"created_at", &N::created_at, {}, Form::kTime},
+      Field{"updated_at", &N::updated_at, {}, Form::kTime},
+      Field{"version", &N::version},
+  };
+};
+
+inline constexpr std::array<std::string_view, 2> kDowntimeScopes = {"node", "gpu"};
+
+// A downtime interval as stored and shown: the whole node's (no GPU) or one GPU's.
+template <>
+struct Fields<fleet::Downtime> {
+  using D = fleet::Downtime;
+  static constexpr auto list = std::tuple{
+      Field{"id", &D::id},
+      Field{"node_id", &D::node_id},
+      Field{"gpu_uuid", &D::gpu_uuid, {}, Form::kNullIfEmpty},
+      Derived<D>{"scope",
+                 [](const D& d) { return std::string(kDowntimeScopes[!d.gpu_uuid.empty()]); },
+                 kDowntimeScopes},
+      Field{"cause", &D::cause},
+      Field{"start", &D::start_us, "start_us", Form::kTime},
+      Field{"end", &D::end_us, "end_us", Form::kTime},
   };
 };
 

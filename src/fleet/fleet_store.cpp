@@ -16,8 +16,6 @@ namespace {
 using store::Null;
 using store::Row;
 
-std::string ts(int64_t us) { return format_rfc3339(from_unix_micros(us)); }
-
 Json layout_json(const vocab::Layout& l) {
   Json a = Json::array();
   for (const auto& p : l) a.push_back({{"profile", p.profile}, {"start", p.start}});
@@ -33,28 +31,7 @@ vocab::Layout layout_from(const std::string& text) {
 
 }  // namespace
 
-Json Node::to_json() const {
-  return {{"id", id},
-          {"name", info.name},
-          {"pool_id", pool_id ? Json(*pool_id) : Json(nullptr)},
-          {"pool", pool_name ? Json(*pool_name) : Json(nullptr)},
-          {"state", node_state_name(state)},
-          {"cordoned", cordoned},
-          {"schedulable", schedulable(state) && !cordoned},
-          {"state_reason", state_reason},
-          {"cpu_millis", info.cpu_millis},
-          {"memory_bytes", info.memory_bytes},
-          {"rack", info.rack},
-          {"nvlink_domain", info.nvlink_domain},
-          {"labels", info.labels},
-          {"source", source},
-          {"last_heartbeat", last_heartbeat ? Json(ts(*last_heartbeat)) : Json(nullptr)},
-          {"gpu_runtime", gpu_runtime ? fleet::to_json(*gpu_runtime) : Json(nullptr)},
-          {"drain_deadline", drain_deadline ? Json(ts(*drain_deadline)) : Json(nullptr)},
-          {"created_at", ts(created_at)},
-          {"updated_at", ts(updated_at)},
-          {"version", version}};
-}
+Json Node::to_json() const { return json_of_fields(*this); }
 
 Json Gpu::to_json() const {
   Json j = fleet::to_json(info);

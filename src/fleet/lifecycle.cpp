@@ -7,21 +7,8 @@
 namespace gp::fleet {
 
 std::string_view node_state_name(NodeState s) {
-  switch (s) {
-    case NodeState::kEnrolling:
-      return "enrolling";
-    case NodeState::kReady:
-      return "ready";
-    case NodeState::kDraining:
-      return "draining";
-    case NodeState::kMaintenance:
-      return "maintenance";
-    case NodeState::kFailed:
-      return "failed";
-    case NodeState::kRetired:
-      return "retired";
-  }
-  return "failed";
+  const auto i = static_cast<size_t>(s);
+  return i < kNodeStateNames.size() ? kNodeStateNames[i] : "failed";
 }
 
 std::optional<NodeState> parse_node_state(std::string_view s) {

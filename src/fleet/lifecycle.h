@@ -7,6 +7,7 @@
 //   maintenance | failed -> retired                  (terminal; its GPUs may enroll elsewhere)
 #pragma once
 
+#include <array>
 #include <optional>
 #include <string_view>
 
@@ -15,6 +16,9 @@
 namespace gp::fleet {
 
 enum class NodeState { kEnrolling, kReady, kDraining, kMaintenance, kFailed, kRetired };
+// Each state's name, at its value's index.
+inline constexpr std::array<std::string_view, 6> kNodeStateNames = {
+    "enrolling", "ready", "draining", "maintenance", "failed", "retired"};
 enum class NodeAction {
   kActivate,
   kDrain,

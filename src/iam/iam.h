@@ -175,12 +175,16 @@ struct ServiceAccount {
   Json to_json() const { return json_of_fields(*this); }
 };
 
+inline constexpr std::array<std::string_view, 3> kApiKeyStates = {"active", "expired", "revoked"};
 struct ApiKey {
   std::string id;
   std::optional<std::string> tenant_id;
   std::string owner_kind, owner_id, name;
   int64_t created_at = 0;
   std::optional<int64_t> expires_at, revoked_at;
+  // One of kApiKeyStates: revoked, expired as of `now_us`, or active.
+  std::string_view state(int64_t now_us) const;
+  // Its fields (common/record.h) and its state as of `now_us`.
   Json to_json(int64_t now_us) const;
 };
 
@@ -419,6 +423,22 @@ struct Fields<iam::ServiceAccount> {
       Field{"created_at", &S::created_at, {}, Form::kTime},
       Field{"updated_at", &S::updated_at, {}, Form::kTime},
       Field{"version", &S::version},
+  };
+};
+
+// An API key as stored (but its secret's hash) and shown (with its state, iam::ApiKey::to_json).
+template <>
+struct Fields<iam::ApiKey> {
+  using K = iam::ApiKey;
+  static constexpr auto list = std::tuple{
+      Field{"id", &K::id},
+      Field{"tenant_id", &K::tenant_id},
+      Field{"owner_kind", &K::owner_kind, {}, Form::kEnum, kSubjectKinds},
+      Field{"owner_id", &K::owner_id},
+      Field{"name", &K::name},
+      Field{"created_at", &K::created_at, {}, Form::kTime},
+      Field{"expires_at", &K::expires_at, {}, Form::kTime},
+      Field{"revoked_at", &K::revoked_at, {}, Form::kTime},
   };
 };
 

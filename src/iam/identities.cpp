@@ -18,11 +18,6 @@ using store::Null;
 using store::Row;
 using store::Value;
 
-Json time_or_null(std::optional<int64_t> us) {
-  if (!us) return nullptr;
-  return format_rfc3339(from_unix_micros(*us));
-}
-std::string ts(int64_t us) { return format_rfc3339(from_unix_micros(us)); }
 Value owner_value(const Owner& o) {
   if (!o) return Null{};
   return o->tenant_id();
@@ -55,19 +50,16 @@ Result<void> revoke_credentials_of(store::Tx& tx, int64_t now, const std::string
 
 }  // namespace
 
+std::string_view ApiKey::state(int64_t now) const {
+  return revoked_at                           ? kApiKeyStates[2]
+         : (expires_at && *expires_at <= now) ? kApiKeyStates[1]
+                                              : kApiKeyStates[0];
+}
+
 Json ApiKey::to_json(int64_t now) const {
-  std::string st = revoked_at                           ? "revoked"
-                   : (expires_at && *expires_at <= now) ? "expired"
-                                                        : "active";
-  return {{"id", id},
-          {"tenant_id", tenant_id ? Json(*tenant_id) : Json(nullptr)},
-          {"owner_kind", owner_kind},
-          {"owner_id", owner_id},
-          {"name", name},
-          {"state", st},
-          {"created_at", ts(created_at)},
-          {"expires_at", time_or_null(expires_at)},
-          {"revoked_at", time_or_null(revoked_at)}};
+  Json j = json_of_fields(*this);
+  j["state"] = std::string(state(now));
+  return j;
 }
 
 // ---------------- what a tenant's posture report counts ----------------
@@ -355,20 +347,8 @@ Result<void> delete_service_account(store::Tx& tx, const Env& w, const Owner& ow
 // ---------------- API keys ----------------
 
 namespace {
-constexpr std::string_view kKeyCols =
-    "id, tenant_id, owner_kind, owner_id, name, created_at, expires_at, revoked_at";
-ApiKey key_from(const Row& r) {
-  ApiKey k;
-  k.id = r.text(0);
-  k.tenant_id = r.opt_text(1);
-  k.owner_kind = r.text(2);
-  k.owner_id = r.text(3);
-  k.name = r.text(4);
-  k.created_at = r.integer(5);
-  k.expires_at = r.opt_integer(6);
-  k.revoked_at = r.opt_integer(7);
-  return k;
-}
+const std::string kKeyCols = store::columns_of<ApiKey>();
+ApiKey key_from(const Row& r) { return store::read_row<ApiKey>(r); }
 }  // namespace
 
 Result<ApiKeySpec> parse_api_key_spec(ObjectReader& r, const Env& w) {

@@ -25,25 +25,8 @@ Result<StoredVolumes> volumes_from(const store::Row& row) {
   return v;
 }
 
-constexpr std::string_view kDeletionCols =
-    "id, tenant_id, tenant_name, project_name, reason, requested_by, requested_at, due_at, state, "
-    "done_at, done_by, project_id, generation";
-
-Deletion deletion_from(const store::Row& row) {
-  return {.id = row.text(0),
-          .tenant_id = row.text(1),
-          .tenant_name = row.text(2),
-          .project_name = row.text(3),
-          .project_id = row.text(11),
-          .generation = row.text(12),
-          .reason = row.text(4),
-          .requested_by = row.text(5),
-          .requested_at = row.integer(6),
-          .due_at = row.integer(7),
-          .state = row.text(8),
-          .done_at = row.opt_integer(9),
-          .done_by = row.opt_text(10)};
-}
+const std::string kDeletionCols = store::columns_of<Deletion>();
+Deletion deletion_from(const store::Row& row) { return store::read_row<Deletion>(row); }
 
 Result<std::vector<Deletion>> deletions_where(store::Tx& tx, std::string_view where,
                                               const store::Params& params) {
@@ -54,13 +37,13 @@ Result<std::vector<Deletion>> deletions_where(store::Tx& tx, std::string_view wh
   return out;
 }
 
-Result<Deletion> insert_deletion(store::Tx& tx, const Deletion& d) {
-  GP_TRY(tx.exec(
-      "INSERT INTO storage_deletions (id, tenant_id, tenant_name, project_name, project_id, "
-      "generation, reason, requested_by, requested_at, due_at, state) VALUES "
-      "(?,?,?,?,?,?,?,?,?,?,'scheduled')",
-      {d.id, d.tenant_id, d.tenant_name, d.project_name, d.project_id, d.generation, d.reason,
-       d.requested_by, d.requested_at, d.due_at}));
+Result<Deletion> insert_deletion(store::Tx& tx, Deletion d) {
+  d.state = "scheduled";
+  d.done_at.reset();
+  d.done_by.reset();
+  GP_TRY(tx.exec(fmt::format("INSERT INTO storage_deletions ({}) VALUES ({})", kDeletionCols,
+                             store::placeholders_of<Deletion>()),
+                 store::params_of(d)));
   auto stored = GP_TRY(find_deletion(tx, d.id));
   if (!stored) return fail(Error::internal("a storage deletion vanished while it was scheduled"));
   return *stored;

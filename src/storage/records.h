@@ -6,6 +6,7 @@
 // (tenant id, project id, generation), never by name. Functions over the caller's transaction.
 #pragma once
 
+#include <array>
 #include <map>
 #include <optional>
 #include <string>
@@ -86,6 +87,10 @@ struct Deletion {
 
   bool whole_tenant() const { return project_name.empty(); }
   TreeIdentity identity() const { return {tenant_id, project_id, generation}; }
+  // The tree's path under the storage root: "<tenant>" or "<tenant>/<project>".
+  std::string path() const {
+    return whole_tenant() ? tenant_name : tenant_name + "/" + project_name;
+  }
 };
 
 struct Confirmation {
@@ -256,6 +261,31 @@ Result<size_t> rewrap_tenant_keyring(store::Tx& tx, const std::string& tenant_id
 }  // namespace gp::storage
 
 namespace gp {
+
+inline constexpr std::array<std::string_view, 2> kDeletionStates = {"scheduled", "done"};
+
+// The one description of a storage deletion: its row, its JSON and its schema (common/record.h).
+// Its tenant and project show by the names their tree had ("tenant", "project").
+template <>
+struct Fields<storage::Deletion> {
+  using D = storage::Deletion;
+  static constexpr auto list = std::tuple{
+      Field{"id", &D::id},
+      Field{"tenant_id", &D::tenant_id},
+      Field{"tenant", &D::tenant_name, "tenant_name"},
+      Field{"project", &D::project_name, "project_name"},
+      Field{"project_id", &D::project_id},
+      Field{"generation", &D::generation},
+      Derived<D>{"path", [](const D& d) { return d.path(); }},
+      Field{"reason", &D::reason},
+      Field{"requested_by", &D::requested_by},
+      Field{"requested_at", &D::requested_at, {}, Form::kTime},
+      Field{"due_at", &D::due_at, {}, Form::kTime},
+      Field{"state", &D::state, {}, Form::kEnum, kDeletionStates},
+      Field{"done_at", &D::done_at, {}, Form::kTime},
+      Field{"done_by", &D::done_by},
+  };
+};
 
 // The one description of a secret's record: its row, its JSON and its schema (common/record.h).
 template <>

@@ -22,6 +22,17 @@ inline StringMap string_map_of(const std::string& text) {
   return out;
 }
 
+// A string list stored as JSON text; what is not an array reads as empty, and its elements that
+// are not strings are left out.
+inline StringList string_list_of(const std::string& text) {
+  StringList out;
+  auto j = Json::parse(text, nullptr, false);
+  if (!j.is_array()) return out;
+  for (const auto& e : j)
+    if (e.is_string()) out.push_back(e.get<std::string>());
+  return out;
+}
+
 // "id, tenant_id, name, ...": the columns of R, in field order (for SELECT and INSERT).
 template <typename R>
 std::string columns_of() {
@@ -53,8 +64,8 @@ R read_row(const Row& row, size_t first = 0) {
       v = row.text(i);
     else if constexpr (std::is_same_v<T, std::optional<std::string>>)
       v = row.opt_text(i);
-    else if constexpr (std::is_same_v<T, int64_t>)
-      v = row.integer(i);
+    else if constexpr (IntegerMember<T>)
+      v = static_cast<T>(row.integer(i));
     else if constexpr (std::is_same_v<T, std::optional<int64_t>>)
       v = row.opt_integer(i);
     else if constexpr (std::is_same_v<T, bool>)
@@ -63,6 +74,8 @@ R read_row(const Row& row, size_t first = 0) {
       v = row.real(i);
     else if constexpr (std::is_same_v<T, StringMap>)
       v = string_map_of(row.text(i));
+    else if constexpr (std::is_same_v<T, StringList>)
+      v = string_list_of(row.text(i));
     else if constexpr (std::is_enum_v<T>)  // an unknown name keeps the first value
       v = parse_enum<T>(row.text(i), f.values).value_or(T{});
     ++i;
@@ -85,7 +98,9 @@ Params params_of(const R& r) {
         out.emplace_back(Null{});
     } else if constexpr (std::is_same_v<T, bool>) {
       out.emplace_back(int64_t(v ? 1 : 0));
-    } else if constexpr (std::is_same_v<T, StringMap>) {
+    } else if constexpr (IntegerMember<T>) {
+      out.emplace_back(static_cast<int64_t>(v));
+    } else if constexpr (std::is_same_v<T, StringMap> || std::is_same_v<T, StringList>) {
       out.emplace_back(Json(v).dump());
     } else if constexpr (std::is_enum_v<T>) {
       out.emplace_back(std::string(enum_name(v, f.values)));

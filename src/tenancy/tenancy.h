@@ -222,6 +222,18 @@ struct Fields<tenancy::Tenant> {
   };
 };
 
+// The workload policy as shown (its row keeps the policy as one JSON text); a reply adds what
+// the tenant's class requires (class_requires_pull_always).
+template <>
+struct Fields<tenancy::WorkloadPolicy> {
+  using W = tenancy::WorkloadPolicy;
+  static constexpr auto list = std::tuple{
+      Field{"allowed_registries", &W::allowed_registries},
+      Field{"require_pull_always", &W::require_pull_always},
+      Field{"version", &W::version},
+  };
+};
+
 template <>
 struct Fields<tenancy::Project> {
   using P = tenancy::Project;

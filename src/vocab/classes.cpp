@@ -4,19 +4,8 @@
 namespace gp::vocab {
 
 std::string_view tier_name(Tier tier) {
-  switch (tier) {
-    case Tier::kDedicatedPool:
-      return "dedicated-pool";
-    case Tier::kDedicatedNode:
-      return "dedicated-node";
-    case Tier::kDedicatedGpu:
-      return "dedicated-gpu";
-    case Tier::kMig:
-      return "mig";
-    case Tier::kShared:
-      return "shared";
-  }
-  return "shared";
+  const auto i = static_cast<size_t>(tier);
+  return i < kTierNames.size() ? kTierNames[i] : kTierNames.back();
 }
 
 std::optional<Tier> parse_tier(std::string_view name) {

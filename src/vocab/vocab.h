@@ -31,6 +31,9 @@ std::optional<IsolationClass> parse_class(std::string_view name);
 
 // How an allocation gets GPUs, strongest first.
 enum class Tier : uint8_t { kDedicatedPool, kDedicatedNode, kDedicatedGpu, kMig, kShared };
+// Each tier's name, at its value's index.
+inline constexpr std::array<std::string_view, 5> kTierNames = {"dedicated-pool", "dedicated-node",
+                                                               "dedicated-gpu", "mig", "shared"};
 std::string_view tier_name(Tier tier);  // "dedicated-pool", ..., "shared"
 std::optional<Tier> parse_tier(std::string_view name);
 

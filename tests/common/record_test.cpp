@@ -107,8 +107,7 @@ struct Fields<Widget> {
       Field{"labels", &Widget::labels},
       Field{"ratio", &Widget::ratio},
       Derived<Widget>{"size_class",
-                      [](const Widget& w) -> std::string_view { return kSizes[w.size > 10]; },
-                      kSizes},
+                      [](const Widget& w) { return std::string(kSizes[w.size > 10]); }, kSizes},
       Field{"size", &Widget::size},
   };
 };
@@ -161,6 +160,75 @@ TEST(Record, AnEmptyStringCanShowAsNullAndJsonTextShowsAsItsValue) {
   const Json p = schema_of<Note>()["properties"];
   EXPECT_EQ(p["tenant"], Json::parse(R"({"type": ["string", "null"]})"));
   EXPECT_EQ(p["detail"], Json::object());
+}
+
+// Narrower integers, integers shown as their decimal text or as null when 0, string lists, and
+// derived values that are not strings.
+struct Tally {
+  int64_t seq = 0;
+  int32_t bps = 0;
+  uint32_t uid = 0;
+  StringList addresses;
+  int milli = 0;
+};
+
+}  // namespace
+
+template <>
+struct Fields<Tally> {
+  static constexpr auto list = std::tuple{
+      Field{"id", &Tally::seq, "seq", Form::kDecimal},
+      Field{"bps", &Tally::bps},
+      Field{"uid", &Tally::uid},
+      Field{"addresses", &Tally::addresses},
+      Field{"milli", &Tally::milli, {}, Form::kNullIfEmpty},
+      Derived<Tally, Json>{"shape",
+                           [](const Tally& t) {
+                             return Json{{"bps", t.bps}};
+                           }},
+      Derived<Tally, std::optional<Json>>{"share",
+                                          [](const Tally& t) -> std::optional<Json> {
+                                            if (t.milli == 0) return std::nullopt;
+                                            return Json{{"milli", t.milli}};
+                                          }},
+      Derived<Tally, std::optional<int64_t>>{"limit",
+                                             [](const Tally& t) -> std::optional<int64_t> {
+                                               return t.uid ? std::optional<int64_t>(t.uid)
+                                                            : std::nullopt;
+                                             }},
+  };
+};
+
+namespace {
+
+TEST(Record, NarrowIntegersDecimalIdsListsAndDerivedValuesOfAnyKindAreWrittenAndDescribed) {
+  const Tally t{42, -150, 4'000'000'000u, {"10.0.0.2", "fe80::1"}, 250};
+  const Json j = json_of_fields(t);
+  EXPECT_EQ(j, Json::parse(R"({"id": "42", "bps": -150, "uid": 4000000000,
+                              "addresses": ["10.0.0.2", "fe80::1"], "milli": 250,
+                              "shape": {"bps": -150}, "share": {"milli": 250},
+                              "limit": 4000000000})"));
+  JsonText text;
+  text.begin_object();
+  describe_fields(t, text);
+  text.end_object();
+  EXPECT_EQ(Json::parse(std::move(text).take()), j);
+  EXPECT_EQ(json_of_fields(Tally{}), Json::parse(R"({"id": "0", "bps": 0, "uid": 0,
+                                                     "addresses": [], "milli": null,
+                                                     "shape": {"bps": 0}, "share": null,
+                                                     "limit": null})"));
+  const Json s = schema_of<Tally>();
+  EXPECT_EQ(s["required"], Json::parse(R"(["id", "bps", "uid", "addresses", "milli", "shape",
+                                            "share", "limit"])"));
+  const Json& p = s["properties"];
+  EXPECT_EQ(p["id"], Json::parse(R"({"type": "string"})"));
+  EXPECT_EQ(p["bps"], Json::parse(R"({"type": "integer"})"));
+  EXPECT_EQ(p["uid"], Json::parse(R"({"type": "integer"})"));
+  EXPECT_EQ(p["addresses"], Json::parse(R"({"type": "array", "items": {"type": "string"}})"));
+  EXPECT_EQ(p["milli"], Json::parse(R"({"type": ["integer", "null"]})"));
+  EXPECT_EQ(p["shape"], Json::parse(R"({"type": "object"})"));
+  EXPECT_EQ(p["share"], Json::parse(R"({"type": ["object", "null"]})"));
+  EXPECT_EQ(p["limit"], Json::parse(R"({"type": ["integer", "null"]})"));
 }
 
 TEST(Record, EnumNamesRoundTripAndAnUnknownNameIsNone) {

@@ -26,6 +26,8 @@ struct Widget {
   Shade shade = Shade::kLight;
   StringMap labels;
   double ratio = 0;
+  StringList tags;
+  int32_t rank = 0;
 };
 }  // namespace
 template <>
@@ -37,11 +39,13 @@ struct Fields<Widget> {
       Field{"ended_at", &Widget::ended_at, {}, Form::kTime},
       Field{"on", &Widget::on, "is_on"},
       // Shown, never stored: no column.
-      Derived<Widget>{
-          "big", [](const Widget& w) -> std::string_view { return w.size > 9 ? "yes" : "no"; }},
+      Derived<Widget>{"big",
+                      [](const Widget& w) -> std::string { return w.size > 9 ? "yes" : "no"; }},
       Field{"shade", &Widget::shade, {}, Form::kEnum, kShades},
       Field{"labels", &Widget::labels},
       Field{"ratio", &Widget::ratio},
+      Field{"tags", &Widget::tags},
+      Field{"rank", &Widget::rank},
   };
 };
 }  // namespace gp
@@ -55,15 +59,17 @@ using gp::testing::TempDir;
 TEST(Record, AFieldTableGivesTheColumnsTheParametersAndTheRowReader) {
   TempDir dir;
   auto s = gp::testing::open_store(dir);
-  EXPECT_EQ(columns_of<Widget>(), "id, remark, size, ended_at, is_on, shade, labels, ratio");
-  EXPECT_EQ(placeholders_of<Widget>(), "?,?,?,?,?,?,?,?");
-  const Widget full{"w1", "hello", 42, 7, true, Shade::kDark, {{"a", "b"}}, 0.5},
+  EXPECT_EQ(columns_of<Widget>(),
+            "id, remark, size, ended_at, is_on, shade, labels, ratio, tags, rank");
+  EXPECT_EQ(placeholders_of<Widget>(), "?,?,?,?,?,?,?,?,?,?");
+  const Widget full{"w1", "hello", 42, 7, true, Shade::kDark, {{"a", "b"}}, 0.5, {"x", "y"}, -3},
       empty{"w2", std::nullopt, 0, std::nullopt, false};
   std::vector<Widget> back;
   ASSERT_TRUE(s->write([&](Tx& tx) -> Result<void> {
     GP_TRY(
         tx.exec("CREATE TABLE widgets (id TEXT PRIMARY KEY, remark TEXT, size INTEGER, "
-                "ended_at INTEGER, is_on INTEGER, shade TEXT, labels TEXT, ratio REAL)"));
+                "ended_at INTEGER, is_on INTEGER, shade TEXT, labels TEXT, ratio REAL, tags TEXT, "
+                "rank INTEGER)"));
     for (const auto& w : {full, empty})
       GP_TRY(tx.exec(fmt::format("INSERT INTO widgets ({}) VALUES ({})", columns_of<Widget>(),
                                  placeholders_of<Widget>()),
@@ -82,6 +88,9 @@ TEST(Record, AFieldTableGivesTheColumnsTheParametersAndTheRowReader) {
   EXPECT_EQ(back[0].shade, Shade::kDark);
   EXPECT_EQ(back[0].labels, (StringMap{{"a", "b"}}));
   EXPECT_EQ(back[0].ratio, 0.5);
+  EXPECT_EQ(back[0].tags, (StringList{"x", "y"}));
+  EXPECT_EQ(back[0].rank, -3);
+  EXPECT_TRUE(back[1].tags.empty());
   EXPECT_EQ(back[1].shade, Shade::kLight);
   EXPECT_TRUE(back[1].labels.empty());
   EXPECT_EQ(back[1].note, std::nullopt);
