@@ -170,12 +170,10 @@ void describe_value(std::string_view name, const T& v, Form form,
       out.time(name, *v);
     else
       out.integer(name, *v);
-  } else if constexpr (std::is_same_v<T, double>) {
+  } else if constexpr (std::is_same_v<T, double> || std::is_same_v<T, Json>) {
     out.json(name, v);
   } else if constexpr (std::is_same_v<T, StringMap> || std::is_same_v<T, StringList>) {
     out.json(name, Json(v));
-  } else if constexpr (std::is_same_v<T, Json>) {
-    out.json(name, v);
   } else if constexpr (std::is_same_v<T, std::optional<Json>>) {
     if (v)
       out.json(name, *v);
