@@ -463,7 +463,7 @@ Result<Allocation> allocation_from(const store::Row& row) {
 }
 
 Result<void> insert_allocation(store::Tx& tx, const Allocation& a) {
-  GP_TRY(tx.exec(
+  GP_TRY_VOID(tx.send(
       "INSERT INTO allocations (id, tenant_id, project_id, name, offering_id, request, priority, "
       "preemptible, state, reason_code, reason, placement, borrowed_units, end_at, grace_until, "
       "created_by, created_at, placed_at, ended_at, updated_at, version, activation) VALUES "
@@ -504,7 +504,7 @@ Result<void> insert_first_events(store::Tx& tx, const std::string& id,
     sql += params.empty() ? "(?,?,?,?,?,?,?)" : ",(?,?,?,?,?,?,?)";
     params.insert(params.end(), {id, e.seq, e.at, e.from, e.to, e.reason_code, e.reason});
   }
-  GP_TRY(tx.exec(sql, params));
+  GP_TRY_VOID(tx.send(sql, params));
   return ok();
 }
 

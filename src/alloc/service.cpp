@@ -299,8 +299,8 @@ Result<void> Service::record_placement(store::Tx& tx, const Env& w, const Alloca
   const sched::Placement& p = *d.placement;
   const int64_t now = w.now();
   for (const auto& node : a.placement["nodes"])
-    GP_TRY(tx.exec("INSERT INTO allocation_nodes (allocation_id, node_id) VALUES (?,?)",
-                   {a.id, node.get<std::string>()}));
+    GP_TRY_VOID(tx.send("INSERT INTO allocation_nodes (allocation_id, node_id) VALUES (?,?)",
+                        {a.id, node.get<std::string>()}));
   // What the GPUs must become: their agents apply these plans. A mode change and a layout
   // change both leave the GPU as the state now holds it.
   std::vector<int32_t> changed;

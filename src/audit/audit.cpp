@@ -33,7 +33,7 @@ Result<int64_t> AuditLog::append(store::Tx& tx, const Entry& e) {
   r.source = e.source;
   r.detail = e.detail.empty() ? "" : e.detail.dump();
   r.hash = compute_hash(r);
-  GP_TRY_VOID(tx.exec(kInsert, store::params_of(r)));
+  GP_TRY_VOID(tx.send(kInsert, store::params_of(r)));
   if (checkpoint_every_ > 0 && r.seq % checkpoint_every_ == 0) GP_TRY_VOID(checkpoint(tx));
   return r.seq;
 }

@@ -58,15 +58,15 @@ Result<void> open_interval(store::Tx& tx, const AllocationView& a, const Holding
                            std::string_view state, int64_t start) {
   // Unique per allocation: a zero-length interval at the same instant was removed first.
   const std::string id = fmt::format("{}@{}", a.id, start);
-  GP_TRY(tx.exec(
+  GP_TRY_VOID(tx.send(
       "INSERT INTO usage_intervals (id, tenant_id, project_id, allocation_id, offering_id, "
       "resource_key, quantity, units, state, preemptible, start_us, end_us, reservation_id) "
       "VALUES (?,?,?,?,?,?,?,?,?,?,?,NULL,?)",
       {id, a.tenant_id, a.project_id, a.id, store::opt(a.offering_id), h.resource_key, h.quantity,
        h.units, std::string(state), int64_t{a.preemptible}, start, store::opt(h.reservation_id)}));
   for (const Device& d : h.devices)
-    GP_TRY(
-        tx.exec("INSERT INTO usage_interval_gpus (interval_id, gpu_uuid, instance) VALUES (?,?,?)",
+    GP_TRY_VOID(
+        tx.send("INSERT INTO usage_interval_gpus (interval_id, gpu_uuid, instance) VALUES (?,?,?)",
                 {id, d.gpu_uuid, d.instance}));
   return ok();
 }

@@ -31,14 +31,14 @@ QueuedWrite GroupCommit::submit(const WriteFn& fn, const BatchRunner& run_batch)
   return me;
 }
 
-bool commit_batch(const Begin& begin, const Script& script, Tx& tx,
+bool commit_batch(const Begin& begin, const Script& script, const Script& queue, Tx& tx,
                   const std::vector<QueuedWrite*>& batch) {
   if (auto begun = begin(); !begun) {
     for (QueuedWrite* q : batch) q->result = fail(begun.error());
     return false;
   }
   for (QueuedWrite* q : batch) {
-    if (auto sp = script("SAVEPOINT w"); !sp) {
+    if (auto sp = queue("SAVEPOINT w"); !sp) {
       q->result = fail(sp.error());
       continue;
     }
@@ -49,11 +49,15 @@ bool commit_batch(const Begin& begin, const Script& script, Tx& tx,
       q->result = fail(Error::internal(fmt::format("write failed: {}", e.what())));
     }
     tx.collect_announcements(nullptr);
+    if (q->result) {
+      // Settles what the write sent: a statement of it that failed fails it.
+      if (auto released = script("RELEASE w"); !released) q->result = fail(released.error());
+    }
     if (!q->result) {
       (void)script("ROLLBACK TO w");
+      (void)script("RELEASE w");
       q->announced.clear();
     }
-    (void)script("RELEASE w");
   }
   if (auto commit = script("COMMIT"); !commit) {
     (void)script("ROLLBACK");

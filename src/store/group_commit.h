@@ -49,9 +49,12 @@ using Begin = std::function<Result<void>()>;
 
 // Runs a batch as one transaction on a connection: `begin` starts it, then every queued
 // function runs under SAVEPOINT w (a failing or throwing one is rolled back alone), then
-// `script` commits. Returns whether it committed; when BEGIN or COMMIT fails, every write that
-// had succeeded carries the failure instead (503: nothing of the batch is kept).
-bool commit_batch(const Begin& begin, const Script& script, Tx& tx,
+// `script` commits. `queue` runs a statement, or sends it to be settled by the next `script`
+// (Tx::send); RELEASE w, through `script`, settles each write's statements, so that one whose
+// statement failed is rolled back alone too. Returns whether it committed; when BEGIN or
+// COMMIT fails, every write that had succeeded carries the failure instead (503: nothing of the
+// batch is kept).
+bool commit_batch(const Begin& begin, const Script& script, const Script& queue, Tx& tx,
                   const std::vector<QueuedWrite*>& batch);
 
 // Runs `fn` alone in a transaction `begin` starts (a read): rolled back when it fails,
@@ -70,6 +73,12 @@ class ConnectionTx final : public Tx {
   }
   Result<std::vector<Row>> query(std::string_view sql, const Params& params) override {
     return c_.run(sql, params, nullptr);
+  }
+  Result<void> send(std::string_view sql, const Params& params) override {
+    if constexpr (requires { c_.queue(sql, params); })
+      return c_.queue(sql, params);
+    else
+      return Tx::send(sql, params);
   }
 
  private:

@@ -9,6 +9,11 @@
 // the physical order of PostgreSQL's never-updated audit rows. Each connection prepares a
 // statement once and keeps it.
 //
+// Round trips: a statement a write sends with Tx::send (the inserts of an allocation, its
+// usage interval and its audit record) goes out in libpq's pipeline mode without waiting; the
+// next statement whose result is needed, at the latest the write's RELEASE SAVEPOINT, carries
+// it and settles it. An allocation create takes four round trips instead of eleven.
+//
 // Failures: a lost connection, a server shutting down or a serialization failure is
 // `unavailable` (503); the connection is re-established before its next use, so service
 // resumes by itself once the server is back.
@@ -152,7 +157,18 @@ class PgConnection {
     return connect();
   }
 
+  // Runs `sql` (without parameters; several statements when nothing is queued). Statements
+  // queued before it are settled in the same round trip, and the first of them that failed is
+  // what it returns; `sql` still runs then, on its own, so that a ROLLBACK after a failed
+  // statement is not skipped with it.
   Result<void> script(std::string_view sql) {
+    if (!queued_.empty()) {
+      GP_TRY_VOID(queue_script(sql));
+      Settled s = settle();
+      if (!s.error || s.failed_last) return s.error ? fail(*s.error) : ok();
+      if (conn_) (void)script(sql);
+      return fail(*s.error);
+    }
     ResultPtr res(PQexec(conn_, std::string(sql).c_str()), &PQclear);
     const auto status = PQresultStatus(res.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
@@ -160,24 +176,21 @@ class PgConnection {
     return ok();
   }
 
+  // Runs a statement and waits for its result. Statements queued before it go in the same
+  // round trip; when one of them failed, its failure is returned (this one did not run).
   Result<std::vector<Row>> run(std::string_view sql, const Params& params, int64_t* changes) {
-    const std::string* name = GP_TRY(prepare(sql, params));
-    std::vector<std::string> texts(params.size());
-    std::vector<const char*> values(params.size(), nullptr);
-    for (size_t i = 0; i < params.size(); ++i) {
-      const Value& v = params[i];
-      if (std::holds_alternative<Null>(v)) continue;
-      if (auto n = std::get_if<int64_t>(&v))
-        texts[i] = std::to_string(*n);
-      else if (auto d = std::get_if<double>(&v))
-        texts[i] = fmt::format("{}", *d);
-      else
-        texts[i] = std::get<std::string>(v);
-      values[i] = texts[i].c_str();
+    ResultPtr res(nullptr, &PQclear);
+    if (queued_.empty()) {
+      const std::string* name = GP_TRY(prepare(sql, params));
+      const TextParams text(params);
+      res.reset(PQexecPrepared(conn_, name->c_str(), int(params.size()), text.values.data(),
+                               nullptr, nullptr, 0));
+    } else {
+      GP_TRY_VOID(queue(sql, params));
+      Settled s = settle();
+      if (s.error) return fail(*s.error);
+      res = std::move(s.last);
     }
-    ResultPtr res(PQexecPrepared(conn_, name->c_str(), int(params.size()), values.data(), nullptr,
-                                 nullptr, 0),
-                  &PQclear);
     const auto status = PQresultStatus(res.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
       return fail(error_of(conn_, res.get(), sql));
@@ -197,12 +210,123 @@ class PgConnection {
     return rows;
   }
 
+  // Sends a statement without waiting for it (libpq's pipeline mode): the next run() or
+  // script() settles it in the same round trip and reports its failure. A statement this
+  // connection has not prepared yet settles what is queued first, to prepare it.
+  Result<void> queue(std::string_view sql, const Params& params) {
+    auto known = prepared_.find(std::string(sql));
+    const std::string* name = nullptr;
+    if (known != prepared_.end()) {
+      name = &known->second;
+    } else {
+      if (!queued_.empty()) {
+        Settled s = settle();
+        if (s.error) return fail(*s.error);
+      }
+      name = GP_TRY(prepare(sql, params));
+    }
+    GP_TRY_VOID(enter_pipeline(sql));
+    const TextParams text(params);
+    if (PQsendQueryPrepared(conn_, name->c_str(), int(params.size()), text.values.data(), nullptr,
+                            nullptr, 0) != 1)
+      return fail(lost(sql));
+    queued_.emplace_back(sql);
+    return ok();
+  }
+
+  // Sends `sql` (one statement without parameters) as queue() sends a prepared one.
+  Result<void> queue_script(std::string_view sql) {
+    GP_TRY_VOID(enter_pipeline(sql));
+    if (PQsendQueryParams(conn_, std::string(sql).c_str(), 0, nullptr, nullptr, nullptr, nullptr,
+                          0) != 1)
+      return fail(lost(sql));
+    queued_.emplace_back(sql);
+    return ok();
+  }
+
  private:
   explicit PgConnection(std::string conninfo) : conninfo_(std::move(conninfo)) {}
+
+  // Parameters as libpq takes them: text, or a null pointer for NULL.
+  struct TextParams {
+    explicit TextParams(const Params& params) : texts(params.size()), values(params.size()) {
+      for (size_t i = 0; i < params.size(); ++i) {
+        const Value& v = params[i];
+        if (std::holds_alternative<Null>(v)) continue;
+        if (auto n = std::get_if<int64_t>(&v))
+          texts[i] = std::to_string(*n);
+        else if (auto d = std::get_if<double>(&v))
+          texts[i] = fmt::format("{}", *d);
+        else
+          texts[i] = std::get<std::string>(v);
+        values[i] = texts[i].c_str();
+      }
+    }
+    std::vector<std::string> texts;
+    std::vector<const char*> values;
+  };
+
+  Result<void> enter_pipeline(std::string_view sql) {
+    if (PQpipelineStatus(conn_) == PQ_PIPELINE_OFF && PQenterPipelineMode(conn_) != 1)
+      return fail(lost(sql));
+    return ok();
+  }
+
+  // The connection failed in the middle of a pipeline: it is dropped, and re-established
+  // before its next use.
+  Error lost(std::string_view sql) {
+    Error e = error_of(conn_, nullptr, sql);  // unavailable: there is no result to read
+    queued_.clear();
+    PQfinish(conn_);
+    conn_ = nullptr;
+    prepared_.clear();
+    return e;
+  }
+
+  struct Settled {
+    std::optional<Error> error;         // the first statement that failed
+    bool failed_last = false;           // it was the last one queued
+    ResultPtr last{nullptr, &PQclear};  // the last statement's result, when none failed
+  };
+
+  // Ends the pipeline: reads the result of every queued statement, in order. After a failure
+  // the server skips the rest (PGRES_PIPELINE_ABORTED) until the sync.
+  Settled settle() {
+    Settled out;
+    const size_t n = queued_.size();
+    if (PQpipelineSync(conn_) != 1) {
+      out.error = lost(queued_.front());
+      return out;
+    }
+    for (size_t i = 0; i < n; ++i) {
+      ResultPtr res(PQgetResult(conn_), &PQclear);
+      if (!res) {
+        out.error = lost(queued_[i]);
+        return out;
+      }
+      while (PGresult* end = PQgetResult(conn_)) PQclear(end);  // each result ends with a null
+      const auto status = PQresultStatus(res.get());
+      if (!out.error && status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK &&
+          status != PGRES_PIPELINE_ABORTED) {
+        out.error = error_of(conn_, res.get(), queued_[i]);
+        out.failed_last = i + 1 == n;
+      }
+      if (i + 1 == n) out.last = std::move(res);
+    }
+    ResultPtr sync(PQgetResult(conn_), &PQclear);
+    if (PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC || PQexitPipelineMode(conn_) != 1) {
+      out.error = lost(queued_.back());
+      return out;
+    }
+    queued_.clear();
+    if (out.error) out.last.reset();
+    return out;
+  }
 
   Result<void> connect() {
     if (conn_) PQfinish(conn_);
     prepared_.clear();
+    queued_.clear();
     conn_ = PQconnectdb(conninfo_.c_str());
     if (PQstatus(conn_) != CONNECTION_OK) {
       std::string msg = PQerrorMessage(conn_);
@@ -249,6 +373,7 @@ class PgConnection {
   std::string conninfo_;
   PGconn* conn_ = nullptr;
   std::unordered_map<std::string, std::string> prepared_;  // SQL -> statement name
+  std::vector<std::string> queued_;  // statements sent and not yet settled, in order
 };
 
 using PgTx = ConnectionTx<PgConnection>;
@@ -312,9 +437,9 @@ class PostgresStore final : public Store {
     MutexLock lock(write_mu_);
     PgConnection& c = *writer_;
     PgTx tx(c);
-    const bool committed =
-        commit_batch([&] { return c.begin(begin_write_); },
-                     [&](std::string_view sql) { return c.script(sql); }, tx, batch);
+    const bool committed = commit_batch(
+        [&] { return c.begin(begin_write_); }, [&](std::string_view sql) { return c.script(sql); },
+        [&](std::string_view sql) { return c.queue_script(sql); }, tx, batch);
     return committed ? ++committed_seq_ : 0;
   }
 

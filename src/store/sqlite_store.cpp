@@ -379,9 +379,9 @@ class SqliteStore final : public Store {
     Connection& c = *writer_;
     finish_checkpoint();
     SqliteTx tx(c);
+    const auto script = [&](std::string_view sql) { return c.exec_one(sql); };
     const bool committed =
-        commit_batch([&] { return c.exec_one("BEGIN IMMEDIATE"); },
-                     [&](std::string_view sql) { return c.exec_one(sql); }, tx, batch);
+        commit_batch([&] { return c.exec_one("BEGIN IMMEDIATE"); }, script, script, tx, batch);
     // After the COMMIT, before any writer of the batch returns; also after a rollback (a
     // generation that grows needlessly only costs a cache one read).
     if (counted_changed_.exchange(false)) ++generation_;

@@ -56,6 +56,14 @@ class Tx {
   // Executes a statement; returns the number of rows changed.
   virtual Result<int64_t> exec(std::string_view sql, const Params& params = {}) = 0;
   virtual Result<std::vector<Row>> query(std::string_view sql, const Params& params = {}) = 0;
+  // Executes a statement whose changed-row count is not needed, possibly later: an engine may
+  // send it without waiting (PostgreSQL's pipeline), so that its failure is returned by a
+  // later statement of the same write, or fails the write as it ends. For statements whose
+  // failure the caller would only pass on, which saves a round trip to the server each.
+  virtual Result<void> send(std::string_view sql, const Params& params = {}) {
+    GP_TRY(exec(sql, params));
+    return ok();
+  }
   // Convenience: first row, or nullopt.
   Result<std::optional<Row>> query_one(std::string_view sql, const Params& params = {});
   // Names something this write changes that a waiting request may want to hear of

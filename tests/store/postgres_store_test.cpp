@@ -138,6 +138,76 @@ TEST_F(Postgres, ConcurrentWritersEachGetTheirOwnResult) {
   EXPECT_EQ(count("key LIKE 'k%-4' OR key LIKE 'k%-9' OR key LIKE 'k%-14'"), 0);
 }
 
+// Tx::send pipelines a statement: its failure is reported by the next statement of the write,
+// or by the write's end, and fails that write alone.
+TEST_F(Postgres, ASentStatementThatFailsFailsOnlyItsOwnWrite) {
+  // Every statement is used once first: a statement the connection has not prepared yet
+  // settles what was sent before it, and this test is about the ones that are not settled.
+  constexpr const char* kInsert = "INSERT INTO meta (key, value) VALUES (?, 'v')";
+  constexpr const char* kCount = "SELECT COUNT(*) FROM meta WHERE key = ?";
+  ASSERT_TRUE(store_->write([&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.send(kInsert, {"taken"}));
+    GP_TRY(tx.query(kCount, {"taken"}));
+    return ok();
+  }));
+  auto send_dup = [&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.send(kInsert, {"taken"}));
+    return tx.send(kInsert, {"x1"});
+  };
+  auto at_end = store_->write(send_dup);
+  ASSERT_FALSE(at_end);
+  EXPECT_EQ(at_end.error().code, ErrorCode::kConflict) << at_end.error().message;
+  EXPECT_EQ(count("key = 'x1'"), 0);
+
+  auto at_query = store_->write([&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.send(kInsert, {"x2"}));
+    GP_TRY_VOID(tx.send(kInsert, {"taken"}));
+    GP_TRY(tx.query(kCount, {"x2"}));
+    ADD_FAILURE() << "the query ran after a failed statement";
+    return ok();
+  });
+  ASSERT_FALSE(at_query);
+  EXPECT_EQ(at_query.error().code, ErrorCode::kConflict) << at_query.error().message;
+  EXPECT_EQ(count("key = 'x2'"), 0);
+
+  // What a write sent, it reads back; a write that fails after sending keeps nothing.
+  ASSERT_TRUE(store_->write([&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.send(kInsert, {"s1"}));
+    auto n = GP_TRY(tx.query_one(kCount, {"s1"}));
+    EXPECT_EQ(n->integer(0), 1);
+    return ok();
+  }));
+  auto refused = store_->write([&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.send(kInsert, {"y"}));
+    return fail(Error::invalid("refused"));
+  });
+  ASSERT_FALSE(refused);
+  EXPECT_EQ(refused.error().message, "refused");
+  EXPECT_EQ(count("key = 'y'"), 0);
+
+  // Batched with others, each write gets its own result.
+  constexpr int kThreads = 8, kEach = 20;
+  std::atomic<int> acknowledged{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) {
+        const bool bad = i % 4 == 3;
+        auto r = store_->write([&](Tx& tx) -> Result<void> {
+          GP_TRY_VOID(tx.send(kInsert, {fmt::format("p{}-{}", t, i)}));
+          if (bad) return send_dup(tx);
+          return ok();
+        });
+        EXPECT_EQ(bool(r), !bad) << (r ? "" : r.error().message);
+        if (r) ++acknowledged;
+      }
+    });
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(acknowledged.load(), kThreads * kEach * 3 / 4);
+  EXPECT_EQ(count("key LIKE 'p%'"), acknowledged.load());
+  EXPECT_TRUE(insert("after"));
+}
+
 // As on SQLite: the listener hears what committed writes announced, never a failed one's.
 TEST_F(Postgres, TheListenerHearsWhatCommittedWritesAnnounced) {
   std::vector<std::string> heard;
