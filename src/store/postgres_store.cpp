@@ -30,6 +30,7 @@
 #include <cstring>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 
 #include "common/thread_safety.h"
 #include "store/engines.h"
@@ -151,6 +152,32 @@ class PgConnection {
     return r;
   }
 
+  // Starts a read-only transaction in the pipeline: its BEGIN goes out with the first
+  // statement, and end_read()'s COMMIT goes out without waiting; its answer is read when the
+  // connection is next used (the server has sent it long before). A connection that the first
+  // statement finds dead is re-established and the transaction started once more: nothing had
+  // been done in it yet.
+  Result<void> begin_read(std::string_view sql) {
+    drain_ended();
+    if (!usable()) GP_TRY_VOID(connect());
+    GP_TRY_VOID(queue_script(sql));
+    restart_ = std::string(sql);
+    return ok();
+  }
+
+  // Ends the transaction begin_read() started: COMMIT, or ROLLBACK after a failure, sent and
+  // not waited for. A failure to send is a lost connection, re-established at the next use.
+  void end_read(bool committed) {
+    restart_.clear();
+    if (!usable() || !queue_script(committed ? "COMMIT" : "ROLLBACK")) return;
+    if (PQpipelineSync(conn_) != 1) {
+      (void)lost("COMMIT");
+      return;
+    }
+    ended_ = std::move(queued_);
+    queued_.clear();
+  }
+
   // Connects again when the connection was lost; prepared statements go with it.
   Result<void> reconnect_if_lost() {
     if (conn_ && PQstatus(conn_) == CONNECTION_OK) return ok();
@@ -186,10 +213,21 @@ class PgConnection {
       res.reset(PQexecPrepared(conn_, name->c_str(), int(params.size()), text.values.data(),
                                nullptr, nullptr, 0));
     } else {
-      GP_TRY_VOID(queue(sql, params));
-      Settled s = settle();
-      if (s.error) return fail(*s.error);
-      res = std::move(s.last);
+      const std::string restart = std::exchange(restart_, {});
+      auto attempt = [&]() -> Result<void> {
+        GP_TRY_VOID(queue(sql, params));
+        Settled s = settle();
+        if (s.error) return fail(*s.error);
+        res = std::move(s.last);
+        return ok();
+      };
+      Result<void> sent = attempt();
+      if (!sent && !restart.empty() && !usable()) {  // the transaction's first statement
+        GP_TRY_VOID(connect());
+        GP_TRY_VOID(queue_script(restart));
+        sent = attempt();
+      }
+      GP_TRY_VOID(sent);
     }
     const auto status = PQresultStatus(res.get());
     if (status != PGRES_COMMAND_OK && status != PGRES_TUPLES_OK)
@@ -266,6 +304,27 @@ class PgConnection {
     std::vector<const char*> values;
   };
 
+  bool usable() const { return conn_ && PQstatus(conn_) == CONNECTION_OK; }
+
+  // Reads the answers to what end_read() sent. Their failures are the transaction's, which
+  // has ended; a lost connection is noticed, and re-established by begin_read().
+  void drain_ended() {
+    if (ended_.empty()) return;
+    const std::vector<std::string> ended = std::exchange(ended_, {});
+    if (!conn_) return;
+    for (const std::string& sql : ended) {
+      ResultPtr res(PQgetResult(conn_), &PQclear);
+      if (!res) {
+        (void)lost(sql);
+        return;
+      }
+      while (PGresult* end = PQgetResult(conn_)) PQclear(end);
+    }
+    ResultPtr sync(PQgetResult(conn_), &PQclear);
+    if (PQresultStatus(sync.get()) != PGRES_PIPELINE_SYNC || PQexitPipelineMode(conn_) != 1)
+      (void)lost(ended.back());
+  }
+
   Result<void> enter_pipeline(std::string_view sql) {
     if (PQpipelineStatus(conn_) == PQ_PIPELINE_OFF && PQenterPipelineMode(conn_) != 1)
       return fail(lost(sql));
@@ -327,6 +386,7 @@ class PgConnection {
     if (conn_) PQfinish(conn_);
     prepared_.clear();
     queued_.clear();
+    ended_.clear();
     conn_ = PQconnectdb(conninfo_.c_str());
     if (PQstatus(conn_) != CONNECTION_OK) {
       std::string msg = PQerrorMessage(conn_);
@@ -374,6 +434,8 @@ class PgConnection {
   PGconn* conn_ = nullptr;
   std::unordered_map<std::string, std::string> prepared_;  // SQL -> statement name
   std::vector<std::string> queued_;  // statements sent and not yet settled, in order
+  std::vector<std::string> ended_;   // end_read()'s statements, synced and not yet read
+  std::string restart_;  // the BEGIN to send again when the first statement finds no connection
 };
 
 using PgTx = ConnectionTx<PgConnection>;
@@ -416,10 +478,18 @@ class PostgresStore final : public Store {
   Result<void> flush(uint64_t) override { return ok(); }  // every COMMIT is already durable
 
   Result<void> read(const std::function<Result<void>(Tx&)>& fn) override {
-    return readers_.with([&](PgConnection& c) {
+    return readers_.with([&](PgConnection& c) -> Result<void> {
       PgTx tx(c);
-      return run_in_tx([&] { return c.begin("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"); },
-                       [&](std::string_view sql) { return c.script(sql); }, tx, fn);
+      GP_TRY_VOID(c.begin_read("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"));
+      Result<void> r = ok();
+      try {
+        r = fn(tx);
+      } catch (...) {
+        c.end_read(false);
+        throw;
+      }
+      c.end_read(r.has_value());
+      return r;
     });
   }
 
