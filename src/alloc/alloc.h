@@ -496,8 +496,8 @@ class Service {
   Result<void> record_placement(store::Tx& tx, const Env& w, const Allocation& a,
                                 const sched::Decision& d) GP_REQUIRES(mu_);
   // What `a` entering `to` tells the others in its transaction: its nodes' agents, and its
-  // usage intervals.
-  Result<void> entered(store::Tx& tx, const Allocation& a, State to, int64_t now);
+  // usage intervals. `first`: `a` was inserted in this transaction, in state `to`.
+  Result<void> entered(store::Tx& tx, const Allocation& a, State to, int64_t now, bool first);
   // Moves `a` (as loaded) to `to`, recording the event, and leaves `a` as its row now reads;
   // the scheduler's own moves are audited.
   Result<void> transition(store::Tx& tx, const Env& w, Allocation& a, State to,

@@ -210,16 +210,19 @@ Result<void> insert_event(store::Tx& tx, const std::string& id, int64_t at, std:
 
 }  // namespace
 
-Result<void> Service::entered(store::Tx& tx, const Allocation& a, State to, int64_t now) {
+Result<void> Service::entered(store::Tx& tx, const Allocation& a, State to, int64_t now,
+                              bool first) {
   // The nodes' agents hear of it at once (they wait on GET /v1/agent/changes).
   if (a.placement.is_object())  // a pending one has none
     for (const auto& node : a.placement.value("nodes", Json::array()))
       tx.announce("node:" + node.get<std::string>());
   // Usage intervals change with the state, in this same transaction; a placement's interval
   // starts at the instant it was stamped as placed_at.
-  return metering::record_transition(
-      tx, {a.id, a.tenant_id, a.project_id, a.offering_id, a.request.preemptible, a.placement},
-      state_name(to), to == State::kPlaced && a.placed_at ? *a.placed_at : now);
+  const metering::AllocationView view{a.id,          a.tenant_id,           a.project_id,
+                                      a.offering_id, a.request.preemptible, a.placement};
+  const int64_t at = to == State::kPlaced && a.placed_at ? *a.placed_at : now;
+  return first ? metering::record_first_state(tx, view, state_name(to), at)
+               : metering::record_transition(tx, view, state_name(to), at);
 }
 
 Result<void> Service::transition(store::Tx& tx, const Env& w, Allocation& a, State to,
@@ -238,7 +241,7 @@ Result<void> Service::transition(store::Tx& tx, const Env& w, Allocation& a, Sta
       {std::string(state_name(to)), code, reason, now, int64_t{ending}, now, id}));
   if (ending) GP_TRY(tx.exec("DELETE FROM allocation_nodes WHERE allocation_id = ?", {id}));
   GP_TRY_VOID(insert_event(tx, id, now, state_name(from), to, code, reason));
-  GP_TRY_VOID(entered(tx, a, to, now));
+  GP_TRY_VOID(entered(tx, a, to, now, /*first=*/false));
   if (actor == kScheduler) {
     audit::Entry e{std::string(kScheduler),
                    a.tenant_id,
@@ -398,7 +401,7 @@ Result<Allocation> Service::create(store::Tx& tx, const Env& w, const NewAllocat
   GP_TRY_VOID(detail::insert_allocation(tx, a));
   GP_TRY_VOID(detail::insert_first_events(tx, id, events));
   if (a.state == State::kPlaced) {
-    GP_TRY_VOID(entered(tx, a, State::kPlaced, now));
+    GP_TRY_VOID(entered(tx, a, State::kPlaced, now, /*first=*/true));
     GP_TRY_VOID(record_placement(tx, w, a, d));
     // It may have taken a reservation's hold.
     if (!d.placement->reservation.empty()) GP_TRY_VOID(sync_reservations(tx, w));

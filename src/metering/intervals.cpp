@@ -89,10 +89,15 @@ Result<void> record_transition(store::Tx& tx, const AllocationView& a, std::stri
       tx.exec("UPDATE usage_intervals SET end_us = ? WHERE allocation_id = ? AND end_us IS NULL",
               {now, a.id}));
   if (closed > 0) GP_TRY_VOID(drop_empty(tx, a.id));
+  return record_first_state(tx, a, state, now);
+}
+
+Result<void> record_first_state(store::Tx& tx, const AllocationView& a, std::string_view state,
+                                int64_t start) {
   if (!holds(state)) return ok();
   auto h = GP_TRY(holding_of(a.placement));
   if (!h) return ok();
-  return open_interval(tx, a, *h, state, now);
+  return open_interval(tx, a, *h, state, start);
 }
 
 Result<int> recover(store::Tx& tx, const std::vector<LiveAllocation>& live, const EndedAt& ended_at,

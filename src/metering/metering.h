@@ -55,6 +55,10 @@ struct AllocationView {
 // at `now` and, when the new state still holds resources (placed, active), opens one for it.
 Result<void> record_transition(store::Tx& tx, const AllocationView& a, std::string_view state,
                                int64_t now);
+// The same for the first state of an allocation written in this transaction: it has no
+// interval yet, so none is looked for.
+Result<void> record_first_state(store::Tx& tx, const AllocationView& a, std::string_view state,
+                                int64_t start);
 
 // A placed or active allocation, as recover sees it.
 struct LiveAllocation {
