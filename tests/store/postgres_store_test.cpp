@@ -259,6 +259,8 @@ TEST_F(Postgres, LostConnectionsAreUnavailableThenRecover) {
       (*admin)("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE "
                "application_name = '" +
                schema_ + "'"));
+  // A read begins again on a new connection: nothing had been done in it.
+  EXPECT_EQ(count("key = 'before'"), 1);
   auto during = insert("during");
   if (!during) {
     EXPECT_EQ(during.error().code, ErrorCode::kUnavailable) << during.error().message;
