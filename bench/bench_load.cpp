@@ -20,6 +20,7 @@
 // PostgreSQL: GP_BENCH_PG=postgres://... (an empty database), or else a throwaway cluster
 // started with tests/support/pg_cluster.sh (PostgreSQL server binaries installed).
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
 #include <spdlog/spdlog.h>
@@ -45,6 +46,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "api/api.h"
 #include "bench_env.h"
@@ -214,6 +216,31 @@ http::request<http::string_body> request(http::verb verb, const std::string& tar
   return req;
 }
 
+// The reference for one connection's durable create on SQLite: a 4 KiB append and fdatasync in
+// the store's directory, what each commit's flush of the write-ahead log costs at least.
+void print_flush_reference(const std::string& name, const std::string& dir) {
+  const std::string path = dir + "/flush-probe";
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) return;
+  const std::string block(4096, 'x');
+  std::vector<double> ms;
+  for (int i = 0; i < 200; ++i) {
+    if (::write(fd, block.data(), block.size()) != ssize_t(block.size())) break;
+    const auto t0 = std::chrono::steady_clock::now();
+    if (::fdatasync(fd) != 0) break;
+    ms.push_back(
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+  }
+  ::close(fd);
+  ::unlink(path.c_str());
+  if (ms.size() < 100) return;
+  std::sort(ms.begin(), ms.end());
+  std::printf(
+      "%-10s reference: a 4 KiB append + fdatasync in the store's directory, p50 %.2f ms, p99 "
+      "%.2f ms (the goal for 1 connection: its p50 + 0.5 ms)\n",
+      name.c_str(), ms[ms.size() / 2], ms[ms.size() * 99 / 100]);
+}
+
 // `creates_only`: the durable creates at 1, 16 and 64 connections and nothing else.
 int run_store(const std::string& name, const std::string& location, double seconds,
               bool creates_only) {
@@ -247,6 +274,7 @@ int run_store(const std::string& name, const std::string& location, double secon
     server.stop();
     return true;
   };
+  if (location.empty()) print_flush_reference(name, env->dir());
   if (creates_only)
     return with_server({},
                        [&](uint16_t port) {
