@@ -18,11 +18,18 @@ AuditLog::AuditLog(const Clock& clock, Signer signer, int64_t checkpoint_every)
 
 Result<int64_t> AuditLog::append(store::Tx& tx, const Entry& e) {
   // The head is read inside the transaction: writes are serialized by the store, and a rolled
-  // back append leaves nothing behind to correct.
-  auto head = GP_TRY(tx.query_one("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"));
+  // back append leaves nothing behind to correct. Once read or appended, the transaction
+  // remembers it ("<seq> <hash>"; forgotten if a write rolls back).
+  std::optional<std::string>& memo = tx.memo("audit.head");
+  if (!memo) {
+    auto head = GP_TRY(tx.query_one("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"));
+    memo = head ? fmt::format("{} {}", head->integer(0), head->text(1))
+                : fmt::format("0 {}", kGenesisHash);
+  }
+  const size_t space = memo->find(' ');
   Record r;
-  r.seq = head ? head->integer(0) + 1 : 1;
-  r.prev_hash = head ? head->text(1) : std::string(kGenesisHash);
+  r.seq = std::stoll(memo->substr(0, space)) + 1;
+  r.prev_hash = memo->substr(space + 1);
   r.time_us = to_unix_micros(clock_.now());
   r.actor = e.actor;
   r.tenant_id = e.tenant_id;
@@ -34,6 +41,7 @@ Result<int64_t> AuditLog::append(store::Tx& tx, const Entry& e) {
   r.detail = e.detail.empty() ? "" : e.detail.dump();
   r.hash = compute_hash(r);
   GP_TRY_VOID(tx.send(kInsert, store::params_of(r)));
+  memo = fmt::format("{} {}", r.seq, r.hash);
   if (checkpoint_every_ > 0 && r.seq % checkpoint_every_ == 0) GP_TRY_VOID(checkpoint(tx));
   return r.seq;
 }

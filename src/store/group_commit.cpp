@@ -54,6 +54,7 @@ bool commit_batch(const Begin& begin, const Script& script, const Script& queue,
       if (auto released = script("RELEASE w"); !released) q->result = fail(released.error());
     }
     if (!q->result) {
+      tx.forget();
       (void)script("ROLLBACK TO w");
       (void)script("RELEASE w");
       q->announced.clear();

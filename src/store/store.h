@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -75,8 +76,21 @@ class Tx {
   // For stores: where announce() collects (null: nowhere).
   void collect_announcements(std::vector<std::string>* to) { announced_ = to; }
 
+  // What a module remembers of this transaction's own writes, so as not to read it back (the
+  // audit chain's head), by a key of its own. Kept across the writes of one group-commit
+  // batch, which holds the store's write lock throughout; forgotten whenever a write rolls
+  // back, since what it wrote is gone.
+  std::optional<std::string>& memo(std::string_view key) {
+    auto it = memo_.find(key);
+    if (it == memo_.end()) it = memo_.emplace(std::string(key), std::nullopt).first;
+    return it->second;
+  }
+  // For stores: a write rolled back.
+  void forget() { memo_.clear(); }
+
  private:
   std::vector<std::string>* announced_ = nullptr;
+  std::map<std::string, std::optional<std::string>, std::less<>> memo_;
 };
 
 // Deferred durability, for a server that answers asynchronously. While a DeferFlush lives on
