@@ -76,7 +76,7 @@ TEST(Record, AFieldTableGivesTheColumnsTheParametersAndTheRowReader) {
                      params_of(w)));
     for (const auto& row :
          GP_TRY(tx.query(fmt::format("SELECT {} FROM widgets ORDER BY id", columns_of<Widget>()))))
-      back.push_back(read_row<Widget>(row));
+      back.push_back(GP_TRY(read_row<Widget>(row)));
     return ok();
   }));
   ASSERT_EQ(back.size(), 2u);
@@ -96,6 +96,24 @@ TEST(Record, AFieldTableGivesTheColumnsTheParametersAndTheRowReader) {
   EXPECT_EQ(back[1].note, std::nullopt);
   EXPECT_EQ(back[1].ended_at, std::nullopt);
   EXPECT_FALSE(back[1].on);
+}
+
+// An enum column holding a name its field does not list fails the read, naming the column and
+// the value; it is never read as the enum's first value.
+TEST(Record, AnUnknownEnumNameFailsTheRead) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  auto r = s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY(tx.exec("CREATE TABLE widgets (id TEXT, remark TEXT, size INTEGER, ended_at INTEGER, "
+                   "is_on INTEGER, shade TEXT, labels TEXT, ratio REAL, tags TEXT, rank INTEGER)"));
+    GP_TRY(tx.exec("INSERT INTO widgets (id, shade) VALUES ('w1', 'purple')"));
+    auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM widgets", columns_of<Widget>())));
+    GP_TRY(read_row<Widget>(*row));
+    return ok();
+  });
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kInternal);
+  EXPECT_EQ(r.error().message, "column shade holds 'purple', which is not one of light, dark");
 }
 
 TEST(SqliteStore, MigrationsAreAppliedOnceAndRecorded) {
