@@ -281,33 +281,36 @@ Json schemas() {
               {"duration_seconds", integer()}},
              {});
   s["AllocationRelease"] = object({{"reason", str()}}, {});
-  s["Allocation"] = loose({{"id", str()},
-                           {"tenant_id", str()},
-                           {"project_id", str()},
-                           {"name", str()},
-                           {"offering_id", nstr()},
-                           {"shape", {{"type", "object"}}},
-                           {"priority_class", str()},
-                           {"priority", integer()},
-                           {"preemptible", boolean},
-                           {"state", enum_of({"pending", "placed", "active", "released",
-                                              "preempted", "failed", "expired"})},
-                           {"reason_code", str()},
-                           {"reason", str()},
-                           {"placement", {{"type", {"object", "null"}}}},
-                           {"end_time", ntime()},
-                           {"grace_until", ntime()},
-                           {"created_at", time_str()},
-                           {"placed_at", ntime()},
-                           {"ended_at", ntime()},
-                           {"updated_at", time_str()},
-                           {"version", integer()},
-                           {"events", {{"type", "array"}}},
-                           {"stopping", {{"type", "array"}}},
-                           {"configuring", {{"type", "array"}}},
-                           {"dry_run", boolean},
-                           {"would_place", boolean}},
-                          {});
+  // One allocation's read adds its transitions, where its work is still being stopped and what
+  // its GPUs wait for before it starts.
+  Json event = object({{"seq", integer()},
+                       {"at", time_str()},
+                       {"from", str()},
+                       {"to", str()},
+                       {"reason_code", str()},
+                       {"reason", str()}},
+                      {"seq", "at", "from", "to", "reason_code", "reason"});
+  s["Allocation"] = with_optional(
+      schema_of<alloc::Allocation>(),
+      {{"events", {{"type", "array"}, {"items", event}}},
+       {"stopping",
+        {{"type", "array"},
+         {"items", object({{"allocation_id", str()},
+                           {"node_id", str()},
+                           {"since", time_str()},
+                           {"stop_by", time_str()},
+                           {"grace_seconds", integer()}},
+                          {"allocation_id", "node_id", "since", "stop_by", "grace_seconds"})}}},
+       {"configuring", {{"type", "array"}}}});
+  // What a create would do, changing nothing: the shape as the scheduler reads it, and where it
+  // would be placed or why not.
+  s["AllocationDryRun"] = object({{"dry_run", boolean},
+                                  {"would_place", boolean},
+                                  {"shape", {{"type", "object"}}},
+                                  {"placement", {{"type", "object"}}},
+                                  {"reason_code", str()},
+                                  {"reason", str()}},
+                                 {"dry_run", "would_place", "shape"});
   s["AllocationWhy"] = loose({{"id", str()},
                               {"state", str()},
                               {"reason_code", str()},
@@ -969,7 +972,13 @@ Json Api::openapi() const {
         {"description", "Error"},
         {"content", {{"application/problem+json", {{"schema", schema_ref("Problem")}}}}}};
     op["responses"] = {{std::to_string(r.success_status), ok_resp}, {"default", problem}};
-    if (r.other_success_status) op["responses"][std::to_string(*r.other_success_status)] = ok_resp;
+    if (r.other_success_status) {
+      Json other_resp = ok_resp;
+      if (!r.other_response_schema.empty())
+        other_resp["content"] = {
+            {"application/json", {{"schema", response_schema(r.other_response_schema)}}}};
+      op["responses"][std::to_string(*r.other_success_status)] = other_resp;
+    }
     if (r.access == Access::kPublic)
       op["security"] = Json::array();
     else
