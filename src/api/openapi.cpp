@@ -8,6 +8,7 @@
 #include "billing/ledger.h"
 #include "common/record.h"
 #include "fleet/fleet.h"
+#include "jobs/records.h"
 #include "storage/records.h"
 #include "tenancy/tenancy.h"
 
@@ -327,8 +328,8 @@ Json schemas() {
   s["ReservationCreate"] = reservation_create;
   s["Reservation"] = schema_of<alloc::Reservation>();
   s["Vm"] = schema_of<alloc::Vm>();
-  const std::vector<std::string> job_states = {"queued", "starting",  "running",  "succeeded",
-                                               "failed", "cancelled", "preempted"};
+  const std::vector<std::string> job_states(jobs::kJobStateNames.begin(),
+                                            jobs::kJobStateNames.end());
   s["JobCreate"] = object(
       {{"name", str()},
        {"image", str()},
@@ -353,32 +354,44 @@ Json schemas() {
        {"preemptible", boolean}},
       {"name", "image", "offering"});
   s["JobCancel"] = object({}, {});
-  s["Job"] = loose({{"id", str()},
-                    {"tenant_id", str()},
-                    {"project_id", str()},
-                    {"name", str()},
-                    {"spec", {{"type", "object"}}},
-                    {"offering_id", str()},
-                    {"allocation_id", str()},
-                    {"state", enum_of(job_states)},
-                    {"failure", nstr()},
-                    {"reason", str()},
-                    {"exit_code", {{"type", {"integer", "null"}}}},
-                    {"attempts", integer()},
-                    {"attempt_history", {{"type", "array"}}},
-                    {"image_digest", nstr()},
-                    {"pull_always", boolean},
-                    {"stop_requested_at", ntime()},
-                    {"started_at", ntime()},
-                    {"ended_at", ntime()},
-                    {"created_by", str()},
-                    {"created_at", time_str()},
-                    {"updated_at", time_str()},
-                    {"version", integer()},
-                    {"members", {{"type", "array"}}},
-                    {"events", {{"type", "array"}}},
-                    {"allocation", {{"type", "object"}}}},
-                   {"id", "name", "state", "reason", "allocation_id", "attempts"});
+  // A job's answer adds its members, its history, its attempts and, while it waits, its
+  // allocation's reason.
+  Json job_member = object({{"rank", integer()},
+                            {"attempt", integer()},
+                            {"node_id", str()},
+                            {"state", str()},
+                            {"exit_code", {{"type", {"integer", "null"}}}},
+                            {"oom", boolean},
+                            {"failure", nstr()},
+                            {"error", nstr()},
+                            {"address", nstr()},
+                            {"updated_at", time_str()}},
+                           {"rank", "attempt", "node_id", "state", "exit_code", "oom", "failure",
+                            "error", "address", "updated_at"});
+  Json job_event = object(
+      {{"seq", integer()}, {"at", time_str()}, {"from", str()}, {"to", str()}, {"reason", str()}},
+      {"seq", "at", "from", "to", "reason"});
+  Json job_attempt = object(
+      {{"attempt", integer()},
+       {"allocation_id", str()},
+       {"nodes", {{"type", "array"}}},
+       {"node_names", strings},
+       {"started_at", ntime()},
+       {"ended_at", ntime()},
+       {"end_reason", str()}},
+      {"attempt", "allocation_id", "nodes", "node_names", "started_at", "ended_at", "end_reason"});
+  s["Job"] = with_optional(
+      schema_of<jobs::Job>(),
+      {{"members", {{"type", "array"}, {"items", job_member}}},
+       {"events", {{"type", "array"}, {"items", job_event}}},
+       {"attempt_history", {{"type", "array"}, {"items", job_attempt}}},
+       {"allocation",
+        object({{"id", str()},
+                {"state", enum_of(std::vector<std::string>(alloc::kAllocationStateNames.begin(),
+                                                           alloc::kAllocationStateNames.end()))},
+                {"reason_code", str()},
+                {"reason", str()}},
+               {"id", "state", "reason_code", "reason"})}});
   s["JobLogs"] = object({{"job", str()},
                          {"state", enum_of(job_states)},
                          {"finished", boolean},
