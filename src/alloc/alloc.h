@@ -94,6 +94,9 @@ Result<std::map<std::string, int64_t>> parse_platform_quota(const Json& body);
 // ---- allocations ----
 
 enum class State { kPending, kPlaced, kActive, kReleased, kPreempted, kFailed, kExpired };
+// Each state's name, at its value's index.
+inline constexpr std::array<std::string_view, 7> kAllocationStateNames = {
+    "pending", "placed", "active", "released", "preempted", "failed", "expired"};
 std::string_view state_name(State s);
 std::optional<State> parse_state(std::string_view s);
 inline bool live(State s) {
@@ -104,6 +107,7 @@ inline bool live(State s) {
 // the tenant uses as it likes), or once the workload it was made for runs (a job's containers;
 // Service::activate).
 enum class Activation { kNode, kWorkload };
+inline constexpr std::array<std::string_view, 2> kActivationNames = {"node", "workload"};
 
 // clang-tidy 16 finds a throw inside nlohmann::json's noexcept special members, which this
 // struct's implicit ones call.
@@ -122,6 +126,10 @@ struct Allocation {
   Activation activation = Activation::kNode;
   Json to_json() const;
   Json shape_json() const;  // to_json()'s "shape" alone
+  // The request's priority by its class's name ("normal"), or its number where no class has it.
+  std::string priority_class() const;
+  // The GPU equivalents borrowed from the cohort ("1.5"); nullopt when none.
+  std::optional<std::string> borrowed_gpu_equivalents() const;
 };
 
 struct Event {
@@ -579,6 +587,41 @@ struct Fields<alloc::Reservation> {
       Field{"created_at", &R::created_at, {}, Form::kTime},
       Field{"updated_at", &R::updated_at, {}, Form::kTime},
       Field{"version", &R::version},
+  };
+};
+
+// An allocation as stored and shown (common/record.h). Its request is stored as its JSON (with
+// its priority and preemption as columns of their own) and shown as its shape, priority class,
+// priority and preemption; the cohort's units it borrowed show as GPU equivalents.
+template <>
+struct Fields<alloc::Allocation> {
+  using A = alloc::Allocation;
+  static constexpr auto list = std::tuple{
+      Field{"id", &A::id},
+      Field{"tenant_id", &A::tenant_id},
+      Field{"project_id", &A::project_id},
+      Field{"name", &A::name},
+      Field{"offering_id", &A::offering_id},
+      Derived<A, Json>{"shape", [](const A& a) { return a.shape_json(); }},
+      Derived<A>{"priority_class", [](const A& a) { return a.priority_class(); }},
+      Derived<A, int64_t>{"priority", [](const A& a) { return int64_t{a.request.priority}; }},
+      Derived<A, bool>{"preemptible", [](const A& a) { return a.request.preemptible; }},
+      Field{"state", &A::state, {}, Form::kEnum, alloc::kAllocationStateNames},
+      Field{"reason_code", &A::reason_code},
+      Field{"reason", &A::reason},
+      Field{"placement", &A::placement, {}, Form::kNullIfEmpty},
+      Field{"borrowed_units", &A::borrowed_units, {}, Form::kPlain, {}, Shown::kStoredOnly},
+      Derived<A, std::optional<std::string>>{
+          "borrowed_gpu_equivalents", [](const A& a) { return a.borrowed_gpu_equivalents(); }},
+      Field{"end_time", &A::end_at, "end_at", Form::kTime},
+      Field{"grace_until", &A::grace_until, {}, Form::kTime},
+      Field{"created_by", &A::created_by},
+      Field{"created_at", &A::created_at, {}, Form::kTime},
+      Field{"placed_at", &A::placed_at, {}, Form::kTime},
+      Field{"ended_at", &A::ended_at, {}, Form::kTime},
+      Field{"updated_at", &A::updated_at, {}, Form::kTime},
+      Field{"version", &A::version},
+      Field{"activation", &A::activation, {}, Form::kEnum, alloc::kActivationNames},
   };
 };
 

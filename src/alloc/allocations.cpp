@@ -9,18 +9,11 @@
 #include "alloc/alloc.h"
 #include "alloc/internal.h"
 #include "common/env.h"
+#include "store/record_row.h"
 
 namespace gp::alloc {
 
 namespace {
-
-// An allocation's activation as stored and shown.
-std::string_view activation_name(Activation a) {
-  return a == Activation::kWorkload ? "workload" : "node";
-}
-
-constexpr std::array<std::string_view, 7> kStateNames = {
-    "pending", "placed", "active", "released", "preempted", "failed", "expired"};
 
 struct PriorityClass {
   std::string_view name;
@@ -46,13 +39,10 @@ Result<int> allocation_bounded_product(std::string_view what, int64_t a, int64_t
 
 }  // namespace
 
-std::string_view state_name(State s) { return kStateNames[static_cast<size_t>(s)]; }
+std::string_view state_name(State s) { return kAllocationStateNames[static_cast<size_t>(s)]; }
 
 std::optional<State> parse_state(std::string_view s) {
-  for (size_t i = 0; i < kStateNames.size(); ++i) {
-    if (kStateNames[i] == s) return static_cast<State>(i);
-  }
-  return std::nullopt;
+  return parse_enum<State>(s, kAllocationStateNames);
 }
 
 namespace detail {
@@ -263,34 +253,16 @@ std::string reason_code(const Error& e) {
 
 }  // namespace detail
 
-Json Allocation::to_json() const {
-  return {{"id", id},
-          {"tenant_id", tenant_id},
-          {"project_id", project_id},
-          {"name", name},
-          {"offering_id", offering_id ? Json(*offering_id) : Json(nullptr)},
-          {"shape", detail::shape_json(request)},
-          {"priority_class", detail::priority_class(request.priority)},
-          {"priority", request.priority},
-          {"preemptible", request.preemptible},
-          {"state", state_name(state)},
-          {"reason_code", reason_code},
-          {"reason", reason},
-          {"placement", placement},
-          {"borrowed_gpu_equivalents",
-           borrowed_units ? Json(vocab::format_units(borrowed_units)) : Json(nullptr)},
-          {"end_time", end_at ? Json(detail::ts(*end_at)) : Json(nullptr)},
-          {"grace_until", grace_until ? Json(detail::ts(*grace_until)) : Json(nullptr)},
-          {"created_by", created_by},
-          {"created_at", detail::ts(created_at)},
-          {"placed_at", placed_at ? Json(detail::ts(*placed_at)) : Json(nullptr)},
-          {"ended_at", ended_at ? Json(detail::ts(*ended_at)) : Json(nullptr)},
-          {"updated_at", detail::ts(updated_at)},
-          {"version", version},
-          {"activation", activation_name(activation)}};
-}
+Json Allocation::to_json() const { return json_of_fields(*this); }
 
 Json Allocation::shape_json() const { return detail::shape_json(request); }
+
+std::string Allocation::priority_class() const { return detail::priority_class(request.priority); }
+
+std::optional<std::string> Allocation::borrowed_gpu_equivalents() const {
+  if (borrowed_units == 0) return std::nullopt;
+  return vocab::format_units(borrowed_units);
+}
 
 Json Event::to_json() const {
   return {{"seq", seq}, {"at", detail::ts(at)},       {"from", from},
@@ -423,10 +395,8 @@ Result<NewAllocation> parse_allocation(store::Tx& tx, const Env& w, const Json& 
 
 namespace {
 
-constexpr std::string_view kAllocationColumns =
-    "id, tenant_id, project_id, name, offering_id, request, state, reason_code, reason, "
-    "placement, borrowed_units, end_at, grace_until, created_by, created_at, placed_at, "
-    "ended_at, updated_at, version, activation";
+// The request, stored as its JSON, comes first; the table's columns follow.
+const std::string kAllocationColumns = "request, " + store::columns_of<Allocation>();
 
 }  // namespace
 
@@ -435,61 +405,26 @@ namespace detail {
 std::string_view allocation_columns() { return kAllocationColumns; }
 
 Result<Allocation> allocation_from(const store::Row& row) {
-  Allocation a;
-  a.id = row.text(0);
-  a.tenant_id = row.text(1);
-  a.project_id = row.text(2);
-  a.name = row.text(3);
-  a.offering_id = row.opt_text(4);
-  a.request = GP_TRY(request_from(Json::parse(row.text(5))));
+  Allocation a = GP_TRY(store::read_row<Allocation>(row, 1));
+  const Json request = Json::parse(row.text(0), nullptr, false);
+  if (request.is_discarded())
+    return fail(Error::internal("column request holds text that is not JSON"));
+  a.request = GP_TRY(request_from(request));
   a.request.tenant = a.tenant_id;
   a.request.project = a.project_id;
-  a.state = parse_state(row.text(6)).value_or(State::kFailed);
-  a.reason_code = row.text(7);
-  a.reason = row.text(8);
-  a.placement = row.is_null(9) ? Json(nullptr) : Json::parse(row.text(9));
-  a.borrowed_units = row.integer(10);
-  a.end_at = row.opt_integer(11);
   if (a.end_at) a.request.end = from_unix_micros(*a.end_at);
-  a.grace_until = row.opt_integer(12);
-  a.created_by = row.text(13);
-  a.created_at = row.integer(14);
-  a.placed_at = row.opt_integer(15);
-  a.ended_at = row.opt_integer(16);
-  a.updated_at = row.integer(17);
-  a.version = row.integer(18);
-  a.activation = row.text(19) == "workload" ? Activation::kWorkload : Activation::kNode;
   return a;
 }
 
 Result<void> insert_allocation(store::Tx& tx, const Allocation& a) {
-  GP_TRY_VOID(tx.send(
-      "INSERT INTO allocations (id, tenant_id, project_id, name, offering_id, request, priority, "
-      "preemptible, state, reason_code, reason, placement, borrowed_units, end_at, grace_until, "
-      "created_by, created_at, placed_at, ended_at, updated_at, version, activation) VALUES "
-      "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)",
-      {a.id,
-       a.tenant_id,
-       a.project_id,
-       a.name,
-       store::opt(a.offering_id),
-       request_json(a.request).dump(),
-       int64_t{a.request.priority},
-       int64_t{a.request.preemptible},
-       std::string(state_name(a.state)),
-       a.reason_code,
-       a.reason,
-       a.placement.is_null() ? store::Value(store::Null{}) : store::Value(a.placement.dump()),
-       a.borrowed_units,
-       store::opt(a.end_at),
-       store::opt(a.grace_until),
-       a.created_by,
-       a.created_at,
-       store::opt(a.placed_at),
-       store::opt(a.ended_at),
-       a.updated_at,
-       a.version,
-       std::string(activation_name(a.activation))}));
+  // The request's priority and preemption have columns of their own too (written, never read).
+  static const std::string kInsert =
+      fmt::format("INSERT INTO allocations ({}, request, priority, preemptible) VALUES ({},?,?,?)",
+                  store::columns_of<Allocation>(), store::placeholders_of<Allocation>());
+  store::Params params = store::params_of(a);
+  params.insert(params.end(), {request_json(a.request).dump(), int64_t{a.request.priority},
+                               int64_t{a.request.preemptible}});
+  GP_TRY_VOID(tx.send(kInsert, params));
   return ok();
 }
 

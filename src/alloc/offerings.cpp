@@ -124,7 +124,7 @@ Result<Offering> parse_offering(const Json& body) {
 namespace {
 
 const std::string kOfferingColumns = store::columns_of<Offering>();
-Offering offering_from(const store::Row& row) { return store::read_row<Offering>(row); }
+Result<Offering> offering_from(const store::Row& row) { return store::read_row<Offering>(row); }
 
 }  // namespace
 
@@ -148,14 +148,14 @@ Result<std::optional<Offering>> find_offering(store::Tx& tx, std::string_view id
       fmt::format("SELECT {} FROM offerings WHERE id = ? OR name = ?", kOfferingColumns),
       {std::string(id_or_name), std::string(id_or_name)}));
   if (!row) return std::optional<Offering>{};
-  return std::optional<Offering>(offering_from(*row));
+  return std::optional<Offering>(GP_TRY(offering_from(*row)));
 }
 
 Result<std::vector<Offering>> list_offerings(store::Tx& tx) {
   std::vector<Offering> out;
   for (const auto& row :
        GP_TRY(tx.query(fmt::format("SELECT {} FROM offerings ORDER BY name", kOfferingColumns))))
-    out.push_back(offering_from(row));
+    out.push_back(GP_TRY(offering_from(row)));
   return out;
 }
 

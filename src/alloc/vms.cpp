@@ -27,7 +27,7 @@ const std::string kVmColumns = store::columns_of<Vm>();
 constexpr std::array<std::string_view, 8> kReportedStates = {
     "running", "shut-off", "paused", "shutting-down", "crashed", "other", "absent", "failed"};
 
-Vm vm_from(const store::Row& row) { return store::read_row<Vm>(row); }
+Result<Vm> vm_from(const store::Row& row) { return store::read_row<Vm>(row); }
 
 // In QEMU's locally administered range 52:54:00.
 std::string random_mac(const Random& random) {
@@ -41,7 +41,7 @@ Result<std::optional<Vm>> find_on_node(store::Tx& tx, const std::string& allocat
       fmt::format("SELECT {} FROM vms WHERE allocation_id = ? AND node_id = ?", kVmColumns),
       {allocation_id, node_id}));
   if (!row) return std::optional<Vm>{};
-  return std::optional<Vm>{vm_from(*row)};
+  return std::optional<Vm>{GP_TRY(vm_from(*row))};
 }
 
 // The VM `id` (or domain) of the tenant, refused (conflict) once its allocation has ended.
@@ -89,7 +89,7 @@ Result<Page<Vm>> list_vms(store::Tx& tx, const tenancy::TenantScope& scope,
            fmt::format("SELECT {} FROM vms WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?",
                        kVmColumns),
            {scope.tenant_id(), page.after.value_or(""), int64_t{page.limit} + 1})))
-    items.push_back(vm_from(row));
+    items.push_back(GP_TRY(vm_from(row)));
   return make_page(std::move(items), page);
 }
 
@@ -99,7 +99,7 @@ Result<std::optional<Vm>> find_vm(store::Tx& tx, const tenancy::TenantScope& sco
       fmt::format("SELECT {} FROM vms WHERE tenant_id = ? AND (id = ? OR domain = ?)", kVmColumns),
       {scope.tenant_id(), std::string(id), std::string(id)}));
   if (!row) return std::optional<Vm>{};
-  return std::optional<Vm>{vm_from(*row)};
+  return std::optional<Vm>{GP_TRY(vm_from(*row))};
 }
 
 Result<Vm> vm_action(store::Tx& tx, const Env& w, const tenancy::TenantScope& scope,
@@ -266,7 +266,7 @@ Result<Json> apply_vm_reports(store::Tx& tx, const Env& w, const std::string& no
                "FROM vms WHERE node_id = ? AND state <> 'destroyed' ORDER BY id",
                kVmColumns),
            {node_id}))) {
-    Vm v = vm_from(row);
+    Vm v = GP_TRY(vm_from(row));
     const bool ended = !parse_state(row.text(20)).transform(live).value_or(false);
     auto it = std::ranges::find(reports, v.domain, &VmReport::domain);
     std::string state = v.state, error = v.error;

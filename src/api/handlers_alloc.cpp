@@ -321,7 +321,8 @@ std::vector<Route> alloc_routes() {
                .request_schema = "AllocationCreate",
                .response_schema = "Allocation",
                .success_status = 201,
-               .other_success_status = 200});  // the dry run
+               .other_success_status = 200,  // the dry run
+               .other_response_schema = "AllocationDryRun"});
   r.push_back({.method = "GET",
                .pattern = project + "/allocations",
                .action = "allocation.list",

@@ -8,6 +8,7 @@
 #include "billing/ledger.h"
 #include "common/record.h"
 #include "fleet/fleet.h"
+#include "jobs/records.h"
 #include "storage/records.h"
 #include "tenancy/tenancy.h"
 
@@ -281,33 +282,36 @@ Json schemas() {
               {"duration_seconds", integer()}},
              {});
   s["AllocationRelease"] = object({{"reason", str()}}, {});
-  s["Allocation"] = loose({{"id", str()},
-                           {"tenant_id", str()},
-                           {"project_id", str()},
-                           {"name", str()},
-                           {"offering_id", nstr()},
-                           {"shape", {{"type", "object"}}},
-                           {"priority_class", str()},
-                           {"priority", integer()},
-                           {"preemptible", boolean},
-                           {"state", enum_of({"pending", "placed", "active", "released",
-                                              "preempted", "failed", "expired"})},
-                           {"reason_code", str()},
-                           {"reason", str()},
-                           {"placement", {{"type", {"object", "null"}}}},
-                           {"end_time", ntime()},
-                           {"grace_until", ntime()},
-                           {"created_at", time_str()},
-                           {"placed_at", ntime()},
-                           {"ended_at", ntime()},
-                           {"updated_at", time_str()},
-                           {"version", integer()},
-                           {"events", {{"type", "array"}}},
-                           {"stopping", {{"type", "array"}}},
-                           {"configuring", {{"type", "array"}}},
-                           {"dry_run", boolean},
-                           {"would_place", boolean}},
-                          {});
+  // One allocation's read adds its transitions, where its work is still being stopped and what
+  // its GPUs wait for before it starts.
+  Json event = object({{"seq", integer()},
+                       {"at", time_str()},
+                       {"from", str()},
+                       {"to", str()},
+                       {"reason_code", str()},
+                       {"reason", str()}},
+                      {"seq", "at", "from", "to", "reason_code", "reason"});
+  s["Allocation"] = with_optional(
+      schema_of<alloc::Allocation>(),
+      {{"events", {{"type", "array"}, {"items", event}}},
+       {"stopping",
+        {{"type", "array"},
+         {"items", object({{"allocation_id", str()},
+                           {"node_id", str()},
+                           {"since", time_str()},
+                           {"stop_by", time_str()},
+                           {"grace_seconds", integer()}},
+                          {"allocation_id", "node_id", "since", "stop_by", "grace_seconds"})}}},
+       {"configuring", {{"type", "array"}}}});
+  // What a create would do, changing nothing: the shape as the scheduler reads it, and where it
+  // would be placed or why not.
+  s["AllocationDryRun"] = object({{"dry_run", boolean},
+                                  {"would_place", boolean},
+                                  {"shape", {{"type", "object"}}},
+                                  {"placement", {{"type", "object"}}},
+                                  {"reason_code", str()},
+                                  {"reason", str()}},
+                                 {"dry_run", "would_place", "shape"});
   s["AllocationWhy"] = loose({{"id", str()},
                               {"state", str()},
                               {"reason_code", str()},
@@ -324,8 +328,8 @@ Json schemas() {
   s["ReservationCreate"] = reservation_create;
   s["Reservation"] = schema_of<alloc::Reservation>();
   s["Vm"] = schema_of<alloc::Vm>();
-  const std::vector<std::string> job_states = {"queued", "starting",  "running",  "succeeded",
-                                               "failed", "cancelled", "preempted"};
+  const std::vector<std::string> job_states(jobs::kJobStateNames.begin(),
+                                            jobs::kJobStateNames.end());
   s["JobCreate"] = object(
       {{"name", str()},
        {"image", str()},
@@ -350,32 +354,44 @@ Json schemas() {
        {"preemptible", boolean}},
       {"name", "image", "offering"});
   s["JobCancel"] = object({}, {});
-  s["Job"] = loose({{"id", str()},
-                    {"tenant_id", str()},
-                    {"project_id", str()},
-                    {"name", str()},
-                    {"spec", {{"type", "object"}}},
-                    {"offering_id", str()},
-                    {"allocation_id", str()},
-                    {"state", enum_of(job_states)},
-                    {"failure", nstr()},
-                    {"reason", str()},
-                    {"exit_code", {{"type", {"integer", "null"}}}},
-                    {"attempts", integer()},
-                    {"attempt_history", {{"type", "array"}}},
-                    {"image_digest", nstr()},
-                    {"pull_always", boolean},
-                    {"stop_requested_at", ntime()},
-                    {"started_at", ntime()},
-                    {"ended_at", ntime()},
-                    {"created_by", str()},
-                    {"created_at", time_str()},
-                    {"updated_at", time_str()},
-                    {"version", integer()},
-                    {"members", {{"type", "array"}}},
-                    {"events", {{"type", "array"}}},
-                    {"allocation", {{"type", "object"}}}},
-                   {"id", "name", "state", "reason", "allocation_id", "attempts"});
+  // A job's answer adds its members, its history, its attempts and, while it waits, its
+  // allocation's reason.
+  Json job_member = object({{"rank", integer()},
+                            {"attempt", integer()},
+                            {"node_id", str()},
+                            {"state", str()},
+                            {"exit_code", {{"type", {"integer", "null"}}}},
+                            {"oom", boolean},
+                            {"failure", nstr()},
+                            {"error", nstr()},
+                            {"address", nstr()},
+                            {"updated_at", time_str()}},
+                           {"rank", "attempt", "node_id", "state", "exit_code", "oom", "failure",
+                            "error", "address", "updated_at"});
+  Json job_event = object(
+      {{"seq", integer()}, {"at", time_str()}, {"from", str()}, {"to", str()}, {"reason", str()}},
+      {"seq", "at", "from", "to", "reason"});
+  Json job_attempt = object(
+      {{"attempt", integer()},
+       {"allocation_id", str()},
+       {"nodes", {{"type", "array"}}},
+       {"node_names", strings},
+       {"started_at", ntime()},
+       {"ended_at", ntime()},
+       {"end_reason", str()}},
+      {"attempt", "allocation_id", "nodes", "node_names", "started_at", "ended_at", "end_reason"});
+  s["Job"] = with_optional(
+      schema_of<jobs::Job>(),
+      {{"members", {{"type", "array"}, {"items", job_member}}},
+       {"events", {{"type", "array"}, {"items", job_event}}},
+       {"attempt_history", {{"type", "array"}, {"items", job_attempt}}},
+       {"allocation",
+        object({{"id", str()},
+                {"state", enum_of(std::vector<std::string>(alloc::kAllocationStateNames.begin(),
+                                                           alloc::kAllocationStateNames.end()))},
+                {"reason_code", str()},
+                {"reason", str()}},
+               {"id", "state", "reason_code", "reason"})}});
   s["JobLogs"] = object({{"job", str()},
                          {"state", enum_of(job_states)},
                          {"finished", boolean},
@@ -969,7 +985,13 @@ Json Api::openapi() const {
         {"description", "Error"},
         {"content", {{"application/problem+json", {{"schema", schema_ref("Problem")}}}}}};
     op["responses"] = {{std::to_string(r.success_status), ok_resp}, {"default", problem}};
-    if (r.other_success_status) op["responses"][std::to_string(*r.other_success_status)] = ok_resp;
+    if (r.other_success_status) {
+      Json other_resp = ok_resp;
+      if (!r.other_response_schema.empty())
+        other_resp["content"] = {
+            {"application/json", {{"schema", response_schema(r.other_response_schema)}}}};
+      op["responses"][std::to_string(*r.other_success_status)] = other_resp;
+    }
     if (r.access == Access::kPublic)
       op["security"] = Json::array();
     else

@@ -103,9 +103,10 @@ struct Route {
   std::string request_schema;   // component name, "" if none
   std::string response_schema;  // component name ("X" or "X[]" for a page)
   int success_status = 200;
-  // Another success the route answers with the same body (a PUT that creates answers 201, a
-  // dry run 200, ...).
+  // Another success the route answers (a PUT that creates answers 201, a draft re-rated 200,
+  // ...), with the same body unless other_response_schema names its own.
   std::optional<int> other_success_status;
+  std::string other_response_schema;  // other_success_status's component name (a dry run's)
   // `pattern` split at '/', set by the Api once its table is complete (views into `pattern`).
   std::vector<std::string_view> segments;
 };

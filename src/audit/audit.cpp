@@ -8,7 +8,7 @@ namespace gp::audit {
 
 namespace {
 const std::string kCols = store::columns_of<Record>();
-Record record_from(const store::Row& row) { return store::read_row<Record>(row); }
+Result<Record> record_from(const store::Row& row) { return store::read_row<Record>(row); }
 const std::string kInsert =
     fmt::format("INSERT INTO audit_log ({}) VALUES ({})", kCols, store::placeholders_of<Record>());
 }  // namespace
@@ -80,7 +80,7 @@ Result<std::vector<Record>> AuditLog::list(store::Tx& tx, const Query& q) const 
       fmt::format("SELECT {} FROM audit_log WHERE {} ORDER BY seq LIMIT ?", kCols, where), params));
   std::vector<Record> out;
   out.reserve(rows.size());
-  for (const auto& row : rows) out.push_back(record_from(row));
+  for (const auto& row : rows) out.push_back(GP_TRY(record_from(row)));
   return out;
 }
 
@@ -88,7 +88,7 @@ Result<VerifyReport> verify_chain(store::Tx& tx, const Verifier& verifier) {
   std::vector<Record> records;
   for (const auto& row :
        GP_TRY(tx.query(fmt::format("SELECT {} FROM audit_log ORDER BY rowid", kCols))))
-    records.push_back(record_from(row));
+    records.push_back(GP_TRY(record_from(row)));
   std::vector<Checkpoint> checkpoints;
   for (const auto& c : GP_TRY(tx.query(
            "SELECT seq, hash, time_us, key_id, signature FROM audit_checkpoints ORDER BY seq")))

@@ -39,7 +39,7 @@ constexpr std::string_view kBudgetColumns =
     "tenant_id, project_id, amount_micros, thresholds, hard_stop, updated_by, updated_at, version";
 
 const std::string kAlertColumns = store::columns_of<AlertRecord>();
-AlertRecord alert_from(const store::Row& row) { return store::read_row<AlertRecord>(row); }
+Result<AlertRecord> alert_from(const store::Row& row) { return store::read_row<AlertRecord>(row); }
 
 }  // namespace
 
@@ -170,7 +170,7 @@ Result<std::vector<AlertRecord>> record_budget_alerts(store::Tx& tx, const Budge
                     kAlertColumns),
         {b.tenant, b.project, label, int64_t(c.threshold_bps)}));
     if (!row) return fail(Error::internal("budget alert vanished after insert"));
-    out.push_back(alert_from(*row));
+    out.push_back(GP_TRY(alert_from(*row)));
   }
   return out;
 }
@@ -183,7 +183,7 @@ Result<std::vector<AlertRecord>> list_budget_alerts(store::Tx& tx, const std::st
                        "LIMIT ?",
                        kAlertColumns),
            {tenant_id, after, int64_t(limit)})))
-    out.push_back(alert_from(row));
+    out.push_back(GP_TRY(alert_from(row)));
   return out;
 }
 

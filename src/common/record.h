@@ -16,9 +16,10 @@
 // one such as int32_t or uint32_t: stored and shown as a 64-bit integer), std::optional<int64_t>,
 // bool, double, a string map (std::map<std::string, std::string>: a JSON object of strings, stored
 // as its JSON text), a string list (std::vector<std::string>: a JSON array of strings, stored as
-// its JSON text), and an enum whose values run 0, 1, ... with Form::kEnum and `values` naming
-// each value at its index (stored and shown as that name). An optional member is null in JSON
-// when absent (its schema allows null); every field is required in the schema.
+// its JSON text), a JSON value (Json: an object, stored as its text, NULL when null), and an enum
+// whose values run 0, 1, ... with Form::kEnum and `values` naming each value at its index (stored
+// and shown as that name). An optional member is null in JSON when absent (its schema allows
+// null); every field is required in the schema.
 //
 // A value JSON shows that is worked out from the record rather than stored (a pool's kind, a
 // deletion's path) is a Derived entry. A value that depends on more than the record (the clock,
@@ -46,7 +47,8 @@ enum class Form : uint8_t {
   kPlain,        // as the member's type says: string, integer or boolean
   kTime,         // int64_t microseconds since the epoch, RFC 3339 text in JSON
   kEnum,         // a string from Field::values (an enum member: the name at its value's index)
-  kNullIfEmpty,  // a string member shown as null when empty, an integer one when 0 (stored as is)
+  kNullIfEmpty,  // a string member shown as null when empty, an integer one when 0 (stored as
+                 // is); a Json member that may be null
   kJsonText,     // a string member holding JSON text, shown as that value ("" shows as {})
   kDecimal,      // an integer member shown as its decimal text (a sequence number used as an id)
 };

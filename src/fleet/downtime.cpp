@@ -12,7 +12,7 @@ namespace gp::fleet {
 namespace {
 
 const std::string kCols = store::columns_of<Downtime>();
-Downtime downtime_from(const store::Row& r) { return store::read_row<Downtime>(r); }
+Result<Downtime> downtime_from(const store::Row& r) { return store::read_row<Downtime>(r); }
 
 // Deterministic, like usage intervals: the node, the GPU and the start identify an interval.
 std::string downtime_id(const std::string& node_id, const std::string& gpu_uuid, int64_t start) {
@@ -65,7 +65,7 @@ Result<std::vector<Downtime>> list_downtime(store::Tx& tx, int64_t from_us, int6
       {to_us, from_us}));
   std::vector<Downtime> out;
   out.reserve(rows.size());
-  for (const auto& r : rows) out.push_back(downtime_from(r));
+  for (const auto& r : rows) out.push_back(GP_TRY(downtime_from(r)));
   return out;
 }
 

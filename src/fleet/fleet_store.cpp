@@ -48,7 +48,7 @@ Json Gpu::to_json() const {
 
 namespace {
 const std::string kPoolCols = store::columns_of<Pool>();
-Pool pool_from(const Row& r) { return store::read_row<Pool>(r); }
+Result<Pool> pool_from(const Row& r) { return store::read_row<Pool>(r); }
 }  // namespace
 
 Result<Pool> create_pool(store::Tx& tx, const Env& w, const std::string& name,
@@ -74,13 +74,13 @@ Result<std::optional<Pool>> find_pool(store::Tx& tx, std::string_view key) {
                                              key.starts_with("pool_") ? "id" : "name"),
                                  {std::string(key)}));
   if (!row) return std::optional<Pool>();
-  return std::optional<Pool>(pool_from(*row));
+  return std::optional<Pool>(GP_TRY(pool_from(*row)));
 }
 
 Result<std::vector<Pool>> list_pools(store::Tx& tx) {
   auto rows = GP_TRY(tx.query(fmt::format("SELECT {} FROM pools ORDER BY name", kPoolCols)));
   std::vector<Pool> out;
-  for (const auto& r : rows) out.push_back(pool_from(r));
+  for (const auto& r : rows) out.push_back(GP_TRY(pool_from(r)));
   return out;
 }
 

@@ -34,7 +34,7 @@ Result<std::vector<NodeCertificate>> list_certificates(store::Tx& tx, const std:
                        "DESC, serial",
                        kColumns),
            {node_id})))
-    out.push_back(store::read_row<NodeCertificate>(r));
+    out.push_back(GP_TRY(store::read_row<NodeCertificate>(r)));
   return out;
 }
 

@@ -111,7 +111,7 @@ Result<TenantIdentities> tenant_identities(store::Tx& tx, const std::string& ten
 
 namespace {
 const std::string kUserCols = store::columns_of<User>();
-User user_from(const Row& r) { return store::read_row<User>(r); }
+Result<User> user_from(const Row& r) { return store::read_row<User>(r); }
 }  // namespace
 
 Result<UserSpec> parse_user_spec(ObjectReader& r) {
@@ -159,7 +159,7 @@ Result<std::optional<User>> find_user(store::Tx& tx, const Owner& owner, std::st
                                              where, key.starts_with("usr_") ? "id" : "username"),
                                  params));
   if (!row) return std::optional<User>();
-  return std::optional<User>(user_from(*row));
+  return std::optional<User>(GP_TRY(user_from(*row)));
 }
 
 Result<Page<User>> list_users(store::Tx& tx, const Owner& owner, const PageRequest& page) {
@@ -171,7 +171,7 @@ Result<Page<User>> list_users(store::Tx& tx, const Owner& owner, const PageReque
       fmt::format("SELECT {} FROM users WHERE {} AND id > ? ORDER BY id LIMIT ?", kUserCols, where),
       params));
   std::vector<User> out;
-  for (const auto& r : rows) out.push_back(user_from(r));
+  for (const auto& r : rows) out.push_back(GP_TRY(user_from(r)));
   return make_page(std::move(out), page);
 }
 
@@ -271,7 +271,7 @@ Result<std::string> refuse_login(std::string_view password) {
 
 namespace {
 const std::string kSaCols = store::columns_of<ServiceAccount>();
-ServiceAccount sa_from(const Row& r) { return store::read_row<ServiceAccount>(r); }
+Result<ServiceAccount> sa_from(const Row& r) { return store::read_row<ServiceAccount>(r); }
 }  // namespace
 
 Result<ServiceAccountSpec> parse_service_account_spec(ObjectReader& r) {
@@ -311,7 +311,7 @@ Result<std::optional<ServiceAccount>> find_service_account(store::Tx& tx, const 
                   kSaCols, where, key.starts_with("sva_") ? "id" : "name"),
       params));
   if (!row) return std::optional<ServiceAccount>();
-  return std::optional<ServiceAccount>(sa_from(*row));
+  return std::optional<ServiceAccount>(GP_TRY(sa_from(*row)));
 }
 
 Result<Page<ServiceAccount>> list_service_accounts(store::Tx& tx, const Owner& owner,
@@ -326,7 +326,7 @@ Result<Page<ServiceAccount>> list_service_accounts(store::Tx& tx, const Owner& o
                   kSaCols, where),
       params));
   std::vector<ServiceAccount> out;
-  for (const auto& r : rows) out.push_back(sa_from(r));
+  for (const auto& r : rows) out.push_back(GP_TRY(sa_from(r)));
   return make_page(std::move(out), page);
 }
 
@@ -348,7 +348,7 @@ Result<void> delete_service_account(store::Tx& tx, const Env& w, const Owner& ow
 
 namespace {
 const std::string kKeyCols = store::columns_of<ApiKey>();
-ApiKey key_from(const Row& r) { return store::read_row<ApiKey>(r); }
+Result<ApiKey> key_from(const Row& r) { return store::read_row<ApiKey>(r); }
 }  // namespace
 
 Result<ApiKeySpec> parse_api_key_spec(ObjectReader& r, const Env& w) {
@@ -412,7 +412,7 @@ Result<std::optional<ApiKey>> find_api_key(store::Tx& tx, const Owner& owner, st
   auto row = GP_TRY(tx.query_one(
       fmt::format("SELECT {} FROM api_keys WHERE {} AND id = ?", kKeyCols, where), params));
   if (!row) return std::optional<ApiKey>();
-  return std::optional<ApiKey>(key_from(*row));
+  return std::optional<ApiKey>(GP_TRY(key_from(*row)));
 }
 
 Result<Page<ApiKey>> list_api_keys(store::Tx& tx, const Owner& owner, const PageRequest& page,
@@ -430,7 +430,7 @@ Result<Page<ApiKey>> list_api_keys(store::Tx& tx, const Owner& owner, const Page
                                   kKeyCols, where),
                       params));
   std::vector<ApiKey> out;
-  for (const auto& r : rows) out.push_back(key_from(r));
+  for (const auto& r : rows) out.push_back(GP_TRY(key_from(r)));
   return make_page(std::move(out), page);
 }
 
@@ -472,7 +472,7 @@ Result<void> revoke_session(store::Tx& tx, const Env& w, const std::string& id) 
 
 namespace {
 const std::string kBindingCols = store::columns_of<Binding>();
-Binding binding_from(const Row& r) { return store::read_row<Binding>(r); }
+Result<Binding> binding_from(const Row& r) { return store::read_row<Binding>(r); }
 }  // namespace
 
 Result<BindingSpec> parse_binding_spec(ObjectReader& r) {
@@ -526,7 +526,7 @@ Result<std::optional<Binding>> find_binding(store::Tx& tx, const Owner& owner,
       fmt::format("SELECT {} FROM role_bindings WHERE {} AND id = ?", kBindingCols, where),
       params));
   if (!row) return std::optional<Binding>();
-  return std::optional<Binding>(binding_from(*row));
+  return std::optional<Binding>(GP_TRY(binding_from(*row)));
 }
 
 Result<Page<Binding>> list_bindings(store::Tx& tx, const Owner& owner, const PageRequest& page) {
@@ -539,7 +539,7 @@ Result<Page<Binding>> list_bindings(store::Tx& tx, const Owner& owner, const Pag
                            kBindingCols, where),
                params));
   std::vector<Binding> out;
-  for (const auto& r : rows) out.push_back(binding_from(r));
+  for (const auto& r : rows) out.push_back(GP_TRY(binding_from(r)));
   return make_page(std::move(out), page);
 }
 

@@ -6,6 +6,7 @@
 // podman on the node is jobs/runtime.h.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -81,6 +82,9 @@ bool set_by_platform(std::string_view name);
 // ---- states ----
 
 enum class State { kQueued, kStarting, kRunning, kSucceeded, kFailed, kCancelled, kPreempted };
+// Each state's name, at its value's index.
+inline constexpr std::array<std::string_view, 7> kJobStateNames = {
+    "queued", "starting", "running", "succeeded", "failed", "cancelled", "preempted"};
 std::string_view state_name(State s);
 std::optional<State> parse_state(std::string_view s);
 inline bool finished(State s) {
@@ -90,6 +94,9 @@ inline bool finished(State s) {
 
 // Why a job failed.
 enum class Failure { kNone, kExitCode, kOom, kNodeLost, kImagePull, kDeadline, kStartFailed };
+// Each failure's name, at its value's index ("" for none).
+inline constexpr std::array<std::string_view, 7> kFailureNames = {
+    "", "exit_code", "oom", "node_lost", "image_pull", "deadline", "start_failed"};
 std::string_view failure_name(Failure f);  // "", "exit_code", "oom", "node_lost", ...
 
 // What happens to a job: the scheduler placed its allocation, the node started or lost its

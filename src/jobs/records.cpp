@@ -12,14 +12,13 @@
 #include "network/records.h"
 #include "policy/policy.h"
 #include "storage/records.h"
+#include "store/record_row.h"
 
 namespace gp::jobs {
 namespace {
 
-constexpr std::string_view kJobColumns =
-    "id, tenant_id, project_id, name, spec, offering_id, allocation_id, state, failure, reason, "
-    "exit_code, attempts, image_digest, cancel_requested_at, started_at, ended_at, created_by, "
-    "created_at, updated_at, version, pull_always, registries";
+// The spec, stored as its JSON, comes first; the table's columns follow.
+const std::string kJobColumns = "spec, " + store::columns_of<Job>();
 
 constexpr std::string_view kScheduler = "scheduler";
 
@@ -39,31 +38,8 @@ Result<Failure> parse_failure(std::string_view name) {
 }
 
 Result<Job> job_from(const store::Row& row) {
-  Job j;
-  j.id = row.text(0);
-  j.tenant_id = row.text(1);
-  j.project_id = row.text(2);
-  j.spec = GP_TRY(parse_job_spec(GP_TRY(parse_json(row.text(4)))));
-  j.offering_id = row.text(5);
-  j.allocation_id = row.text(6);
-  auto state = parse_state(row.text(7));
-  if (!state) return fail(Error::internal(fmt::format("job {}: unknown state", j.id)));
-  j.state = *state;
-  j.failure = GP_TRY(parse_failure(row.text(8)));
-  j.reason = row.text(9);
-  if (!row.is_null(10)) j.exit_code = static_cast<int>(row.integer(10));
-  j.attempts = static_cast<int>(row.integer(11));
-  j.image_digest = row.text(12);
-  j.stop_requested_at = row.opt_integer(13);
-  j.started_at = row.opt_integer(14);
-  j.ended_at = row.opt_integer(15);
-  j.created_by = row.text(16);
-  j.created_at = row.integer(17);
-  j.updated_at = row.integer(18);
-  j.version = row.integer(19);
-  j.pull_always = row.integer(20) != 0;
-  for (const auto& r : GP_TRY(parse_json(row.text(21))))
-    if (r.is_string()) j.allowed_registries.push_back(r.get<std::string>());
+  Job j = GP_TRY(store::read_row<Job>(row, 1));
+  j.spec = GP_TRY(parse_job_spec(GP_TRY(parse_json(row.text(0)))));
   return j;
 }
 
@@ -128,7 +104,7 @@ Result<void> save(store::Tx& tx, const Env& w, Job& j, State from) {
       "image_digest = ?, cancel_requested_at = ?, started_at = ?, ended_at = ?, updated_at = ?, "
       "version = ?, allocation_id = ? WHERE id = ?",
       {std::string(state_name(j.state)), std::string(failure_name(j.failure)), j.reason,
-       store::opt(wide(j.exit_code)), int64_t{j.attempts}, j.image_digest,
+       store::opt(j.exit_code), int64_t{j.attempts}, j.image_digest,
        store::opt(j.stop_requested_at), store::opt(j.started_at), store::opt(j.ended_at),
        j.updated_at, j.version, j.allocation_id, j.id}));
   if (from != j.state) GP_TRY_VOID(insert_event(tx, j.id, j.updated_at, from, j.state, j.reason));
@@ -351,28 +327,11 @@ Share member_share(const fleet::Node& node, int node_gpus, const Json& grants,
 
 }  // namespace
 
-Json Job::to_json() const {
-  return {{"id", id},
-          {"tenant_id", tenant_id},
-          {"project_id", project_id},
-          {"name", spec.name},
-          {"spec", spec.to_json()},
-          {"offering_id", offering_id},
-          {"allocation_id", allocation_id},
-          {"state", state_name(state)},
-          {"failure", failure == Failure::kNone ? Json(nullptr) : Json(failure_name(failure))},
-          {"reason", reason},
-          {"exit_code", exit_code ? Json(*exit_code) : Json(nullptr)},
-          {"attempts", attempts},
-          {"image_digest", image_digest.empty() ? Json(nullptr) : Json(image_digest)},
-          {"pull_always", pull_always},
-          {"stop_requested_at", opt_ts(stop_requested_at)},
-          {"started_at", opt_ts(started_at)},
-          {"ended_at", opt_ts(ended_at)},
-          {"created_by", created_by},
-          {"created_at", ts(created_at)},
-          {"updated_at", ts(updated_at)},
-          {"version", version}};
+Json Job::to_json() const { return json_of_fields(*this); }
+
+std::optional<std::string> Job::failure_shown() const {
+  if (failure == Failure::kNone) return std::nullopt;
+  return std::string(failure_name(failure));
 }
 
 Json JobEvent::to_json() const {
@@ -432,13 +391,12 @@ Result<Job> submit(store::Tx& tx, const Env& w, alloc::Service& service, const J
   j.created_at = j.updated_at = w.now();
   j.pull_always = s.pull_always;
   j.allowed_registries = s.allowed_registries;
-  auto inserted = tx.exec(
-      fmt::format("INSERT INTO jobs ({}) VALUES (?, ?, ?, ?, ?, ?, ?, 'queued', '', ?, NULL, 0, "
-                  "'', NULL, NULL, NULL, ?, ?, ?, 1, ?, ?)",
-                  kJobColumns),
-      {j.id, j.tenant_id, j.project_id, spec.name, j.spec.to_json().dump(), j.offering_id,
-       j.allocation_id, j.reason, j.created_by, j.created_at, j.updated_at, int64_t{j.pull_always},
-       Json(j.allowed_registries).dump()});
+  // Queued, with no attempt yet: the row as `j` holds it now, its spec and its name beside it.
+  store::Params params = store::params_of(j);
+  params.insert(params.end(), {j.spec.to_json().dump(), spec.name});
+  auto inserted = tx.exec(fmt::format("INSERT INTO jobs ({}, spec, name) VALUES ({},?,?)",
+                                      store::columns_of<Job>(), store::placeholders_of<Job>()),
+                          params);
   if (!inserted) {
     if (inserted.error().code == ErrorCode::kConflict)
       return fail(Error::conflict(

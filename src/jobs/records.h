@@ -16,6 +16,7 @@
 #include "alloc/alloc.h"
 #include "common/env.h"
 #include "common/page.h"
+#include "common/record.h"
 #include "jobs/jobs.h"
 #include "storage/storage.h"
 #include "store/store.h"
@@ -38,7 +39,7 @@ struct Job {
   State state = State::kQueued;
   Failure failure = Failure::kNone;
   std::string reason;
-  std::optional<int> exit_code;
+  std::optional<int64_t> exit_code;
   int attempts = 0;  // starts so far
   std::string image_digest;
   // The tenant's workload policy when it was submitted: the node checks the image again.
@@ -51,6 +52,8 @@ struct Job {
   std::string created_by;
   int64_t created_at = 0, updated_at = 0, version = 1;
   Json to_json() const;
+  // The failure's name; nullopt for none.
+  std::optional<std::string> failure_shown() const;
 };
 
 struct JobEvent {
@@ -164,3 +167,48 @@ Result<std::vector<MemberLog>> job_logs(store::Tx& tx, const std::string& job_id
 std::string tail_lines(std::string_view text, int lines);
 
 }  // namespace gp::jobs
+
+namespace gp {
+
+// A job as stored and shown (common/record.h). Its spec is stored as its JSON, with its name as
+// a column of its own (unique among the project's live jobs), and shown as is; its failure is
+// stored by name ("" for none) and shown as that name or null. The registries its tenant allowed
+// when it was submitted are stored only.
+template <>
+struct Fields<jobs::Job> {
+  using J = jobs::Job;
+  static constexpr auto list = std::tuple{
+      Field{"id", &J::id},
+      Field{"tenant_id", &J::tenant_id},
+      Field{"project_id", &J::project_id},
+      Derived<J>{"name", [](const J& j) { return j.spec.name; }},
+      Derived<J, Json>{"spec", [](const J& j) { return j.spec.to_json(); }},
+      Field{"offering_id", &J::offering_id},
+      Field{"allocation_id", &J::allocation_id},
+      Field{"state", &J::state, {}, Form::kEnum, jobs::kJobStateNames},
+      Field{"failure", &J::failure, {}, Form::kEnum, jobs::kFailureNames, Shown::kStoredOnly},
+      Derived<J, std::optional<std::string>>{
+          "failure", [](const J& j) { return j.failure_shown(); },
+          std::span<const std::string_view>(jobs::kFailureNames).subspan(1)},
+      Field{"reason", &J::reason},
+      Field{"exit_code", &J::exit_code},
+      Field{"attempts", &J::attempts},
+      Field{"image_digest", &J::image_digest, {}, Form::kNullIfEmpty},
+      Field{"pull_always", &J::pull_always},
+      Field{"stop_requested_at", &J::stop_requested_at, "cancel_requested_at", Form::kTime},
+      Field{"started_at", &J::started_at, {}, Form::kTime},
+      Field{"ended_at", &J::ended_at, {}, Form::kTime},
+      Field{"created_by", &J::created_by},
+      Field{"created_at", &J::created_at, {}, Form::kTime},
+      Field{"updated_at", &J::updated_at, {}, Form::kTime},
+      Field{"version", &J::version},
+      Field{"allowed_registries",
+            &J::allowed_registries,
+            "registries",
+            Form::kPlain,
+            {},
+            Shown::kStoredOnly},
+  };
+};
+
+}  // namespace gp

@@ -9,23 +9,17 @@ namespace gp::jobs {
 
 namespace {
 
-constexpr std::array<std::string_view, 7> kStateNames = {
-    "queued", "starting", "running", "succeeded", "failed", "cancelled", "preempted"};
-
-constexpr std::array<std::string_view, 7> kFailureNames = {
-    "", "exit_code", "oom", "node_lost", "image_pull", "deadline", "start_failed"};
-
 constexpr std::array<std::string_view, 9> kEventNames = {"placed",       "started",   "exited",
                                                          "start_failed", "node_lost", "deadline",
                                                          "cancel",       "preempt",   "evicted"};
 
 }  // namespace
 
-std::string_view state_name(State s) { return kStateNames[static_cast<size_t>(s)]; }
+std::string_view state_name(State s) { return kJobStateNames[static_cast<size_t>(s)]; }
 
 std::optional<State> parse_state(std::string_view s) {
-  for (size_t i = 0; i < kStateNames.size(); ++i)
-    if (kStateNames[i] == s) return static_cast<State>(i);
+  for (size_t i = 0; i < kJobStateNames.size(); ++i)
+    if (kJobStateNames[i] == s) return static_cast<State>(i);
   return std::nullopt;
 }
 

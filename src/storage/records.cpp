@@ -26,14 +26,14 @@ Result<StoredVolumes> volumes_from(const store::Row& row) {
 }
 
 const std::string kDeletionCols = store::columns_of<Deletion>();
-Deletion deletion_from(const store::Row& row) { return store::read_row<Deletion>(row); }
+Result<Deletion> deletion_from(const store::Row& row) { return store::read_row<Deletion>(row); }
 
 Result<std::vector<Deletion>> deletions_where(store::Tx& tx, std::string_view where,
                                               const store::Params& params) {
   std::vector<Deletion> out;
   for (const auto& row : GP_TRY(tx.query(
            fmt::format("SELECT {} FROM storage_deletions WHERE {}", kDeletionCols, where), params)))
-    out.push_back(deletion_from(row));
+    out.push_back(GP_TRY(deletion_from(row)));
   return out;
 }
 
@@ -404,7 +404,9 @@ Result<void> save_keyring(store::Tx& tx, const std::string& tenant_id, const Key
 
 namespace {
 const std::string kSecretColumns = store::columns_of<SecretRecord>();
-SecretRecord secret_from(const store::Row& row) { return store::read_row<SecretRecord>(row); }
+Result<SecretRecord> secret_from(const store::Row& row) {
+  return store::read_row<SecretRecord>(row);
+}
 }  // namespace
 
 Result<bool> secret_exists(store::Tx& tx, const std::string& tenant_id, const std::string& name) {
@@ -429,7 +431,7 @@ Result<std::optional<SecretRecord>> find_secret(store::Tx& tx, const std::string
       fmt::format("SELECT {} FROM tenant_secrets WHERE tenant_id = ? AND name = ?", kSecretColumns),
       {tenant_id, name}));
   if (!row) return std::optional<SecretRecord>();
-  return std::optional<SecretRecord>(secret_from(*row));
+  return std::optional<SecretRecord>(GP_TRY(secret_from(*row)));
 }
 
 Result<std::vector<SecretRecord>> list_secrets(store::Tx& tx, const std::string& tenant_id,
@@ -440,7 +442,7 @@ Result<std::vector<SecretRecord>> list_secrets(store::Tx& tx, const std::string&
                        "name LIMIT ?",
                        kSecretColumns),
            {tenant_id, after, limit})))
-    out.push_back(secret_from(row));
+    out.push_back(GP_TRY(secret_from(row)));
   return out;
 }
 

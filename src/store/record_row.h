@@ -2,6 +2,9 @@
 // reader and its row's parameters, all in the order of its Fields<R> table.
 #pragma once
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -52,11 +55,15 @@ std::string placeholders_of() {
   return out;
 }
 
-// R from a row whose columns, from `first` on, are columns_of<R>().
+// R from a row whose columns, from `first` on, are columns_of<R>(). An enum column holding a
+// name its field's values do not list fails (Error::internal, naming the column and the value):
+// reading it as some other value would show and act on a state the row never held. So does a
+// JSON column whose text is not JSON.
 template <typename R>
-R read_row(const Row& row, size_t first = 0) {
+Result<R> read_row(const Row& row, size_t first = 0) {
   R r{};
   size_t i = first;
+  std::optional<Error> error;
   for_each_stored<R>([&](const auto& f) {
     auto& v = r.*(f.member);
     using T = std::remove_cvref_t<decltype(v)>;
@@ -76,10 +83,21 @@ R read_row(const Row& row, size_t first = 0) {
       v = string_map_of(row.text(i));
     else if constexpr (std::is_same_v<T, StringList>)
       v = string_list_of(row.text(i));
-    else if constexpr (std::is_enum_v<T>)  // an unknown name keeps the first value
-      v = parse_enum<T>(row.text(i), f.values).value_or(T{});
+    else if constexpr (std::is_same_v<T, Json>) {
+      v = row.is_null(i) ? Json(nullptr) : Json::parse(row.text(i), nullptr, false);
+      if (v.is_discarded() && !error)
+        error =
+            Error::internal(fmt::format("column {} holds text that is not JSON", f.stored_as()));
+    } else if constexpr (std::is_enum_v<T>) {
+      if (auto e = parse_enum<T>(row.text(i), f.values))
+        v = *e;
+      else if (!error)
+        error = Error::internal(fmt::format("column {} holds '{}', which is not one of {}",
+                                            f.stored_as(), row.text(i), fmt::join(f.values, ", ")));
+    }
     ++i;
   });
+  if (error) return fail(std::move(*error));
   return r;
 }
 
@@ -102,6 +120,11 @@ Params params_of(const R& r) {
       out.emplace_back(static_cast<int64_t>(v));
     } else if constexpr (std::is_same_v<T, StringMap> || std::is_same_v<T, StringList>) {
       out.emplace_back(Json(v).dump());
+    } else if constexpr (std::is_same_v<T, Json>) {
+      if (v.is_null())
+        out.emplace_back(Null{});
+      else
+        out.emplace_back(v.dump());
     } else if constexpr (std::is_enum_v<T>) {
       out.emplace_back(std::string(enum_name(v, f.values)));
     } else {

@@ -40,7 +40,7 @@ std::optional<TenantState> parse_state(std::string_view s) {
 
 namespace {
 const std::string kTenantCols = store::columns_of<Tenant>();
-Tenant tenant_from(const Row& r) { return store::read_row<Tenant>(r); }
+Result<Tenant> tenant_from(const Row& r) { return store::read_row<Tenant>(r); }
 }  // namespace
 
 Result<TenantSpec> parse_tenant_spec(ObjectReader& r) {
@@ -95,7 +95,7 @@ Result<std::optional<Tenant>> find_tenant(store::Tx& tx, std::string_view key) {
                                              key.starts_with("ten_") ? "id" : "name"),
                                  {std::string(key)}));
   if (!row) return std::optional<Tenant>();
-  return std::optional<Tenant>(tenant_from(*row));
+  return std::optional<Tenant>(GP_TRY(tenant_from(*row)));
 }
 
 Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
@@ -105,7 +105,7 @@ Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
       tx.query(fmt::format("SELECT {} FROM tenants WHERE id > ? ORDER BY id LIMIT ?", kTenantCols),
                {page.after.value_or(""), only_ids ? int64_t(1) << 40 : fetch_limit(page)}));
   for (const auto& r : rows) {
-    Tenant t = tenant_from(r);
+    Tenant t = GP_TRY(tenant_from(r));
     if (only_ids && std::find(only_ids->begin(), only_ids->end(), t.id) == only_ids->end())
       continue;
     out.push_back(std::move(t));
@@ -242,7 +242,7 @@ iam::TenantLookup tenant_lookup() {
 
 namespace {
 const std::string kProjectCols = store::columns_of<Project>();
-Project project_from(const Row& r) { return store::read_row<Project>(r); }
+Result<Project> project_from(const Row& r) { return store::read_row<Project>(r); }
 }  // namespace
 
 Result<ProjectSpec> parse_project_spec(ObjectReader& r) {
@@ -287,7 +287,7 @@ Result<std::optional<Project>> find_project_by_namespace(store::Tx& tx, std::str
       tx.query_one(fmt::format("SELECT {} FROM projects WHERE k8s_namespace = ?", kProjectCols),
                    {std::string(ns)}));
   if (!row) return std::optional<Project>();
-  return std::optional<Project>(project_from(*row));
+  return std::optional<Project>(GP_TRY(project_from(*row)));
 }
 
 Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
@@ -297,7 +297,7 @@ Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
                                       kProjectCols, key.starts_with("prj_") ? "id" : "name"),
                           {s.tenant_id(), std::string(key)}));
   if (!row) return std::optional<Project>();
-  return std::optional<Project>(project_from(*row));
+  return std::optional<Project>(GP_TRY(project_from(*row)));
 }
 
 Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const PageRequest& page,
@@ -309,7 +309,7 @@ Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const P
       {s.tenant_id(), page.after.value_or(""), only_ids ? int64_t(1) << 40 : fetch_limit(page)}));
   std::vector<Project> out;
   for (const auto& r : rows) {
-    Project p = project_from(r);
+    Project p = GP_TRY(project_from(r));
     if (only_ids && std::find(only_ids->begin(), only_ids->end(), p.id) == only_ids->end())
       continue;
     out.push_back(std::move(p));

@@ -137,6 +137,7 @@ TEST(Record, EnumsLabelMapsFractionsAndDerivedValuesAreWrittenAndDescribed) {
 
 struct Note {
   std::string tenant, detail;
+  Json placement;  // null until placed
 };
 
 }  // namespace
@@ -146,20 +147,23 @@ struct Fields<Note> {
   static constexpr auto list = std::tuple{
       Field{"tenant", &Note::tenant, {}, Form::kNullIfEmpty},
       Field{"detail", &Note::detail, {}, Form::kJsonText},
+      Field{"placement", &Note::placement, {}, Form::kNullIfEmpty},
   };
 };
 
 namespace {
 
 TEST(Record, AnEmptyStringCanShowAsNullAndJsonTextShowsAsItsValue) {
-  EXPECT_EQ(json_of_fields(Note{"", ""}), Json::parse(R"({"tenant": null, "detail": {}})"));
-  EXPECT_EQ(json_of_fields(Note{"ten_1", R"({"a": [1]})"}),
-            Json::parse(R"({"tenant": "ten_1", "detail": {"a": [1]}})"));
+  EXPECT_EQ(json_of_fields(Note{"", ""}),
+            Json::parse(R"({"tenant": null, "detail": {}, "placement": null})"));
+  EXPECT_EQ(json_of_fields(Note{"ten_1", R"({"a": [1]})", Json{{"gpus", 2}}}),
+            Json::parse(R"({"tenant": "ten_1", "detail": {"a": [1]}, "placement": {"gpus": 2}})"));
   EXPECT_EQ(json_of_fields(Note{"t", "not json"}),
-            Json::parse(R"({"tenant": "t", "detail": "not json"})"));
+            Json::parse(R"({"tenant": "t", "detail": "not json", "placement": null})"));
   const Json p = schema_of<Note>()["properties"];
   EXPECT_EQ(p["tenant"], Json::parse(R"({"type": ["string", "null"]})"));
   EXPECT_EQ(p["detail"], Json::object());
+  EXPECT_EQ(p["placement"], Json::parse(R"({"type": ["object", "null"]})"));
 }
 
 // Narrower integers, integers shown as their decimal text or as null when 0, string lists, and

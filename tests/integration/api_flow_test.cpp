@@ -402,7 +402,8 @@ TEST(ApiFlow, OpenApiDocumentsEveryRoute) {
       EXPECT_TRUE(
           declared.contains(route.pattern.substr(b + 1, route.pattern.find('}', b) - b - 1)))
           << what;
-    for (const auto& schema : {route.request_schema, route.response_schema}) {
+    for (const auto& schema :
+         {route.request_schema, route.response_schema, route.other_response_schema}) {
       if (schema.empty()) continue;
       std::string name = schema.ends_with("[]") ? schema.substr(0, schema.size() - 2) : schema;
       EXPECT_TRUE(doc["components"]["schemas"].contains(name)) << what << " uses " << schema;

@@ -28,6 +28,7 @@ struct Widget {
   double ratio = 0;
   StringList tags;
   int32_t rank = 0;
+  Json spec;
 };
 }  // namespace
 template <>
@@ -46,6 +47,7 @@ struct Fields<Widget> {
       Field{"ratio", &Widget::ratio},
       Field{"tags", &Widget::tags},
       Field{"rank", &Widget::rank},
+      Field{"spec", &Widget::spec, {}, Form::kNullIfEmpty},
   };
 };
 }  // namespace gp
@@ -60,23 +62,24 @@ TEST(Record, AFieldTableGivesTheColumnsTheParametersAndTheRowReader) {
   TempDir dir;
   auto s = gp::testing::open_store(dir);
   EXPECT_EQ(columns_of<Widget>(),
-            "id, remark, size, ended_at, is_on, shade, labels, ratio, tags, rank");
-  EXPECT_EQ(placeholders_of<Widget>(), "?,?,?,?,?,?,?,?,?,?");
-  const Widget full{"w1", "hello", 42, 7, true, Shade::kDark, {{"a", "b"}}, 0.5, {"x", "y"}, -3},
-      empty{"w2", std::nullopt, 0, std::nullopt, false};
+            "id, remark, size, ended_at, is_on, shade, labels, ratio, tags, rank, spec");
+  EXPECT_EQ(placeholders_of<Widget>(), "?,?,?,?,?,?,?,?,?,?,?");
+  Widget full{"w1", "hello", 42, 7, true, Shade::kDark, {{"a", "b"}}, 0.5, {"x", "y"}, -3};
+  full.spec = {{"gpus", Json::array({1, 2})}};
+  const Widget empty{"w2", std::nullopt, 0, std::nullopt, false};
   std::vector<Widget> back;
   ASSERT_TRUE(s->write([&](Tx& tx) -> Result<void> {
     GP_TRY(
         tx.exec("CREATE TABLE widgets (id TEXT PRIMARY KEY, remark TEXT, size INTEGER, "
                 "ended_at INTEGER, is_on INTEGER, shade TEXT, labels TEXT, ratio REAL, tags TEXT, "
-                "rank INTEGER)"));
+                "rank INTEGER, spec TEXT)"));
     for (const auto& w : {full, empty})
       GP_TRY(tx.exec(fmt::format("INSERT INTO widgets ({}) VALUES ({})", columns_of<Widget>(),
                                  placeholders_of<Widget>()),
                      params_of(w)));
     for (const auto& row :
          GP_TRY(tx.query(fmt::format("SELECT {} FROM widgets ORDER BY id", columns_of<Widget>()))))
-      back.push_back(read_row<Widget>(row));
+      back.push_back(GP_TRY(read_row<Widget>(row)));
     return ok();
   }));
   ASSERT_EQ(back.size(), 2u);
@@ -90,12 +93,50 @@ TEST(Record, AFieldTableGivesTheColumnsTheParametersAndTheRowReader) {
   EXPECT_EQ(back[0].ratio, 0.5);
   EXPECT_EQ(back[0].tags, (StringList{"x", "y"}));
   EXPECT_EQ(back[0].rank, -3);
+  EXPECT_EQ(back[0].spec, (Json{{"gpus", Json::array({1, 2})}}));
+  EXPECT_TRUE(back[1].spec.is_null());
   EXPECT_TRUE(back[1].tags.empty());
   EXPECT_EQ(back[1].shade, Shade::kLight);
   EXPECT_TRUE(back[1].labels.empty());
   EXPECT_EQ(back[1].note, std::nullopt);
   EXPECT_EQ(back[1].ended_at, std::nullopt);
   EXPECT_FALSE(back[1].on);
+}
+
+// A row the field table cannot read fails the read, naming the column: an enum name the field
+// does not list (never read as the enum's first value), or JSON text that is not JSON.
+TEST(Record, AnUnknownEnumNameOrTextThatIsNotJsonFailsTheRead) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  ASSERT_TRUE(s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY(tx.exec(
+        "CREATE TABLE widgets (id TEXT, remark TEXT, size INTEGER, ended_at INTEGER, is_on "
+        "INTEGER, shade TEXT, labels TEXT, ratio REAL, tags TEXT, rank INTEGER, spec TEXT)"));
+    return ok();
+  }));
+  // One row, read back in the transaction that wrote it (a failed read rolls it back).
+  auto read = [&](std::string_view shade, std::string_view spec) {
+    return s->write([&](Tx& tx) -> Result<void> {
+      GP_TRY(tx.exec("INSERT INTO widgets (id, shade, spec) VALUES ('w1', ?, ?)",
+                     {std::string(shade), std::string(spec)}));
+      auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM widgets", columns_of<Widget>())));
+      GP_TRY(read_row<Widget>(*row));
+      return ok();
+    });
+  };
+  EXPECT_TRUE(read("dark", "{}"));
+  ASSERT_TRUE(s->write([](Tx& tx) -> Result<void> {
+    GP_TRY(tx.exec("DELETE FROM widgets"));
+    return ok();
+  }));
+  auto r = read("purple", "{}");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kInternal);
+  EXPECT_EQ(r.error().message, "column shade holds 'purple', which is not one of light, dark");
+  r = read("dark", "{not json");
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kInternal);
+  EXPECT_EQ(r.error().message, "column spec holds text that is not JSON");
 }
 
 TEST(SqliteStore, MigrationsAreAppliedOnceAndRecorded) {

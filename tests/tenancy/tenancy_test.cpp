@@ -72,6 +72,21 @@ TEST_F(TenancyTest, TenantNamesThatExtendAnotherAtAHyphenAreRefused) {
   EXPECT_FALSE(policy::tenant_names_share_namespaces("a", "ab-c"));
 }
 
+// A stored state this build does not know (written by a newer one, or by hand) is an error, not
+// the first state: reading "archived" as "active" would let a tenant that may not act act.
+TEST_F(TenancyTest, ATenantWhoseStoredStateIsUnknownIsNotReadAsActive) {
+  const Tenant t = tenant("acme");
+  write([&](store::Tx& tx) {
+    return tx.exec("UPDATE tenants SET state = 'archived' WHERE id = ?", {t.id});
+  });
+  for (auto e : {write_error([&](store::Tx& tx) { return find_tenant(tx, "acme"); }),
+                 write_error([&](store::Tx& tx) { return list_tenants(tx, {}, std::nullopt); })}) {
+    EXPECT_EQ(e.code, ErrorCode::kInternal);
+    EXPECT_NE(e.message.find("state"), std::string::npos) << e.message;
+    EXPECT_NE(e.message.find("'archived'"), std::string::npos) << e.message;
+  }
+}
+
 TEST_F(TenancyTest, EachProjectKeepsItsNamespaceAndTheWebhookFindsItsOwnerByIt) {
   auto acme = tenant("acme");
   auto p = write([&](store::Tx& tx) {
