@@ -2,6 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <any>
+#include <string>
+
 #include "store/record_row.h"
 
 namespace gp::audit {
@@ -11,6 +14,11 @@ const std::string kCols = store::columns_of<Record>();
 Result<Record> record_from(const store::Row& row) { return store::read_row<Record>(row); }
 const std::string kInsert =
     fmt::format("INSERT INTO audit_log ({}) VALUES ({})", kCols, store::placeholders_of<Record>());
+// The chain's head, as a transaction remembers it (Tx::memo).
+struct Head {
+  int64_t seq = 0;
+  std::string hash;
+};
 }  // namespace
 
 AuditLog::AuditLog(const Clock& clock, Signer signer, int64_t checkpoint_every)
@@ -19,17 +27,16 @@ AuditLog::AuditLog(const Clock& clock, Signer signer, int64_t checkpoint_every)
 Result<int64_t> AuditLog::append(store::Tx& tx, const Entry& e) {
   // The head is read inside the transaction: writes are serialized by the store, and a rolled
   // back append leaves nothing behind to correct. Once read or appended, the transaction
-  // remembers it ("<seq> <hash>"; forgotten if a write rolls back).
-  std::optional<std::string>& memo = tx.memo("audit.head");
-  if (!memo) {
+  // remembers it (forgotten if a write rolls back).
+  std::any& memo = tx.memo("audit.head");
+  if (!memo.has_value()) {
     auto head = GP_TRY(tx.query_one("SELECT seq, hash FROM audit_log ORDER BY seq DESC LIMIT 1"));
-    memo = head ? fmt::format("{} {}", head->integer(0), head->text(1))
-                : fmt::format("0 {}", kGenesisHash);
+    memo = head ? Head{head->integer(0), head->text(1)} : Head{0, std::string(kGenesisHash)};
   }
-  const size_t space = memo->find(' ');
+  const Head& prev = std::any_cast<const Head&>(memo);
   Record r;
-  r.seq = std::stoll(memo->substr(0, space)) + 1;
-  r.prev_hash = memo->substr(space + 1);
+  r.seq = prev.seq + 1;
+  r.prev_hash = prev.hash;
   r.time_us = to_unix_micros(clock_.now());
   r.actor = e.actor;
   r.tenant_id = e.tenant_id;
@@ -41,7 +48,7 @@ Result<int64_t> AuditLog::append(store::Tx& tx, const Entry& e) {
   r.detail = e.detail.empty() ? "" : e.detail.dump();
   r.hash = compute_hash(r);
   GP_TRY_VOID(tx.send(kInsert, store::params_of(r)));
-  memo = fmt::format("{} {}", r.seq, r.hash);
+  memo = Head{r.seq, r.hash};
   if (checkpoint_every_ > 0 && r.seq % checkpoint_every_ == 0) GP_TRY_VOID(checkpoint(tx));
   return r.seq;
 }

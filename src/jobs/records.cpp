@@ -394,9 +394,10 @@ Result<Job> submit(store::Tx& tx, const Env& w, alloc::Service& service, const J
   // Queued, with no attempt yet: the row as `j` holds it now, its spec and its name beside it.
   store::Params params = store::params_of(j);
   params.insert(params.end(), {j.spec.to_json().dump(), spec.name});
-  auto inserted = tx.exec(fmt::format("INSERT INTO jobs ({}, spec, name) VALUES ({},?,?)",
-                                      store::columns_of<Job>(), store::placeholders_of<Job>()),
-                          params);
+  static const std::string kInsert =
+      fmt::format("INSERT INTO jobs ({}, spec, name) VALUES ({},?,?)", store::columns_of<Job>(),
+                  store::placeholders_of<Job>());
+  auto inserted = tx.exec(kInsert, params);
   if (!inserted) {
     if (inserted.error().code == ErrorCode::kConflict)
       return fail(Error::conflict(

@@ -144,9 +144,9 @@ class PgConnection {
   // are gone with it). A connection the server dropped while idle is only noticed when used,
   // so a BEGIN that finds it dead reconnects and tries once more: nothing had been done yet.
   Result<void> begin(std::string_view sql) {
-    if (!conn_ || PQstatus(conn_) != CONNECTION_OK) GP_TRY_VOID(connect());
+    if (!usable()) GP_TRY_VOID(connect());
     auto r = script(sql);
-    if (!r && PQstatus(conn_) != CONNECTION_OK) {
+    if (!r && !usable()) {
       GP_TRY_VOID(connect());
       r = script(sql);
     }
@@ -181,7 +181,7 @@ class PgConnection {
 
   // Connects again when the connection was lost; prepared statements go with it.
   Result<void> reconnect_if_lost() {
-    if (conn_ && PQstatus(conn_) == CONNECTION_OK) return ok();
+    if (usable()) return ok();
     return connect();
   }
 

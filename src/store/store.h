@@ -9,6 +9,7 @@
 // blocks writers.
 #pragma once
 
+#include <any>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -80,9 +81,10 @@ class Tx {
   // audit chain's head), by a key of its own. Kept across the writes of one group-commit
   // batch, which holds the store's write lock throughout; forgotten whenever a write rolls
   // back, since what it wrote is gone.
-  std::optional<std::string>& memo(std::string_view key) {
+  // Empty until the module sets it.
+  std::any& memo(std::string_view key) {
     auto it = memo_.find(key);
-    if (it == memo_.end()) it = memo_.emplace(std::string(key), std::nullopt).first;
+    if (it == memo_.end()) it = memo_.emplace(std::string(key), std::any()).first;
     return it->second;
   }
   // For stores: a write rolled back.
@@ -90,7 +92,7 @@ class Tx {
 
  private:
   std::vector<std::string>* announced_ = nullptr;
-  std::map<std::string, std::optional<std::string>, std::less<>> memo_;
+  std::map<std::string, std::any, std::less<>> memo_;
 };
 
 // Deferred durability, for a server that answers asynchronously. While a DeferFlush lives on
