@@ -13,7 +13,8 @@
 // usage interval and its audit record) goes out in libpq's pipeline mode without waiting; the
 // next statement whose result is needed, at the latest the write's RELEASE SAVEPOINT, carries
 // it and settles it. A read's BEGIN goes with its first statement, and its COMMIT is sent
-// without waiting. An allocation create waits on the writer three times instead of eleven.
+// without waiting. The audit chain's head is read once per batch (Tx::memo). An allocation
+// create waits on the writer twice (three times as its batch's first) instead of eleven.
 //
 // Failures: a lost connection, a server shutting down or a serialization failure is
 // `unavailable` (503); the connection is re-established before its next use, so service
