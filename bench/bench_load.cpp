@@ -9,6 +9,7 @@
 //
 //   build/bench/bench_load [seconds-per-row] [sqlite|postgres|both]
 //   build/bench/bench_load [seconds-per-row] reads   (the read path beside a bare Beast server)
+//   build/bench/bench_load [seconds-per-row] handler (the reads' handler alone, no HTTP)
 //   build/bench/bench_load [seconds-per-row] creates [sqlite|postgres|both]   (creates alone)
 //   build/bench/bench_load [seconds] soak       (default 600 s: memory, fds, threads over time)
 //
@@ -65,10 +66,14 @@ namespace {
 struct Stats {
   std::vector<double> ms;
   int ok = 0, limited = 0, unavailable = 0, other = 0, failed = 0;
+  // CPU seconds: of the client threads, and of the whole process while they ran. The
+  // difference is what the server spent.
+  double client_cpu = 0, process_cpu = 0;
   void add(const Stats& s) {
     ms.insert(ms.end(), s.ms.begin(), s.ms.end());
     ok += s.ok, limited += s.limited, unavailable += s.unavailable, other += s.other;
     failed += s.failed;
+    client_cpu += s.client_cpu;
   }
 };
 
@@ -77,14 +82,22 @@ using MakeRequest = std::function<http::request<http::string_body>(int client, i
 // `clients` keep-alive connections from `source`, each sending make(client, n) and waiting for
 // the answer until `seconds` pass. A request unanswered within 10 s counts as failed, as does a
 // connection that is refused or reset; the client then reconnects.
+double cpu_seconds(clockid_t clock) {
+  timespec ts{};
+  ::clock_gettime(clock, &ts);
+  return double(ts.tv_sec) + double(ts.tv_nsec) / 1e9;
+}
+
 Stats drive(uint16_t port, int clients, double seconds, const MakeRequest& make,
             const std::string& source = "127.0.0.1") {
+  const double process_began = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID);
   std::vector<Stats> per(size_t(clients), Stats{});
   const auto deadline = Steady::now() + std::chrono::duration<double>(seconds);
   std::vector<std::thread> threads;
   for (int c = 0; c < clients; ++c)
     threads.emplace_back([&, c] {
       Stats& st = per[size_t(c)];
+      const double began = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
       asio::io_context ioc;
       std::optional<beast::tcp_stream> tcp;
       beast::flat_buffer buf;
@@ -114,10 +127,12 @@ Stats drive(uint16_t port, int clients, double seconds, const MakeRequest& make,
           std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
       }
+      st.client_cpu = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - began;
     });
   for (auto& t : threads) t.join();
   Stats all;
   for (const auto& s : per) all.add(s);
+  all.process_cpu = cpu_seconds(CLOCK_PROCESS_CPUTIME_ID) - process_began;
   return all;
 }
 
@@ -388,8 +403,38 @@ class BareServer {
   std::vector<std::thread> threads_;
 };
 
+// The handler's own cost: the reads handed to Api::handle on this thread, without HTTP or
+// sockets. What the HTTP rows spend beyond this is the server's and the network's.
+int handler_rows(api::Api& api, const std::string& projects, const std::string& token,
+                 double seconds) {
+  for (const auto& [what, target] :
+       {std::pair{"Api::handle, projects (auth), no HTTP", projects},
+        std::pair{"Api::handle, /healthz, no HTTP", std::string("/healthz")}}) {
+    api::HttpRequest req;
+    req.method = "GET";
+    req.target = target;
+    req.remote = "127.0.0.1";
+    req.headers = {{"authorization", "Bearer " + token}};
+    long n = 0;
+    const auto began = Steady::now();
+    const auto until = began + std::chrono::duration<double>(seconds);
+    while (Steady::now() < until) {
+      for (int i = 0; i < 100; ++i)
+        if (auto status = api.handle(req).status; status != 200) {
+          std::fprintf(stderr, "%s answered %d\n", what, status);
+          return 1;
+        }
+      n += 100;
+    }
+    const double took = std::chrono::duration<double>(Steady::now() - began).count();
+    std::printf("%-44s %7s %9.0f %8.3f  (1 thread, ms per request)\n", what, "-",
+                double(n) / took, 1000 * took / double(n));
+  }
+  return 0;
+}
+
 // The read path beside the reference, at 1, 16 and 64 connections.
-int run_reads(double seconds) {
+int run_reads(double seconds, bool handler_only) {
   auto env = bench::BenchEnv::open();
   if (!env) return 1;
   auto [store, clock, ids, log] = env->parts();
@@ -428,8 +473,10 @@ int run_reads(double seconds) {
       "reads beside a bare Beast server (%u threads, a fixed %zu-byte body), %.0f s per "
       "row\n",
       cores, body.size(), seconds);
-  std::printf("%-44s %7s %9s %8s %8s %10s\n", "what", "conns", "req/s", "p50 ms", "p99 ms",
-              "of bare");
+  if (int rc = handler_rows(api, projects, setup->token, seconds); rc != 0 || handler_only)
+    return rc;
+  std::printf("%-44s %7s %9s %8s %8s %10s %11s %11s\n", "what", "conns", "req/s", "p50 ms",
+              "p99 ms", "of bare", "server us", "client us");
   struct Row {
     std::string what;
     int conns;
@@ -453,9 +500,11 @@ int run_reads(double seconds) {
   bare.stop();
   for (const Row& r : rows) {
     const double rate = double(r.stats.ms.size()) / seconds;
-    std::printf("%-44s %7d %9.0f %8.2f %8.2f %9.1f%%\n", r.what.c_str(), r.conns, rate,
-                bench::percentile(r.stats.ms, 0.50), bench::percentile(r.stats.ms, 0.99),
-                100 * rate / std::max(1.0, reference[r.conns]));
+    const double n = std::max<double>(1, double(r.stats.ms.size()));
+    std::printf("%-44s %7d %9.0f %8.2f %8.2f %9.1f%% %11.1f %11.1f\n", r.what.c_str(), r.conns,
+                rate, bench::percentile(r.stats.ms, 0.50), bench::percentile(r.stats.ms, 0.99),
+                100 * rate / std::max(1.0, reference[r.conns]),
+                1e6 * (r.stats.process_cpu - r.stats.client_cpu) / n, 1e6 * r.stats.client_cpu / n);
   }
   return 0;
 }
@@ -549,7 +598,7 @@ int main(int argc, char** argv) {
   const std::string which = argc > 2 ? argv[2] : "both";
   spdlog::set_level(spdlog::level::off);
   if (which == "soak") return soak(argc > 1 ? std::max(10.0, std::atof(argv[1])) : 600.0);
-  if (which == "reads") return run_reads(seconds);
+  if (which == "reads" || which == "handler") return run_reads(seconds, which == "handler");
   const bool creates_only = which == "creates";
   const std::string stores = !creates_only ? which : argc > 3 ? argv[3] : "both";
   const bool sqlite = stores == "sqlite" || stores == "both";
