@@ -603,6 +603,7 @@ void Api::set_role(bool leader, std::string leader_url) {
   leader_url_ = std::move(leader_url);
   leader_ = leader;
   authn_.set_caching(leader);
+  store_.set_sole_writer(leader);
 }
 
 std::string Api::leader_url() const {

@@ -27,9 +27,30 @@ std::string_view trim_spaces(std::string_view s) {
   return s;
 }
 
+// Whether `text` is an IPv4 address in dotted decimal as the address formats it (four parts,
+// 0-255, no leading zeros): its own key, without parsing and formatting it again. Every request
+// asks, and the formatting goes through sprintf.
+bool canonical_v4(std::string_view text) {
+  int parts = 0;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t j = i;
+    int value = 0;
+    while (j < text.size() && j - i < 4 && text[j] >= '0' && text[j] <= '9')
+      value = value * 10 + (text[j++] - '0');
+    const size_t digits = j - i;
+    if (digits == 0 || digits > 3 || value > 255 || (digits > 1 && text[i] == '0')) return false;
+    if (++parts == 4) return j == text.size();
+    if (j == text.size() || text[j] != '.') return false;
+    i = j + 1;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string client_key(std::string_view remote) {
+  if (canonical_v4(remote)) return std::string(remote);
   auto address = parse_client_address(remote);
   if (!address) return std::string(remote);
   if (address->is_v4()) return address->to_string();

@@ -3,8 +3,10 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 
@@ -102,7 +104,8 @@ std::string random_bytes(size_t n) {
   };
   // Small draws (ids, nonces) come from a per-thread pool filled 4 KiB at a time: OpenSSL's
   // generator costs about a microsecond a call, and every request takes an id. The pool is the
-  // process's own: a forked child (its pid differs) starts a fresh one, never reusing bytes.
+  // process's own: a forked child (the fork handler counted it) starts a fresh one, never
+  // reusing bytes. Counted rather than compared by pid: getpid() is a system call each time.
   constexpr size_t kPool = 4096;
   if (n > kPool / 16) {
     draw(reinterpret_cast<unsigned char*>(out.data()), n);
@@ -111,11 +114,14 @@ std::string random_bytes(size_t n) {
   struct Pool {
     unsigned char bytes[kPool];
     size_t used = kPool;
-    pid_t pid = 0;
+    uint64_t forks = 0;
   };
+  static std::atomic<uint64_t> forks{0};
+  [[maybe_unused]] static const int counting =
+      ::pthread_atfork(nullptr, nullptr, [] { forks.fetch_add(1, std::memory_order_relaxed); });
   static thread_local Pool pool;
-  if (const pid_t pid = ::getpid(); pool.pid != pid) {
-    pool.pid = pid;
+  if (const uint64_t now = forks.load(std::memory_order_relaxed); pool.forks != now) {
+    pool.forks = now;
     pool.used = kPool;
   }
   if (pool.used + n > kPool) {

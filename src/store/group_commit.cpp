@@ -73,18 +73,4 @@ bool commit_batch(const Begin& begin, const Script& script, const Script& queue,
   return true;
 }
 
-Result<void> run_in_tx(const Begin& begin, const Script& script, Tx& tx, const WriteFn& fn) {
-  GP_TRY_VOID(begin());
-  auto r = fn(tx);
-  if (!r) {
-    (void)script("ROLLBACK");
-    return r;
-  }
-  if (auto commit = script("COMMIT"); !commit) {
-    (void)script("ROLLBACK");
-    return fail(Error::unavailable(fmt::format("commit failed: {}", commit.error().message)));
-  }
-  return ok();
-}
-
 }  // namespace gp::store

@@ -57,10 +57,6 @@ using Begin = std::function<Result<void>()>;
 bool commit_batch(const Begin& begin, const Script& script, const Script& queue, Tx& tx,
                   const std::vector<QueuedWrite*>& batch);
 
-// Runs `fn` alone in a transaction `begin` starts (a read): rolled back when it fails,
-// committed otherwise.
-Result<void> run_in_tx(const Begin& begin, const Script& script, Tx& tx, const WriteFn& fn);
-
 // A Tx over one engine connection: C::run(sql, params, int64_t* changes) runs a statement.
 template <typename C>
 class ConnectionTx final : public Tx {
@@ -111,6 +107,12 @@ class ReaderPool {
     }
     cv_.notify_one();
     return r;
+  }
+  // Runs f(C&) on every connection not lent now; none is lent while it runs.
+  template <typename F>
+  void each_free(F&& f) {
+    MutexLock lock(mu_);
+    for (C* c : free_) f(*c);
   }
 
  private:

@@ -24,6 +24,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -148,6 +149,18 @@ class Connection {
 
   sqlite3* db() { return db_; }
 
+  // A reader's read transaction left open after its read (SqliteStore::read): the number of
+  // commits there had been when it began; nullopt when none is open.
+  std::optional<uint64_t> snapshot;
+  // Ends the transaction left open, if any (rolled back when its COMMIT fails).
+  Result<void> end_snapshot() {
+    if (!snapshot) return ok();
+    snapshot.reset();
+    auto r = exec_one("COMMIT");
+    if (!r) (void)exec_one("ROLLBACK");
+    return r;
+  }
+
  private:
   explicit Connection(sqlite3* db) : db_(db) {}
   sqlite3* db_;
@@ -185,6 +198,8 @@ class SqliteStore final : public Store {
     (void)memstatus_off;
     auto store = std::unique_ptr<SqliteStore>(new SqliteStore());
     store->path_ = o.path;
+    store->read_only_ = o.read_only;
+    store->keep_snapshots_ = !o.read_only;
     store->writer_ = GP_TRY(Connection::open(o.path, o.read_only));
     if (!o.read_only) {
       // temp_store=MEMORY keeps the writer's sub-journals in memory: every write of a batch runs
@@ -229,12 +244,42 @@ class SqliteStore final : public Store {
     return me.result;
   }
 
+  // A reader leaves its read transaction open after a read, and the next read on that
+  // connection runs in it while nothing has been committed since it began: that snapshot is the
+  // one a new transaction would see. Beginning and ending a read transaction each take a lock
+  // in the WAL's shared memory, which readers on other threads wait for (docs/benchmarks.md,
+  // "A reader keeps its snapshot"). Only while this process makes every write
+  // (set_sole_writer): a follower's store is written by another process, which it cannot count.
   Result<void> read(const std::function<Result<void>(Tx&)>& fn) override {
-    return readers_.with([&](Connection& c) {
+    return readers_.with([&](Connection& c) -> Result<void> {
+      const bool keep = keep_snapshots_.load();
+      // Loaded before the transaction begins: any commit after this makes its snapshot stale.
+      const uint64_t commits = committed_seq_.load();
+      if (c.snapshot != commits || !keep) {
+        (void)c.end_snapshot();
+        GP_TRY_VOID(c.exec_one("BEGIN"));
+        c.snapshot = commits;
+      }
       SqliteTx tx(c);
-      return run_in_tx([&] { return c.exec_one("BEGIN"); },
-                       [&](std::string_view sql) { return c.exec_one(sql); }, tx, fn);
+      auto r = fn(tx);
+      if (!r) {
+        c.snapshot.reset();
+        (void)c.exec_one("ROLLBACK");
+        return r;
+      }
+      // Kept after a read that wrote nothing, while no commit has been made since it began.
+      if (keep && committed_seq_.load() == commits &&
+          sqlite3_txn_state(c.db(), nullptr) != SQLITE_TXN_WRITE)
+        return r;
+      if (auto end = c.end_snapshot(); !end)
+        return fail(Error::unavailable(fmt::format("commit failed: {}", end.error().message)));
+      return r;
     });
+  }
+
+  void set_sole_writer(bool on) override {
+    keep_snapshots_ = on && !read_only_;
+    if (!on) readers_.each_free([](Connection& c) { (void)c.end_snapshot(); });
   }
 
   std::string_view engine() const override { return "sqlite"; }
@@ -250,6 +295,7 @@ class SqliteStore final : public Store {
   Result<void> backup_to(const std::string& path) override {
     // VACUUM INTO writes a consistent, compacted copy while readers and writers continue.
     return readers_.with([&](Connection& c) -> Result<void> {
+      (void)c.end_snapshot();  // VACUUM runs outside any transaction
       sqlite3_stmt* stmt = nullptr;
       if (sqlite3_prepare_v2(c.db(), "VACUUM INTO ?", -1, &stmt, nullptr) != SQLITE_OK)
         return fail(Error::internal(sqlite3_errmsg(c.db())));
@@ -312,6 +358,9 @@ class SqliteStore final : public Store {
     if (wal_pages_.load(std::memory_order_relaxed) < kCheckpointPages ||
         !checkpoint_caught_up_.exchange(false))
       return;
+    // A reader's open snapshot holds its place in the WAL, and the BEGIN below starts the WAL
+    // over only when no reader holds one.
+    readers_.each_free([](Connection& c) { (void)c.end_snapshot(); });
     (void)sqlite3_wal_checkpoint_v2(writer_->db(), nullptr, SQLITE_CHECKPOINT_PASSIVE, nullptr,
                                     nullptr);
   }
@@ -325,6 +374,11 @@ class SqliteStore final : public Store {
       if (stopping_) return;
       checkpoint_wanted_ = false;
       lock.unlock();
+      // Snapshots kept by idle readers from before the last commit hold back what it can copy.
+      const uint64_t commits = committed_seq_.load();
+      readers_.each_free([commits](Connection& c) {
+        if (c.snapshot != commits) (void)c.end_snapshot();
+      });
       // PASSIVE copies what no reader still needs and never blocks the writer; what it leaves
       // is copied by the next one (a failure, or SQLITE_BUSY, only lets the WAL grow until then).
       int frames = 0, copied = 0;
@@ -424,6 +478,8 @@ class SqliteStore final : public Store {
   uint64_t flushed_seq_ GP_GUARDED_BY(flush_mu_) = 0;  // every commit up to here is on disk
   bool flushing_ GP_GUARDED_BY(flush_mu_) = false;
   ReaderPool<Connection> readers_;
+  bool read_only_ = false;
+  std::atomic<bool> keep_snapshots_{false};  // readers keep snapshots (read(), set_sole_writer)
   std::unique_ptr<Connection> checkpoint_conn_;  // used only by checkpointer_
   std::thread checkpointer_;
   Mutex checkpoint_mu_;

@@ -150,6 +150,10 @@ class Store {
   // generation() is G. nullopt where this process cannot see every write (PostgreSQL, which
   // other replicas write to): nothing may be kept.
   virtual std::optional<uint64_t> generation() const { return std::nullopt; }
+  // Whether this process makes every write to the store: it leads, or nothing else opens it.
+  // Until told otherwise, a SQLite store opened for writing assumes so, and its readers keep a
+  // snapshot until its own next commit; told not, they see every commit of another process.
+  virtual void set_sole_writer(bool on) { (void)on; }
 
  protected:
   void changed(const std::vector<std::string>& keys) const {

@@ -1,4 +1,6 @@
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -110,6 +112,30 @@ TEST(Encoding, HexAndBase64UrlRoundTrip) {
   EXPECT_FALSE(hex_decode("zz"));
   EXPECT_EQ(hex_encode(sha256("abc")),
             "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+}
+
+// Small draws come from a per-thread pool; a forked child must not hand out the bytes its
+// parent hands out next (both would hold the same copy of the pool).
+TEST(Random, AForkedChildDrawsOtherBytesThanItsParent) {
+  (void)random_bytes(8);  // the pool is filled, with most of it left
+  int fds[2];
+  ASSERT_EQ(::pipe(fds), 0);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    const std::string drawn = random_bytes(16);
+    const bool sent = ::write(fds[1], drawn.data(), drawn.size()) == ssize_t(drawn.size());
+    ::_exit(sent ? 0 : 1);
+  }
+  const std::string mine = random_bytes(16);
+  std::string theirs(16, '\0');
+  ASSERT_EQ(::read(fds[0], theirs.data(), theirs.size()), 16);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  ::close(fds[0]);
+  ::close(fds[1]);
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  EXPECT_NE(mine, theirs);
 }
 
 TEST(Clock, Rfc3339RoundTripAndOffsets) {

@@ -205,6 +205,85 @@ TEST(SqliteStore, FailedWriteRollsBackEverything) {
   EXPECT_EQ(n, 1);
 }
 
+int64_t count_meta(Store& s) {
+  int64_t n = -1;
+  EXPECT_TRUE(s.read([&](Tx& tx) -> Result<void> {
+    n = GP_TRY(tx.query_one("SELECT COUNT(*) FROM meta"))->integer(0);
+    return ok();
+  }));
+  return n;
+}
+
+// Every reader connection busy at once, so that each is left holding a snapshot.
+void read_on_every_connection(Store& s, int connections) {
+  std::atomic<int> inside{0};
+  std::vector<std::thread> readers;
+  for (int i = 0; i < connections; ++i)
+    readers.emplace_back([&] {
+      EXPECT_TRUE(s.read([&](Tx& tx) -> Result<void> {
+        GP_TRY(tx.query_one("SELECT COUNT(*) FROM meta"));
+        ++inside;
+        while (inside.load() < connections) std::this_thread::yield();
+        return ok();
+      }));
+    });
+  for (auto& t : readers) t.join();
+}
+
+// A reader keeps its snapshot between reads (docs/benchmarks.md), but never past a commit: a
+// read begun after a write returned sees it, on every reader connection.
+TEST(SqliteStore, AReadAfterACommitSeesItOnEveryReaderConnection) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  for (int i = 1; i <= 3; ++i) {
+    read_on_every_connection(*s, 4);
+    gp::testing::must_write(*s, [&](Tx& tx) -> Result<int> {
+      GP_TRY(tx.exec("INSERT INTO meta (key, value) VALUES (?, 'v')", {fmt::format("k{}", i)}));
+      return 0;
+    });
+    std::atomic<int> inside{0};
+    std::vector<std::thread> readers;
+    for (int r = 0; r < 4; ++r)
+      readers.emplace_back([&] {
+        EXPECT_TRUE(s->read([&](Tx& tx) -> Result<void> {
+          EXPECT_EQ(GP_TRY(tx.query_one("SELECT COUNT(*) FROM meta"))->integer(0), i);
+          ++inside;
+          while (inside.load() < 4) std::this_thread::yield();
+          return ok();
+        }));
+      });
+    for (auto& t : readers) t.join();
+  }
+  // A failed read ends its transaction; the next read still sees new commits.
+  EXPECT_FALSE(s->read([](Tx&) -> Result<void> { return fail(Error::invalid("no")); }));
+  gp::testing::must_write(*s, [&](Tx& tx) -> Result<int> {
+    GP_TRY(tx.exec("INSERT INTO meta (key, value) VALUES ('k4', 'v')"));
+    return 0;
+  });
+  EXPECT_EQ(count_meta(*s), 4);
+}
+
+// A follower (docs/ha.md) reads a store that another process writes, whose commits it cannot
+// count: told it is not the sole writer, its readers keep no snapshot and see each commit.
+TEST(SqliteStore, AStoreThatIsNotTheSoleWriterSeesEveryCommitOfAnother) {
+  TempDir dir;
+  auto leader = gp::testing::open_store(dir);
+  auto follower = gp::testing::open_store(dir);
+  read_on_every_connection(*follower, 4);  // snapshots kept before it learns its role
+  follower->set_sole_writer(false);
+  for (int i = 1; i <= 3; ++i) {
+    gp::testing::must_write(*leader, [&](Tx& tx) -> Result<int> {
+      GP_TRY(tx.exec("INSERT INTO meta (key, value) VALUES (?, 'v')", {fmt::format("k{}", i)}));
+      return 0;
+    });
+    EXPECT_EQ(count_meta(*follower), i);
+    read_on_every_connection(*follower, 4);
+  }
+  // Its own reads are still served: a role can change back.
+  follower->set_sole_writer(true);
+  EXPECT_EQ(count_meta(*follower), 3);
+}
+
 // The WAL is copied back into the database while the store stays open (by the store's own
 // checkpointer, not inside a writer's COMMIT), and starts over although the writes never pause:
 // the database file grows to hold what was written, and the WAL stays far smaller than it.
@@ -214,11 +293,15 @@ TEST(SqliteStore, TheWriteAheadLogIsCheckpointedAndStartsOverUnderSteadyWrites) 
   const auto size = [&](const char* name) { return std::filesystem::file_size(dir.file(name)); };
   const auto before = size("gpuplane.db");
   const std::string blob(64 * 1024, 'x');  // 16 pages a row, 4,096 pages (16 MiB) in all
-  for (int i = 0; i < 256; ++i)
+  // Every reader connection left idle with a snapshot, which holds its place in the WAL.
+  read_on_every_connection(*s, 4);
+  for (int i = 0; i < 256; ++i) {
     gp::testing::must_write(*s, [&](Tx& tx) -> Result<int> {
       GP_TRY(tx.exec("INSERT INTO meta (key, value) VALUES (?, ?)", {fmt::format("k{}", i), blob}));
       return 0;
     });
+    EXPECT_EQ(count_meta(*s), i + 1);  // and a reader busy between the writes
+  }
   constexpr uintmax_t kMiB = 1024 * 1024;
   EXPECT_LT(size("gpuplane.db-wal"), 10 * kMiB) << "the WAL never started over";
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);

@@ -377,7 +377,8 @@ TEST_F(AuthTest, AGrantOrARemovalIsSeenByTheNextRequest) {
 
 // The authenticator keeps principals between requests, and only a write through its own store
 // ends them: a write this store did not make (another process's, as a follower would see) goes
-// unseen, which is why a follower keeps nothing (Api::set_role).
+// unseen, which is why a follower keeps nothing (Api::set_role: no principals, and no reader
+// snapshots in the store).
 TEST_F(AuthTest, PrincipalsAreKeptUntilTheirOwnStoreChangesThem) {
   auto a = tenant("a");
   TenantScope s(a.id);
@@ -393,9 +394,11 @@ TEST_F(AuthTest, PrincipalsAreKeptUntilTheirOwnStoreChangesThem) {
   });
   EXPECT_TRUE(auth(key.token)) << "kept: this store did not see the revocation";
   authn_.set_caching(false);
+  store_->set_sole_writer(false);
   EXPECT_EQ(auth(key.token).error().message, "credential has been revoked");
   // A wrong secret is refused even while the key's principal is kept.
   authn_.set_caching(true);
+  store_->set_sole_writer(true);
   auto key2 = write([&](store::Tx& tx) {
     return create_api_key(tx, w_, s, {"k2", "user", u.id, {}});
   });
