@@ -372,6 +372,58 @@ Json schemas() {
                        {"reason_code", str()},
                        {"reason", str()}},
                       {"seq", "at", "from", "to", "reason_code", "reason"});
+  // The scheduler's request as a dry run and a queued allocation show it
+  // (alloc::detail::request_json); an allocation's and a reservation's shape is the same less
+  // its isolation, priority and preemption (which they show at their top level).
+  Json request_shape = object({{"tier", enum_of(tiers)},
+                               {"isolation", enum_of(kClasses)},
+                               {"models", strings},
+                               {"count", integer()},
+                               {"same_node", boolean},
+                               {"same_nvlink_domain", boolean},
+                               {"priority", integer()},
+                               {"preemptible", boolean},
+                               {"node_count", integer()},
+                               {"gpus_per_node", integer()},
+                               {"pool", str()},
+                               {"mig_profile", str()},
+                               {"milli", integer()}},
+                              {"tier", "isolation", "models", "count", "same_node",
+                               "same_nvlink_domain", "priority", "preemptible"});
+  Json shape = request_shape;
+  for (const char* shown_above : {"isolation", "priority", "preemptible"}) {
+    shape["properties"].erase(shown_above);
+    auto& required = shape["required"];
+    required.erase(std::find(required.begin(), required.end(), shown_above));
+  }
+  // Where an allocation was placed (alloc::detail::placement_json): its GPUs, by node, with the
+  // MIG instance or the share of each it holds, and the modes and layouts the placement changes.
+  Json layout = array_of(schema_of<vocab::PlacedInstance>());
+  Json granted_gpu = object({{"node", str()},
+                             {"node_name", str()},
+                             {"gpu", str()},
+                             {"index", integer()},
+                             {"mig", schema_of<vocab::PlacedInstance>()},
+                             {"milli", integer()}},
+                            {"node", "node_name", "gpu", "index"});
+  Json placement = object(
+      {{"model", str()},
+       {"tier", enum_of(tiers)},
+       {"units", integer()},
+       {"gpu_equivalents", str()},
+       {"whole_nodes", boolean},
+       {"nodes", strings},
+       {"node_names", strings},
+       {"gpus", array_of(granted_gpu)},
+       {"mode_changes", array_of(object({{"gpu", str()},
+                                         {"from", enum_of(vocab::kGpuModeNames)},
+                                         {"to", enum_of(vocab::kGpuModeNames)}},
+                                        {"gpu", "from", "to"}))},
+       {"mig_changes", array_of(object({{"gpu", str()}, {"before", layout}, {"after", layout}},
+                                       {"gpu", "before", "after"}))},
+       {"reservation", str()}},
+      {"model", "tier", "units", "gpu_equivalents", "whole_nodes", "nodes", "node_names", "gpus",
+       "mode_changes", "mig_changes"});
   s["Allocation"] = with_optional(
       schema_of<alloc::Allocation>(),
       {{"events", {{"type", "array"}, {"items", event}}},
@@ -384,12 +436,14 @@ Json schemas() {
                            {"grace_seconds", integer()}},
                           {"allocation_id", "node_id", "since", "stop_by", "grace_seconds"})}}},
        {"configuring", {{"type", "array"}}}});
+  s["Allocation"]["properties"]["shape"] = shape;
+  s["Allocation"]["properties"]["placement"] = or_null(placement);
   // What a create would do, changing nothing: the shape as the scheduler reads it, and where it
   // would be placed or why not.
   s["AllocationDryRun"] = object({{"dry_run", boolean},
                                   {"would_place", boolean},
-                                  {"shape", {{"type", "object"}}},
-                                  {"placement", {{"type", "object"}}},
+                                  {"shape", request_shape},
+                                  {"placement", placement},
                                   {"reason_code", str()},
                                   {"reason", str()}},
                                  {"dry_run", "would_place", "shape"});
@@ -425,6 +479,7 @@ Json schemas() {
   reservation_create["required"] = {"project"};
   s["ReservationCreate"] = reservation_create;
   s["Reservation"] = schema_of<alloc::Reservation>();
+  s["Reservation"]["properties"]["shape"] = shape;
   s["Vm"] = schema_of<alloc::Vm>();
   const std::vector<std::string> job_states(jobs::kJobStateNames.begin(),
                                             jobs::kJobStateNames.end());
@@ -523,22 +578,6 @@ Json schemas() {
                           {"vm", "domain", "requested_seq", "captured_seq", "current", "text"});
   s["VmAction"] = object({{"action", enum_of({"start", "stop", "reboot"})}}, {"action"});
   s["SshKeys"] = object({{"keys", strings}}, {"keys"});
-  // The scheduler's request as a queued allocation shows it (alloc::detail::request_json).
-  Json request_shape = object({{"tier", enum_of(tiers)},
-                               {"isolation", enum_of(kClasses)},
-                               {"models", strings},
-                               {"count", integer()},
-                               {"same_node", boolean},
-                               {"same_nvlink_domain", boolean},
-                               {"priority", integer()},
-                               {"preemptible", boolean},
-                               {"node_count", integer()},
-                               {"gpus_per_node", integer()},
-                               {"pool", str()},
-                               {"mig_profile", str()},
-                               {"milli", integer()}},
-                              {"tier", "isolation", "models", "count", "same_node",
-                               "same_nvlink_domain", "priority", "preemptible"});
   Json queued = object({{"position", integer()},
                         {"id", str()},
                         {"tenant_id", str()},
