@@ -44,6 +44,13 @@ Json object(Json props, std::vector<std::string> required) {
           {"additionalProperties", false}};
 }
 
+// An object with every one of `props` required.
+Json object_of(Json props) {
+  std::vector<std::string> required;
+  for (auto it = props.begin(); it != props.end(); ++it) required.push_back(it.key());
+  return object(std::move(props), std::move(required));
+}
+
 // `schema` with properties a reply may add (not required).
 Json with_optional(Json schema, const Json& props) {
   for (auto it = props.begin(); it != props.end(); ++it) schema["properties"][it.key()] = *it;
@@ -256,27 +263,6 @@ Json schemas() {
                            {"underlay_address", str()},
                            {"inventory_digest", str()}},
                           {});
-  // What the node is to run: its allocations, the GPU plans it applies, its job members (their
-  // secrets opened) and the GPUs in repair it checks.
-  Json gpu_plan = object({{"gpu", str()},
-                          {"mode", str()},
-                          {"mig_layout", array_of(schema_of<vocab::PlacedInstance>())},
-                          {"status", str()}},
-                         {"gpu", "mode", "mig_layout", "status"});
-  Json objects_list = array_of({{"type", "object"}});
-  Json assignments = object({{"allocations", objects_list},
-                             {"gpu_plans", array_of(gpu_plan)},
-                             {"jobs", objects_list},
-                             {"gpu_repairs", array_of(str())}},
-                            {"allocations", "gpu_plans", "jobs", "gpu_repairs"});
-  s["HeartbeatReply"] = object({{"node", schema_ref("Node")},
-                                {"assignments", assignments},
-                                {"assignments_etag", str()},
-                                {"inventory_digest", nstr()},
-                                {"heartbeat_seconds", integer()},
-                                {"node_timeout_seconds", integer()}},
-                               {"node", "assignments", "assignments_etag", "inventory_digest",
-                                "heartbeat_seconds", "node_timeout_seconds"});
   s["AssignmentChanges"] =
       object({{"etag", str()}, {"changed", {{"type", "boolean"}}}}, {"etag", "changed"});
   // Scheduling.
@@ -424,18 +410,17 @@ Json schemas() {
        {"reservation", str()}},
       {"model", "tier", "units", "gpu_equivalents", "whole_nodes", "nodes", "node_names", "gpus",
        "mode_changes", "mig_changes"});
-  s["Allocation"] = with_optional(
-      schema_of<alloc::Allocation>(),
-      {{"events", {{"type", "array"}, {"items", event}}},
-       {"stopping",
-        {{"type", "array"},
-         {"items", object({{"allocation_id", str()},
-                           {"node_id", str()},
-                           {"since", time_str()},
-                           {"stop_by", time_str()},
-                           {"grace_seconds", integer()}},
-                          {"allocation_id", "node_id", "since", "stop_by", "grace_seconds"})}}},
-       {"configuring", {{"type", "array"}}}});
+  // Where an ended allocation's work is still being stopped (alloc::Stop).
+  Json stop = object({{"allocation_id", str()},
+                      {"node_id", str()},
+                      {"since", time_str()},
+                      {"stop_by", time_str()},
+                      {"grace_seconds", integer()}},
+                     {"allocation_id", "node_id", "since", "stop_by", "grace_seconds"});
+  s["Allocation"] = with_optional(schema_of<alloc::Allocation>(),
+                                  {{"events", {{"type", "array"}, {"items", event}}},
+                                   {"stopping", array_of(stop)},
+                                   {"configuring", {{"type", "array"}}}});
   s["Allocation"]["properties"]["shape"] = shape;
   s["Allocation"]["properties"]["placement"] = or_null(placement);
   // What a create would do, changing nothing: the shape as the scheduler reads it, and where it
@@ -507,6 +492,72 @@ Json schemas() {
        {"preemptible", boolean}},
       {"name", "image", "offering"});
   s["JobCancel"] = object({}, {});
+  // What the node is to run: its allocations, the GPU plans it applies, its job members (their
+  // secrets opened) and the GPUs in repair it checks.
+  Json gpu_plan = object({{"gpu", str()},
+                          {"mode", str()},
+                          {"mig_layout", array_of(schema_of<vocab::PlacedInstance>())},
+                          {"status", str()}},
+                         {"gpu", "mode", "mig_layout", "status"});
+  // An allocation with GPUs on the node (alloc::Service::acknowledge): what waits before it
+  // starts, its VM (or why it has none), and, once ended, the stop of its work still held.
+  Json assigned_allocation = object({{"id", str()},
+                                     {"tenant_id", str()},
+                                     {"project_id", str()},
+                                     {"state", enum_of(alloc::kAllocationStateNames)},
+                                     {"tier", enum_of(tiers)},
+                                     {"gpus", array_of(granted_gpu)},
+                                     {"waiting_for", array_of(str())},
+                                     {"configuring", array_of(str())},
+                                     {"vm_error", str()},
+                                     {"vm", {{"type", "object"}}},
+                                     {"stop", stop}},
+                                    {"id", "tenant_id", "project_id", "state", "tier", "gpus"});
+  // A job member the node runs (jobs::node_assignment), its secrets opened.
+  Json name_value = object({{"name", str()}, {"value", str()}}, {"name", "value"});
+  Json member_device = object(
+      {{"gpu", str()}, {"mig", schema_of<vocab::PlacedInstance>()}, {"milli", integer()}}, {"gpu"});
+  Json assigned_member = object_of(
+      {{"job", str()},
+       {"name", str()},
+       {"tenant_id", str()},
+       {"tenant", str()},
+       {"project_id", str()},
+       {"allocation_id", str()},
+       {"rank", integer()},
+       {"attempt", integer()},
+       {"world_size", integer()},
+       {"image", str()},
+       {"pull_always", boolean},
+       {"allowed_registries", strings},
+       {"command", strings},
+       {"args", strings},
+       {"env", array_of(name_value)},
+       {"devices", array_of(member_device)},
+       {"ids", object({{"first", integer()}, {"count", integer()}}, {"first", "count"})},
+       {"run_as", integer()},
+       {"volumes", array_of(object({{"kind", str()}, {"path", str()}, {"read_only", boolean}},
+                                   {"kind", "path", "read_only"}))},
+       {"limits", object({{"cpu_millis", integer()}, {"memory_bytes", integer()}},
+                         {"cpu_millis", "memory_bytes"})},
+       {"desired", enum_of({"running", "created", "stopped"})},
+       {"stop_grace_seconds", integer()},
+       {"log_offset", integer()},
+       {"network", {{"type", {"object", "null"}}}},  // null: the tenant has no segment
+       {"secrets", array_of(name_value)}});
+  Json assignments = object({{"allocations", array_of(assigned_allocation)},
+                             {"gpu_plans", array_of(gpu_plan)},
+                             {"jobs", array_of(assigned_member)},
+                             {"gpu_repairs", array_of(str())}},
+                            {"allocations", "gpu_plans", "jobs", "gpu_repairs"});
+  s["HeartbeatReply"] = object({{"node", schema_ref("Node")},
+                                {"assignments", assignments},
+                                {"assignments_etag", str()},
+                                {"inventory_digest", nstr()},
+                                {"heartbeat_seconds", integer()},
+                                {"node_timeout_seconds", integer()}},
+                               {"node", "assignments", "assignments_etag", "inventory_digest",
+                                "heartbeat_seconds", "node_timeout_seconds"});
   // A job's answer adds its members, its history, its attempts and, while it waits, its
   // allocation's reason.
   Json job_member = object({{"rank", integer()},
