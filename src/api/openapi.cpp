@@ -158,10 +158,6 @@ Json schemas() {
                                    {"head_hash", str()}},
                                   {"ok", "records_checked", "checkpoints_checked", "first_bad_seq",
                                    "reason", "last_seq", "head_hash"});
-  auto loose = [](Json props, std::vector<std::string> required) {
-    return Json{
-        {"type", "object"}, {"properties", std::move(props)}, {"required", std::move(required)}};
-  };
   s["PoolCreate"] = object({{"name", str()}, {"tenant", str()}, {"description", str()}}, {"name"});
   s["Pool"] = schema_of<fleet::Pool>();
   s["JoinTokenCreate"] = object({{"pool", str()}, {"ttl_seconds", integer()}}, {});
@@ -229,8 +225,23 @@ Json schemas() {
   s["Inventory"] = object(
       {{"node", inventory_node}, {"gpus", array_of(inventory_gpu)}, {"gpu_runtime", gpu_runtime}},
       {"node"});
-  s["FleetSummary"] =
-      loose({{"gpus_total", integer()}}, {"gpus_total", "gpus_by_model", "nodes_by_state"});
+  // Per model, its GPUs by health, by use and by mode (fleet::summary); the nodes by state.
+  auto counts_by = [](Json names) {
+    return Json{{"type", "object"},
+                {"propertyNames", std::move(names)},
+                {"additionalProperties", integer()}};
+  };
+  Json model_summary = object_of({{"total", integer()},
+                                  {"healthy", integer()},
+                                  {"unhealthy", integer()},
+                                  {"missing", integer()},
+                                  {"allocated", integer()},
+                                  {"free", integer()},
+                                  {"unavailable", integer()},
+                                  {"by_mode", counts_by(enum_of(vocab::kGpuModeNames))}});
+  s["FleetSummary"] = object_of({{"gpus_total", integer()},
+                                 {"gpus_by_model", map_of(model_summary)},
+                                 {"nodes_by_state", counts_by(enum_of(fleet::kNodeStateNames))}});
   s["FleetImport"] = object({{"nodes", {{"type", "array"}}}, {"pool", str()}}, {"nodes"});
   s["Enrollment"] =
       object({{"join_token", str()}, {"inventory", schema_ref("Inventory")}, {"csr", str()}},
