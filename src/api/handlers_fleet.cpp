@@ -583,7 +583,7 @@ std::vector<Route> fleet_routes() {
                .summary = "Take a GPU ({gpu}: UUID or index) out of service for repair; it is "
                           "back in service once a health report of its node after this is clean.",
                .request_schema = "NodeAction",
-               .response_schema = "Gpu"});
+               .response_schema = "GpuInRepair"});
   r.push_back({.method = "GET",
                .pattern = "/v1/nodes/{node}/gpus/{gpu}/health",
                .action = "gpu.health",

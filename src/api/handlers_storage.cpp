@@ -94,7 +94,7 @@ Result<Json> fleet_deletion_json(store::Tx& tx, const storage::Deletion& d) {
   auto confirmed = GP_TRY(storage::confirmations(tx, d.id));
   j["confirmations"] = confirmations_json(confirmed);
   Json waiting = Json::array();
-  if (d.state == "scheduled")
+  if (d.state == storage::DeletionState::kScheduled)
     for (const auto& n : GP_TRY(required_confirmers(tx, d.tenant_id)))
       if (!confirmed_by(confirmed, n)) waiting.push_back(n);
   j["waiting_for"] = waiting;
@@ -444,7 +444,7 @@ Result<Mutation> deletion_done(Api& api, Call& call, store::Tx& tx) {
   Mutation m;
   m.tenant_id = d.tenant_id;
   auto confirmed = GP_TRY(storage::confirmations(tx, d.id));
-  if (d.state == "done") {
+  if (d.state == storage::DeletionState::kDone) {
     if (!confirmed_by(confirmed, node) && d.done_by != node)
       return fail(Error::conflict("the deletion is done; this node did not confirm it"));
     m.reply = json_reply(200, GP_TRY(fleet_deletion_json(tx, d)));  // a retry changes nothing

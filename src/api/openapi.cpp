@@ -2,6 +2,9 @@
 // router; the component schemas are checked against real responses by tests/api.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
+
 #include "alloc/alloc.h"
 #include "api/router.h"
 #include "audit/audit.h"
@@ -21,12 +24,31 @@ Json integer() { return {{"type", "integer"}}; }
 Json time_str() { return {{"type", "string"}, {"format", "date-time"}}; }
 Json ntime() { return {{"type", {"string", "null"}}, {"format", "date-time"}}; }
 Json enum_of(std::vector<std::string> v) { return {{"type", "string"}, {"enum", v}}; }
+template <size_t N>
+Json enum_of(const std::array<std::string_view, N>& names) {
+  return enum_of(std::vector<std::string>(names.begin(), names.end()));
+}
+Json array_of(Json items) { return {{"type", "array"}, {"items", std::move(items)}}; }
+// `schema` that may also be null.
+Json or_null(Json schema) {
+  schema["type"] = Json::array({schema.at("type"), "null"});
+  return schema;
+}
+// An object whose keys are names the schema does not list (GPU models), each holding `value`.
+Json map_of(Json value) { return {{"type", "object"}, {"additionalProperties", std::move(value)}}; }
 
 Json object(Json props, std::vector<std::string> required) {
   return {{"type", "object"},
           {"properties", std::move(props)},
           {"required", std::move(required)},
           {"additionalProperties", false}};
+}
+
+// An object with every one of `props` required.
+Json object_of(Json props) {
+  std::vector<std::string> required;
+  for (auto it = props.begin(); it != props.end(); ++it) required.push_back(it.key());
+  return object(std::move(props), std::move(required));
 }
 
 // `schema` with properties a reply may add (not required).
@@ -136,10 +158,6 @@ Json schemas() {
                                    {"head_hash", str()}},
                                   {"ok", "records_checked", "checkpoints_checked", "first_bad_seq",
                                    "reason", "last_seq", "head_hash"});
-  auto loose = [](Json props, std::vector<std::string> required) {
-    return Json{
-        {"type", "object"}, {"properties", std::move(props)}, {"required", std::move(required)}};
-  };
   s["PoolCreate"] = object({{"name", str()}, {"tenant", str()}, {"description", str()}}, {"name"});
   s["Pool"] = schema_of<fleet::Pool>();
   s["JoinTokenCreate"] = object({{"pool", str()}, {"ttl_seconds", integer()}}, {});
@@ -147,28 +165,83 @@ Json schemas() {
       object({{"id", str()}, {"token", str()}, {"pool_id", nstr()}, {"expires_at", time_str()}},
              {"id", "token", "pool_id", "expires_at"});
   s["NodeAction"] = object({{"reason", str()}, {"deadline_seconds", integer()}}, {});
-  s["Gpu"] = loose({{"uuid", str()},
-                    {"index", integer()},
-                    {"model", str()},
-                    {"product", str()},
-                    {"memory_bytes", integer()},
-                    {"mode", enum_of({"whole", "mig", "time-sliced"})},
-                    {"mig_instances", {{"type", "array"}}},
-                    {"health", enum_of({"healthy", "unhealthy", "missing"})},
-                    {"node_id", str()}},
-                   {"uuid", "index", "model", "memory_bytes", "mode", "health", "node_id"});
+  s["Gpu"] = schema_of<fleet::Gpu>();
+  // A repair's answer: the GPU, out of service now, with the repair it began.
+  s["GpuInRepair"] = with_required(s["Gpu"], {{"repair", schema_of<fleet::GpuRepair>()}});
   // A node read with its GPUs adds them.
   s["Node"] = with_optional(schema_of<fleet::Node>(),
                             {{"gpus", {{"type", "array"}, {"items", schema_ref("Gpu")}}}});
-  s["GpuHealth"] = loose({{"gpu", str()},
-                          {"node_id", str()},
-                          {"health", str()},
-                          {"repair", {{"type", {"object", "null"}}}},
-                          {"events", {{"type", "array"}}}},
-                         {"gpu", "health", "events"});
-  s["Inventory"] = loose({{"node", {{"type", "object"}}}, {"gpus", {{"type", "array"}}}}, {"node"});
-  s["FleetSummary"] =
-      loose({{"gpus_total", integer()}}, {"gpus_total", "gpus_by_model", "nodes_by_state"});
+  // A GPU's health, its repair (null when none) and every health event of its history.
+  Json health_event = object({{"seq", integer()},
+                              {"node_id", str()},
+                              {"at", time_str()},
+                              {"kind", enum_of({"xid", "ecc", "repair", "returned"})},
+                              {"detail", str()},
+                              {"ecc_uncorrected", integer()}},
+                             {"seq", "node_id", "at", "kind", "detail", "ecc_uncorrected"});
+  s["GpuHealth"] =
+      object({{"gpu", str()},
+              {"node_id", str()},
+              {"index", integer()},
+              {"health", enum_of(fleet::kGpuHealthNames)},
+              {"health_reason", str()},
+              {"repair", or_null(schema_of<fleet::GpuRepair>())},
+              {"events", array_of(health_event)}},
+             {"gpu", "node_id", "index", "health", "health_reason", "repair", "events"});
+  // What an agent reports, as fleet::parse_inventory reads it (it refuses any other field); the
+  // container toolkit's two settings are null where the agent could not tell.
+  Json inventory_node = object({{"name", str()},
+                                {"cpu_millis", integer()},
+                                {"memory_bytes", integer()},
+                                {"rack", str()},
+                                {"nvlink_domain", str()},
+                                {"labels", labels}},
+                               {"name"});
+  Json inventory_gpu = object({{"uuid", str()},
+                               {"index", integer()},
+                               {"model", str()},
+                               {"memory_bytes", integer()},
+                               {"pci_bus_id", str()},
+                               {"numa_node", integer()},
+                               {"nvlink_peers", array_of(str())},
+                               {"mig_capable", {{"type", "boolean"}}},
+                               {"mode", enum_of(vocab::kGpuModeNames)},
+                               {"mig_instances", array_of(schema_of<vocab::PlacedInstance>())},
+                               {"health", object({{"xid_errors", array_of(integer())},
+                                                  {"ecc_uncorrected", integer()},
+                                                  {"diagnostics", str()}},
+                                                 {})}},
+                              {"uuid", "index", "model", "memory_bytes"});
+  Json gpu_runtime =
+      object({{"toolkit_config", str()},
+              {"toolkit_config_state", enum_of({"read", "absent", "unreadable"})},
+              {"accept_envvar_when_unprivileged", {{"type", {"boolean", "null"}}}},
+              {"accept_volume_mounts", {{"type", {"boolean", "null"}}}},
+              {"device_list_strategy",
+               array_of(enum_of({"envvar", "volume-mounts", "cdi-annotations", "cdi-cri"}))},
+              {"device_list_strategy_source", enum_of({"flag", "device-plugin-config", "unknown"})},
+              {"detail", str()}},
+             {"toolkit_config", "toolkit_config_state"});
+  s["Inventory"] = object(
+      {{"node", inventory_node}, {"gpus", array_of(inventory_gpu)}, {"gpu_runtime", gpu_runtime}},
+      {"node"});
+  // Per model, its GPUs by health, by use and by mode (fleet::summary); the nodes by state.
+  auto counts_by = [](Json names) {
+    return Json{{"type", "object"},
+                {"propertyNames", std::move(names)},
+                {"additionalProperties", integer()}};
+  };
+  Json model_summary = object_of({{"total", integer()},
+                                  {"healthy", integer()},
+                                  {"unhealthy", integer()},
+                                  {"missing", integer()},
+                                  {"allocated", integer()},
+                                  {"free", integer()},
+                                  {"unavailable", integer()},
+                                  {"by_mode", counts_by(enum_of(vocab::kGpuModeNames))}});
+  s["FleetSummary"] = object_of({{"gpus_total", integer()},
+                                 {"gpus_by_model", map_of(model_summary)},
+                                 {"nodes_by_state", counts_by(enum_of(fleet::kNodeStateNames))}});
   s["FleetImport"] = object({{"nodes", {{"type", "array"}}}, {"pool", str()}}, {"nodes"});
   s["Enrollment"] =
       object({{"join_token", str()}, {"inventory", schema_ref("Inventory")}, {"csr", str()}},
@@ -201,9 +274,6 @@ Json schemas() {
                            {"underlay_address", str()},
                            {"inventory_digest", str()}},
                           {});
-  s["HeartbeatReply"] = loose(
-      {{"node", schema_ref("Node")}, {"assignments_etag", str()}, {"inventory_digest", nstr()}},
-      {"node", "assignments", "assignments_etag", "inventory_digest"});
   s["AssignmentChanges"] =
       object({{"etag", str()}, {"changed", {{"type", "boolean"}}}}, {"etag", "changed"});
   // Scheduling.
@@ -241,23 +311,31 @@ Json schemas() {
       {{"models",
         {{"type", "object"}, {"additionalProperties", object({{"limit", number}}, {"limit"})}}}},
       {});
-  Json used_quota = loose({{"nominal", number},
-                           {"borrow_limit", nnumber},
-                           {"limit", nnumber},
-                           {"used", number},
-                           {"used_units", integer()},
-                           {"borrowed", number}},
-                          {"nominal", "used"});
-  Json used_quotas = {{"type", "object"}, {"additionalProperties", used_quota}};
-  s["TenantQuota"] = loose({{"tenant_id", str()},
-                            {"cohort", nstr()},
-                            {"weight", number},
-                            {"models", used_quotas},
-                            {"profile_caps", {{"type", "object"}}}},
-                           {"tenant_id", "cohort", "weight", "models", "profile_caps"});
-  s["ProjectQuota"] = loose({{"tenant_id", str()}, {"project_id", str()}, {"models", used_quotas}},
-                            {"tenant_id", "project_id", "models"});
-  s["PlatformQuota"] = loose({{"models", {{"type", "object"}}}}, {"models"});
+  // A model's quota in GPU equivalents, with its use (alloc::detail::model_quota_json).
+  Json used_quota = object({{"nominal", number},
+                            {"borrow_limit", nnumber},
+                            {"limit", nnumber},
+                            {"used", number},
+                            {"used_units", integer()},
+                            {"borrowed", number}},
+                           {"nominal", "borrow_limit", "limit", "used", "used_units", "borrowed"});
+  Json used_quotas = map_of(used_quota);
+  // Per model, per MIG profile: the tenant's cap on instances and how many it holds.
+  Json profile_caps = map_of(map_of(
+      object({{"max_instances", integer()}, {"used", integer()}}, {"max_instances", "used"})));
+  s["TenantQuota"] = object({{"tenant_id", str()},
+                             {"cohort", nstr()},
+                             {"weight", number},
+                             {"models", used_quotas},
+                             {"profile_caps", profile_caps}},
+                            {"tenant_id", "cohort", "weight", "models", "profile_caps"});
+  s["ProjectQuota"] = object({{"tenant_id", str()}, {"project_id", str()}, {"models", used_quotas}},
+                             {"tenant_id", "project_id", "models"});
+  // Per model: the fleet's GPUs, their use and the platform's limit (null: none).
+  s["PlatformQuota"] =
+      object({{"models", map_of(object({{"gpus", integer()}, {"used", number}, {"limit", nnumber}},
+                                       {"gpus", "used", "limit"}))}},
+             {"models"});
   s["AllocationCreate"] =
       object({{"name", str()},
               {"offering", str()},
@@ -291,42 +369,113 @@ Json schemas() {
                        {"reason_code", str()},
                        {"reason", str()}},
                       {"seq", "at", "from", "to", "reason_code", "reason"});
-  s["Allocation"] = with_optional(
-      schema_of<alloc::Allocation>(),
-      {{"events", {{"type", "array"}, {"items", event}}},
-       {"stopping",
-        {{"type", "array"},
-         {"items", object({{"allocation_id", str()},
-                           {"node_id", str()},
-                           {"since", time_str()},
-                           {"stop_by", time_str()},
-                           {"grace_seconds", integer()}},
-                          {"allocation_id", "node_id", "since", "stop_by", "grace_seconds"})}}},
-       {"configuring", {{"type", "array"}}}});
+  // The scheduler's request as a dry run and a queued allocation show it
+  // (alloc::detail::request_json); an allocation's and a reservation's shape is the same less
+  // its isolation, priority and preemption (which they show at their top level).
+  Json request_shape = object({{"tier", enum_of(tiers)},
+                               {"isolation", enum_of(kClasses)},
+                               {"models", strings},
+                               {"count", integer()},
+                               {"same_node", boolean},
+                               {"same_nvlink_domain", boolean},
+                               {"priority", integer()},
+                               {"preemptible", boolean},
+                               {"node_count", integer()},
+                               {"gpus_per_node", integer()},
+                               {"pool", str()},
+                               {"mig_profile", str()},
+                               {"milli", integer()}},
+                              {"tier", "isolation", "models", "count", "same_node",
+                               "same_nvlink_domain", "priority", "preemptible"});
+  Json shape = request_shape;
+  for (const char* shown_above : {"isolation", "priority", "preemptible"}) {
+    shape["properties"].erase(shown_above);
+    auto& required = shape["required"];
+    required.erase(std::find(required.begin(), required.end(), shown_above));
+  }
+  // Where an allocation was placed (alloc::detail::placement_json): its GPUs, by node, with the
+  // MIG instance or the share of each it holds, and the modes and layouts the placement changes.
+  Json layout = array_of(schema_of<vocab::PlacedInstance>());
+  Json granted_gpu = object({{"node", str()},
+                             {"node_name", str()},
+                             {"gpu", str()},
+                             {"index", integer()},
+                             {"mig", schema_of<vocab::PlacedInstance>()},
+                             {"milli", integer()}},
+                            {"node", "node_name", "gpu", "index"});
+  Json placement = object(
+      {{"model", str()},
+       {"tier", enum_of(tiers)},
+       {"units", integer()},
+       {"gpu_equivalents", str()},
+       {"whole_nodes", boolean},
+       {"nodes", strings},
+       {"node_names", strings},
+       {"gpus", array_of(granted_gpu)},
+       {"mode_changes", array_of(object({{"gpu", str()},
+                                         {"from", enum_of(vocab::kGpuModeNames)},
+                                         {"to", enum_of(vocab::kGpuModeNames)}},
+                                        {"gpu", "from", "to"}))},
+       {"mig_changes", array_of(object({{"gpu", str()}, {"before", layout}, {"after", layout}},
+                                       {"gpu", "before", "after"}))},
+       {"reservation", str()}},
+      {"model", "tier", "units", "gpu_equivalents", "whole_nodes", "nodes", "node_names", "gpus",
+       "mode_changes", "mig_changes"});
+  // Where an ended allocation's work is still being stopped (alloc::Stop).
+  Json stop = object({{"allocation_id", str()},
+                      {"node_id", str()},
+                      {"since", time_str()},
+                      {"stop_by", time_str()},
+                      {"grace_seconds", integer()}},
+                     {"allocation_id", "node_id", "since", "stop_by", "grace_seconds"});
+  s["Allocation"] = with_optional(schema_of<alloc::Allocation>(),
+                                  {{"events", {{"type", "array"}, {"items", event}}},
+                                   {"stopping", array_of(stop)},
+                                   {"configuring", {{"type", "array"}}}});
+  s["Allocation"]["properties"]["shape"] = shape;
+  s["Allocation"]["properties"]["placement"] = or_null(placement);
   // What a create would do, changing nothing: the shape as the scheduler reads it, and where it
   // would be placed or why not.
   s["AllocationDryRun"] = object({{"dry_run", boolean},
                                   {"would_place", boolean},
-                                  {"shape", {{"type", "object"}}},
-                                  {"placement", {{"type", "object"}}},
+                                  {"shape", request_shape},
+                                  {"placement", placement},
                                   {"reason_code", str()},
                                   {"reason", str()}},
                                  {"dry_run", "would_place", "shape"});
-  s["AllocationWhy"] = loose({{"id", str()},
-                              {"state", str()},
-                              {"reason_code", str()},
-                              {"reason", str()},
-                              {"events", {{"type", "array"}}},
-                              {"queue", {{"type", "object"}}},
-                              {"quota", {{"type", "array"}}},
-                              {"capacity", {{"type", "object"}}}},
-                             {"id", "state", "reason", "events"});
+  // A pending allocation's answer adds its place in the queue, the quota at each level for each
+  // model it may use (a level with no quota configured is null; the platform's use shows to
+  // operators only) and whether the fleet has room for it now.
+  Json level_quota = or_null(used_quota);
+  Json model_standing =
+      object({{"model", str()},
+              {"needs_gpu_equivalents", number},
+              {"tenant", level_quota},
+              {"project", level_quota},
+              {"platform", object({{"limit", nnumber}, {"used", number}}, {"limit"})}},
+             {"model", "needs_gpu_equivalents", "tenant", "project", "platform"});
+  s["AllocationWhy"] =
+      object({{"id", str()},
+              {"state", enum_of(alloc::kAllocationStateNames)},
+              {"reason_code", str()},
+              {"reason", str()},
+              {"events", array_of(event)},
+              {"queue", object({{"counts", str()},
+                                {"position", integer()},
+                                {"length", integer()},
+                                {"ahead_of_same_tenant", integer()}},
+                               {"counts", "position", "length", "ahead_of_same_tenant"})},
+              {"quota", array_of(model_standing)},
+              {"capacity",
+               object({{"fits_now", boolean}, {"note", str()}, {"reason", str()}}, {"fits_now"})}},
+             {"id", "state", "reason_code", "reason", "events"});
   Json reservation_create = s["AllocationCreate"];
   reservation_create["properties"]["project"] = str();
   reservation_create["properties"]["start_time"] = time_str();
   reservation_create["required"] = {"project"};
   s["ReservationCreate"] = reservation_create;
   s["Reservation"] = schema_of<alloc::Reservation>();
+  s["Reservation"]["properties"]["shape"] = shape;
   s["Vm"] = schema_of<alloc::Vm>();
   const std::vector<std::string> job_states(jobs::kJobStateNames.begin(),
                                             jobs::kJobStateNames.end());
@@ -354,6 +503,72 @@ Json schemas() {
        {"preemptible", boolean}},
       {"name", "image", "offering"});
   s["JobCancel"] = object({}, {});
+  // What the node is to run: its allocations, the GPU plans it applies, its job members (their
+  // secrets opened) and the GPUs in repair it checks.
+  Json gpu_plan = object({{"gpu", str()},
+                          {"mode", str()},
+                          {"mig_layout", array_of(schema_of<vocab::PlacedInstance>())},
+                          {"status", str()}},
+                         {"gpu", "mode", "mig_layout", "status"});
+  // An allocation with GPUs on the node (alloc::Service::acknowledge): what waits before it
+  // starts, its VM (or why it has none), and, once ended, the stop of its work still held.
+  Json assigned_allocation = object({{"id", str()},
+                                     {"tenant_id", str()},
+                                     {"project_id", str()},
+                                     {"state", enum_of(alloc::kAllocationStateNames)},
+                                     {"tier", enum_of(tiers)},
+                                     {"gpus", array_of(granted_gpu)},
+                                     {"waiting_for", array_of(str())},
+                                     {"configuring", array_of(str())},
+                                     {"vm_error", str()},
+                                     {"vm", {{"type", "object"}}},
+                                     {"stop", stop}},
+                                    {"id", "tenant_id", "project_id", "state", "tier", "gpus"});
+  // A job member the node runs (jobs::node_assignment), its secrets opened.
+  Json name_value = object({{"name", str()}, {"value", str()}}, {"name", "value"});
+  Json member_device = object(
+      {{"gpu", str()}, {"mig", schema_of<vocab::PlacedInstance>()}, {"milli", integer()}}, {"gpu"});
+  Json assigned_member = object_of(
+      {{"job", str()},
+       {"name", str()},
+       {"tenant_id", str()},
+       {"tenant", str()},
+       {"project_id", str()},
+       {"allocation_id", str()},
+       {"rank", integer()},
+       {"attempt", integer()},
+       {"world_size", integer()},
+       {"image", str()},
+       {"pull_always", boolean},
+       {"allowed_registries", strings},
+       {"command", strings},
+       {"args", strings},
+       {"env", array_of(name_value)},
+       {"devices", array_of(member_device)},
+       {"ids", object({{"first", integer()}, {"count", integer()}}, {"first", "count"})},
+       {"run_as", integer()},
+       {"volumes", array_of(object({{"kind", str()}, {"path", str()}, {"read_only", boolean}},
+                                   {"kind", "path", "read_only"}))},
+       {"limits", object({{"cpu_millis", integer()}, {"memory_bytes", integer()}},
+                         {"cpu_millis", "memory_bytes"})},
+       {"desired", enum_of({"running", "created", "stopped"})},
+       {"stop_grace_seconds", integer()},
+       {"log_offset", integer()},
+       {"network", {{"type", {"object", "null"}}}},  // null: the tenant has no segment
+       {"secrets", array_of(name_value)}});
+  Json assignments = object({{"allocations", array_of(assigned_allocation)},
+                             {"gpu_plans", array_of(gpu_plan)},
+                             {"jobs", array_of(assigned_member)},
+                             {"gpu_repairs", array_of(str())}},
+                            {"allocations", "gpu_plans", "jobs", "gpu_repairs"});
+  s["HeartbeatReply"] = object({{"node", schema_ref("Node")},
+                                {"assignments", assignments},
+                                {"assignments_etag", str()},
+                                {"inventory_digest", nstr()},
+                                {"heartbeat_seconds", integer()},
+                                {"node_timeout_seconds", integer()}},
+                               {"node", "assignments", "assignments_etag", "inventory_digest",
+                                "heartbeat_seconds", "node_timeout_seconds"});
   // A job's answer adds its members, its history, its attempts and, while it waits, its
   // allocation's reason.
   Json job_member = object({{"rank", integer()},
@@ -425,12 +640,38 @@ Json schemas() {
                           {"vm", "domain", "requested_seq", "captured_seq", "current", "text"});
   s["VmAction"] = object({{"action", enum_of({"start", "stop", "reboot"})}}, {"action"});
   s["SshKeys"] = object({{"keys", strings}}, {"keys"});
-  s["Queue"] = loose({{"items", {{"type", "array"}}}, {"length", integer()}}, {"items", "length"});
-  s["AdmissionReview"] = loose({{"apiVersion", str()},
-                                {"kind", str()},
-                                {"request", {{"type", "object"}}},
-                                {"response", {{"type", "object"}}}},
-                               {"apiVersion", "kind"});
+  Json queued = object({{"position", integer()},
+                        {"id", str()},
+                        {"tenant_id", str()},
+                        {"project_id", str()},
+                        {"priority_class", str()},
+                        {"shape", request_shape},
+                        {"reason_code", str()},
+                        {"reason", str()},
+                        {"submitted_at", time_str()},
+                        {"fair_share_usage", number}},
+                       {"position", "id", "tenant_id", "project_id", "priority_class", "shape",
+                        "reason_code", "reason", "submitted_at", "fair_share_usage"});
+  s["Queue"] = object({{"counts", str()}, {"items", array_of(queued)}, {"length", integer()}},
+                      {"counts", "items", "length"});
+  // admission.k8s.io/v1: Kubernetes sends the request (its AdmissionRequest, read in part by
+  // policy::review_admission), the webhook answers the response.
+  Json admission_cause =
+      object({{"reason", str()}, {"message", str()}, {"field", str()}}, {"reason", "message"});
+  Json admission_status =
+      object({{"status", enum_of({"Failure"})},
+              {"code", integer()},
+              {"reason", str()},
+              {"message", str()},
+              {"details", object({{"causes", array_of(admission_cause)}}, {"causes"})}},
+             {"status", "code", "reason", "message", "details"});
+  s["AdmissionReview"] = object(
+      {{"apiVersion", enum_of({"admission.k8s.io/v1"})},
+       {"kind", enum_of({"AdmissionReview"})},
+       {"request", {{"type", "object"}}},
+       {"response", object({{"uid", str()}, {"allowed", boolean}, {"status", admission_status}},
+                           {"uid", "allowed"})}},
+      {"apiVersion", "kind"});
   Json ports = {{"type", "array"}, {"items", {{"type", {"integer", "string"}}}}};
   Json protocols = enum_of({"tcp", "udp", "icmp", "any"});
   Json egress = object(

@@ -21,6 +21,12 @@
 // and shown as that name). An optional member is null in JSON when absent (its schema allows
 // null); every field is required in the schema.
 //
+// A value that is itself a record described by a table (a GPU's health report, a MIG instance)
+// nests: it shows as its object, and its schema is its table's (strict all the way down);
+// std::optional of one shows as the object or null, and a std::vector of records or of integers
+// as an array of them. Nested values are shown, never stored: they are Derived entries, or
+// members of a table that store/record_row.h never reads.
+//
 // A value JSON shows that is worked out from the record rather than stored (a pool's kind, a
 // deletion's path) is a Derived entry. A value that depends on more than the record (the clock,
 // another module's rows) is no entry: the caller adds it to the JSON and the schema.
@@ -119,6 +125,40 @@ concept DerivedField = F::kDerived;
 template <typename R>
 struct Fields;
 
+// A type described by a table of its own: a record, which may nest in another's.
+template <typename T>
+concept Described = requires {
+  Fields<T>::list;
+};
+
+template <typename T>
+struct IsVector : std::false_type {};
+template <typename E>
+struct IsVector<std::vector<E>> : std::true_type {
+  using Element = E;
+};
+
+// A list shown as an array of records or of integers (a list of strings is a StringList).
+template <typename T>
+concept NestedList = IsVector<T>::value &&
+    (Described<typename IsVector<T>::Element> || IntegerMember<typename IsVector<T>::Element>);
+
+template <typename T>
+struct IsOptional : std::false_type {};
+template <typename E>
+struct IsOptional<std::optional<E>> : std::true_type {
+  using Value = E;
+};
+
+// A nested record that may be absent: shown as its object or null.
+template <typename T>
+concept OptionalRecord = IsOptional<T>::value && Described<typename IsOptional<T>::Value>;
+
+template <typename R>
+Json json_of_fields(const R& r);
+template <typename R>
+Json schema_of();
+
 // Every entry of R's table, in order: Fields and Deriveds.
 template <typename R, typename F>
 void for_each_field(F&& f) {
@@ -183,6 +223,22 @@ void describe_value(std::string_view name, const T& v, Form form,
       out.null(name);
   } else if constexpr (std::is_enum_v<T>) {
     out.string(name, enum_name(v, values));
+  } else if constexpr (Described<T>) {
+    out.json(name, json_of_fields(v));
+  } else if constexpr (OptionalRecord<T>) {
+    if (v)
+      out.json(name, json_of_fields(*v));
+    else
+      out.null(name);
+  } else if constexpr (NestedList<T>) {
+    Json items = Json::array();
+    for (const auto& e : v) {
+      if constexpr (Described<typename IsVector<T>::Element>)
+        items.push_back(json_of_fields(e));
+      else
+        items.push_back(static_cast<int64_t>(e));
+    }
+    out.json(name, items);
   } else {
     static_assert(sizeof(T) == 0, "a Field member's type is not one record.h knows");
   }
@@ -224,9 +280,9 @@ inline Json enum_schema(std::span<const std::string_view> names, bool nullable) 
   return values;
 }
 
-// The schema of a value of type M shown in `form` (describe_value).
+// The schema of a scalar, string map, string list or Json value of type M shown in `form`.
 template <typename M>
-Json value_schema(Form form, std::span<const std::string_view> values) {
+Json plain_value_schema(Form form, std::span<const std::string_view> values) {
   constexpr bool kOptional = std::is_same_v<M, std::optional<std::string>> ||
                              std::is_same_v<M, std::optional<int64_t>> ||
                              std::is_same_v<M, std::optional<Json>>;
@@ -247,6 +303,23 @@ Json value_schema(Form form, std::span<const std::string_view> values) {
   if (form == Form::kTime) s["format"] = "date-time";
   if (form == Form::kEnum) s["enum"] = enum_schema(values, kOptional);
   return s;
+}
+
+// The schema of a value of type M shown in `form` (describe_value).
+template <typename M>
+Json value_schema(Form form, std::span<const std::string_view> values) {
+  if constexpr (Described<M>) {
+    return schema_of<M>();
+  } else if constexpr (OptionalRecord<M>) {
+    Json s = schema_of<typename IsOptional<M>::Value>();
+    s["type"] = Json::array({"object", "null"});
+    return s;
+  } else if constexpr (NestedList<M>) {
+    return {{"type", "array"},
+            {"items", value_schema<typename IsVector<M>::Element>(Form::kPlain, {})}};
+  } else {
+    return plain_value_schema<M>(form, values);
+  }
 }
 
 // The schema of one stored field's JSON.

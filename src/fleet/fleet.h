@@ -52,12 +52,15 @@ struct Node {
   Json to_json() const;
 };
 
+inline constexpr std::array<std::string_view, 3> kGpuHealthNames = {"healthy", "unhealthy",
+                                                                    "missing"};
+
 struct Gpu {
   GpuInfo info;
   std::string node_id;
-  std::string health = "healthy";  // healthy | unhealthy | missing
+  std::string health = "healthy";  // one of kGpuHealthNames
   std::string health_reason;
-  Json to_json() const;
+  Json to_json() const { return json_of_fields(*this); }
 };
 
 // ---- GPU health and repair (docs/fleet.md) ----
@@ -68,7 +71,7 @@ struct Gpu {
 struct GpuRepair {
   int64_t since = 0;
   std::string reason, actor;
-  Json to_json() const;
+  Json to_json() const { return json_of_fields(*this); }
 };
 Result<std::optional<GpuRepair>> find_repair(store::Tx& tx, const std::string& uuid);
 // The UUIDs of the node's GPUs in repair: its agent checks them (DCGM's diagnostics where
@@ -386,6 +389,64 @@ struct Fields<fleet::Pool> {
       Field{"description", &P::description},
       Field{"created_at", &P::created_at, {}, Form::kTime},
       Field{"version", &P::version},
+  };
+};
+
+// A MIG instance placed on a GPU, as a GPU shows its layout.
+template <>
+struct Fields<vocab::PlacedInstance> {
+  using P = vocab::PlacedInstance;
+  static constexpr auto list = std::tuple{
+      Field{"profile", &P::profile},
+      Field{"start", &P::start},
+  };
+};
+
+// A GPU's health as its node's agent last reported it.
+template <>
+struct Fields<fleet::GpuHealth> {
+  using H = fleet::GpuHealth;
+  static constexpr auto list = std::tuple{
+      Field{"xid_errors", &H::xid_errors},
+      Field{"ecc_uncorrected", &H::ecc_uncorrected},
+      Field{"diagnostics", &H::diagnostics},
+  };
+};
+
+// A GPU as shown (common/record.h): what its node's inventory says of it, the agent's last
+// health report ("health_report"), and the health the control plane holds it at. Its row is
+// read by hand.
+template <>
+struct Fields<fleet::Gpu> {
+  using G = fleet::Gpu;
+  static constexpr auto list = std::tuple{
+      Derived<G>{"uuid", [](const G& g) { return g.info.uuid; }},
+      Derived<G, int64_t>{"index", [](const G& g) { return int64_t{g.info.index}; }},
+      Derived<G>{"model", [](const G& g) { return g.info.model; }},
+      Derived<G>{"product", [](const G& g) { return g.info.product; }},
+      Derived<G, int64_t>{"memory_bytes", [](const G& g) { return g.info.memory_bytes; }},
+      Derived<G>{"pci_bus_id", [](const G& g) { return g.info.pci_bus_id; }},
+      Derived<G, int64_t>{"numa_node", [](const G& g) { return int64_t{g.info.numa_node}; }},
+      Derived<G, StringList>{"nvlink_peers", [](const G& g) { return g.info.nvlink_peers; }},
+      Derived<G, bool>{"mig_capable", [](const G& g) { return g.info.mig_capable; }},
+      Derived<G, vocab::GpuMode>{"mode", [](const G& g) { return g.info.mode; },
+                                 vocab::kGpuModeNames},
+      Derived<G, vocab::Layout>{"mig_instances", [](const G& g) { return g.info.mig_instances; }},
+      Derived<G, fleet::GpuHealth>{"health_report", [](const G& g) { return g.info.health; }},
+      Field{"node_id", &G::node_id},
+      Derived<G>{"health", [](const G& g) { return g.health; }, fleet::kGpuHealthNames},
+      Field{"health_reason", &G::health_reason},
+  };
+};
+
+// A GPU's repair: since when, why and by whom.
+template <>
+struct Fields<fleet::GpuRepair> {
+  using R = fleet::GpuRepair;
+  static constexpr auto list = std::tuple{
+      Field{"since", &R::since, {}, Form::kTime},
+      Field{"reason", &R::reason},
+      Field{"actor", &R::actor},
   };
 };
 

@@ -33,17 +33,6 @@ vocab::Layout layout_from(const std::string& text) {
 
 Json Node::to_json() const { return json_of_fields(*this); }
 
-Json Gpu::to_json() const {
-  Json j = fleet::to_json(info);
-  j["health_report"] = std::move(j["health"]);  // what the agent last reported
-  j["model"] = info.model;
-  j["product"] = info.product;
-  j["node_id"] = node_id;
-  j["health"] = health;
-  j["health_reason"] = health_reason;
-  return j;
-}
-
 // ---------------- pools ----------------
 
 namespace {

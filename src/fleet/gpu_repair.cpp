@@ -35,10 +35,6 @@ Result<void> insert_event(store::Tx& tx, const std::string& uuid, const std::str
 
 }  // namespace
 
-Json GpuRepair::to_json() const {
-  return {{"since", rfc3339(since)}, {"reason", reason}, {"actor", actor}};
-}
-
 Result<std::optional<GpuRepair>> find_repair(store::Tx& tx, const std::string& uuid) {
   auto row = GP_TRY(
       tx.query_one("SELECT since, reason, actor FROM gpu_repairs WHERE gpu_uuid = ?", {uuid}));

@@ -38,7 +38,7 @@ Result<std::vector<Deletion>> deletions_where(store::Tx& tx, std::string_view wh
 }
 
 Result<Deletion> insert_deletion(store::Tx& tx, Deletion d) {
-  d.state = "scheduled";
+  d.state = DeletionState::kScheduled;
   d.done_at.reset();
   d.done_by.reset();
   GP_TRY(tx.exec(fmt::format("INSERT INTO storage_deletions ({}) VALUES ({})", kDeletionCols,

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
@@ -70,6 +71,9 @@ Result<void> check_project_deletable(store::Tx& tx, const std::string& tenant_id
 
 // ---- Deletions ----
 
+// A deletion is scheduled until every node holding the tree has removed it.
+enum class DeletionState : uint8_t { kScheduled, kDone };
+
 struct Deletion {
   std::string id;
   std::string tenant_id;
@@ -81,7 +85,7 @@ struct Deletion {
   std::string requested_by;
   int64_t requested_at = 0;
   int64_t due_at = 0;
-  std::string state;  // "scheduled" | "done"
+  DeletionState state = DeletionState::kScheduled;
   std::optional<int64_t> done_at;
   std::optional<std::string> done_by;
 
@@ -262,6 +266,7 @@ Result<size_t> rewrap_tenant_keyring(store::Tx& tx, const std::string& tenant_id
 
 namespace gp {
 
+// Each storage::DeletionState's name, at its value's index.
 inline constexpr std::array<std::string_view, 2> kDeletionStates = {"scheduled", "done"};
 
 // The one description of a storage deletion: its row, its JSON and its schema (common/record.h).

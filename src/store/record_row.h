@@ -94,6 +94,9 @@ Result<R> read_row(const Row& row, size_t first = 0) {
       else if (!error)
         error = Error::internal(fmt::format("column {} holds '{}', which is not one of {}",
                                             f.stored_as(), row.text(i), fmt::join(f.values, ", ")));
+    } else {
+      static_assert(sizeof(T) == 0,
+                    "a stored field's type is one no column holds (a nested record?)");
     }
     ++i;
   });

@@ -45,15 +45,8 @@ Tier weakest_tier(IsolationClass c) {
 bool class_allows(IsolationClass c, Tier tier) { return tier <= weakest_tier(c); }
 
 std::string_view gpu_mode_name(GpuMode mode) {
-  switch (mode) {
-    case GpuMode::kWhole:
-      return "whole";
-    case GpuMode::kMig:
-      return "mig";
-    case GpuMode::kTimeSliced:
-      return "time-sliced";
-  }
-  return "whole";
+  const auto i = static_cast<size_t>(mode);
+  return i < kGpuModeNames.size() ? kGpuModeNames[i] : kGpuModeNames[0];
 }
 
 std::optional<GpuMode> parse_gpu_mode(std::string_view name) {

@@ -44,6 +44,8 @@ bool class_allows(IsolationClass c, Tier tier);
 
 // A GPU is in one mode at a time.
 enum class GpuMode : uint8_t { kWhole, kMig, kTimeSliced };
+// Each mode's name, at its value's index.
+inline constexpr std::array<std::string_view, 3> kGpuModeNames = {"whole", "mig", "time-sliced"};
 std::string_view gpu_mode_name(GpuMode mode);  // "whole", "mig", "time-sliced"
 std::optional<GpuMode> parse_gpu_mode(std::string_view name);
 

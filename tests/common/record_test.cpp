@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <optional>
+#include <vector>
 
 namespace gp {
 namespace {
@@ -233,6 +235,74 @@ TEST(Record, NarrowIntegersDecimalIdsListsAndDerivedValuesOfAnyKindAreWrittenAnd
   EXPECT_EQ(p["shape"], Json::parse(R"({"type": "object"})"));
   EXPECT_EQ(p["share"], Json::parse(R"({"type": ["object", "null"]})"));
   EXPECT_EQ(p["limit"], Json::parse(R"({"type": ["integer", "null"]})"));
+}
+
+// Records nest: a record, an optional one and lists of records or integers inside another.
+struct Slice {
+  std::string profile;
+  int start = 0;
+};
+
+struct Board {
+  std::string id;
+  std::vector<Slice> slices;
+  std::optional<Slice> spare;
+  std::vector<int> codes;
+};
+
+}  // namespace
+
+template <>
+struct Fields<Slice> {
+  static constexpr auto list = std::tuple{
+      Field{"profile", &Slice::profile},
+      Field{"start", &Slice::start},
+  };
+};
+
+template <>
+struct Fields<Board> {
+  static constexpr auto list = std::tuple{
+      Field{"id", &Board::id},
+      Field{"slices", &Board::slices},
+      Derived<Board, std::optional<Slice>>{"spare", [](const Board& b) { return b.spare; }},
+      Derived<Board, Slice>{
+          "first", [](const Board& b) { return b.slices.empty() ? Slice{} : b.slices[0]; }},
+      Field{"codes", &Board::codes},
+  };
+};
+
+namespace {
+
+TEST(Record, RecordsAndListsOfRecordsOrIntegersNestWithTheirOwnStrictSchemas) {
+  const Board b{"brd_1", {{"1g.18gb", 0}, {"3g.71gb", 4}}, std::nullopt, {48, 79}};
+  const Json j = json_of_fields(b);
+  EXPECT_EQ(j, Json::parse(R"({"id": "brd_1",
+                              "slices": [{"profile": "1g.18gb", "start": 0},
+                                         {"profile": "3g.71gb", "start": 4}],
+                              "spare": null, "first": {"profile": "1g.18gb", "start": 0},
+                              "codes": [48, 79]})"));
+  Board with_spare = b;
+  with_spare.spare = Slice{"7g.141gb", 0};
+  EXPECT_EQ(json_of_fields(with_spare)["spare"],
+            Json::parse(R"({"profile": "7g.141gb", "start": 0})"));
+  JsonText text;
+  text.begin_object();
+  describe_fields(b, text);
+  text.end_object();
+  EXPECT_EQ(Json::parse(std::move(text).take()), j);
+  const Json slice = Json::parse(R"({"type": "object",
+      "properties": {"profile": {"type": "string"}, "start": {"type": "integer"}},
+      "required": ["profile", "start"], "additionalProperties": false})");
+  EXPECT_EQ(schema_of<Slice>(), slice);
+  const Json board = schema_of<Board>();
+  const Json& p = board["properties"];
+  EXPECT_EQ(p["slices"], (Json{{"type", "array"}, {"items", slice}}));
+  Json nullable = slice;
+  nullable["type"] = Json::array({"object", "null"});
+  EXPECT_EQ(p["spare"], nullable);
+  EXPECT_EQ(p["first"], slice);
+  EXPECT_EQ(p["codes"], Json::parse(R"({"type": "array", "items": {"type": "integer"}})"));
 }
 
 TEST(Record, EnumNamesRoundTripAndAnUnknownNameIsNone) {

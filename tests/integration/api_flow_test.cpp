@@ -543,6 +543,61 @@ TEST(ApiFlow, ResponsesMatchTheirOpenApiSchemas) {
   EXPECT_FALSE(MatchesOpenApi(doc, "GET", "/v1/tenants/{tenant}", bogus.status, bogus.body));
 }
 
+// Where a schema is strict, the checker finds a field a handler added or a value of the wrong
+// type at any depth: in a GPU's health report, in a model's quota (a map's value). What an agent
+// reports matches the Inventory schema its enrolments and heartbeats are published with.
+TEST(ApiFlow, StrictSchemasRefuseAnExtraOrMistypedFieldAtAnyDepth) {
+  TestServer s;
+  TenantWorld w = populate(s, "acme");
+  const Json doc = s.request("GET", "/v1/openapi.json").body;
+  auto read = [&](const std::string& target) {
+    const auto r = s.request("GET", target, nullptr, s.admin_token());
+    EXPECT_EQ(r.status, 200) << target << ": " << r.raw;
+    return r.body;
+  };
+  auto matches = [&](const std::string& pattern, const Json& body) {
+    return MatchesOpenApi(doc, "GET", pattern, 200, body);
+  };
+  const Json gpus = read("/v1/gpus");
+  ASSERT_FALSE(gpus.at("items").empty());
+  EXPECT_TRUE(matches("/v1/gpus", gpus));
+  for (const auto& [field, value] : std::vector<std::pair<std::string, Json>>{
+           {"/items/0/serial", "1324"},
+           {"/items/0/mode", "partitioned"},
+           {"/items/0/index", "0"},
+           {"/items/0/health_report/ecc_uncorrected", "0"},
+           {"/items/0/health_report/retired_pages", 0},
+           {"/items/0/mig_instances", Json::array({{{"profile", "1g.18gb"}}})}}) {
+    Json bogus = gpus;
+    bogus[Json::json_pointer(field)] = value;
+    EXPECT_FALSE(matches("/v1/gpus", bogus)) << field;
+  }
+  const std::string quota = tenant_path(w.tenant) + "/quota";
+  const Json tenant_quota = read(quota);
+  ASSERT_TRUE(tenant_quota.at("models").contains("H200")) << tenant_quota;
+  EXPECT_TRUE(matches("/v1/tenants/{tenant}/quota", tenant_quota));
+  for (const auto& [field, value] : std::vector<std::pair<std::string, Json>>{
+           {"/models/H200/used", "1"}, {"/models/H200/lent", 0}, {"/weight", "1"}}) {
+    Json bogus = tenant_quota;
+    bogus[Json::json_pointer(field)] = value;
+    EXPECT_FALSE(matches("/v1/tenants/{tenant}/quota", bogus)) << field;
+  }
+  const Json platform_quota = read("/v1/quota");
+  EXPECT_TRUE(matches("/v1/quota", platform_quota));
+  Json bogus = platform_quota;
+  bogus["models"]["H200"]["gpus"] = 1.5;
+  EXPECT_FALSE(matches("/v1/quota", bogus));
+
+  const Json inventory_schema = {{"$ref", "#/components/schemas/Inventory"}};
+  Json inventory = h200_inventory("schema-node", 2);
+  std::vector<std::string> errors;
+  check_schema(doc, inventory_schema, inventory, "inventory", &errors);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  inventory["gpus"][1]["serial"] = "1324";
+  check_schema(doc, inventory_schema, inventory, "inventory", &errors);
+  EXPECT_EQ(errors.size(), 1u);
+}
+
 TEST(ApiFlow, ListResponsesMatchTheirOpenApiSchemas) {
   TestServer s;
   SchemaWorld w = make_schema_world(s);

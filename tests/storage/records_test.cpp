@@ -101,6 +101,39 @@ INSERT INTO storage_deletions (id, tenant_id, tenant_name, project_name, reason,
 
 // Secrets by identity: listed by name a page at a time, never with their sealed value, another
 // tenant's never seen, and deleted once.
+// A deletion's state is one of its names: a row holding another fails the read, naming the
+// column, rather than show a deletion in a state it never had.
+TEST(StorageRecords, ADeletionInAStateItHasNoNameForFailsTheRead) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  gp::testing::must_write(*s, [&](store::Tx& tx) -> Result<int> {
+    GP_TRY_VOID(gp::testing::insert_bare_tenants(tx, {"ten_a"}));
+    const auto d = GP_TRY(
+        schedule_tenant_deletion(tx, "sdl_1", "ten_a", "acme", "offboarded", "usr_1", 10, 20));
+    EXPECT_EQ(d.state, DeletionState::kScheduled);
+    return 0;
+  });
+  ASSERT_TRUE(s->write([&](store::Tx& tx) -> Result<void> {
+    const auto d = GP_TRY(find_deletion(tx, "sdl_1"));
+    EXPECT_TRUE(d && d->state == DeletionState::kScheduled);
+    return ok();
+  }));
+  gp::testing::must_write(*s, [&](store::Tx& tx) -> Result<int> {
+    GP_TRY(tx.exec("UPDATE storage_deletions SET state = 'purged' WHERE id = 'sdl_1'"));
+    return 0;
+  });
+  ASSERT_TRUE(s->read([&](store::Tx& tx) -> Result<void> {
+    const auto d = find_deletion(tx, "sdl_1");
+    EXPECT_FALSE(d);
+    if (!d) {
+      EXPECT_EQ(d.error().code, ErrorCode::kInternal);
+      EXPECT_EQ(d.error().message,
+                "column state holds 'purged', which is not one of scheduled, done");
+    }
+    return ok();
+  }));
+}
+
 TEST(StorageRecords, SecretsArePagedByNameTenantPrivateAndDeletedOnce) {
   TempDir dir;
   auto s = gp::testing::open_store(dir);

@@ -65,16 +65,19 @@ void check_schema(const Json& doc, const Json& schema, const Json& v, const std:
     if (!parse_rfc3339(v.get<std::string>(), &t))
       errors->push_back(where + ": " + v.dump() + " is not RFC 3339");
   }
-  if (v.is_object() && schema.contains("properties")) {
-    const auto& props = schema["properties"];
+  if (v.is_object() && (schema.contains("properties") || schema.contains("additionalProperties"))) {
+    const Json props = schema.value("properties", Json::object());
+    const Json others = schema.value("additionalProperties", Json(true));
     for (const auto& req : schema.value("required", Json::array()))
       if (!v.contains(req.get<std::string>()))
         errors->push_back(where + ": required property '" + req.get<std::string>() + "' missing");
     for (auto it = v.begin(); it != v.end(); ++it) {
       if (props.contains(it.key()))
         check_schema(doc, props[it.key()], it.value(), where + "." + it.key(), errors);
-      else if (schema.value("additionalProperties", Json(true)) == false)
+      else if (others == false)
         errors->push_back(where + ": property '" + it.key() + "' is not in the schema");
+      else if (others.is_object())  // a map's values (per GPU model, per label)
+        check_schema(doc, others, it.value(), where + "." + it.key(), errors);
     }
   }
   if (v.is_array() && schema.contains("items"))

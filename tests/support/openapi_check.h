@@ -1,8 +1,9 @@
 // A small OpenAPI schema checker for the tests: $ref, type, enum, format date-time, objects
-// (required, additionalProperties: false) and arrays, recursively. The integration suite's
-// TestServer runs it on every JSON answer it receives (integration/harness.cpp), so each test
-// that calls a route also checks that route's published schema against what its handler
-// returned; the process tests check the answers of the routes only a real binary serves.
+// (required, additionalProperties: false, or a map's values against additionalProperties'
+// schema) and arrays, recursively. The integration suite's TestServer runs it on every JSON
+// answer it receives (integration/harness.cpp), so each test that calls a route also checks that
+// route's published schema against what its handler returned; the process tests check the
+// answers of the routes only a real binary serves.
 #pragma once
 
 #include <gtest/gtest.h>
