@@ -9,7 +9,10 @@ namespace gp::api {
 void Metrics::observe(const std::string& method, const std::string& route, int status,
                       double seconds) {
   MutexLock lock(mu_);
-  auto& s = series_[{method, route, status}];
+  const std::tuple<std::string_view, std::string_view, int> key{method, route, status};
+  auto it = series_.find(key);
+  if (it == series_.end()) it = series_.emplace(std::tuple{method, route, status}, Series{}).first;
+  auto& s = it->second;
   ++s.count;
   s.sum += seconds;
   for (size_t i = 0; i < kBuckets.size(); ++i)

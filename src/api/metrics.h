@@ -7,6 +7,8 @@
 #include <atomic>
 #include <map>
 #include <string>
+#include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -33,7 +35,9 @@ class Metrics {
     std::array<uint64_t, kBuckets.size()> buckets{};
   };
   mutable Mutex mu_;
-  std::map<std::tuple<std::string, std::string, int>, Series> series_ GP_GUARDED_BY(mu_);
+  // Found by views (std::less<>): a request that counts into an existing series copies nothing.
+  std::map<std::tuple<std::string, std::string, int>, Series, std::less<>> series_
+      GP_GUARDED_BY(mu_);
   std::map<std::string, std::pair<std::string, double>> gauges_ GP_GUARDED_BY(mu_);  // help, value
   struct Family {
     std::string help, label;

@@ -91,9 +91,11 @@ Result<Tenant> create_tenant(store::Tx& tx, const Env& w, const TenantSpec& spec
 }
 
 Result<std::optional<Tenant>> find_tenant(store::Tx& tx, std::string_view key) {
-  auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM tenants WHERE {} = ?", kTenantCols,
-                                             key.starts_with("ten_") ? "id" : "name"),
-                                 {std::string(key)}));
+  // Formatted once: every request under /v1/tenants/{tenant} runs one of them.
+  static const std::string by_id = fmt::format("SELECT {} FROM tenants WHERE id = ?", kTenantCols);
+  static const std::string by_name =
+      fmt::format("SELECT {} FROM tenants WHERE name = ?", kTenantCols);
+  auto row = GP_TRY(tx.query_one(key.starts_with("ten_") ? by_id : by_name, {std::string(key)}));
   if (!row) return std::optional<Tenant>();
   return std::optional<Tenant>(GP_TRY(tenant_from(*row)));
 }
@@ -292,10 +294,12 @@ Result<std::optional<Project>> find_project_by_namespace(store::Tx& tx, std::str
 
 Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
                                             std::string_view key) {
-  auto row =
-      GP_TRY(tx.query_one(fmt::format("SELECT {} FROM projects WHERE tenant_id = ? AND {} = ?",
-                                      kProjectCols, key.starts_with("prj_") ? "id" : "name"),
-                          {s.tenant_id(), std::string(key)}));
+  static const std::string by_id =
+      fmt::format("SELECT {} FROM projects WHERE tenant_id = ? AND id = ?", kProjectCols);
+  static const std::string by_name =
+      fmt::format("SELECT {} FROM projects WHERE tenant_id = ? AND name = ?", kProjectCols);
+  auto row = GP_TRY(
+      tx.query_one(key.starts_with("prj_") ? by_id : by_name, {s.tenant_id(), std::string(key)}));
   if (!row) return std::optional<Project>();
   return std::optional<Project>(GP_TRY(project_from(*row)));
 }
@@ -303,10 +307,10 @@ Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
 Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const PageRequest& page,
                                     const std::optional<std::vector<std::string>>& only_ids) {
   // A page reads its own rows only; a principal limited to some projects filters them below.
-  auto rows = GP_TRY(tx.query(
-      fmt::format("SELECT {} FROM projects WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?",
-                  kProjectCols),
-      {s.tenant_id(), page.after.value_or(""), only_ids ? int64_t(1) << 40 : fetch_limit(page)}));
+  static const std::string sql = fmt::format(
+      "SELECT {} FROM projects WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?", kProjectCols);
+  auto rows = GP_TRY(tx.query(sql, {s.tenant_id(), page.after.value_or(""),
+                                    only_ids ? int64_t(1) << 40 : fetch_limit(page)}));
   std::vector<Project> out;
   for (const auto& r : rows) {
     Project p = GP_TRY(project_from(r));
