@@ -267,9 +267,10 @@ class SqliteStore final : public Store {
         (void)c.exec_one("ROLLBACK");
         return r;
       }
-      // Kept after a read that wrote nothing, while no commit has been made since it began.
+      // Kept after a read that holds a read snapshot (one that wrote, or that SQLite rolled back
+      // after an error the read passed over, is ended), while nothing has committed since.
       if (keep && committed_seq_.load() == commits &&
-          sqlite3_txn_state(c.db(), nullptr) != SQLITE_TXN_WRITE)
+          sqlite3_txn_state(c.db(), nullptr) == SQLITE_TXN_READ)
         return r;
       if (auto end = c.end_snapshot(); !end)
         return fail(Error::unavailable(fmt::format("commit failed: {}", end.error().message)));
