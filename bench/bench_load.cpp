@@ -427,8 +427,8 @@ int handler_rows(api::Api& api, const std::string& projects, const std::string& 
       n += 100;
     }
     const double took = std::chrono::duration<double>(Steady::now() - began).count();
-    std::printf("%-44s %7s %9.0f %8.3f  (1 thread, ms per request)\n", what, "-",
-                double(n) / took, 1000 * took / double(n));
+    std::printf("%-44s %7s %9.0f %8.3f  (1 thread, ms per request)\n", what, "-", double(n) / took,
+                1000 * took / double(n));
   }
   return 0;
 }

@@ -480,7 +480,7 @@ class SqliteStore final : public Store {
   bool flushing_ GP_GUARDED_BY(flush_mu_) = false;
   ReaderPool<Connection> readers_;
   bool read_only_ = false;
-  std::atomic<bool> keep_snapshots_{false};  // readers keep snapshots (read(), set_sole_writer)
+  std::atomic<bool> keep_snapshots_{false};      // readers keep snapshots (read(), set_sole_writer)
   std::unique_ptr<Connection> checkpoint_conn_;  // used only by checkpointer_
   std::thread checkpointer_;
   Mutex checkpoint_mu_;

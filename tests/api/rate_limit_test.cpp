@@ -110,7 +110,8 @@ TEST(ClientKey, IPv6ClientsShareTheirSlash64AndIPv4StaysWhole) {
   // Dotted decimal as formatted is its own key; anything else parses or is used as given.
   for (auto v4 : {"0.0.0.0", "10.0.0.1", "255.255.255.255", "192.168.100.20"})
     EXPECT_EQ(client_key(v4), v4);
-  for (auto odd : {"1.2.3", "1.2.3.4.", "1.2.3.4.5", "256.1.1.1", "1..2.3", "1.2.3.4 ", "1234.1.1.1"})
+  for (auto odd :
+       {"1.2.3", "1.2.3.4.", "1.2.3.4.5", "256.1.1.1", "1..2.3", "1.2.3.4 ", "1234.1.1.1"})
     EXPECT_EQ(client_key(odd), odd);
   EXPECT_EQ(client_key("::ffff:10.0.0.1"), client_key("10.0.0.1"));
 }
