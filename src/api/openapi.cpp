@@ -29,11 +29,6 @@ Json enum_of(const std::array<std::string_view, N>& names) {
   return enum_of(std::vector<std::string>(names.begin(), names.end()));
 }
 Json array_of(Json items) { return {{"type", "array"}, {"items", std::move(items)}}; }
-// `schema` that may also be null.
-Json or_null(Json schema) {
-  schema["type"] = Json::array({schema.at("type"), "null"});
-  return schema;
-}
 // An object whose keys are names the schema does not list (GPU models), each holding `value`.
 Json map_of(Json value) { return {{"type", "object"}, {"additionalProperties", std::move(value)}}; }
 
@@ -188,6 +183,9 @@ Json schemas() {
               {"repair", or_null(schema_of<fleet::GpuRepair>())},
               {"events", array_of(health_event)}},
              {"gpu", "node_id", "index", "health", "health_reason", "repair", "events"});
+  // A MIG instance as placed on a GPU, and a GPU's whole MIG layout.
+  const Json mig_instance = schema_of<vocab::PlacedInstance>();
+  const Json layout = array_of(mig_instance);
   // What an agent reports, as fleet::parse_inventory reads it (it refuses any other field); the
   // container toolkit's two settings are null where the agent could not tell.
   Json inventory_node = object({{"name", str()},
@@ -206,7 +204,7 @@ Json schemas() {
                                {"nvlink_peers", array_of(str())},
                                {"mig_capable", {{"type", "boolean"}}},
                                {"mode", enum_of(vocab::kGpuModeNames)},
-                               {"mig_instances", array_of(schema_of<vocab::PlacedInstance>())},
+                               {"mig_instances", layout},
                                {"health", object({{"xid_errors", array_of(integer())},
                                                   {"ecc_uncorrected", integer()},
                                                   {"diagnostics", str()}},
@@ -395,12 +393,11 @@ Json schemas() {
   }
   // Where an allocation was placed (alloc::detail::placement_json): its GPUs, by node, with the
   // MIG instance or the share of each it holds, and the modes and layouts the placement changes.
-  Json layout = array_of(schema_of<vocab::PlacedInstance>());
   Json granted_gpu = object({{"node", str()},
                              {"node_name", str()},
                              {"gpu", str()},
                              {"index", integer()},
-                             {"mig", schema_of<vocab::PlacedInstance>()},
+                             {"mig", mig_instance},
                              {"milli", integer()}},
                             {"node", "node_name", "gpu", "index"});
   Json placement = object(
@@ -428,10 +425,10 @@ Json schemas() {
                       {"stop_by", time_str()},
                       {"grace_seconds", integer()}},
                      {"allocation_id", "node_id", "since", "stop_by", "grace_seconds"});
-  s["Allocation"] = with_optional(schema_of<alloc::Allocation>(),
-                                  {{"events", {{"type", "array"}, {"items", event}}},
-                                   {"stopping", array_of(stop)},
-                                   {"configuring", {{"type", "array"}}}});
+  s["Allocation"] =
+      with_optional(schema_of<alloc::Allocation>(), {{"events", array_of(event)},
+                                                     {"stopping", array_of(stop)},
+                                                     {"configuring", {{"type", "array"}}}});
   s["Allocation"]["properties"]["shape"] = shape;
   s["Allocation"]["properties"]["placement"] = or_null(placement);
   // What a create would do, changing nothing: the shape as the scheduler reads it, and where it
@@ -505,11 +502,9 @@ Json schemas() {
   s["JobCancel"] = object({}, {});
   // What the node is to run: its allocations, the GPU plans it applies, its job members (their
   // secrets opened) and the GPUs in repair it checks.
-  Json gpu_plan = object({{"gpu", str()},
-                          {"mode", str()},
-                          {"mig_layout", array_of(schema_of<vocab::PlacedInstance>())},
-                          {"status", str()}},
-                         {"gpu", "mode", "mig_layout", "status"});
+  Json gpu_plan =
+      object({{"gpu", str()}, {"mode", str()}, {"mig_layout", layout}, {"status", str()}},
+             {"gpu", "mode", "mig_layout", "status"});
   // An allocation with GPUs on the node (alloc::Service::acknowledge): what waits before it
   // starts, its VM (or why it has none), and, once ended, the stop of its work still held.
   Json assigned_allocation = object({{"id", str()},
@@ -526,8 +521,8 @@ Json schemas() {
                                     {"id", "tenant_id", "project_id", "state", "tier", "gpus"});
   // A job member the node runs (jobs::node_assignment), its secrets opened.
   Json name_value = object({{"name", str()}, {"value", str()}}, {"name", "value"});
-  Json member_device = object(
-      {{"gpu", str()}, {"mig", schema_of<vocab::PlacedInstance>()}, {"milli", integer()}}, {"gpu"});
+  Json member_device =
+      object({{"gpu", str()}, {"mig", mig_instance}, {"milli", integer()}}, {"gpu"});
   Json assigned_member = object_of(
       {{"job", str()},
        {"name", str()},
@@ -686,9 +681,8 @@ Json schemas() {
                                   {"exposures", {{"type", "array"}, {"items", exposure}}}},
                                  {});
   s["Segment"] = object({{"vni", integer()}, {"cidr", str()}}, {"vni", "cidr"});
-  Json segment_or_null = s["Segment"];  // null: a tenant created before segments came with it
-  segment_or_null["type"] = {"object", "null"};
-  s["TenantNetwork"] = object({{"segment", segment_or_null},
+  // null: a tenant created before segments came with it
+  s["TenantNetwork"] = object({{"segment", or_null(s["Segment"])},
                                {"policy", schema_ref("NetworkPolicySet")},
                                {"version", integer()}},
                               {"segment", "policy", "version"});
@@ -1099,7 +1093,7 @@ Json schemas() {
                          {"first", "last", "count"});
   s["TenantVolumes"] = object(
       {{"tenant", str()},
-       {"ids", {{"type", {"object", "null"}}, {"properties", id_range["properties"]}}},
+       {"ids", or_null(id_range)},
        {"projects", {{"type", "array"}, {"items", object(project_volumes, {"project", "uid"})}}},
        {"directories", {{"type", "array"}, {"items", dir}}},
        {"deletions", {{"type", "array"}, {"items", schema_ref("StorageDeletion")}}},

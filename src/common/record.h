@@ -271,6 +271,12 @@ Json json_of_fields(const R& r) {
   return std::move(out).take();
 }
 
+// `schema` that may also be null.
+inline Json or_null(Json schema) {
+  schema["type"] = Json::array({schema.at("type"), "null"});
+  return schema;
+}
+
 namespace record_detail {
 
 inline Json enum_schema(std::span<const std::string_view> names, bool nullable) {
@@ -311,9 +317,7 @@ Json value_schema(Form form, std::span<const std::string_view> values) {
   if constexpr (Described<M>) {
     return schema_of<M>();
   } else if constexpr (OptionalRecord<M>) {
-    Json s = schema_of<typename IsOptional<M>::Value>();
-    s["type"] = Json::array({"object", "null"});
-    return s;
+    return or_null(schema_of<typename IsOptional<M>::Value>());
   } else if constexpr (NestedList<M>) {
     return {{"type", "array"},
             {"items", value_schema<typename IsVector<M>::Element>(Form::kPlain, {})}};
