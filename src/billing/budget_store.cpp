@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <any>
+#include <map>
 #include <set>
 
 #include "billing/ledger.h"
@@ -37,6 +39,12 @@ Result<StoredBudget> budget_from(const store::Row& row) {
 
 constexpr std::string_view kBudgetColumns =
     "tenant_id, project_id, amount_micros, thresholds, hard_stop, updated_by, updated_at, version";
+
+// A transaction's hard-stop budgets, by tenant (Tx::memo): the creates of one write batch read a
+// tenant's once. Any change to a budget forgets them.
+using HardStopsByTenant = std::map<std::string, std::vector<Budget>, std::less<>>;
+constexpr std::string_view kHardStopsMemo = "billing.hard_stops";
+void forget_hard_stops(store::Tx& tx) { tx.memo(kHardStopsMemo).reset(); }
 
 const std::string kAlertColumns = store::columns_of<AlertRecord>();
 Result<AlertRecord> alert_from(const store::Row& row) { return store::read_row<AlertRecord>(row); }
@@ -80,6 +88,7 @@ Result<StoredBudget> save_budget(store::Tx& tx, const Budget& b, const std::stri
   GP_TRY_VOID(validate_budget(b));
   auto current = GP_TRY(find_budget(tx, b.tenant, b.project));
   StoredBudget s{b, who, now, current ? current->version + 1 : 1};
+  forget_hard_stops(tx);
   GP_TRY(tx.exec(
       "INSERT INTO budgets (tenant_id, project_id, amount_micros, thresholds, hard_stop, "
       "updated_by, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, "
@@ -93,6 +102,7 @@ Result<StoredBudget> save_budget(store::Tx& tx, const Budget& b, const std::stri
 
 Result<bool> delete_budget(store::Tx& tx, const std::string& tenant_id,
                            const std::string& project_id) {
+  forget_hard_stops(tx);
   return GP_TRY(tx.exec("DELETE FROM budgets WHERE tenant_id = ? AND project_id = ?",
                         {tenant_id, project_id})) > 0;
 }
@@ -132,14 +142,24 @@ Result<Spend> month_to_date_spend(store::Tx& tx, const std::string& tenant_id, i
 
 Result<std::vector<Budget>> hard_stop_budgets(store::Tx& tx, const std::string& tenant_id,
                                               const std::string& project_id) {
+  auto& memo = tx.memo(kHardStopsMemo);
+  if (!memo.has_value()) memo = HardStopsByTenant{};
+  auto& by_tenant = std::any_cast<HardStopsByTenant&>(memo);
+  auto it = by_tenant.find(tenant_id);
+  if (it == by_tenant.end()) {
+    std::vector<Budget> tenants;
+    // The primary key (tenant_id, project_id) serves this lookup.
+    for (const auto& row : GP_TRY(tx.query(
+             fmt::format("SELECT {} FROM budgets WHERE tenant_id = ? AND hard_stop <> 0 ORDER BY "
+                         "project_id",
+                         kBudgetColumns),
+             {tenant_id})))
+      tenants.push_back(GP_TRY(budget_from(row)).budget);
+    it = by_tenant.emplace(tenant_id, std::move(tenants)).first;
+  }
   std::vector<Budget> out;
-  // The primary key (tenant_id, project_id) serves this lookup.
-  for (const auto& row : GP_TRY(tx.query(
-           fmt::format("SELECT {} FROM budgets WHERE tenant_id = ? AND project_id IN ('', ?) AND "
-                       "hard_stop <> 0 ORDER BY project_id",
-                       kBudgetColumns),
-           {tenant_id, project_id})))
-    out.push_back(GP_TRY(budget_from(row)).budget);
+  for (const auto& b : it->second)
+    if (b.project.empty() || b.project == project_id) out.push_back(b);
   return out;
 }
 

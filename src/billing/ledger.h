@@ -238,7 +238,8 @@ Result<Spend> month_to_date_spend(store::Tx& tx, const std::string& tenant_id, i
 inline Micros spend_of(const Spend& s, const Budget& b) { return s.for_project(b.project); }
 
 // The budgets of a tenant with a hard stop that covers `project` (its own and the tenant's):
-// one indexed lookup, empty for almost every tenant.
+// empty for almost every tenant. One indexed lookup per tenant and transaction: the writes of a
+// group-commit batch share it (Tx::memo) until one of them changes a budget.
 Result<std::vector<Budget>> hard_stop_budgets(store::Tx& tx, const std::string& tenant_id,
                                               const std::string& project_id);
 

@@ -98,6 +98,36 @@ TEST_F(Ledger, AccountsDefaultThenStoreStrictUpdates) {
   }
 }
 
+// The creates of one write batch share a tenant's hard-stop budgets (Tx::memo); a budget set or
+// deleted in the same transaction is seen by the next lookup.
+TEST_F(Ledger, HardStopBudgetsSeeABudgetChangedInTheSameTransaction) {
+  auto projects_of = [](const std::vector<Budget>& bs) {
+    std::vector<std::string> out;
+    for (const auto& b : bs) out.push_back(b.project);
+    return out;
+  };
+  read([&](store::Tx& tx) -> Result<bool> {
+    EXPECT_TRUE(GP_TRY(hard_stop_budgets(tx, "ten_a", "prj_1")).empty());
+    GP_TRY(save_budget(
+        tx, Budget{.tenant = "ten_a", .project = "prj_1", .amount_micros = 5, .hard_stop = true},
+        "usr_ops", 1));
+    GP_TRY(save_budget(tx, Budget{.tenant = "ten_a", .amount_micros = 9, .hard_stop = true},
+                       "usr_ops", 1));
+    // The tenant's budget covers every project; a project's covers only its own.
+    EXPECT_EQ(projects_of(GP_TRY(hard_stop_budgets(tx, "ten_a", "prj_1"))),
+              (std::vector<std::string>{"", "prj_1"}));
+    EXPECT_EQ(projects_of(GP_TRY(hard_stop_budgets(tx, "ten_a", "prj_2"))),
+              (std::vector<std::string>{""}));
+    EXPECT_TRUE(GP_TRY(hard_stop_budgets(tx, "ten_b", "prj_1")).empty());
+    EXPECT_TRUE(GP_TRY(delete_budget(tx, "ten_a", "")));
+    EXPECT_EQ(projects_of(GP_TRY(hard_stop_budgets(tx, "ten_a", "prj_1"))),
+              (std::vector<std::string>{"prj_1"}));
+    return true;
+  });
+  auto after = read([&](store::Tx& tx) { return hard_stop_budgets(tx, "ten_a", "prj_1"); });
+  EXPECT_EQ(projects_of(after), (std::vector<std::string>{"prj_1"}));
+}
+
 TEST_F(Ledger, TheCardInForceAtThePeriodStartPricesIt) {
   publish("default", 1, "2026-01-01T00:00:00Z", 1'000'000);
   publish("default", 2, "2026-11-15T00:00:00Z", 3'000'000);
