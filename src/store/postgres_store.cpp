@@ -25,12 +25,16 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <optional>
+#include <set>
 #include <unordered_map>
 #include <utility>
 
@@ -442,6 +446,42 @@ class PgConnection {
 
 using PgTx = ConnectionTx<PgConnection>;
 
+// Whether `sql` names `table` as a whole identifier ("users", not "tenant_users").
+bool names_table(std::string_view sql, std::string_view table) {
+  auto word = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
+  for (size_t at = sql.find(table); at != std::string_view::npos; at = sql.find(table, at + 1)) {
+    const size_t end = at + table.size();
+    if ((at == 0 || !word(sql[at - 1])) && (end == sql.size() || !word(sql[end]))) return true;
+  }
+  return false;
+}
+
+// The writer's transaction: a PgTx that notes each statement naming a counted table (see
+// PostgresStore::generation). PostgreSQL has no per-row hook on the client side, so a
+// statement that names such a table counts whether it changes a row or only reads one: a
+// generation that grows needlessly only costs a cache one read.
+class CountingTx final : public Tx {
+ public:
+  CountingTx(PgConnection& c, std::function<void(std::string_view)> note)
+      : inner_(c), note_(std::move(note)) {}
+  Result<int64_t> exec(std::string_view sql, const Params& params) override {
+    note_(sql);
+    return inner_.exec(sql, params);
+  }
+  Result<std::vector<Row>> query(std::string_view sql, const Params& params) override {
+    note_(sql);
+    return inner_.query(sql, params);
+  }
+  Result<void> send(std::string_view sql, const Params& params) override {
+    note_(sql);
+    return inner_.send(sql, params);
+  }
+
+ private:
+  PgTx inner_;
+  std::function<void(std::string_view)> note_;
+};
+
 // Key of the advisory lock that serializes migrations between replicas starting together.
 constexpr int64_t kMigrationLock = 0x67706d6967;  // "gpmig"
 
@@ -497,6 +537,23 @@ class PostgresStore final : public Store {
 
   std::string_view engine() const override { return "postgres"; }
 
+  void count_changes_to(const std::vector<std::string>& tables) override {
+    MutexLock lock(write_mu_);
+    counted_.insert(tables.begin(), tables.end());
+    counted_statements_.clear();
+  }
+  // Other replicas may write the same schema, so something read is known to stay true only
+  // while this process is the sole writer: the leader (docs/ha.md), which Api::set_role says.
+  std::optional<uint64_t> generation() const override {
+    if (!sole_writer_.load()) return std::nullopt;
+    return generation_.load();
+  }
+  void set_sole_writer(bool on) override {
+    // A change of role starts a new generation: nothing kept before it is trusted after.
+    generation_.fetch_add(1);
+    sole_writer_ = on;
+  }
+
   Result<void> backup_to(const std::string&) override {
     return fail(Error::unavailable(
         "backups of a PostgreSQL store are taken with pg_dump or pg_basebackup (docs/ha.md)"));
@@ -508,11 +565,27 @@ class PostgresStore final : public Store {
   uint64_t run_batch(const std::vector<QueuedWrite*>& batch) {
     MutexLock lock(write_mu_);
     PgConnection& c = *writer_;
-    PgTx tx(c);
+    bool counted_changed = false;
+    CountingTx tx(c, [&](std::string_view sql) {
+      if (!counted_changed) counted_changed = names_counted_table(sql);
+    });
     const bool committed = commit_batch(
         [&] { return c.begin(begin_write_); }, [&](std::string_view sql) { return c.script(sql); },
         [&](std::string_view sql) { return c.queue_script(sql); }, tx, batch);
-    return committed ? ++committed_seq_ : 0;
+    // Before any writer of the batch returns (a batch that rolled back counts too: harmless).
+    const uint64_t seq = committed ? ++committed_seq_ : 0;
+    if (counted_changed) generation_.fetch_add(1);
+    return seq;
+  }
+
+  // Whether `sql` names a table whose changes generation() counts; remembered per statement.
+  bool names_counted_table(std::string_view sql) GP_REQUIRES(write_mu_) {
+    auto known = counted_statements_.find(std::string(sql));
+    if (known != counted_statements_.end()) return known->second;
+    bool named = false;
+    for (const auto& table : counted_) named = named || names_table(sql, table);
+    counted_statements_.emplace(std::string(sql), named);
+    return named;
   }
 
   // Applies what is missing under an advisory lock, so replicas starting together migrate once.
@@ -560,6 +633,12 @@ class PostgresStore final : public Store {
   GroupCommit group_;
   uint64_t committed_seq_ = 0;  // under write_mu_
   ReaderPool<PgConnection> readers_;
+  // The tables whose changes generation() counts, and what each statement written is known
+  // to name.
+  std::set<std::string, std::less<>> counted_ GP_GUARDED_BY(write_mu_);
+  std::unordered_map<std::string, bool> counted_statements_ GP_GUARDED_BY(write_mu_);
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<bool> sole_writer_{false};
 };
 
 }  // namespace

@@ -279,6 +279,9 @@ class SqliteStore final : public Store {
   }
 
   void set_sole_writer(bool on) override {
+    // A change of role starts a new generation: nothing kept before it is trusted after (while
+    // another process wrote, this one counted nothing).
+    ++generation_;
     keep_snapshots_ = on && !read_only_;
     if (!on) readers_.each_free([](Connection& c) { (void)c.end_snapshot(); });
   }
@@ -290,8 +293,12 @@ class SqliteStore final : public Store {
     counted_.insert(tables.begin(), tables.end());
   }
   // Every write goes through this process's writer connection: the leader lock (engines.h)
-  // keeps any other process from writing while it runs.
-  std::optional<uint64_t> generation() const override { return generation_.load(); }
+  // keeps any other process from writing while it leads. A store that is not the sole writer
+  // (a follower's, or one opened read-only) cannot count the commits of the process that is.
+  std::optional<uint64_t> generation() const override {
+    if (!keep_snapshots_.load()) return std::nullopt;
+    return generation_.load();
+  }
 
   Result<void> backup_to(const std::string& path) override {
     // VACUUM INTO writes a consistent, compacted copy while readers and writers continue.
@@ -438,9 +445,12 @@ class SqliteStore final : public Store {
     const bool committed =
         commit_batch([&] { return c.exec_one("BEGIN IMMEDIATE"); }, script, script, tx, batch);
     // After the COMMIT, before any writer of the batch returns; also after a rollback (a
-    // generation that grows needlessly only costs a cache one read).
+    // generation that grows needlessly only costs a cache one read). The commit count grows
+    // first: a reader that sees the new generation also sees a kept snapshot from before this
+    // commit as stale, so nothing it reads under that generation predates the commit.
+    const uint64_t seq = committed ? ++committed_seq_ : 0;
     if (counted_changed_.exchange(false)) ++generation_;
-    return committed ? ++committed_seq_ : 0;
+    return seq;
   }
 
   Result<void> migrate() {

@@ -225,6 +225,34 @@ TEST_F(Postgres, TheListenerHearsWhatCommittedWritesAnnounced) {
   EXPECT_EQ(heard, (std::vector<std::string>{"node:a"}));
 }
 
+// generation() is known only while this process is the sole writer; then it grows with each
+// commit whose statements name a counted table, and only with those.
+TEST_F(Postgres, GenerationGrowsWithEachWriteThatNamesACountedTableWhileSoleWriter) {
+  store_->count_changes_to({"meta"});
+  EXPECT_FALSE(store_->generation()) << "another replica may write: nothing can be kept";
+  store_->set_sole_writer(true);
+  const auto before = store_->generation();
+  ASSERT_TRUE(before);
+  auto write = [&](std::string sql) {
+    ASSERT_TRUE(store_->write([&](Tx& tx) -> Result<void> {
+      GP_TRY(tx.exec(sql));
+      return ok();
+    }));
+  };
+  write("CREATE TABLE meta_notes (x BIGINT)");  // a longer name is another table
+  write("INSERT INTO meta_notes (x) VALUES (1)");
+  EXPECT_EQ(store_->generation(), before);
+  write("INSERT INTO meta (key, value) VALUES ('g', '1')");
+  EXPECT_EQ(store_->generation(), *before + 1);
+  // Sent without waiting (PostgreSQL's pipeline) counts as well.
+  ASSERT_TRUE(store_->write([&](Tx& tx) -> Result<void> {
+    return tx.send("UPDATE meta SET value = '2' WHERE key = 'g'");
+  }));
+  EXPECT_EQ(store_->generation(), *before + 2);
+  store_->set_sole_writer(false);
+  EXPECT_FALSE(store_->generation());
+}
+
 TEST_F(Postgres, ValuesRoundTripWithTypes) {
   ASSERT_TRUE(store_->write([&](Tx& tx) -> Result<void> {
     GP_TRY_VOID(tx.exec("CREATE TABLE t (a BIGINT, b TEXT, c REAL, d TEXT)"));
