@@ -174,10 +174,12 @@ Api::Api(store::Store& store, audit::AuditLog& audit, Env env, Limits limits,
       // The composition root of authentication: iam reads its own tables, and asks tenancy and
       // fleet about theirs.
       authn_(store, env.clock, tenancy::tenant_lookup(), fleet::node_credential),
+      paths_(store),
       allocs_(audit, env.clock, alloc_options),
       throttles_(std::make_unique<Throttles>(limits_.rate)) {
   store_.set_change_listener(
       [this](const std::vector<std::string>& keys) { holds_.announce(keys); });
+  store_.set_sole_writer(leader_);  // an Api leads until set_role says otherwise
   for (auto table : {system_routes(), tenancy_routes(), identity_routes(), fleet_routes(),
                      alloc_routes(), k8s_routes(), network_routes(), billing_routes(),
                      posture_routes(), usage_routes(), budget_routes()})
@@ -355,25 +357,29 @@ HttpResponse Api::handle(HttpRequest req) {
 
   // The rest of dispatch, from the path's tenant to the handler: in `snapshot` when the route's
   // handler is a read (`reader`), each lookup in its own read otherwise.
-  auto in_scope = [&](store::Tx* snapshot, const ReadInSnapshot* reader) -> Result<Reply> {
-    auto lookup = [&](const std::function<Result<void>(store::Tx&)>& f) {
-      return snapshot ? f(*snapshot) : store_.read(f);
+  auto in_scope = [&](store::Tx* snapshot, std::optional<uint64_t> snapshot_generation,
+                      const ReadInSnapshot* reader) -> Result<Reply> {
+    // Each lookup gets the store's generation from before its snapshot began (PathCache).
+    auto lookup = [&](const std::function<Result<void>(store::Tx&, std::optional<uint64_t>)>& f) {
+      if (snapshot) return f(*snapshot, snapshot_generation);
+      const auto generation = store_.generation();
+      return store_.read([&](store::Tx& tx) { return f(tx, generation); });
     };
     // Tenant and project from the path. A tenant the principal cannot reach answers exactly as
     // one that does not exist: the same lookup, the same 404, and the same hidden-denial record
     // (written where the response is made, in the caller's trail, never the target's).
     if (auto t = call.params.find("tenant"); t != call.params.end()) {
       std::optional<tenancy::Tenant> tenant;
-      GP_TRY_VOID(lookup([&](store::Tx& tx) -> Result<void> {
-        tenant = GP_TRY(tenancy::find_tenant(tx, t->second));
+      GP_TRY_VOID(lookup([&](store::Tx& tx, std::optional<uint64_t> generation) -> Result<void> {
+        tenant = GP_TRY(paths_.tenant(tx, t->second, generation));
         return ok();
       }));
       if (!tenant || !call.who.reaches_tenant(tenant->id))
         return fail(Error::not_found("tenant not found"));
       call.tenant = std::move(tenant);
       if (auto p = call.params.find("project"); p != call.params.end()) {
-        GP_TRY_VOID(lookup([&](store::Tx& tx) -> Result<void> {
-          call.project = GP_TRY(tenancy::find_project(tx, call.tenant_scope(), p->second));
+        GP_TRY_VOID(lookup([&](store::Tx& tx, std::optional<uint64_t> generation) -> Result<void> {
+          call.project = GP_TRY(paths_.project(tx, call.tenant_scope(), p->second, generation));
           return ok();
         }));
         if (!call.project) return fail(Error::not_found("project not found"));
@@ -529,10 +535,11 @@ HttpResponse Api::handle(HttpRequest req) {
 
     // A read handler runs in the snapshot the path's tenant and project were found in.
     const auto* reader = route->handler.target<ReadInSnapshot>();
-    if (!reader) return in_scope(nullptr, nullptr);
+    if (!reader) return in_scope(nullptr, std::nullopt, nullptr);
     Result<Reply> out = fail(Error::internal("no reply"));
+    const auto generation = store_.generation();  // before the snapshot begins
     GP_TRY_VOID(store_.read([&](store::Tx& tx) -> Result<void> {
-      out = in_scope(&tx, reader);
+      out = in_scope(&tx, generation, reader);
       return ok();
     }));
     return out;

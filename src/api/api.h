@@ -166,6 +166,7 @@ class Api {
   const Env env_;
   Limits limits_;
   iam::Authenticator authn_;
+  tenancy::PathCache paths_;  // the tenant and project each request's path names
   alloc::Service allocs_;
   Metrics metrics_;
   std::unique_ptr<Throttles> throttles_;

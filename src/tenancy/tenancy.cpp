@@ -304,6 +304,54 @@ Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
   return std::optional<Project>(GP_TRY(project_from(*row)));
 }
 
+PathCache::PathCache(store::Store& store) { store.count_changes_to({"tenants", "projects"}); }
+
+bool PathCache::at(std::optional<uint64_t> generation) const {
+  if (!generation) return false;
+  // Bounded: past this many names in use at once, start again.
+  constexpr size_t kMaxKept = 10000;
+  if (*generation != generation_ || tenants_.size() + projects_.size() >= kMaxKept) {
+    tenants_.clear();
+    projects_.clear();
+    generation_ = *generation;
+  }
+  return true;
+}
+
+Result<std::optional<Tenant>> PathCache::tenant(store::Tx& tx, std::string_view key,
+                                                std::optional<uint64_t> generation) const {
+  {
+    MutexLock lock(mu_);
+    if (at(generation))
+      if (auto it = tenants_.find(std::string(key)); it != tenants_.end())
+        return std::optional<Tenant>(it->second);
+  }
+  auto found = GP_TRY(find_tenant(tx, key));
+  if (found) {
+    MutexLock lock(mu_);
+    if (at(generation)) tenants_.insert_or_assign(std::string(key), *found);
+  }
+  return found;
+}
+
+Result<std::optional<Project>> PathCache::project(store::Tx& tx, const TenantScope& s,
+                                                  std::string_view key,
+                                                  std::optional<uint64_t> generation) const {
+  const std::string kept_as = s.tenant_id() + "/" + std::string(key);
+  {
+    MutexLock lock(mu_);
+    if (at(generation))
+      if (auto it = projects_.find(kept_as); it != projects_.end())
+        return std::optional<Project>(it->second);
+  }
+  auto found = GP_TRY(find_project(tx, s, key));
+  if (found) {
+    MutexLock lock(mu_);
+    if (at(generation)) projects_.insert_or_assign(kept_as, *found);
+  }
+  return found;
+}
+
 Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const PageRequest& page,
                                     const std::optional<std::vector<std::string>>& only_ids) {
   // A page reads its own rows only; a principal limited to some projects filters them below.

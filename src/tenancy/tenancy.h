@@ -20,6 +20,7 @@
 #include "common/page.h"
 #include "common/record.h"
 #include "common/result.h"
+#include "common/thread_safety.h"
 #include "iam/iam.h"
 #include "iam/oidc.h"
 #include "store/store.h"
@@ -175,6 +176,37 @@ Result<void> delete_project(store::Tx& tx, const TenantScope& s, const std::stri
 // The project whose Kubernetes namespace is `ns`, across tenants (for the admission webhook,
 // which learns only the namespace): the stored, immutable mapping, never a parse of the name.
 Result<std::optional<Project>> find_project_by_namespace(store::Tx& tx, std::string_view ns);
+
+// ---- the tenant and project a request's path names ----
+
+// Tenants and projects as the store's generation vouches for them (store::Store::generation):
+// every request under /v1/tenants/{tenant} looks up its tenant, and most find it here rather
+// than in the store. What is kept at generation G was read in a snapshot taken after G was; a
+// commit that changes a tenant or project row moves the generation on, and nothing kept
+// before it is used again. Where the store has no generation (a follower), every lookup reads.
+class PathCache {
+ public:
+  // Counts changes to the tenants and projects tables (store::Store::count_changes_to).
+  explicit PathCache(store::Store& store);
+  // find_tenant(tx, key), or what an earlier lookup of `key` found at `generation`: the store's,
+  // taken before `tx` began.
+  Result<std::optional<Tenant>> tenant(store::Tx& tx, std::string_view key,
+                                       std::optional<uint64_t> generation) const;
+  // find_project(tx, s, key), likewise.
+  Result<std::optional<Project>> project(store::Tx& tx, const TenantScope& s, std::string_view key,
+                                         std::optional<uint64_t> generation) const;
+
+ private:
+  // Forgets what was kept at another generation than `generation`; false when nothing may be
+  // kept.
+  bool at(std::optional<uint64_t> generation) const GP_REQUIRES(mu_);
+
+  mutable Mutex mu_;
+  mutable uint64_t generation_ GP_GUARDED_BY(mu_) = 0;
+  // By the key looked up (an id or a name); projects by "<tenant id>/<key>".
+  mutable std::unordered_map<std::string, Tenant> tenants_ GP_GUARDED_BY(mu_);
+  mutable std::unordered_map<std::string, Project> projects_ GP_GUARDED_BY(mu_);
+};
 
 // ---- password login ----
 // Password login as "<tenant>/<username>" (tenant users) or "<username>" (platform users).

@@ -230,6 +230,45 @@ TEST_F(TenancyTest, IfMatchGuardsUpdates) {
   EXPECT_EQ(t.display_name, "Acme Corp");
 }
 
+// What PathCache keeps at one generation is what it answers at that generation, and only
+// then: any change to a tenant or project row moves the store's generation on.
+TEST_F(TenancyTest, PathCacheAnswersFromWhatItKeptOnlyAtTheSameGeneration) {
+  PathCache paths(*store_);
+  auto a = tenant("a");
+  write([&](store::Tx& tx) { return create_project(tx, w_, TenantScope(a.id), {"ml", ""}); });
+  auto read = [&](std::optional<uint64_t> generation) {
+    std::pair<std::string, std::string> shown;
+    EXPECT_TRUE(store_->read([&](store::Tx& tx) -> Result<void> {
+      shown.first = GP_TRY(paths.tenant(tx, "a", generation)).value().display_name;
+      shown.second =
+          GP_TRY(paths.project(tx, TenantScope(a.id), "ml", generation)).value().display_name;
+      return ok();
+    }));
+    return shown;
+  };
+  const auto before = store_->generation();
+  ASSERT_TRUE(before);
+  EXPECT_EQ(read(before), (std::pair<std::string, std::string>{"a", "ml"}));
+
+  TenantPatch patch;
+  patch.display_name = "Acme";
+  write([&](store::Tx& tx) { return update_tenant(tx, w_, TenantScope(a.id), patch, 1); });
+  write([&](store::Tx& tx) {
+    return update_project(tx, w_, TenantScope(a.id), "ml", std::string("Models"), std::nullopt);
+  });
+  const auto after = store_->generation();
+  ASSERT_TRUE(after);
+  EXPECT_NE(after, before) << "changing a tenant or project row moves the generation";
+  // At the old generation the kept rows answer (proof that they were kept); at the store's
+  // own, the changed ones; without a generation, the store always.
+  EXPECT_EQ(read(before), (std::pair<std::string, std::string>{"a", "ml"}));
+  EXPECT_EQ(read(after), (std::pair<std::string, std::string>{"Acme", "Models"}));
+  EXPECT_EQ(read(std::nullopt), (std::pair<std::string, std::string>{"Acme", "Models"}));
+  // A store that is not the sole writer (a follower's) vouches for nothing.
+  store_->set_sole_writer(false);
+  EXPECT_FALSE(store_->generation());
+}
+
 // One authenticator for the whole test, as a server has: what it keeps between requests must
 // never outlive a revocation.
 class AuthTest : public TenancyTest {
