@@ -32,7 +32,6 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -456,30 +455,55 @@ bool names_table(std::string_view sql, std::string_view table) {
   return false;
 }
 
-// The writer's transaction: a PgTx that notes each statement naming a counted table (see
+// The tables whose changes a generation counts, and what each statement is known to name.
+class CountedTables {
+ public:
+  void add(const std::vector<std::string>& tables) {
+    tables_.insert(tables.begin(), tables.end());
+    known_.clear();
+  }
+  bool named_by(std::string_view sql) {
+    auto known = known_.find(std::string(sql));
+    if (known != known_.end()) return known->second;
+    bool named = false;
+    for (const auto& table : tables_) named = named || names_table(sql, table);
+    known_.emplace(std::string(sql), named);
+    return named;
+  }
+
+ private:
+  std::set<std::string, std::less<>> tables_;
+  std::unordered_map<std::string, bool> known_;
+};
+
+// The writer's transaction: a PgTx that notes whether a statement names a counted table (see
 // PostgresStore::generation). PostgreSQL has no per-row hook on the client side, so a
 // statement that names such a table counts whether it changes a row or only reads one: a
 // generation that grows needlessly only costs a cache one read.
 class CountingTx final : public Tx {
  public:
-  CountingTx(PgConnection& c, std::function<void(std::string_view)> note)
-      : inner_(c), note_(std::move(note)) {}
+  CountingTx(PgConnection& c, CountedTables& counted) : inner_(c), counted_(counted) {}
   Result<int64_t> exec(std::string_view sql, const Params& params) override {
-    note_(sql);
+    note(sql);
     return inner_.exec(sql, params);
   }
   Result<std::vector<Row>> query(std::string_view sql, const Params& params) override {
-    note_(sql);
+    note(sql);
     return inner_.query(sql, params);
   }
   Result<void> send(std::string_view sql, const Params& params) override {
-    note_(sql);
+    note(sql);
     return inner_.send(sql, params);
   }
+  bool counted_changed() const { return counted_changed_; }
 
  private:
+  void note(std::string_view sql) {
+    if (!counted_changed_) counted_changed_ = counted_.named_by(sql);
+  }
   PgTx inner_;
-  std::function<void(std::string_view)> note_;
+  CountedTables& counted_;
+  bool counted_changed_ = false;
 };
 
 // Key of the advisory lock that serializes migrations between replicas starting together.
@@ -539,8 +563,7 @@ class PostgresStore final : public Store {
 
   void count_changes_to(const std::vector<std::string>& tables) override {
     MutexLock lock(write_mu_);
-    counted_.insert(tables.begin(), tables.end());
-    counted_statements_.clear();
+    counted_.add(tables);
   }
   // Other replicas may write the same schema, so something read is known to stay true only
   // while this process is the sole writer: the leader (docs/ha.md), which Api::set_role says.
@@ -565,27 +588,14 @@ class PostgresStore final : public Store {
   uint64_t run_batch(const std::vector<QueuedWrite*>& batch) {
     MutexLock lock(write_mu_);
     PgConnection& c = *writer_;
-    bool counted_changed = false;
-    CountingTx tx(c, [&](std::string_view sql) {
-      if (!counted_changed) counted_changed = names_counted_table(sql);
-    });
+    CountingTx tx(c, counted_);
     const bool committed = commit_batch(
         [&] { return c.begin(begin_write_); }, [&](std::string_view sql) { return c.script(sql); },
         [&](std::string_view sql) { return c.queue_script(sql); }, tx, batch);
     // Before any writer of the batch returns (a batch that rolled back counts too: harmless).
     const uint64_t seq = committed ? ++committed_seq_ : 0;
-    if (counted_changed) generation_.fetch_add(1);
+    if (tx.counted_changed()) generation_.fetch_add(1);
     return seq;
-  }
-
-  // Whether `sql` names a table whose changes generation() counts; remembered per statement.
-  bool names_counted_table(std::string_view sql) GP_REQUIRES(write_mu_) {
-    auto known = counted_statements_.find(std::string(sql));
-    if (known != counted_statements_.end()) return known->second;
-    bool named = false;
-    for (const auto& table : counted_) named = named || names_table(sql, table);
-    counted_statements_.emplace(std::string(sql), named);
-    return named;
   }
 
   // Applies what is missing under an advisory lock, so replicas starting together migrate once.
@@ -633,10 +643,7 @@ class PostgresStore final : public Store {
   GroupCommit group_;
   uint64_t committed_seq_ = 0;  // under write_mu_
   ReaderPool<PgConnection> readers_;
-  // The tables whose changes generation() counts, and what each statement written is known
-  // to name.
-  std::set<std::string, std::less<>> counted_ GP_GUARDED_BY(write_mu_);
-  std::unordered_map<std::string, bool> counted_statements_ GP_GUARDED_BY(write_mu_);
+  CountedTables counted_ GP_GUARDED_BY(write_mu_);  // whose changes generation() counts
   std::atomic<uint64_t> generation_{0};
   std::atomic<bool> sole_writer_{false};
 };
