@@ -64,6 +64,13 @@ class PgSchemaStore final : public store::Store {
   }
   std::string_view engine() const override { return inner_->engine(); }
   Result<void> backup_to(const std::string& path) override { return inner_->backup_to(path); }
+  // What the caches of a leader rely on, as the inner store answers it (so the PostgreSQL runs
+  // of the integration suite keep principals, tenants and projects as a leader does).
+  void count_changes_to(const std::vector<std::string>& tables) override {
+    inner_->count_changes_to(tables);
+  }
+  std::optional<uint64_t> generation() const override { return inner_->generation(); }
+  void set_sole_writer(bool on) override { inner_->set_sole_writer(on); }
 
  private:
   PgSchemaStore(std::unique_ptr<store::Store> inner, store::AdminCommand admin, std::string schema)
