@@ -238,7 +238,7 @@ Json page_json(const Page<T>& page, F&& to_json) {
 // Only for records without secrets (a raw body is not checked by carries_secret).
 template <typename T>
 Reply page_reply(const Page<T>& page) {
-  JsonText out;
+  JsonText out(256 * (page.items.size() + 1));  // a guess at a page's size: most items are smaller
   out.begin_object();
   out.key("items");
   out.begin_array();

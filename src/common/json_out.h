@@ -48,6 +48,9 @@ class JsonObjectOut final : public ObjectOut {
 // dump() would throw. Objects and arrays nest; the caller keeps them balanced.
 class JsonText final : public ObjectOut {
  public:
+  JsonText() = default;
+  // Room for about `bytes` of text, so that a large answer is not grown by copying.
+  explicit JsonText(size_t bytes) { out_.reserve(bytes); }
   void begin_object();
   void end_object();
   void begin_array();

@@ -58,20 +58,29 @@ std::string placeholders_of() {
 // R from a row whose columns, from `first` on, are columns_of<R>(). An enum column holding a
 // name its field's values do not list fails (Error::internal, naming the column and the value):
 // reading it as some other value would show and act on a state the row never held. So does a
-// JSON column whose text is not JSON.
-template <typename R>
-Result<R> read_row(const Row& row, size_t first = 0) {
+// JSON column whose text is not JSON. A row passed as an rvalue gives up its text columns
+// (moved, not copied).
+template <typename R, typename RowRef>
+requires std::is_same_v<std::remove_cvref_t<RowRef>, Row> Result<R> read_row(RowRef&& row,
+                                                                             size_t first = 0) {
+  constexpr bool kTake = !std::is_lvalue_reference_v<RowRef>;
   R r{};
   size_t i = first;
   std::optional<Error> error;
   for_each_stored<R>([&](const auto& f) {
     auto& v = r.*(f.member);
     using T = std::remove_cvref_t<decltype(v)>;
-    if constexpr (std::is_same_v<T, std::string>)
-      v = row.text(i);
-    else if constexpr (std::is_same_v<T, std::optional<std::string>>)
-      v = row.opt_text(i);
-    else if constexpr (IntegerMember<T>)
+    if constexpr (std::is_same_v<T, std::string>) {
+      if constexpr (kTake)
+        v = row.take_text(i);
+      else
+        v = row.text(i);
+    } else if constexpr (std::is_same_v<T, std::optional<std::string>>) {
+      if constexpr (kTake)
+        v = row.is_null(i) ? std::nullopt : std::optional<std::string>(row.take_text(i));
+      else
+        v = row.opt_text(i);
+    } else if constexpr (IntegerMember<T>)
       v = static_cast<T>(row.integer(i));
     else if constexpr (std::is_same_v<T, std::optional<int64_t>>)
       v = row.opt_integer(i);

@@ -27,6 +27,11 @@ const std::string& Row::text(size_t i) const {
   return kEmpty;
 }
 
+std::string Row::take_text(size_t i) {
+  if (auto s = std::get_if<std::string>(&cols_.at(i))) return std::move(*s);
+  return {};
+}
+
 std::optional<std::string> Row::opt_text(size_t i) const {
   if (is_null(i)) return std::nullopt;
   return text(i);

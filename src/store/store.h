@@ -42,6 +42,8 @@ class Row {
   int64_t integer(size_t i) const;
   double real(size_t i) const;
   const std::string& text(size_t i) const;  // "" for NULL
+  // The text of column i moved out of the row ("" for NULL), for a reader done with the row.
+  std::string take_text(size_t i);
   std::optional<std::string> opt_text(size_t i) const;
   std::optional<int64_t> opt_integer(size_t i) const;
   const Value& value(size_t i) const { return cols_.at(i); }  // as read (backup copies it)

@@ -40,7 +40,7 @@ std::optional<TenantState> parse_state(std::string_view s) {
 
 namespace {
 const std::string kTenantCols = store::columns_of<Tenant>();
-Result<Tenant> tenant_from(const Row& r) { return store::read_row<Tenant>(r); }
+Result<Tenant> tenant_from(Row&& r) { return store::read_row<Tenant>(std::move(r)); }
 }  // namespace
 
 Result<TenantSpec> parse_tenant_spec(ObjectReader& r) {
@@ -97,7 +97,7 @@ Result<std::optional<Tenant>> find_tenant(store::Tx& tx, std::string_view key) {
       fmt::format("SELECT {} FROM tenants WHERE name = ?", kTenantCols);
   auto row = GP_TRY(tx.query_one(key.starts_with("ten_") ? by_id : by_name, {std::string(key)}));
   if (!row) return std::optional<Tenant>();
-  return std::optional<Tenant>(GP_TRY(tenant_from(*row)));
+  return std::optional<Tenant>(GP_TRY(tenant_from(std::move(*row))));
 }
 
 Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
@@ -106,8 +106,8 @@ Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
   auto rows = GP_TRY(
       tx.query(fmt::format("SELECT {} FROM tenants WHERE id > ? ORDER BY id LIMIT ?", kTenantCols),
                {page.after.value_or(""), only_ids ? int64_t(1) << 40 : fetch_limit(page)}));
-  for (const auto& r : rows) {
-    Tenant t = GP_TRY(tenant_from(r));
+  for (auto& r : rows) {
+    Tenant t = GP_TRY(tenant_from(std::move(r)));
     if (only_ids && std::find(only_ids->begin(), only_ids->end(), t.id) == only_ids->end())
       continue;
     out.push_back(std::move(t));
@@ -244,7 +244,7 @@ iam::TenantLookup tenant_lookup() {
 
 namespace {
 const std::string kProjectCols = store::columns_of<Project>();
-Result<Project> project_from(const Row& r) { return store::read_row<Project>(r); }
+Result<Project> project_from(Row&& r) { return store::read_row<Project>(std::move(r)); }
 }  // namespace
 
 Result<ProjectSpec> parse_project_spec(ObjectReader& r) {
@@ -289,7 +289,7 @@ Result<std::optional<Project>> find_project_by_namespace(store::Tx& tx, std::str
       tx.query_one(fmt::format("SELECT {} FROM projects WHERE k8s_namespace = ?", kProjectCols),
                    {std::string(ns)}));
   if (!row) return std::optional<Project>();
-  return std::optional<Project>(GP_TRY(project_from(*row)));
+  return std::optional<Project>(GP_TRY(project_from(std::move(*row))));
 }
 
 Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
@@ -301,7 +301,7 @@ Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
   auto row = GP_TRY(
       tx.query_one(key.starts_with("prj_") ? by_id : by_name, {s.tenant_id(), std::string(key)}));
   if (!row) return std::optional<Project>();
-  return std::optional<Project>(GP_TRY(project_from(*row)));
+  return std::optional<Project>(GP_TRY(project_from(std::move(*row))));
 }
 
 PathCache::PathCache(store::Store& store) { store.count_changes_to({"tenants", "projects"}); }
@@ -360,8 +360,8 @@ Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const P
   auto rows = GP_TRY(tx.query(sql, {s.tenant_id(), page.after.value_or(""),
                                     only_ids ? int64_t(1) << 40 : fetch_limit(page)}));
   std::vector<Project> out;
-  for (const auto& r : rows) {
-    Project p = GP_TRY(project_from(r));
+  for (auto& r : rows) {
+    Project p = GP_TRY(project_from(std::move(r)));
     if (only_ids && std::find(only_ids->begin(), only_ids->end(), p.id) == only_ids->end())
       continue;
     out.push_back(std::move(p));
