@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <charconv>
+#include <cstring>
 
 namespace gp {
 
@@ -13,19 +14,17 @@ TimePoint SystemClock::now() const {
 int64_t to_unix_micros(TimePoint t) { return t.time_since_epoch().count(); }
 TimePoint from_unix_micros(int64_t us) { return TimePoint(Duration(us)); }
 
-std::string format_rfc3339(TimePoint t) {
+std::optional<std::string_view> format_rfc3339_to(Rfc3339Buffer& buf, TimePoint t) {
   using namespace std::chrono;
-  auto day = floor<days>(t);
-  year_month_day ymd{day};
-  hh_mm_ss<microseconds> hms{t - day};
+  const auto day = floor<days>(t);
+  const year_month_day ymd{day};
   const int year = int(ymd.year());
-  if (year < 0 || year > 9999)
-    return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", year, unsigned(ymd.month()),
-                       unsigned(ymd.day()), hms.hours().count(), hms.minutes().count(),
-                       hms.seconds().count(), hms.subseconds().count());
+  if (year < 0 || year > 9999) return std::nullopt;
+  const hh_mm_ss<microseconds> hms{t - day};
   // Digits written in place: every timestamp of every answer passes here.
-  std::string out = "0000-00-00T00:00:00.000000Z";
-  auto put = [&out](size_t at, size_t width, int64_t v) {
+  char* out = buf.text;
+  std::memcpy(out, "0000-00-00T00:00:00.000000Z", sizeof(buf.text));
+  auto put = [out](size_t at, size_t width, int64_t v) {
     for (size_t i = at + width; i > at; v /= 10) out[--i] = char('0' + v % 10);
   };
   put(0, 4, year);
@@ -35,7 +34,19 @@ std::string format_rfc3339(TimePoint t) {
   put(14, 2, hms.minutes().count());
   put(17, 2, hms.seconds().count());
   put(20, 6, hms.subseconds().count());
-  return out;
+  return std::string_view(out, sizeof(buf.text));
+}
+
+std::string format_rfc3339(TimePoint t) {
+  Rfc3339Buffer buf;
+  if (auto text = format_rfc3339_to(buf, t)) return std::string(*text);
+  using namespace std::chrono;
+  const auto day = floor<days>(t);
+  const year_month_day ymd{day};
+  const hh_mm_ss<microseconds> hms{t - day};
+  return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:06}Z", int(ymd.year()),
+                     unsigned(ymd.month()), unsigned(ymd.day()), hms.hours().count(),
+                     hms.minutes().count(), hms.seconds().count(), hms.subseconds().count());
 }
 
 namespace {

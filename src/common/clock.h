@@ -5,7 +5,9 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace gp {
 
@@ -40,6 +42,12 @@ TimePoint from_unix_micros(int64_t us);
 
 // RFC 3339 in UTC with microseconds: 2026-11-29T22:49:10.123456Z
 std::string format_rfc3339(TimePoint t);
+// The same text written into `buf` (no allocation; years 0-9999, 27 characters), or nullopt
+// for a year outside that range (format_rfc3339 writes those).
+struct Rfc3339Buffer {
+  char text[27];
+};
+std::optional<std::string_view> format_rfc3339_to(Rfc3339Buffer& buf, TimePoint t);
 // Accepts RFC 3339 with 'Z' or a numeric offset; fractional seconds optional.
 bool parse_rfc3339(std::string_view s, TimePoint* out);
 

@@ -10,7 +10,9 @@ namespace gp {
 
 std::string encode_id(std::string_view prefix, uint64_t hi, uint64_t lo) {
   static constexpr char kAlphabet[] = "0123456789abcdefghjkmnpqrstvwxyz";  // Crockford
-  std::string out(prefix);
+  std::string out;
+  out.reserve(prefix.size() + 17);
+  out.append(prefix);
   out.push_back('_');
   // 16 chars x 5 bits = 80 bits: 40 from each half.
   for (int i = 0; i < 8; ++i) out.push_back(kAlphabet[(hi >> (35 - 5 * i)) & 31]);

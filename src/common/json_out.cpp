@@ -14,7 +14,11 @@ void ObjectOut::optional_string(std::string_view key, const std::optional<std::s
 }
 
 void ObjectOut::time(std::string_view key, int64_t unix_micros) {
-  string(key, format_rfc3339(from_unix_micros(unix_micros)));
+  Rfc3339Buffer buf;
+  if (auto text = format_rfc3339_to(buf, from_unix_micros(unix_micros)))
+    string(key, *text);
+  else
+    string(key, format_rfc3339(from_unix_micros(unix_micros)));
 }
 
 void JsonObjectOut::string(std::string_view key, std::string_view value) {

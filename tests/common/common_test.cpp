@@ -163,6 +163,17 @@ TEST(Clock, Rfc3339KeepsEveryFieldsWidthAcrossTheCalendar) {
   }
 }
 
+// Years 0-9999 are written in place; others (which no stored time holds) through fmt.
+TEST(Clock, Rfc3339WritesYearsBeyondFourDigitsTheSlowWay) {
+  const TimePoint y10k = from_unix_micros(int64_t(253'402'300'800) * 1'000'000);
+  Rfc3339Buffer buf;
+  EXPECT_FALSE(format_rfc3339_to(buf, y10k));
+  EXPECT_EQ(format_rfc3339(y10k), "10000-01-01T00:00:00.000000Z");
+  const TimePoint before = y10k - std::chrono::microseconds(1);
+  EXPECT_EQ(format_rfc3339_to(buf, before), "9999-12-31T23:59:59.999999Z");
+  EXPECT_EQ(format_rfc3339(before), "9999-12-31T23:59:59.999999Z");
+}
+
 TEST(Ids, SeededSourceIsReproducibleAndPrefixed) {
   SeededIdSource a(7), b(7);
   std::string x = a.next("ten");
