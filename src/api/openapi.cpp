@@ -824,22 +824,15 @@ Json schemas() {
               {"billing_address", {{"type", "string"}, {"maxLength", 1000}}},
               {"payment_terms_days", {{"type", "integer"}, {"minimum", 0}, {"maximum", 365}}}},
              {});
-  s["BillingAccount"] =
-      object({{"tenant_id", str()},
-              {"rate_card", str()},
-              {"tax_bps", integer()},
-              {"prepaid_credit_micros", integer()},
-              {"legal_name", str()},
-              {"billing_address", str()},
-              {"payment_terms_days", integer()},
-              {"stored", {{"type", "boolean"}}},
-              {"rate_card_in_force", {{"type", "boolean"}}},
-              {"currency", str()},
-              {"warning", str()},
-              {"updated_by", str()},
-              {"updated_at", time_str()},
-              {"version", integer()}},
-             {"tenant_id", "rate_card", "tax_bps", "prepaid_credit_micros", "stored"});
+  // Once stored, an account shows who changed it last, when and its version; the routes add
+  // whether its card is in force and its currency, or a warning.
+  s["BillingAccount"] = with_optional(
+      with_required(schema_of<billing::Account>(), {{"rate_card_in_force", {{"type", "boolean"}}}}),
+      {{"currency", str()},
+       {"warning", str()},
+       {"updated_by", str()},
+       {"updated_at", time_str()},
+       {"version", integer()}});
   s["InvoiceRequest"] =
       object({{"period", {{"type", "string"}, {"pattern", "^[0-9]{4}-[0-9]{2}$"}}},
               {"start", time_str()},
