@@ -1010,23 +1010,16 @@ Json schemas() {
                            {"thresholds_bps", bps_list},
                            {"hard_stop", {{"type", "boolean"}}}},
                           {"amount_micros"});
-  s["Budget"] = object({{"tenant_id", str()},
-                        {"project_id", nstr()},
-                        {"project", nstr()},
-                        {"amount_micros", integer()},
-                        {"thresholds_bps", bps_list},
-                        {"hard_stop", {{"type", "boolean"}}},
-                        {"updated_by", str()},
-                        {"updated_at", time_str()},
-                        {"version", integer()},
-                        {"period", str()},
-                        {"currency", nstr()},
-                        {"spend_micros", {{"type", {"integer", "null"}}}},
-                        {"spent_bps", integer()},
-                        {"percent", {{"type", "number"}}},
-                        {"spend_error", str()}},
-                       {"tenant_id", "project_id", "amount_micros", "thresholds_bps", "hard_stop",
-                        "updated_by", "updated_at", "version", "spend_micros"});
+  // A budget adds its project's name and its spend this month (null, with spend_error, where
+  // it could not be rated).
+  s["Budget"] = with_optional(
+      with_required(schema_of<billing::StoredBudget>(),
+                    {{"project", nstr()}, {"spend_micros", {{"type", {"integer", "null"}}}}}),
+      {{"period", str()},
+       {"currency", nstr()},
+       {"spent_bps", integer()},
+       {"percent", {{"type", "number"}}},
+       {"spend_error", str()}});
   // The list adds each alert's project name and its month's currency (null when unknown).
   s["BudgetAlert"] =
       with_optional(schema_of<billing::AlertRecord>(), {{"project", nstr()}, {"currency", nstr()}});

@@ -197,8 +197,8 @@ Result<CreditsByTenant> load_sla_credits(store::Tx& tx, const std::string& tenan
 // Budgets, stored: one per tenant (project "") and per project, evaluated against the
 // month-to-date spend rated from metered usage (docs/billing.md, "Budgets").
 
-struct StoredBudget {
-  Budget budget;
+// A budget as stored: the budget, who changed it last, when, and its version.
+struct StoredBudget : Budget {
   std::string updated_by;
   int64_t updated_at = 0;
   int64_t version = 0;
@@ -289,6 +289,26 @@ struct Fields<billing::Account> {
       Field{"updated_by", &A::updated_by, {}, Form::kPlain, {}, Shown::kStoredOnly},
       Field{"updated_at", &A::updated_at, {}, Form::kTime, {}, Shown::kStoredOnly},
       Field{"version", &A::version, {}, Form::kPlain, {}, Shown::kStoredOnly},
+  };
+};
+
+// A budget as stored and shown: a tenant budget has no project (null). Its thresholds are
+// stored as their JSON text.
+template <>
+struct Fields<billing::StoredBudget> {
+  using S = billing::StoredBudget;
+  // The budget's own members belong to billing::Budget: named as the stored budget's.
+  template <typename T>
+  using F = Field<S, T>;
+  static constexpr auto list = std::tuple{
+      F<std::string>{"tenant_id", &S::tenant},
+      F<std::string>{"project_id", &S::project, {}, Form::kNullIfEmpty},
+      F<billing::Micros>{"amount_micros", &S::amount_micros},
+      F<std::vector<int32_t>>{"thresholds_bps", &S::thresholds_bps, "thresholds"},
+      F<bool>{"hard_stop", &S::hard_stop},
+      Field{"updated_by", &S::updated_by},
+      Field{"updated_at", &S::updated_at, {}, Form::kTime},
+      Field{"version", &S::version},
   };
 };
 
