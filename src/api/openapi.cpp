@@ -156,9 +156,7 @@ Json schemas() {
   s["PoolCreate"] = object({{"name", str()}, {"tenant", str()}, {"description", str()}}, {"name"});
   s["Pool"] = schema_of<fleet::Pool>();
   s["JoinTokenCreate"] = object({{"pool", str()}, {"ttl_seconds", integer()}}, {});
-  s["JoinToken"] =
-      object({{"id", str()}, {"token", str()}, {"pool_id", nstr()}, {"expires_at", time_str()}},
-             {"id", "token", "pool_id", "expires_at"});
+  s["JoinToken"] = schema_of<fleet::JoinToken>();
   s["NodeAction"] = object({{"reason", str()}, {"deadline_seconds", integer()}}, {});
   s["Gpu"] = schema_of<fleet::Gpu>();
   // A repair's answer: the GPU, out of service now, with the repair it began.
