@@ -12,6 +12,7 @@
 #include "common/record.h"
 #include "fleet/fleet.h"
 #include "jobs/records.h"
+#include "sla/standing.h"
 #include "storage/records.h"
 #include "tenancy/tenancy.h"
 
@@ -954,22 +955,18 @@ Json schemas() {
        {"drafts_total_micros", integer()},
        {"items", {{"type", "array"}, {"items", object(summary_props, summary_required)}}}},
       {"period", "drafts", "created", "refreshed", "reissued", "finalized_unchanged", "items"});
-  Json sla_tiers = {{"type", "array"},
-                    {"items", object({{"below_ppm", integer()}, {"credit_bps", integer()}},
-                                     {"below_ppm", "credit_bps"})}};
-  s["OfferingSlaSet"] = object(
-      {{"offering", str()}, {"target_ppm", integer()}, {"tiers", sla_tiers}}, {"target_ppm"});
-  s["OfferingSla"] = object({{"offering", str()},
-                             {"offering_name", str()},
-                             {"target_ppm", integer()},
-                             {"target", str()},
-                             {"tiers", sla_tiers},
-                             {"configured", {{"type", "boolean"}}},
-                             {"updated_by", nstr()},
-                             {"updated_at", ntime()},
-                             {"version", integer()}},
-                            {"offering", "offering_name", "target_ppm", "target", "tiers",
-                             "configured", "updated_by", "updated_at", "version"});
+  // A PUT names the target and, optionally, the offering and the tiers.
+  s["OfferingSlaSet"] = schema_of<sla::OfferingSla>();
+  s["OfferingSlaSet"]["required"] = {"target_ppm"};
+  // As shown, with the offering's name, the target as a percentage and whether (and by whom and
+  // when) it was set; an offering without one has the default tiers.
+  s["OfferingSla"] =
+      with_required(schema_of<sla::OfferingSla>(), {{"offering_name", str()},
+                                                    {"target", str()},
+                                                    {"configured", {{"type", "boolean"}}},
+                                                    {"updated_by", nstr()},
+                                                    {"updated_at", ntime()},
+                                                    {"version", integer()}});
   Json sla_row = object(
       {{"tenant_id", str()},
        {"tenant", str()},
