@@ -424,10 +424,19 @@ Json schemas() {
                       {"stop_by", time_str()},
                       {"grace_seconds", integer()}},
                      {"allocation_id", "node_id", "since", "stop_by", "grace_seconds"});
+  // A plan of one of its GPUs that its node has not carried out yet
+  // (alloc::allocation_configuring): "detail" only where the node said why.
+  Json unmet_plan = object({{"gpu", str()},
+                            {"mode", str()},
+                            {"mig_layout", layout},
+                            {"status", str()},
+                            {"detail", str()},
+                            {"node", str()}},
+                           {"gpu", "mode", "mig_layout", "status", "node"});
   s["Allocation"] =
       with_optional(schema_of<alloc::Allocation>(), {{"events", array_of(event)},
                                                      {"stopping", array_of(stop)},
-                                                     {"configuring", {{"type", "array"}}}});
+                                                     {"configuring", array_of(unmet_plan)}});
   s["Allocation"]["properties"]["shape"] = shape;
   s["Allocation"]["properties"]["placement"] = or_null(placement);
   // What a create would do, changing nothing: the shape as the scheduler reads it, and where it
@@ -504,6 +513,28 @@ Json schemas() {
   Json gpu_plan =
       object({{"gpu", str()}, {"mode", str()}, {"mig_layout", layout}, {"status", str()}},
              {"gpu", "mode", "mig_layout", "status"});
+  // A tenant's network segment (network::Segment).
+  const Json segment = object({{"vni", integer()}, {"cidr", str()}}, {"vni", "cidr"});
+  // The VM an allocation's node is to run (alloc::vm_assignment): its GPUs passed through (by
+  // PCI address) or as vGPUs, its tenant's segment (null: none), its project's volumes and the
+  // tenant's SSH keys.
+  Json assigned_vm = object_of({{"id", str()},
+                                {"domain", str()},
+                                {"uuid", str()},
+                                {"mac", str()},
+                                {"tenant", str()},
+                                {"project", str()},
+                                {"vcpus", integer()},
+                                {"memory_mib", integer()},
+                                {"desired", str()},
+                                {"reboot_seq", integer()},
+                                {"console_seq", integer()},
+                                {"console_captured_seq", integer()},
+                                {"passthrough", array_of(str())},
+                                {"vgpus", array_of(object_of({{"gpu", str()}, {"type", str()}}))},
+                                {"segment", or_null(segment)},
+                                {"volumes", array_of(object_of({{"tag", str()}, {"path", str()}}))},
+                                {"ssh_keys", array_of(str())}});
   // An allocation with GPUs on the node (alloc::Service::acknowledge): what waits before it
   // starts, its VM (or why it has none), and, once ended, the stop of its work still held.
   Json assigned_allocation = object({{"id", str()},
@@ -515,11 +546,21 @@ Json schemas() {
                                      {"waiting_for", array_of(str())},
                                      {"configuring", array_of(str())},
                                      {"vm_error", str()},
-                                     {"vm", {{"type", "object"}}},
+                                     {"vm", assigned_vm},
                                      {"stop", stop}},
                                     {"id", "tenant_id", "project_id", "state", "tier", "gpus"});
   // A job member the node runs (jobs::node_assignment), its secrets opened.
   Json name_value = object({{"name", str()}, {"value", str()}}, {"name", "value"});
+  // Its place on the tenant's network (jobs' member_network; null: the tenant has no segment,
+  // or the member no address yet): its address, its job's rank 0's, its job's members' and the
+  // members on other nodes it reaches through their node's underlay address.
+  Json member_network =
+      object_of({{"vni", integer()},
+                 {"cidr", str()},
+                 {"address", str()},
+                 {"master_addr", str()},
+                 {"members", array_of(object_of({{"rank", integer()}, {"address", str()}}))},
+                 {"peers", array_of(object_of({{"address", str()}, {"node", str()}}))}});
   Json member_device =
       object({{"gpu", str()}, {"mig", mig_instance}, {"milli", integer()}}, {"gpu"});
   Json assigned_member = object_of(
@@ -548,7 +589,7 @@ Json schemas() {
        {"desired", enum_of({"running", "created", "stopped"})},
        {"stop_grace_seconds", integer()},
        {"log_offset", integer()},
-       {"network", {{"type", {"object", "null"}}}},  // null: the tenant has no segment
+       {"network", or_null(member_network)},
        {"secrets", array_of(name_value)}});
   Json assignments = object({{"allocations", array_of(assigned_allocation)},
                              {"gpu_plans", array_of(gpu_plan)},
@@ -679,7 +720,7 @@ Json schemas() {
   s["NetworkPolicySet"] = object({{"egress", {{"type", "array"}, {"items", egress}}},
                                   {"exposures", {{"type", "array"}, {"items", exposure}}}},
                                  {});
-  s["Segment"] = object({{"vni", integer()}, {"cidr", str()}}, {"vni", "cidr"});
+  s["Segment"] = segment;
   // null: a tenant created before segments came with it
   s["TenantNetwork"] = object({{"segment", or_null(s["Segment"])},
                                {"policy", schema_ref("NetworkPolicySet")},
