@@ -700,10 +700,37 @@ Json schemas() {
               {"message", str()},
               {"details", object({{"causes", array_of(admission_cause)}}, {"causes"})}},
              {"status", "code", "reason", "message", "details"});
+  // Kubernetes' AdmissionRequest (admission.k8s.io/v1): the object under review, its old
+  // version and the operation's options are whatever Kubernetes objects the API server sends.
+  Json group_version_kind = object_of({{"group", str()}, {"version", str()}, {"kind", str()}});
+  Json group_version_resource =
+      object_of({{"group", str()}, {"version", str()}, {"resource", str()}});
+  Json kubernetes_object = {{"type", {"object", "null"}}};
+  Json admission_request =
+      object({{"uid", str()},
+              {"kind", group_version_kind},
+              {"resource", group_version_resource},
+              {"subResource", str()},
+              {"requestKind", group_version_kind},
+              {"requestResource", group_version_resource},
+              {"requestSubResource", str()},
+              {"name", str()},
+              {"namespace", str()},
+              {"operation", enum_of({"CREATE", "UPDATE", "DELETE", "CONNECT"})},
+              {"userInfo", object({{"username", str()},
+                                   {"uid", str()},
+                                   {"groups", array_of(str())},
+                                   {"extra", map_of(array_of(str()))}},
+                                  {})},
+              {"object", kubernetes_object},
+              {"oldObject", kubernetes_object},
+              {"dryRun", boolean},
+              {"options", kubernetes_object}},
+             {"uid", "kind", "resource", "operation", "userInfo"});
   s["AdmissionReview"] = object(
       {{"apiVersion", enum_of({"admission.k8s.io/v1"})},
        {"kind", enum_of({"AdmissionReview"})},
-       {"request", {{"type", "object"}}},
+       {"request", admission_request},
        {"response", object({{"uid", str()}, {"allowed", boolean}, {"status", admission_status}},
                            {"uid", "allowed"})}},
       {"apiVersion", "kind"});
