@@ -418,12 +418,7 @@ Json schemas() {
       {"model", "tier", "units", "gpu_equivalents", "whole_nodes", "nodes", "node_names", "gpus",
        "mode_changes", "mig_changes"});
   // Where an ended allocation's work is still being stopped (alloc::Stop).
-  Json stop = object({{"allocation_id", str()},
-                      {"node_id", str()},
-                      {"since", time_str()},
-                      {"stop_by", time_str()},
-                      {"grace_seconds", integer()}},
-                     {"allocation_id", "node_id", "since", "stop_by", "grace_seconds"});
+  Json stop = schema_of<alloc::Stop>();
   // A plan of one of its GPUs that its node has not carried out yet
   // (alloc::allocation_configuring): "detail" only where the node said why.
   Json unmet_plan = object({{"gpu", str()},
