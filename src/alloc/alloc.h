@@ -342,7 +342,7 @@ Result<void> set_tenant_ssh_keys(store::Tx& tx, const std::string& tenant_id,
 struct Stop {
   std::string allocation_id, node_id;
   int64_t since = 0, stop_by = 0, grace_seconds = 0;
-  Json to_json() const;
+  Json to_json() const { return json_of_fields(*this); }
 };
 Result<std::vector<Stop>> node_stops(store::Tx& tx, const std::string& node_id);
 Result<std::vector<Stop>> allocation_stops(store::Tx& tx, const std::string& allocation_id);
@@ -626,6 +626,18 @@ struct Fields<alloc::Allocation> {
 };
 
 inline constexpr std::array<std::string_view, 2> kVmPowerStates = {"running", "stopped"};
+
+// A stop as stored and shown: since when the node's agent has been stopping the allocation's
+// work, and by when it kills what is left.
+template <>
+struct Fields<alloc::Stop> {
+  using S = alloc::Stop;
+  static constexpr auto list = std::tuple{
+      Field{"allocation_id", &S::allocation_id},  Field{"node_id", &S::node_id},
+      Field{"since", &S::since, {}, Form::kTime}, Field{"stop_by", &S::stop_by, {}, Form::kTime},
+      Field{"grace_seconds", &S::grace_seconds},
+  };
+};
 
 // A VM as stored and shown (common/record.h). Its serial console's capture is stored with it and
 // shown apart (Vm::console_json).

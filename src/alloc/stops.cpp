@@ -8,18 +8,13 @@
 #include "alloc/internal.h"
 #include "common/env.h"
 #include "fleet/fleet.h"
+#include "store/record_row.h"
 
 namespace gp::alloc {
 
-using detail::ts;
-
 namespace {
 
-constexpr std::string_view kStopColumns = "allocation_id, node_id, since, stop_by, grace_seconds";
-
-Stop stop_from(const store::Row& row) {
-  return {row.text(0), row.text(1), row.integer(2), row.integer(3), row.integer(4)};
-}
+const std::string kStopColumns = store::columns_of<Stop>();
 
 // The GPU grants of `a` on `node_id`, as its placement names them.
 std::vector<Json> grants_on(const Allocation& a, const std::string& node_id) {
@@ -41,14 +36,6 @@ bool overlap(const Json& a, const Json& b) {
 
 }  // namespace
 
-Json Stop::to_json() const {
-  return {{"allocation_id", allocation_id},
-          {"node_id", node_id},
-          {"since", ts(since)},
-          {"stop_by", ts(stop_by)},
-          {"grace_seconds", grace_seconds}};
-}
-
 namespace {
 
 // The stops whose `column` is `value`, ordered by the other key.
@@ -59,7 +46,7 @@ Result<std::vector<Stop>> stops_where(store::Tx& tx, std::string_view column,
            fmt::format("SELECT {} FROM allocation_stops WHERE {} = ? ORDER BY {}", kStopColumns,
                        column, column == "node_id" ? "allocation_id" : "node_id"),
            {value})))
-    out.push_back(stop_from(row));
+    out.push_back(GP_TRY(store::read_row<Stop>(row)));
   return out;
 }
 
@@ -130,10 +117,12 @@ Result<int> record_stops(store::Tx& tx, const Allocation& a, int64_t now, Durati
     if (!node || !node->last_heartbeat || node->state == fleet::NodeState::kFailed ||
         node->state == fleet::NodeState::kRetired)
       continue;
-    GP_TRY(tx.exec(
-        "INSERT INTO allocation_stops (allocation_id, node_id, since, stop_by, grace_seconds) "
-        "VALUES (?,?,?,?,?) ON CONFLICT (node_id, allocation_id) DO NOTHING",
-        {a.id, node->id, now, now + grace_us, grace_us / 1'000'000}));
+    static const std::string kInsert = fmt::format(
+        "INSERT INTO allocation_stops ({}) VALUES ({}) ON CONFLICT (node_id, "
+        "allocation_id) DO NOTHING",
+        kStopColumns, store::placeholders_of<Stop>());
+    GP_TRY(tx.exec(kInsert, store::params_of(
+                                Stop{a.id, node->id, now, now + grace_us, grace_us / 1'000'000})));
     ++n;
   }
   if (n > 0)

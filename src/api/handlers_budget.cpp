@@ -54,18 +54,11 @@ Result<Json> project_name(Call& call, store::Tx& tx, const std::string& project_
   return p ? Json(p->name) : Json(nullptr);
 }
 
-Result<Json> budget_json(Call& call, store::Tx& tx, const billing::StoredBudget& s,
+// The budget (its field table) with its project's name and its spend this month.
+Result<Json> budget_json(Call& call, store::Tx& tx, const billing::StoredBudget& b,
                          const Result<billing::Spend>& spend) {
-  const billing::Budget& b = s.budget;
-  Json j = {{"tenant_id", b.tenant},
-            {"project_id", b.project.empty() ? Json(nullptr) : Json(b.project)},
-            {"project", GP_TRY(project_name(call, tx, b.project))},
-            {"amount_micros", b.amount_micros},
-            {"thresholds_bps", b.thresholds_bps},
-            {"hard_stop", b.hard_stop},
-            {"updated_by", s.updated_by},
-            {"updated_at", format_rfc3339(from_unix_micros(s.updated_at))},
-            {"version", s.version}};
+  Json j = json_of_fields(b);
+  j["project"] = GP_TRY(project_name(call, tx, b.project));
   if (spend) {
     const billing::Micros spent = billing::spend_of(*spend, b);
     j["period"] = billing::period_label(spend->period);
@@ -96,11 +89,11 @@ Result<Reply> list_budgets(Api& api, Call& call, store::Tx& tx) {
   if (page.after) {
     const std::string after = *page.after == kTenantWide ? std::string() : *page.after;
     std::erase_if(budgets, [&](const auto& b) {
-      return *page.after == kTenantWide ? b.budget.project.empty() : b.budget.project <= after;
+      return *page.after == kTenantWide ? b.project.empty() : b.project <= after;
     });
   }
   auto listed = make_page(std::move(budgets), page, [](const auto& b) {
-    return b.budget.project.empty() ? std::string(kTenantWide) : b.budget.project;
+    return b.project.empty() ? std::string(kTenantWide) : b.project;
   });
   Json items = Json::array();
   if (!listed.items.empty()) {
@@ -154,7 +147,7 @@ Result<Mutation> delete_budget(Api&, Call& call, store::Tx& tx) {
   Mutation m;
   m.reply = json_reply(204, nullptr);
   m.resource = budget_path(call.tenant->id, project);
-  m.detail = {{"amount_micros", current.budget.amount_micros}, {"version", current.version}};
+  m.detail = {{"amount_micros", current.amount_micros}, {"version", current.version}};
   return m;
 }
 
@@ -331,33 +324,31 @@ Result<int> Api::billing_sweep() {
     for (const auto& r : rated) {
       for (const auto& b : r.budgets) {
         // Changed or removed since it was read: the next sweep judges the new one.
-        auto now_stored = GP_TRY(billing::find_budget(tx, b.budget.tenant, b.budget.project));
+        auto now_stored = GP_TRY(billing::find_budget(tx, b.tenant, b.project));
         if (!now_stored || now_stored->version != b.version) continue;
-        const billing::Micros spent = billing::spend_of(r.spend, b.budget);
-        if (b.budget.project.empty() && b.budget.amount_micros > 0)
-          budget_used.emplace_back(r.tenant, double(spent) / double(b.budget.amount_micros));
+        const billing::Micros spent = billing::spend_of(r.spend, b);
+        if (b.project.empty() && b.amount_micros > 0)
+          budget_used.emplace_back(r.tenant, double(spent) / double(b.amount_micros));
         for (const auto& a :
-             GP_TRY(billing::record_budget_alerts(tx, b.budget, r.spend.period, spent, now))) {
+             GP_TRY(billing::record_budget_alerts(tx, b, r.spend.period, spent, now))) {
           GP_TRY_VOID(audit().append(tx, alert_audit(a, "billing-sweep")));
           ++fired;
         }
         // A hard stop stops running work too, within the operator's grace (--budget-stop-grace).
-        if (b.budget.hard_stop && spent >= b.budget.amount_micros) {
-          const auto project =
-              b.budget.project.empty() ? std::nullopt : std::optional(b.budget.project);
+        if (b.hard_stop && spent >= b.amount_micros) {
+          const auto project = b.project.empty() ? std::nullopt : std::optional(b.project);
           const int ended = GP_TRY(allocs().end_work(
-              tx, env(), b.budget.tenant, project, "budget_exhausted",
+              tx, env(), b.tenant, project, "budget_exhausted",
               fmt::format("the budget of {} for {} is spent ({} spent in {}, hard stop)",
-                          billing::format_money(b.budget.amount_micros, r.spend.currency),
-                          GP_TRY(scope_text(tx, b.budget)),
-                          billing::format_money(spent, r.spend.currency),
+                          billing::format_money(b.amount_micros, r.spend.currency),
+                          GP_TRY(scope_text(tx, b)), billing::format_money(spent, r.spend.currency),
                           billing::period_label(r.spend.period))));
           if (ended > 0) {
             audit::Entry e{
                 "billing-sweep",
-                b.budget.tenant,
+                b.tenant,
                 "budget.hard_stop",
-                fmt::format("/v1/tenants/{}/budgets/{}", b.budget.tenant, project.value_or("-")),
+                fmt::format("/v1/tenants/{}/budgets/{}", b.tenant, project.value_or("-")),
                 "success",
                 "",
                 "local",

@@ -45,10 +45,7 @@ Result<Mutation> create_join_token(Api& api, Call& call, store::Tx& tx) {
   auto t = GP_TRY(
       fleet::create_join_token(tx, api.env(), pool_id, call.who.id, std::chrono::seconds(ttl)));
   Mutation m;
-  m.reply = json_reply(201, {{"id", t.id},
-                             {"token", t.token},
-                             {"pool_id", pool_id ? Json(*pool_id) : Json(nullptr)},
-                             {"expires_at", format_rfc3339(from_unix_micros(t.expires_at))}});
+  m.reply = json_reply(201, t.to_json());
   m.resource = "/v1/join-tokens/" + t.id;
   m.detail = {{"pool_id", pool_id ? Json(*pool_id) : Json(nullptr)}, {"ttl_seconds", ttl}};
   return m;

@@ -26,7 +26,7 @@ std::string percent(int64_t ppm) {
 }
 
 Json stored_sla_json(const sla::StoredSla& s, const alloc::Offering& o) {
-  Json j = sla::offering_sla_json(s.sla);
+  Json j = json_of_fields(s.sla);
   j["offering"] = o.id;
   j["offering_name"] = o.name;
   j["target"] = percent(s.sla.target_ppm);

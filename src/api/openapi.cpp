@@ -12,6 +12,7 @@
 #include "common/record.h"
 #include "fleet/fleet.h"
 #include "jobs/records.h"
+#include "sla/standing.h"
 #include "storage/records.h"
 #include "tenancy/tenancy.h"
 
@@ -156,9 +157,7 @@ Json schemas() {
   s["PoolCreate"] = object({{"name", str()}, {"tenant", str()}, {"description", str()}}, {"name"});
   s["Pool"] = schema_of<fleet::Pool>();
   s["JoinTokenCreate"] = object({{"pool", str()}, {"ttl_seconds", integer()}}, {});
-  s["JoinToken"] =
-      object({{"id", str()}, {"token", str()}, {"pool_id", nstr()}, {"expires_at", time_str()}},
-             {"id", "token", "pool_id", "expires_at"});
+  s["JoinToken"] = schema_of<fleet::JoinToken>();
   s["NodeAction"] = object({{"reason", str()}, {"deadline_seconds", integer()}}, {});
   s["Gpu"] = schema_of<fleet::Gpu>();
   // A repair's answer: the GPU, out of service now, with the repair it began.
@@ -419,16 +418,20 @@ Json schemas() {
       {"model", "tier", "units", "gpu_equivalents", "whole_nodes", "nodes", "node_names", "gpus",
        "mode_changes", "mig_changes"});
   // Where an ended allocation's work is still being stopped (alloc::Stop).
-  Json stop = object({{"allocation_id", str()},
-                      {"node_id", str()},
-                      {"since", time_str()},
-                      {"stop_by", time_str()},
-                      {"grace_seconds", integer()}},
-                     {"allocation_id", "node_id", "since", "stop_by", "grace_seconds"});
+  Json stop = schema_of<alloc::Stop>();
+  // A plan of one of its GPUs that its node has not carried out yet
+  // (alloc::allocation_configuring): "detail" only where the node said why.
+  Json unmet_plan = object({{"gpu", str()},
+                            {"mode", str()},
+                            {"mig_layout", layout},
+                            {"status", str()},
+                            {"detail", str()},
+                            {"node", str()}},
+                           {"gpu", "mode", "mig_layout", "status", "node"});
   s["Allocation"] =
       with_optional(schema_of<alloc::Allocation>(), {{"events", array_of(event)},
                                                      {"stopping", array_of(stop)},
-                                                     {"configuring", {{"type", "array"}}}});
+                                                     {"configuring", array_of(unmet_plan)}});
   s["Allocation"]["properties"]["shape"] = shape;
   s["Allocation"]["properties"]["placement"] = or_null(placement);
   // What a create would do, changing nothing: the shape as the scheduler reads it, and where it
@@ -505,6 +508,28 @@ Json schemas() {
   Json gpu_plan =
       object({{"gpu", str()}, {"mode", str()}, {"mig_layout", layout}, {"status", str()}},
              {"gpu", "mode", "mig_layout", "status"});
+  // A tenant's network segment (network::Segment).
+  const Json segment = object({{"vni", integer()}, {"cidr", str()}}, {"vni", "cidr"});
+  // The VM an allocation's node is to run (alloc::vm_assignment): its GPUs passed through (by
+  // PCI address) or as vGPUs, its tenant's segment (null: none), its project's volumes and the
+  // tenant's SSH keys.
+  Json assigned_vm = object_of({{"id", str()},
+                                {"domain", str()},
+                                {"uuid", str()},
+                                {"mac", str()},
+                                {"tenant", str()},
+                                {"project", str()},
+                                {"vcpus", integer()},
+                                {"memory_mib", integer()},
+                                {"desired", str()},
+                                {"reboot_seq", integer()},
+                                {"console_seq", integer()},
+                                {"console_captured_seq", integer()},
+                                {"passthrough", array_of(str())},
+                                {"vgpus", array_of(object_of({{"gpu", str()}, {"type", str()}}))},
+                                {"segment", or_null(segment)},
+                                {"volumes", array_of(object_of({{"tag", str()}, {"path", str()}}))},
+                                {"ssh_keys", array_of(str())}});
   // An allocation with GPUs on the node (alloc::Service::acknowledge): what waits before it
   // starts, its VM (or why it has none), and, once ended, the stop of its work still held.
   Json assigned_allocation = object({{"id", str()},
@@ -516,11 +541,21 @@ Json schemas() {
                                      {"waiting_for", array_of(str())},
                                      {"configuring", array_of(str())},
                                      {"vm_error", str()},
-                                     {"vm", {{"type", "object"}}},
+                                     {"vm", assigned_vm},
                                      {"stop", stop}},
                                     {"id", "tenant_id", "project_id", "state", "tier", "gpus"});
   // A job member the node runs (jobs::node_assignment), its secrets opened.
   Json name_value = object({{"name", str()}, {"value", str()}}, {"name", "value"});
+  // Its place on the tenant's network (jobs' member_network; null: the tenant has no segment,
+  // or the member no address yet): its address, its job's rank 0's, its job's members' and the
+  // members on other nodes it reaches through their node's underlay address.
+  Json member_network =
+      object_of({{"vni", integer()},
+                 {"cidr", str()},
+                 {"address", str()},
+                 {"master_addr", str()},
+                 {"members", array_of(object_of({{"rank", integer()}, {"address", str()}}))},
+                 {"peers", array_of(object_of({{"address", str()}, {"node", str()}}))}});
   Json member_device =
       object({{"gpu", str()}, {"mig", mig_instance}, {"milli", integer()}}, {"gpu"});
   Json assigned_member = object_of(
@@ -549,7 +584,7 @@ Json schemas() {
        {"desired", enum_of({"running", "created", "stopped"})},
        {"stop_grace_seconds", integer()},
        {"log_offset", integer()},
-       {"network", {{"type", {"object", "null"}}}},  // null: the tenant has no segment
+       {"network", or_null(member_network)},
        {"secrets", array_of(name_value)}});
   Json assignments = object({{"allocations", array_of(assigned_allocation)},
                              {"gpu_plans", array_of(gpu_plan)},
@@ -660,10 +695,37 @@ Json schemas() {
               {"message", str()},
               {"details", object({{"causes", array_of(admission_cause)}}, {"causes"})}},
              {"status", "code", "reason", "message", "details"});
+  // Kubernetes' AdmissionRequest (admission.k8s.io/v1): the object under review, its old
+  // version and the operation's options are whatever Kubernetes objects the API server sends.
+  Json group_version_kind = object_of({{"group", str()}, {"version", str()}, {"kind", str()}});
+  Json group_version_resource =
+      object_of({{"group", str()}, {"version", str()}, {"resource", str()}});
+  Json kubernetes_object = {{"type", {"object", "null"}}};
+  Json admission_request =
+      object({{"uid", str()},
+              {"kind", group_version_kind},
+              {"resource", group_version_resource},
+              {"subResource", str()},
+              {"requestKind", group_version_kind},
+              {"requestResource", group_version_resource},
+              {"requestSubResource", str()},
+              {"name", str()},
+              {"namespace", str()},
+              {"operation", enum_of({"CREATE", "UPDATE", "DELETE", "CONNECT"})},
+              {"userInfo", object({{"username", str()},
+                                   {"uid", str()},
+                                   {"groups", array_of(str())},
+                                   {"extra", map_of(array_of(str()))}},
+                                  {})},
+              {"object", kubernetes_object},
+              {"oldObject", kubernetes_object},
+              {"dryRun", boolean},
+              {"options", kubernetes_object}},
+             {"uid", "kind", "resource", "operation", "userInfo"});
   s["AdmissionReview"] = object(
       {{"apiVersion", enum_of({"admission.k8s.io/v1"})},
        {"kind", enum_of({"AdmissionReview"})},
-       {"request", {{"type", "object"}}},
+       {"request", admission_request},
        {"response", object({{"uid", str()}, {"allowed", boolean}, {"status", admission_status}},
                            {"uid", "allowed"})}},
       {"apiVersion", "kind"});
@@ -680,7 +742,7 @@ Json schemas() {
   s["NetworkPolicySet"] = object({{"egress", {{"type", "array"}, {"items", egress}}},
                                   {"exposures", {{"type", "array"}, {"items", exposure}}}},
                                  {});
-  s["Segment"] = object({{"vni", integer()}, {"cidr", str()}}, {"vni", "cidr"});
+  s["Segment"] = segment;
   // null: a tenant created before segments came with it
   s["TenantNetwork"] = object({{"segment", or_null(s["Segment"])},
                                {"policy", schema_ref("NetworkPolicySet")},
@@ -824,22 +886,15 @@ Json schemas() {
               {"billing_address", {{"type", "string"}, {"maxLength", 1000}}},
               {"payment_terms_days", {{"type", "integer"}, {"minimum", 0}, {"maximum", 365}}}},
              {});
-  s["BillingAccount"] =
-      object({{"tenant_id", str()},
-              {"rate_card", str()},
-              {"tax_bps", integer()},
-              {"prepaid_credit_micros", integer()},
-              {"legal_name", str()},
-              {"billing_address", str()},
-              {"payment_terms_days", integer()},
-              {"stored", {{"type", "boolean"}}},
-              {"rate_card_in_force", {{"type", "boolean"}}},
-              {"currency", str()},
-              {"warning", str()},
-              {"updated_by", str()},
-              {"updated_at", time_str()},
-              {"version", integer()}},
-             {"tenant_id", "rate_card", "tax_bps", "prepaid_credit_micros", "stored"});
+  // Once stored, an account shows who changed it last, when and its version; the routes add
+  // whether its card is in force and its currency, or a warning.
+  s["BillingAccount"] = with_optional(
+      with_required(schema_of<billing::Account>(), {{"rate_card_in_force", {{"type", "boolean"}}}}),
+      {{"currency", str()},
+       {"warning", str()},
+       {"updated_by", str()},
+       {"updated_at", time_str()},
+       {"version", integer()}});
   s["InvoiceRequest"] =
       object({{"period", {{"type", "string"}, {"pattern", "^[0-9]{4}-[0-9]{2}$"}}},
               {"start", time_str()},
@@ -963,22 +1018,18 @@ Json schemas() {
        {"drafts_total_micros", integer()},
        {"items", {{"type", "array"}, {"items", object(summary_props, summary_required)}}}},
       {"period", "drafts", "created", "refreshed", "reissued", "finalized_unchanged", "items"});
-  Json sla_tiers = {{"type", "array"},
-                    {"items", object({{"below_ppm", integer()}, {"credit_bps", integer()}},
-                                     {"below_ppm", "credit_bps"})}};
-  s["OfferingSlaSet"] = object(
-      {{"offering", str()}, {"target_ppm", integer()}, {"tiers", sla_tiers}}, {"target_ppm"});
-  s["OfferingSla"] = object({{"offering", str()},
-                             {"offering_name", str()},
-                             {"target_ppm", integer()},
-                             {"target", str()},
-                             {"tiers", sla_tiers},
-                             {"configured", {{"type", "boolean"}}},
-                             {"updated_by", nstr()},
-                             {"updated_at", ntime()},
-                             {"version", integer()}},
-                            {"offering", "offering_name", "target_ppm", "target", "tiers",
-                             "configured", "updated_by", "updated_at", "version"});
+  // A PUT names the target and, optionally, the offering and the tiers.
+  s["OfferingSlaSet"] = schema_of<sla::OfferingSla>();
+  s["OfferingSlaSet"]["required"] = {"target_ppm"};
+  // As shown, with the offering's name, the target as a percentage and whether (and by whom and
+  // when) it was set; an offering without one has the default tiers.
+  s["OfferingSla"] =
+      with_required(schema_of<sla::OfferingSla>(), {{"offering_name", str()},
+                                                    {"target", str()},
+                                                    {"configured", {{"type", "boolean"}}},
+                                                    {"updated_by", nstr()},
+                                                    {"updated_at", ntime()},
+                                                    {"version", integer()}});
   Json sla_row = object(
       {{"tenant_id", str()},
        {"tenant", str()},
@@ -1017,23 +1068,16 @@ Json schemas() {
                            {"thresholds_bps", bps_list},
                            {"hard_stop", {{"type", "boolean"}}}},
                           {"amount_micros"});
-  s["Budget"] = object({{"tenant_id", str()},
-                        {"project_id", nstr()},
-                        {"project", nstr()},
-                        {"amount_micros", integer()},
-                        {"thresholds_bps", bps_list},
-                        {"hard_stop", {{"type", "boolean"}}},
-                        {"updated_by", str()},
-                        {"updated_at", time_str()},
-                        {"version", integer()},
-                        {"period", str()},
-                        {"currency", nstr()},
-                        {"spend_micros", {{"type", {"integer", "null"}}}},
-                        {"spent_bps", integer()},
-                        {"percent", {{"type", "number"}}},
-                        {"spend_error", str()}},
-                       {"tenant_id", "project_id", "amount_micros", "thresholds_bps", "hard_stop",
-                        "updated_by", "updated_at", "version", "spend_micros"});
+  // A budget adds its project's name and its spend this month (null, with spend_error, where
+  // it could not be rated).
+  s["Budget"] = with_optional(
+      with_required(schema_of<billing::StoredBudget>(),
+                    {{"project", nstr()}, {"spend_micros", {{"type", {"integer", "null"}}}}}),
+      {{"period", str()},
+       {"currency", nstr()},
+       {"spent_bps", integer()},
+       {"percent", {{"type", "number"}}},
+       {"spend_error", str()}});
   // The list adds each alert's project name and its month's currency (null when unknown).
   s["BudgetAlert"] =
       with_optional(schema_of<billing::AlertRecord>(), {{"project", nstr()}, {"currency", nstr()}});

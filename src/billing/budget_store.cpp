@@ -15,30 +15,11 @@ namespace gp::billing {
 
 namespace {
 
-std::string thresholds_text(const std::vector<int32_t>& bps) {
-  Json j = Json::array();
-  for (int32_t t : bps) j.push_back(t);
-  return j.dump();
-}
-
-Result<StoredBudget> budget_from(const store::Row& row) {
-  StoredBudget s;
-  s.budget.tenant = row.text(0);
-  s.budget.project = row.text(1);
-  s.budget.amount_micros = row.integer(2);
-  const Json ts = Json::parse(row.text(3), nullptr, false);
-  if (!ts.is_array()) return fail(Error::internal("stored budget thresholds unreadable"));
-  s.budget.thresholds_bps.clear();
-  for (const auto& t : ts) s.budget.thresholds_bps.push_back(t.get<int32_t>());
-  s.budget.hard_stop = row.integer(4) != 0;
-  s.updated_by = row.text(5);
-  s.updated_at = row.integer(6);
-  s.version = row.integer(7);
-  return s;
-}
-
-constexpr std::string_view kBudgetColumns =
-    "tenant_id, project_id, amount_micros, thresholds, hard_stop, updated_by, updated_at, version";
+const std::string kBudgetColumns = store::columns_of<StoredBudget>();
+const std::string kBudgetUpsert = fmt::format(
+    "INSERT INTO budgets ({}) VALUES ({}) ON CONFLICT (tenant_id, project_id) DO UPDATE SET {}",
+    kBudgetColumns, store::placeholders_of<StoredBudget>(),
+    store::updates_of<StoredBudget>({"tenant_id", "project_id"}));
 
 // A transaction's hard-stop budgets, by tenant (Tx::memo): the creates of one write batch read a
 // tenant's once. Any change to a budget forgets them.
@@ -70,7 +51,7 @@ Result<std::vector<StoredBudget>> load_budgets(store::Tx& tx, const std::string&
        GP_TRY(tx.query(fmt::format("SELECT {} FROM budgets WHERE tenant_id = ? ORDER BY project_id",
                                    kBudgetColumns),
                        {tenant_id})))
-    out.push_back(GP_TRY(budget_from(row)));
+    out.push_back(GP_TRY(store::read_row<StoredBudget>(row)));
   return out;
 }
 
@@ -80,7 +61,7 @@ Result<std::optional<StoredBudget>> find_budget(store::Tx& tx, const std::string
       fmt::format("SELECT {} FROM budgets WHERE tenant_id = ? AND project_id = ?", kBudgetColumns),
       {tenant_id, project_id}));
   if (!row) return std::optional<StoredBudget>();
-  return std::optional<StoredBudget>(GP_TRY(budget_from(*row)));
+  return std::optional<StoredBudget>(GP_TRY(store::read_row<StoredBudget>(*row)));
 }
 
 Result<StoredBudget> save_budget(store::Tx& tx, const Budget& b, const std::string& who,
@@ -89,14 +70,7 @@ Result<StoredBudget> save_budget(store::Tx& tx, const Budget& b, const std::stri
   auto current = GP_TRY(find_budget(tx, b.tenant, b.project));
   StoredBudget s{b, who, now, current ? current->version + 1 : 1};
   forget_hard_stops(tx);
-  GP_TRY(tx.exec(
-      "INSERT INTO budgets (tenant_id, project_id, amount_micros, thresholds, hard_stop, "
-      "updated_by, updated_at, version) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id, "
-      "project_id) DO UPDATE SET amount_micros = excluded.amount_micros, thresholds = "
-      "excluded.thresholds, hard_stop = excluded.hard_stop, updated_by = excluded.updated_by, "
-      "updated_at = excluded.updated_at, version = excluded.version",
-      {b.tenant, b.project, b.amount_micros, thresholds_text(b.thresholds_bps),
-       int64_t(b.hard_stop ? 1 : 0), who, now, s.version}));
+  GP_TRY(tx.exec(kBudgetUpsert, store::params_of(s)));
   return s;
 }
 
@@ -154,7 +128,7 @@ Result<std::vector<Budget>> hard_stop_budgets(store::Tx& tx, const std::string& 
                          "project_id",
                          kBudgetColumns),
              {tenant_id})))
-      tenants.push_back(GP_TRY(budget_from(row)).budget);
+      tenants.push_back(GP_TRY(store::read_row<StoredBudget>(row)));
     it = by_tenant.emplace(tenant_id, std::move(tenants)).first;
   }
   std::vector<Budget> out;

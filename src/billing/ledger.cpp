@@ -10,6 +10,7 @@
 #include "common/env.h"
 #include "metering/metering.h"
 #include "sla/standing.h"
+#include "store/record_row.h"
 #include "tenancy/tenancy.h"
 
 namespace gp::billing {
@@ -19,14 +20,7 @@ TenantAccount Account::terms() const {
 }
 
 Json Account::to_json() const {
-  Json j = {{"tenant_id", tenant_id},
-            {"rate_card", rate_card_id},
-            {"tax_bps", tax_bps},
-            {"prepaid_credit_micros", prepaid_credit_micros},
-            {"legal_name", legal_name},
-            {"billing_address", billing_address},
-            {"payment_terms_days", payment_terms_days},
-            {"stored", version > 0}};
+  Json j = json_of_fields(*this);
   if (version > 0) {
     j["updated_by"] = updated_by;
     j["updated_at"] = format_rfc3339(from_unix_micros(updated_at));
@@ -35,24 +29,21 @@ Json Account::to_json() const {
   return j;
 }
 
+namespace {
+
+const std::string kAccountColumns = store::columns_of<Account>();
+const std::string kAccountUpsert = fmt::format(
+    "INSERT INTO billing_accounts ({}) VALUES ({}) ON CONFLICT (tenant_id) DO UPDATE SET {}",
+    kAccountColumns, store::placeholders_of<Account>(), store::updates_of<Account>({"tenant_id"}));
+
+}  // namespace
+
 Result<Account> load_account(store::Tx& tx, const std::string& tenant_id) {
-  Account a;
-  a.tenant_id = tenant_id;
   auto row = GP_TRY(tx.query_one(
-      "SELECT rate_card_id, tax_bps, prepaid_credit_micros, updated_by, updated_at, version, "
-      "legal_name, billing_address, payment_terms_days FROM billing_accounts WHERE tenant_id = ?",
+      fmt::format("SELECT {} FROM billing_accounts WHERE tenant_id = ?", kAccountColumns),
       {tenant_id}));
-  if (!row) return a;
-  a.rate_card_id = row->text(0);
-  a.tax_bps = int32_t(row->integer(1));
-  a.prepaid_credit_micros = row->integer(2);
-  a.updated_by = row->text(3);
-  a.updated_at = row->integer(4);
-  a.version = row->integer(5);
-  a.legal_name = row->text(6);
-  a.billing_address = row->text(7);
-  a.payment_terms_days = int32_t(row->integer(8));
-  return a;
+  if (!row) return Account{.tenant_id = tenant_id};
+  return store::read_row<Account>(*row);
 }
 
 Result<Account> apply_account_update(Account current, const Json& body) {
@@ -80,16 +71,7 @@ Result<Account> save_account(store::Tx& tx, Account a, const std::string& who, i
   a.updated_by = who;
   a.updated_at = now;
   a.version += 1;
-  GP_TRY(tx.exec(
-      "INSERT INTO billing_accounts (tenant_id, rate_card_id, tax_bps, prepaid_credit_micros, "
-      "legal_name, billing_address, payment_terms_days, updated_by, updated_at, version) VALUES "
-      "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (tenant_id) DO UPDATE SET rate_card_id = "
-      "excluded.rate_card_id, tax_bps = excluded.tax_bps, prepaid_credit_micros = "
-      "excluded.prepaid_credit_micros, legal_name = excluded.legal_name, billing_address = "
-      "excluded.billing_address, payment_terms_days = excluded.payment_terms_days, updated_by = "
-      "excluded.updated_by, updated_at = excluded.updated_at, version = excluded.version",
-      {a.tenant_id, a.rate_card_id, int64_t(a.tax_bps), a.prepaid_credit_micros, a.legal_name,
-       a.billing_address, int64_t(a.payment_terms_days), a.updated_by, a.updated_at, a.version}));
+  GP_TRY(tx.exec(kAccountUpsert, store::params_of(a)));
   return a;
 }
 

@@ -37,6 +37,7 @@ struct Account {
   int64_t version = 0;  // 0: never stored (the defaults above)
 
   TenantAccount terms() const;
+  // Its fields, and, once stored, who changed it last, when and its version.
   Json to_json() const;
 };
 
@@ -196,8 +197,8 @@ Result<CreditsByTenant> load_sla_credits(store::Tx& tx, const std::string& tenan
 // Budgets, stored: one per tenant (project "") and per project, evaluated against the
 // month-to-date spend rated from metered usage (docs/billing.md, "Budgets").
 
-struct StoredBudget {
-  Budget budget;
+// A budget as stored: the budget, who changed it last, when, and its version.
+struct StoredBudget : Budget {
   std::string updated_by;
   int64_t updated_at = 0;
   int64_t version = 0;
@@ -270,6 +271,46 @@ Result<std::vector<std::string>> tenants_with_budgets(store::Tx& tx);
 }  // namespace gp::billing
 
 namespace gp {
+
+// A billing account as stored and shown (common/record.h). Who changed it last, when and its
+// version show only once it is stored (Account::to_json adds them); "stored" says whether it is.
+template <>
+struct Fields<billing::Account> {
+  using A = billing::Account;
+  static constexpr auto list = std::tuple{
+      Field{"tenant_id", &A::tenant_id},
+      Field{"rate_card", &A::rate_card_id, "rate_card_id"},
+      Field{"tax_bps", &A::tax_bps},
+      Field{"prepaid_credit_micros", &A::prepaid_credit_micros},
+      Field{"legal_name", &A::legal_name},
+      Field{"billing_address", &A::billing_address},
+      Field{"payment_terms_days", &A::payment_terms_days},
+      Derived<A, bool>{"stored", [](const A& a) { return a.version > 0; }},
+      Field{"updated_by", &A::updated_by, {}, Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"updated_at", &A::updated_at, {}, Form::kTime, {}, Shown::kStoredOnly},
+      Field{"version", &A::version, {}, Form::kPlain, {}, Shown::kStoredOnly},
+  };
+};
+
+// A budget as stored and shown: a tenant budget has no project (null). Its thresholds are
+// stored as their JSON text.
+template <>
+struct Fields<billing::StoredBudget> {
+  using S = billing::StoredBudget;
+  // The budget's own members belong to billing::Budget: named as the stored budget's.
+  template <typename T>
+  using F = Field<S, T>;
+  static constexpr auto list = std::tuple{
+      F<std::string>{"tenant_id", &S::tenant},
+      F<std::string>{"project_id", &S::project, {}, Form::kNullIfEmpty},
+      F<billing::Micros>{"amount_micros", &S::amount_micros},
+      F<std::vector<int32_t>>{"thresholds_bps", &S::thresholds_bps, "thresholds"},
+      F<bool>{"hard_stop", &S::hard_stop},
+      Field{"updated_by", &S::updated_by},
+      Field{"updated_at", &S::updated_at, {}, Form::kTime},
+      Field{"version", &S::version},
+  };
+};
 
 // A budget alert as stored and shown (common/record.h). Its id, a sequence number, shows as
 // text; a tenant budget's alert has no project (null).

@@ -16,16 +16,17 @@
 // one such as int32_t or uint32_t: stored and shown as a 64-bit integer), std::optional<int64_t>,
 // bool, double, a string map (std::map<std::string, std::string>: a JSON object of strings, stored
 // as its JSON text), a string list (std::vector<std::string>: a JSON array of strings, stored as
-// its JSON text), a JSON value (Json: an object, stored as its text, NULL when null), and an enum
-// whose values run 0, 1, ... with Form::kEnum and `values` naming each value at its index (stored
-// and shown as that name). An optional member is null in JSON when absent (its schema allows
-// null); every field is required in the schema.
+// its JSON text), an integer list (std::vector of an integer type: a JSON array of integers,
+// stored as its JSON text), a JSON value (Json: an object, stored as its text, NULL when null), and
+// an enum whose values run 0, 1, ... with Form::kEnum and `values` naming each value at its index
+// (stored and shown as that name). An optional member is null in JSON when absent (its schema
+// allows null); every field is required in the schema.
 //
 // A value that is itself a record described by a table (a GPU's health report, a MIG instance)
 // nests: it shows as its object, and its schema is its table's (strict all the way down);
-// std::optional of one shows as the object or null, and a std::vector of records or of integers
-// as an array of them. Nested values are shown, never stored: they are Derived entries, or
-// members of a table that store/record_row.h never reads.
+// std::optional of one shows as the object or null, and a std::vector of records as an array of
+// them. Nested records are shown, never stored: they are Derived entries, or members of a table
+// that store/record_row.h never reads.
 //
 // A value JSON shows that is worked out from the record rather than stored (a pool's kind, a
 // deletion's path) is a Derived entry. A value that depends on more than the record (the clock,
@@ -138,10 +139,14 @@ struct IsVector<std::vector<E>> : std::true_type {
   using Element = E;
 };
 
+// A list of integers: a JSON array of them, stored as its text.
+template <typename T>
+concept IntegerList = IsVector<T>::value && IntegerMember<typename IsVector<T>::Element>;
+
 // A list shown as an array of records or of integers (a list of strings is a StringList).
 template <typename T>
 concept NestedList = IsVector<T>::value &&
-    (Described<typename IsVector<T>::Element> || IntegerMember<typename IsVector<T>::Element>);
+    (Described<typename IsVector<T>::Element> || IntegerList<T>);
 
 template <typename T>
 struct IsOptional : std::false_type {};

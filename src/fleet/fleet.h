@@ -108,13 +108,22 @@ Result<std::vector<Pool>> list_pools(store::Tx& tx);
 Result<void> delete_pool(store::Tx& tx, const std::string& id);
 
 // ---- enrolment ----
-struct CreatedJoinToken {
-  std::string id, token;  // token shown once
-  int64_t expires_at;
+// A join token as issued: its bearer token is shown once, at creation, and only its hash is
+// stored. Enrolling with it (once, before it expires) registers the node, in its pool if it has
+// one.
+struct JoinToken {
+  std::string id;
+  std::string token;  // never stored
+  std::string secret_hash;
+  std::optional<std::string> pool_id;
+  std::string created_by;
+  int64_t created_at = 0;
+  int64_t expires_at = 0;
+  Json to_json() const { return json_of_fields(*this); }
 };
-Result<CreatedJoinToken> create_join_token(store::Tx& tx, const Env& w,
-                                           const std::optional<std::string>& pool_id,
-                                           const std::string& created_by, Duration ttl);
+Result<JoinToken> create_join_token(store::Tx& tx, const Env& w,
+                                    const std::optional<std::string>& pool_id,
+                                    const std::string& created_by, Duration ttl);
 struct Enrolled {
   Node node;
   std::string credential;  // the node's own bearer token, shown once
@@ -482,6 +491,22 @@ struct Fields<fleet::Node> {
       Field{"created_at", &N::created_at, {}, Form::kTime},
       Field{"updated_at", &N::updated_at, {}, Form::kTime},
       Field{"version", &N::version},
+  };
+};
+
+// A join token as stored and shown (its id, its token, its pool and its expiry).
+template <>
+struct Fields<fleet::JoinToken> {
+  using J = fleet::JoinToken;
+  static constexpr auto list = std::tuple{
+      Field{"id", &J::id},
+      // Shown once, never stored: a Derived, which store/record_row.h does not read.
+      Derived<J>{"token", [](const J& t) { return t.token; }},
+      Field{"secret_hash", &J::secret_hash, {}, Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"pool_id", &J::pool_id},
+      Field{"created_by", &J::created_by, {}, Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"created_at", &J::created_at, {}, Form::kTime, {}, Shown::kStoredOnly},
+      Field{"expires_at", &J::expires_at, {}, Form::kTime},
   };
 };
 

@@ -492,16 +492,22 @@ Result<Node> import_node(store::Tx& tx, const Env& w, const Inventory& inv,
   return n;
 }
 
-Result<CreatedJoinToken> create_join_token(store::Tx& tx, const Env& w,
-                                           const std::optional<std::string>& pool_id,
-                                           const std::string& created_by, Duration ttl) {
+Result<JoinToken> create_join_token(store::Tx& tx, const Env& w,
+                                    const std::optional<std::string>& pool_id,
+                                    const std::string& created_by, Duration ttl) {
   auto issued = iam::issue_token(w.ids.next("jtk"), w.random);
-  int64_t expires = w.now() + ttl.count();
-  GP_TRY_VOID(tx.exec(
-      "INSERT INTO join_tokens (id, secret_hash, pool_id, created_by, created_at, expires_at) "
-      "VALUES (?,?,?,?,?,?)",
-      {issued.id, issued.secret_hash, store::opt(pool_id), created_by, w.now(), expires}));
-  return CreatedJoinToken{issued.id, issued.token, expires};
+  JoinToken t{.id = issued.id,
+              .token = std::move(issued.token),
+              .secret_hash = issued.secret_hash,
+              .pool_id = pool_id,
+              .created_by = created_by,
+              .created_at = w.now(),
+              .expires_at = w.now() + ttl.count()};
+  static const std::string kInsert =
+      fmt::format("INSERT INTO join_tokens ({}) VALUES ({})", store::columns_of<JoinToken>(),
+                  store::placeholders_of<JoinToken>());
+  GP_TRY_VOID(tx.exec(kInsert, store::params_of(t)));
+  return t;
 }
 
 Result<bool> inventory_unchanged(store::Tx& tx, const Env& w, const std::string& node_id,

@@ -41,13 +41,6 @@ std::string period_of(int64_t us) {
       .substr(0, 7);
 }
 
-Json offering_sla_json(const OfferingSla& s) {
-  Json tiers = Json::array();
-  for (const auto& t : s.tiers)
-    tiers.push_back({{"below_ppm", t.below_ppm}, {"credit_bps", t.credit_bps}});
-  return {{"offering", s.offering}, {"target_ppm", s.target_ppm}, {"tiers", tiers}};
-}
-
 Result<StoredSla> find_offering_sla(store::Tx& tx, const std::string& offering_id) {
   auto row = GP_TRY(tx.query_one(
       "SELECT sla, updated_by, updated_at, version FROM offering_slas WHERE offering_id = ?",
@@ -70,7 +63,7 @@ Result<StoredSla> find_offering_sla(store::Tx& tx, const std::string& offering_i
 Result<StoredSla> put_offering_sla(store::Tx& tx, const OfferingSla& s, int64_t expected_version,
                                    const std::string& updated_by, int64_t now) {
   GP_TRY_VOID(validate_offering_sla(s));
-  const std::string stored = offering_sla_json(s).dump();
+  const std::string stored = json_of_fields(s).dump();
   int64_t changed = 0;
   if (expected_version == 0)
     changed = GP_TRY(tx.exec(

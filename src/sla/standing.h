@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/record.h"
 #include "sla/sla.h"
 #include "store/store.h"
 
@@ -48,7 +49,6 @@ struct StoredSla {
   std::string updated_by;
   int64_t updated_at = 0, version = 0;  // version 0: never set
 };
-Json offering_sla_json(const OfferingSla& s);
 // The offering's SLA as stored, or the default (configured = false, version 0).
 Result<StoredSla> find_offering_sla(store::Tx& tx, const std::string& offering_id);
 // Replaces the offering's SLA (s.offering names it by id) when its version is still
@@ -59,3 +59,29 @@ Result<StoredSla> put_offering_sla(store::Tx& tx, const OfferingSla& s, int64_t 
 Result<void> delete_offering_sla(store::Tx& tx, const std::string& offering_id);
 
 }  // namespace gp::sla
+
+namespace gp {
+
+// A credit tier of an offering's SLA, as shown and as stored in its SLA's JSON.
+template <>
+struct Fields<sla::CreditTier> {
+  using T = sla::CreditTier;
+  static constexpr auto list = std::tuple{
+      Field{"below_ppm", &T::below_ppm},
+      Field{"credit_bps", &T::credit_bps},
+  };
+};
+
+// An offering's SLA as shown, and as stored: offering_slas keeps this JSON as its text (the
+// offering's id and who set it when beside it), read back by parse_offering_sla.
+template <>
+struct Fields<sla::OfferingSla> {
+  using S = sla::OfferingSla;
+  static constexpr auto list = std::tuple{
+      Field{"offering", &S::offering},
+      Field{"target_ppm", &S::target_ppm},
+      Field{"tiers", &S::tiers},
+  };
+};
+
+}  // namespace gp

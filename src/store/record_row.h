@@ -5,8 +5,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
+#include <initializer_list>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <type_traits>
 
 #include "common/record.h"
@@ -43,6 +46,19 @@ std::string columns_of() {
   for_each_stored<R>([&](const auto& f) {
     if (!out.empty()) out += ", ";
     out += f.stored_as();
+  });
+  return out;
+}
+
+// "a = excluded.a, ...": every column of R but `keys`, taking the row an INSERT ... ON CONFLICT
+// (keys) DO UPDATE SET would have inserted.
+template <typename R>
+std::string updates_of(std::initializer_list<std::string_view> keys) {
+  std::string out;
+  for_each_stored<R>([&](const auto& f) {
+    if (std::find(keys.begin(), keys.end(), f.stored_as()) != keys.end()) return;
+    if (!out.empty()) out += ", ";
+    out += fmt::format("{0} = excluded.{0}", f.stored_as());
   });
   return out;
 }
@@ -92,7 +108,16 @@ requires std::is_same_v<std::remove_cvref_t<RowRef>, Row> Result<R> read_row(Row
       v = string_map_of(row.text(i));
     else if constexpr (std::is_same_v<T, StringList>)
       v = string_list_of(row.text(i));
-    else if constexpr (std::is_same_v<T, Json>) {
+    else if constexpr (IntegerList<T>) {
+      const Json j = Json::parse(row.text(i), nullptr, false);
+      bool integers = j.is_array();
+      for (size_t k = 0; integers && k < j.size(); ++k) integers = j[k].is_number_integer();
+      if (integers)
+        v = j.get<T>();
+      else if (!error)
+        error = Error::internal(fmt::format(
+            "column {} holds text that is not a JSON array of integers", f.stored_as()));
+    } else if constexpr (std::is_same_v<T, Json>) {
       v = row.is_null(i) ? Json(nullptr) : Json::parse(row.text(i), nullptr, false);
       if (v.is_discarded() && !error)
         error =
@@ -130,7 +155,8 @@ Params params_of(const R& r) {
       out.emplace_back(int64_t(v ? 1 : 0));
     } else if constexpr (IntegerMember<T>) {
       out.emplace_back(static_cast<int64_t>(v));
-    } else if constexpr (std::is_same_v<T, StringMap> || std::is_same_v<T, StringList>) {
+    } else if constexpr (std::is_same_v<T, StringMap> || std::is_same_v<T, StringList> ||
+                         IntegerList<T>) {
       out.emplace_back(Json(v).dump());
     } else if constexpr (std::is_same_v<T, Json>) {
       if (v.is_null())

@@ -50,6 +50,22 @@ struct Fields<Widget> {
       Field{"spec", &Widget::spec, {}, Form::kNullIfEmpty},
   };
 };
+namespace {
+// A row with an integer list, replaced in place by an upsert.
+struct Dial {
+  std::string id;
+  std::vector<int32_t> stops;
+  int64_t version = 0;
+};
+}  // namespace
+template <>
+struct Fields<Dial> {
+  static constexpr auto list = std::tuple{
+      Field{"id", &Dial::id},
+      Field{"stops", &Dial::stops, "stop_list"},
+      Field{"version", &Dial::version},
+  };
+};
 }  // namespace gp
 
 namespace gp::store {
@@ -101,6 +117,41 @@ TEST(Record, AFieldTableGivesTheColumnsTheParametersAndTheRowReader) {
   EXPECT_EQ(back[1].note, std::nullopt);
   EXPECT_EQ(back[1].ended_at, std::nullopt);
   EXPECT_FALSE(back[1].on);
+}
+
+// An integer list is stored as its JSON text; an upsert replaces every column but its keys, and
+// a list that is not one of integers fails the read.
+TEST(Record, AnIntegerListRoundTripsAndAnUpsertReplacesAllButTheKeys) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  EXPECT_EQ(updates_of<Dial>({"id"}), "stop_list = excluded.stop_list, version = excluded.version");
+  const std::string upsert =
+      fmt::format("INSERT INTO dials ({}) VALUES ({}) ON CONFLICT (id) DO UPDATE SET {}",
+                  columns_of<Dial>(), placeholders_of<Dial>(), updates_of<Dial>({"id"}));
+  std::vector<Dial> back;
+  ASSERT_TRUE(s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY(tx.exec("CREATE TABLE dials (id TEXT PRIMARY KEY, stop_list TEXT, version INTEGER)"));
+    GP_TRY(tx.exec(upsert, params_of(Dial{"d1", {5000, 8000}, 1})));
+    GP_TRY(tx.exec(upsert, params_of(Dial{"d1", {10000}, 2})));
+    for (const auto& row :
+         GP_TRY(tx.query(fmt::format("SELECT {} FROM dials", columns_of<Dial>()))))
+      back.push_back(GP_TRY(read_row<Dial>(row)));
+    return ok();
+  }));
+  ASSERT_EQ(back.size(), 1u);
+  EXPECT_EQ(back[0].stops, (std::vector<int32_t>{10000}));
+  EXPECT_EQ(back[0].version, 2);
+  for (std::string_view text : {"[1, \"2\"]", "{}", "not json"}) {
+    auto r = s->write([&](Tx& tx) -> Result<void> {
+      GP_TRY(tx.exec("UPDATE dials SET stop_list = ?", {std::string(text)}));
+      auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM dials", columns_of<Dial>())));
+      GP_TRY(read_row<Dial>(*row));
+      return ok();
+    });
+    ASSERT_FALSE(r) << text;
+    EXPECT_EQ(r.error().message,
+              "column stop_list holds text that is not a JSON array of integers");
+  }
 }
 
 // A row the field table cannot read fails the read, naming the column: an enum name the field
