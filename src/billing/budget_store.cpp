@@ -121,15 +121,15 @@ Result<std::vector<Budget>> hard_stop_budgets(store::Tx& tx, const std::string& 
   auto& by_tenant = std::any_cast<HardStopsByTenant&>(memo);
   auto it = by_tenant.find(tenant_id);
   if (it == by_tenant.end()) {
-    std::vector<Budget> tenants;
+    std::vector<Budget> stops;
     // The primary key (tenant_id, project_id) serves this lookup.
     for (const auto& row : GP_TRY(tx.query(
              fmt::format("SELECT {} FROM budgets WHERE tenant_id = ? AND hard_stop <> 0 ORDER BY "
                          "project_id",
                          kBudgetColumns),
              {tenant_id})))
-      tenants.push_back(GP_TRY(store::read_row<StoredBudget>(row)));
-    it = by_tenant.emplace(tenant_id, std::move(tenants)).first;
+      stops.push_back(GP_TRY(store::read_row<StoredBudget>(row)));
+    it = by_tenant.emplace(tenant_id, std::move(stops)).first;
   }
   std::vector<Budget> out;
   for (const auto& b : it->second)
