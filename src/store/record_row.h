@@ -77,8 +77,8 @@ std::string placeholders_of() {
 // JSON column whose text is not JSON. A row passed as an rvalue gives up its text columns
 // (moved, not copied).
 template <typename R, typename RowRef>
-requires std::is_same_v<std::remove_cvref_t<RowRef>, Row> Result<R> read_row(RowRef&& row,
-                                                                             size_t first = 0) {
+Result<R> read_row(RowRef&& row, size_t first = 0) {
+  static_assert(std::is_same_v<std::remove_cvref_t<RowRef>, Row>, "read_row reads a store::Row");
   constexpr bool kTake = !std::is_lvalue_reference_v<RowRef>;
   R r{};
   size_t i = first;
