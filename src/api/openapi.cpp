@@ -419,15 +419,12 @@ Json schemas() {
        "mode_changes", "mig_changes"});
   // Where an ended allocation's work is still being stopped (alloc::Stop).
   Json stop = schema_of<alloc::Stop>();
-  // A plan of one of its GPUs that its node has not carried out yet
-  // (alloc::allocation_configuring): "detail" only where the node said why.
-  Json unmet_plan = object({{"gpu", str()},
-                            {"mode", str()},
-                            {"mig_layout", layout},
-                            {"status", str()},
-                            {"detail", str()},
-                            {"node", str()}},
-                           {"gpu", "mode", "mig_layout", "status", "node"});
+  // A GPU's planned mode and MIG layout (the heartbeat's gpu_plans), and one that its node has
+  // not carried out yet (alloc::allocation_configuring): "detail" only where the node said why.
+  const Json gpu_plan =
+      object({{"gpu", str()}, {"mode", str()}, {"mig_layout", layout}, {"status", str()}},
+             {"gpu", "mode", "mig_layout", "status"});
+  Json unmet_plan = with_optional(with_required(gpu_plan, {{"node", str()}}), {{"detail", str()}});
   s["Allocation"] =
       with_optional(schema_of<alloc::Allocation>(), {{"events", array_of(event)},
                                                      {"stopping", array_of(stop)},
@@ -503,11 +500,6 @@ Json schemas() {
        {"preemptible", boolean}},
       {"name", "image", "offering"});
   s["JobCancel"] = object({}, {});
-  // What the node is to run: its allocations, the GPU plans it applies, its job members (their
-  // secrets opened) and the GPUs in repair it checks.
-  Json gpu_plan =
-      object({{"gpu", str()}, {"mode", str()}, {"mig_layout", layout}, {"status", str()}},
-             {"gpu", "mode", "mig_layout", "status"});
   // A tenant's network segment (network::Segment).
   const Json segment = object({{"vni", integer()}, {"cidr", str()}}, {"vni", "cidr"});
   // The VM an allocation's node is to run (alloc::vm_assignment): its GPUs passed through (by
@@ -586,6 +578,8 @@ Json schemas() {
        {"log_offset", integer()},
        {"network", or_null(member_network)},
        {"secrets", array_of(name_value)}});
+  // What the node is to run: its allocations, the GPU plans it applies, its job members (their
+  // secrets opened) and the GPUs in repair it checks.
   Json assignments = object({{"allocations", array_of(assigned_allocation)},
                              {"gpu_plans", array_of(gpu_plan)},
                              {"jobs", array_of(assigned_member)},

@@ -463,7 +463,7 @@ class CountedTables {
     known_.clear();
   }
   bool named_by(std::string_view sql) {
-    auto known = known_.find(std::string(sql));
+    auto known = known_.find(sql);
     if (known != known_.end()) return known->second;
     bool named = false;
     for (const auto& table : tables_) named = named || names_table(sql, table);
@@ -473,7 +473,11 @@ class CountedTables {
 
  private:
   std::set<std::string, std::less<>> tables_;
-  std::unordered_map<std::string, bool> known_;
+  // Looked up by string_view: no string is built per statement.
+  struct Hash : std::hash<std::string_view> {
+    using is_transparent = void;
+  };
+  std::unordered_map<std::string, bool, Hash, std::equal_to<>> known_;
 };
 
 // The writer's transaction: a PgTx that notes whether a statement names a counted table (see

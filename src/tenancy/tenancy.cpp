@@ -306,30 +306,30 @@ Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
 
 PathCache::PathCache(store::Store& store) { store.count_changes_to({"tenants", "projects"}); }
 
-bool PathCache::at(std::optional<uint64_t> generation) const {
-  if (!generation) return false;
+void PathCache::at(uint64_t generation) const {
   // Bounded: past this many names in use at once, start again.
   constexpr size_t kMaxKept = 10000;
-  if (*generation != generation_ || tenants_.size() + projects_.size() >= kMaxKept) {
+  if (generation != generation_ || tenants_.size() + projects_.size() >= kMaxKept) {
     tenants_.clear();
     projects_.clear();
-    generation_ = *generation;
+    generation_ = generation;
   }
-  return true;
 }
 
 Result<std::optional<Tenant>> PathCache::tenant(store::Tx& tx, std::string_view key,
                                                 std::optional<uint64_t> generation) const {
+  if (!generation) return find_tenant(tx, key);
   {
     MutexLock lock(mu_);
-    if (at(generation))
-      if (auto it = tenants_.find(std::string(key)); it != tenants_.end())
-        return std::optional<Tenant>(it->second);
+    at(*generation);
+    if (auto it = tenants_.find(std::string(key)); it != tenants_.end())
+      return std::optional<Tenant>(it->second);
   }
   auto found = GP_TRY(find_tenant(tx, key));
   if (found) {
     MutexLock lock(mu_);
-    if (at(generation)) tenants_.insert_or_assign(std::string(key), *found);
+    at(*generation);
+    tenants_.insert_or_assign(std::string(key), *found);
   }
   return found;
 }
@@ -337,17 +337,19 @@ Result<std::optional<Tenant>> PathCache::tenant(store::Tx& tx, std::string_view 
 Result<std::optional<Project>> PathCache::project(store::Tx& tx, const TenantScope& s,
                                                   std::string_view key,
                                                   std::optional<uint64_t> generation) const {
+  if (!generation) return find_project(tx, s, key);
   const std::string kept_as = s.tenant_id() + "/" + std::string(key);
   {
     MutexLock lock(mu_);
-    if (at(generation))
-      if (auto it = projects_.find(kept_as); it != projects_.end())
-        return std::optional<Project>(it->second);
+    at(*generation);
+    if (auto it = projects_.find(kept_as); it != projects_.end())
+      return std::optional<Project>(it->second);
   }
   auto found = GP_TRY(find_project(tx, s, key));
   if (found) {
     MutexLock lock(mu_);
-    if (at(generation)) projects_.insert_or_assign(kept_as, *found);
+    at(*generation);
+    projects_.insert_or_assign(kept_as, *found);
   }
   return found;
 }

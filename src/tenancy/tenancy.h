@@ -197,9 +197,8 @@ class PathCache {
                                          std::optional<uint64_t> generation) const;
 
  private:
-  // Forgets what was kept at another generation than `generation`; false when nothing may be
-  // kept.
-  bool at(std::optional<uint64_t> generation) const GP_REQUIRES(mu_);
+  // Forgets what was kept at another generation than `generation` (or too much).
+  void at(uint64_t generation) const GP_REQUIRES(mu_);
 
   mutable Mutex mu_;
   mutable uint64_t generation_ GP_GUARDED_BY(mu_) = 0;
