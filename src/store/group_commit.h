@@ -70,6 +70,13 @@ class ConnectionTx final : public Tx {
   Result<std::vector<Row>> query(std::string_view sql, const Params& params) override {
     return c_.run(sql, params, nullptr);
   }
+  Result<void> query_each(std::string_view sql, const Params& params,
+                          const EachRow& each) override {
+    if constexpr (requires { c_.each(sql, params, each); })
+      return c_.each(sql, params, each);
+    else
+      return Tx::query_each(sql, params, each);
+  }
   Result<void> send(std::string_view sql, const Params& params) override {
     if constexpr (requires { c_.queue(sql, params); })
       return c_.queue(sql, params);

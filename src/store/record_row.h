@@ -12,6 +12,7 @@
 #include <string_view>
 #include <type_traits>
 
+#include "common/page.h"
 #include "common/record.h"
 #include "store/store.h"
 
@@ -19,7 +20,7 @@ namespace gp::store {
 
 // A string map stored as JSON text; what is not an object of strings reads as empty, or
 // without the entries that are not strings.
-inline StringMap string_map_of(const std::string& text) {
+inline StringMap string_map_of(std::string_view text) {
   StringMap out;
   auto j = Json::parse(text, nullptr, false);
   if (!j.is_object()) return out;
@@ -30,7 +31,7 @@ inline StringMap string_map_of(const std::string& text) {
 
 // A string list stored as JSON text; what is not an array reads as empty, and its elements that
 // are not strings are left out.
-inline StringList string_list_of(const std::string& text) {
+inline StringList string_list_of(std::string_view text) {
   StringList out;
   auto j = Json::parse(text, nullptr, false);
   if (!j.is_array()) return out;
@@ -71,15 +72,17 @@ std::string placeholders_of() {
   return out;
 }
 
-// R from a row whose columns, from `first` on, are columns_of<R>(). An enum column holding a
-// name its field's values do not list fails (Error::internal, naming the column and the value):
-// reading it as some other value would show and act on a state the row never held. So does a
-// JSON column whose text is not JSON. A row passed as an rvalue gives up its text columns
-// (moved, not copied).
+// R from a row whose columns, from `first` on, are columns_of<R>(): a Row, or a RowView read in
+// place (query_each, read_records). An enum column holding a name its field's values do not list
+// fails (Error::internal, naming the column and the value): reading it as some other value would
+// show and act on a state the row never held. So does a JSON column whose text is not JSON. A
+// Row passed as an rvalue gives up its text columns (moved, not copied).
 template <typename R, typename RowRef>
 Result<R> read_row(RowRef&& row, size_t first = 0) {
-  static_assert(std::is_same_v<std::remove_cvref_t<RowRef>, Row>, "read_row reads a store::Row");
-  constexpr bool kTake = !std::is_lvalue_reference_v<RowRef>;
+  using Source = std::remove_cvref_t<RowRef>;
+  static_assert(std::is_same_v<Source, Row> || std::is_base_of_v<RowView, Source>,
+                "read_row reads a store::Row or a store::RowView");
+  constexpr bool kTake = std::is_same_v<Source, Row> && !std::is_lvalue_reference_v<RowRef>;
   R r{};
   size_t i = first;
   std::optional<Error> error;
@@ -95,11 +98,11 @@ Result<R> read_row(RowRef&& row, size_t first = 0) {
       if constexpr (kTake)
         v = row.is_null(i) ? std::nullopt : std::optional<std::string>(row.take_text(i));
       else
-        v = row.opt_text(i);
+        v = row.is_null(i) ? std::nullopt : std::optional<std::string>(row.text(i));
     } else if constexpr (IntegerMember<T>)
       v = static_cast<T>(row.integer(i));
     else if constexpr (std::is_same_v<T, std::optional<int64_t>>)
-      v = row.opt_integer(i);
+      v = row.is_null(i) ? std::nullopt : std::optional<int64_t>(row.integer(i));
     else if constexpr (std::is_same_v<T, bool>)
       v = row.integer(i) != 0;
     else if constexpr (std::is_same_v<T, double>)
@@ -136,6 +139,48 @@ Result<R> read_row(RowRef&& row, size_t first = 0) {
   });
   if (error) return fail(std::move(*error));
   return r;
+}
+
+// Every row of `sql`'s result as an R (read_row), each read where it lies. The query's columns,
+// from `first` on, are columns_of<R>().
+template <typename R>
+Result<std::vector<R>> read_records(Tx& tx, std::string_view sql, const Params& params = {},
+                                    size_t first = 0) {
+  std::vector<R> out;
+  GP_TRY_VOID(tx.query_each(sql, params, [&](const RowView& row) -> Result<bool> {
+    out.push_back(GP_TRY(read_row<R>(row, first)));
+    return true;
+  }));
+  return out;
+}
+
+// The first row of `sql`'s result as an R, read in place, or nullopt when there is none.
+template <typename R>
+Result<std::optional<R>> read_record(Tx& tx, std::string_view sql, const Params& params = {}) {
+  std::optional<R> out;
+  GP_TRY_VOID(tx.query_each(sql, params, [&](const RowView& row) -> Result<bool> {
+    out = GP_TRY(read_row<R>(row));
+    return false;
+  }));
+  return out;
+}
+
+// One page of R (make_page): `sql`'s rows, read in place, in the order of R's ids, keeping those
+// `only_ids` lists when given, and stopping one past the page's limit (which `sql` should fetch:
+// fetch_limit, or every row when only_ids filters them).
+template <typename R>
+Result<Page<R>> read_page(Tx& tx, std::string_view sql, const Params& params,
+                          const PageRequest& page,
+                          const std::optional<std::vector<std::string>>& only_ids = std::nullopt) {
+  std::vector<R> out;
+  GP_TRY_VOID(tx.query_each(sql, params, [&](const RowView& row) -> Result<bool> {
+    R r = GP_TRY(read_row<R>(row));
+    if (only_ids && std::find(only_ids->begin(), only_ids->end(), r.id) == only_ids->end())
+      return true;
+    out.push_back(std::move(r));
+    return out.size() <= size_t(page.limit);
+  }));
+  return make_page(std::move(out), page);
 }
 
 // The values of R's columns, in columns_of<R>() order (for INSERT).

@@ -42,6 +42,30 @@ std::optional<int64_t> Row::opt_integer(size_t i) const {
   return integer(i);
 }
 
+namespace {
+
+// A built Row seen through RowView (the default Tx::query_each).
+class BuiltRow final : public RowView {
+ public:
+  explicit BuiltRow(const Row& row) : row_(row) {}
+  size_t size() const override { return row_.size(); }
+  bool is_null(size_t i) const override { return row_.is_null(i); }
+  int64_t integer(size_t i) const override { return row_.integer(i); }
+  double real(size_t i) const override { return row_.real(i); }
+  std::string_view text(size_t i) const override { return row_.text(i); }
+
+ private:
+  const Row& row_;
+};
+
+}  // namespace
+
+Result<void> Tx::query_each(std::string_view sql, const Params& params, const EachRow& each) {
+  for (const Row& row : GP_TRY(query(sql, params)))
+    if (!GP_TRY(each(BuiltRow(row)))) break;
+  return ok();
+}
+
 Result<std::optional<Row>> Tx::query_one(std::string_view sql, const Params& params) {
   auto rows = GP_TRY(query(sql, params));
   if (rows.empty()) return std::optional<Row>();

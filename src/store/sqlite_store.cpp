@@ -36,6 +36,27 @@
 namespace gp::store {
 namespace {
 
+// The current row of a stepped statement, read in place.
+class StatementRow final : public RowView {
+ public:
+  explicit StatementRow(sqlite3_stmt* stmt) : stmt_(stmt) {}
+  size_t size() const override { return size_t(sqlite3_column_count(stmt_)); }
+  bool is_null(size_t i) const override {
+    return sqlite3_column_type(stmt_, int(i)) == SQLITE_NULL;
+  }
+  int64_t integer(size_t i) const override { return sqlite3_column_int64(stmt_, int(i)); }
+  double real(size_t i) const override { return sqlite3_column_double(stmt_, int(i)); }
+  std::string_view text(size_t i) const override {
+    // column_text before column_bytes: the bytes are counted in the form just asked for.
+    auto p = reinterpret_cast<const char*>(sqlite3_column_text(stmt_, int(i)));
+    return p ? std::string_view(p, size_t(sqlite3_column_bytes(stmt_, int(i))))
+             : std::string_view();
+  }
+
+ private:
+  sqlite3_stmt* stmt_;
+};
+
 class Connection {
  public:
   static Result<std::unique_ptr<Connection>> open(const std::string& path, bool read_only) {
@@ -75,6 +96,59 @@ class Connection {
   }
 
   Result<std::vector<Row>> run(std::string_view sql, const Params& params, int64_t* changes) {
+    std::vector<Row> rows;
+    GP_TRY_VOID(step(sql, params, changes, [&](sqlite3_stmt* stmt) -> Result<bool> {
+      const int n = sqlite3_column_count(stmt);
+      std::vector<Value> cols;
+      cols.reserve(n);
+      for (int c = 0; c < n; ++c) {
+        switch (sqlite3_column_type(stmt, c)) {
+          case SQLITE_NULL:
+            cols.emplace_back(Null{});
+            break;
+          case SQLITE_INTEGER:
+            cols.emplace_back(int64_t(sqlite3_column_int64(stmt, c)));
+            break;
+          case SQLITE_FLOAT:
+            cols.emplace_back(sqlite3_column_double(stmt, c));
+            break;
+          default:
+            cols.emplace_back(std::string(StatementRow(stmt).text(size_t(c))));
+        }
+      }
+      rows.emplace_back(std::move(cols));
+      return true;
+    }));
+    return rows;
+  }
+
+  // Hands each row to `each` as the statement holds it (Tx::query_each).
+  Result<void> each(std::string_view sql, const Params& params, const EachRow& on_row) {
+    return step(sql, params, nullptr,
+                [&](sqlite3_stmt* stmt) { return on_row(StatementRow(stmt)); });
+  }
+
+  sqlite3* db() { return db_; }
+
+  // A reader's read transaction left open after its read (SqliteStore::read): the number of
+  // commits there had been when it began; nullopt when none is open.
+  std::optional<uint64_t> snapshot;
+  // Ends the transaction left open, if any (rolled back when its COMMIT fails).
+  Result<void> end_snapshot() {
+    if (!snapshot) return ok();
+    snapshot.reset();
+    auto r = exec_one("COMMIT");
+    if (!r) (void)exec_one("ROLLBACK");
+    return r;
+  }
+
+ private:
+  explicit Connection(sqlite3* db) : db_(db) {}
+
+  // Runs `sql` (prepared once per connection) with `params`, handing each row to `on_row`
+  // until it answers false; the changed-row count goes to `changes` when given.
+  template <typename OnRow>
+  Result<void> step(std::string_view sql, const Params& params, int64_t* changes, OnRow&& on_row) {
     sqlite3_stmt* stmt = nullptr;
     auto it = cache_.find(sql);
     if (it != cache_.end()) {
@@ -103,7 +177,6 @@ class Connection {
         sqlite3_bind_text(stmt, idx, s.data(), int(s.size()), SQLITE_STATIC);
       }
     }
-    std::vector<Row> rows;
     for (;;) {
       int rc = sqlite3_step(stmt);
       if (rc == SQLITE_DONE) break;
@@ -120,49 +193,18 @@ class Connection {
           return fail(Error::unavailable(fmt::format("store unavailable: {}", msg)));
         return fail(Error::internal(fmt::format("sqlite step: {}", msg)));
       }
-      int n = sqlite3_column_count(stmt);
-      std::vector<Value> cols;
-      cols.reserve(n);
-      for (int c = 0; c < n; ++c) {
-        switch (sqlite3_column_type(stmt, c)) {
-          case SQLITE_NULL:
-            cols.emplace_back(Null{});
-            break;
-          case SQLITE_INTEGER:
-            cols.emplace_back(int64_t(sqlite3_column_int64(stmt, c)));
-            break;
-          case SQLITE_FLOAT:
-            cols.emplace_back(sqlite3_column_double(stmt, c));
-            break;
-          default: {
-            auto p = reinterpret_cast<const char*>(sqlite3_column_text(stmt, c));
-            cols.emplace_back(std::string(p ? p : "", size_t(sqlite3_column_bytes(stmt, c))));
-          }
-        }
+      Result<bool> go_on = on_row(stmt);
+      if (!go_on) {
+        sqlite3_reset(stmt);
+        return fail(std::move(go_on.error()));
       }
-      rows.emplace_back(std::move(cols));
+      if (!*go_on) break;
     }
     if (changes) *changes = sqlite3_changes64(db_);
     sqlite3_reset(stmt);
-    return rows;
+    return ok();
   }
 
-  sqlite3* db() { return db_; }
-
-  // A reader's read transaction left open after its read (SqliteStore::read): the number of
-  // commits there had been when it began; nullopt when none is open.
-  std::optional<uint64_t> snapshot;
-  // Ends the transaction left open, if any (rolled back when its COMMIT fails).
-  Result<void> end_snapshot() {
-    if (!snapshot) return ok();
-    snapshot.reset();
-    auto r = exec_one("COMMIT");
-    if (!r) (void)exec_one("ROLLBACK");
-    return r;
-  }
-
- private:
-  explicit Connection(sqlite3* db) : db_(db) {}
   sqlite3* db_;
   // Looked up by string_view: no string is built to find a statement.
   struct Hash : std::hash<std::string_view> {

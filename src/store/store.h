@@ -54,6 +54,23 @@ class Row {
 
 using Params = std::vector<Value>;
 
+// One row of a result read where it lies (Tx::query_each), without a Row built: valid only
+// while the callback that was handed it runs. Columns convert as Row's do.
+class RowView {
+ public:
+  virtual size_t size() const = 0;
+  virtual bool is_null(size_t i) const = 0;
+  virtual int64_t integer(size_t i) const = 0;        // 0 for NULL
+  virtual double real(size_t i) const = 0;            // 0 for NULL
+  virtual std::string_view text(size_t i) const = 0;  // "" for NULL
+
+ protected:
+  ~RowView() = default;
+};
+
+// Handed each row of a result in turn; answers whether to go on to the next.
+using EachRow = std::function<Result<bool>(const RowView&)>;
+
 class Tx {
  public:
   virtual ~Tx() = default;
@@ -68,6 +85,10 @@ class Tx {
     GP_TRY(exec(sql, params));
     return ok();
   }
+  // Hands each row of the result to `each`, read in place where the engine can (SQLite reads
+  // the statement's columns; the default builds the Rows first). Stops when `each` fails or
+  // answers false.
+  virtual Result<void> query_each(std::string_view sql, const Params& params, const EachRow& each);
   // Convenience: first row, or nullopt.
   Result<std::optional<Row>> query_one(std::string_view sql, const Params& params = {});
   // Names something this write changes that a waiting request may want to hear of

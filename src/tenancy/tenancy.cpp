@@ -40,7 +40,8 @@ std::optional<TenantState> parse_state(std::string_view s) {
 
 namespace {
 const std::string kTenantCols = store::columns_of<Tenant>();
-Result<Tenant> tenant_from(Row&& r) { return store::read_row<Tenant>(std::move(r)); }
+// No LIMIT: a principal limited to some ids reads every row and keeps its own.
+constexpr int64_t kEveryRow = int64_t(1) << 40;
 }  // namespace
 
 Result<TenantSpec> parse_tenant_spec(ObjectReader& r) {
@@ -95,25 +96,16 @@ Result<std::optional<Tenant>> find_tenant(store::Tx& tx, std::string_view key) {
   static const std::string by_id = fmt::format("SELECT {} FROM tenants WHERE id = ?", kTenantCols);
   static const std::string by_name =
       fmt::format("SELECT {} FROM tenants WHERE name = ?", kTenantCols);
-  auto row = GP_TRY(tx.query_one(key.starts_with("ten_") ? by_id : by_name, {std::string(key)}));
-  if (!row) return std::optional<Tenant>();
-  return std::optional<Tenant>(GP_TRY(tenant_from(std::move(*row))));
+  return store::read_record<Tenant>(tx, key.starts_with("ten_") ? by_id : by_name,
+                                    {std::string(key)});
 }
 
 Result<Page<Tenant>> list_tenants(store::Tx& tx, const PageRequest& page,
                                   const std::optional<std::vector<std::string>>& only_ids) {
-  std::vector<Tenant> out;
-  auto rows = GP_TRY(
-      tx.query(fmt::format("SELECT {} FROM tenants WHERE id > ? ORDER BY id LIMIT ?", kTenantCols),
-               {page.after.value_or(""), only_ids ? int64_t(1) << 40 : fetch_limit(page)}));
-  for (auto& r : rows) {
-    Tenant t = GP_TRY(tenant_from(std::move(r)));
-    if (only_ids && std::find(only_ids->begin(), only_ids->end(), t.id) == only_ids->end())
-      continue;
-    out.push_back(std::move(t));
-    if (out.size() > size_t(page.limit)) break;
-  }
-  return make_page(std::move(out), page);
+  static const std::string sql =
+      fmt::format("SELECT {} FROM tenants WHERE id > ? ORDER BY id LIMIT ?", kTenantCols);
+  return store::read_page<Tenant>(
+      tx, sql, {page.after.value_or(""), only_ids ? kEveryRow : fetch_limit(page)}, page, only_ids);
 }
 
 Result<std::vector<Tenant>> all_tenants(store::Tx& tx) {
@@ -244,7 +236,6 @@ iam::TenantLookup tenant_lookup() {
 
 namespace {
 const std::string kProjectCols = store::columns_of<Project>();
-Result<Project> project_from(Row&& r) { return store::read_row<Project>(std::move(r)); }
 }  // namespace
 
 Result<ProjectSpec> parse_project_spec(ObjectReader& r) {
@@ -285,11 +276,9 @@ Result<Project> create_project(store::Tx& tx, const Env& w, const TenantScope& s
 }
 
 Result<std::optional<Project>> find_project_by_namespace(store::Tx& tx, std::string_view ns) {
-  auto row = GP_TRY(
-      tx.query_one(fmt::format("SELECT {} FROM projects WHERE k8s_namespace = ?", kProjectCols),
-                   {std::string(ns)}));
-  if (!row) return std::optional<Project>();
-  return std::optional<Project>(GP_TRY(project_from(std::move(*row))));
+  static const std::string sql =
+      fmt::format("SELECT {} FROM projects WHERE k8s_namespace = ?", kProjectCols);
+  return store::read_record<Project>(tx, sql, {std::string(ns)});
 }
 
 Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
@@ -298,10 +287,8 @@ Result<std::optional<Project>> find_project(store::Tx& tx, const TenantScope& s,
       fmt::format("SELECT {} FROM projects WHERE tenant_id = ? AND id = ?", kProjectCols);
   static const std::string by_name =
       fmt::format("SELECT {} FROM projects WHERE tenant_id = ? AND name = ?", kProjectCols);
-  auto row = GP_TRY(
-      tx.query_one(key.starts_with("prj_") ? by_id : by_name, {s.tenant_id(), std::string(key)}));
-  if (!row) return std::optional<Project>();
-  return std::optional<Project>(GP_TRY(project_from(std::move(*row))));
+  return store::read_record<Project>(tx, key.starts_with("prj_") ? by_id : by_name,
+                                     {s.tenant_id(), std::string(key)});
 }
 
 PathCache::PathCache(store::Store& store) { store.count_changes_to({"tenants", "projects"}); }
@@ -359,17 +346,9 @@ Result<Page<Project>> list_projects(store::Tx& tx, const TenantScope& s, const P
   // A page reads its own rows only; a principal limited to some projects filters them below.
   static const std::string sql = fmt::format(
       "SELECT {} FROM projects WHERE tenant_id = ? AND id > ? ORDER BY id LIMIT ?", kProjectCols);
-  auto rows = GP_TRY(tx.query(sql, {s.tenant_id(), page.after.value_or(""),
-                                    only_ids ? int64_t(1) << 40 : fetch_limit(page)}));
-  std::vector<Project> out;
-  for (auto& r : rows) {
-    Project p = GP_TRY(project_from(std::move(r)));
-    if (only_ids && std::find(only_ids->begin(), only_ids->end(), p.id) == only_ids->end())
-      continue;
-    out.push_back(std::move(p));
-    if (out.size() > size_t(page.limit)) break;
-  }
-  return make_page(std::move(out), page);
+  return store::read_page<Project>(
+      tx, sql, {s.tenant_id(), page.after.value_or(""), only_ids ? kEveryRow : fetch_limit(page)},
+      page, only_ids);
 }
 
 Result<Project> update_project(store::Tx& tx, const Env& w, const TenantScope& s,

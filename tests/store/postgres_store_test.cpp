@@ -277,6 +277,30 @@ TEST_F(Postgres, ValuesRoundTripWithTypes) {
   }));
 }
 
+// query_each on PostgreSQL (its rows built first, then handed over one by one) reads as the
+// Rows do and stops where its callback says.
+TEST_F(Postgres, QueryEachHandsOverRowsAsQueryReadsThemAndStopsWhenTold) {
+  ASSERT_TRUE(store_->write([&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.exec("CREATE TABLE t (a BIGINT, b TEXT, d TEXT)"));
+    for (int64_t i = 1; i <= 3; ++i)
+      GP_TRY_VOID(tx.exec("INSERT INTO t VALUES (?, ?, ?)",
+                          {i << 40, std::string("b") + char('0' + i),
+                           i == 2 ? Value(Null{}) : Value(std::string("d"))}));
+    return ok();
+  }));
+  ASSERT_TRUE(store_->read([&](Tx& tx) -> Result<void> {
+    std::vector<std::string> seen;
+    GP_TRY_VOID(tx.query_each(
+        "SELECT a, b, d FROM t ORDER BY a", {}, [&](const RowView& row) -> Result<bool> {
+          seen.push_back(fmt::format("{}:{}:{}", row.integer(0) >> 40, row.text(1),
+                                     row.is_null(2) ? "null" : row.text(2)));
+          return seen.size() < 2;
+        }));
+    EXPECT_EQ(seen, (std::vector<std::string>{"1:b1:d", "2:b2:null"}));
+    return ok();
+  }));
+}
+
 // A connection the server drops (restart, failover, an administrator) answers 503 once, and
 // the store reconnects by itself for the next request.
 TEST_F(Postgres, LostConnectionsAreUnavailableThenRecover) {

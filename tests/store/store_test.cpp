@@ -579,6 +579,82 @@ TEST(SqliteStore, ValuesRoundTripWithTypes) {
   }));
 }
 
+// query_each reads each row where the statement holds it, as query's Rows would read, and stops
+// where its callback says.
+TEST(SqliteStore, QueryEachReadsRowsInPlaceAsQueryDoesAndStopsWhenTold) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  ASSERT_TRUE(s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY_VOID(tx.exec("CREATE TABLE t (a BIGINT, b TEXT, c REAL, d TEXT)"));
+    for (int64_t i = 1; i <= 3; ++i)
+      GP_TRY_VOID(tx.exec("INSERT INTO t VALUES (?, ?, ?, ?)",
+                          {i << 40, std::string("x\0y", 3) + char('0' + i), 2.5 * double(i),
+                           i == 2 ? Value(Null{}) : Value(std::string("d"))}));
+    return ok();
+  }));
+  ASSERT_TRUE(s->read([&](Tx& tx) -> Result<void> {
+    const auto rows = GP_TRY(tx.query("SELECT a, b, c, d FROM t ORDER BY a"));
+    size_t seen = 0;
+    GP_TRY_VOID(tx.query_each("SELECT a, b, c, d FROM t ORDER BY a", {},
+                              [&](const RowView& row) -> Result<bool> {
+                                const Row& built = rows.at(seen++);
+                                EXPECT_EQ(row.size(), built.size());
+                                EXPECT_EQ(row.integer(0), built.integer(0));
+                                EXPECT_EQ(row.text(1), built.text(1));
+                                EXPECT_DOUBLE_EQ(row.real(2), built.real(2));
+                                EXPECT_EQ(row.is_null(3), built.is_null(3));
+                                EXPECT_EQ(row.text(3), built.text(3));
+                                return true;
+                              }));
+    EXPECT_EQ(seen, 3u);
+    EXPECT_TRUE(rows.at(1).is_null(3));
+    // Told to stop after the first row, it reads no more; a failing callback fails the query.
+    seen = 0;
+    GP_TRY_VOID(tx.query_each("SELECT a FROM t ORDER BY a", {},
+                              [&](const RowView&) -> Result<bool> { return ++seen < 1; }));
+    EXPECT_EQ(seen, 1u);
+    auto failed = tx.query_each("SELECT a FROM t", {}, [](const RowView&) -> Result<bool> {
+      return fail(Error::internal("unreadable"));
+    });
+    EXPECT_FALSE(failed);
+    // The statement is usable again at once.
+    EXPECT_EQ(GP_TRY(tx.query("SELECT a FROM t")).size(), 3u);
+    return ok();
+  }));
+}
+
+// read_page and read_record read records in place: a page stops one past its limit (the next
+// page's cursor), keeps only the ids it is limited to, and read_record finds the first row.
+TEST(Record, ReadPageAndReadRecordReadRecordsInPlace) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  const std::string select = fmt::format("SELECT {} FROM dials ORDER BY id", columns_of<Dial>());
+  ASSERT_TRUE(s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY(tx.exec("CREATE TABLE dials (id TEXT PRIMARY KEY, stop_list TEXT, version INTEGER)"));
+    for (int i = 1; i <= 5; ++i)
+      GP_TRY(tx.exec(fmt::format("INSERT INTO dials ({}) VALUES ({})", columns_of<Dial>(),
+                                 placeholders_of<Dial>()),
+                     params_of(Dial{fmt::format("d{}", i), {i}, i})));
+    return ok();
+  }));
+  ASSERT_TRUE(s->read([&](Tx& tx) -> Result<void> {
+    auto page = GP_TRY(read_page<Dial>(tx, select, {}, PageRequest{.limit = 2}));
+    EXPECT_EQ(page.items.size(), 2u);
+    EXPECT_EQ(page.items.at(1).stops, (std::vector<int32_t>{2}));
+    EXPECT_EQ(page.next, std::optional<std::string>("d2"));
+    auto only = GP_TRY(read_page<Dial>(tx, select, {}, PageRequest{.limit = 2},
+                                       std::vector<std::string>{"d3", "d5"}));
+    EXPECT_EQ(only.items.size(), 2u);
+    EXPECT_EQ(only.items.at(0).id, "d3");
+    EXPECT_EQ(only.items.at(1).version, 5);
+    EXPECT_FALSE(only.next);
+    auto one = GP_TRY(read_record<Dial>(tx, select + " DESC"));
+    EXPECT_EQ(one ? one->id : "", "d5");
+    EXPECT_FALSE(GP_TRY(read_record<Dial>(tx, "SELECT id, stop_list, version FROM dials WHERE 0")));
+    return ok();
+  }));
+}
+
 TEST(SqliteStore, BackupIsAConsistentCopy) {
   TempDir dir;
   auto s = gp::testing::open_store(dir);
