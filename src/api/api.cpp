@@ -189,7 +189,10 @@ Api::Api(store::Store& store, audit::AuditLog& audit, Env env, Limits limits,
   for (auto& r : job_routes()) routes_.push_back(std::move(r));
   for (auto& r : oidc_routes()) routes_.push_back(std::move(r));
   // The table is complete: nothing moves its patterns from here on.
-  for (auto& r : routes_) r.segments = split_path(r.pattern);
+  for (auto& r : routes_) {
+    r.segments = split_path(r.pattern);
+    r.reader = r.handler.target<ReadInSnapshot>();
+  }
 }
 
 Api::~Api() { store_.set_change_listener(nullptr); }
@@ -343,7 +346,7 @@ HttpResponse Api::handle(HttpRequest req) {
 
   Call call{req, nullptr, {}, request_id, {}, {}, {}, {}};
   const Route* route = nullptr;
-  std::string route_label = "unmatched";
+  std::string_view route_label = "unmatched";
   bool audited = false;  // a denial already went into the audit trail
   std::string allowed;   // methods the matched path accepts (for 405)
   // A denial is recorded once the request's work is done: never while it holds a snapshot.
@@ -353,7 +356,12 @@ HttpResponse Api::handle(HttpRequest req) {
     audited = true;
   };
   const TimePoint now = env_.clock.now();
-  const std::string client = throttle_key(req);  // what the address limits count
+  // What the address limits count, worked out only for a request they limit.
+  std::optional<std::string> address_key;
+  auto client = [&]() -> const std::string& {
+    if (!address_key) address_key = throttle_key(req);
+    return *address_key;
+  };
 
   // The rest of dispatch, from the path's tenant to the handler: in `snapshot` when the route's
   // handler is a read (`reader`), each lookup in its own read otherwise.
@@ -441,12 +449,13 @@ HttpResponse Api::handle(HttpRequest req) {
         route && route->access != Access::kPublic &&
         (req.header("authorization") || req.cookie(kSessionCookie) || req.client_cert);
     if (!by_credential && !req.remote.empty()) {
-      if (auto v = throttles_->address.take(client, now); !v.allowed)
+      if (auto v = throttles_->address.take(client(), now); !v.allowed)
         return fail(throttled(call, v, "this client address"));
     }
     if (req.query_error) return fail(Error::invalid(*req.query_error));
-    if (auto page = console_reply(req, console_dir_)) return std::move(*page);
     if (!route) {
+      // The console's pages are under no route.
+      if (auto page = console_reply(req, console_dir_)) return std::move(*page);
       if (!allowed.empty())
         return fail(ErrorCode::kMethodNotAllowed,
                     fmt::format("method {} not allowed here; allowed: {}", req.method, allowed));
@@ -476,9 +485,9 @@ HttpResponse Api::handle(HttpRequest req) {
       // An address (or node) that keeps presenting bad credentials: refused, audited as
       // "throttled" once a minute rather than once per request.
       auto failed_authentication = [&](const Error& e) -> Error {
-        if (auto v = throttles_->auth_failures.take(client, now); !v.allowed) {
+        if (auto v = throttles_->auth_failures.take(client(), now); !v.allowed) {
           Error refused = throttled(call, v, "failed authentications from this address");
-          if (throttles_->audit_throttled.take(client, now).allowed) deny("throttled", refused);
+          if (throttles_->audit_throttled.take(client(), now).allowed) deny("throttled", refused);
           return refused;
         }
         deny("denied", e);
@@ -534,7 +543,7 @@ HttpResponse Api::handle(HttpRequest req) {
     }
 
     // A read handler runs in the snapshot the path's tenant and project were found in.
-    const auto* reader = route->handler.target<ReadInSnapshot>();
+    const ReadInSnapshot* reader = route->reader;
     if (!reader) return in_scope(nullptr, std::nullopt, nullptr);
     Result<Reply> out = fail(Error::internal("no reply"));
     const auto generation = store_.generation();  // before the snapshot begins
@@ -545,13 +554,14 @@ HttpResponse Api::handle(HttpRequest req) {
     return out;
   };
 
-  Result<Reply> result = fail(Error::internal("unhandled"));
-  try {
-    result = dispatch();
-  } catch (const std::exception& e) {
-    spdlog::error("request {} failed: {}", request_id, e.what());
-    result = fail(Error::internal("internal error"));
-  }
+  Result<Reply> result = [&]() -> Result<Reply> {
+    try {
+      return dispatch();
+    } catch (const std::exception& e) {
+      spdlog::error("request {} failed: {}", request_id, e.what());
+      return fail(Error::internal("internal error"));
+    }
+  }();
   if (denied) audit_failure(*this, call, route, denied->first, denied->second);
 
   HttpResponse resp;

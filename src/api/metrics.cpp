@@ -6,12 +6,13 @@
 
 namespace gp::api {
 
-void Metrics::observe(const std::string& method, const std::string& route, int status,
-                      double seconds) {
+void Metrics::observe(std::string_view method, std::string_view route, int status, double seconds) {
   MutexLock lock(mu_);
   const std::tuple<std::string_view, std::string_view, int> key{method, route, status};
   auto it = series_.find(key);
-  if (it == series_.end()) it = series_.emplace(std::tuple{method, route, status}, Series{}).first;
+  if (it == series_.end())
+    it = series_.emplace(std::tuple{std::string(method), std::string(route), status}, Series{})
+             .first;
   auto& s = it->second;
   ++s.count;
   s.sum += seconds;

@@ -20,7 +20,7 @@ class Metrics {
  public:
   static constexpr std::array<double, 12> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
                                                       0.05,   0.1,   0.25,   0.5,   1.0,  2.5};
-  void observe(const std::string& method, const std::string& route, int status, double seconds);
+  void observe(std::string_view method, std::string_view route, int status, double seconds);
   void set_gauge(const std::string& name, const std::string& help, double value);
   // A gauge family with one label: the `max_series` largest values keep their label value, the
   // rest are summed under "_other", so cardinality stays bounded however many there are.

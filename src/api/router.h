@@ -109,6 +109,8 @@ struct Route {
   std::string other_response_schema;  // other_success_status's component name (a dry run's)
   // `pattern` split at '/', set by the Api once its table is complete (views into `pattern`).
   std::vector<std::string_view> segments;
+  // The handler's ReadInSnapshot when it is one (set with `segments`), else null.
+  const struct ReadInSnapshot* reader = nullptr;
 };
 
 // A read-only handler run in one store read transaction. Api::handle finds it in a route's
