@@ -416,6 +416,7 @@ int handler_rows(api::Api& api, const std::string& projects, const std::string& 
     req.remote = "127.0.0.1";
     req.headers = {{"authorization", "Bearer " + token}};
     long n = 0;
+    const double cpu_began = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
     const auto began = Steady::now();
     const auto until = began + std::chrono::duration<double>(seconds);
     while (Steady::now() < until) {
@@ -427,8 +428,9 @@ int handler_rows(api::Api& api, const std::string& projects, const std::string& 
       n += 100;
     }
     const double took = std::chrono::duration<double>(Steady::now() - began).count();
-    std::printf("%-44s %7s %9.0f %8.3f  (1 thread, ms per request)\n", what, "-", double(n) / took,
-                1000 * took / double(n));
+    const double cpu = cpu_seconds(CLOCK_THREAD_CPUTIME_ID) - cpu_began;
+    std::printf("%-44s %7s %9.0f %8.3f  (1 thread, ms per request; %.1f us of CPU each)\n", what,
+                "-", double(n) / took, 1000 * took / double(n), 1e6 * cpu / double(n));
   }
   return 0;
 }
