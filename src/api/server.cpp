@@ -1,4 +1,8 @@
-// HTTP/1.1 server over Boost.Beast: one C++20 coroutine per connection on its own strand.
+// HTTP/1.1 server over Boost.Beast: one C++20 coroutine per connection. Each I/O thread runs an
+// event loop of its own (an io_context), and a connection lives on one loop, dealt out in turn
+// as they are accepted: an event is handled by the thread whose loop saw it, with no hand-off
+// between threads and no strand. The price: a long read holds up the other connections of its
+// loop (never those of the other loops) until it ends.
 // Slow clients cost a socket, not a thread: each read has a deadline (keep-alive idle until a
 // request begins, then its head, then its body), sizes are capped before buffering, and the
 // number of connections is capped, overall and per client address.
@@ -7,13 +11,14 @@
 // the disk (SQLite): the I/O thread runs the handler up to its commit, then
 // hands the commit's flush ticket to the flusher thread and serves other requests; the flusher
 // covers every ticket handed in with one flush and resumes each answer on its connection's
-// strand. Any other request that may write (any method but GET and HEAD) runs on the writer pool
+// loop. Any other request that may write (any method but GET and HEAD) runs on the writer pool
 // instead, up to its group commit, so a password hash or a call to an identity provider never
 // holds an I/O thread; its flush then goes to the flusher the same way, and no thread waits for
 // the disk. Either way the session answers only after the flush.
 // With TLS each connection first completes a handshake (within the header deadline) on the
 // context current at accept time; reload_tls() swaps that context, so new handshakes use the
 // new certificate while open connections keep the one they were accepted with.
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio.hpp>
@@ -64,7 +69,7 @@ struct Conn {
   std::shared_ptr<ssl::context> ctx;
   std::optional<beast::tcp_stream> plain;
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
-  bool busy = false;        // touched only on the connection's strand
+  bool busy = false;        // touched only on the connection's loop
   std::string address_key;  // counted against the per-address cap under this key ("": not)
 };
 
@@ -86,7 +91,11 @@ http::response<http::string_body> to_beast(HttpResponse&& r, unsigned version, b
 class Flusher {
  public:
   using Done = std::function<void(bool durable)>;
-  explicit Flusher(store::Store& store) : store_(store), thread_([this] { run(); }) {}
+  explicit Flusher(store::Store& store)
+      : store_(store), thread_([this] {
+          pthread_setname_np(pthread_self(), "gp-flush");
+          run();
+        }) {}
   // Flushes what is still pending, then ends the thread.
   ~Flusher() {
     {
@@ -166,9 +175,10 @@ struct Server::Impl {
   std::optional<tls::CertFiles> tls_files;
   Mutex tls_mu;
   std::shared_ptr<ssl::context> tls_ctx GP_GUARDED_BY(tls_mu);  // null without TLS
-  asio::io_context ioc;
-  // The accept loop and the close at stop() run on this strand, never at the same time.
-  asio::strand<asio::io_context::executor_type> accept_strand{asio::make_strand(ioc)};
+  // One event loop per I/O thread. The first also accepts; the acceptor's close at stop() is
+  // posted to it, so it never runs beside the accept loop.
+  std::vector<std::unique_ptr<asio::io_context>> loops;
+  size_t next_loop = 0;  // the loop the next connection goes to (the accept loop's alone)
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> workers;
   std::atomic<int> active{0};
@@ -179,7 +189,7 @@ struct Server::Impl {
   // Open connections per client address (Limits::max_connections_per_address).
   Mutex per_address_mu;
   std::unordered_map<std::string, int> per_address GP_GUARDED_BY(per_address_mu);
-  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> work;  // one per loop
   // Runs requests that may write, and waits for the disk (Store::flush). Its threads mostly
   // wait, for their batch (group_commit.h) or a flush: as many as may usefully share one commit.
   asio::thread_pool writers{kWriterThreads};
@@ -188,7 +198,17 @@ struct Server::Impl {
   std::optional<Flusher> flusher;
 
   Impl(Api& a, std::string addr, uint16_t p, int t, std::optional<tls::CertFiles> files)
-      : api(a), address(std::move(addr)), port(p), threads(t), tls_files(std::move(files)) {}
+      : api(a),
+        address(std::move(addr)),
+        port(p),
+        threads(std::max(1, t)),
+        tls_files(std::move(files)) {
+    // Each loop is run by one thread (the concurrency hint); other threads (the flusher, the
+    // writer pool) still post to it.
+    for (int i = 0; i < threads; ++i) loops.push_back(std::make_unique<asio::io_context>(1));
+  }
+
+  asio::io_context& accepting_loop() { return *loops.front(); }
 
   std::shared_ptr<ssl::context> current_tls() {
     MutexLock lock(tls_mu);
@@ -198,8 +218,10 @@ struct Server::Impl {
   asio::awaitable<void> accept_loop() {
     for (;;) {
       boost::system::error_code ec;
-      tcp::socket socket = co_await acceptor->async_accept(
-          asio::make_strand(ioc), asio::redirect_error(asio::use_awaitable, ec));
+      asio::io_context& loop = *loops[next_loop];
+      next_loop = (next_loop + 1) % loops.size();
+      tcp::socket socket =
+          co_await acceptor->async_accept(loop, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (stopping || ec == asio::error::operation_aborted) co_return;
         spdlog::warn("accept failed: {}", ec.message());
@@ -339,8 +361,8 @@ struct Server::Impl {
     return plain_problem(503, "unavailable", "the change may not be durable: retry");
   }
   // The answer once its writes are on disk, without holding a thread: the flusher flushes, and
-  // the wake is posted to this coroutine's strand, where it cannot run before the wait below has
-  // begun.
+  // the wake is posted to this coroutine's loop, whose one thread is running this coroutine: the
+  // wake cannot run before the wait below has begun.
   asio::awaitable<HttpResponse> flushed(Deferred d) {
     auto ex = co_await asio::this_coro::executor;
     auto timer = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
@@ -361,8 +383,8 @@ struct Server::Impl {
   asio::awaitable<void> wait_held(Conn& conn, const Hold& hold) {
     if (stopping) co_return;
     auto timer = std::make_shared<asio::steady_timer>(conn.transport().get_executor(), hold.until);
-    // The wake is posted to this connection's strand, where the wait below starts before
-    // anything posted later runs: a change announced at any moment ends the wait.
+    // The wake is posted to this connection's loop, where the wait below starts before anything
+    // posted later runs: a change announced at any moment ends the wait.
     hold.watch->on_wake([timer, ex = conn.transport().get_executor()] {
       asio::post(ex, [timer] { timer->cancel(); });
     });
@@ -533,7 +555,7 @@ Result<uint16_t> Server::start() {
   auto addr = asio::ip::make_address(m.address, ec);
   if (ec) return fail(Error::invalid("bad listen address: " + m.address));
   tcp::endpoint ep(addr, m.port);
-  m.acceptor.emplace(m.ioc);
+  m.acceptor.emplace(m.accepting_loop());
   m.acceptor->open(ep.protocol(), ec);
   if (!ec) m.acceptor->set_option(asio::socket_base::reuse_address(true), ec);
   if (!ec) m.acceptor->bind(ep, ec);
@@ -542,10 +564,15 @@ Result<uint16_t> Server::start() {
     return fail(Error::unavailable(
         fmt::format("cannot listen on {}:{}: {}", m.address, m.port, ec.message())));
   uint16_t bound = m.acceptor->local_endpoint().port();
-  m.work.emplace(m.ioc.get_executor());
+  for (auto& loop : m.loops) m.work.emplace_back(loop->get_executor());
   m.flusher.emplace(m.api.store());
-  asio::co_spawn(m.accept_strand, m.accept_loop(), asio::detached);
-  for (int i = 0; i < std::max(1, m.threads); ++i) m.workers.emplace_back([&m] { m.ioc.run(); });
+  asio::co_spawn(m.accepting_loop(), m.accept_loop(), asio::detached);
+  for (auto& loop : m.loops)
+    m.workers.emplace_back([&loop = *loop] {
+      // Named for `top -H` and profilers: the threads that serve requests.
+      pthread_setname_np(pthread_self(), "gp-io");
+      loop.run();
+    });
   return bound;
 }
 
@@ -555,7 +582,7 @@ void Server::stop(std::chrono::milliseconds grace) {
   m.stopping = true;
   m.api.holds().wake_all();  // held requests are answered now, with what they have
   m.api.set_ready(false);
-  asio::post(m.accept_strand, [&m] {
+  asio::post(m.accepting_loop(), [&m] {
     boost::system::error_code ec;
     if (m.acceptor) m.acceptor->close(ec);
   });
@@ -577,8 +604,8 @@ void Server::stop(std::chrono::milliseconds grace) {
     while (m.active.load() != 0 && m.drained.wait_until(m.mu, deadline)) {
     }
   }
-  m.work.reset();
-  m.ioc.stop();
+  m.work.clear();
+  for (auto& loop : m.loops) loop->stop();
   for (auto& t : m.workers) t.join();
   m.workers.clear();
   m.writers.join();

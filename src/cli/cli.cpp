@@ -473,7 +473,9 @@ int run(int argc, char** argv) {
   serve->add_option("--log-level", so.log_level, "trace, debug, info, warn, error");
   serve->add_option("--log-format", so.log_format, "text or json")
       ->check(CLI::IsMember({"text", "json"}));
-  serve->add_option("--threads", so.threads, "I/O threads (default: 4 per core, at least 8)")
+  serve
+      ->add_option("--threads", so.threads,
+                   "I/O threads, each with its own event loop (default: 2 per core, at least 4)")
       ->check(CLI::Range(1, 256));
   serve->add_option("--max-connections", so.max_connections, "Connection cap")
       ->check(CLI::Range(1, 100000));
