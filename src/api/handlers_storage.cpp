@@ -270,9 +270,11 @@ Result<Reply> agent_assignment(Api& api, Call& call, store::Tx& tx) {
   const std::string& node = call.who.id;
   const auto net = GP_TRY(node_net_state(api, tx));
   Json segments = Json::array();
-  for (const auto& s : net.segments)
-    segments.push_back(
-        {{"tenant", s.tenant}, {"vni", s.vni}, {"cidr", network::to_string(s.cidr)}});
+  for (const auto& s : net.segments) {
+    Json j = json_of_fields(s);
+    j["tenant"] = s.tenant;  // the tenant's name here (node_net_state)
+    segments.push_back(std::move(j));
+  }
   Json policies = Json::array();
   for (const auto& policy : net.policies) {
     Json body = network::to_json(policy);

@@ -12,6 +12,7 @@
 #include "common/record.h"
 #include "fleet/fleet.h"
 #include "jobs/records.h"
+#include "network/network.h"
 #include "sla/standing.h"
 #include "storage/records.h"
 #include "tenancy/tenancy.h"
@@ -501,7 +502,7 @@ Json schemas() {
       {"name", "image", "offering"});
   s["JobCancel"] = object({}, {});
   // A tenant's network segment (network::Segment).
-  const Json segment = object({{"vni", integer()}, {"cidr", str()}}, {"vni", "cidr"});
+  const Json segment = schema_of<network::Segment>();
   // The VM an allocation's node is to run (alloc::vm_assignment): its GPUs passed through (by
   // PCI address) or as vGPUs, its tenant's segment (null: none), its project's volumes and the
   // tenant's SSH keys.

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "common/record.h"
 #include "common/result.h"
 
 namespace gp::network {
@@ -56,6 +57,7 @@ struct SegmentPoolConfig {
 };
 Result<void> validate(const SegmentPoolConfig& config);
 
+// Shown as {"vni", "cidr"} (Fields<Segment> below): the tenant is the one the reply is about.
 struct Segment {
   std::string tenant;
   uint32_t vni = 0;
@@ -241,3 +243,28 @@ Result<void> run_link_commands(const Commands& commands,
                                const std::vector<std::string>& prefix = {});
 
 }  // namespace gp::network
+
+namespace gp {
+
+// A CIDR shows and is stored as its text ("10.240.0.0/24").
+template <>
+struct TextForm<network::Ipv4Cidr> {
+  static std::string text(const network::Ipv4Cidr& cidr) { return network::to_string(cidr); }
+  static Result<network::Ipv4Cidr> parse(std::string_view text) {
+    return network::parse_cidr(text);
+  }
+};
+
+// The one description of a tenant's segment: its row (network/records.h, keyed by the tenant's
+// id), its JSON and its schema (common/record.h).
+template <>
+struct Fields<network::Segment> {
+  using S = network::Segment;
+  static constexpr auto list = std::tuple{
+      Field{"tenant", &S::tenant, "tenant_id", Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"vni", &S::vni},
+      Field{"cidr", &S::cidr},
+  };
+};
+
+}  // namespace gp
