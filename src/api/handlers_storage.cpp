@@ -116,13 +116,11 @@ Result<Json> trees_json(store::Tx& tx, const std::string& tenant_id) {
   auto reports = GP_TRY(storage::storage_reports(tx, tenant_id));
   if (reports.empty()) return out;
   const auto names = GP_TRY(fleet::node_names(tx));
-  for (const auto& r : reports)
-    out.push_back({{"node", names.contains(r.node_id) ? names.at(r.node_id) : r.node_id},
-                   {"encrypted", r.encrypted},
-                   {"encryption_detail", r.encryption_detail},
-                   {"finding_count", r.finding_count},
-                   {"findings", r.findings},
-                   {"audited_at", format_rfc3339(from_unix_micros(r.audited_at))}});
+  for (const auto& r : reports) {
+    Json j = json_of_fields(r);
+    j["node"] = names.contains(r.node_id) ? names.at(r.node_id) : r.node_id;
+    out.push_back(std::move(j));
+  }
   return out;
 }
 
