@@ -17,18 +17,22 @@
 // bool, double, a string map (std::map<std::string, std::string>: a JSON object of strings, stored
 // as its JSON text), a string list (std::vector<std::string>: a JSON array of strings, stored as
 // its JSON text), an integer list (std::vector of an integer type: a JSON array of integers,
-// stored as its JSON text), a JSON value (Json: an object, stored as its text, NULL when null), and
+// stored as its JSON text), a JSON value (Json: stored as its text, NULL when null; its schema says
+// an object, so a caller that keeps an array in one states the array's schema), and
 // an enum whose values run 0, 1, ... with Form::kEnum and `values` naming each value at its index
-// (stored and shown as that name), and a type with a text form of its own (TextForm below: a
-// network's CIDR), stored and shown as that text. An optional member is null in JSON when absent
-// (its schema allows null); every field is required in the schema, but one shown only where it
-// applies (Shown::kWhereSet: a rate card tier's upper bound, an invoice's void reason), which is
-// left out of the JSON when absent or empty and which the schema lists without requiring it.
+// (stored and shown as that name), a type with a text form of its own (TextForm below: a
+// network's CIDR), stored and shown as that text, and a type with a JSON form of its own (JsonForm
+// below: a port range, a number or a "first-last" string), shown, never stored. An optional
+// member is null in JSON when absent (its schema allows null); every field is required in the
+// schema, but one shown only where it applies (Shown::kWhereSet: a rate card tier's upper bound, an
+// invoice's void reason), which is left out of the JSON when absent or empty and which the schema
+// lists without requiring it.
 //
 // A value that is itself a record described by a table (a GPU's health report, a MIG instance,
 // an invoice's lines) nests: it shows as its object, and its schema is its table's (strict all the
 // way down); std::optional of one shows as the object or null, and a std::vector of records as an
-// array of them. Nested records are shown, never stored as columns: they are Derived entries, or
+// array of them, and a std::vector of TextForm or JsonForm values as an array of their forms.
+// Nested records and such lists are shown, never stored as columns: they are Derived entries, or
 // members of a table that store/record_row.h never reads (a rate card or an invoice, kept as its
 // JSON document).
 //
@@ -110,6 +114,18 @@ concept TextMember = requires(const T& v, std::string_view s) {
   { TextForm<T>::parse(s) } -> std::same_as<Result<T>>;
 };
 
+// A member type shown as a JSON value of its own making (a port range: 80, or "8000-8099"),
+// specialized next to the type: `static Json json(const T&)` and `static Json schema()`, the
+// schema of what json() gives. Shown, never stored.
+template <typename T>
+struct JsonForm;
+
+template <typename T>
+concept JsonFormMember = requires(const T& v) {
+  { JsonForm<T>::json(v) } -> std::same_as<Json>;
+  { JsonForm<T>::schema() } -> std::same_as<Json>;
+};
+
 template <typename R, typename T>
 struct Field {
   std::string_view name;  // in JSON
@@ -167,10 +183,12 @@ struct IsVector<std::vector<E>> : std::true_type {
 template <typename T>
 concept IntegerList = IsVector<T>::value && IntegerMember<typename IsVector<T>::Element>;
 
-// A list shown as an array of records or of integers (a list of strings is a StringList).
+// A list shown as an array of records, of integers, or of values with a text or JSON form of their
+// own (a list of strings is a StringList).
 template <typename T>
 concept NestedList = IsVector<T>::value &&
-    (Described<typename IsVector<T>::Element> || IntegerList<T>);
+    (Described<typename IsVector<T>::Element> || IntegerList<T> ||
+     TextMember<typename IsVector<T>::Element> || JsonFormMember<typename IsVector<T>::Element>);
 
 template <typename T>
 struct IsOptional : std::false_type {};
@@ -266,6 +284,8 @@ void describe_value(std::string_view name, const T& v, Form form,
     out.string(name, enum_name(v, values));
   } else if constexpr (TextMember<T>) {
     out.string(name, TextForm<T>::text(v));
+  } else if constexpr (JsonFormMember<T>) {
+    out.json(name, JsonForm<T>::json(v));
   } else if constexpr (Described<T>) {
     out.json(name, json_of_fields(v));
   } else if constexpr (OptionalRecord<T>) {
@@ -275,9 +295,14 @@ void describe_value(std::string_view name, const T& v, Form form,
       out.null(name);
   } else if constexpr (NestedList<T>) {
     Json items = Json::array();
+    using E = typename IsVector<T>::Element;
     for (const auto& e : v) {
-      if constexpr (Described<typename IsVector<T>::Element>)
+      if constexpr (Described<E>)
         items.push_back(json_of_fields(e));
+      else if constexpr (TextMember<E>)
+        items.push_back(TextForm<E>::text(e));
+      else if constexpr (JsonFormMember<E>)
+        items.push_back(JsonForm<E>::json(e));
       else
         items.push_back(static_cast<int64_t>(e));
     }
@@ -377,6 +402,8 @@ template <typename M>
 Json value_schema(Form form, std::span<const std::string_view> values) {
   if constexpr (Described<M>) {
     return schema_of<M>();
+  } else if constexpr (JsonFormMember<M>) {
+    return JsonForm<M>::schema();
   } else if constexpr (OptionalRecord<M>) {
     return or_null(schema_of<typename IsOptional<M>::Value>());
   } else if constexpr (NestedList<M>) {

@@ -406,6 +406,57 @@ TEST(Record, AMemberWithATextFormShowsAsItsText) {
   EXPECT_EQ(schema_of<Route>()["properties"]["span"], Json::parse(R"({"type": "string"})"));
 }
 
+// A member type with a JSON form of its own shows as that value, with the schema its form gives;
+// lists of such values, or of values with a text form, show as arrays of their forms.
+struct Level {
+  int low = 0, high = 0;
+};
+struct Gauge {
+  Level level;
+  std::vector<Level> levels;
+  std::vector<Span> spans;
+};
+
+}  // namespace
+
+template <>
+struct JsonForm<Level> {
+  static Json json(const Level& l) {
+    if (l.low == l.high) return l.low;
+    return fmt::format("{}-{}", l.low, l.high);
+  }
+  static Json schema() { return {{"type", {"integer", "string"}}}; }
+};
+
+template <>
+struct Fields<Gauge> {
+  static constexpr auto list = std::tuple{
+      Field{"level", &Gauge::level},
+      Field{"levels", &Gauge::levels},
+      Field{"spans", &Gauge::spans},
+  };
+};
+
+namespace {
+
+TEST(Record, AMemberWithAJsonFormShowsAsItsValueAndListsShowTheirForms) {
+  static_assert(JsonFormMember<Level>);
+  static_assert(!JsonFormMember<Span>);
+  const Gauge g{{3, 3}, {{80, 80}, {8000, 8099}}, {{1, 2}}};
+  const Json j = json_of_fields(g);
+  EXPECT_EQ(j, Json::parse(R"({"level": 3, "levels": [80, "8000-8099"], "spans": ["1-2"]})"));
+  JsonText text;
+  text.begin_object();
+  describe_fields(g, text);
+  text.end_object();
+  EXPECT_EQ(Json::parse(std::move(text).take()), j);
+  const Json p = schema_of<Gauge>()["properties"];
+  EXPECT_EQ(p["level"], Json::parse(R"({"type": ["integer", "string"]})"));
+  EXPECT_EQ(p["levels"],
+            Json::parse(R"({"type": "array", "items": {"type": ["integer", "string"]}})"));
+  EXPECT_EQ(p["spans"], Json::parse(R"({"type": "array", "items": {"type": "string"}})"));
+}
+
 TEST(Record, EnumNamesRoundTripAndAnUnknownNameIsNone) {
   EXPECT_EQ(enum_name(Mood::kCross, kMoods), "cross");
   EXPECT_EQ(enum_name(static_cast<Mood>(7), kMoods), "");
