@@ -79,11 +79,7 @@ Result<StoredPolicy> load_policy(Api& api, store::Tx& tx, const tenancy::Tenant&
 }
 
 // The policy as the API reads and writes it: the tenant comes from the path, never the body.
-Json policy_body(const network::TenantPolicy& p) {
-  Json j = network::to_json(p);
-  j.erase("tenant");
-  return j;
-}
+Json policy_body(const network::TenantPolicy& p) { return json_of_fields(p); }
 
 Json network_json(const std::optional<network::Segment>& seg, const StoredPolicy& p) {
   return {{"segment", seg ? json_of_fields(*seg) : Json(nullptr)},

@@ -275,9 +275,7 @@ Result<Reply> agent_assignment(Api& api, Call& call, store::Tx& tx) {
   }
   Json policies = Json::array();
   for (const auto& policy : net.policies) {
-    Json body = network::to_json(policy);
-    body.erase("tenant");
-    policies.push_back({{"tenant", policy.tenant}, {"policy", body}});
+    policies.push_back({{"tenant", policy.tenant}, {"policy", json_of_fields(policy)}});
   }
   // The volumes of every tenant with an id block that is not being offboarded, by tenant name.
   const auto blocks = GP_TRY(storage::all_ids(tx));

@@ -740,8 +740,9 @@ Json schemas() {
                                  {});
   s["Segment"] = segment;
   // null: a tenant created before segments came with it
+  // The policy as stored and shown (network::TenantPolicy); NetworkPolicySet is what a PUT takes.
   s["TenantNetwork"] = object({{"segment", or_null(s["Segment"])},
-                               {"policy", schema_ref("NetworkPolicySet")},
+                               {"policy", schema_of<network::TenantPolicy>()},
                                {"version", integer()}},
                               {"segment", "policy", "version"});
   s["NodeNftables"] = object({{"node", str()},
