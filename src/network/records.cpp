@@ -18,19 +18,14 @@ const std::string kSegmentInsert =
 }  // namespace
 
 Result<std::optional<Segment>> load_segment(store::Tx& tx, const std::string& tenant_id) {
-  auto row = GP_TRY(tx.query_one(
-      fmt::format("SELECT {} FROM tenant_segments WHERE tenant_id = ?", kSegmentColumns),
-      {tenant_id}));
-  if (!row) return std::optional<Segment>{};
-  return std::optional<Segment>{GP_TRY(store::read_row<Segment>(std::move(*row)))};
+  return store::read_record<Segment>(
+      tx, fmt::format("SELECT {} FROM tenant_segments WHERE tenant_id = ?", kSegmentColumns),
+      {tenant_id});
 }
 
 Result<std::vector<Segment>> load_segments(store::Tx& tx) {
-  std::vector<Segment> out;
-  for (auto& row : GP_TRY(tx.query(
-           fmt::format("SELECT {} FROM tenant_segments ORDER BY tenant_id", kSegmentColumns))))
-    out.push_back(GP_TRY(store::read_row<Segment>(std::move(row))));
-  return out;
+  return store::read_records<Segment>(
+      tx, fmt::format("SELECT {} FROM tenant_segments ORDER BY tenant_id", kSegmentColumns));
 }
 
 Result<void> insert_segment(store::Tx& tx, const Segment& segment, int64_t now_micros) {

@@ -477,13 +477,11 @@ Result<void> save_storage_report(store::Tx& tx, const StorageReport& r) {
 }
 
 Result<std::vector<StorageReport>> storage_reports(store::Tx& tx, const std::string& tenant_id) {
-  std::vector<StorageReport> out;
-  for (auto& row : GP_TRY(tx.query(
-           fmt::format("SELECT {} FROM storage_reports WHERE tenant_id = ? ORDER BY node_id",
-                       kReportColumns),
-           {tenant_id})))
-    out.push_back(GP_TRY(store::read_row<StorageReport>(std::move(row))));
-  return out;
+  return store::read_records<StorageReport>(
+      tx,
+      fmt::format("SELECT {} FROM storage_reports WHERE tenant_id = ? ORDER BY node_id",
+                  kReportColumns),
+      {tenant_id});
 }
 
 // ---- Key rotation ----
