@@ -203,8 +203,7 @@ Result<Json> vm_assignment(store::Tx& tx, const Env& w, const Allocation& a,
       volumes.push_back({{"tag", tag}, {"path", fmt::format("{}/{}/{}", tenant, *name, tag)}});
     }
   Json segment = nullptr;
-  if (auto s = GP_TRY(network::load_segment(tx, a.tenant_id)))
-    segment = {{"vni", s->vni}, {"cidr", network::to_string(s->cidr)}};
+  if (auto s = GP_TRY(network::load_segment(tx, a.tenant_id))) segment = json_of_fields(*s);
   return Json{
       {"id", v.id},
       {"domain", v.domain},

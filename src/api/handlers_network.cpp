@@ -79,18 +79,10 @@ Result<StoredPolicy> load_policy(Api& api, store::Tx& tx, const tenancy::Tenant&
 }
 
 // The policy as the API reads and writes it: the tenant comes from the path, never the body.
-Json policy_body(const network::TenantPolicy& p) {
-  Json j = network::to_json(p);
-  j.erase("tenant");
-  return j;
-}
-
-Json segment_json(const network::Segment& s) {
-  return {{"vni", s.vni}, {"cidr", network::to_string(s.cidr)}};
-}
+Json policy_body(const network::TenantPolicy& p) { return json_of_fields(p); }
 
 Json network_json(const std::optional<network::Segment>& seg, const StoredPolicy& p) {
-  return {{"segment", seg ? segment_json(*seg) : Json(nullptr)},
+  return {{"segment", seg ? json_of_fields(*seg) : Json(nullptr)},
           {"policy", policy_body(p.policy)},
           {"version", p.version}};
 }
@@ -129,8 +121,8 @@ Result<Mutation> allocate_segment(Api& api, Call& call, store::Tx& tx) {
   bool allocated = false;
   auto seg = GP_TRY(ensure_segment(api, tx, *call.tenant, &allocated));
   Mutation m;
-  m.reply = json_reply(201, segment_json(seg));
-  m.detail = segment_json(seg);
+  m.reply = json_reply(201, json_of_fields(seg));
+  m.detail = json_of_fields(seg);
   return m;
 }
 
@@ -151,7 +143,7 @@ Result<Mutation> put_policy(Api& api, Call& call, store::Tx& tx) {
   m.reply = json_reply(200, network_json(seg, after), after.version);
   m.detail = {{"version", after.version},
               {"diff", policy_diff(policy_body(before.policy), after_json)}};
-  if (allocated) m.detail["segment_allocated"] = segment_json(seg);
+  if (allocated) m.detail["segment_allocated"] = json_of_fields(seg);
   return m;
 }
 
@@ -161,7 +153,7 @@ Result<Reply> node_nftables(Api& api, Call& call, store::Tx& tx) {
   auto ruleset = GP_TRY(network::render_nftables(state));
   Json segments = Json::array();
   for (const auto& s : state.segments) {
-    Json j = segment_json(s);
+    Json j = json_of_fields(s);
     j["tenant"] = s.tenant;
     segments.push_back(j);
   }
@@ -355,7 +347,7 @@ Result<std::optional<std::string>> tenant_volume_key(const Api& api, store::Tx& 
 
 Result<Json> allocate_tenant_segment(Api& api, store::Tx& tx, const tenancy::Tenant& tenant) {
   bool allocated = false;
-  return segment_json(GP_TRY(ensure_segment(api, tx, tenant, &allocated)));
+  return json_of_fields(GP_TRY(ensure_segment(api, tx, tenant, &allocated)));
 }
 
 Result<void> release_tenant_network(store::Tx& tx, const std::string& tenant_id) {

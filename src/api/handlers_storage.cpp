@@ -116,13 +116,11 @@ Result<Json> trees_json(store::Tx& tx, const std::string& tenant_id) {
   auto reports = GP_TRY(storage::storage_reports(tx, tenant_id));
   if (reports.empty()) return out;
   const auto names = GP_TRY(fleet::node_names(tx));
-  for (const auto& r : reports)
-    out.push_back({{"node", names.contains(r.node_id) ? names.at(r.node_id) : r.node_id},
-                   {"encrypted", r.encrypted},
-                   {"encryption_detail", r.encryption_detail},
-                   {"finding_count", r.finding_count},
-                   {"findings", r.findings},
-                   {"audited_at", format_rfc3339(from_unix_micros(r.audited_at))}});
+  for (const auto& r : reports) {
+    Json j = json_of_fields(r);
+    j["node"] = names.contains(r.node_id) ? names.at(r.node_id) : r.node_id;
+    out.push_back(std::move(j));
+  }
   return out;
 }
 
@@ -270,14 +268,14 @@ Result<Reply> agent_assignment(Api& api, Call& call, store::Tx& tx) {
   const std::string& node = call.who.id;
   const auto net = GP_TRY(node_net_state(api, tx));
   Json segments = Json::array();
-  for (const auto& s : net.segments)
-    segments.push_back(
-        {{"tenant", s.tenant}, {"vni", s.vni}, {"cidr", network::to_string(s.cidr)}});
+  for (const auto& s : net.segments) {
+    Json j = json_of_fields(s);
+    j["tenant"] = s.tenant;  // the tenant's name here (node_net_state)
+    segments.push_back(std::move(j));
+  }
   Json policies = Json::array();
   for (const auto& policy : net.policies) {
-    Json body = network::to_json(policy);
-    body.erase("tenant");
-    policies.push_back({{"tenant", policy.tenant}, {"policy", body}});
+    policies.push_back({{"tenant", policy.tenant}, {"policy", json_of_fields(policy)}});
   }
   // The volumes of every tenant with an id block that is not being offboarded, by tenant name.
   const auto blocks = GP_TRY(storage::all_ids(tx));

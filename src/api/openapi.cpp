@@ -8,10 +8,12 @@
 #include "alloc/alloc.h"
 #include "api/router.h"
 #include "audit/audit.h"
+#include "billing/billing.h"
 #include "billing/ledger.h"
 #include "common/record.h"
 #include "fleet/fleet.h"
 #include "jobs/records.h"
+#include "network/network.h"
 #include "sla/standing.h"
 #include "storage/records.h"
 #include "tenancy/tenancy.h"
@@ -501,7 +503,7 @@ Json schemas() {
       {"name", "image", "offering"});
   s["JobCancel"] = object({}, {});
   // A tenant's network segment (network::Segment).
-  const Json segment = object({{"vni", integer()}, {"cidr", str()}}, {"vni", "cidr"});
+  const Json segment = schema_of<network::Segment>();
   // The VM an allocation's node is to run (alloc::vm_assignment): its GPUs passed through (by
   // PCI address) or as vGPUs, its tenant's segment (null: none), its project's volumes and the
   // tenant's SSH keys.
@@ -738,8 +740,9 @@ Json schemas() {
                                  {});
   s["Segment"] = segment;
   // null: a tenant created before segments came with it
+  // The policy as stored and shown (network::TenantPolicy); NetworkPolicySet is what a PUT takes.
   s["TenantNetwork"] = object({{"segment", or_null(s["Segment"])},
-                               {"policy", schema_ref("NetworkPolicySet")},
+                               {"policy", schema_of<network::TenantPolicy>()},
                                {"version", integer()}},
                               {"segment", "policy", "version"});
   s["NodeNftables"] = object({{"node", str()},
@@ -786,12 +789,11 @@ Json schemas() {
                      {"committed_discount_bps", integer()},
                      {"prices", {{"type", "array"}, {"items", price}}}};
   s["RateCardCreate"] = object(card_props, {"id", "currency", "effective_from", "prices"});
-  card_props["version"] = integer();
-  card_props["created_by"] = str();
-  card_props["created_at"] = time_str();
-  card_props["warnings"] = {{"type", "array"}, {"items", str()}};
-  s["RateCard"] = object(card_props, {"id", "version", "currency", "effective_from", "prices",
-                                      "created_by", "created_at"});
+  // As published: the card (billing::rate_card_to_json), who published it and when; a publish
+  // adds its warnings.
+  s["RateCard"] = with_optional(with_required(schema_of<billing::RateCard>(),
+                                              {{"created_by", str()}, {"created_at", time_str()}}),
+                                {{"warnings", {{"type", "array"}, {"items", str()}}}});
   s["RateCardVersions"] =
       object({{"id", str()},
               {"latest", schema_ref("RateCard")},
@@ -896,72 +898,17 @@ Json schemas() {
              {});
   s["InvoiceVoid"] =
       object({{"reason", {{"type", "string"}, {"minLength", 1}, {"maxLength", 500}}}}, {"reason"});
-  Json card_ref = object({{"id", str()}, {"version", integer()}}, {"id", "version"});
-  Json invoice_line = object({{"project", str()},
-                              {"project_name", str()},
-                              {"description", str()},
-                              {"resource_key", str()},
-                              {"offering", str()},
-                              {"price_key", str()},
-                              {"model", enum_of({"flat", "graduated", "volume"})},
-                              {"class", enum_of({"committed", "on_demand", "spot"})},
-                              {"tier", integer()},
-                              {"quantity_unit_hours", str()},
-                              {"quantity_micro_unit_hours", integer()},
-                              {"unit_price_micros", integer()},
-                              {"gross_micros", integer()},
-                              {"discount_bps", integer()},
-                              {"discount_micros", integer()},
-                              {"amount_micros", integer()}},
-                             {"project", "resource_key", "price_key", "model", "class", "tier",
-                              "quantity_micro_unit_hours", "unit_price_micros", "amount_micros"});
-  Json credit_line = object({{"offering", str()},
-                             {"credit_bps", integer()},
-                             {"charge_micros", integer()},
-                             {"amount_micros", integer()},
-                             {"reason", str()}},
-                            {"offering", "credit_bps", "charge_micros", "amount_micros", "reason"});
-  Json invoice_states = enum_of({"draft", "finalized", "void"});
+  Json card_ref = schema_of<billing::RateCardRef>();
+  Json invoice_states = enum_of(billing::kInvoiceStates);
+  // As stored (billing::StoredInvoice::to_json): the invoice with its stored id as "id", its
+  // label, and the row's times; a re-issue also shows the label of the invoice it supersedes.
   s["Invoice"] =
-      object({{"id", str()},
-              {"label", str()},
-              {"tenant", str()},
-              {"period", object({{"start", time_str()}, {"end", time_str()}, {"label", str()}},
-                                {"start", "end", "label"})},
-              {"currency", str()},
-              {"rate_card", card_ref},
-              {"state", invoice_states},
-              {"revision", integer()},
-              {"supersedes", str()},
-              {"supersedes_label", str()},
-              {"usage_records", integer()},
-              {"lines", {{"type", "array"}, {"items", invoice_line}}},
-              {"sla_credits", {{"type", "array"}, {"items", credit_line}}},
-              {"subtotal_micros", integer()},
-              {"sla_credit_micros", integer()},
-              {"taxable_micros", integer()},
-              {"tax_bps", integer()},
-              {"tax_micros", integer()},
-              {"prepaid_available_micros", integer()},
-              {"prepaid_applied_micros", integer()},
-              {"prepaid_carried_micros", integer()},
-              {"total_micros", integer()},
-              {"total", str()},
-              {"number", nstr()},
-              {"bill_to", object({{"name", str()}, {"legal_name", str()}, {"address", str()}},
-                                 {"name", "legal_name", "address"})},
-              {"payment_terms_days", integer()},
-              {"due_at", time_str()},
-              {"finalized_at", time_str()},
-              {"voided_at", time_str()},
-              {"void_reason", str()},
-              {"created_by", str()},
-              {"created_at", time_str()},
-              {"computed_at", time_str()},
-              {"version", integer()}},
-             {"id", "label", "tenant", "period", "currency", "rate_card", "state", "revision",
-              "lines", "sla_credits", "subtotal_micros", "tax_micros", "prepaid_applied_micros",
-              "total_micros", "created_at", "computed_at", "version"});
+      with_optional(with_required(schema_of<billing::Invoice>(), {{"label", str()},
+                                                                  {"created_by", str()},
+                                                                  {"created_at", time_str()},
+                                                                  {"computed_at", time_str()},
+                                                                  {"version", integer()}}),
+                    {{"supersedes_label", str()}});
   Json summary_props = {{"id", str()},
                         {"label", str()},
                         {"tenant", str()},
@@ -1127,6 +1074,10 @@ Json schemas() {
       object({{"recorded", tenant_ids}, {"refused", tenant_ids}}, {"recorded", "refused"});
   s["StorageHoldingsResult"] =
       object({{"held", tenant_ids}, {"refused", tenant_ids}}, {"held", "refused"});
+  // What a node last reported of the tenant's tree, shown with the node's name; its findings are
+  // the objects the agent reported (a Json member's schema says only "object").
+  Json tree = with_required(schema_of<storage::StorageReport>(), {{"node", str()}});
+  tree["properties"]["findings"] = array_of(finding);
   Json id_range = object({{"first", integer()}, {"last", integer()}, {"count", integer()}},
                          {"first", "last", "count"});
   s["TenantVolumes"] = object(
@@ -1135,16 +1086,7 @@ Json schemas() {
        {"projects", {{"type", "array"}, {"items", object(project_volumes, {"project", "uid"})}}},
        {"directories", {{"type", "array"}, {"items", dir}}},
        {"deletions", {{"type", "array"}, {"items", schema_ref("StorageDeletion")}}},
-       {"trees",
-        {{"type", "array"},
-         {"items", object({{"node", str()},
-                           {"encrypted", {{"type", "boolean"}}},
-                           {"encryption_detail", str()},
-                           {"finding_count", integer()},
-                           {"findings", {{"type", "array"}, {"items", finding}}},
-                           {"audited_at", time_str()}},
-                          {"node", "encrypted", "encryption_detail", "finding_count", "findings",
-                           "audited_at"})}}}},
+       {"trees", array_of(tree)}},
       {"tenant", "ids", "projects", "directories", "deletions"});
   Json objects = {{"type", "array"}, {"items", {{"type", "object"}}}};
   s["AgentAssignment"] = object(

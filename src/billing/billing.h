@@ -5,6 +5,7 @@
 // the same invoice, to the micro-unit. Rules and rounding are described in docs/billing.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -15,6 +16,7 @@
 
 #include "billing/money.h"
 #include "common/json.h"
+#include "common/record.h"
 #include "common/result.h"
 
 namespace gp::billing {
@@ -84,6 +86,9 @@ std::optional<UsageRecord> clip_to_period(const UsageRecord& r, const Period& p)
 enum class PricingModel { kFlat, kGraduated, kVolume };
 std::string_view pricing_model_name(PricingModel m);
 
+// Each PricingModel's name, at its value's index.
+inline constexpr std::array<std::string_view, 3> kPricingModels = {"flat", "graduated", "volume"};
+
 // A tier covers [from_hours, to_hours) of the priced quantity (unit-hours per tenant, price key
 // and period); the last tier has no upper bound.
 struct PriceTier {
@@ -126,6 +131,7 @@ Result<void> validate_rate_card(const RateCard& card);
 // can assign it.
 Result<RateCard> parse_rate_card(const Json& j);
 Result<RateCard> parse_rate_card_text(std::string_view text);
+// The card as Fields<RateCard> describes it (what is stored, and what the API shows).
 Json rate_card_to_json(const RateCard& card);
 
 // The version of card `id` in force at `at_us`: the latest effective_from <= at_us (the higher
@@ -137,6 +143,8 @@ Result<RateCard> select_rate_card(std::span<const RateCard> versions, std::strin
 // Invoices
 
 enum class UsageClass { kCommitted, kOnDemand, kSpot };
+// Each UsageClass's name, at its value's index.
+inline constexpr std::array<std::string_view, 3> kUsageClasses = {"committed", "on_demand", "spot"};
 std::string_view usage_class_name(UsageClass c);
 UsageClass usage_class_of(const UsageRecord& r);
 
@@ -197,7 +205,15 @@ struct BillTo {
 std::string line_description(const LineItem& li);
 
 enum class InvoiceState { kDraft, kFinalized, kVoid };
+// Each InvoiceState's name, at its value's index.
+inline constexpr std::array<std::string_view, 3> kInvoiceStates = {"draft", "finalized", "void"};
 std::string_view invoice_state_name(InvoiceState s);
+
+// Which rate card version rated an invoice: how an invoice shows its rate_card_id and version.
+struct RateCardRef {
+  std::string id;
+  int64_t version = 0;
+};
 
 struct Invoice {
   std::string id;  // "<tenant>/<period label>" plus "#<revision>" from revision 2 on
@@ -256,6 +272,7 @@ Result<Invoice> reissue_invoice(const Invoice& voided, Invoice recomputed);
 // Replaces the lines of a draft with a recomputation; refuses a finalized or void invoice.
 Result<void> replace_draft(Invoice& draft, Invoice recomputed);
 
+// The invoice as Fields<Invoice> describes it (what is stored, and what the API shows).
 Json invoice_to_json(const Invoice& inv);
 std::string invoice_to_csv(const Invoice& inv);
 // A printable, self-contained HTML page (inline CSS, no scripts, no external resources).
@@ -296,3 +313,179 @@ Result<BudgetDecision> evaluate_budget(const Budget& b, Micros spent_micros, Mic
                                        std::string_view currency);
 
 }  // namespace gp::billing
+
+// The one description of a rate card and of an invoice, each kept as its JSON document: what is
+// stored, what the API shows and its schema (common/record.h). Keys that apply only to some (a
+// price's resource key or offering, a tier's upper bound, an issued invoice's due date, a void
+// one's reason) are left out where they do not.
+namespace gp {
+
+template <>
+struct Fields<billing::PriceTier> {
+  using T = billing::PriceTier;
+  static constexpr auto list = std::tuple{
+      Field{"from_hours", &T::from_hours},
+      Field{"to_hours", &T::to_hours, {}, Form::kPlain, {}, Shown::kWhereSet},
+      Field{"unit_price_micros", &T::unit_price_micros},
+  };
+};
+
+// A flat price shows its one tier's unit price; a tiered one its tiers.
+template <>
+struct Fields<billing::Price> {
+  using P = billing::Price;
+  static constexpr auto list = std::tuple{
+      Field{"resource_key", &P::resource_key, {}, Form::kPlain, {}, Shown::kWhereSet},
+      Field{"offering", &P::offering, {}, Form::kPlain, {}, Shown::kWhereSet},
+      Field{"model", &P::model, {}, Form::kEnum, billing::kPricingModels},
+      Derived<P, std::optional<int64_t>>{"unit_price_micros",
+                                         [](const P& p) -> std::optional<int64_t> {
+                                           if (p.model != billing::PricingModel::kFlat ||
+                                               p.tiers.empty())
+                                             return std::nullopt;
+                                           return p.tiers[0].unit_price_micros;
+                                         },
+                                         {},
+                                         Form::kPlain,
+                                         Shown::kWhereSet},
+      Derived<P, std::vector<billing::PriceTier>>{"tiers",
+                                                  [](const P& p) {
+                                                    return p.model == billing::PricingModel::kFlat
+                                                               ? std::vector<billing::PriceTier>{}
+                                                               : p.tiers;
+                                                  },
+                                                  {},
+                                                  Form::kPlain,
+                                                  Shown::kWhereSet},
+  };
+};
+
+template <>
+struct Fields<billing::RateCard> {
+  using C = billing::RateCard;
+  static constexpr auto list = std::tuple{
+      Field{"id", &C::id},
+      Field{"version", &C::version},
+      Field{"currency", &C::currency},
+      Field{"effective_from", &C::effective_from_us, {}, Form::kTime},
+      Field{"spot_discount_bps", &C::spot_discount_bps},
+      Field{"committed_discount_bps", &C::committed_discount_bps},
+      Field{"prices", &C::prices},
+  };
+};
+
+template <>
+struct Fields<billing::Period> {
+  using P = billing::Period;
+  static constexpr auto list = std::tuple{
+      Field{"start", &P::start_us, {}, Form::kTime},
+      Field{"end", &P::end_us, {}, Form::kTime},
+      Derived<P>{"label", [](const P& p) { return billing::period_label(p); }},
+  };
+};
+
+template <>
+struct Fields<billing::RateCardRef> {
+  using R = billing::RateCardRef;
+  static constexpr auto list = std::tuple{
+      Field{"id", &R::id},
+      Field{"version", &R::version},
+  };
+};
+
+template <>
+struct Fields<billing::BillTo> {
+  using B = billing::BillTo;
+  static constexpr auto list = std::tuple{
+      Field{"name", &B::name},
+      Field{"legal_name", &B::legal_name},
+      Field{"address", &B::address},
+  };
+};
+
+// A line shows its quantity twice: as exact decimal unit-hours and as micro-unit-hours.
+template <>
+struct Fields<billing::LineItem> {
+  using L = billing::LineItem;
+  static constexpr auto list = std::tuple{
+      Field{"project", &L::project},
+      Field{"project_name", &L::project_name},
+      Derived<L>{"description", [](const L& l) { return billing::line_description(l); }},
+      Field{"resource_key", &L::resource_key},
+      Field{"offering", &L::offering, {}, Form::kPlain, {}, Shown::kWhereSet},
+      Field{"price_key", &L::price_key},
+      Field{"model", &L::model, {}, Form::kEnum, billing::kPricingModels},
+      Field{"class", &L::usage_class, {}, Form::kEnum, billing::kUsageClasses},
+      Field{"tier", &L::tier},
+      Derived<L>{"quantity_unit_hours",
+                 [](const L& l) { return billing::format_micros(l.quantity_micro_hours); }},
+      Field{"quantity_micro_unit_hours", &L::quantity_micro_hours},
+      Field{"unit_price_micros", &L::unit_price_micros},
+      Field{"gross_micros", &L::gross_micros},
+      Field{"discount_bps", &L::discount_bps},
+      Field{"discount_micros", &L::discount_micros},
+      Field{"amount_micros", &L::amount_micros},
+  };
+};
+
+template <>
+struct Fields<billing::CreditLine> {
+  using C = billing::CreditLine;
+  static constexpr auto list = std::tuple{
+      Field{"offering", &C::offering},
+      Field{"credit_bps", &C::credit_bps},
+      Field{"charge_micros", &C::charge_micros},
+      Field{"amount_micros", &C::amount_micros},
+      Field{"reason", &C::reason},
+  };
+};
+
+// A draft has no number (null) and no due date; an invoice shows when it was finalized or voided
+// (and why) once it was, and which invoice it re-issues when it does.
+template <>
+struct Fields<billing::Invoice> {
+  using I = billing::Invoice;
+  static constexpr auto list = std::tuple{
+      Field{"id", &I::id},
+      Field{"tenant", &I::tenant},
+      Field{"period", &I::period},
+      Field{"currency", &I::currency},
+      Derived<I, billing::RateCardRef>{
+          "rate_card",
+          [](const I& i) {
+            return billing::RateCardRef{i.rate_card_id, i.rate_card_version};
+          }},
+      Field{"state", &I::state, {}, Form::kEnum, billing::kInvoiceStates},
+      Field{"revision", &I::revision},
+      Field{"usage_records", &I::usage_records},
+      Field{"lines", &I::lines},
+      Field{"sla_credits", &I::credits},
+      Field{"subtotal_micros", &I::subtotal_micros},
+      Field{"sla_credit_micros", &I::sla_credit_micros},
+      Field{"taxable_micros", &I::taxable_micros},
+      Field{"tax_bps", &I::tax_bps},
+      Field{"tax_micros", &I::tax_micros},
+      Field{"prepaid_available_micros", &I::prepaid_available_micros},
+      Field{"prepaid_applied_micros", &I::prepaid_applied_micros},
+      Field{"prepaid_carried_micros", &I::prepaid_carried_micros},
+      Field{"total_micros", &I::total_micros},
+      Derived<I>{"total", [](const I& i) { return billing::format_micros(i.total_micros); }},
+      Field{"number", &I::number, {}, Form::kNullIfEmpty},
+      Field{"bill_to", &I::bill_to},
+      Field{"payment_terms_days", &I::payment_terms_days},
+      Field{"due_at", &I::due_at_us, {}, Form::kTime, {}, Shown::kWhereSet},
+      Field{"supersedes", &I::supersedes, {}, Form::kPlain, {}, Shown::kWhereSet},
+      Field{"finalized_at", &I::finalized_at_us, {}, Form::kTime, {}, Shown::kWhereSet},
+      Field{"voided_at", &I::voided_at_us, {}, Form::kTime, {}, Shown::kWhereSet},
+      Derived<I, std::optional<std::string>>{"void_reason",
+                                             [](const I& i) -> std::optional<std::string> {
+                                               if (!i.voided_at_us) return std::nullopt;
+                                               return i.void_reason;
+                                             },
+                                             {},
+                                             Form::kPlain,
+                                             Shown::kWhereSet},
+  };
+};
+
+}  // namespace gp

@@ -85,17 +85,7 @@ std::string invoice_base_id(const std::string& tenant, const Period& p) {
 
 }  // namespace
 
-std::string_view usage_class_name(UsageClass c) {
-  switch (c) {
-    case UsageClass::kCommitted:
-      return "committed";
-    case UsageClass::kOnDemand:
-      return "on_demand";
-    case UsageClass::kSpot:
-      return "spot";
-  }
-  return "on_demand";
-}
+std::string_view usage_class_name(UsageClass c) { return enum_name(c, kUsageClasses); }
 
 UsageClass usage_class_of(const UsageRecord& r) {
   if (r.committed) return UsageClass::kCommitted;
@@ -103,17 +93,7 @@ UsageClass usage_class_of(const UsageRecord& r) {
   return UsageClass::kOnDemand;
 }
 
-std::string_view invoice_state_name(InvoiceState s) {
-  switch (s) {
-    case InvoiceState::kDraft:
-      return "draft";
-    case InvoiceState::kFinalized:
-      return "finalized";
-    case InvoiceState::kVoid:
-      return "void";
-  }
-  return "draft";
-}
+std::string_view invoice_state_name(InvoiceState s) { return enum_name(s, kInvoiceStates); }
 
 Result<Invoice> compute_invoice(const RateCard& card, const TenantAccount& account,
                                 const Period& period, std::span<const UsageRecord> usage,

@@ -76,72 +76,7 @@ std::string line_description(const LineItem& li) {
   return out;
 }
 
-Json invoice_to_json(const Invoice& inv) {
-  Json lines = Json::array();
-  for (const auto& li : inv.lines) {
-    Json j = {{"project", li.project},
-              {"project_name", li.project_name},
-              {"description", line_description(li)},
-              {"resource_key", li.resource_key},
-              {"price_key", li.price_key},
-              {"model", pricing_model_name(li.model)},
-              {"class", usage_class_name(li.usage_class)},
-              {"tier", li.tier},
-              {"quantity_unit_hours", hours_text(li.quantity_micro_hours)},
-              {"quantity_micro_unit_hours", li.quantity_micro_hours},
-              {"unit_price_micros", li.unit_price_micros},
-              {"gross_micros", li.gross_micros},
-              {"discount_bps", li.discount_bps},
-              {"discount_micros", li.discount_micros},
-              {"amount_micros", li.amount_micros}};
-    if (!li.offering.empty()) j["offering"] = li.offering;
-    lines.push_back(std::move(j));
-  }
-  Json credits = Json::array();
-  for (const auto& c : inv.credits) {
-    credits.push_back({{"offering", c.offering},
-                       {"credit_bps", c.credit_bps},
-                       {"charge_micros", c.charge_micros},
-                       {"amount_micros", c.amount_micros},
-                       {"reason", c.reason}});
-  }
-  Json j = {{"id", inv.id},
-            {"tenant", inv.tenant},
-            {"period",
-             {{"start", time_text(inv.period.start_us)},
-              {"end", time_text(inv.period.end_us)},
-              {"label", period_label(inv.period)}}},
-            {"currency", inv.currency},
-            {"rate_card", {{"id", inv.rate_card_id}, {"version", inv.rate_card_version}}},
-            {"state", invoice_state_name(inv.state)},
-            {"revision", inv.revision},
-            {"usage_records", inv.usage_records},
-            {"lines", std::move(lines)},
-            {"sla_credits", std::move(credits)},
-            {"subtotal_micros", inv.subtotal_micros},
-            {"sla_credit_micros", inv.sla_credit_micros},
-            {"taxable_micros", inv.taxable_micros},
-            {"tax_bps", inv.tax_bps},
-            {"tax_micros", inv.tax_micros},
-            {"prepaid_available_micros", inv.prepaid_available_micros},
-            {"prepaid_applied_micros", inv.prepaid_applied_micros},
-            {"prepaid_carried_micros", inv.prepaid_carried_micros},
-            {"total_micros", inv.total_micros},
-            {"total", format_micros(inv.total_micros)}};
-  j["number"] = inv.number.empty() ? Json(nullptr) : Json(inv.number);
-  j["bill_to"] = {{"name", inv.bill_to.name},
-                  {"legal_name", inv.bill_to.legal_name},
-                  {"address", inv.bill_to.address}};
-  j["payment_terms_days"] = inv.payment_terms_days;
-  if (inv.due_at_us) j["due_at"] = time_text(*inv.due_at_us);
-  if (!inv.supersedes.empty()) j["supersedes"] = inv.supersedes;
-  if (inv.finalized_at_us) j["finalized_at"] = time_text(*inv.finalized_at_us);
-  if (inv.voided_at_us) {
-    j["voided_at"] = time_text(*inv.voided_at_us);
-    j["void_reason"] = inv.void_reason;
-  }
-  return j;
-}
+Json invoice_to_json(const Invoice& inv) { return json_of_fields(inv); }
 
 std::string invoice_to_csv(const Invoice& inv) {
   // One table: line rows, then credit rows, then summary rows keyed in the first column.

@@ -133,17 +133,7 @@ Result<void> validate_price(const Price& p) {
 
 }  // namespace
 
-std::string_view pricing_model_name(PricingModel m) {
-  switch (m) {
-    case PricingModel::kFlat:
-      return "flat";
-    case PricingModel::kGraduated:
-      return "graduated";
-    case PricingModel::kVolume:
-      return "volume";
-  }
-  return "flat";
-}
+std::string_view pricing_model_name(PricingModel m) { return enum_name(m, kPricingModels); }
 
 std::string Price::key() const {
   return resource_key.empty() ? "offering:" + offering : resource_key;
@@ -222,34 +212,7 @@ Result<RateCard> parse_rate_card_text(std::string_view text) {
   return parse_rate_card(j);
 }
 
-Json rate_card_to_json(const RateCard& card) {
-  Json prices = Json::array();
-  for (const auto& p : card.prices) {
-    Json jp = Json::object();
-    if (!p.resource_key.empty()) jp["resource_key"] = p.resource_key;
-    if (!p.offering.empty()) jp["offering"] = p.offering;
-    jp["model"] = pricing_model_name(p.model);
-    if (p.model == PricingModel::kFlat) {
-      jp["unit_price_micros"] = p.tiers.at(0).unit_price_micros;
-    } else {
-      Json tiers = Json::array();
-      for (const auto& t : p.tiers) {
-        Json jt = {{"from_hours", t.from_hours}, {"unit_price_micros", t.unit_price_micros}};
-        if (t.to_hours) jt["to_hours"] = *t.to_hours;
-        tiers.push_back(std::move(jt));
-      }
-      jp["tiers"] = std::move(tiers);
-    }
-    prices.push_back(std::move(jp));
-  }
-  return Json{{"id", card.id},
-              {"version", card.version},
-              {"currency", card.currency},
-              {"effective_from", format_rfc3339(from_unix_micros(card.effective_from_us))},
-              {"spot_discount_bps", card.spot_discount_bps},
-              {"committed_discount_bps", card.committed_discount_bps},
-              {"prices", std::move(prices)}};
-}
+Json rate_card_to_json(const RateCard& card) { return json_of_fields(card); }
 
 Result<RateCard> select_rate_card(std::span<const RateCard> versions, std::string_view id,
                                   int64_t at_us) {

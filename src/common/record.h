@@ -17,23 +17,33 @@
 // bool, double, a string map (std::map<std::string, std::string>: a JSON object of strings, stored
 // as its JSON text), a string list (std::vector<std::string>: a JSON array of strings, stored as
 // its JSON text), an integer list (std::vector of an integer type: a JSON array of integers,
-// stored as its JSON text), a JSON value (Json: an object, stored as its text, NULL when null), and
+// stored as its JSON text), a JSON value (Json: stored as its text, NULL when null; its schema says
+// an object, so a caller that keeps an array in one states the array's schema), and
 // an enum whose values run 0, 1, ... with Form::kEnum and `values` naming each value at its index
-// (stored and shown as that name). An optional member is null in JSON when absent (its schema
-// allows null); every field is required in the schema.
+// (stored and shown as that name), a type with a text form of its own (TextForm below: a
+// network's CIDR), stored and shown as that text, and a type with a JSON form of its own (JsonForm
+// below: a port range, a number or a "first-last" string), shown, never stored. An optional
+// member is null in JSON when absent (its schema allows null); every field is required in the
+// schema, but one shown only where it applies (Shown::kWhereSet: a rate card tier's upper bound, an
+// invoice's void reason), which is left out of the JSON when absent or empty and which the schema
+// lists without requiring it.
 //
-// A value that is itself a record described by a table (a GPU's health report, a MIG instance)
-// nests: it shows as its object, and its schema is its table's (strict all the way down);
-// std::optional of one shows as the object or null, and a std::vector of records as an array of
-// them. Nested records are shown, never stored: they are Derived entries, or members of a table
-// that store/record_row.h never reads.
+// A value that is itself a record described by a table (a GPU's health report, a MIG instance,
+// an invoice's lines) nests: it shows as its object, and its schema is its table's (strict all the
+// way down); std::optional of one shows as the object or null, and a std::vector of records as an
+// array of them, and a std::vector of TextForm or JsonForm values as an array of their forms.
+// Nested records and such lists are shown, never stored as columns: they are Derived entries, or
+// members of a table that store/record_row.h never reads (a rate card or an invoice, kept as its
+// JSON document).
 //
 // A value JSON shows that is worked out from the record rather than stored (a pool's kind, a
 // deletion's path) is a Derived entry. A value that depends on more than the record (the clock,
 // another module's rows) is no entry: the caller adds it to the JSON and the schema.
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <concepts>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -47,6 +57,7 @@
 
 #include "common/json.h"
 #include "common/json_out.h"
+#include "common/result.h"
 
 namespace gp {
 
@@ -85,6 +96,34 @@ constexpr std::optional<E> parse_enum(std::string_view s, std::span<const std::s
 enum class Shown : uint8_t {
   kEverywhere,  // stored and in JSON
   kStoredOnly,  // a column no reply shows (a secret's hash, an internal counter)
+  kWhereSet,    // stored, and in JSON only where it applies: left out when absent (an optional
+                // without a value) or empty (an empty string, list or object); the schema lists
+                // it, never as null, without requiring it
+};
+
+// A member type with a text form of its own (a network's CIDR), specialized next to the type:
+// `static std::string text(const T&)` and `static Result<T> parse(std::string_view)`. Such a
+// member shows as that text (a JSON string) and is stored as it; a stored text that does not
+// parse fails the row's read.
+template <typename T>
+struct TextForm;
+
+template <typename T>
+concept TextMember = requires(const T& v, std::string_view s) {
+  { TextForm<T>::text(v) } -> std::convertible_to<std::string>;
+  { TextForm<T>::parse(s) } -> std::same_as<Result<T>>;
+};
+
+// A member type shown as a JSON value of its own making (a port range: 80, or "8000-8099"),
+// specialized next to the type: `static Json json(const T&)` and `static Json schema()`, the
+// schema of what json() gives. Shown, never stored.
+template <typename T>
+struct JsonForm;
+
+template <typename T>
+concept JsonFormMember = requires(const T& v) {
+  { JsonForm<T>::json(v) } -> std::same_as<Json>;
+  { JsonForm<T>::schema() } -> std::same_as<Json>;
 };
 
 template <typename R, typename T>
@@ -117,6 +156,7 @@ struct Derived {
   V (*get)(const R&);
   std::span<const std::string_view> values = {};  // what a string may be; empty: any string
   Form form = Form::kPlain;
+  Shown shown = Shown::kEverywhere;  // or kWhereSet (a Derived is never stored)
 };
 
 template <typename F>
@@ -143,10 +183,12 @@ struct IsVector<std::vector<E>> : std::true_type {
 template <typename T>
 concept IntegerList = IsVector<T>::value && IntegerMember<typename IsVector<T>::Element>;
 
-// A list shown as an array of records or of integers (a list of strings is a StringList).
+// A list shown as an array of records, of integers, or of values with a text or JSON form of their
+// own (a list of strings is a StringList).
 template <typename T>
 concept NestedList = IsVector<T>::value &&
-    (Described<typename IsVector<T>::Element> || IntegerList<T>);
+    (Described<typename IsVector<T>::Element> || IntegerList<T> ||
+     TextMember<typename IsVector<T>::Element> || JsonFormMember<typename IsVector<T>::Element>);
 
 template <typename T>
 struct IsOptional : std::false_type {};
@@ -163,6 +205,18 @@ template <typename R>
 Json json_of_fields(const R& r);
 template <typename R>
 Json schema_of();
+
+// Whether a value of a Shown::kWhereSet entry applies: an optional with a value, a string, list,
+// map or Json value that is not empty, anything else.
+template <typename T>
+bool applies(const T& v) {
+  if constexpr (IsOptional<T>::value)
+    return v.has_value();
+  else if constexpr (requires { v.empty(); })
+    return !v.empty();
+  else
+    return true;
+}
 
 // Every entry of R's table, in order: Fields and Deriveds.
 template <typename R, typename F>
@@ -228,6 +282,10 @@ void describe_value(std::string_view name, const T& v, Form form,
       out.null(name);
   } else if constexpr (std::is_enum_v<T>) {
     out.string(name, enum_name(v, values));
+  } else if constexpr (TextMember<T>) {
+    out.string(name, TextForm<T>::text(v));
+  } else if constexpr (JsonFormMember<T>) {
+    out.json(name, JsonForm<T>::json(v));
   } else if constexpr (Described<T>) {
     out.json(name, json_of_fields(v));
   } else if constexpr (OptionalRecord<T>) {
@@ -237,9 +295,14 @@ void describe_value(std::string_view name, const T& v, Form form,
       out.null(name);
   } else if constexpr (NestedList<T>) {
     Json items = Json::array();
+    using E = typename IsVector<T>::Element;
     for (const auto& e : v) {
-      if constexpr (Described<typename IsVector<T>::Element>)
+      if constexpr (Described<E>)
         items.push_back(json_of_fields(e));
+      else if constexpr (TextMember<E>)
+        items.push_back(TextForm<E>::text(e));
+      else if constexpr (JsonFormMember<E>)
+        items.push_back(JsonForm<E>::json(e));
       else
         items.push_back(static_cast<int64_t>(e));
     }
@@ -249,11 +312,13 @@ void describe_value(std::string_view name, const T& v, Form form,
   }
 }
 
-// Writes one stored field of r, unless it is kStoredOnly.
+// Writes one stored field of r, unless it is kStoredOnly, or kWhereSet and does not apply.
 template <typename R, typename M>
 void describe_field(const R& r, const Field<R, M>& f, ObjectOut& out) {
   if (f.shown == Shown::kStoredOnly) return;
-  describe_value(f.name, r.*(f.member), f.form, f.values, out);
+  const M& v = r.*(f.member);
+  if (f.shown == Shown::kWhereSet && !applies(v)) return;
+  describe_value(f.name, v, f.form, f.values, out);
 }
 
 // Writes the fields JSON shows to `out`.
@@ -261,7 +326,9 @@ template <typename R>
 void describe_fields(const R& r, ObjectOut& out) {
   for_each_field<R>([&](const auto& f) {
     if constexpr (DerivedField<std::remove_cvref_t<decltype(f)>>) {
-      describe_value(f.name, f.get(r), f.form, f.values, out);
+      const auto v = f.get(r);
+      if (f.shown == Shown::kWhereSet && !applies(v)) return;
+      describe_value(f.name, v, f.form, f.values, out);
     } else {
       describe_field(r, f, out);
     }
@@ -279,6 +346,20 @@ Json json_of_fields(const R& r) {
 // `schema` that may also be null.
 inline Json or_null(Json schema) {
   schema["type"] = Json::array({schema.at("type"), "null"});
+  return schema;
+}
+
+// `schema` without null among its types and its enum values (what a Shown::kWhereSet entry
+// shows: it is left out rather than null).
+inline Json never_null(Json schema) {
+  if (auto t = schema.find("type"); t != schema.end() && t->is_array()) {
+    Json types = Json::array();
+    for (const auto& e : *t)
+      if (e != "null") types.push_back(e);
+    *t = types.size() == 1 ? types[0] : types;
+  }
+  if (auto e = schema.find("enum"); e != schema.end())
+    e->erase(std::remove(e->begin(), e->end(), Json(nullptr)), e->end());
   return schema;
 }
 
@@ -321,6 +402,8 @@ template <typename M>
 Json value_schema(Form form, std::span<const std::string_view> values) {
   if constexpr (Described<M>) {
     return schema_of<M>();
+  } else if constexpr (JsonFormMember<M>) {
+    return JsonForm<M>::schema();
   } else if constexpr (OptionalRecord<M>) {
     return or_null(schema_of<typename IsOptional<M>::Value>());
   } else if constexpr (NestedList<M>) {
@@ -339,8 +422,8 @@ Json field_schema(const Field<R, M>& f) {
 
 }  // namespace record_detail
 
-// The OpenAPI 3.1 schema of the JSON describe_fields writes: every shown field required,
-// nothing else allowed.
+// The OpenAPI 3.1 schema of the JSON describe_fields writes: every shown field required but
+// those shown only where they apply, nothing else allowed.
 template <typename R>
 Json schema_of() {
   Json props = Json::object(), required = Json::array();
@@ -353,6 +436,10 @@ Json schema_of() {
     } else {
       if (f.shown == Shown::kStoredOnly) return;
       s = record_detail::field_schema(f);
+    }
+    if (f.shown == Shown::kWhereSet) {
+      props[std::string(f.name)] = never_null(std::move(s));
+      return;
     }
     props[std::string(f.name)] = s;
     required.push_back(std::string(f.name));

@@ -582,9 +582,12 @@ Result<Json> member_network(store::Tx& tx, const Job& j, int rank, const std::st
     if (at->second) peers.push_back({{"address", row.text(2)}, {"node", *at->second}});
   }
   if (address.empty()) return Json(nullptr);
-  return Json{{"vni", segment->vni}, {"cidr", network::to_string(segment->cidr)},
-              {"address", address},  {"master_addr", master},
-              {"members", members},  {"peers", peers}};
+  Json out = json_of_fields(*segment);
+  out["address"] = address;
+  out["master_addr"] = master;
+  out["members"] = members;
+  out["peers"] = peers;
+  return out;
 }
 
 }  // namespace

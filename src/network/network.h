@@ -4,6 +4,7 @@
 // apply_ruleset/remove_ruleset/list_ruleset is pure. Public header of the network module.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <compare>
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "common/json.h"
+#include "common/record.h"
 #include "common/result.h"
 
 namespace gp::network {
@@ -56,6 +58,7 @@ struct SegmentPoolConfig {
 };
 Result<void> validate(const SegmentPoolConfig& config);
 
+// Shown as {"vni", "cidr"} (Fields<Segment> below): the tenant is the one the reply is about.
 struct Segment {
   std::string tenant;
   uint32_t vni = 0;
@@ -83,6 +86,8 @@ Result<void> validate_segments(std::span<const Segment> segments);
 // supernet: cross-tenant traffic is never allowed by policy.
 
 enum class Protocol : uint8_t { kTcp, kUdp, kIcmp, kAny };
+// Each Protocol's name, at its value's index.
+inline constexpr std::array<std::string_view, 4> kProtocols = {"tcp", "udp", "icmp", "any"};
 std::string_view protocol_name(Protocol p);  // "tcp", "udp", "icmp", "any"
 std::optional<Protocol> parse_protocol(std::string_view name);
 
@@ -91,6 +96,8 @@ struct PortRange {
   uint16_t last = 0;
   bool operator==(const PortRange&) const = default;
 };
+// A single port as its number (443), a range as "first-last" ("8000-8099").
+Json port_range_json(const PortRange& r);
 
 struct EgressRule {
   Ipv4Cidr destination;
@@ -108,6 +115,8 @@ struct Exposure {
   bool operator==(const Exposure&) const = default;
 };
 
+// Shown as {"egress", "exposures"} (Fields<TenantPolicy> below): the tenant is the one the
+// policy is stored under, or the reply is about.
 struct TenantPolicy {
   std::string tenant;
   std::vector<EgressRule> egress;
@@ -127,6 +136,8 @@ Result<void> validate_policy(const TenantPolicy& policy, const Ipv4Cidr& superne
 // "first-last" strings. The tenant comes from the caller (the URL), never from the body.
 Result<TenantPolicy> policy_from_json(const Json& j, std::string_view tenant,
                                       const Ipv4Cidr& supernet);
+// The policy with its tenant: json_of_fields(policy) (what is stored, and what replies show) and
+// "tenant".
 Json to_json(const TenantPolicy& policy);
 // Whether the tenant's egress rules let its workloads open a `protocol` connection to
 // `address`:`port`, as the rendered ruleset decides (a rule of protocol any takes every packet
@@ -241,3 +252,68 @@ Result<void> run_link_commands(const Commands& commands,
                                const std::vector<std::string>& prefix = {});
 
 }  // namespace gp::network
+
+namespace gp {
+
+// A CIDR shows and is stored as its text ("10.240.0.0/24").
+template <>
+struct TextForm<network::Ipv4Cidr> {
+  static std::string text(const network::Ipv4Cidr& cidr) { return network::to_string(cidr); }
+  static Result<network::Ipv4Cidr> parse(std::string_view text) {
+    return network::parse_cidr(text);
+  }
+};
+
+// A port range shows as a number or a "first-last" string.
+template <>
+struct JsonForm<network::PortRange> {
+  static Json json(const network::PortRange& r) { return network::port_range_json(r); }
+  static Json schema() { return {{"type", {"integer", "string"}}}; }
+};
+
+// The one description of a tenant's network policy: the document stored for the tenant, its
+// JSON and its schema (common/record.h). A rule's description shows only where it has one.
+template <>
+struct Fields<network::EgressRule> {
+  using E = network::EgressRule;
+  static constexpr auto list = std::tuple{
+      Field{"destination", &E::destination},
+      Field{"protocol", &E::protocol, {}, Form::kEnum, network::kProtocols},
+      Field{"ports", &E::ports},
+      Field{"description", &E::description, {}, Form::kPlain, {}, Shown::kWhereSet},
+  };
+};
+
+template <>
+struct Fields<network::Exposure> {
+  using E = network::Exposure;
+  static constexpr auto list = std::tuple{
+      Field{"protocol", &E::protocol, {}, Form::kEnum, network::kProtocols},
+      Field{"ports", &E::ports},
+      Field{"sources", &E::sources},
+      Field{"description", &E::description, {}, Form::kPlain, {}, Shown::kWhereSet},
+  };
+};
+
+template <>
+struct Fields<network::TenantPolicy> {
+  using P = network::TenantPolicy;
+  static constexpr auto list = std::tuple{
+      Field{"egress", &P::egress},
+      Field{"exposures", &P::exposures},
+  };
+};
+
+// The one description of a tenant's segment: its row (network/records.h, keyed by the tenant's
+// id), its JSON and its schema (common/record.h).
+template <>
+struct Fields<network::Segment> {
+  using S = network::Segment;
+  static constexpr auto list = std::tuple{
+      Field{"tenant", &S::tenant, "tenant_id", Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"vni", &S::vni},
+      Field{"cidr", &S::cidr},
+  };
+};
+
+}  // namespace gp

@@ -9,24 +9,10 @@
 
 namespace gp::network {
 
-std::string_view protocol_name(Protocol p) {
-  switch (p) {
-    case Protocol::kTcp:
-      return "tcp";
-    case Protocol::kUdp:
-      return "udp";
-    case Protocol::kIcmp:
-      return "icmp";
-    case Protocol::kAny:
-      return "any";
-  }
-  return "?";
-}
+std::string_view protocol_name(Protocol p) { return enum_name(p, kProtocols); }
 
 std::optional<Protocol> parse_protocol(std::string_view name) {
-  for (auto p : {Protocol::kTcp, Protocol::kUdp, Protocol::kIcmp, Protocol::kAny})
-    if (protocol_name(p) == name) return p;
-  return std::nullopt;
+  return parse_enum<Protocol>(name, kProtocols);
 }
 
 namespace {
@@ -148,17 +134,6 @@ Result<std::vector<PortRange>> read_ports(const Json* arr, std::string_view what
   return out;
 }
 
-Json ports_json(const std::vector<PortRange>& ports) {
-  Json a = Json::array();
-  for (const auto& r : ports) {
-    if (r.first == r.last)
-      a.push_back(r.first);
-    else
-      a.push_back(fmt::format("{}-{}", r.first, r.last));
-  }
-  return a;
-}
-
 Result<Protocol> protocol_field(std::string_view what, std::string_view name) {
   auto p = parse_protocol(name);
   if (!p)
@@ -230,26 +205,15 @@ bool egress_allows(const TenantPolicy& policy, uint32_t address, Protocol protoc
   });
 }
 
+Json port_range_json(const PortRange& r) {
+  if (r.first == r.last) return r.first;
+  return fmt::format("{}-{}", r.first, r.last);
+}
+
 Json to_json(const TenantPolicy& p) {
-  Json egress = Json::array();
-  for (const auto& r : p.egress) {
-    Json o = {{"destination", to_string(r.destination)},
-              {"protocol", protocol_name(r.protocol)},
-              {"ports", ports_json(r.ports)}};
-    if (!r.description.empty()) o["description"] = r.description;
-    egress.push_back(std::move(o));
-  }
-  Json exposures = Json::array();
-  for (const auto& e : p.exposures) {
-    Json sources = Json::array();
-    for (const auto& s : e.sources) sources.push_back(to_string(s));
-    Json o = {{"protocol", protocol_name(e.protocol)},
-              {"ports", ports_json(e.ports)},
-              {"sources", sources}};
-    if (!e.description.empty()) o["description"] = e.description;
-    exposures.push_back(std::move(o));
-  }
-  return {{"tenant", p.tenant}, {"egress", egress}, {"exposures", exposures}};
+  Json j = json_of_fields(p);
+  j["tenant"] = p.tenant;
+  return j;
 }
 
 }  // namespace gp::network

@@ -1,28 +1,37 @@
 // Network's rows in the store (records.h).
 #include "network/records.h"
 
+#include <fmt/format.h>
+
+#include "store/record_row.h"
+
 namespace gp::network {
 
+namespace {
+
+const std::string kSegmentColumns = store::columns_of<Segment>();
+// The row is the segment's fields and when it was allocated.
+const std::string kSegmentInsert =
+    fmt::format("INSERT INTO tenant_segments ({}, created_at) VALUES ({},?)", kSegmentColumns,
+                store::placeholders_of<Segment>());
+
+}  // namespace
+
 Result<std::optional<Segment>> load_segment(store::Tx& tx, const std::string& tenant_id) {
-  auto row = GP_TRY(
-      tx.query_one("SELECT vni, cidr FROM tenant_segments WHERE tenant_id = ?", {tenant_id}));
-  if (!row) return std::optional<Segment>{};
-  return std::optional<Segment>{
-      Segment{tenant_id, static_cast<uint32_t>(row->integer(0)), GP_TRY(parse_cidr(row->text(1)))}};
+  return store::read_record<Segment>(
+      tx, fmt::format("SELECT {} FROM tenant_segments WHERE tenant_id = ?", kSegmentColumns),
+      {tenant_id});
 }
 
 Result<std::vector<Segment>> load_segments(store::Tx& tx) {
-  std::vector<Segment> out;
-  for (const auto& row :
-       GP_TRY(tx.query("SELECT tenant_id, vni, cidr FROM tenant_segments ORDER BY tenant_id")))
-    out.push_back(Segment{row.text(0), static_cast<uint32_t>(row.integer(1)),
-                          GP_TRY(parse_cidr(row.text(2)))});
-  return out;
+  return store::read_records<Segment>(
+      tx, fmt::format("SELECT {} FROM tenant_segments ORDER BY tenant_id", kSegmentColumns));
 }
 
 Result<void> insert_segment(store::Tx& tx, const Segment& segment, int64_t now_micros) {
-  GP_TRY(tx.exec("INSERT INTO tenant_segments (tenant_id, vni, cidr, created_at) VALUES (?,?,?,?)",
-                 {segment.tenant, int64_t{segment.vni}, to_string(segment.cidr), now_micros}));
+  store::Params params = store::params_of(segment);
+  params.emplace_back(now_micros);
+  GP_TRY(tx.exec(kSegmentInsert, params));
   return ok();
 }
 

@@ -462,32 +462,26 @@ Result<std::optional<SealedSecret>> load_sealed_secret(store::Tx& tx, const std:
 
 // ---- Storage reports ----
 
+namespace {
+const std::string kReportColumns = store::columns_of<StorageReport>();
+const std::string kReportUpsert = fmt::format(
+    "INSERT INTO storage_reports ({}) VALUES ({}) ON CONFLICT (tenant_id, node_id) DO UPDATE SET "
+    "{}",
+    kReportColumns, store::placeholders_of<StorageReport>(),
+    store::updates_of<StorageReport>({"tenant_id", "node_id"}));
+}  // namespace
+
 Result<void> save_storage_report(store::Tx& tx, const StorageReport& r) {
-  GP_TRY(
-      tx.exec("INSERT INTO storage_reports (node_id, tenant_id, encrypted, encryption_detail, "
-              "finding_count, findings, audited_at) VALUES (?,?,?,?,?,?,?) ON CONFLICT (tenant_id, "
-              "node_id) DO UPDATE SET encrypted = excluded.encrypted, encryption_detail = "
-              "excluded.encryption_detail, finding_count = excluded.finding_count, findings = "
-              "excluded.findings, audited_at = excluded.audited_at",
-              {r.node_id, r.tenant_id, int64_t{r.encrypted ? 1 : 0}, r.encryption_detail,
-               r.finding_count, r.findings.dump(), r.audited_at}));
+  GP_TRY(tx.exec(kReportUpsert, store::params_of(r)));
   return ok();
 }
 
 Result<std::vector<StorageReport>> storage_reports(store::Tx& tx, const std::string& tenant_id) {
-  std::vector<StorageReport> out;
-  for (const auto& row : GP_TRY(tx.query(
-           "SELECT node_id, encrypted, encryption_detail, finding_count, findings, audited_at "
-           "FROM storage_reports WHERE tenant_id = ? ORDER BY node_id",
-           {tenant_id})))
-    out.push_back({.node_id = row.text(0),
-                   .tenant_id = tenant_id,
-                   .encrypted = row.integer(1) != 0,
-                   .encryption_detail = row.text(2),
-                   .finding_count = row.integer(3),
-                   .findings = GP_TRY(parse_json(row.text(4))),
-                   .audited_at = row.integer(5)});
-  return out;
+  return store::read_records<StorageReport>(
+      tx,
+      fmt::format("SELECT {} FROM storage_reports WHERE tenant_id = ? ORDER BY node_id",
+                  kReportColumns),
+      {tenant_id});
 }
 
 // ---- Key rotation ----

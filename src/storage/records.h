@@ -203,6 +203,8 @@ Result<std::optional<SealedSecret>> load_sealed_secret(store::Tx& tx, const std:
 
 // ---- What the nodes report of the trees they hold (migration 34) ----
 
+// Shown without its node and tenant (Fields<StorageReport> below): a reply about the tenant names
+// the node.
 struct StorageReport {
   std::string node_id;
   std::string tenant_id;
@@ -289,6 +291,22 @@ struct Fields<storage::Deletion> {
       Field{"state", &D::state, {}, Form::kEnum, kDeletionStates},
       Field{"done_at", &D::done_at, {}, Form::kTime},
       Field{"done_by", &D::done_by},
+  };
+};
+
+// The one description of what a node last reported of a tenant's tree: its row, its JSON and its
+// schema (common/record.h). The findings are a JSON array of objects (storage::to_json(Finding)).
+template <>
+struct Fields<storage::StorageReport> {
+  using S = storage::StorageReport;
+  static constexpr auto list = std::tuple{
+      Field{"node_id", &S::node_id, {}, Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"tenant_id", &S::tenant_id, {}, Form::kPlain, {}, Shown::kStoredOnly},
+      Field{"encrypted", &S::encrypted},
+      Field{"encryption_detail", &S::encryption_detail},
+      Field{"finding_count", &S::finding_count},
+      Field{"findings", &S::findings},
+      Field{"audited_at", &S::audited_at, {}, Form::kTime},
   };
 };
 

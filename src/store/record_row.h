@@ -75,8 +75,9 @@ std::string placeholders_of() {
 // R from a row whose columns, from `first` on, are columns_of<R>(): a Row, or a RowView read in
 // place (query_each, read_records). An enum column holding a name its field's values do not list
 // fails (Error::internal, naming the column and the value): reading it as some other value would
-// show and act on a state the row never held. So does a JSON column whose text is not JSON. A
-// Row passed as an rvalue gives up its text columns (moved, not copied).
+// show and act on a state the row never held. So does a JSON column whose text is not JSON, or a
+// column of a type with a text form (TextForm) whose text does not read. A Row passed as an
+// rvalue gives up its text columns (moved, not copied).
 template <typename R, typename RowRef>
 Result<R> read_row(RowRef&& row, size_t first = 0) {
   using Source = std::remove_cvref_t<RowRef>;
@@ -125,6 +126,12 @@ Result<R> read_row(RowRef&& row, size_t first = 0) {
       if (v.is_discarded() && !error)
         error =
             Error::internal(fmt::format("column {} holds text that is not JSON", f.stored_as()));
+    } else if constexpr (TextMember<T>) {
+      if (auto parsed = TextForm<T>::parse(row.text(i)))
+        v = *std::move(parsed);
+      else if (!error)
+        error = Error::internal(fmt::format("column {} holds '{}', which does not read: {}",
+                                            f.stored_as(), row.text(i), parsed.error().message));
     } else if constexpr (std::is_enum_v<T>) {
       if (auto e = parse_enum<T>(row.text(i), f.values))
         v = *e;
@@ -210,6 +217,8 @@ Params params_of(const R& r) {
         out.emplace_back(v.dump());
     } else if constexpr (std::is_enum_v<T>) {
       out.emplace_back(std::string(enum_name(v, f.values)));
+    } else if constexpr (TextMember<T>) {
+      out.emplace_back(TextForm<T>::text(v));
     } else {
       out.emplace_back(v);
     }

@@ -477,6 +477,76 @@ TEST(Render, JsonNamesTheRateCardVersionAndAddsUp) {
   EXPECT_EQ(j["period"]["label"], "2026-11");
 }
 
+// The keys of an invoice's JSON, in order (Json keeps them sorted).
+std::vector<std::string> keys_of(const Json& j) {
+  std::vector<std::string> out;
+  for (auto it = j.begin(); it != j.end(); ++it) out.push_back(it.key());
+  return out;
+}
+
+// What every invoice shows, and what only some do: an issued one's due date, a void one's time
+// and reason, a re-issue the invoice it supersedes, a line its offering when it names one.
+TEST(Render, JsonShowsKeysOnlyWhereTheyApply) {
+  auto card = card_with({flat("gpu/H200", 2 * kUsd)});
+  auto inv = rate(card, {record("acme", "p", "gpu/H200", kNov2026, kNov2026 + kHour)});
+  const std::vector<std::string> always = {"bill_to",
+                                           "currency",
+                                           "id",
+                                           "lines",
+                                           "number",
+                                           "payment_terms_days",
+                                           "period",
+                                           "prepaid_applied_micros",
+                                           "prepaid_available_micros",
+                                           "prepaid_carried_micros",
+                                           "rate_card",
+                                           "revision",
+                                           "sla_credit_micros",
+                                           "sla_credits",
+                                           "state",
+                                           "subtotal_micros",
+                                           "tax_bps",
+                                           "tax_micros",
+                                           "taxable_micros",
+                                           "tenant",
+                                           "total",
+                                           "total_micros",
+                                           "usage_records"};
+  Json j = invoice_to_json(inv);
+  EXPECT_EQ(keys_of(j), always);
+  EXPECT_TRUE(j["number"].is_null());
+  EXPECT_EQ(
+      keys_of(j["lines"][0]),
+      (std::vector<std::string>{"amount_micros", "class", "description", "discount_bps",
+                                "discount_micros", "gross_micros", "model", "price_key", "project",
+                                "project_name", "quantity_micro_unit_hours", "quantity_unit_hours",
+                                "resource_key", "tier", "unit_price_micros"}));
+  EXPECT_EQ(keys_of(j["period"]), (std::vector<std::string>{"end", "label", "start"}));
+
+  Invoice voided = inv;
+  ASSERT_TRUE(void_invoice(voided, kDec2026, "wrong rate"));
+  j = invoice_to_json(voided);
+  auto with = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), always.begin(), always.end());
+    std::sort(extra.begin(), extra.end());
+    return extra;
+  };
+  EXPECT_EQ(keys_of(j), with({"voided_at", "void_reason"}));
+  EXPECT_EQ(j["voided_at"], "2026-12-01T00:00:00.000000Z");
+  EXPECT_EQ(j["void_reason"], "wrong rate");
+
+  auto again = reissue_invoice(voided, inv);
+  ASSERT_TRUE(again);
+  again->lines[0].offering = "h200-1x";
+  ASSERT_TRUE(finalize_invoice(*again, kDec2026));
+  again->due_at_us = kDec2026 + 30 * 24 * kHour;
+  j = invoice_to_json(*again);
+  EXPECT_EQ(keys_of(j), with({"due_at", "finalized_at", "supersedes"}));
+  EXPECT_EQ(j["supersedes"], voided.id);
+  EXPECT_EQ(j["finalized_at"], "2026-12-01T00:00:00.000000Z");
+  EXPECT_EQ(j["lines"][0]["offering"], "h200-1x");
+}
+
 TEST(Render, CsvHasOneRowPerLineAndQuotesHostileText) {
   auto card = card_with({flat("gpu/H200", 2 * kUsd)});
   auto inv = rate(card, {record("acme", "=cmd|calc", "gpu/H200", kNov2026, kNov2026 + kHour),

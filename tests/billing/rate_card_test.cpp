@@ -46,6 +46,24 @@ TEST(RateCard, ParsesAllPricingModelsAndRoundTrips) {
   EXPECT_EQ(rate_card_to_json(*reparsed).dump(), again.dump());
 }
 
+// A price shows its resource key or its offering, a flat one its unit price and a tiered one its
+// tiers, and a tier its upper bound only where it has one: the stored document's exact text.
+TEST(RateCard, TheJsonShowsEachKeyOnlyWhereItApplies) {
+  auto card = parse_rate_card_text(kCard);
+  ASSERT_TRUE(card) << card.error().message;
+  EXPECT_EQ(rate_card_to_json(*card).dump(),
+            R"({"committed_discount_bps":2500,"currency":"USD",)"
+            R"("effective_from":"2026-11-01T00:00:00.000000Z","id":"standard","prices":[)"
+            R"({"model":"flat","resource_key":"gpu/H200","unit_price_micros":3500000},)"
+            R"({"model":"volume","resource_key":"mig/H200/3g.71gb","tiers":[)"
+            R"({"from_hours":0,"to_hours":1000,"unit_price_micros":1600000},)"
+            R"({"from_hours":1000,"unit_price_micros":1400000}]},)"
+            R"({"model":"graduated","offering":"h200-premium","tiers":[)"
+            R"({"from_hours":0,"to_hours":10,"unit_price_micros":5000000},)"
+            R"({"from_hours":10,"unit_price_micros":4000000}]}],)"
+            R"("spot_discount_bps":6000,"version":2})");
+}
+
 TEST(RateCard, VersionIsOptionalForTheServerToAssign) {
   auto card = parse_rate_card_text(variant(R"("version": 2, )", ""));
   ASSERT_TRUE(card) << card.error().message;

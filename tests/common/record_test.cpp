@@ -1,9 +1,11 @@
 // Entities described once (common/record.h): one field table gives the JSON and the schema.
 #include "common/record.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <array>
+#include <cstdio>
 #include <optional>
 #include <vector>
 
@@ -303,6 +305,156 @@ TEST(Record, RecordsAndListsOfRecordsOrIntegersNestWithTheirOwnStrictSchemas) {
   EXPECT_EQ(p["spare"], nullable);
   EXPECT_EQ(p["first"], slice);
   EXPECT_EQ(p["codes"], Json::parse(R"({"type": "array", "items": {"type": "integer"}})"));
+}
+
+// Entries shown only where they apply (Shown::kWhereSet): left out of the JSON when absent or
+// empty, listed in the schema without null and not required.
+struct Tier {
+  int64_t from = 0;
+  std::optional<int64_t> to;
+  std::string note;
+  std::vector<Slice> parts;
+  std::optional<int64_t> ended_at;
+  bool closed = false;
+};
+
+}  // namespace
+
+template <>
+struct Fields<Tier> {
+  static constexpr auto list = std::tuple{
+      Field{"from", &Tier::from},
+      Field{"to", &Tier::to, {}, Form::kPlain, {}, Shown::kWhereSet},
+      Field{"note", &Tier::note, {}, Form::kPlain, {}, Shown::kWhereSet},
+      Field{"parts", &Tier::parts, {}, Form::kPlain, {}, Shown::kWhereSet},
+      Field{"ended_at", &Tier::ended_at, {}, Form::kTime, {}, Shown::kWhereSet},
+      Derived<Tier, std::optional<std::string>>{"why",
+                                                [](const Tier& t) -> std::optional<std::string> {
+                                                  if (!t.closed) return std::nullopt;
+                                                  return t.note;
+                                                },
+                                                {},
+                                                Form::kPlain,
+                                                Shown::kWhereSet},
+  };
+};
+
+namespace {
+
+TEST(Record, AnEntryShownWhereItAppliesIsLeftOutWhenAbsentOrEmptyAndNotRequired) {
+  EXPECT_EQ(json_of_fields(Tier{}), Json::parse(R"({"from": 0})"));
+  // A closed tier with an empty note: "why" applies (a value, though empty), "note" does not.
+  const Tier t{5, 10, "", {{"1g.18gb", 0}}, 1'764'979'200'000'000, true};
+  const Json j = json_of_fields(t);
+  EXPECT_EQ(j, Json::parse(R"({"from": 5, "to": 10, "parts": [{"profile": "1g.18gb", "start": 0}],
+                              "ended_at": "2025-12-06T00:00:00.000000Z", "why": ""})"));
+  JsonText text;
+  text.begin_object();
+  describe_fields(t, text);
+  text.end_object();
+  EXPECT_EQ(Json::parse(std::move(text).take()), j);
+  const Json s = schema_of<Tier>();
+  EXPECT_EQ(s["required"], Json::parse(R"(["from"])"));
+  const Json& p = s["properties"];
+  EXPECT_EQ(p["to"], Json::parse(R"({"type": "integer"})"));
+  EXPECT_EQ(p["note"], Json::parse(R"({"type": "string"})"));
+  EXPECT_EQ(p["parts"]["type"], "array");
+  EXPECT_EQ(p["ended_at"], Json::parse(R"({"type": "string", "format": "date-time"})"));
+  EXPECT_EQ(p["why"], Json::parse(R"({"type": "string"})"));
+}
+
+TEST(Record, NeverNullDropsNullFromTheTypesAndTheEnumValues) {
+  EXPECT_EQ(never_null(Json::parse(R"({"type": ["string", "null"], "enum": ["a", null]})")),
+            Json::parse(R"({"type": "string", "enum": ["a"]})"));
+  EXPECT_EQ(never_null(Json::parse(R"({"type": ["integer", "string", "null"]})")),
+            Json::parse(R"({"type": ["integer", "string"]})"));
+  EXPECT_EQ(never_null(Json::object()), Json::object());
+}
+
+// A member type with a text form of its own shows as that text.
+struct Span {
+  int first = 0, last = 0;
+};
+struct Route {
+  Span span;
+};
+
+}  // namespace
+
+template <>
+struct TextForm<Span> {
+  static std::string text(const Span& s) { return fmt::format("{}-{}", s.first, s.last); }
+  static Result<Span> parse(std::string_view text) {
+    Span s;
+    if (std::sscanf(std::string(text).c_str(), "%d-%d", &s.first, &s.last) != 2)
+      return fail(Error::invalid("not first-last"));
+    return s;
+  }
+};
+
+template <>
+struct Fields<Route> {
+  static constexpr auto list = std::tuple{Field{"span", &Route::span}};
+};
+
+namespace {
+
+TEST(Record, AMemberWithATextFormShowsAsItsText) {
+  static_assert(TextMember<Span>);
+  static_assert(!TextMember<Slice>);
+  EXPECT_EQ(json_of_fields(Route{{10, 20}}), Json::parse(R"({"span": "10-20"})"));
+  EXPECT_EQ(schema_of<Route>()["properties"]["span"], Json::parse(R"({"type": "string"})"));
+}
+
+// A member type with a JSON form of its own shows as that value, with the schema its form gives;
+// lists of such values, or of values with a text form, show as arrays of their forms.
+struct Level {
+  int low = 0, high = 0;
+};
+struct Gauge {
+  Level level;
+  std::vector<Level> levels;
+  std::vector<Span> spans;
+};
+
+}  // namespace
+
+template <>
+struct JsonForm<Level> {
+  static Json json(const Level& l) {
+    if (l.low == l.high) return l.low;
+    return fmt::format("{}-{}", l.low, l.high);
+  }
+  static Json schema() { return {{"type", {"integer", "string"}}}; }
+};
+
+template <>
+struct Fields<Gauge> {
+  static constexpr auto list = std::tuple{
+      Field{"level", &Gauge::level},
+      Field{"levels", &Gauge::levels},
+      Field{"spans", &Gauge::spans},
+  };
+};
+
+namespace {
+
+TEST(Record, AMemberWithAJsonFormShowsAsItsValueAndListsShowTheirForms) {
+  static_assert(JsonFormMember<Level>);
+  static_assert(!JsonFormMember<Span>);
+  const Gauge g{{3, 3}, {{80, 80}, {8000, 8099}}, {{1, 2}}};
+  const Json j = json_of_fields(g);
+  EXPECT_EQ(j, Json::parse(R"({"level": 3, "levels": [80, "8000-8099"], "spans": ["1-2"]})"));
+  JsonText text;
+  text.begin_object();
+  describe_fields(g, text);
+  text.end_object();
+  EXPECT_EQ(Json::parse(std::move(text).take()), j);
+  const Json p = schema_of<Gauge>()["properties"];
+  EXPECT_EQ(p["level"], Json::parse(R"({"type": ["integer", "string"]})"));
+  EXPECT_EQ(p["levels"],
+            Json::parse(R"({"type": "array", "items": {"type": ["integer", "string"]}})"));
+  EXPECT_EQ(p["spans"], Json::parse(R"({"type": "array", "items": {"type": "string"}})"));
 }
 
 TEST(Record, EnumNamesRoundTripAndAnUnknownNameIsNone) {

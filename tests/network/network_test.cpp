@@ -175,6 +175,29 @@ TEST(Policy, JsonRoundTrip) {
   EXPECT_EQ(*again, *p);
 }
 
+// The document stored and shown: a single port as its number, a range as "first-last", a rule's
+// description only where it has one, and no tenant (to_json adds it).
+TEST(Policy, TheJsonShowsEachRuleAsItWasWritten) {
+  auto j = parse_json(R"({
+    "egress": [{"destination": "203.0.113.0/24", "protocol": "tcp", "ports": [443, "8000-8100"],
+                "description": "registry"},
+               {"destination": "192.0.2.53", "protocol": "icmp"}],
+    "exposures": [{"protocol": "udp", "ports": ["9000-9000"], "sources": ["0.0.0.0/0"],
+                   "description": "game"}]})");
+  ASSERT_TRUE(j);
+  auto p = policy_from_json(*j, "acme", kSupernet);
+  ASSERT_TRUE(p) << p.error().message;
+  EXPECT_EQ(json_of_fields(*p).dump(),
+            R"({"egress":[{"description":"registry","destination":"203.0.113.0/24",)"
+            R"("ports":[443,"8000-8100"],"protocol":"tcp"},)"
+            R"({"destination":"192.0.2.53/32","ports":[],"protocol":"icmp"}],)"
+            R"("exposures":[{"description":"game","ports":[9000],"protocol":"udp",)"
+            R"("sources":["0.0.0.0/0"]}]})");
+  Json with_tenant = json_of_fields(*p);
+  with_tenant["tenant"] = "acme";
+  EXPECT_EQ(to_json(*p), with_tenant);
+}
+
 TEST(Policy, EgressAllowsWhatTheRenderedRulesLetThrough) {
   auto j = parse_json(R"({
     "egress": [{"destination": "192.0.2.0/24", "protocol": "udp", "ports": [53, "5300-5310"]},

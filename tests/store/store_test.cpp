@@ -51,6 +51,35 @@ struct Fields<Widget> {
   };
 };
 namespace {
+// A value with a text form of its own (common/record.h, TextForm): a port range "first-last".
+struct Ports {
+  int first = 0, last = 0;
+};
+struct Gate {
+  std::string id;
+  Ports ports;
+};
+}  // namespace
+template <>
+struct TextForm<Ports> {
+  static std::string text(const Ports& p) { return fmt::format("{}-{}", p.first, p.last); }
+  static Result<Ports> parse(std::string_view text) {
+    Ports p;
+    const auto dash = text.find('-');
+    if (dash == std::string_view::npos) return fail(Error::invalid("no dash"));
+    p.first = std::stoi(std::string(text.substr(0, dash)));
+    p.last = std::stoi(std::string(text.substr(dash + 1)));
+    return p;
+  }
+};
+template <>
+struct Fields<Gate> {
+  static constexpr auto list = std::tuple{
+      Field{"id", &Gate::id},
+      Field{"ports", &Gate::ports, "port_range"},
+  };
+};
+namespace {
 // A row with an integer list, replaced in place by an upsert.
 struct Dial {
   std::string id;
@@ -188,6 +217,38 @@ TEST(Record, AnUnknownEnumNameOrTextThatIsNotJsonFailsTheRead) {
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().code, ErrorCode::kInternal);
   EXPECT_EQ(r.error().message, "column spec holds text that is not JSON");
+}
+
+// A member with a text form is stored as its text and read back through it; text that does not
+// read fails the read, naming the column.
+TEST(Record, AMemberWithATextFormIsStoredAsItsText) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  EXPECT_EQ(columns_of<Gate>(), "id, port_range");
+  std::string stored;
+  Gate back;
+  ASSERT_TRUE(s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY(tx.exec("CREATE TABLE gates (id TEXT PRIMARY KEY, port_range TEXT)"));
+    GP_TRY(tx.exec(fmt::format("INSERT INTO gates ({}) VALUES ({})", columns_of<Gate>(),
+                               placeholders_of<Gate>()),
+                   params_of(Gate{"g1", {80, 443}})));
+    stored = GP_TRY(tx.query_one("SELECT port_range FROM gates"))->text(0);
+    auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM gates", columns_of<Gate>())));
+    back = GP_TRY(read_row<Gate>(*row));
+    return ok();
+  }));
+  EXPECT_EQ(stored, "80-443");
+  EXPECT_EQ(back.ports.first, 80);
+  EXPECT_EQ(back.ports.last, 443);
+  auto r = s->write([&](Tx& tx) -> Result<void> {
+    GP_TRY(tx.exec("UPDATE gates SET port_range = '80'"));
+    auto row = GP_TRY(tx.query_one(fmt::format("SELECT {} FROM gates", columns_of<Gate>())));
+    GP_TRY(read_row<Gate>(*row));
+    return ok();
+  });
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().code, ErrorCode::kInternal);
+  EXPECT_EQ(r.error().message, "column port_range holds '80', which does not read: no dash");
 }
 
 TEST(SqliteStore, MigrationsAreAppliedOnceAndRecorded) {
