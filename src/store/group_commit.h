@@ -10,12 +10,21 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/thread_safety.h"
 #include "store/store.h"
 
 namespace gp::store {
+
+// A map keyed by SQL text, looked up by string_view: finding a statement builds no string (the
+// engines' prepared statements, PostgreSQL's counted-table answers).
+struct SqlHash : std::hash<std::string_view> {
+  using is_transparent = void;
+};
+template <typename V>
+using BySql = std::unordered_map<std::string, V, SqlHash, std::equal_to<>>;
 
 using WriteFn = std::function<Result<void>(Tx&)>;
 

@@ -257,7 +257,7 @@ class PgConnection {
   // script() settles it in the same round trip and reports its failure. A statement this
   // connection has not prepared yet settles what is queued first, to prepare it.
   Result<void> queue(std::string_view sql, const Params& params) {
-    auto known = prepared_.find(std::string(sql));
+    auto known = prepared_.find(sql);
     const std::string* name = nullptr;
     if (known != prepared_.end()) {
       name = &known->second;
@@ -408,8 +408,7 @@ class PgConnection {
   // their types left to the server, which infers them from the statement; a statement where it
   // cannot (`? IS NULL`) is prepared again with the types of the values.
   Result<const std::string*> prepare(std::string_view sql, const Params& params) {
-    std::string key(sql);
-    if (auto it = prepared_.find(key); it != prepared_.end()) return &it->second;
+    if (auto it = prepared_.find(sql); it != prepared_.end()) return &it->second;
     const std::string translated = translate_placeholders(sql);
     std::string name = fmt::format("s{}", prepared_.size() + 1);
     ResultPtr res(PQprepare(conn_, name.c_str(), translated.c_str(), int(params.size()), nullptr),
@@ -432,12 +431,12 @@ class PgConnection {
       if (PQresultStatus(res.get()) != PGRES_COMMAND_OK)
         return fail(error_of(conn_, res.get(), sql));
     }
-    return &prepared_.emplace(std::move(key), std::move(name)).first->second;
+    return &prepared_.emplace(std::string(sql), std::move(name)).first->second;
   }
 
   std::string conninfo_;
   PGconn* conn_ = nullptr;
-  std::unordered_map<std::string, std::string> prepared_;  // SQL -> statement name
+  BySql<std::string> prepared_;      // SQL -> statement name
   std::vector<std::string> queued_;  // statements sent and not yet settled, in order
   std::vector<std::string> ended_;   // end_read()'s statements, synced and not yet read
   std::string restart_;  // the BEGIN to send again when the first statement finds no connection
@@ -473,11 +472,7 @@ class CountedTables {
 
  private:
   std::set<std::string, std::less<>> tables_;
-  // Looked up by string_view: no string is built per statement.
-  struct Hash : std::hash<std::string_view> {
-    using is_transparent = void;
-  };
-  std::unordered_map<std::string, bool, Hash, std::equal_to<>> known_;
+  BySql<bool> known_;
 };
 
 // The writer's transaction: a PgTx that notes whether a statement names a counted table (see

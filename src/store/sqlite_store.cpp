@@ -206,11 +206,7 @@ class Connection {
   }
 
   sqlite3* db_;
-  // Looked up by string_view: no string is built to find a statement.
-  struct Hash : std::hash<std::string_view> {
-    using is_transparent = void;
-  };
-  std::unordered_map<std::string, sqlite3_stmt*, Hash, std::equal_to<>> cache_;
+  BySql<sqlite3_stmt*> cache_;
 };
 
 using SqliteTx = ConnectionTx<Connection>;

@@ -11,8 +11,6 @@
 namespace gp::tenancy {
 namespace {
 
-using store::Row;
-
 constexpr size_t kMaxLabels = 32;
 
 Result<std::map<std::string, std::string>> parse_labels(const Json& j) {
