@@ -40,19 +40,22 @@ namespace {
 std::optional<std::string> percent_decode(std::string_view s, bool plus_is_space) {
   std::string out;
   out.reserve(s.size());
-  for (size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '%') {
-      if (i + 2 >= s.size()) return std::nullopt;
-      auto byte = hex_decode(s.substr(i + 1, 2));
-      if (!byte) return std::nullopt;
-      out += *byte;
-      i += 2;
-    } else if (c == '+' && plus_is_space) {
+  const std::string_view special = plus_is_space ? "%+" : "%";
+  for (size_t i = 0; i < s.size();) {
+    // The run up to the next escape is copied as it is.
+    const size_t j = std::min(s.find_first_of(special, i), s.size());
+    out.append(s.data() + i, j - i);
+    if (j == s.size()) break;
+    if (s[j] == '+') {
       out.push_back(' ');
-    } else {
-      out.push_back(c);
+      i = j + 1;
+      continue;
     }
+    if (j + 2 >= s.size()) return std::nullopt;
+    auto byte = hex_decode(s.substr(j + 1, 2));
+    if (!byte) return std::nullopt;
+    out += *byte;
+    i = j + 3;
   }
   if (!is_valid_utf8(out)) return std::nullopt;
   return out;

@@ -3,9 +3,10 @@
 // as they are accepted: an event is handled by the thread whose loop saw it, with no hand-off
 // between threads and no strand. The price: a long read holds up the other connections of its
 // loop (never those of the other loops) until it ends.
-// Slow clients cost a socket, not a thread: each read has a deadline (keep-alive idle until a
-// request begins, then its head, then its body), sizes are capped before buffering, and the
-// number of connections is capped, overall and per client address.
+// Slow clients cost a socket, not a thread: each read and write has a deadline (keep-alive idle
+// until a request begins, then its head, then its body; the answer), which each loop's sweep
+// keeps (Loop), sizes are capped before buffering, and the number of connections is capped,
+// overall and per client address.
 // Reads run on the I/O threads; they are short (SQLite on local disk). So do the writes whose
 // route says so (Route::inline_write: heartbeats) where the store commits without waiting for
 // the disk (SQLite): the I/O thread runs the handler up to its commit, then
@@ -21,6 +22,7 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <boost/asio.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -30,6 +32,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
+#include <chrono>
 #include <functional>
 #include <list>
 #include <thread>
@@ -56,6 +59,8 @@ namespace {
 // threads").
 constexpr int kWriterThreads = 64;
 
+using SteadyTime = std::chrono::steady_clock::time_point;
+
 // One accepted connection: a plain TCP stream, or a TLS stream over one.
 struct Conn {
   Conn(tcp::socket s, std::shared_ptr<ssl::context> context) : ctx(std::move(context)) {
@@ -65,13 +70,82 @@ struct Conn {
       plain.emplace(std::move(s));
   }
   beast::tcp_stream& transport() { return tls ? beast::get_lowest_layer(*tls) : *plain; }
+  // The deadline of the read or write under way: its loop closes the connection once it passes
+  // (Loop::sweep). None between them, while a request is being answered.
+  void expires_after(std::chrono::milliseconds d) {
+    deadline = std::chrono::steady_clock::now() + d;
+  }
+  void expires_never() { deadline = SteadyTime::max(); }
   // The context this connection was accepted with: a reload does not pull it from under it.
   std::shared_ptr<ssl::context> ctx;
   std::optional<beast::tcp_stream> plain;
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls;
   bool busy = false;        // touched only on the connection's loop
   std::string address_key;  // counted against the per-address cap under this key ("": not)
+  SteadyTime deadline = SteadyTime::max();  // touched only on the connection's loop
+  std::list<Conn*>::iterator watched;       // its place in its loop's list (Loop::Watch)
 };
+
+// An I/O thread's event loop, and the deadlines of the connections that live on it. Beast's
+// own deadlines (tcp_stream::expires_after) arm a timer per read and write, and cancel it, and
+// run its cancelled wait, about 4 us a request (docs/benchmarks.md); here a deadline is a
+// number, and one timer per loop, ticking while the loop has connections, closes those whose
+// deadline has passed. A deadline is kept to within one tick. Everything but `ctx` is touched
+// only by the loop's thread.
+struct Loop {
+  explicit Loop(std::chrono::milliseconds tick_every) : tick(tick_every) {}
+  // Declared before `ctx`: the sessions still suspended when `ctx` is destroyed leave it then.
+  std::list<Conn*> conns;
+  std::chrono::milliseconds tick;
+  bool ticking = false;
+  asio::io_context ctx{1};  // run by one thread; others (the flusher, the writers) post to it
+  asio::steady_timer ticker{ctx};
+
+  // A connection's deadlines are kept from its Watch's construction to its destruction.
+  class Watch {
+   public:
+    Watch(Loop& loop, Conn& conn) : loop_(loop), conn_(conn) {
+      conn.watched = loop.conns.insert(loop.conns.end(), &conn);
+      if (!loop.ticking) {
+        loop.ticking = true;
+        loop.arm();
+      }
+    }
+    ~Watch() { loop_.conns.erase(conn_.watched); }
+    Watch(const Watch&) = delete;
+    Watch& operator=(const Watch&) = delete;
+
+   private:
+    Loop& loop_;
+    Conn& conn_;
+  };
+
+  void arm() {
+    ticker.expires_after(tick);
+    ticker.async_wait([this](boost::system::error_code ec) {
+      if (!ec) sweep();
+      ticking = !ec && !conns.empty();
+      if (ticking) arm();
+    });
+  }
+  // Closes each connection whose deadline has passed: its read or write ends with an error,
+  // and its session ends.
+  void sweep() {
+    const SteadyTime now = std::chrono::steady_clock::now();
+    for (Conn* c : conns) {
+      if (c->deadline > now) continue;
+      c->expires_never();
+      boost::system::error_code ignored;
+      c->transport().socket().close(ignored);
+    }
+  }
+};
+
+// One tick of the loops' deadline sweep: a tenth of the shortest deadline, within 10-250 ms.
+std::chrono::milliseconds sweep_tick(const Limits& limits) {
+  const auto shortest = std::min({limits.header_timeout, limits.body_timeout, limits.idle_timeout});
+  return std::clamp(shortest / 10, std::chrono::milliseconds(10), std::chrono::milliseconds(250));
+}
 
 http::response<http::string_body> to_beast(HttpResponse&& r, unsigned version, bool keep_alive) {
   http::response<http::string_body> res{static_cast<http::status>(r.status), version};
@@ -177,7 +251,7 @@ struct Server::Impl {
   std::shared_ptr<ssl::context> tls_ctx GP_GUARDED_BY(tls_mu);  // null without TLS
   // One event loop per I/O thread. The first also accepts; the acceptor's close at stop() is
   // posted to it, so it never runs beside the accept loop.
-  std::vector<std::unique_ptr<asio::io_context>> loops;
+  std::vector<std::unique_ptr<Loop>> loops;
   size_t next_loop = 0;  // the loop the next connection goes to (the accept loop's alone)
   std::optional<tcp::acceptor> acceptor;
   std::vector<std::thread> workers;
@@ -205,10 +279,11 @@ struct Server::Impl {
         tls_files(std::move(files)) {
     // Each loop is run by one thread (the concurrency hint); other threads (the flusher, the
     // writer pool) still post to it.
-    for (int i = 0; i < threads; ++i) loops.push_back(std::make_unique<asio::io_context>(1));
+    for (int i = 0; i < threads; ++i)
+      loops.push_back(std::make_unique<Loop>(sweep_tick(api.limits())));
   }
 
-  asio::io_context& accepting_loop() { return *loops.front(); }
+  asio::io_context& accepting_loop() { return loops.front()->ctx; }
 
   std::shared_ptr<ssl::context> current_tls() {
     MutexLock lock(tls_mu);
@@ -218,10 +293,10 @@ struct Server::Impl {
   asio::awaitable<void> accept_loop() {
     for (;;) {
       boost::system::error_code ec;
-      asio::io_context& loop = *loops[next_loop];
+      Loop& loop = *loops[next_loop];
       next_loop = (next_loop + 1) % loops.size();
       tcp::socket socket =
-          co_await acceptor->async_accept(loop, asio::redirect_error(asio::use_awaitable, ec));
+          co_await acceptor->async_accept(loop.ctx, asio::redirect_error(asio::use_awaitable, ec));
       if (ec) {
         if (stopping || ec == asio::error::operation_aborted) co_return;
         spdlog::warn("accept failed: {}", ec.message());
@@ -229,16 +304,18 @@ struct Server::Impl {
       }
       auto conn = std::make_shared<Conn>(std::move(socket), current_tls());
       if (active.load() >= api.limits().max_connections) {
-        asio::co_spawn(conn->transport().get_executor(),
-                       refuse(conn, plain_problem(503, "unavailable", "too many connections")),
-                       asio::detached);
+        asio::co_spawn(
+            conn->transport().get_executor(),
+            refuse(loop, conn, plain_problem(503, "unavailable", "too many connections")),
+            asio::detached);
         continue;
       }
       if (!count_address(*conn)) {
-        asio::co_spawn(conn->transport().get_executor(),
-                       refuse(conn, plain_problem(429, "rate_limited",
-                                                  "too many connections from this address")),
-                       asio::detached);
+        asio::co_spawn(
+            conn->transport().get_executor(),
+            refuse(loop, conn,
+                   plain_problem(429, "rate_limited", "too many connections from this address")),
+            asio::detached);
         continue;
       }
       ++active;
@@ -247,7 +324,7 @@ struct Server::Impl {
         std::erase_if(conns, [](const auto& w) { return w.expired(); });
         conns.push_back(conn);
       }
-      asio::co_spawn(conn->transport().get_executor(), session(conn), asio::detached);
+      asio::co_spawn(conn->transport().get_executor(), session(loop, conn), asio::detached);
     }
   }
 
@@ -279,9 +356,10 @@ struct Server::Impl {
   }
 
   // Answers a connection the caps refuse (with `problem`, Retry-After 1) and closes it.
-  asio::awaitable<void> refuse(std::shared_ptr<Conn> conn, HttpResponse problem) {
+  asio::awaitable<void> refuse(Loop& loop, std::shared_ptr<Conn> conn, HttpResponse problem) {
     boost::system::error_code ec;
-    conn->transport().expires_after(std::chrono::seconds(2));
+    Loop::Watch watch(loop, *conn);
+    conn->expires_after(std::chrono::seconds(2));
     auto res = to_beast(std::move(problem), 11, false);
     res.set(http::field::retry_after, "1");
     if (conn->tls) {
@@ -295,8 +373,9 @@ struct Server::Impl {
     conn->transport().socket().shutdown(tcp::socket::shutdown_both, ec);
   }
 
-  asio::awaitable<void> session(std::shared_ptr<Conn> conn) {
+  asio::awaitable<void> session(Loop& loop, std::shared_ptr<Conn> conn) {
     boost::system::error_code ec;
+    Loop::Watch watch(loop, *conn);
     std::string remote;
     {
       auto ep = conn->transport().socket().remote_endpoint(ec);
@@ -305,15 +384,16 @@ struct Server::Impl {
     if (conn->tls) {
       // A client that speaks plain HTTP, an old protocol version or no shared suite fails here
       // and gets no HTTP answer: the connection is closed.
-      conn->transport().expires_after(api.limits().header_timeout);
+      conn->expires_after(api.limits().header_timeout);
       co_await conn->tls->async_handshake(ssl::stream_base::server,
                                           asio::redirect_error(asio::use_awaitable, ec));
+      conn->expires_never();
       if (ec) {
         spdlog::debug("TLS handshake with {} failed: {}", remote, ec.message());
       } else if (co_await serve(*conn, *conn->tls, remote,
                                 tls::peer_certificate(conn->tls->native_handle()))) {
         // Say goodbye (close_notify) but do not wait long for the client's.
-        conn->transport().expires_after(std::chrono::milliseconds(500));
+        conn->expires_after(std::chrono::milliseconds(500));
         co_await conn->tls->async_shutdown(asio::redirect_error(asio::use_awaitable, ec));
       }
     } else {
@@ -408,15 +488,17 @@ struct Server::Impl {
     head.keep_alive(keep_alive);
     head.chunked(true);
     http::response_serializer<http::empty_body> serializer{head};
-    conn.transport().expires_after(limits.body_timeout);
+    conn.expires_after(limits.body_timeout);
     co_await http::async_write_header(stream, serializer,
                                       asio::redirect_error(asio::use_awaitable, ec));
+    conn.expires_never();
     if (ec) co_return false;
     for (;;) {
       if (!resp.body.empty()) {
-        conn.transport().expires_after(limits.body_timeout);
+        conn.expires_after(limits.body_timeout);
         co_await asio::async_write(stream, http::make_chunk(asio::buffer(resp.body)),
                                    asio::redirect_error(asio::use_awaitable, ec));
+        conn.expires_never();
         if (ec) co_return false;
       }
       if (!resp.hold || !resp.hold->next_target || stopping) break;
@@ -427,9 +509,10 @@ struct Server::Impl {
       resp = co_await answer(std::move(again));
       if (resp.status != 200) break;
     }
-    conn.transport().expires_after(limits.body_timeout);
+    conn.expires_after(limits.body_timeout);
     co_await asio::async_write(stream, http::make_chunk_last(),
                                asio::redirect_error(asio::use_awaitable, ec));
+    conn.expires_never();
     co_return !ec;
   }
 
@@ -452,21 +535,22 @@ struct Server::Impl {
       // client cannot trickle a head over the idle timeout). Bytes already buffered (a
       // pipelined request) have begun it.
       if (!first && buffer.size() == 0) {
-        conn.transport().expires_after(limits.idle_timeout);
+        conn.expires_after(limits.idle_timeout);
         const size_t n = co_await stream.async_read_some(
             buffer.prepare(4096), asio::redirect_error(asio::use_awaitable, ec));
         if (ec) co_return false;  // closed by the client, idle too long, or stopping
         buffer.commit(n);
       }
-      conn.transport().expires_after(limits.header_timeout);
+      conn.expires_after(limits.header_timeout);
       co_await http::async_read_header(stream, buffer, parser,
                                        asio::redirect_error(asio::use_awaitable, ec));
       if (!ec && !parser.is_done()) {
         conn.busy = true;
-        conn.transport().expires_after(limits.body_timeout);
+        conn.expires_after(limits.body_timeout);
         co_await http::async_read(stream, buffer, parser,
                                   asio::redirect_error(asio::use_awaitable, ec));
       }
+      conn.expires_never();
       conn.busy = true;
       first = false;
       if (ec) {
@@ -479,7 +563,7 @@ struct Server::Impl {
                  ec != http::error::end_of_stream && ec != http::error::partial_message)
           err = plain_problem(400, "invalid_argument", "malformed HTTP request");
         if (err) {
-          conn.transport().expires_after(std::chrono::seconds(5));
+          conn.expires_after(std::chrono::seconds(5));
           auto res = to_beast(std::move(*err), 11, false);
           co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
         }
@@ -522,8 +606,9 @@ struct Server::Impl {
       }
       bool keep_alive = msg.keep_alive() && !stopping;
       auto res = to_beast(std::move(resp), msg.version(), keep_alive);
-      conn.transport().expires_after(limits.body_timeout);
+      conn.expires_after(limits.body_timeout);
       co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
+      conn.expires_never();
       conn.busy = false;
       if (ec) co_return false;
       if (!keep_alive) co_return true;
@@ -564,11 +649,11 @@ Result<uint16_t> Server::start() {
     return fail(Error::unavailable(
         fmt::format("cannot listen on {}:{}: {}", m.address, m.port, ec.message())));
   uint16_t bound = m.acceptor->local_endpoint().port();
-  for (auto& loop : m.loops) m.work.emplace_back(loop->get_executor());
+  for (auto& loop : m.loops) m.work.emplace_back(loop->ctx.get_executor());
   m.flusher.emplace(m.api.store());
   asio::co_spawn(m.accepting_loop(), m.accept_loop(), asio::detached);
   for (auto& loop : m.loops)
-    m.workers.emplace_back([&loop = *loop] {
+    m.workers.emplace_back([&loop = loop->ctx] {
       // Named for `top -H` and profilers: the threads that serve requests.
       pthread_setname_np(pthread_self(), "gp-io");
       loop.run();
@@ -605,7 +690,7 @@ void Server::stop(std::chrono::milliseconds grace) {
     }
   }
   m.work.clear();
-  for (auto& loop : m.loops) loop->stop();
+  for (auto& loop : m.loops) loop->ctx.stop();
   for (auto& t : m.workers) t.join();
   m.workers.clear();
   m.writers.join();
