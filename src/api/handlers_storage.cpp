@@ -37,17 +37,6 @@ Json dir_json(const storage::PlannedDir& d) {
   return j;
 }
 
-Json project_json(const storage::StoredVolumes& s) {
-  return {{"project", s.volumes.project},
-          {"project_id", s.volumes.project_id},
-          {"generation", s.volumes.generation},
-          {"uid", s.volumes.id},
-          {"gid", s.volumes.id},
-          {"size_limits", storage::size_limits_json(s.volumes.size_limits)},
-          {"state", s.state},
-          {"version", s.version}};
-}
-
 Json deletion_json(const storage::Deletion& d) { return json_of_fields(d); }
 
 // ---- Who confirms a deletion ----
@@ -131,7 +120,7 @@ Result<Reply> get_volumes(Api&, Call& call, store::Tx& tx) {
   auto ids = GP_TRY(storage::load_ids(tx, t.id));
   auto stored = GP_TRY(storage::load_volumes(tx, t.id));
   Json projects = Json::array();
-  for (const auto& s : stored) projects.push_back(project_json(s));
+  for (const auto& s : stored) projects.push_back(json_of_fields(s));
   Json dirs = Json::array();
   if (ids && t.state != tenancy::TenantState::kOffboarding)
     for (const auto& d :
@@ -161,9 +150,8 @@ Result<Mutation> put_volumes(Api& api, Call& call, store::Tx& tx) {
   auto ids = GP_TRY(storage::ensure_ids(tx, api.isolation().storage_ids, t.id, t.name, now));
   GP_TRY_VOID(ensure_tenant_key(api, tx, t));  // the nodes encrypt the tree with a key from it
   auto stored = GP_TRY(storage::load_volumes(tx, t.id));
-  auto it = std::find_if(stored.begin(), stored.end(), [&](const storage::StoredVolumes& s) {
-    return s.volumes.project_id == p.id;
-  });
+  auto it = std::find_if(stored.begin(), stored.end(),
+                         [&](const storage::StoredVolumes& s) { return s.project_id == p.id; });
   const bool created = it == stored.end();
   if (!created && it->state != "active")
     return fail(Error::conflict(
@@ -176,37 +164,36 @@ Result<Mutation> put_volumes(Api& api, Call& call, store::Tx& tx) {
     if (auto earlier = GP_TRY(storage::volumes_holding_path(tx, t.id, p.name, p.id))) {
       std::string due;
       for (const auto& d : GP_TRY(storage::scheduled_deletions(tx, t.id)))
-        if (d.project_id == earlier->volumes.project_id)
-          due = format_rfc3339(from_unix_micros(d.due_at));
+        if (d.project_id == earlier->project_id) due = format_rfc3339(from_unix_micros(d.due_at));
       return fail(Error::conflict(fmt::format(
           "the tree {}/{} still holds the volumes of an earlier project of that name ({}, {}){}; "
           "set these volumes once that tree is removed",
-          t.name, p.name, earlier->volumes.project_id,
+          t.name, p.name, earlier->project_id,
           earlier->state == "active" ? "still active" : "being deleted",
           due.empty() ? "" : ", removal due " + due)));
     }
     std::vector<storage::ProjectVolumes> all;
-    for (const auto& s : stored) all.push_back(s.volumes);  // deleting ones keep their ids
-    next.volumes = {.project = p.name,
-                    .id = GP_TRY(storage::allocate_project_id(ids, all)),
-                    .size_limits = limits,
-                    .project_id = p.id,
-                    .generation = api.ids().next("vgen")};
-    next.state = "active";
-    next.version = 1;
+    for (const auto& s : stored) all.push_back(s.volumes());  // deleting ones keep their ids
+    next = {.project_id = p.id,
+            .project = p.name,
+            .uid = GP_TRY(storage::allocate_project_id(ids, all)),
+            .size_limits = limits,
+            .state = "active",
+            .version = 1,
+            .generation = api.ids().next("vgen")};
     stored.push_back(next);
   } else {
-    it->volumes.size_limits = limits;
+    it->size_limits = limits;
     it->version += 1;
     next = *it;
   }
   // The core checks names and ids before anything is stored.
   auto plan = GP_TRY(storage::plan_layout(storage::active_volumes(t.id, t.name, ids, stored)));
   if (created)
-    GP_TRY_VOID(storage::insert_volumes(tx, t.id, next.volumes, now));
+    GP_TRY_VOID(storage::insert_volumes(tx, t.id, next.volumes(), now));
   else
     GP_TRY_VOID(storage::update_size_limits(tx, t.id, p.id, limits, next.version - 1, now));
-  Json body = project_json(next);
+  Json body = json_of_fields(next);
   body["tenant"] = t.name;
   body["directories"] = Json::array();
   const std::string prefix = t.name + "/" + p.name;
@@ -216,8 +203,8 @@ Result<Mutation> put_volumes(Api& api, Call& call, store::Tx& tx) {
   Mutation m;
   m.reply = json_reply(200, body, next.version);
   m.detail = {{"project", p.name},
-              {"uid", next.volumes.id},
-              {"generation", next.volumes.generation},
+              {"uid", next.uid},
+              {"generation", next.generation},
               {"size_limits", storage::size_limits_json(limits)},
               {"created", created}};
   return m;
@@ -228,14 +215,14 @@ Result<Mutation> delete_volumes(Api& api, Call& call, store::Tx& tx) {
   const auto& p = *call.project;
   auto stored = GP_TRY(storage::load_volumes(tx, t.id));
   auto it = std::find_if(stored.begin(), stored.end(), [&](const storage::StoredVolumes& s) {
-    return s.volumes.project_id == p.id && s.state == "active";
+    return s.project_id == p.id && s.state == "active";
   });
   if (it == stored.end()) return fail(Error::not_found("volumes not found"));
   GP_TRY_VOID(check_if_match(call, it->version));
   const auto now = api.clock().now();
   auto d = GP_TRY(storage::schedule_project_deletion(
-      tx, api.ids().next("sdel"), t.id, t.name, it->volumes, "project volumes deleted", call.who.id,
-      to_unix_micros(now), to_unix_micros(now + api.isolation().storage_grace)));
+      tx, api.ids().next("sdel"), t.id, t.name, it->volumes(), "project volumes deleted",
+      call.who.id, to_unix_micros(now), to_unix_micros(now + api.isolation().storage_grace)));
   Json body = deletion_json(d);
   Mutation m;
   m.reply = json_reply(202, body);

@@ -1023,18 +1023,8 @@ Json schemas() {
   s["BudgetAlert"] =
       with_optional(schema_of<billing::AlertRecord>(), {{"project", nstr()}, {"currency", nstr()}});
   // Tenant storage (handlers_storage.cpp).
-  Json limits = {{"type", "object"},
-                 {"propertyNames", enum_of({"datasets", "models", "checkpoints", "scratch"})},
-                 {"additionalProperties", {{"type", "integer"}, {"minimum", 1 << 20}}}};
-  s["VolumesSet"] = object({{"size_limits", limits}}, {});
-  Json project_volumes = {{"project", str()},
-                          {"project_id", str()},
-                          {"generation", str()},
-                          {"uid", integer()},
-                          {"gid", integer()},
-                          {"size_limits", limits},
-                          {"state", enum_of({"active", "deleting"})},
-                          {"version", integer()}};
+  s["VolumesSet"] = object({{"size_limits", JsonForm<storage::SizeLimits>::schema()}}, {});
+  const Json project_volumes = schema_of<storage::StoredVolumes>();
   Json dir = object({{"path", str()},
                      {"uid", integer()},
                      {"gid", integer()},
@@ -1042,11 +1032,8 @@ Json schemas() {
                      {"size_limit", integer()},
                      {"quota_project", integer()}},
                     {"path", "uid", "gid", "mode"});
-  Json pv_response = project_volumes;
-  pv_response["tenant"] = str();
-  pv_response["directories"] = {{"type", "array"}, {"items", dir}};
-  s["ProjectVolumes"] = object(pv_response, {"tenant", "project", "project_id", "uid", "gid",
-                                             "size_limits", "state", "version", "directories"});
+  s["ProjectVolumes"] =
+      with_required(project_volumes, {{"tenant", str()}, {"directories", array_of(dir)}});
   Json confirmation =
       object({{"node", str()}, {"outcome", str()}, {"detail", str()}, {"at", time_str()}},
              {"node", "outcome", "detail", "at"});
@@ -1080,14 +1067,14 @@ Json schemas() {
   tree["properties"]["findings"] = array_of(finding);
   Json id_range = object({{"first", integer()}, {"last", integer()}, {"count", integer()}},
                          {"first", "last", "count"});
-  s["TenantVolumes"] = object(
-      {{"tenant", str()},
-       {"ids", or_null(id_range)},
-       {"projects", {{"type", "array"}, {"items", object(project_volumes, {"project", "uid"})}}},
-       {"directories", {{"type", "array"}, {"items", dir}}},
-       {"deletions", {{"type", "array"}, {"items", schema_ref("StorageDeletion")}}},
-       {"trees", array_of(tree)}},
-      {"tenant", "ids", "projects", "directories", "deletions"});
+  s["TenantVolumes"] =
+      object({{"tenant", str()},
+              {"ids", or_null(id_range)},
+              {"projects", array_of(project_volumes)},
+              {"directories", {{"type", "array"}, {"items", dir}}},
+              {"deletions", {{"type", "array"}, {"items", schema_ref("StorageDeletion")}}},
+              {"trees", array_of(tree)}},
+             {"tenant", "ids", "projects", "directories", "deletions"});
   Json objects = {{"type", "array"}, {"items", {{"type", "object"}}}};
   s["AgentAssignment"] = object(
       {{"node", str()},

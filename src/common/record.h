@@ -22,7 +22,8 @@
 // an enum whose values run 0, 1, ... with Form::kEnum and `values` naming each value at its index
 // (stored and shown as that name), a type with a text form of its own (TextForm below: a
 // network's CIDR), stored and shown as that text, and a type with a JSON form of its own (JsonForm
-// below: a port range, a number or a "first-last" string), shown, never stored. An optional
+// below: a port range, a number or a "first-last" string), shown, and stored as that JSON's text
+// only where the form also reads it back (a project's size limits). An optional
 // member is null in JSON when absent (its schema allows null); every field is required in the
 // schema, but one shown only where it applies (Shown::kWhereSet: a rate card tier's upper bound, an
 // invoice's void reason), which is left out of the JSON when absent or empty and which the schema
@@ -116,7 +117,8 @@ concept TextMember = requires(const T& v, std::string_view s) {
 
 // A member type shown as a JSON value of its own making (a port range: 80, or "8000-8099"),
 // specialized next to the type: `static Json json(const T&)` and `static Json schema()`, the
-// schema of what json() gives. Shown, never stored.
+// schema of what json() gives. Shown; stored as the JSON's text only where it also has
+// `static Result<T> parse(const Json&)` (StoredJsonForm), which a stored text must pass.
 template <typename T>
 struct JsonForm;
 
@@ -124,6 +126,11 @@ template <typename T>
 concept JsonFormMember = requires(const T& v) {
   { JsonForm<T>::json(v) } -> std::same_as<Json>;
   { JsonForm<T>::schema() } -> std::same_as<Json>;
+};
+
+template <typename T>
+concept StoredJsonForm = JsonFormMember<T> && requires(const Json& j) {
+  { JsonForm<T>::parse(j) } -> std::same_as<Result<T>>;
 };
 
 template <typename R, typename T>

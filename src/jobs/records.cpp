@@ -290,8 +290,8 @@ std::string resource_of(const Job& j) {
 Result<std::optional<storage::ProjectVolumes>> active_project_volumes(
     store::Tx& tx, const std::string& tenant_id, const std::string& project_id) {
   for (auto& v : GP_TRY(storage::load_volumes(tx, tenant_id)))
-    if (v.volumes.project_id == project_id && v.state == "active")
-      return std::optional<storage::ProjectVolumes>{std::move(v.volumes)};
+    if (v.project_id == project_id && v.state == "active")
+      return std::optional<storage::ProjectVolumes>{v.volumes()};
   return std::optional<storage::ProjectVolumes>{};
 }
 

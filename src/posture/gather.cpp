@@ -153,8 +153,7 @@ Result<StorageFacts> gather_storage(store::Tx& tx, const tenancy::Tenant& t) {
     storage::TenantVolumes tv{.tenant = t.name, .ids = *ids, .projects = {}};
     for (const auto& stored : GP_TRY(storage::load_volumes(tx, t.id)))
       if (stored.state == "active")
-        tv.projects.push_back(
-            {.project = stored.volumes.project, .id = stored.volumes.id, .size_limits = {}});
+        tv.projects.push_back({.project = stored.project, .id = stored.uid, .size_limits = {}});
     std::ranges::sort(tv.projects, {}, &storage::ProjectVolumes::project);
     if (auto plan = storage::plan_layout(tv)) {
       for (const auto& d : *plan)

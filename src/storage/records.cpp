@@ -10,20 +10,7 @@
 namespace gp::storage {
 namespace {
 
-constexpr std::string_view kVolumeCols =
-    "project_id, project_name, uid, size_limits, state, version, generation";
-
-Result<StoredVolumes> volumes_from(const store::Row& row) {
-  StoredVolumes v;
-  v.volumes.project_id = row.text(0);
-  v.volumes.project = row.text(1);
-  v.volumes.id = static_cast<uint32_t>(row.integer(2));
-  v.volumes.size_limits = GP_TRY(parse_size_limits(GP_TRY(parse_json(row.text(3))), "size_limits"));
-  v.state = row.text(4);
-  v.version = row.integer(5);
-  v.volumes.generation = row.text(6);
-  return v;
-}
+const std::string kVolumeCols = store::columns_of<StoredVolumes>();
 
 const std::string kDeletionCols = store::columns_of<Deletion>();
 Result<Deletion> deletion_from(const store::Row& row) { return store::read_row<Deletion>(row); }
@@ -115,21 +102,19 @@ Json size_limits_json(const SizeLimits& limits) {
 }
 
 Result<std::vector<StoredVolumes>> load_volumes(store::Tx& tx, const std::string& tenant_id) {
-  std::vector<StoredVolumes> out;
-  for (const auto& row : GP_TRY(tx.query(
-           fmt::format("SELECT {} FROM project_volumes WHERE tenant_id = ? ORDER BY project_name, "
-                       "project_id",
-                       kVolumeCols),
-           {tenant_id})))
-    out.push_back(GP_TRY(volumes_from(row)));
-  return out;
+  return store::read_records<StoredVolumes>(
+      tx,
+      fmt::format("SELECT {} FROM project_volumes WHERE tenant_id = ? ORDER BY project_name, "
+                  "project_id",
+                  kVolumeCols),
+      {tenant_id});
 }
 
 TenantVolumes active_volumes(const std::string& tenant_id, const std::string& tenant_name,
                              const IdRange& ids, const std::vector<StoredVolumes>& stored) {
   TenantVolumes tv{.tenant = tenant_name, .ids = ids, .projects = {}, .tenant_id = tenant_id};
   for (const auto& s : stored)
-    if (s.state == "active") tv.projects.push_back(s.volumes);
+    if (s.state == "active") tv.projects.push_back(s.volumes());
   return tv;
 }
 
@@ -247,13 +232,12 @@ Result<std::optional<StoredVolumes>> volumes_holding_path(store::Tx& tx,
                                                           const std::string& tenant_id,
                                                           const std::string& project_name,
                                                           const std::string& project_id) {
-  auto row = GP_TRY(tx.query_one(
+  return store::read_record<StoredVolumes>(
+      tx,
       fmt::format("SELECT {} FROM project_volumes WHERE tenant_id = ? AND project_name = ? AND "
                   "project_id <> ? ORDER BY created_at",
                   kVolumeCols),
-      {tenant_id, project_name, project_id}));
-  if (!row) return std::optional<StoredVolumes>{};
-  return std::optional<StoredVolumes>{GP_TRY(volumes_from(*row))};
+      {tenant_id, project_name, project_id});
 }
 
 Result<std::optional<uint32_t>> expected_owner(store::Tx& tx, const Deletion& d) {

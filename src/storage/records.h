@@ -43,10 +43,23 @@ inline constexpr int64_t kMaxSizeLimit = int64_t{1} << 62;
 Result<SizeLimits> parse_size_limits(const Json& j, std::string_view where);
 Json size_limits_json(const SizeLimits& limits);
 
+// One generation of a project's volumes, as stored and shown (Fields below).
 struct StoredVolumes {
-  ProjectVolumes volumes;  // name, uid, limits, project id, generation
-  std::string state;       // "active" | "deleting" (until its deletion is done)
+  std::string project_id;
+  std::string project;  // the project's name: its tree is <tenant>/<project>
+  uint32_t uid = 0;     // the project's uid and gid (ProjectVolumes::id)
+  SizeLimits size_limits;
+  std::string state;  // "active" | "deleting" (until its deletion is done)
   int64_t version = 0;
+  std::string generation;
+  // The volumes as the layout plans them.
+  ProjectVolumes volumes() const {
+    return {.project = project,
+            .id = uid,
+            .size_limits = size_limits,
+            .project_id = project_id,
+            .generation = generation};
+  }
 };
 Result<std::vector<StoredVolumes>> load_volumes(store::Tx& tx, const std::string& tenant_id);
 // The tenant's active volumes as the layout sees them.
@@ -270,6 +283,40 @@ namespace gp {
 
 // Each storage::DeletionState's name, at its value's index.
 inline constexpr std::array<std::string_view, 2> kDeletionStates = {"scheduled", "done"};
+
+// Size limits show as an object keyed by volume kind, and are stored as its text.
+template <>
+struct JsonForm<storage::SizeLimits> {
+  static Json json(const storage::SizeLimits& limits) { return storage::size_limits_json(limits); }
+  static Result<storage::SizeLimits> parse(const Json& j) {
+    return storage::parse_size_limits(j, "size_limits");
+  }
+  static Json schema() {
+    Json kinds = Json::array();
+    for (auto kind : storage::kAllVolumeKinds) kinds.push_back(storage::volume_kind_name(kind));
+    return {{"type", "object"},
+            {"propertyNames", {{"type", "string"}, {"enum", kinds}}},
+            {"additionalProperties", {{"type", "integer"}, {"minimum", storage::kMinSizeLimit}}}};
+  }
+};
+
+// The one description of a project's volumes: their row, their JSON and their schema
+// (common/record.h). The gid is the uid.
+template <>
+struct Fields<storage::StoredVolumes> {
+  using V = storage::StoredVolumes;
+  static constexpr std::string_view kStates[] = {"active", "deleting"};
+  static constexpr auto list = std::tuple{
+      Field{"project_id", &V::project_id},
+      Field{"project", &V::project, "project_name"},
+      Field{"uid", &V::uid},
+      Derived<V, int64_t>{"gid", [](const V& v) -> int64_t { return v.uid; }},
+      Field{"size_limits", &V::size_limits},
+      Field{"state", &V::state, {}, Form::kEnum, kStates},
+      Field{"version", &V::version},
+      Field{"generation", &V::generation},
+  };
+};
 
 // The one description of a storage deletion: its row, its JSON and its schema (common/record.h).
 // Its tenant and project show by the names their tree had ("tenant", "project").

@@ -132,6 +132,15 @@ Result<R> read_row(RowRef&& row, size_t first = 0) {
       else if (!error)
         error = Error::internal(fmt::format("column {} holds '{}', which does not read: {}",
                                             f.stored_as(), row.text(i), parsed.error().message));
+    } else if constexpr (StoredJsonForm<T>) {
+      const Json j = Json::parse(row.text(i), nullptr, false);
+      Result<T> parsed = fail(Error::invalid("not JSON"));
+      if (!j.is_discarded()) parsed = JsonForm<T>::parse(j);
+      if (parsed)
+        v = *std::move(parsed);
+      else if (!error)
+        error = Error::internal(fmt::format("column {} holds '{}', which does not read: {}",
+                                            f.stored_as(), row.text(i), parsed.error().message));
     } else if constexpr (std::is_enum_v<T>) {
       if (auto e = parse_enum<T>(row.text(i), f.values))
         v = *e;
@@ -219,6 +228,8 @@ Params params_of(const R& r) {
       out.emplace_back(std::string(enum_name(v, f.values)));
     } else if constexpr (TextMember<T>) {
       out.emplace_back(TextForm<T>::text(v));
+    } else if constexpr (StoredJsonForm<T>) {
+      out.emplace_back(JsonForm<T>::json(v).dump());
     } else {
       out.emplace_back(v);
     }

@@ -1,6 +1,7 @@
 // Storage's rows across the upgrade to migration 21: a store written before it (volumes,
 // deletions scheduled by name, volumes orphaned by a deleted project) opens with every row given
-// the identity the agents now compare, and the storage records read it back.
+// the identity the agents now compare, and the storage records read it back. Volumes, deletions
+// and secrets read back as written, and a row that does not read fails the read.
 #include "storage/records.h"
 
 #include <gtest/gtest.h>
@@ -71,8 +72,8 @@ INSERT INTO storage_deletions (id, tenant_id, tenant_name, project_name, reason,
   auto checked = (*st)->read([&](store::Tx& tx) -> Result<void> {
     auto volumes = GP_TRY(load_volumes(tx, "ten_a"));
     std::map<std::string, StoredVolumes> by_id;
-    for (auto& v : volumes) by_id[v.volumes.project_id] = v;
-    EXPECT_EQ(by_id["prj_vision"].volumes.generation, "vgen_prj_vision");
+    for (auto& v : volumes) by_id[v.project_id] = v;
+    EXPECT_EQ(by_id["prj_vision"].generation, "vgen_prj_vision");
     EXPECT_EQ(by_id["prj_vision"].state, "active");
     // The orphan is being deleted, by a deletion of its own, 7 days after its last change.
     EXPECT_EQ(by_id["prj_gone"].state, "deleting");
@@ -132,6 +133,52 @@ TEST(StorageRecords, ADeletionInAStateItHasNoNameForFailsTheRead) {
     }
     return ok();
   }));
+}
+
+TEST(StorageRecords, VolumesReadBackAsWrittenShowTheirLimitsAsAnObjectAndRefuseCorruptLimits) {
+  TempDir dir;
+  auto s = gp::testing::open_store(dir);
+  const SizeLimits limits = {{VolumeKind::kDatasets, uint64_t{1} << 30},
+                             {VolumeKind::kScratch, uint64_t{1} << 20}};
+  gp::testing::must_write(*s, [&](store::Tx& tx) -> Result<int> {
+    GP_TRY_VOID(gp::testing::insert_bare_tenants(tx, {"ten_a"}));
+    GP_TRY_VOID(insert_volumes(tx, "ten_a",
+                               {.project = "vision",
+                                .id = 1000001,
+                                .size_limits = limits,
+                                .project_id = "prj_v",
+                                .generation = "vgen_1"},
+                               7));
+    return 0;
+  });
+  ASSERT_TRUE(s->read([&](store::Tx& tx) -> Result<void> {
+    const auto all = GP_TRY(load_volumes(tx, "ten_a"));
+    EXPECT_EQ(all.size(), 1u);
+    if (all.empty()) return ok();
+    const StoredVolumes& v = all[0];
+    EXPECT_EQ(v.volumes().size_limits, limits);
+    EXPECT_EQ(v.volumes().id, 1000001u);
+    EXPECT_EQ(json_of_fields(v), Json::parse(R"({"project_id": "prj_v", "project": "vision",
+        "uid": 1000001, "gid": 1000001, "size_limits": {"datasets": 1073741824, "scratch": 1048576},
+        "state": "active", "version": 1, "generation": "vgen_1"})"));
+    return ok();
+  }));
+  for (const char* corrupt : {"not json", "{\"tape\": 1048576}", "{\"models\": 5}"}) {
+    gp::testing::must_write(*s, [&](store::Tx& tx) -> Result<int> {
+      GP_TRY(tx.exec("UPDATE project_volumes SET size_limits = ?", {std::string(corrupt)}));
+      return 0;
+    });
+    ASSERT_TRUE(s->read([&](store::Tx& tx) -> Result<void> {
+      const auto all = load_volumes(tx, "ten_a");
+      EXPECT_FALSE(all) << corrupt;
+      if (!all) {
+        EXPECT_EQ(all.error().code, ErrorCode::kInternal);
+        EXPECT_TRUE(all.error().message.starts_with("column size_limits holds"))
+            << all.error().message;
+      }
+      return ok();
+    }));
+  }
 }
 
 TEST(StorageRecords, SecretsArePagedByNameTenantPrivateAndDeletedOnce) {
