@@ -64,6 +64,15 @@ Json with_required(Json schema, const Json& props) {
   return schema;
 }
 
+// What a request may send, from the schema of what the reply shows (schema_of): the same
+// properties but those in `drop` (the server sets them), with `required` as the required set.
+Json accepting(Json shown, std::vector<std::string> required,
+               std::initializer_list<std::string_view> drop = {}) {
+  for (auto name : drop) shown["properties"].erase(std::string(name));
+  shown["required"] = std::move(required);
+  return shown;
+}
+
 Json schema_ref(const std::string& name) { return {{"$ref", "#/components/schemas/" + name}}; }
 
 const std::vector<std::string> kClasses(vocab::kClassNames.begin(), vocab::kClassNames.end());
@@ -725,19 +734,11 @@ Json schemas() {
        {"response", object({{"uid", str()}, {"allowed", boolean}, {"status", admission_status}},
                            {"uid", "allowed"})}},
       {"apiVersion", "kind"});
-  Json ports = {{"type", "array"}, {"items", {{"type", {"integer", "string"}}}}};
-  Json protocols = enum_of({"tcp", "udp", "icmp", "any"});
-  Json egress = object(
-      {{"destination", str()}, {"protocol", protocols}, {"ports", ports}, {"description", str()}},
-      {"destination", "protocol"});
-  Json exposure = object({{"protocol", protocols},
-                          {"ports", ports},
-                          {"sources", {{"type", "array"}, {"items", str()}}},
-                          {"description", str()}},
-                         {"protocol", "ports", "sources"});
-  s["NetworkPolicySet"] = object({{"egress", {{"type", "array"}, {"items", egress}}},
-                                  {"exposures", {{"type", "array"}, {"items", exposure}}}},
-                                 {});
+  // A PUT may leave out either list, and a rule's ports (every port).
+  Json policy_set = accepting(schema_of<network::TenantPolicy>(), {});
+  policy_set["properties"]["egress"]["items"] =
+      accepting(schema_of<network::EgressRule>(), {"destination", "protocol"});
+  s["NetworkPolicySet"] = std::move(policy_set);
   s["Segment"] = segment;
   // null: a tenant created before segments came with it
   // The policy as stored and shown (network::TenantPolicy); NetworkPolicySet is what a PUT takes.
@@ -773,22 +774,14 @@ Json schemas() {
     return r;
   }());
   s["KeyRotate"] = object(Json::object(), {});
-  Json tier =
-      object({{"from_hours", integer()}, {"to_hours", integer()}, {"unit_price_micros", integer()}},
-             {"from_hours", "unit_price_micros"});
-  Json price = object({{"resource_key", str()},
-                       {"offering", str()},
-                       {"model", enum_of({"flat", "graduated", "volume"})},
-                       {"unit_price_micros", integer()},
-                       {"tiers", {{"type", "array"}, {"items", tier}}}},
-                      {});
-  Json card_props = {{"id", str()},
-                     {"currency", str()},
-                     {"effective_from", time_str()},
-                     {"spot_discount_bps", integer()},
-                     {"committed_discount_bps", integer()},
-                     {"prices", {{"type", "array"}, {"items", price}}}};
-  s["RateCardCreate"] = object(card_props, {"id", "currency", "effective_from", "prices"});
+  // A new card: the server numbers its version; a price may give a flat unit price or tiers.
+  Json price = accepting(schema_of<billing::Price>(), {});
+  price["properties"]["tiers"]["items"] =
+      accepting(schema_of<billing::PriceTier>(), {"from_hours", "unit_price_micros"});
+  Json card = accepting(schema_of<billing::RateCard>(),
+                        {"id", "currency", "effective_from", "prices"}, {"version"});
+  card["properties"]["prices"]["items"] = std::move(price);
+  s["RateCardCreate"] = std::move(card);
   // As published: the card (billing::rate_card_to_json), who published it and when; a publish
   // adds its warnings.
   s["RateCard"] = with_optional(with_required(schema_of<billing::RateCard>(),
