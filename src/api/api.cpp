@@ -608,10 +608,11 @@ HttpResponse Api::handle(HttpRequest req) {
   resp.headers.emplace_back("X-Request-Id", request_id);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   metrics_.observe(req.method, route_label, resp.status, secs);
-  spdlog::info("request id={} method={} route={} status={} ms={:.2f} principal={} remote={}{}",
-               request_id, req.method, route_label, resp.status, secs * 1000,
-               call.who.authenticated() ? call.who.id : "-", req.remote,
-               peer == req.remote ? std::string() : fmt::format(" via={}", peer));
+  if (spdlog::should_log(spdlog::level::info))  // its arguments cost copies
+    spdlog::info("request id={} method={} route={} status={} ms={:.2f} principal={} remote={}{}",
+                 request_id, req.method, route_label, resp.status, secs * 1000,
+                 call.who.authenticated() ? call.who.id : "-", req.remote,
+                 peer == req.remote ? std::string() : fmt::format(" via={}", peer));
   return resp;
 }
 

@@ -953,8 +953,7 @@ Json schemas() {
        {"items", {{"type", "array"}, {"items", object(summary_props, summary_required)}}}},
       {"period", "drafts", "created", "refreshed", "reissued", "finalized_unchanged", "items"});
   // A PUT names the target and, optionally, the offering and the tiers.
-  s["OfferingSlaSet"] = schema_of<sla::OfferingSla>();
-  s["OfferingSlaSet"]["required"] = {"target_ppm"};
+  s["OfferingSlaSet"] = accepting(schema_of<sla::OfferingSla>(), {"target_ppm"});
   // As shown, with the offering's name, the target as a percentage and whether (and by whom and
   // when) it was set; an offering without one has the default tiers.
   s["OfferingSla"] =
