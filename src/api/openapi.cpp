@@ -66,10 +66,10 @@ Json with_required(Json schema, const Json& props) {
 
 // What a request may send, from the schema of what the reply shows (schema_of): the same
 // properties but those in `drop` (the server sets them), with `required` as the required set.
-Json accepting(Json shown, std::vector<std::string> required,
+Json accepting(Json shown, const std::vector<std::string>& required,
                std::initializer_list<std::string_view> drop = {}) {
   for (auto name : drop) shown["properties"].erase(std::string(name));
-  shown["required"] = std::move(required);
+  shown["required"] = required;
   return shown;
 }
 
