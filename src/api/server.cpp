@@ -88,7 +88,7 @@ struct Conn {
 
 // An I/O thread's event loop, and the deadlines of the connections that live on it. Beast's
 // own deadlines (tcp_stream::expires_after) arm a timer per read and write, and cancel it, and
-// run its cancelled wait, about 4 us a request (docs/benchmarks.md); here a deadline is a
+// run its cancelled wait, 2-3 us of CPU a request (docs/benchmarks.md); here a deadline is a
 // number, and one timer per loop, ticking while the loop has connections, closes those whose
 // deadline has passed. A deadline is kept to within one tick. Everything but `ctx` is touched
 // only by the loop's thread.
