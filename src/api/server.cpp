@@ -13,9 +13,11 @@
 // hands the commit's flush ticket to the flusher thread and serves other requests; the flusher
 // covers every ticket handed in with one flush and resumes each answer on its connection's
 // loop. Any other request that may write (any method but GET and HEAD) runs on the writer pool
-// instead, up to its group commit, so a password hash or a call to an identity provider never
-// holds an I/O thread; its flush then goes to the flusher the same way, and no thread waits for
-// the disk. Either way the session answers only after the flush.
+// instead, so a password hash or a call to an identity provider never holds an I/O thread. Its
+// writer hands the flush ticket to the flusher itself, or, when the flusher has nothing to do,
+// flushes on its own thread: a lone write's answer crosses threads twice (to the writer and
+// back), while under load the flusher's one flush covers many and no writer waits for the disk.
+// Either way the session answers only after the flush.
 // With TLS each connection first completes a handshake (within the header deadline) on the
 // context current at accept time; reload_tls() swaps that context, so new handshakes use the
 // new certificate while open connections keep the one they were accepted with.
@@ -54,9 +56,9 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-// Threads of the writer pool. A write holds one while it waits for its batch (not its flush), so
-// this bounds how many writes one commit covers (docs/benchmarks.md, "Writes off the I/O
-// threads").
+// Threads of the writer pool. A write holds one while it waits for its batch, and for its flush
+// only when the flusher was idle, so this bounds how many writes one commit covers
+// (docs/benchmarks.md, "Writes off the I/O threads").
 constexpr int kWriterThreads = 64;
 
 using SteadyTime = std::chrono::steady_clock::time_point;
@@ -189,6 +191,23 @@ class Flusher {
     }
     cv_.notify_one();
   }
+  // Flushes on the calling thread when the flusher has nothing pending or running, so that a
+  // lone write waits for no other thread (true, with `*durable`); else false, and the caller
+  // hands its ticket to add(). Tickets handed in meanwhile wait for this flush to end
+  // (Store::flush runs one flush at a time).
+  bool flush_if_idle(uint64_t ticket, bool* durable) {
+    {
+      MutexLock lock(mu_);
+      if (busy_ || !pending_.empty()) return false;
+      busy_ = true;
+    }
+    const Result<void> flushed = store_.flush(ticket);
+    if (!flushed) spdlog::error("flush failed: {}", flushed.error().message);
+    *durable = flushed.has_value();
+    MutexLock lock(mu_);
+    busy_ = false;
+    return true;
+  }
 
  private:
   struct Waiting {
@@ -202,6 +221,7 @@ class Flusher {
       if (pending_.empty()) return;
       std::vector<Waiting> batch;
       batch.swap(pending_);
+      busy_ = true;
       lock.unlock();
       uint64_t upto = 0;
       for (const Waiting& w : batch) upto = std::max(upto, w.ticket);
@@ -209,6 +229,7 @@ class Flusher {
       if (!flushed) spdlog::error("flush failed: {}", flushed.error().message);
       for (Waiting& w : batch) w.done(flushed.has_value());
       lock.lock();
+      busy_ = false;
     }
   }
 
@@ -217,7 +238,33 @@ class Flusher {
   CondVar cv_;
   std::vector<Waiting> pending_ GP_GUARDED_BY(mu_);
   bool stopping_ GP_GUARDED_BY(mu_) = false;
-  std::thread thread_;  // last: starts once the rest is built
+  bool busy_ GP_GUARDED_BY(mu_) = false;  // a flush is running, here or in flush_if_idle
+  std::thread thread_;                    // last: starts once the rest is built
+};
+
+// An answer handed to a coroutine waiting on its loop (wait) by another thread (give, once),
+// without holding a thread: the wake is posted to that loop, whose one thread is running the
+// waiting coroutine, so the wake cannot run before the wait has begun.
+class Handback {
+ public:
+  explicit Handback(const asio::any_io_executor& loop)
+      : timer_(loop, asio::steady_timer::time_point::max()) {}
+  static void give(std::shared_ptr<Handback> self, HttpResponse resp) {
+    auto loop = self->timer_.get_executor();
+    asio::post(loop, [self = std::move(self), resp = std::move(resp)]() mutable {
+      self->resp_ = std::move(resp);
+      self->timer_.cancel();
+    });
+  }
+  asio::awaitable<HttpResponse> wait() {
+    boost::system::error_code ec;
+    co_await timer_.async_wait(asio::redirect_error(asio::use_awaitable, ec));
+    co_return std::move(resp_);
+  }
+
+ private:
+  asio::steady_timer timer_;
+  HttpResponse resp_;
 };
 
 HttpResponse plain_problem(int status, std::string_view code, std::string_view detail) {
@@ -230,6 +277,7 @@ HttpResponse plain_problem(int status, std::string_view code, std::string_view d
                 : status == 429 ? "Too Many Requests"
                 : status == 431 ? "Request Header Fields Too Large"
                 : status == 503 ? "Service Unavailable"
+                : status == 500 ? "Internal Server Error"
                                 : "Bad Request"},
       {"status", status},
       {"detail", detail},
@@ -410,20 +458,37 @@ struct Server::Impl {
 
   // The API's answer to `req`, once every write it made is on disk.
   asio::awaitable<HttpResponse> answer(HttpRequest req) {
-    Deferred d;
     if (req.method != "GET" && req.method != "HEAD" && !api.writes_inline(req))
-      d = co_await asio::co_spawn(
-          writers,
-          // By reference: this frame waits for the spawned one (and GCC 12 destroys a
-          // temporary closure that owns a request twice).
-          [this, &req]() -> asio::awaitable<Deferred> {
-            co_return handle_deferred(std::move(req));
-          },
-          asio::use_awaitable);
-    else
-      d = handle_deferred(std::move(req));
+      co_return co_await written(std::move(req));
+    Deferred d = handle_deferred(std::move(req));
     if (d.ticket == 0) co_return std::move(d.resp);  // wrote nothing, or already durable
-    co_return co_await flushed(std::move(d));
+    auto back = std::make_shared<Handback>(co_await asio::this_coro::executor);
+    answer_after_flush(back, std::move(d));
+    co_return co_await back->wait();
+  }
+
+  // A request that may write, run on the writer pool. Its writer flushes too when the flusher
+  // is idle, else hands the ticket to the flusher; whichever thread has the durable answer
+  // posts it back to this coroutine's loop.
+  asio::awaitable<HttpResponse> written(HttpRequest req) {
+    auto back = std::make_shared<Handback>(co_await asio::this_coro::executor);
+    asio::post(writers, [this, back, req = std::move(req)]() mutable {
+      Deferred d;
+      try {
+        d = handle_deferred(std::move(req));
+      } catch (const std::exception& e) {  // Api::handle answers its own failures: a last resort
+        spdlog::error("a write's request failed: {}", e.what());
+        Handback::give(back, plain_problem(500, "internal", "internal error"));
+        return;
+      }
+      bool durable = true;
+      if (d.ticket != 0 && !flusher->flush_if_idle(d.ticket, &durable)) {
+        answer_after_flush(back, std::move(d));
+        return;
+      }
+      Handback::give(back, durable ? std::move(d.resp) : not_durable());
+    });
+    co_return co_await back->wait();
   }
 
   // An answer, and the flush its writes wait for (0: none).
@@ -432,7 +497,7 @@ struct Server::Impl {
     uint64_t ticket = 0;
   };
   Deferred handle_deferred(HttpRequest req) {
-    store::DeferFlush deferred;  // acknowledged only after durable() or flushed() below
+    store::DeferFlush deferred;  // acknowledged only after the flush of `ticket`
     Deferred d{.resp = api.handle(std::move(req))};
     d.ticket = deferred.ticket();
     return d;
@@ -440,23 +505,11 @@ struct Server::Impl {
   static HttpResponse not_durable() {
     return plain_problem(503, "unavailable", "the change may not be durable: retry");
   }
-  // The answer once its writes are on disk, without holding a thread: the flusher flushes, and
-  // the wake is posted to this coroutine's loop, whose one thread is running this coroutine: the
-  // wake cannot run before the wait below has begun.
-  asio::awaitable<HttpResponse> flushed(Deferred d) {
-    auto ex = co_await asio::this_coro::executor;
-    auto timer = std::make_shared<asio::steady_timer>(ex, asio::steady_timer::time_point::max());
-    auto is_durable = std::make_shared<bool>(false);
-    flusher->add(d.ticket, [timer, is_durable, ex](bool ok) {
-      asio::post(ex, [timer, is_durable, ok] {
-        *is_durable = ok;
-        timer->cancel();
-      });
+  // Hands `d`'s flush ticket to the flusher, which gives its answer back once the flush ran.
+  void answer_after_flush(std::shared_ptr<Handback> back, Deferred d) {
+    flusher->add(d.ticket, [back = std::move(back), resp = std::move(d.resp)](bool ok) mutable {
+      Handback::give(back, ok ? std::move(resp) : not_durable());
     });
-    boost::system::error_code ec;
-    co_await timer->async_wait(asio::redirect_error(asio::use_awaitable, ec));
-    if (!*is_durable) co_return not_durable();
-    co_return std::move(d.resp);
   }
 
   // Waits until the hold's watch wakes or its deadline passes (at once when stopping).

@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
+#include <functional>
 #include <map>
+#include <memory>
 #include <set>
 #include <sstream>
 #include <string>
@@ -15,6 +18,7 @@
 #include "common/clock.h"
 #include "integration/harness.h"
 #include "integration/tenant_world.h"
+#include "store/store.h"
 #include "support/openapi_check.h"
 
 namespace gp::it {
@@ -699,6 +703,62 @@ TEST(ApiFlow, OnlyHeartbeatsRunOnTheIoThreadsAndOnlyWhereTheStoreDefersItsFlush)
   EXPECT_FALSE(inline_write("GET", project + "/allocations"));
   EXPECT_FALSE(inline_write("DELETE", project + "/allocations"));
   EXPECT_FALSE(inline_write("POST", project + "/allocations/extra"));
+}
+
+// A store whose flush fails while `failing` is set: what a failing disk looks like to the server.
+class FlushFaultStore final : public store::Store {
+ public:
+  explicit FlushFaultStore(std::unique_ptr<store::Store> inner) : inner_(std::move(inner)) {
+    inner_->set_change_listener([this](const std::vector<std::string>& keys) { changed(keys); });
+  }
+  Result<void> write(const std::function<Result<void>(store::Tx&)>& fn) override {
+    return inner_->write(fn);
+  }
+  Result<void> flush(uint64_t ticket) override {
+    if (failing) return fail(Error::unavailable("injected: the disk failed"));
+    return inner_->flush(ticket);
+  }
+  bool defers_flush() const override { return inner_->defers_flush(); }
+  Result<void> read(const std::function<Result<void>(store::Tx&)>& fn) override {
+    return inner_->read(fn);
+  }
+  std::string_view engine() const override { return inner_->engine(); }
+  Result<void> backup_to(const std::string& path) override { return inner_->backup_to(path); }
+  void count_changes_to(const std::vector<std::string>& tables) override {
+    inner_->count_changes_to(tables);
+  }
+  std::optional<uint64_t> generation() const override { return inner_->generation(); }
+  void set_sole_writer(bool on) override { inner_->set_sole_writer(on); }
+
+  std::atomic<bool> failing{false};
+
+ private:
+  std::unique_ptr<store::Store> inner_;
+};
+
+// A write is acknowledged only once the flush that covers it succeeded. On the writer pool the
+// writer flushes itself when the flusher is idle (a lone request, as here); a failed flush is
+// answered 503 (retry), never 201, and the next write after the disk recovers is acknowledged.
+TEST(ApiFlow, AWriteWhoseFlushFailsIsAnswered503AndNotAcknowledged) {
+  FlushFaultStore* faults = nullptr;
+  TestServer s({}, [&](std::unique_ptr<store::Store> inner) {
+    auto wrapped = std::make_unique<FlushFaultStore>(std::move(inner));
+    faults = wrapped.get();
+    return std::unique_ptr<store::Store>(std::move(wrapped));
+  });
+  if (!s.store().defers_flush()) GTEST_SKIP() << "this store's COMMIT waits for the disk itself";
+  auto t = s.create_tenant("acme", "acme-root");
+  for (int i = 0; i < 3; ++i) {
+    faults->failing = true;
+    auto lost = s.request("POST", tenant_path(t) + "/projects",
+                          {{"name", "lost-" + std::to_string(i)}}, t.admin_token);
+    EXPECT_TRUE(IsProblem(lost, 503, "unavailable", false)) << lost.raw;
+    EXPECT_NE(lost.raw.find("may not be durable"), std::string::npos) << lost.raw;
+    faults->failing = false;
+    auto kept = s.request("POST", tenant_path(t) + "/projects",
+                          {{"name", "kept-" + std::to_string(i)}}, t.admin_token);
+    EXPECT_EQ(kept.status, 201) << kept.raw;
+  }
 }
 
 TEST(ApiFlow, AuditTrailRecordsEveryMutationAndVerifies) {

@@ -144,7 +144,7 @@ TestServer::TempDir::~TempDir() {
   fs::remove_all(path, ec);
 }
 
-TestServer::TestServer(api::Limits limits)
+TestServer::TestServer(api::Limits limits, const WrapStore& wrap)
     : dir_(tmp_.path), clock_(from_unix_micros(kStartMicros)), ids_(20261129) {
   // Every request logs a line at info; keep test output to warnings and errors.
   spdlog::set_level(spdlog::level::warn);
@@ -154,7 +154,7 @@ TestServer::TestServer(api::Limits limits)
   auto store = pg.empty() ? store::open_sqlite({.path = (dir_ / "gpuplane.db").string()})
                           : gp::testing::PgSchemaStore::open(pg);
   if (!store) throw std::runtime_error("open store: " + store.error().message);
-  store_ = std::move(*store);
+  store_ = wrap ? wrap(std::move(*store)) : std::move(*store);
   auto signer = audit::load_or_create((dir_ / "keys").string());
   if (!signer) throw std::runtime_error("audit key: " + signer.error().message);
   audit_ = std::make_unique<audit::AuditLog>(clock_, std::move(*signer), 50);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -58,8 +59,10 @@ struct TenantInfo {
 
 class TestServer {
  public:
+  // Wraps the store the server uses (a test's faults); the identity when empty.
+  using WrapStore = std::function<std::unique_ptr<store::Store>(std::unique_ptr<store::Store>)>;
   // Starts the server; `limits` go to the Api (timeouts, caps, sizes).
-  explicit TestServer(api::Limits limits = {});
+  explicit TestServer(api::Limits limits = {}, const WrapStore& wrap = {});
   ~TestServer();
   TestServer(const TestServer&) = delete;
   TestServer& operator=(const TestServer&) = delete;
