@@ -804,7 +804,7 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
                                                                    call.req.path, call.req.body)))
                                    : std::string();
   Reply out;
-  std::function<Json()> render_body;
+  std::function<std::string()> render_body;
   bool replayed = false;
   bool body_done = false;
   auto written = api.store().write([&](store::Tx& tx) -> Result<void> {
@@ -835,7 +835,7 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
       out = std::move(m.reply);
       render_body = std::move(m.render_body);
       if (key) {
-        if (render_body) out.body = std::exchange(render_body, nullptr)();
+        if (render_body) out.raw = std::exchange(render_body, nullptr)();
         GP_TRY_VOID(store::record_idempotent_reply(
             tx, {.principal = principal,
                  .key = *key,
@@ -858,7 +858,7 @@ Result<Reply> run_mutation(Api& api, Call& call, const MutationHandler& fn) {
     return fail(written.error());
   }
   if (replayed) out.headers.emplace_back("Idempotent-Replayed", "true");
-  if (render_body) out.body = render_body();
+  if (render_body) out.raw = render_body();
   return out;
 }
 

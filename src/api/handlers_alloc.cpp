@@ -72,7 +72,7 @@ Result<Mutation> create_allocation(Api& api, Call& call, store::Tx& tx) {
     for (const auto& g : a.placement["gpus"]) gpus.push_back(g["gpu"]);
     m.detail["gpus"] = gpus;
   }
-  m.render_body = [a = std::move(a)] { return a.to_json(); };
+  m.render_body = [a = std::move(a)] { return json_text_of_fields(a); };
   return m;
 }
 

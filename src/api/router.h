@@ -29,9 +29,10 @@ struct Reply {
 // A mutation's outcome: the reply plus what goes into its audit record.
 struct Mutation {
   Reply reply;
-  // When set, the reply's body, built after the commit: outside the store's single writer, where
-  // building it would hold every queued write. Built inside when an Idempotency-Key stores it.
-  std::function<Json()> render_body;
+  // When set, the reply's body as JSON text, built after the commit: outside the store's single
+  // writer, where building it would hold every queued write. Built inside when an
+  // Idempotency-Key stores it.
+  std::function<std::string()> render_body;
   std::string resource;  // audit resource path; the request path when empty
   Json detail = Json::object();
   std::optional<std::string> tenant_id;  // audit tenant when the path names none

@@ -350,6 +350,17 @@ Json json_of_fields(const R& r) {
   return std::move(out).take();
 }
 
+// The same object as JSON text, written straight from the record (no Json value is built; its
+// keys in the table's order, where json_of_fields(r).dump() sorts them).
+template <typename R>
+std::string json_text_of_fields(const R& r) {
+  JsonText out;
+  out.begin_object();
+  describe_fields(r, out);
+  out.end_object();
+  return std::move(out).take();
+}
+
 // `schema` that may also be null.
 inline Json or_null(Json schema) {
   schema["type"] = Json::array({schema.at("type"), "null"});
