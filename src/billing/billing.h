@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "billing/money.h"
@@ -451,10 +452,16 @@ struct Fields<billing::Invoice> {
       Field{"period", &I::period},
       Field{"currency", &I::currency},
       Derived<I, billing::RateCardRef>{
-          "rate_card",
-          [](const I& i) {
-            return billing::RateCardRef{i.rate_card_id, i.rate_card_version};
-          }},
+          .name = "rate_card",
+          .get =
+              [](const I& i) {
+                return billing::RateCardRef{i.rate_card_id, i.rate_card_version};
+              },
+          .set =
+              [](I& i, billing::RateCardRef r) {
+                i.rate_card_id = std::move(r.id);
+                i.rate_card_version = r.version;
+              }},
       Field{"state", &I::state, {}, Form::kEnum, billing::kInvoiceStates},
       Field{"revision", &I::revision},
       Field{"usage_records", &I::usage_records},

@@ -8,6 +8,7 @@
 
 #include "common/clock.h"
 #include "common/env.h"
+#include "common/record_json.h"
 #include "metering/metering.h"
 #include "sla/standing.h"
 #include "store/record_row.h"
@@ -260,89 +261,22 @@ constexpr std::string_view kInvoiceColumns =
 
 std::string time_text(int64_t us) { return format_rfc3339(from_unix_micros(us)); }
 
-Result<PricingModel> model_named(std::string_view s) {
-  for (auto m : {PricingModel::kFlat, PricingModel::kGraduated, PricingModel::kVolume})
-    if (pricing_model_name(m) == s) return m;
-  return fail(Error::internal(fmt::format("stored invoice: unknown pricing model '{}'", s)));
-}
-
-Result<UsageClass> class_named(std::string_view s) {
-  for (auto c : {UsageClass::kCommitted, UsageClass::kOnDemand, UsageClass::kSpot})
-    if (usage_class_name(c) == s) return c;
-  return fail(Error::internal(fmt::format("stored invoice: unknown usage class '{}'", s)));
-}
-
 Result<InvoiceState> state_named(std::string_view s) {
   for (auto st : {InvoiceState::kDraft, InvoiceState::kFinalized, InvoiceState::kVoid})
     if (invoice_state_name(st) == s) return st;
   return fail(Error::invalid(fmt::format("invoice state '{}': want draft, finalized or void", s)));
 }
 
-Result<int64_t> time_of(const Json& j) {
-  TimePoint tp;
-  if (!j.is_string() || !parse_rfc3339(j.get<std::string>(), &tp))
-    return fail(Error::internal("stored invoice: bad time"));
-  return to_unix_micros(tp);
-}
-
-// The inverse of invoice_to_json for the invoices this module stored (trusted input: a mismatch
-// is an internal error, not a client's).
+// The inverse of invoice_to_json for the invoices this module stored, from the invoice's field
+// table (trusted input: a mismatch is an internal error, not a client's). Keys an older
+// document lacks (a line's project name, the bill-to party, the number, the payment terms, the
+// due date) keep their defaults.
 Result<Invoice> invoice_from_json(const Json& j) {
-  try {
-    Invoice inv;
-    inv.id = j.at("id").get<std::string>();
-    inv.tenant = j.at("tenant").get<std::string>();
-    inv.period.start_us = GP_TRY(time_of(j.at("period").at("start")));
-    inv.period.end_us = GP_TRY(time_of(j.at("period").at("end")));
-    inv.currency = j.at("currency").get<std::string>();
-    inv.rate_card_id = j.at("rate_card").at("id").get<std::string>();
-    inv.rate_card_version = j.at("rate_card").at("version").get<int64_t>();
-    inv.revision = j.at("revision").get<int>();
-    inv.usage_records = j.at("usage_records").get<size_t>();
-    for (const auto& l : j.at("lines")) {
-      LineItem li;
-      li.project = l.at("project").get<std::string>();
-      li.project_name = l.value("project_name", "");
-      li.resource_key = l.at("resource_key").get<std::string>();
-      li.offering = l.value("offering", "");
-      li.price_key = l.at("price_key").get<std::string>();
-      li.model = GP_TRY(model_named(l.at("model").get<std::string>()));
-      li.usage_class = GP_TRY(class_named(l.at("class").get<std::string>()));
-      li.tier = l.at("tier").get<int>();
-      li.quantity_micro_hours = l.at("quantity_micro_unit_hours").get<int64_t>();
-      li.unit_price_micros = l.at("unit_price_micros").get<int64_t>();
-      li.gross_micros = l.at("gross_micros").get<int64_t>();
-      li.discount_bps = l.at("discount_bps").get<int32_t>();
-      li.discount_micros = l.at("discount_micros").get<int64_t>();
-      li.amount_micros = l.at("amount_micros").get<int64_t>();
-      inv.lines.push_back(std::move(li));
-    }
-    for (const auto& c : j.at("sla_credits")) {
-      inv.credits.push_back({c.at("offering").get<std::string>(), c.at("credit_bps").get<int32_t>(),
-                             c.at("charge_micros").get<int64_t>(),
-                             c.at("amount_micros").get<int64_t>(),
-                             c.at("reason").get<std::string>()});
-    }
-    inv.subtotal_micros = j.at("subtotal_micros").get<int64_t>();
-    inv.sla_credit_micros = j.at("sla_credit_micros").get<int64_t>();
-    inv.taxable_micros = j.at("taxable_micros").get<int64_t>();
-    inv.tax_bps = j.at("tax_bps").get<int32_t>();
-    inv.tax_micros = j.at("tax_micros").get<int64_t>();
-    inv.prepaid_available_micros = j.at("prepaid_available_micros").get<int64_t>();
-    inv.prepaid_applied_micros = j.at("prepaid_applied_micros").get<int64_t>();
-    inv.prepaid_carried_micros = j.at("prepaid_carried_micros").get<int64_t>();
-    inv.total_micros = j.at("total_micros").get<int64_t>();
-    inv.supersedes = j.value("supersedes", "");
-    // Invoices stored before parties and numbers were kept have none.
-    if (const Json& b = j.value("bill_to", Json::object()); b.is_object())
-      inv.bill_to = {b.value("name", ""), b.value("legal_name", ""), b.value("address", "")};
-    inv.number = j.value("number", Json(nullptr)).is_string() ? j["number"].get<std::string>() : "";
-    inv.payment_terms_days = j.value("payment_terms_days", 30);
-    if (j.contains("due_at")) inv.due_at_us = GP_TRY(time_of(j["due_at"]));
-    return inv;
-  } catch (const std::exception& e) {
-    return fail(Error::internal(fmt::format("stored invoice is unreadable: {}", e.what())));
-  }
+  auto inv = record_from_json<Invoice>(j);
+  if (!inv)
+    return fail(
+        Error::internal(fmt::format("stored invoice is unreadable: {}", inv.error().message)));
+  return inv;
 }
 
 Result<StoredInvoice> stored_from_row(const store::Row& row) {

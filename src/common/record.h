@@ -164,6 +164,10 @@ struct Derived {
   std::span<const std::string_view> values = {};  // what a string may be; empty: any string
   Form form = Form::kPlain;
   Shown shown = Shown::kEverywhere;  // or kWhereSet (a Derived is never stored)
+  // Puts a value read back into the record (common/record_json.h), where the value stands for
+  // members of the record (an invoice's rate card reference: its id and version); null when it
+  // is worked out again, and the reader passes its key by.
+  void (*set)(R&, V) = nullptr;
 };
 
 template <typename F>

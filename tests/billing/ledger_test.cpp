@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 #include "common/env.h"
 #include "test_util.h"
 
@@ -273,6 +275,56 @@ TEST_F(StoredInvoices, OneNonVoidInvoicePerPeriodHeldByTheSchema) {
     return true;
   });
   EXPECT_EQ(e.code, ErrorCode::kConflict) << e.message;
+}
+
+// A stored invoice is read back from its JSON document by the invoice's field table. A document
+// written before the later keys existed still reads (their defaults), and one that does not
+// read fails the read, naming the value.
+TEST_F(StoredInvoices, AnInvoiceReadsBackAsStoredAndAnOlderDocumentStillReads) {
+  publish("default", 1, "2026-01-01T00:00:00Z", 1'000'000);
+  interval("n1", "ten_a", std::string("off_1"), november.start_us, november.start_us + kHour, 1);
+  at(november.end_us);
+  const auto stored = finalize("ten_a", draft("ten_a", november).id);
+  auto find = [&] {
+    return read([&](store::Tx& tx) -> Result<StoredInvoice> {
+      auto found = GP_TRY(find_invoice(tx, "ten_a", stored.id));
+      if (!found) return fail(Error::not_found("no such invoice"));
+      return std::move(*found);
+    });
+  };
+  EXPECT_EQ(invoice_to_json(find().invoice), invoice_to_json(stored.invoice));
+  EXPECT_EQ(find().invoice.rate_card_id, "default");
+  EXPECT_EQ(find().invoice.rate_card_version, 1);
+
+  auto rewrite = [&](const std::function<void(Json&)>& edit) {
+    read([&](store::Tx& tx) -> Result<bool> {
+      auto row = GP_TRY(tx.query_one("SELECT invoice FROM invoices WHERE id = ?", {stored.id}));
+      Json doc = Json::parse(row->text(0));
+      edit(doc);
+      GP_TRY(tx.exec("UPDATE invoices SET invoice = ? WHERE id = ?", {doc.dump(), stored.id}));
+      return true;
+    });
+  };
+  rewrite([](Json& doc) {
+    for (const char* key : {"bill_to", "number", "payment_terms_days", "due_at", "supersedes"})
+      doc.erase(key);
+    doc["lines"][0].erase("project_name");
+  });
+  const Invoice older = find().invoice;
+  EXPECT_EQ(older.payment_terms_days, 30);
+  EXPECT_EQ(older.bill_to.name, "");
+  EXPECT_FALSE(older.due_at_us);
+  EXPECT_EQ(older.lines.at(0).project_name, "");
+  EXPECT_EQ(older.lines.at(0).offering, "h200-premium");
+  EXPECT_EQ(older.total_micros, stored.invoice.total_micros);
+
+  rewrite([](Json& doc) { doc["lines"][0]["model"] = "stepped"; });
+  auto e = gp::testing::must_fail(*store, [&](store::Tx& tx) -> Result<bool> {
+    GP_TRY(find_invoice(tx, "ten_a", stored.id));
+    return true;
+  });
+  EXPECT_EQ(e.code, ErrorCode::kInternal);
+  EXPECT_NE(e.message.find("lines[0].model"), std::string::npos) << e.message;
 }
 
 TEST_F(StoredInvoices, RunPassesSlaCreditsPerTenantAndVerifyReappliesTheirRates) {

@@ -1,4 +1,5 @@
-// Entities described once (common/record.h): one field table gives the JSON and the schema.
+// Entities described once (common/record.h): one field table gives the JSON and the schema, and
+// reads the JSON back (common/record_json.h).
 #include "common/record.h"
 
 #include <fmt/format.h>
@@ -7,7 +8,11 @@
 #include <array>
 #include <cstdio>
 #include <optional>
+#include <string>
+#include <utility>
 #include <vector>
+
+#include "common/record_json.h"
 
 namespace gp {
 namespace {
@@ -473,6 +478,98 @@ TEST(Record, TheTextWriterWritesAnyJsonValueAndReplacesInvalidUtf8) {
   const Json back = Json::parse(std::move(text).take());
   EXPECT_EQ(back["a"], Json::parse(R"({"x": [1, 2.5, null]})"));
   EXPECT_EQ(back["b"], "bad \xef\xbf\xbd byte");
+}
+
+// A value that stands for members of the record is read back through Derived::set.
+struct Ticket {
+  std::string card_id;
+  int64_t card_version = 0;
+};
+
+}  // namespace
+
+template <>
+struct Fields<Ticket> {
+  static constexpr auto list = std::tuple{
+      Derived<Ticket, Slice>{.name = "card",
+                             .get =
+                                 [](const Ticket& t) {
+                                   return Slice{t.card_id, int(t.card_version)};
+                                 },
+                             .set =
+                                 [](Ticket& t, Slice s) {
+                                   t.card_id = std::move(s.profile);
+                                   t.card_version = s.start;
+                                 }},
+  };
+};
+
+namespace {
+
+// What a read gives, or its error's message.
+template <typename R>
+std::string read_error(const char* text) {
+  auto r = record_from_json<R>(Json::parse(text));
+  return r ? std::string("read") : r.error().message;
+}
+
+TEST(RecordJson, ARecordReadsBackWhatItsTableWrote) {
+  const Gadget g = sample();
+  const auto back = record_from_json<Gadget>(json_of_fields(g));
+  ASSERT_TRUE(back) << back.error().message;
+  EXPECT_EQ(json_of_fields(*back), json_of_fields(g));
+  EXPECT_EQ(back->secret_hash, "");  // stored only: never in the JSON
+  for (const Tally& t : {Tally{42, -150, 4'000'000'000u, {"10.0.0.2", "fe80::1"}, 250}, Tally{}}) {
+    const auto tally = record_from_json<Tally>(json_of_fields(t));
+    ASSERT_TRUE(tally) << tally.error().message;
+    EXPECT_EQ(json_of_fields(*tally), json_of_fields(t));
+  }
+  const Board b{"brd_1", {{"1g.18gb", 0}, {"3g.71gb", 4}}, Slice{"7g.141gb", 0}, {48, 79}};
+  const auto board = record_from_json<Board>(json_of_fields(b));
+  ASSERT_TRUE(board) << board.error().message;
+  EXPECT_EQ(board->slices.size(), 2U);
+  EXPECT_EQ(board->slices[1].profile, "3g.71gb");
+  EXPECT_EQ(board->codes, (std::vector<int>{48, 79}));
+  EXPECT_FALSE(board->spare);  // derived, with no way back: passed by
+  const Route route{{10, 20}};
+  const auto span = record_from_json<Route>(json_of_fields(route));
+  ASSERT_TRUE(span) << span.error().message;
+  EXPECT_EQ(json_of_fields(*span), json_of_fields(route));
+  const auto ticket = record_from_json<Ticket>(json_of_fields(Ticket{"rc_1", 3}));
+  ASSERT_TRUE(ticket) << ticket.error().message;
+  EXPECT_EQ(ticket->card_id, "rc_1");
+  EXPECT_EQ(ticket->card_version, 3);
+}
+
+TEST(RecordJson, AMissingKeyKeepsItsDefaultAndAKeyTheTableDoesNotNameIsPassedBy) {
+  const auto g = record_from_json<Gadget>(Json::parse(R"({"id": "gdg_9", "total": "1.00"})"));
+  ASSERT_TRUE(g) << g.error().message;
+  EXPECT_EQ(g->id, "gdg_9");
+  EXPECT_EQ(g->state, "new");
+  EXPECT_EQ(g->count, 0);
+  EXPECT_FALSE(g->owner);
+  const auto t = record_from_json<Tally>(Json::parse(R"({"milli": null})"));
+  ASSERT_TRUE(t) << t.error().message;
+  EXPECT_EQ(t->milli, 0);
+}
+
+TEST(RecordJson, AValueOfTheWrongTypeOrFormFailsTheReadNamingWhereItIs) {
+  EXPECT_EQ(read_error<Gadget>("[]"), "the document: want an object");
+  EXPECT_EQ(read_error<Gadget>(R"({"count": "7"})"), "count: want an integer");
+  EXPECT_EQ(read_error<Gadget>(R"({"state": "mint"})"), "state: want one of new, old");
+  EXPECT_EQ(read_error<Gadget>(R"({"created_at": "yesterday"})"),
+            "created_at: want an RFC 3339 time");
+  EXPECT_EQ(read_error<Gadget>(R"({"shared": 1})"), "shared: want true or false");
+  EXPECT_EQ(read_error<Tally>(R"({"id": "4x"})"), "id: want decimal digits");
+  EXPECT_EQ(read_error<Tally>(R"({"bps": 4000000000})"),
+            "bps: want an integer in its member's range");
+  EXPECT_EQ(read_error<Tally>(R"({"uid": -1})"), "uid: want an integer in its member's range");
+  EXPECT_EQ(read_error<Tally>(R"({"addresses": ["a", 2]})"), "addresses[1]: want a string");
+  EXPECT_EQ(read_error<Board>(R"({"slices": [{"start": 0}, {"start": "x"}]})"),
+            "slices[1].start: want an integer");
+  EXPECT_EQ(read_error<Board>(R"({"codes": {}})"), "codes: want an array");
+  EXPECT_EQ(read_error<Ticket>(R"({"card": {"profile": 7}})"), "card.profile: want a string");
+  EXPECT_EQ(read_error<Route>(R"({"span": "x"})"), "span: not first-last");
 }
 
 }  // namespace
