@@ -4,7 +4,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
+#include <optional>
+#include <string>
+#include <tuple>
 
 #include "common/clock.h"
 #include "common/env.h"
@@ -13,6 +17,63 @@
 #include "sla/standing.h"
 #include "store/record_row.h"
 #include "tenancy/tenancy.h"
+
+namespace gp::billing {
+namespace {
+
+// An invoice's row: its JSON document beside the columns that find, filter and order it.
+struct InvoiceRow {
+  std::string id;  // the stored id ("inv_...")
+  std::string tenant_id;
+  int64_t period_start = 0, period_end = 0;
+  int64_t revision = 1;
+  InvoiceState state = InvoiceState::kDraft;
+  std::string rate_card_id;
+  int64_t rate_card_version = 0;
+  std::optional<std::string> supersedes;  // the stored id of the void invoice this re-issues
+  std::string invoice;                    // the document (invoice_to_json)
+  int64_t total_micros = 0;
+  std::string currency;
+  std::string created_by;
+  int64_t created_at = 0, computed_at = 0;
+  std::optional<int64_t> finalized_at, voided_at;
+  std::optional<std::string> void_reason, number;
+  int64_t version = 0;
+};
+
+}  // namespace
+}  // namespace gp::billing
+
+namespace gp {
+
+template <>
+struct Fields<billing::InvoiceRow> {
+  using R = billing::InvoiceRow;
+  static constexpr auto list = std::tuple{
+      Field{"id", &R::id},
+      Field{"tenant_id", &R::tenant_id},
+      Field{"period_start", &R::period_start},
+      Field{"period_end", &R::period_end},
+      Field{"revision", &R::revision},
+      Field{"state", &R::state, {}, Form::kEnum, billing::kInvoiceStates},
+      Field{"rate_card_id", &R::rate_card_id},
+      Field{"rate_card_version", &R::rate_card_version},
+      Field{"supersedes", &R::supersedes},
+      Field{"invoice", &R::invoice},
+      Field{"total_micros", &R::total_micros},
+      Field{"currency", &R::currency},
+      Field{"created_by", &R::created_by},
+      Field{"created_at", &R::created_at},
+      Field{"computed_at", &R::computed_at},
+      Field{"finalized_at", &R::finalized_at},
+      Field{"voided_at", &R::voided_at},
+      Field{"void_reason", &R::void_reason},
+      Field{"number", &R::number},
+      Field{"version", &R::version},
+  };
+};
+
+}  // namespace gp
 
 namespace gp::billing {
 
@@ -255,17 +316,13 @@ namespace {
 constexpr int64_t kMaxOnDemandPeriodUs = int64_t(366) * 24 * kUsPerHour;
 constexpr size_t kMaxVoidReason = 500;
 
-constexpr std::string_view kInvoiceColumns =
-    "id, supersedes, invoice, state, revision, created_by, created_at, computed_at, finalized_at, "
-    "voided_at, void_reason, version";
+const std::string kInvoiceColumns = store::columns_of<InvoiceRow>();
+// The columns an invoice's row is inserted with and never changes.
+constexpr std::array<std::string_view, 8> kInvoiceFixedColumns = {
+    "id",       "tenant_id",  "period_start", "period_end",
+    "revision", "supersedes", "created_by",   "created_at"};
 
 std::string time_text(int64_t us) { return format_rfc3339(from_unix_micros(us)); }
-
-Result<InvoiceState> state_named(std::string_view s) {
-  for (auto st : {InvoiceState::kDraft, InvoiceState::kFinalized, InvoiceState::kVoid})
-    if (invoice_state_name(st) == s) return st;
-  return fail(Error::invalid(fmt::format("invoice state '{}': want draft, finalized or void", s)));
-}
 
 // The inverse of invoice_to_json for the invoices this module stored, from the invoice's field
 // table (trusted input: a mismatch is an internal error, not a client's). Keys an older
@@ -279,54 +336,82 @@ Result<Invoice> invoice_from_json(const Json& j) {
   return inv;
 }
 
+std::optional<std::string> unless_empty(const std::string& s) {
+  return s.empty() ? std::nullopt : std::optional<std::string>(s);
+}
+
+InvoiceRow row_of(const StoredInvoice& s) {
+  const Invoice& inv = s.invoice;
+  return {.id = s.id,
+          .tenant_id = inv.tenant,
+          .period_start = inv.period.start_us,
+          .period_end = inv.period.end_us,
+          .revision = inv.revision,
+          .state = inv.state,
+          .rate_card_id = inv.rate_card_id,
+          .rate_card_version = inv.rate_card_version,
+          .supersedes = unless_empty(s.supersedes_id),
+          .invoice = invoice_to_json(inv).dump(),
+          .total_micros = inv.total_micros,
+          .currency = inv.currency,
+          .created_by = s.created_by,
+          .created_at = s.created_at,
+          .computed_at = s.computed_at,
+          .finalized_at = inv.finalized_at_us,
+          .voided_at = inv.voided_at_us,
+          .void_reason = unless_empty(inv.void_reason),
+          .number = unless_empty(inv.number),
+          .version = s.version};
+}
+
+// A stored invoice from its row (kInvoiceColumns): the document, with the state, revision and
+// times the row holds.
 Result<StoredInvoice> stored_from_row(const store::Row& row) {
+  InvoiceRow r = GP_TRY(store::read_row<InvoiceRow>(row));
   StoredInvoice s;
-  s.id = row.text(0);
-  s.supersedes_id = row.text(1);
-  s.invoice = GP_TRY(invoice_from_json(GP_TRY(parse_json(row.text(2)))));
-  s.invoice.state = GP_TRY(state_named(row.text(3)));
-  s.invoice.revision = int(row.integer(4));
-  s.created_by = row.text(5);
-  s.created_at = row.integer(6);
-  s.computed_at = row.integer(7);
-  s.invoice.finalized_at_us = row.opt_integer(8);
-  s.invoice.voided_at_us = row.opt_integer(9);
-  s.invoice.void_reason = row.text(10);
-  s.version = row.integer(11);
+  s.id = std::move(r.id);
+  s.supersedes_id = r.supersedes.value_or("");
+  s.invoice = GP_TRY(invoice_from_json(GP_TRY(parse_json(r.invoice))));
+  s.invoice.state = r.state;
+  s.invoice.revision = int(r.revision);
+  s.created_by = std::move(r.created_by);
+  s.created_at = r.created_at;
+  s.computed_at = r.computed_at;
+  s.invoice.finalized_at_us = r.finalized_at;
+  s.invoice.voided_at_us = r.voided_at;
+  s.invoice.void_reason = r.void_reason.value_or("");
+  s.version = r.version;
   return s;
 }
 
 Result<void> insert_invoice(store::Tx& tx, const StoredInvoice& s) {
-  const Invoice& inv = s.invoice;
-  GP_TRY(tx.exec(
-      "INSERT INTO invoices (id, tenant_id, period_start, period_end, revision, state, "
-      "rate_card_id, rate_card_version, supersedes, invoice, total_micros, currency, created_by, "
-      "created_at, computed_at, finalized_at, voided_at, void_reason, version) VALUES (?, ?, ?, ?, "
-      "?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-      {s.id, inv.tenant, inv.period.start_us, inv.period.end_us, int64_t(inv.revision),
-       std::string(invoice_state_name(inv.state)), inv.rate_card_id, inv.rate_card_version,
-       s.supersedes_id.empty() ? store::Value(store::Null{}) : store::Value(s.supersedes_id),
-       invoice_to_json(inv).dump(), inv.total_micros, inv.currency, s.created_by, s.created_at,
-       s.computed_at, store::opt(inv.finalized_at_us), store::opt(inv.voided_at_us),
-       inv.void_reason.empty() ? store::Value(store::Null{}) : store::Value(inv.void_reason),
-       s.version}));
+  static const std::string sql = fmt::format("INSERT INTO invoices ({}) VALUES ({})",
+                                             kInvoiceColumns, store::placeholders_of<InvoiceRow>());
+  GP_TRY(tx.exec(sql, store::params_of(row_of(s))));
   return ok();
 }
 
 // Writes a changed invoice over version `s.version - 1` (optimistic: a concurrent change is a
-// conflict, though writes are serialized by the store anyway).
+// conflict, though writes are serialized by the store anyway): every column but those fixed at
+// insert.
 Result<void> update_invoice(store::Tx& tx, const StoredInvoice& s) {
-  const Invoice& inv = s.invoice;
+  store::Params all = store::params_of(row_of(s));
+  std::string assignments;
+  store::Params params;
+  size_t i = 0;
+  for_each_stored<InvoiceRow>([&](const auto& f) {
+    const std::string_view column = f.stored_as();
+    if (std::find(kInvoiceFixedColumns.begin(), kInvoiceFixedColumns.end(), column) ==
+        kInvoiceFixedColumns.end()) {
+      assignments += fmt::format("{}{} = ?", assignments.empty() ? "" : ", ", column);
+      params.push_back(std::move(all[i]));
+    }
+    ++i;
+  });
+  params.emplace_back(s.id);
+  params.emplace_back(s.version - 1);
   auto n = GP_TRY(tx.exec(
-      "UPDATE invoices SET state = ?, rate_card_id = ?, rate_card_version = ?, invoice = ?, "
-      "total_micros = ?, currency = ?, computed_at = ?, finalized_at = ?, voided_at = ?, "
-      "void_reason = ?, number = ?, version = ? WHERE id = ? AND version = ?",
-      {std::string(invoice_state_name(inv.state)), inv.rate_card_id, inv.rate_card_version,
-       invoice_to_json(inv).dump(), inv.total_micros, inv.currency, s.computed_at,
-       store::opt(inv.finalized_at_us), store::opt(inv.voided_at_us),
-       inv.void_reason.empty() ? store::Value(store::Null{}) : store::Value(inv.void_reason),
-       inv.number.empty() ? store::Value(store::Null{}) : store::Value(inv.number), s.version, s.id,
-       s.version - 1}));
+      fmt::format("UPDATE invoices SET {} WHERE id = ? AND version = ?", assignments), params));
   if (n != 1) return fail(Error::conflict(fmt::format("invoice {} changed meanwhile", s.id)));
   return ok();
 }
@@ -749,11 +834,13 @@ Result<RunReport> run_period(store::Tx& tx, Env world, const Period& period, con
     usage.try_emplace(row.text(0));
   std::map<std::string, StoredInvoice, std::less<>> latest;
   for (const auto& row :
-       GP_TRY(tx.query(fmt::format("SELECT {}, tenant_id FROM invoices WHERE period_start = ? AND "
+       GP_TRY(tx.query(fmt::format("SELECT {} FROM invoices WHERE period_start = ? AND "
                                    "period_end = ? ORDER BY tenant_id, revision",
                                    kInvoiceColumns),
                        {period.start_us, period.end_us}))) {
-    latest.insert_or_assign(row.text(12), GP_TRY(stored_from_row(row)));
+    StoredInvoice s = GP_TRY(stored_from_row(row));
+    std::string tenant = s.invoice.tenant;
+    latest.insert_or_assign(std::move(tenant), std::move(s));
   }
   std::map<std::string, std::string, std::less<>> overlapping;
   for (const auto& row : GP_TRY(tx.query(
