@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "forwarding_store.h"
 #include "store/engines.h"
 
 namespace gp::testing {
@@ -28,7 +29,7 @@ inline std::string test_pg_conninfo() {
 }
 
 // A store in a fresh schema, dropped with the store.
-class PgSchemaStore final : public store::Store {
+class PgSchemaStore final : public ForwardingStore {
  public:
   // The connection string of a new, empty schema (created now).
   static std::string new_schema(const std::string& conninfo, std::string* schema_out) {
@@ -52,33 +53,15 @@ class PgSchemaStore final : public store::Store {
         new PgSchemaStore(std::move(inner), std::move(admin), schema));
   }
   ~PgSchemaStore() override {
-    inner_.reset();
+    close_inner();
     (void)admin_("DROP SCHEMA " + schema_ + " CASCADE");
   }
-  Result<void> write(const std::function<Result<void>(store::Tx&)>& fn) override {
-    return inner_->write(fn);
-  }
-  Result<void> flush(uint64_t ticket) override { return inner_->flush(ticket); }
-  Result<void> read(const std::function<Result<void>(store::Tx&)>& fn) override {
-    return inner_->read(fn);
-  }
-  std::string_view engine() const override { return inner_->engine(); }
-  Result<void> backup_to(const std::string& path) override { return inner_->backup_to(path); }
-  // What the caches of a leader rely on, as the inner store answers it (so the PostgreSQL runs
-  // of the integration suite keep principals, tenants and projects as a leader does).
-  void count_changes_to(const std::vector<std::string>& tables) override {
-    inner_->count_changes_to(tables);
-  }
-  std::optional<uint64_t> generation() const override { return inner_->generation(); }
-  void set_sole_writer(bool on) override { inner_->set_sole_writer(on); }
 
  private:
+  // The inner store's generation is forwarded, so the PostgreSQL runs of the integration suite
+  // keep principals, tenants and projects as a leader does.
   PgSchemaStore(std::unique_ptr<store::Store> inner, store::AdminCommand admin, std::string schema)
-      : inner_(std::move(inner)), admin_(std::move(admin)), schema_(std::move(schema)) {
-    // What the inner store's writes announce reaches this store's listener.
-    inner_->set_change_listener([this](const std::vector<std::string>& keys) { changed(keys); });
-  }
-  std::unique_ptr<store::Store> inner_;
+      : ForwardingStore(std::move(inner)), admin_(std::move(admin)), schema_(std::move(schema)) {}
   store::AdminCommand admin_;
   std::string schema_;
 };

@@ -16,6 +16,7 @@
 
 #include "api/router.h"
 #include "common/clock.h"
+#include "forwarding_store.h"
 #include "integration/harness.h"
 #include "integration/tenant_world.h"
 #include "store/store.h"
@@ -706,34 +707,15 @@ TEST(ApiFlow, OnlyHeartbeatsRunOnTheIoThreadsAndOnlyWhereTheStoreDefersItsFlush)
 }
 
 // A store whose flush fails while `failing` is set: what a failing disk looks like to the server.
-class FlushFaultStore final : public store::Store {
+class FlushFaultStore final : public gp::testing::ForwardingStore {
  public:
-  explicit FlushFaultStore(std::unique_ptr<store::Store> inner) : inner_(std::move(inner)) {
-    inner_->set_change_listener([this](const std::vector<std::string>& keys) { changed(keys); });
-  }
-  Result<void> write(const std::function<Result<void>(store::Tx&)>& fn) override {
-    return inner_->write(fn);
-  }
+  using ForwardingStore::ForwardingStore;
   Result<void> flush(uint64_t ticket) override {
     if (failing) return fail(Error::unavailable("injected: the disk failed"));
-    return inner_->flush(ticket);
+    return ForwardingStore::flush(ticket);
   }
-  bool defers_flush() const override { return inner_->defers_flush(); }
-  Result<void> read(const std::function<Result<void>(store::Tx&)>& fn) override {
-    return inner_->read(fn);
-  }
-  std::string_view engine() const override { return inner_->engine(); }
-  Result<void> backup_to(const std::string& path) override { return inner_->backup_to(path); }
-  void count_changes_to(const std::vector<std::string>& tables) override {
-    inner_->count_changes_to(tables);
-  }
-  std::optional<uint64_t> generation() const override { return inner_->generation(); }
-  void set_sole_writer(bool on) override { inner_->set_sole_writer(on); }
 
   std::atomic<bool> failing{false};
-
- private:
-  std::unique_ptr<store::Store> inner_;
 };
 
 // A write is acknowledged only once the flush that covers it succeeded. On the writer pool the
